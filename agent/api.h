@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The local API: HTTP/1.1 + JSON on a Unix socket, served by libmicrohttpd in external-epoll
+ * mode, driven by the sd-event loop (the MHD epoll fd is an IO source, MHD_get_timeout() sets
+ * a timer): no thread. Each connection's peer credentials (SO_PEERCRED) are read when it is
+ * accepted and handed to every handler. Routes are a table of {method, pattern, handler};
+ * a pattern segment "{}" matches one path segment, captured in order.
+ *
+ * A handler replies at once with api_reply_*(), or keeps the request (api_request_suspend())
+ * and replies later from the loop (long-polls such as ?wait=30s); or starts a stream
+ * (api_reply_stream()) and writes chunks as events happen. Errors are
+ * {"error": "...", "code": N}. Every reply is counted in pinion_api_requests_total. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <cjson/cJSON.h>
+#include <sd-event.h>
+
+#include "macro.h"
+#include "metrics.h"
+
+struct api;
+struct api_request;
+
+struct api_peer {
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+        bool privileged; /* root, or a member of socket-group */
+};
+
+typedef int (*api_handler_fn)(struct api_request *req, void *userdata);
+
+struct api_route {
+        const char *method;  /* "GET", "POST" */
+        const char *pattern; /* "/v1/pods/{}/{}" */
+        api_handler_fn handler;
+        bool privileged;     /* only root / socket-group may call it (403 otherwise) */
+};
+
+struct api_options {
+        const char *socket_path;
+        mode_t socket_mode;     /* 0660 */
+        gid_t socket_gid;       /* (gid_t)-1: leave the group */
+        int listen_fd;          /* >= 0: use this (socket activation), else bind socket_path */
+        size_t max_body;        /* request bodies larger than this get 413; 0 = 1 MiB */
+};
+
+int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics, struct api **ret);
+/* Closes the socket (unlinking it if we bound it) and drops every connection. */
+struct api *api_free(struct api *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct api *, api_free);
+
+/* Routes are matched in registration order; userdata is passed to the handler. */
+int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata);
+/* Changes who counts as privileged (socket-group) and the socket's mode on reload. */
+int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid);
+const char *api_socket_path(const struct api *a);
+
+/* Request accessors (valid until the reply is sent). */
+const char *api_request_method(const struct api_request *r);
+const char *api_request_path(const struct api_request *r);
+const char *api_request_route(const struct api_request *r); /* the matched pattern, for metrics */
+/* The i-th "{}" capture, URL-decoded, or NULL. */
+const char *api_request_param(const struct api_request *r, unsigned i);
+/* A query argument ("watch" in ?watch=1), or NULL. */
+const char *api_request_query(const struct api_request *r, const char *name);
+const struct api_peer *api_request_peer(const struct api_request *r);
+/* The request body (POST), NUL-terminated; size 0 if none. */
+const char *api_request_body(const struct api_request *r, size_t *ret_size);
+
+/* Replies. Each takes ownership of what it is given and completes the request (resuming it if
+ * it was suspended). They return 0 or negative errno; the request is finished either way. */
+int api_reply_json(struct api_request *r, unsigned status, cJSON *body);
+int api_reply_text(struct api_request *r, unsigned status, const char *content_type, char *text,
+                   size_t size);
+int api_reply_error(struct api_request *r, unsigned status, const char *format, ...) _printf_(3, 4);
+
+/* Long-poll: keep the request open. The handler must return 0 after calling this. The request
+ * stays valid until replied to or until the client goes away, in which case on_abort (if set)
+ * runs and the request must not be used afterwards. */
+typedef void (*api_abort_fn)(struct api_request *r, void *userdata);
+void api_request_suspend(struct api_request *r, api_abort_fn on_abort, void *userdata);
+
+/* Streaming (NDJSON watches): headers go out now; api_stream_write() queues a chunk,
+ * api_stream_end() finishes the response. on_abort runs if the client goes away first. */
+int api_reply_stream(struct api_request *r, unsigned status, const char *content_type,
+                     api_abort_fn on_abort, void *userdata);
+int api_stream_write(struct api_request *r, const char *data, size_t size);
+int api_stream_end(struct api_request *r);

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The configuration: an INI file (read by inih) plus conf.d/ drop-ins in lexical order, kept
+ * as a list of entries that remember FILE:LINE. Sections are parsed by tables of
+ * {key, parser, offset, default} rows (nginx ngx_command_t style): each owner of a section
+ * (the manager for [agent], each module for its own) applies its table, and whatever no
+ * table claimed is reported as unknown. Every error is "FILE:LINE: reason". */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+#include "strv.h"
+
+#define EXIT_CONFIG 78 /* EX_CONFIG from sysexits.h */
+
+struct config_entry {
+        char *file;
+        unsigned line;
+        char *section;
+        char *key;
+        char *value;
+        bool claimed;
+};
+
+struct config_section {
+        char *name;
+        char *file; /* where the section header first appeared */
+        unsigned line;
+        bool claimed;
+};
+
+struct config {
+        char *main_file;
+        struct config_entry *entries;
+        size_t n_entries;
+        struct config_section *sections;
+        size_t n_sections;
+};
+
+/* Where a value came from, handed to parsers so errors can name it. */
+struct config_where {
+        const char *file;
+        unsigned line;
+        const char *section;
+        const char *key;
+};
+
+/* A parser converts text into *ret (a field inside the owner's struct). On failure it returns
+ * negative errno and sets *ret_reason to a static or malloc'd-free message (static only). */
+typedef int (*config_parser_t)(const char *value, void *ret, const char **ret_reason);
+
+struct config_key {
+        const char *key;
+        config_parser_t parse;
+        size_t offset;
+        const char *default_value; /* NULL: leave the field as it is (zeroed) */
+        void (*free_field)(void *field); /* releases an owned field; NULL for plain values */
+};
+
+/* Loads main_file (must exist) and, if dropin_dir is non-NULL and exists, every *.conf in it in
+ * lexical order. Later entries override earlier ones for the same section and key. */
+int config_load(const char *main_file, const char *dropin_dir, struct config **ret, char **ret_error);
+/* Loads from a string, for the embedded demo config and for tests; name appears in errors. */
+int config_load_string(const char *name, const char *text, struct config **ret, char **ret_error);
+struct config *config_free(struct config *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct config *, config_free);
+
+bool config_has_section(const struct config *c, const char *section);
+
+/* Sets every table field to its default, then applies the section's entries (last one wins),
+ * marking them claimed. Unknown keys in the section are errors. The section need not exist. */
+int config_parse_section(struct config *c, const char *section, const struct config_key *table,
+                         void *object, char **ret_error);
+/* Frees owned fields of an object parsed with table. */
+void config_free_fields(const struct config_key *table, void *object);
+
+/* Calls fn for every section named "<prefix><NAME>" (e.g. "config.", "reclaim.") in file order. */
+typedef int (*config_section_fn)(struct config *c, const char *section, const char *name, void *userdata);
+int config_foreach_section(struct config *c, const char *prefix, config_section_fn fn, void *userdata);
+
+/* After all owners have parsed: the first unclaimed section or key becomes an error. */
+int config_check_unclaimed(const struct config *c, char **ret_error);
+
+/* Formats "FILE:LINE: reason" into *ret_error (allocated) and returns -EINVAL. */
+int config_error(char **ret_error, const char *file, unsigned line, const char *format, ...) _printf_(4, 5);
+
+/* Typed parsers. Field types: usec_t, uint64_t (sizes), unsigned (percent 0..100), bool,
+ * int64_t, char * (path: absolute; string: any), char ** (NULL-terminated strv), mode_t. */
+int config_parse_duration(const char *v, void *ret, const char **reason); /* usec_t */
+int config_parse_size(const char *v, void *ret, const char **reason);     /* uint64_t, K/M/G/T */
+int config_parse_percent(const char *v, void *ret, const char **reason);  /* unsigned, "90%" */
+int config_parse_bool(const char *v, void *ret, const char **reason);     /* bool */
+int config_parse_int(const char *v, void *ret, const char **reason);      /* int64_t */
+int config_parse_uint(const char *v, void *ret, const char **reason);     /* unsigned */
+int config_parse_double(const char *v, void *ret, const char **reason);   /* double, >= 0 */
+int config_parse_string(const char *v, void *ret, const char **reason);   /* char *, "" → NULL */
+int config_parse_path(const char *v, void *ret, const char **reason);     /* char *, absolute */
+int config_parse_strv(const char *v, void *ret, const char **reason);     /* char **, comma/space */
+int config_parse_mode(const char *v, void *ret, const char **reason);     /* mode_t, octal */
+int config_parse_url(const char *v, void *ret, const char **reason);      /* char *, http(s):// */
+
+void config_free_string(void *field); /* for char * fields */
+void config_free_strv(void *field);   /* for char ** fields */
+
+/* Parsing helpers shared with other code (e.g. "?wait=30s" in the API). */
+int parse_duration(const char *s, usec_t *ret);
+int parse_size(const char *s, uint64_t *ret);
+int parse_percent(const char *s, unsigned *ret);
+int parse_bool(const char *s, bool *ret);

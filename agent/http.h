@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The HTTP client every module uses: libcurl's multi interface driven by sd-event
+ * (CURLMOPT_SOCKETFUNCTION → sd_event_add_io, CURLMOPT_TIMERFUNCTION → one sd-event timer,
+ * curl_multi_socket_action() on events). No thread, no blocking call.
+ *
+ * The caller builds a CURL easy handle with curl_easy_setopt() (URL, headers, TLS files,
+ * timeouts) and submits it. Unless the caller set its own CURLOPT_WRITEFUNCTION (streaming,
+ * e.g. a watch), the body is collected into a buffer of at most max_body bytes (a larger body
+ * fails the transfer with -EFBIG). The done callback runs exactly once per transfer that was
+ * not cancelled; the client frees the easy handle after it returns. */
+
+#include <curl/curl.h>
+#include <sd-event.h>
+
+#include "macro.h"
+
+struct http_client;
+struct http_transfer;
+
+struct http_response {
+        int error;       /* 0, or negative errno (-ETIMEDOUT, -ECONNREFUSED, -EFBIG, -EPROTO, ...) */
+        CURLcode curl_code;
+        const char *error_message; /* curl's message when error != 0 (borrowed) */
+        long status;     /* HTTP status, 0 if none was received */
+        char *body;      /* NUL-terminated, NULL when streaming; borrowed, valid during the callback */
+        size_t body_size;
+        CURL *easy;      /* to read more info (e.g. curl_easy_header for ETag/Retry-After) */
+};
+
+typedef void (*http_done_fn)(struct http_client *c, const struct http_response *resp, void *userdata);
+
+int http_client_new(sd_event *e, struct http_client **ret);
+/* Cancels every transfer still running (their callbacks do not run). */
+struct http_client *http_client_free(struct http_client *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct http_client *, http_client_free);
+
+/* Takes ownership of easy (also on failure). *ret (optional) identifies the transfer for
+ * http_transfer_cancel() and is valid until the done callback returns. */
+int http_client_submit(struct http_client *c, CURL *easy, size_t max_body, http_done_fn done,
+                       void *userdata, struct http_transfer **ret);
+/* Stops a running transfer without calling its done callback. */
+void http_transfer_cancel(struct http_transfer *t);
+unsigned http_client_active(const struct http_client *c);
+
+/* Retry-After from a response, as a delay: seconds or an HTTP date. 0 if absent or invalid. */
+usec_t http_response_retry_after(const struct http_response *resp);
+/* A response header's value (borrowed until the callback returns), or NULL. */
+const char *http_response_header(const struct http_response *resp, const char *name);
+/* Maps a CURLcode to a negative errno. */
+int http_curl_code_to_errno(CURLcode code);

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Small helpers every file uses: cleanup attributes, time units, array sizes.
+ * Ownership rule: x_free(NULL) is a no-op and every x_free returns NULL. */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef uint64_t usec_t;
+
+#define USEC_INFINITY ((usec_t) UINT64_MAX)
+#define USEC_PER_MSEC ((usec_t) 1000ULL)
+#define USEC_PER_SEC ((usec_t) 1000000ULL)
+#define USEC_PER_MINUTE (60ULL * USEC_PER_SEC)
+#define USEC_PER_HOUR (60ULL * USEC_PER_MINUTE)
+#define NSEC_PER_USEC ((uint64_t) 1000ULL)
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _likely_(x) (__builtin_expect(!!(x), 1))
+#define _unlikely_(x) (__builtin_expect(!!(x), 0))
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* Defines NAME##p(type *p) calling func(*p) if non-NULL, for _cleanup_(). */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)          \
+        static inline void func##p(type *p) {            \
+                if (*p)                                  \
+                        func(*p);                        \
+        }
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                (void) close(*fd);
+                errno = saved;
+        }
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+/* Hands ownership out of a _cleanup_ variable. */
+#define TAKE_PTR(p)                              \
+        ({                                       \
+                __typeof__(p) _took = (p);       \
+                (p) = NULL;                      \
+                _took;                           \
+        })
+#define TAKE_FD(fd)                              \
+        ({                                       \
+                int _took = (fd);                \
+                (fd) = -EBADF;                   \
+                _took;                           \
+        })
+
+static inline int safe_close(int fd) {
+        if (fd >= 0)
+                (void) close(fd);
+        return -EBADF;
+}
+
+static inline usec_t timespec_to_usec(const struct timespec *ts) {
+        return (usec_t) ts->tv_sec * USEC_PER_SEC + (usec_t) ts->tv_nsec / NSEC_PER_USEC;
+}
+
+static inline usec_t now_usec(clockid_t clock) {
+        struct timespec ts;
+        (void) clock_gettime(clock, &ts);
+        return timespec_to_usec(&ts);
+}
+
+static inline bool streq(const char *a, const char *b) {
+        return strcmp(a, b) == 0;
+}
+
+static inline bool streq_ptr(const char *a, const char *b) {
+        if (!a || !b)
+                return a == b;
+        return streq(a, b);
+}
+
+static inline const char *strempty(const char *s) {
+        return s ? s : "";
+}
+
+static inline bool isempty(const char *s) {
+        return !s || !*s;
+}
+
+/* Negative errno → positive, for strerror() and %m. */
+static inline int errno_abs(int r) {
+        return r < 0 ? -r : r;
+}
+
+/* Returns -errno, or -EIO if errno was not set (so callers never see 0 for a failure). */
+static inline int negative_errno(void) {
+        return errno > 0 ? -errno : -EIO;
+}

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* struct manager: everything the daemon owns hangs off it. The sd-event loop, the loaded config
+ * and the [agent] settings, the pod store and its pods-dir source, the local API, the metrics
+ * registry, the shared HTTP client, and the module instances. One thread, one loop. */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <sd-event.h>
+
+#include "api.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "macro.h"
+#include "metrics.h"
+#include "module.h"
+#include "pods.h"
+#include "podsdir.h"
+
+#define PINION_DEFAULT_CONFIG "/etc/pinion/pinion.conf"
+#define PINION_DEFAULT_DROPIN_DIR "/etc/pinion/conf.d"
+
+/* [agent] */
+struct agent_settings {
+        char *node_name;
+        char *state_dir;
+        char *runtime_dir;
+        char *socket;
+        mode_t socket_mode;
+        char *socket_group;
+        char *pods_dir;
+        char *log_level;
+        char *log_format;
+        usec_t stop_timeout;
+};
+
+struct manager_options {
+        const char *config_file; /* NULL: PINION_DEFAULT_CONFIG */
+        const char *dropin_dir;  /* NULL: "<dir of config_file>/conf.d" */
+        const char *config_text; /* non-NULL: use this embedded config instead of a file */
+};
+
+struct manager_fact {
+        char *name;
+        void *value;
+};
+
+struct manager {
+        sd_event *event;
+        struct manager_options options; /* strings owned (copies) */
+
+        struct config *config;
+        struct agent_settings settings;
+        gid_t socket_gid;
+
+        struct metrics *metrics;
+        struct pod_store *pods;
+        struct podsdir *podsdir;
+        struct api *api;
+        struct http_client *http;
+
+        struct module_instance *modules; /* in start order */
+        unsigned n_modules;
+
+        struct manager_fact *facts;
+        size_t n_facts;
+
+        usec_t start_realtime;
+        usec_t start_monotonic;
+        bool ready_sent;
+        bool stopping;
+        unsigned n_stopping; /* modules still draining */
+        sd_event_source *stop_timer;
+        sd_event_source *watchdog_timer;
+        usec_t watchdog_usec;
+        char *last_status; /* last STATUS= sent, to avoid repeats */
+        unsigned n_reloads, n_reload_failures;
+        int exit_code;
+};
+
+/* Loads and validates the config (every module's init runs on a throwaway instance), then
+ * builds the manager. Config problems come back as -EINVAL with *ret_error = "FILE:LINE: reason". */
+int manager_new(const struct manager_options *opts, struct manager **ret, char **ret_error);
+struct manager *manager_free(struct manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct manager *, manager_free);
+
+/* Validation only (--check-config): the same checks as manager_new, nothing started. */
+int manager_check_config(const struct manager_options *opts, char **ret_error);
+
+/* Opens the API socket, starts the pod source and every enabled module, arms signals and the
+ * watchdog. */
+int manager_start(struct manager *m);
+/* Runs the loop until stopped; returns the exit code. */
+int manager_run(struct manager *m);
+
+/* SIGHUP: re-read the config; on any error log FILE:LINE and keep the old one. */
+int manager_reload(struct manager *m);
+/* SIGTERM/SIGINT: stop modules in reverse order within stop-timeout, then exit the loop. */
+void manager_begin_stop(struct manager *m);
+
+/* Called by module_set_state()/module_set_synced()/module_stopped(). */
+void manager_module_changed(struct manager *m, struct module_instance *mi);
+void manager_module_stopped(struct manager *m, struct module_instance *mi);
+
+struct module_instance *manager_find_module(struct manager *m, const char *name);
+
+/* Published facts: a module exposes something small (its ZooKeeper handle, the node identity)
+ * by name; another finds it with manager_lookup(). The publisher keeps ownership and must
+ * unpublish (value NULL) before freeing it. */
+int manager_publish(struct manager *m, const char *name, void *value);
+void *manager_lookup(struct manager *m, const char *name);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Counters, gauges and histograms with labels, rendered in the Prometheus text exposition
+ * format 0.0.4. Families are created once (get-or-create by name) and series are looked up by
+ * their label values. Every name must start with "pinion_". Collectors run just before a
+ * render, to refresh gauges that are cheaper to read than to track (uptime, pool sizes). */
+
+#include <stddef.h>
+
+#include "macro.h"
+
+enum metric_type {
+        METRIC_COUNTER,
+        METRIC_GAUGE,
+        METRIC_HISTOGRAM,
+        _METRIC_TYPE_MAX,
+};
+
+struct metrics;
+struct metric_family;
+
+int metrics_new(struct metrics **ret);
+struct metrics *metrics_free(struct metrics *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct metrics *, metrics_free);
+
+/* label_names: NULL-terminated list (may be NULL for none). For histograms, buckets are the
+ * upper bounds in increasing order (+Inf is implicit); NULL uses the default latency buckets
+ * (0.001 .. 10 seconds). Returns the existing family if name is already registered with the
+ * same type, -EEXIST if with another type, -EINVAL for a bad name. */
+int metrics_family(struct metrics *m, enum metric_type type, const char *name, const char *help,
+                   const char *const *label_names, const double *buckets, size_t n_buckets,
+                   struct metric_family **ret);
+
+/* The label values follow in the order of label_names given at creation. They are copied and
+ * escaped on output. Unknown series are created on first use. Errors (ENOMEM, wrong number of
+ * values: pass exactly as many as there are label names) are returned but callers usually
+ * ignore them: a lost sample must not fail the operation being measured. */
+int metric_add(struct metric_family *f, double value, ...);      /* counter or gauge */
+int metric_set(struct metric_family *f, double value, ...);      /* gauge */
+int metric_observe(struct metric_family *f, double value, ...);  /* histogram */
+#define metric_inc(f, ...) metric_add((f), 1.0, ##__VA_ARGS__)
+/* Removes every series of a gauge family (for gauges that are fully rebuilt by a collector). */
+void metric_family_reset(struct metric_family *f);
+
+typedef void (*metrics_collector_fn)(struct metrics *m, void *userdata);
+int metrics_add_collector(struct metrics *m, metrics_collector_fn fn, void *userdata);
+void metrics_remove_collector(struct metrics *m, metrics_collector_fn fn, void *userdata);
+
+/* Runs the collectors, then writes every family (sorted by name, series in creation order). */
+int metrics_render(struct metrics *m, char **ret_text, size_t *ret_size);

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The module contract. Each job (apiserver, identity, configsync, zkreg, podnet, reclaim) is a
+ * `struct module` in the static table below; the manager makes one `struct module_instance` per
+ * entry, starts them in dependency order and stops them in reverse.
+ *
+ *   init    parse and validate the module's config sections into mi->data. No side effects:
+ *           --check-config and reload validation call it on a throwaway instance.
+ *   start   begin work. Call module_set_state() as things happen and module_set_synced() once the
+ *           first sync is done (or has failed and said why); READY=1 waits for it.
+ *   reload  apply a new config (already validated by init on a throwaway instance), or refuse
+ *           with a reason; refusing keeps the old config running.
+ *   stop    begin draining. Return 0 if stopped, or 1 if still draining: then call
+ *           module_stopped() when done; the manager gives up after stop-timeout.
+ *   status  fill a JSON object for /v1/status with the module's key figures.
+ *   free    release mi->data (also after a failed init).
+ *
+ * A module whose backend is not configured is DISABLED with a reason; that never fails the
+ * daemon. Modules include only agent/ headers and their own; they meet through the pod store
+ * and through facts published on the manager (manager_publish/manager_lookup). */
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "macro.h"
+
+struct manager;
+struct module_instance;
+
+enum module_state {
+        MODULE_DISABLED, /* not configured; reason says what to set */
+        MODULE_STARTING, /* started, first sync not done */
+        MODULE_RUNNING,  /* working */
+        MODULE_DEGRADED, /* working with a problem (backend down, retrying); reason says what */
+        MODULE_FAILED,   /* gave up; reason says why */
+        MODULE_STOPPING,
+        MODULE_STOPPED,
+        _MODULE_STATE_MAX,
+        _MODULE_STATE_INVALID = -EINVAL,
+};
+
+struct module {
+        const char *name;
+        const char *const *deps; /* names of modules that must start first; NULL-terminated */
+        int (*init)(struct module_instance *mi, struct config *c, char **ret_error);
+        int (*start)(struct module_instance *mi);
+        int (*reload)(struct module_instance *mi, struct config *c, char **ret_error);
+        int (*stop)(struct module_instance *mi);
+        int (*status)(struct module_instance *mi, cJSON *obj);
+        void (*free)(struct module_instance *mi);
+};
+
+struct module_instance {
+        const struct module *module;
+        struct manager *manager;
+        void *data; /* the module's own state, owned by it */
+        enum module_state state;
+        char *reason; /* why DISABLED/DEGRADED/FAILED, else NULL */
+        bool synced;  /* first sync done (or reported why not) */
+        usec_t state_since; /* CLOCK_REALTIME of the last transition */
+        bool started;       /* start() was called and succeeded */
+};
+
+/* The static table: every module pinion has, in a fixed order. */
+extern const struct module *const module_table[];
+extern const unsigned module_table_size;
+
+const char *module_state_to_string(enum module_state s);
+enum module_state module_state_from_string(const char *s);
+
+/* Orders table[0..n) so every module comes after its dependencies. ret_order gets indexes.
+ * -ELOOP on a cycle and -ENOENT on an unknown dependency, with *ret_error saying which. */
+int module_order(const struct module *const *table, unsigned n, unsigned *ret_order, char **ret_error);
+
+/* Sets the state and reason (reason may be NULL), logs the transition at info (warning for
+ * DEGRADED/FAILED) with MODULE=, and tells the manager (STATUS=, metrics, readiness). */
+void module_set_state(struct module_instance *mi, enum module_state state, const char *reason_format, ...)
+        _printf_(3, 4);
+/* The first sync is done: counts toward READY=1. Idempotent. */
+void module_set_synced(struct module_instance *mi);
+/* A module that returned 1 from stop() calls this when it has drained. */
+void module_stopped(struct module_instance *mi);
+/* True if the state is one that /v1/health treats as healthy. */
+bool module_state_is_healthy(enum module_state s);

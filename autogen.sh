@@ -1,0 +1,7 @@
+#!/bin/sh
+# Generates ./configure from configure.ac and Makefile.am.
+set -e
+cd "$(dirname "$0")"
+mkdir -p m4 build-aux
+autoreconf --force --install --warnings=all
+echo "Now run: ./configure && make"
