@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: MIT
+"""The whole daemon's lifecycle (DESIGN.md "Lifecycle"): sd_notify READY/STATUS/WATCHDOG/
+STOPPING, signals, reload with good and broken configs, socket activation, module states, the
+command line, and the resident memory after start."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import time
+
+import pytest
+
+from pinion_testlib import (MODULES, T, diag, line_of, run_piniond, unix_request, wait_until)
+
+
+def test_ready_after_socket_listens(agent_factory):
+    a = agent_factory(wait=False)
+    a.wait_ready()
+    # Right after READY=1 the API must accept connections: no retry, no sleep.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(a.socket)
+    finally:
+        s.close()
+    r = a.request("GET", "/v1/health")
+    assert r.status == 200, r
+    assert a.status()["ready"] is True
+
+
+def test_ready_sent_once_and_status_sent(agent):
+    # STATUS= may come before or after READY; give it a moment.
+    wait_until(lambda: agent.notifications("STATUS"), 5, desc="a STATUS= notification")
+    statuses = agent.notifications("STATUS")
+    assert all(m.value.strip() for m in statuses), statuses
+    time.sleep(0.3)
+    assert len(agent.notifications("READY")) == 1, agent.notifications()
+
+
+def test_health_ok(agent):
+    r = agent.request("GET", "/v1/health")
+    assert r.status == 200, r
+    assert r.body["status"] == "ok", r.body
+    assert r.body["node"] == "test-node"
+    assert r.body["failing"] == []
+
+
+def test_watchdog_pings_at_half_interval(agent_factory):
+    # No WATCHDOG_PID: per sd_watchdog_enabled(), the setting then applies to us.
+    a = agent_factory(env={"WATCHDOG_USEC": "2000000"})
+    wait_until(lambda: len(a.notifications("WATCHDOG")) >= 5, 10, desc="5 WATCHDOG=1 messages")
+    pings = [m for m in a.notifications("WATCHDOG")]
+    assert all(m.value == "1" for m in pings), pings
+    times = [m.time for m in pings]
+    gaps = [b - a_ for a_, b in zip(times, times[1:])]
+    avg = sum(gaps) / len(gaps)
+    diag("watchdog gaps: %s" % ", ".join("%.3f" % g for g in gaps))
+    # Half of 2 s is 1 s; allow scheduling slack but never the full 2 s deadline.
+    assert 0.6 <= avg <= 1.4, "average gap %.3fs, expected about 1s: %s" % (avg, gaps)
+    assert max(gaps) < 2.0, "a gap reached the 2s watchdog deadline: %s" % gaps
+
+
+def test_no_watchdog_without_env(agent):
+    time.sleep(2.5)
+    assert agent.notifications("WATCHDOG") == []
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_stop_signal(agent, sig):
+    assert os.path.exists(agent.socket)
+    t0 = time.monotonic()
+    rc = agent.stop(getattr(signal, sig))
+    elapsed = time.monotonic() - t0
+    agent.assert_exit(rc, 0)
+    assert elapsed < T(agent.stop_timeout_seconds()), "took %.1fs" % elapsed
+    msgs = agent.notifications()
+    keys = [m.key for m in msgs]
+    assert "STOPPING" in keys, [m.raw for m in msgs]
+    stopping = keys.index("STOPPING")
+    assert msgs[stopping].value == "1"
+    assert keys.index("READY") < stopping
+    assert not os.path.exists(agent.socket), "the socket file was left behind"
+
+
+def _reload_counts(a):
+    c = a.status()["config"]
+    return c["reloads"], c["reload_failures"], c["last_reload_error"]
+
+
+def test_sighup_reload_applies(agent):
+    assert _reload_counts(agent) == (0, 0, None)
+    agent.write_config(agent={"log-level": "info"})
+    agent.sighup()
+    wait_until(lambda: _reload_counts(agent)[0] == 1, 10, desc="config.reloads == 1")
+    reloads, failures, err = _reload_counts(agent)
+    assert failures == 0 and err is None, (failures, err)
+    assert agent.running()
+    assert agent.health()["status"] == "ok"
+
+
+def test_sighup_broken_config_keeps_old_then_fix_applies(agent):
+    good = agent.config_text()
+    # The broken file also renames the node: that must NOT take effect.
+    bad = agent.config_text(agent={"node-name": "renamed", "stop-timeout": "soon"})
+    bad_line = line_of(bad, "stop-timeout=soon")
+    agent.write_config(bad)
+    mark = agent.log_mark()
+    agent.sighup()
+    where = "%s:%d" % (agent.config_file, bad_line)
+    agent.wait_log(re.escape(where + ":"), since=mark)
+    wait_until(lambda: _reload_counts(agent)[1] == 1, 10, desc="config.reload_failures == 1")
+    reloads_before, failures, err = _reload_counts(agent)
+    assert err is not None and where in err, err
+    # Still serving, with the old config.
+    assert agent.running()
+    assert agent.health()["status"] == "ok"
+    assert agent.status()["node"] == "test-node"
+
+    # Fix it (another log level, so it is a change) and reload again: applied.
+    agent.write_config(good.replace("log-level=debug", "log-level=info"))
+    agent.sighup()
+    wait_until(lambda: _reload_counts(agent)[0] > reloads_before, 10, desc="a successful reload")
+    reloads, failures, _ = _reload_counts(agent)
+    assert failures == 1, failures
+    assert agent.status()["node"] == "test-node"
+    assert agent.running()
+
+
+def test_socket_activation(agent_factory):
+    if not shutil.which("systemd-socket-activate"):
+        pytest.skip("systemd-socket-activate not installed (Debian package systemd)")
+    a = agent_factory(socket_activate=True)
+    # systemd-socket-activate binds now and execs piniond on the first connection; that
+    # connection waits in the backlog and is answered by the daemon.
+    wait_until(lambda: os.path.exists(a.socket), 5, desc="the activation socket")
+    ino = os.stat(a.socket).st_ino
+    r = unix_request(a.socket, "GET", "/v1/health", timeout=T(15))
+    assert r.status == 200, r
+    a.wait_ready()
+    assert a.health()["status"] == "ok"
+    # The daemon served on the socket it was passed rather than binding its own.
+    assert os.stat(a.socket).st_ino == ino, "piniond replaced the passed socket with its own"
+    rc = a.sigterm()
+    a.assert_exit(rc, 0)
+
+
+def test_modules_disabled_in_dependency_order(agent):
+    st = agent.status()
+    names = [m["name"] for m in st["modules"]]
+    assert names == MODULES, names
+    for m in st["modules"]:
+        assert m["state"] == "disabled", m
+        assert isinstance(m["reason"], str) and m["reason"].strip(), m
+        assert m["synced"] is True, m
+    assert st["ready"] is True
+
+
+def test_version():
+    rc, out, err = run_piniond("--version")
+    assert rc == 0, err
+    assert re.match(r"^piniond \S+", out), out
+
+
+def test_help():
+    rc, out, err = run_piniond("--help")
+    assert rc == 0, err
+    assert "--config" in out and "--check-config" in out, out
+
+
+@pytest.mark.parametrize("args", [["--no-such-option"], ["-Z"], ["extra-argument"]])
+def test_usage_error_exits_2(args):
+    rc, out, err = run_piniond(*args)
+    assert rc == 2, (rc, out, err)
+    assert err.strip(), "no message on stderr"
+
+
+def test_rss_after_ready(agent):
+    rss = agent.rss_kib()
+    diag("RSS_KIB=%d" % rss)
+    assert rss > 0

@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: MIT
+"""`make install` with DESTDIR: the right files in the right places, nothing outside DESTDIR,
+unit files that systemd-analyze accepts, and an installed config that piniond accepts."""
+
+import os
+import re
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from pinion_testlib import BUILDDIR, PINIOND, T, clean_env, require_binary, run_piniond
+
+EXPECTED = ["usr/sbin/piniond", "usr/bin/pinionctl", "etc/pinion/pinion.conf",
+            "usr/lib/systemd/system/piniond.service", "usr/lib/systemd/system/piniond.socket"]
+
+# Places a leaky install would write to on this machine.
+SYSTEM_PATHS = ["/etc/pinion", "/usr/sbin/piniond", "/usr/bin/pinionctl",
+                "/usr/local/sbin/piniond", "/usr/local/bin/pinionctl", "/usr/local/etc/pinion",
+                "/usr/lib/systemd/system/piniond.service", "/usr/lib/systemd/system/piniond.socket",
+                "/usr/local/lib/systemd/system/piniond.service", "/lib/systemd/system/piniond.service"]
+
+
+def _make_install(destdir, *overrides):
+    if not os.path.exists(os.path.join(BUILDDIR, "Makefile")):
+        raise AssertionError("no Makefile in PINION_BUILDDIR=%s" % BUILDDIR)
+    env = clean_env({"MAKEFLAGS": None, "MFLAGS": None, "MAKELEVEL": None, "MAKEOVERRIDES": None,
+                     "DESTDIR": None})
+    cmd = ["make", "-s", "-C", BUILDDIR, "install", "DESTDIR=" + destdir] + list(overrides)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=T(600),
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, "%s: rc=%d\n%s\n%s" % (" ".join(cmd), p.returncode, p.stdout[-3000:],
+                                                     p.stderr[-3000:])
+    return p
+
+
+def _tree(root):
+    out = []
+    for d, dirs, files in os.walk(root):
+        for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
+            out.append(os.path.relpath(os.path.join(d, f), root))
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """One install into DESTDIR with prefix=/usr sysconfdir=/etc, shared by the tests below."""
+    require_binary(PINIOND)
+    before = {p: os.path.lexists(p) for p in SYSTEM_PATHS}
+    dest = str(tmp_path_factory.mktemp("destdir"))
+    _make_install(dest, "prefix=/usr", "sysconfdir=/etc")
+    after = {p: os.path.lexists(p) for p in SYSTEM_PATHS}
+    yield dest, before, after
+    shutil.rmtree(dest, ignore_errors=True)
+
+
+def test_expected_files(installed):
+    dest, _, _ = installed
+    missing = [f for f in EXPECTED if not os.path.isfile(os.path.join(dest, f))]
+    assert not missing, "missing %s; installed: %s" % (missing, _tree(dest))
+    for f in ("usr/sbin/piniond", "usr/bin/pinionctl"):
+        assert os.access(os.path.join(dest, f), os.X_OK), f
+    for f in EXPECTED[2:]:
+        assert not os.access(os.path.join(dest, f), os.X_OK), "%s is executable" % f
+
+
+def test_nothing_installed_on_the_system(installed):
+    _, before, after = installed
+    appeared = [p for p in SYSTEM_PATHS if after[p] and not before[p]]
+    assert not appeared, "make install DESTDIR=... created %s" % appeared
+
+
+def test_other_prefix_stays_inside_destdir(tmp_dir):
+    prefix = "/opt/pinion-install-check-" + uuid.uuid4().hex[:12]
+    dest = os.path.join(tmp_dir, "dest")
+    try:
+        _make_install(dest, "prefix=" + prefix)
+        assert not os.path.lexists(prefix), "make install wrote to %s outside DESTDIR" % prefix
+        inside = os.path.join(dest, prefix.lstrip("/"))
+        tree = _tree(dest)
+        assert os.path.isfile(os.path.join(inside, "sbin", "piniond")), tree
+        assert os.path.isfile(os.path.join(inside, "bin", "pinionctl")), tree
+    finally:
+        if os.path.isdir(prefix) and prefix.startswith("/opt/pinion-install-check-"):
+            shutil.rmtree(prefix, ignore_errors=True)
+
+
+def test_units_verify(installed, tmp_dir):
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        pytest.skip("systemd-analyze not installed (Debian package systemd)")
+    dest, _, _ = installed
+    unitdir = os.path.join(tmp_dir, "units")
+    os.makedirs(unitdir)
+    piniond = os.path.abspath(PINIOND)
+    for name in ("piniond.service", "piniond.socket"):
+        text = open(os.path.join(dest, "usr/lib/systemd/system", name)).read()
+        if name.endswith(".service"):
+            assert re.search(r"^ExecStart=", text, re.M), text
+            # The unit names the installed path; the file there is only in DESTDIR, so point
+            # the verification at the built binary (keeping the arguments).
+            text = re.sub(r"^(ExecStart=[-@:+!]*)(\S*/)?piniond\b", r"\g<1>" + piniond, text,
+                          flags=re.M)
+            assert piniond in text, text
+        with open(os.path.join(unitdir, name), "w") as f:
+            f.write(text)
+    p = subprocess.run([analyze, "verify", "--man=no", os.path.join(unitdir, "piniond.service"),
+                        os.path.join(unitdir, "piniond.socket")],
+                       capture_output=True, text=True, timeout=T(60), cwd=unitdir,
+                       env=clean_env({"SYSTEMD_LOG_LEVEL": "notice"}))
+    assert p.returncode == 0 and not p.stderr.strip(), \
+        "systemd-analyze verify: rc=%d\n%s%s" % (p.returncode, p.stdout, p.stderr)
+
+
+def test_installed_config_is_valid(installed, tmp_dir):
+    dest, _, _ = installed
+    conf = os.path.join(dest, "etc/pinion/pinion.conf")
+    text = open(conf).read()
+    assert text.strip(), "the installed pinion.conf is empty"
+    # As installed, without anything beside it.
+    rc, out, err = run_piniond("--config", conf, "--check-config")
+    assert rc == 0, (rc, out, err)
+    # And with a drop-in that moves the paths under a temp dir (conf.d/ beside the file).
+    dropins = os.path.join(dest, "etc/pinion/conf.d")
+    os.makedirs(dropins, exist_ok=True)
+    with open(os.path.join(dropins, "50-test.conf"), "w") as f:
+        f.write("[agent]\nstate-dir=%s/state\nruntime-dir=%s/run\nsocket=%s/run/pinion.sock\n"
+                "pods-dir=%s/pods.d\n" % ((tmp_dir,) * 4))
+    try:
+        rc, out, err = run_piniond("--config", conf, "--check-config")
+        assert rc == 0, (rc, out, err)
+    finally:
+        shutil.rmtree(dropins, ignore_errors=True)
