@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #include <cjson/cJSON.h>
-#include <sd-event.h>
+#include <systemd/sd-event.h>
 
 #include "macro.h"
 #include "metrics.h"

@@ -49,8 +49,8 @@ struct config_where {
         const char *key;
 };
 
-/* A parser converts text into *ret (a field inside the owner's struct). On failure it returns
- * negative errno and sets *ret_reason to a static or malloc'd-free message (static only). */
+/* A parser converts text into *ret (a field inside the owner's struct). It writes *ret only on
+ * success; on failure it returns negative errno and sets *ret_reason to a static message. */
 typedef int (*config_parser_t)(const char *value, void *ret, const char **ret_reason);
 
 struct config_key {
@@ -77,10 +77,33 @@ int config_parse_section(struct config *c, const char *section, const struct con
                          void *object, char **ret_error);
 /* Frees owned fields of an object parsed with table. */
 void config_free_fields(const struct config_key *table, void *object);
+/* Allocates a zeroed object of `size`, parses the section into it; free it with
+ * config_object_free(table, object). */
+int config_parse_section_new(struct config *c, const char *section, const struct config_key *table,
+                             size_t size, void **ret, char **ret_error);
+void *config_object_free(const struct config_key *table, void *object);
+/* "FILE:LINE: [section] reason" for problems that concern a section as a whole. */
+int config_section_error(const struct config *c, const char *section, char **ret_error,
+                         const char *format, ...) _printf_(4, 5);
+/* Repeated sections: parses every [<prefix>NAME] with table into an object of `size` bytes whose
+ * FIRST member is `char *name` (set to NAME). check (optional) returns a problem or NULL.
+ * *ret_objects is an array of *ret_n objects; free it with config_instances_free(). */
+typedef const char *(*config_check_fn)(const void *object);
+int config_parse_instances(struct config *c, const char *prefix, const struct config_key *table,
+                           size_t size, config_check_fn check, void ***ret_objects, size_t *ret_n,
+                           char **ret_error);
+void config_instances_free(const struct config_key *table, void **objects, size_t n);
+
+/* A NAME in [config.NAME] / [reclaim.NAME]: letters, digits, '-', '_', '.'; not empty. */
+bool config_valid_instance_name(const char *name);
 
 /* Calls fn for every section named "<prefix><NAME>" (e.g. "config.", "reclaim.") in file order. */
 typedef int (*config_section_fn)(struct config *c, const char *section, const char *name, void *userdata);
 int config_foreach_section(struct config *c, const char *prefix, config_section_fn fn, void *userdata);
+
+/* Where a section's header first appeared (for errors about a whole section). */
+int config_section_where(const struct config *c, const char *section, const char **ret_file,
+                         unsigned *ret_line);
 
 /* After all owners have parsed: the first unclaimed section or key becomes an error. */
 int config_check_unclaimed(const struct config *c, char **ret_error);

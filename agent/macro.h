@@ -66,6 +66,18 @@ static inline void closep(int *fd) {
                 _took;                           \
         })
 
+#define SWAP_FIELD(a, b)                         \
+        do {                                     \
+                __typeof__(a) _swap = (a);       \
+                (a) = (b);                       \
+                (b) = _swap;                     \
+        } while (0)
+
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 static inline int safe_close(int fd) {
         if (fd >= 0)
                 (void) close(fd);

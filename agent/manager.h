@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include <sd-event.h>
+#include <systemd/sd-event.h>
 
 #include "api.h"
 #include "config.h"
@@ -40,7 +40,6 @@ struct agent_settings {
 struct manager_options {
         const char *config_file; /* NULL: PINION_DEFAULT_CONFIG */
         const char *dropin_dir;  /* NULL: "<dir of config_file>/conf.d" */
-        const char *config_text; /* non-NULL: use this embedded config instead of a file */
 };
 
 struct manager_fact {
@@ -68,14 +67,18 @@ struct manager {
         struct manager_fact *facts;
         size_t n_facts;
 
+        struct metric_family *metric_reloads;   /* pinion_config_reloads_total{result} */
+        struct metric_family *metric_pods_dir_errors;
+        char **pods_dir_errors_logged; /* the problems already logged, to log each once */
+        char *last_reload_error;
+        bool started; /* manager_start() finished: readiness may be judged */
+
         usec_t start_realtime;
         usec_t start_monotonic;
         bool ready_sent;
         bool stopping;
         unsigned n_stopping; /* modules still draining */
         sd_event_source *stop_timer;
-        sd_event_source *watchdog_timer;
-        usec_t watchdog_usec;
         char *last_status; /* last STATUS= sent, to avoid repeats */
         unsigned n_reloads, n_reload_failures;
         int exit_code;

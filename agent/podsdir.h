@@ -11,7 +11,7 @@
  * metadata.uid is derived from the namespace and name (stable across restarts), and a pod with
  * no status.conditions is taken as Ready (on a VM, health checks are what gate a service). */
 
-#include <sd-event.h>
+#include <systemd/sd-event.h>
 
 #include "pods.h"
 

@@ -1,0 +1,788 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <ini.h>
+
+#include "config.h"
+
+#define CONFIG_MAX_LINE 65536
+
+/* ---- loading ---- */
+
+struct load_state {
+        struct config *config;
+        const char *file;
+        FILE *stream;
+        unsigned current_line;  /* the line whose text the reader is handing out */
+        unsigned next_line;     /* the line that starts with the next read */
+        size_t current_length;
+        unsigned long_line;     /* first line over CONFIG_MAX_LINE, 0 if none */
+        int error;              /* -ENOMEM from the handler */
+};
+
+/* inih reads through this so we know the line of every key (Debian's inih is built without
+ * INI_HANDLER_LINENO). A chunk that does not end in '\n' is part of a longer line. */
+static char *config_reader(char *buf, int size, void *userdata) {
+        struct load_state *st = userdata;
+
+        if (!fgets(buf, size, st->stream))
+                return NULL;
+        if (st->current_length == 0)
+                st->current_line = st->next_line;
+        size_t len = strlen(buf);
+        st->current_length += len;
+        if (st->current_length >= CONFIG_MAX_LINE && st->long_line == 0)
+                st->long_line = st->current_line;
+        if (len > 0 && buf[len - 1] == '\n') {
+                st->next_line++;
+                st->current_length = 0;
+        }
+        return buf;
+}
+
+static struct config_section *config_find_section(const struct config *c, const char *name) {
+        for (size_t i = 0; i < c->n_sections; i++)
+                if (streq(c->sections[i].name, name))
+                        return &c->sections[i];
+        return NULL;
+}
+
+static int config_add_section(struct config *c, const char *name, const char *file, unsigned line) {
+        if (config_find_section(c, name))
+                return 0;
+        struct config_section *grown = realloc(c->sections, (c->n_sections + 1) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        c->sections = grown;
+        struct config_section *s = &c->sections[c->n_sections];
+        *s = (struct config_section) { .name = strdup(name), .file = strdup(file), .line = line };
+        if (!s->name || !s->file) {
+                free(s->name);
+                free(s->file);
+                return -ENOMEM;
+        }
+        c->n_sections++;
+        return 0;
+}
+
+static int config_add_entry(struct config *c, const char *file, unsigned line, const char *section,
+                            const char *key, const char *value) {
+        struct config_entry *grown = realloc(c->entries, (c->n_entries + 1) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        c->entries = grown;
+        struct config_entry *e = &c->entries[c->n_entries];
+        *e = (struct config_entry) {
+                .file = strdup(file),
+                .line = line,
+                .section = strdup(section),
+                .key = strdup(key),
+                .value = strdup(value),
+        };
+        if (!e->file || !e->section || !e->key || !e->value) {
+                free(e->file);
+                free(e->section);
+                free(e->key);
+                free(e->value);
+                return -ENOMEM;
+        }
+        c->n_entries++;
+        return 0;
+}
+
+static int config_handler(void *userdata, const char *section, const char *key, const char *value) {
+        struct load_state *st = userdata;
+        int r;
+
+        r = config_add_section(st->config, section, st->file, st->current_line);
+        if (r >= 0)
+                r = config_add_entry(st->config, st->file, st->current_line, section, key, value ? value : "");
+        if (r < 0) {
+                st->error = r;
+                return 0;
+        }
+        return 1;
+}
+
+/* inih calls the handler only for keys; sections without keys are found here, so an empty
+ * "[typo]" section is still reported as unknown. */
+static int config_scan_section_headers(struct config *c, const char *file, FILE *f) {
+        char line[512];
+        unsigned n = 0;
+        bool at_line_start = true;
+
+        while (fgets(line, sizeof(line), f)) {
+                bool whole = strchr(line, '\n') != NULL;
+                if (at_line_start) {
+                        n++;
+                        const char *p = line + strspn(line, " \t");
+                        const char *end = strchr(p, ']');
+                        if (*p == '[' && end) {
+                                _cleanup_free_ char *name = strndup(p + 1, (size_t) (end - p - 1));
+                                if (!name || config_add_section(c, name, file, n) < 0)
+                                        return -ENOMEM;
+                        }
+                }
+                at_line_start = whole;
+        }
+        return 0;
+}
+
+static void config_init_ini(void) {
+        /* Debian's inih exposes its compile-time options as variables. systemd-style files have
+         * no inline comments (values such as commands may contain ';') and no indented
+         * continuation lines; long values (URL lists) must not be split. */
+        ini_allow_inline_comments = false;
+        ini_allow_multiline = false;
+        ini_use_stack = false;
+        ini_allow_realloc = true;
+        ini_max_line = CONFIG_MAX_LINE;
+}
+
+static int config_load_stream(struct config *c, const char *file, FILE *f, char **ret_error) {
+        struct load_state st = { .config = c, .file = file, .stream = f, .next_line = 1 };
+        int r;
+
+        config_init_ini();
+        r = config_scan_section_headers(c, file, f);
+        if (r < 0)
+                return r;
+        rewind(f);
+
+        r = ini_parse_stream(config_reader, &st, config_handler, &st);
+        if (st.error < 0)
+                return st.error;
+        if (r == -2)
+                return -ENOMEM;
+        if (st.long_line > 0)
+                return config_error(ret_error, file, st.long_line, "line too long (limit %d bytes)",
+                                    CONFIG_MAX_LINE - 1);
+        if (r > 0)
+                return config_error(ret_error, file, (unsigned) r,
+                                    "syntax error: expected \"[section]\", \"key=value\" or a comment");
+        return 0;
+}
+
+static int config_load_file(struct config *c, const char *file, char **ret_error) {
+        FILE *f = fopen(file, "re");
+        if (!f) {
+                int r = -errno;
+                return config_error(ret_error, file, 0, "cannot read: %s", strerror(-r)), r;
+        }
+        int r = config_load_stream(c, file, f, ret_error);
+        (void) fclose(f);
+        return r;
+}
+
+static int config_new(const char *main_file, struct config **ret) {
+        struct config *c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->main_file = strdup(main_file);
+        if (!c->main_file) {
+                free(c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
+}
+
+static int dropin_filter(const struct dirent *de) {
+        size_t n = strlen(de->d_name);
+        return de->d_name[0] != '.' && n > 5 && streq(de->d_name + n - 5, ".conf");
+}
+
+static int config_load_dropins(struct config *c, const char *dir, char **ret_error) {
+        struct dirent **names = NULL;
+        int n, r = 0;
+
+        n = scandir(dir, &names, dropin_filter, alphasort);
+        if (n < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                r = -errno;
+                return config_error(ret_error, dir, 0, "cannot read drop-in directory: %s", strerror(-r)), r;
+        }
+        for (int i = 0; i < n; i++) {
+                if (r >= 0) {
+                        _cleanup_free_ char *path = NULL;
+                        if (asprintf(&path, "%s/%s", dir, names[i]->d_name) < 0)
+                                r = -ENOMEM;
+                        else
+                                r = config_load_file(c, path, ret_error);
+                }
+                free(names[i]);
+        }
+        free(names);
+        return r;
+}
+
+int config_load(const char *main_file, const char *dropin_dir, struct config **ret, char **ret_error) {
+        _cleanup_(config_freep) struct config *c = NULL;
+        int r;
+
+        r = config_new(main_file, &c);
+        if (r < 0)
+                return r;
+        r = config_load_file(c, main_file, ret_error);
+        if (r < 0)
+                return r;
+        if (dropin_dir) {
+                r = config_load_dropins(c, dropin_dir, ret_error);
+                if (r < 0)
+                        return r;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int config_load_string(const char *name, const char *text, struct config **ret, char **ret_error) {
+        _cleanup_(config_freep) struct config *c = NULL;
+        int r;
+
+        r = config_new(name, &c);
+        if (r < 0)
+                return r;
+        FILE *f = fmemopen((void *) text, strlen(text), "r");
+        if (!f)
+                return -errno;
+        r = config_load_stream(c, name, f, ret_error);
+        (void) fclose(f);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+struct config *config_free(struct config *c) {
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < c->n_entries; i++) {
+                free(c->entries[i].file);
+                free(c->entries[i].section);
+                free(c->entries[i].key);
+                free(c->entries[i].value);
+        }
+        for (size_t i = 0; i < c->n_sections; i++) {
+                free(c->sections[i].name);
+                free(c->sections[i].file);
+        }
+        free(c->entries);
+        free(c->sections);
+        free(c->main_file);
+        free(c);
+        return NULL;
+}
+
+/* ---- applying tables ---- */
+
+int config_error(char **ret_error, const char *file, unsigned line, const char *format, ...) {
+        _cleanup_free_ char *reason = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&reason, format, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        if (ret_error) {
+                free(*ret_error);
+                *ret_error = NULL;
+                if (line > 0)
+                        r = asprintf(ret_error, "%s:%u: %s", file, line, reason);
+                else
+                        r = asprintf(ret_error, "%s: %s", file, reason);
+                if (r < 0)
+                        *ret_error = NULL;
+        }
+        return -EINVAL;
+}
+
+bool config_has_section(const struct config *c, const char *section) {
+        return config_find_section(c, section) != NULL;
+}
+
+static const struct config_key *config_find_key(const struct config_key *table, const char *key) {
+        for (const struct config_key *k = table; k->key; k++)
+                if (streq(k->key, key))
+                        return k;
+        return NULL;
+}
+
+/* Parsers write their field only on success, so a bad value leaves the old one in place. An
+ * owned field (always a pointer) is released only after its replacement parsed. */
+static int config_apply_value(const struct config_key *k, const char *value, void *object,
+                              const char **ret_reason) {
+        void *field = (uint8_t *) object + k->offset;
+        void *old = k->free_field ? *(void **) field : NULL;
+        int r;
+
+        r = k->parse(value, field, ret_reason);
+        if (r < 0)
+                return r;
+        if (k->free_field)
+                k->free_field(&old);
+        return 0;
+}
+
+int config_parse_section(struct config *c, const char *section, const struct config_key *table,
+                         void *object, char **ret_error) {
+        const char *reason = NULL;
+        int r;
+
+        for (const struct config_key *k = table; k->key; k++) {
+                if (!k->default_value)
+                        continue;
+                r = config_apply_value(k, k->default_value, object, &reason);
+                if (r < 0)
+                        return config_error(ret_error, "(built-in defaults)", 0,
+                                            "bad default for '%s' in [%s]: %s", k->key, section,
+                                            strempty(reason));
+        }
+
+        struct config_section *s = config_find_section(c, section);
+        if (!s)
+                return 0;
+        s->claimed = true;
+
+        for (size_t i = 0; i < c->n_entries; i++) {
+                struct config_entry *e = &c->entries[i];
+                if (!streq(e->section, section))
+                        continue;
+                const struct config_key *k = config_find_key(table, e->key);
+                if (!k)
+                        return config_error(ret_error, e->file, e->line, "unknown key '%s' in section [%s]",
+                                            e->key, section);
+                reason = NULL;
+                r = config_apply_value(k, e->value, object, &reason);
+                if (r < 0)
+                        return config_error(ret_error, e->file, e->line, "invalid value '%s' for '%s' in [%s]: %s",
+                                            e->value, e->key, section, strempty(reason));
+                e->claimed = true;
+        }
+        return 0;
+}
+
+void config_free_fields(const struct config_key *table, void *object) {
+        for (const struct config_key *k = table; k->key; k++)
+                if (k->free_field)
+                        k->free_field((uint8_t *) object + k->offset);
+}
+
+int config_parse_section_new(struct config *c, const char *section, const struct config_key *table,
+                             size_t size, void **ret, char **ret_error) {
+        void *object = calloc(1, size);
+        int r;
+
+        if (!object)
+                return -ENOMEM;
+        r = config_parse_section(c, section, table, object, ret_error);
+        if (r < 0) {
+                config_object_free(table, object);
+                return r;
+        }
+        *ret = object;
+        return 0;
+}
+
+void *config_object_free(const struct config_key *table, void *object) {
+        if (!object)
+                return NULL;
+        config_free_fields(table, object);
+        free(object);
+        return NULL;
+}
+
+int config_section_error(const struct config *c, const char *section, char **ret_error,
+                         const char *format, ...) {
+        _cleanup_free_ char *reason = NULL;
+        const char *file = c->main_file;
+        unsigned line = 0;
+        va_list ap;
+        int r;
+
+        (void) config_section_where(c, section, &file, &line);
+        va_start(ap, format);
+        r = vasprintf(&reason, format, ap);
+        va_end(ap);
+        if (r < 0)
+                return -ENOMEM;
+        return config_error(ret_error, file, line, "[%s] %s", section, reason);
+}
+
+bool config_valid_instance_name(const char *name) {
+        if (isempty(name))
+                return false;
+        return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == strlen(name);
+}
+
+struct instances_ctx {
+        const struct config_key *table;
+        size_t size;
+        config_check_fn check;
+        void **objects;
+        size_t n;
+        char **ret_error;
+};
+
+static int parse_instance(struct config *c, const char *section, const char *name, void *userdata) {
+        struct instances_ctx *ctx = userdata;
+        void *object = NULL;
+        const char *problem;
+        int r;
+
+        if (!config_valid_instance_name(name))
+                return config_section_error(c, section, ctx->ret_error,
+                                            "the name after the dot may use only letters, digits, '-', '_' and '.'");
+        r = config_parse_section_new(c, section, ctx->table, ctx->size, &object, ctx->ret_error);
+        if (r < 0)
+                return r;
+        problem = ctx->check ? ctx->check(object) : NULL;
+        if (problem) {
+                config_object_free(ctx->table, object);
+                return config_section_error(c, section, ctx->ret_error, "%s", problem);
+        }
+        void **grown = realloc(ctx->objects, (ctx->n + 1) * sizeof(void *));
+        char *copy = strdup(name);
+        if (!grown || !copy) {
+                free(copy);
+                if (grown)
+                        ctx->objects = grown;
+                config_object_free(ctx->table, object);
+                return -ENOMEM;
+        }
+        ctx->objects = grown;
+        *(char **) object = copy; /* the documented first member */
+        ctx->objects[ctx->n++] = object;
+        return 0;
+}
+
+int config_parse_instances(struct config *c, const char *prefix, const struct config_key *table,
+                           size_t size, config_check_fn check, void ***ret_objects, size_t *ret_n,
+                           char **ret_error) {
+        struct instances_ctx ctx = {
+                .table = table, .size = size, .check = check, .ret_error = ret_error,
+        };
+        int r;
+
+        r = config_foreach_section(c, prefix, parse_instance, &ctx);
+        if (r < 0) {
+                config_instances_free(table, ctx.objects, ctx.n);
+                return r;
+        }
+        *ret_objects = ctx.objects;
+        *ret_n = ctx.n;
+        return 0;
+}
+
+void config_instances_free(const struct config_key *table, void **objects, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(*(char **) objects[i]);
+                config_object_free(table, objects[i]);
+        }
+        free(objects);
+}
+
+int config_foreach_section(struct config *c, const char *prefix, config_section_fn fn, void *userdata) {
+        size_t len = strlen(prefix);
+
+        for (size_t i = 0; i < c->n_sections; i++) {
+                /* fn may parse sections, which does not reallocate c->sections. */
+                const char *name = c->sections[i].name;
+                if (strncmp(name, prefix, len) != 0)
+                        continue;
+                int r = fn(c, name, name + len, userdata);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int config_section_where(const struct config *c, const char *section, const char **ret_file,
+                         unsigned *ret_line) {
+        const struct config_section *s = config_find_section(c, section);
+        if (!s)
+                return -ENOENT;
+        *ret_file = s->file;
+        *ret_line = s->line;
+        return 0;
+}
+
+int config_check_unclaimed(const struct config *c, char **ret_error) {
+        for (size_t i = 0; i < c->n_sections; i++) {
+                const struct config_section *s = &c->sections[i];
+                if (s->claimed)
+                        continue;
+                if (isempty(s->name))
+                        return config_error(ret_error, s->file, s->line, "key outside of any [section]");
+                return config_error(ret_error, s->file, s->line, "unknown section [%s]", s->name);
+        }
+        for (size_t i = 0; i < c->n_entries; i++) {
+                const struct config_entry *e = &c->entries[i];
+                if (!e->claimed)
+                        return config_error(ret_error, e->file, e->line, "unknown key '%s' in section [%s]",
+                                            e->key, e->section);
+        }
+        return 0;
+}
+
+/* ---- value parsers ---- */
+
+int parse_duration(const char *s, usec_t *ret) {
+        static const struct {
+                const char *suffix;
+                usec_t factor;
+        } units[] = {
+                { "us", 1 },
+                { "ms", USEC_PER_MSEC },
+                { "s", USEC_PER_SEC },
+                { "sec", USEC_PER_SEC },
+                { "m", USEC_PER_MINUTE },
+                { "min", USEC_PER_MINUTE },
+                { "h", USEC_PER_HOUR },
+                { "d", 24 * USEC_PER_HOUR },
+        };
+        usec_t total = 0;
+        bool any = false;
+
+        if (isempty(s))
+                return -EINVAL;
+        while (*s) {
+                char *end;
+                s += strspn(s, " ");
+                if (!*s)
+                        break;
+                if (*s < '0' || *s > '9')
+                        return -EINVAL;
+                errno = 0;
+                unsigned long long v = strtoull(s, &end, 10);
+                if (errno != 0 || end == s)
+                        return -EINVAL;
+                size_t ulen = strspn(end, "abcdefghijklmnopqrstuvwxyz");
+                usec_t factor = 0;
+                if (ulen == 0)
+                        factor = USEC_PER_SEC; /* a bare number is seconds, as in systemd */
+                else
+                        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                                if (strlen(units[i].suffix) == ulen && strncmp(end, units[i].suffix, ulen) == 0)
+                                        factor = units[i].factor;
+                if (factor == 0)
+                        return -EINVAL;
+                if (v > (UINT64_MAX - total) / factor)
+                        return -ERANGE;
+                total += v * factor;
+                any = true;
+                s = end + ulen;
+        }
+        if (!any)
+                return -EINVAL;
+        *ret = total;
+        return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+        static const char suffixes[] = "KMGT";
+        char *end;
+        uint64_t factor = 1;
+
+        if (isempty(s) || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno != 0)
+                return -ERANGE;
+        if (*end) {
+                const char *p = strchr(suffixes, *end);
+                if (!p)
+                        return -EINVAL;
+                for (const char *q = suffixes; q <= p; q++)
+                        factor *= 1024;
+                end++;
+                /* Accept "M", "MB" and "MiB" alike: all binary. */
+                if (streq(end, "iB") || streq(end, "B"))
+                        end += strlen(end);
+                if (*end)
+                        return -EINVAL;
+        }
+        if (v > UINT64_MAX / factor)
+                return -ERANGE;
+        *ret = v * factor;
+        return 0;
+}
+
+int parse_percent(const char *s, unsigned *ret) {
+        char *end;
+
+        if (isempty(s) || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno != 0 || !streq(end, "%"))
+                return -EINVAL;
+        if (v > 100)
+                return -ERANGE;
+        *ret = (unsigned) v;
+        return 0;
+}
+
+int parse_bool(const char *s, bool *ret) {
+        static const char *const yes[] = { "1", "yes", "true", "on" };
+        static const char *const no[] = { "0", "no", "false", "off" };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++)
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+        for (size_t i = 0; i < ELEMENTSOF(no); i++)
+                if (strcasecmp(s, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+int config_parse_duration(const char *v, void *ret, const char **reason) {
+        int r = parse_duration(v, ret);
+        if (r < 0)
+                *reason = r == -ERANGE ? "duration too large"
+                                       : "expected a duration such as 800ms, 30s, 2m or 1h";
+        return r;
+}
+
+int config_parse_size(const char *v, void *ret, const char **reason) {
+        int r = parse_size(v, ret);
+        if (r < 0)
+                *reason = r == -ERANGE ? "size too large" : "expected a size such as 4096, 64K, 512M or 2G";
+        return r;
+}
+
+int config_parse_percent(const char *v, void *ret, const char **reason) {
+        int r = parse_percent(v, ret);
+        if (r < 0)
+                *reason = r == -ERANGE ? "a percentage must be between 0% and 100%"
+                                       : "expected a percentage such as 90%";
+        return r;
+}
+
+int config_parse_bool(const char *v, void *ret, const char **reason) {
+        int r = parse_bool(v, ret);
+        if (r < 0)
+                *reason = "expected a boolean (yes/no, true/false, on/off, 1/0)";
+        return r;
+}
+
+int config_parse_int(const char *v, void *ret, const char **reason) {
+        char *end;
+
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        if (isempty(v) || *end || errno != 0) {
+                *reason = errno == ERANGE ? "integer out of range" : "expected an integer";
+                return -EINVAL;
+        }
+        *(int64_t *) ret = n;
+        return 0;
+}
+
+int config_parse_uint(const char *v, void *ret, const char **reason) {
+        char *end;
+
+        errno = 0;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (isempty(v) || *v == '-' || *end || errno != 0 || n > UINT_MAX) {
+                *reason = "expected a non-negative integer";
+                return -EINVAL;
+        }
+        *(unsigned *) ret = (unsigned) n;
+        return 0;
+}
+
+int config_parse_double(const char *v, void *ret, const char **reason) {
+        char *end;
+
+        errno = 0;
+        double d = strtod(v, &end);
+        if (isempty(v) || *end || errno != 0 || !isfinite(d) || d < 0) {
+                *reason = "expected a non-negative number";
+                return -EINVAL;
+        }
+        *(double *) ret = d;
+        return 0;
+}
+
+int config_parse_string(const char *v, void *ret, const char **reason) {
+        char *s = NULL;
+
+        if (!isempty(v)) {
+                s = strdup(v);
+                if (!s) {
+                        *reason = "out of memory";
+                        return -ENOMEM;
+                }
+        }
+        *(char **) ret = s;
+        return 0;
+}
+
+int config_parse_path(const char *v, void *ret, const char **reason) {
+        if (!isempty(v) && v[0] != '/') {
+                *reason = "expected an absolute path";
+                return -EINVAL;
+        }
+        if (strlen(v) >= PATH_MAX) {
+                *reason = "path too long";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
+int config_parse_url(const char *v, void *ret, const char **reason) {
+        if (!isempty(v) && strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
+                *reason = "expected an http:// or https:// URL";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
+int config_parse_strv(const char *v, void *ret, const char **reason) {
+        char **l = NULL;
+        int r = strv_split(v, ", \t", &l);
+        if (r < 0) {
+                *reason = "out of memory";
+                return r;
+        }
+        if (!l[0])
+                l = strv_free(l); /* empty list → NULL, like an empty string */
+        *(char ***) ret = l;
+        return 0;
+}
+
+int config_parse_mode(const char *v, void *ret, const char **reason) {
+        char *end;
+
+        errno = 0;
+        unsigned long m = strtoul(v, &end, 8);
+        if (isempty(v) || *end || errno != 0 || m > 07777) {
+                *reason = "expected an octal file mode such as 0660";
+                return -EINVAL;
+        }
+        *(mode_t *) ret = (mode_t) m;
+        return 0;
+}
+
+void config_free_string(void *field) {
+        char **s = field;
+        free(*s);
+        *s = NULL;
+}
+
+void config_free_strv(void *field) {
+        char ***l = field;
+        *l = strv_free(*l);
+}

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include <cjson/cJSON.h>
+#define SD_JOURNAL_SUPPRESS_LOCATION
+#include <systemd/sd-journal.h>
+
+#include "json.h"
+#include "log.h"
+
+/* The only process-wide state besides parsed options: logging is needed before the manager
+ * exists and in code that has no manager at hand. */
+static int log_max_level = LOG_INFO;
+static enum log_target log_target = LOG_TARGET_TEXT;
+
+static const char *const level_names[] = {
+        [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit",
+        [LOG_ERR] = "error",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+        [LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
+};
+
+static const char *const target_names[_LOG_TARGET_MAX] = {
+        [LOG_TARGET_AUTO] = "auto",
+        [LOG_TARGET_JOURNAL] = "journal",
+        [LOG_TARGET_TEXT] = "text",
+        [LOG_TARGET_JSON] = "json",
+};
+
+int log_level_from_string(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(level_names); i++)
+                if (streq(s, level_names[i]))
+                        return (int) i;
+        if (streq(s, "err"))
+                return LOG_ERR;
+        if (streq(s, "warn"))
+                return LOG_WARNING;
+        return -EINVAL;
+}
+
+const char *log_level_to_string(int level) {
+        if (level < 0 || (size_t) level >= ELEMENTSOF(level_names))
+                return NULL;
+        return level_names[level];
+}
+
+int log_target_from_string(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(target_names); i++)
+                if (streq(s, target_names[i]))
+                        return (int) i;
+        return -EINVAL;
+}
+
+const char *log_target_to_string(enum log_target t) {
+        if ((unsigned) t >= ELEMENTSOF(target_names))
+                return NULL;
+        return target_names[t];
+}
+
+/* systemd sets JOURNAL_STREAM=<dev>:<ino> when stderr is connected to the journal. */
+static bool stderr_is_journal(void) {
+        const char *e = getenv("JOURNAL_STREAM");
+        unsigned long long dev, ino;
+        struct stat st;
+
+        if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2)
+                return false;
+        if (fstat(STDERR_FILENO, &st) < 0)
+                return false;
+        return st.st_dev == (dev_t) dev && st.st_ino == (ino_t) ino;
+}
+
+void log_setup(int max_level, enum log_target target) {
+        log_max_level = max_level;
+        if (target == LOG_TARGET_AUTO)
+                target = stderr_is_journal() ? LOG_TARGET_JOURNAL : LOG_TARGET_TEXT;
+        log_target = target;
+}
+
+int log_get_max_level(void) {
+        return log_max_level;
+}
+
+enum log_target log_get_target(void) {
+        return log_target;
+}
+
+static void write_text(int level, int error, const struct log_ctx *ctx, const char *message) {
+        char prefix[256] = "";
+
+        if (ctx && ctx->module)
+                (void) snprintf(prefix, sizeof(prefix), "[%s] ", ctx->module);
+        if (ctx && (ctx->pod || ctx->pod_uid))
+                (void) fprintf(stderr, "%s: %s%s (pod %s)\n", level_names[level], prefix, message,
+                               ctx->pod ? ctx->pod : ctx->pod_uid);
+        else
+                (void) fprintf(stderr, "%s: %s%s\n", level_names[level], prefix, message);
+        (void) error;
+}
+
+static void write_json(int level, int error, const struct log_ctx *ctx, const char *file, int line,
+                       const char *message) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        char ts[64];
+        struct timespec now;
+        struct tm tm;
+
+        if (!o)
+                return;
+        (void) clock_gettime(CLOCK_REALTIME, &now);
+        (void) gmtime_r(&now.tv_sec, &tm);
+        size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+        (void) snprintf(ts + n, sizeof(ts) - n, ".%06ldZ", now.tv_nsec / 1000);
+
+        cJSON_AddStringToObject(o, "time", ts);
+        cJSON_AddStringToObject(o, "level", level_names[level]);
+        cJSON_AddStringToObject(o, "msg", message);
+        if (ctx && ctx->module)
+                cJSON_AddStringToObject(o, "module", ctx->module);
+        if (ctx && ctx->pod_uid)
+                cJSON_AddStringToObject(o, "pod_uid", ctx->pod_uid);
+        if (ctx && ctx->pod)
+                cJSON_AddStringToObject(o, "pod", ctx->pod);
+        if (error != 0)
+                cJSON_AddNumberToObject(o, "errno", errno_abs(error));
+        if (log_max_level >= LOG_DEBUG) {
+                cJSON_AddStringToObject(o, "code_file", file);
+                cJSON_AddNumberToObject(o, "code_line", line);
+        }
+        _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
+        if (text)
+                (void) fprintf(stderr, "%s\n", text);
+}
+
+static void write_journal(int level, int error, const struct log_ctx *ctx, const char *file, int line,
+                          const char *func, const char *message) {
+        char buf[8][256];
+        struct iovec iov[10];
+        size_t n = 0;
+        _cleanup_free_ char *msg = NULL;
+
+        if (asprintf(&msg, "MESSAGE=%s", message) < 0)
+                return;
+        iov[n++] = (struct iovec) { msg, strlen(msg) };
+
+#define FIELD(fmt, ...)                                                                             \
+        do {                                                                                        \
+                int _len = snprintf(buf[n - 1], sizeof(buf[0]), fmt, __VA_ARGS__);                 \
+                iov[n] = (struct iovec) { buf[n - 1], (size_t) MIN(_len, (int) sizeof(buf[0]) - 1) }; \
+                n++;                                                                                \
+        } while (0)
+
+        FIELD("PRIORITY=%d", level);
+        FIELD("CODE_FILE=%s", file);
+        FIELD("CODE_LINE=%d", line);
+        FIELD("CODE_FUNC=%s", func);
+        if (error != 0)
+                FIELD("ERRNO=%d", errno_abs(error));
+        if (ctx && ctx->module)
+                FIELD("MODULE=%s", ctx->module);
+        if (ctx && ctx->pod_uid)
+                FIELD("POD_UID=%s", ctx->pod_uid);
+        if (ctx && ctx->pod)
+                FIELD("POD=%s", ctx->pod);
+#undef FIELD
+        if (sd_journal_sendv(iov, (int) n) < 0)
+                write_text(level, error, ctx, message); /* journal gone: do not lose the line */
+}
+
+int log_internal(int level, int error, const struct log_ctx *ctx, const char *file, int line,
+                 const char *func, const char *format, ...) {
+        char message[2048];
+        va_list ap;
+        int saved_errno = errno;
+
+        if (level < 0 || (size_t) level >= ELEMENTSOF(level_names))
+                level = LOG_ERR;
+
+        /* %m prints the error passed in, not whatever errno happens to be. */
+        if (error != 0)
+                errno = errno_abs(error);
+        va_start(ap, format);
+        (void) vsnprintf(message, sizeof(message), format, ap);
+        va_end(ap);
+
+        switch (log_target) {
+        case LOG_TARGET_JOURNAL:
+                write_journal(level, error, ctx, file, line, func, message);
+                break;
+        case LOG_TARGET_JSON:
+                write_json(level, error, ctx, file, line, message);
+                break;
+        case LOG_TARGET_AUTO:
+        case LOG_TARGET_TEXT:
+        case _LOG_TARGET_MAX:
+                write_text(level, error, ctx, message);
+                break;
+        }
+
+        errno = saved_errno;
+        return -errno_abs(error);
+}

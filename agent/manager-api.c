@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+
+#include "json.h"
+#include "manager-api.h"
+#include "manager.h"
+
+static double manager_uptime_seconds(const struct manager *m) {
+        return (double) (now_usec(CLOCK_MONOTONIC) - m->start_monotonic) / USEC_PER_SEC;
+}
+
+static int add_common(struct manager *m, cJSON *o) {
+        if (!cJSON_AddStringToObject(o, "version", PACKAGE_VERSION) ||
+            !cJSON_AddStringToObject(o, "node", m->settings.node_name) ||
+            !cJSON_AddNumberToObject(o, "uptime_seconds", manager_uptime_seconds(m)))
+                return -ENOMEM;
+        return 0;
+}
+
+/* GET /v1/health: 200 while every module is in a healthy state, else 503 naming them. */
+static int handle_health(struct api_request *req, void *userdata) {
+        struct manager *m = userdata;
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *failing;
+        bool ok = !m->stopping;
+
+        if (!o || add_common(m, o) < 0 || !(failing = cJSON_AddArrayToObject(o, "failing")))
+                return api_reply_error(req, 500, "out of memory");
+        for (unsigned i = 0; i < m->n_modules; i++) {
+                const struct module_instance *mi = &m->modules[i];
+                if (module_state_is_healthy(mi->state))
+                        continue;
+                ok = false;
+                cJSON *f = cJSON_CreateObject();
+                if (!f || !cJSON_AddItemToArray(failing, f))
+                        return cJSON_Delete(f), api_reply_error(req, 500, "out of memory");
+                cJSON_AddStringToObject(f, "module", mi->module->name);
+                cJSON_AddStringToObject(f, "state", module_state_to_string(mi->state));
+                json_add_string_or_null(f, "reason", mi->reason);
+        }
+        if (!cJSON_AddStringToObject(o, "status", ok ? "ok" : "failing"))
+                return api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, ok ? 200 : 503, TAKE_PTR(o));
+}
+
+static cJSON *module_to_json(struct module_instance *mi) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *details;
+
+        if (!o || !cJSON_AddStringToObject(o, "name", mi->module->name) ||
+            !cJSON_AddStringToObject(o, "state", module_state_to_string(mi->state)) ||
+            !json_add_string_or_null(o, "reason", mi->reason) || !json_add_time(o, "since", mi->state_since) ||
+            !cJSON_AddBoolToObject(o, "synced", mi->synced) || !(details = cJSON_AddObjectToObject(o, "details")))
+                return NULL;
+        if (mi->data && mi->module->status(mi, details) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+static cJSON *status_config(struct manager *m) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return NULL;
+        cJSON_AddStringToObject(o, "file", m->config->main_file);
+        cJSON_AddNumberToObject(o, "reloads", m->n_reloads);
+        cJSON_AddNumberToObject(o, "reload_failures", m->n_reload_failures);
+        json_add_string_or_null(o, "last_reload_error", m->last_reload_error);
+        return o;
+}
+
+static cJSON *status_pods(struct manager *m) {
+        cJSON *o = cJSON_CreateObject(), *errors;
+        if (!o)
+                return NULL;
+        cJSON_AddNumberToObject(o, "count", (double) pod_store_size(m->pods));
+        cJSON_AddNumberToObject(o, "generation", (double) pod_store_generation(m->pods));
+        cJSON_AddStringToObject(o, "pods_dir", m->settings.pods_dir);
+        errors = cJSON_AddArrayToObject(o, "errors");
+        if (errors && m->podsdir)
+                STRV_FOREACH(e, podsdir_errors(m->podsdir))
+                        cJSON_AddItemToArray(errors, cJSON_CreateString(*e));
+        return o;
+}
+
+/* GET /v1/status: every module's state and key figures, the config and the pod source. */
+static int handle_status(struct api_request *req, void *userdata) {
+        struct manager *m = userdata;
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *modules;
+
+        if (!o || add_common(m, o) < 0 || !json_add_time(o, "started", m->start_realtime) ||
+            !cJSON_AddBoolToObject(o, "ready", m->ready_sent) ||
+            !cJSON_AddItemToObject(o, "config", status_config(m)) ||
+            !cJSON_AddItemToObject(o, "pods", status_pods(m)) ||
+            !(modules = cJSON_AddArrayToObject(o, "modules")))
+                return api_reply_error(req, 500, "out of memory");
+        for (unsigned i = 0; i < m->n_modules; i++)
+                if (!cJSON_AddItemToArray(modules, module_to_json(&m->modules[i])))
+                        return api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+/* GET /v1/pods: the store, sorted by namespace/name. */
+static int handle_pods(struct api_request *req, void *userdata) {
+        struct manager *m = userdata;
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        _cleanup_free_ struct pod **pods = NULL;
+        size_t n = 0;
+        cJSON *list;
+
+        if (api_request_query(req, "watch"))
+                return api_reply_error(req, 501, "watch needs the apiserver module's event stream, not part of this build yet");
+        if (!o || pod_store_list(m->pods, &pods, &n) < 0 || !cJSON_AddNumberToObject(o, "count", (double) n) ||
+            !cJSON_AddNumberToObject(o, "generation", (double) pod_store_generation(m->pods)) ||
+            !(list = cJSON_AddArrayToObject(o, "pods")))
+                return api_reply_error(req, 500, "out of memory");
+        for (size_t i = 0; i < n; i++)
+                if (!cJSON_AddItemToArray(list, pod_to_json(pods[i])))
+                        return api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+/* GET /v1/pods/{namespace}/{name} */
+static int handle_pod(struct api_request *req, void *userdata) {
+        struct manager *m = userdata;
+        const char *ns = api_request_param(req, 0), *name = api_request_param(req, 1);
+        struct pod *p = pod_store_find(m->pods, ns, name);
+
+        if (!p)
+                return api_reply_error(req, 404, "no pod %s/%s on this node", ns, name);
+        cJSON *o = pod_to_json(p);
+        if (!o)
+                return api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, 200, o);
+}
+
+/* GET /metrics: Prometheus text format 0.0.4. */
+static int handle_metrics(struct api_request *req, void *userdata) {
+        struct manager *m = userdata;
+        char *text = NULL;
+        size_t size = 0;
+        int r = metrics_render(m->metrics, &text, &size);
+        if (r < 0)
+                return api_reply_error(req, 500, "cannot render metrics: %s", strerror(-r));
+        return api_reply_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, size);
+}
+
+static const struct api_route core_routes[] = {
+        { "GET", "/v1/health", handle_health, false },
+        { "GET", "/v1/status", handle_status, true },
+        { "GET", "/v1/pods", handle_pods, true },
+        { "GET", "/v1/pods/{}/{}", handle_pod, true },
+        { "GET", "/metrics", handle_metrics, true },
+};
+
+int manager_api_register(struct manager *m) {
+        return api_add_routes(m->api, core_routes, ELEMENTSOF(core_routes), m);
+}
+
+/* ---- core metrics ---- */
+
+static void collect_core(struct metrics *metrics, void *userdata) {
+        struct manager *m = userdata;
+        struct metric_family *f;
+
+        if (metrics_family(metrics, METRIC_GAUGE, "pinion_uptime_seconds", NULL, NULL, NULL, 0, &f) >= 0)
+                (void) metric_set(f, manager_uptime_seconds(m));
+
+        if (metrics_family(metrics, METRIC_GAUGE, "pinion_module_state", NULL, NULL, NULL, 0, &f) >= 0) {
+                for (unsigned i = 0; i < m->n_modules; i++)
+                        for (int s = 0; s < _MODULE_STATE_MAX; s++)
+                                (void) metric_set(f, m->modules[i].state == s ? 1 : 0, m->modules[i].module->name,
+                                                  module_state_to_string((enum module_state) s));
+        }
+        if (metrics_family(metrics, METRIC_GAUGE, "pinion_pods", NULL, NULL, NULL, 0, &f) >= 0)
+                (void) metric_set(f, (double) pod_store_size(m->pods));
+}
+
+int manager_api_register_metrics(struct manager *m) {
+        static const char *const version_label[] = { "version", NULL };
+        static const char *const module_labels[] = { "module", "state", NULL };
+        struct metric_family *f;
+        int r;
+
+        r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_build_info", "Always 1; the labels say which build runs.",
+                           version_label, NULL, 0, &f);
+        if (r < 0)
+                return r;
+        (void) metric_set(f, 1, PACKAGE_VERSION);
+        r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_start_time_seconds",
+                           "When the agent started, seconds since the Unix epoch.", NULL, NULL, 0, &f);
+        if (r < 0)
+                return r;
+        (void) metric_set(f, (double) m->start_realtime / USEC_PER_SEC);
+        r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_uptime_seconds", "Seconds since the agent started.",
+                           NULL, NULL, 0, &f);
+        if (r >= 0)
+                r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_module_state",
+                                   "1 for each module's current state, 0 for the others.", module_labels, NULL, 0, &f);
+        if (r >= 0)
+                r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_pods", "Pods of this node in the store.", NULL,
+                                   NULL, 0, &f);
+        if (r < 0)
+                return r;
+        return metrics_add_collector(m->metrics, collect_core, m);
+}

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+#include <grp.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "manager-config.h"
+#include "manager.h"
+#include "module.h"
+
+static int parse_log_level(const char *v, void *ret, const char **reason) {
+        if (log_level_from_string(v) < 0) {
+                *reason = "expected debug, info, notice, warning or error";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
+static int parse_log_format(const char *v, void *ret, const char **reason) {
+        if (log_target_from_string(v) < 0) {
+                *reason = "expected auto, journal, text or json";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
+static int parse_group(const char *v, void *ret, const char **reason) {
+        if (!isempty(v) && !getgrnam(v)) {
+                *reason = "no such group";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
+static int parse_node_name(const char *v, void *ret, const char **reason) {
+        if (!isempty(v) && (strlen(v) > 253 || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(v))) {
+                *reason = "expected a DNS-1123 subdomain (lowercase letters, digits, '-', '.')";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
+#define FIELD(f) offsetof(struct agent_settings, f)
+static const struct config_key agent_keys[] = {
+        { "node-name", parse_node_name, FIELD(node_name), NULL, config_free_string },
+        { "state-dir", config_parse_path, FIELD(state_dir), "/var/lib/pinion", config_free_string },
+        { "runtime-dir", config_parse_path, FIELD(runtime_dir), "/run/pinion", config_free_string },
+        { "socket", config_parse_path, FIELD(socket), "/run/pinion/pinion.sock", config_free_string },
+        { "socket-mode", config_parse_mode, FIELD(socket_mode), "0660" },
+        { "socket-group", parse_group, FIELD(socket_group), NULL, config_free_string },
+        { "pods-dir", config_parse_path, FIELD(pods_dir), "/etc/pinion/pods.d", config_free_string },
+        { "log-level", parse_log_level, FIELD(log_level), "info", config_free_string },
+        { "log-format", parse_log_format, FIELD(log_format), "auto", config_free_string },
+        { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },
+        {}
+};
+#undef FIELD
+
+void agent_settings_done(struct agent_settings *s) {
+        config_free_fields(agent_keys, s);
+}
+
+int agent_settings_socket_gid(const struct agent_settings *s, gid_t *ret) {
+        if (!s->socket_group) {
+                *ret = (gid_t) -1;
+                return 0;
+        }
+        struct group *g = getgrnam(s->socket_group);
+        if (!g)
+                return -ESRCH;
+        *ret = g->gr_gid;
+        return 0;
+}
+
+/* node-name defaults to $NODE_NAME (the DaemonSet's downward API), then the hostname. */
+static int fill_node_name(struct agent_settings *s) {
+        char host[256] = "";
+        const char *name;
+
+        if (s->node_name)
+                return 0;
+        name = getenv("NODE_NAME");
+        if (isempty(name)) {
+                if (gethostname(host, sizeof(host) - 1) < 0)
+                        return -errno;
+                name = host;
+        }
+        s->node_name = strdup(name);
+        return s->node_name ? 0 : -ENOMEM;
+}
+
+static int validate_modules(struct config *c, char **ret_error) {
+        for (unsigned i = 0; i < module_table_size; i++) {
+                struct module_instance scratch = { .module = module_table[i], .state = MODULE_DISABLED };
+                int r = module_table[i]->init(&scratch, c, ret_error);
+                if (scratch.data)
+                        module_table[i]->free(&scratch);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int manager_config_load(const struct manager_options *opts, struct config **ret_config,
+                        struct agent_settings *ret_settings, char **ret_error) {
+        _cleanup_(config_freep) struct config *c = NULL;
+        _cleanup_free_ char *dropins = NULL;
+        struct agent_settings s = {};
+        const char *file = opts->config_file ? opts->config_file : PINION_DEFAULT_CONFIG;
+        int r;
+
+        if (opts->dropin_dir)
+                dropins = strdup(opts->dropin_dir);
+        else {
+                _cleanup_free_ char *copy = strdup(file);
+                if (copy && asprintf(&dropins, "%s/conf.d", dirname(copy)) < 0)
+                        dropins = NULL;
+        }
+        if (!dropins)
+                return -ENOMEM;
+
+        r = config_load(file, dropins, &c, ret_error);
+        if (r < 0)
+                return r;
+        r = config_parse_section(c, "agent", agent_keys, &s, ret_error);
+        if (r >= 0)
+                r = validate_modules(c, ret_error);
+        if (r >= 0)
+                r = config_check_unclaimed(c, ret_error);
+        if (r >= 0)
+                r = fill_node_name(&s);
+        if (r < 0) {
+                agent_settings_done(&s);
+                return r;
+        }
+        *ret_config = TAKE_PTR(c);
+        *ret_settings = s;
+        return 0;
+}

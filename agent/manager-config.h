@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Loading and validating the whole configuration: the files, the [agent] section, and every
+ * module's sections (each module's init runs on a throwaway instance, which has no side
+ * effects), then anything nobody claimed. Used at start, by --check-config and on SIGHUP. */
+
+#include <sys/types.h>
+
+#include "config.h"
+
+struct manager_options;
+struct agent_settings;
+
+/* On success *ret_config and *ret_settings are filled (settings owned: agent_settings_done()).
+ * On a config problem returns -EINVAL with *ret_error = "FILE:LINE: reason". */
+int manager_config_load(const struct manager_options *opts, struct config **ret_config,
+                        struct agent_settings *ret_settings, char **ret_error);
+void agent_settings_done(struct agent_settings *s);
+/* The gid of socket-group, or (gid_t)-1 if none. */
+int agent_settings_socket_gid(const struct agent_settings *s, gid_t *ret);

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/* Logging: level/target names, %m from the error passed in, return values, text and JSON lines. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "log.h"
+
+static char buf[8192];
+static FILE *saved;
+
+static void capture_begin(void) {
+        memset(buf, 0, sizeof(buf));
+        saved = stderr;
+        stderr = fmemopen(buf, sizeof(buf) - 1, "w");
+        assert_non_null(stderr);
+}
+
+static void capture_end(void) {
+        fclose(stderr);
+        stderr = saved;
+}
+
+static void test_names(void **state) {
+        assert_int_equal(log_level_from_string("debug"), LOG_DEBUG);
+        assert_int_equal(log_level_from_string("warning"), LOG_WARNING);
+        assert_int_equal(log_level_from_string("warn"), LOG_WARNING);
+        assert_int_equal(log_level_from_string("error"), LOG_ERR);
+        assert_int_equal(log_level_from_string("loud"), -EINVAL);
+        assert_string_equal(log_level_to_string(LOG_INFO), "info");
+        assert_int_equal(log_target_from_string("json"), LOG_TARGET_JSON);
+        assert_int_equal(log_target_from_string("syslog"), -EINVAL);
+        assert_string_equal(log_target_to_string(LOG_TARGET_JOURNAL), "journal");
+}
+
+static void test_errno_and_return(void **state) {
+        log_setup(LOG_INFO, LOG_TARGET_TEXT);
+        capture_begin();
+        errno = EPERM;
+        int r = log_error_errno(-ENOENT, "Failed to open %s: %m", "/x");
+        int saved_errno = errno;
+        int r2 = log_debug_errno(EACCES, "filtered out: %m"); /* below max level: not printed */
+        log_info("plain %d", 7);
+        capture_end();
+
+        assert_int_equal(r, -ENOENT);
+        assert_int_equal(r2, -EACCES);
+        assert_int_equal(saved_errno, EPERM); /* logging does not clobber errno */
+        assert_string_equal(buf, "error: Failed to open /x: No such file or directory\ninfo: plain 7\n");
+}
+
+static void test_auto_without_journal_is_text(void **state) {
+        unsetenv("JOURNAL_STREAM");
+        log_setup(LOG_DEBUG, LOG_TARGET_AUTO);
+        assert_int_equal(log_get_target(), LOG_TARGET_TEXT);
+        setenv("JOURNAL_STREAM", "1:1", 1); /* not our stderr's device/inode */
+        log_setup(LOG_DEBUG, LOG_TARGET_AUTO);
+        assert_int_equal(log_get_target(), LOG_TARGET_TEXT);
+        unsetenv("JOURNAL_STREAM");
+}
+
+static void test_json_lines(void **state) {
+        const struct log_ctx ctx = { .module = "zkreg", .pod_uid = "u-1", .pod = "default/web" };
+
+        log_setup(LOG_INFO, LOG_TARGET_JSON);
+        capture_begin();
+        (void) log_ctx_full_errno(&ctx, LOG_WARNING, -ECONNREFUSED, "session lost: %m, \"quoted\"");
+        capture_end();
+        log_setup(LOG_INFO, LOG_TARGET_TEXT);
+
+        assert_non_null(strchr(buf, '\n'));
+        cJSON *o = cJSON_Parse(buf);
+        assert_non_null(o);
+        assert_string_equal(cJSON_GetObjectItem(o, "level")->valuestring, "warning");
+        assert_string_equal(cJSON_GetObjectItem(o, "msg")->valuestring, "session lost: Connection refused, \"quoted\"");
+        assert_string_equal(cJSON_GetObjectItem(o, "module")->valuestring, "zkreg");
+        assert_string_equal(cJSON_GetObjectItem(o, "pod_uid")->valuestring, "u-1");
+        assert_string_equal(cJSON_GetObjectItem(o, "pod")->valuestring, "default/web");
+        assert_int_equal(cJSON_GetObjectItem(o, "errno")->valueint, ECONNREFUSED);
+        assert_non_null(cJSON_GetObjectItem(o, "time"));
+        cJSON_Delete(o);
+}
+
+static void test_module_text(void **state) {
+        log_setup(LOG_INFO, LOG_TARGET_TEXT);
+        capture_begin();
+        log_module_info("podnet", "wired %s", "eth0");
+        capture_end();
+        assert_string_equal(buf, "info: [podnet] wired eth0\n");
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_names),
+                cmocka_unit_test(test_errno_and_return),
+                cmocka_unit_test(test_auto_without_journal_is_text),
+                cmocka_unit_test(test_json_lines),
+                cmocka_unit_test(test_module_text),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
