@@ -80,6 +80,16 @@ void *manager_lookup(struct manager *m, const char *name) {
         return NULL;
 }
 
+int manager_http(struct manager *m, struct http_client **ret) {
+        if (!m->http) {
+                int r = http_client_new(m->event, &m->http);
+                if (r < 0)
+                        return r;
+        }
+        *ret = m->http;
+        return 0;
+}
+
 struct module_instance *manager_find_module(struct manager *m, const char *name) {
         for (unsigned i = 0; i < m->n_modules; i++)
                 if (streq(m->modules[i].module->name, name))
@@ -110,7 +120,7 @@ static int manager_create_modules(struct manager *m, char **ret_error) {
                 *mi = (struct module_instance) {
                         .module = module_table[order[i]],
                         .manager = m,
-                        .state = MODULE_DISABLED,
+                        .state = MODULE_STARTING,
                         .state_since = m->start_realtime,
                 };
                 m->n_modules++;
@@ -168,8 +178,6 @@ int manager_new(const struct manager_options *opts, struct manager **ret, char *
         r = metrics_new(&m->metrics);
         if (r >= 0)
                 r = pod_store_new(&m->pods);
-        if (r >= 0)
-                r = http_client_new(m->event, &m->http);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the core: %m");
 
@@ -295,8 +303,10 @@ void manager_begin_stop(struct manager *m) {
 
         for (unsigned i = m->n_modules; i > 0; i--) {
                 struct module_instance *mi = &m->modules[i - 1];
-                if (!mi->started) {
-                        mi->state = MODULE_STOPPED;
+                if (!mi->started || mi->state == MODULE_DISABLED) {
+                        /* Nothing runs: no drain, and its state keeps saying why. */
+                        if (mi->started)
+                                (void) mi->module->stop(mi);
                         continue;
                 }
                 module_set_state(mi, MODULE_STOPPING, NULL);

@@ -59,7 +59,7 @@ struct manager {
         struct pod_store *pods;
         struct podsdir *podsdir;
         struct api *api;
-        struct http_client *http;
+        struct http_client *http; /* created on first use: libcurl and OpenSSL cost memory */
 
         struct module_instance *modules; /* in start order */
         unsigned n_modules;
@@ -107,6 +107,10 @@ void manager_begin_stop(struct manager *m);
 /* Called by module_set_state()/module_set_synced()/module_stopped(). */
 void manager_module_changed(struct manager *m, struct module_instance *mi);
 void manager_module_stopped(struct manager *m, struct module_instance *mi);
+
+/* The shared HTTP client, created on first use (a node with no HTTP-speaking module never
+ * initialises libcurl and its TLS library). */
+int manager_http(struct manager *m, struct http_client **ret);
 
 struct module_instance *manager_find_module(struct manager *m, const char *name);
 
