@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+#include <math.h>
+#include <sys/random.h>
+
+#include "backoff.h"
+
+/* Any non-zero state works for xorshift64*; this one is used when the seed scrambles to 0. */
+#define RNG_FALLBACK_STATE UINT64_C(0x9e3779b97f4a7c15)
+
+/* splitmix64: spreads nearby seeds (1, 2, 3, ... in tests and the simulation) over the whole
+ * state space, so their sequences have nothing in common from the first draw on. */
+static uint64_t splitmix64(uint64_t x) {
+        x += UINT64_C(0x9e3779b97f4a7c15);
+        x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+        return x ^ (x >> 31);
+}
+
+static uint64_t seed_from_kernel(const void *salt) {
+        uint64_t seed = 0;
+
+        /* This is jitter, not key material: never stall start-up waiting for entropy.
+         * GRND_INSECURE needs Linux 5.6; older kernels refuse it with EINVAL. */
+        if (getrandom(&seed, sizeof(seed), GRND_INSECURE) == (ssize_t) sizeof(seed))
+                return seed;
+        if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) == (ssize_t) sizeof(seed))
+                return seed;
+        /* Last resort, still different per process and per object (ASLR, PID). */
+        return (uint64_t) (uintptr_t) salt ^ ((uint64_t) getpid() << 32);
+}
+
+static uint64_t rng_next(struct backoff *b) {
+        uint64_t x = b->rng;
+
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        b->rng = x;
+        return x * UINT64_C(0x2545f4914f6cdd1d);
+}
+
+void backoff_init(struct backoff *b, const struct backoff_config *config, uint64_t seed) {
+        *b = (struct backoff) {
+                .config = *config,
+        };
+
+        if (seed == 0)
+                seed = seed_from_kernel(b);
+        b->rng = splitmix64(seed);
+        if (b->rng == 0)
+                b->rng = RNG_FALLBACK_STATE;
+}
+
+void backoff_reset(struct backoff *b) {
+        b->base = 0;
+        b->last_failure = 0;
+        b->failures = 0;
+}
+
+double backoff_random(struct backoff *b) {
+        /* The top 53 bits fill a double's mantissa exactly: uniform in [0, 1). */
+        return (double) (rng_next(b) >> 11) * 0x1.0p-53;
+}
+
+usec_t backoff_random_between(struct backoff *b, usec_t lo, usec_t hi) {
+        if (hi <= lo)
+                return lo;
+
+        uint64_t span = hi - lo;
+        if (span == UINT64_MAX)
+                return rng_next(b);
+
+        /* Rejection sampling, so that no value is favoured by the modulo. */
+        uint64_t n = span + 1;
+        uint64_t threshold = -n % n;
+        for (;;) {
+                uint64_t r = rng_next(b);
+                if (r >= threshold)
+                        return lo + r % n;
+        }
+}
+
+static usec_t usec_from_double(double d) {
+        /* Saturate instead of invoking undefined behaviour on out-of-range conversions. */
+        if (!(d > 0))
+                return 0;
+        if (d >= 0x1.0p64)
+                return USEC_INFINITY;
+        return (usec_t) d;
+}
+
+usec_t backoff_next(struct backoff *b, usec_t now, usec_t retry_after) {
+        const struct backoff_config *c = &b->config;
+
+        /* client-go's jitteredBackoffManager: a failure after a long enough healthy stretch
+         * starts the sequence over. now < last_failure (a caller mixing clocks) never resets. */
+        if (b->base != 0 && now > b->last_failure && now - b->last_failure > c->reset_after) {
+                b->base = 0;
+                b->failures = 0;
+        }
+
+        usec_t base = b->base != 0 ? b->base : c->initial;
+        base = MIN(base, c->max);
+
+        /* A factor below 1 would shrink the delay on every failure; treat it as constant. */
+        double factor = c->factor >= 1.0 ? c->factor : 1.0;
+        double next = (double) base * factor;
+        b->base = next < (double) c->max ? usec_from_double(next) : c->max;
+        /* 0 means "not backing off": keep a zero-length schedule distinguishable from it. */
+        if (b->base == 0)
+                b->base = 1;
+
+        double jitter = c->jitter > 0 ? c->jitter : 0;
+        usec_t delay = base;
+        if (jitter > 0)
+                delay = usec_from_double((double) base + backoff_random(b) * jitter * (double) base);
+        delay = MAX(delay, base); /* rounding must never take it below the base */
+
+        if (retry_after > 0) {
+                usec_t cap = c->retry_after_max > 0 ? c->retry_after_max : c->max;
+                delay = MAX(delay, MIN(retry_after, cap));
+        }
+
+        b->last_failure = now;
+        b->failures++;
+        return delay;
+}
+
+/* ---- token bucket (golang.org/x/time/rate semantics) ---- */
+
+/* Tolerance for floating-point drift: waiting exactly the time we promised must succeed. */
+#define TOKEN_EPSILON 1e-9
+
+static bool rate_unlimited(double qps) {
+        return isinf(qps) && qps > 0;
+}
+
+static void token_bucket_advance(struct token_bucket *tb, usec_t now) {
+        if (now <= tb->last) {
+                /* Time went backwards (x/time/rate does the same): restart from here without
+                 * minting tokens, rather than waiting for the clock to catch up. */
+                tb->last = now;
+                return;
+        }
+
+        if (tb->qps > 0 && !rate_unlimited(tb->qps)) {
+                double add = (double) (now - tb->last) * tb->qps / (double) USEC_PER_SEC;
+                tb->tokens = MIN(tb->tokens + add, tb->burst);
+        }
+        tb->last = now;
+}
+
+/* How long until the bucket holds `want` tokens, or USEC_INFINITY if it never will. */
+static usec_t token_bucket_wait_for(const struct token_bucket *tb, double want) {
+        double deficit = want - tb->tokens;
+
+        if (deficit <= TOKEN_EPSILON)
+                return 0;
+        if (!(tb->qps > 0))
+                return USEC_INFINITY;
+
+        usec_t wait = usec_from_double(ceil(deficit * (double) USEC_PER_SEC / tb->qps));
+        /* ceil() of a quotient carrying rounding noise can overshoot by one microsecond; keep
+         * the shortest wait after which the refill (same formula as token_bucket_advance())
+         * really covers the deficit. */
+        if (wait > 0 && wait != USEC_INFINITY &&
+            (double) (wait - 1) * tb->qps / (double) USEC_PER_SEC >= deficit - TOKEN_EPSILON)
+                wait--;
+        return wait;
+}
+
+void token_bucket_init(struct token_bucket *tb, double qps, double burst, usec_t now) {
+        *tb = (struct token_bucket) {
+                .qps = qps,
+                .burst = burst > 0 ? burst : 0,
+                .tokens = burst > 0 ? burst : 0,
+                .last = now,
+        };
+}
+
+bool token_bucket_try_take(struct token_bucket *tb, usec_t now, usec_t *ret_wait) {
+        if (rate_unlimited(tb->qps))
+                return true;
+
+        token_bucket_advance(tb, now);
+        if (tb->tokens >= 1.0 - TOKEN_EPSILON) {
+                tb->tokens -= 1.0;
+                return true;
+        }
+
+        if (ret_wait)
+                /* A bucket smaller than one token never holds one. */
+                *ret_wait = tb->burst >= 1.0 - TOKEN_EPSILON ? token_bucket_wait_for(tb, 1.0) : USEC_INFINITY;
+        return false;
+}
+
+usec_t token_bucket_reserve(struct token_bucket *tb, usec_t now) {
+        if (rate_unlimited(tb->qps))
+                return 0;
+
+        token_bucket_advance(tb, now);
+
+        /* Reservations that can never be honoured are not queued: they would only push every
+         * later caller back without ever completing (x/time/rate refuses them as well). */
+        if (tb->burst < 1.0 - TOKEN_EPSILON)
+                return USEC_INFINITY;
+        if (!(tb->qps > 0) && tb->tokens < 1.0 - TOKEN_EPSILON)
+                return USEC_INFINITY;
+
+        /* Take it now even if the bucket is empty: the negative balance is the queue, so the
+         * next caller waits behind this one. */
+        tb->tokens -= 1.0;
+        return token_bucket_wait_for(tb, 0.0);
+}
+
+void token_bucket_set_rate(struct token_bucket *tb, double qps, double burst, usec_t now) {
+        /* Tokens earned so far were earned at the old rate. */
+        if (!rate_unlimited(tb->qps))
+                token_bucket_advance(tb, now);
+        else {
+                tb->tokens = tb->burst;
+                tb->last = now;
+        }
+
+        tb->qps = qps;
+        tb->burst = burst > 0 ? burst : 0;
+        tb->tokens = MIN(tb->tokens, tb->burst);
+}
