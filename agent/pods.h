@@ -61,7 +61,8 @@ struct pod {
 
 /* Parses a v1 Pod. Requires metadata.name; metadata.namespace defaults to "default".
  * A missing metadata.uid is an error unless uid_fallback is given (static pods: the caller
- * derives a stable one). On failure *ret_error says what is wrong (JSON path and reason). */
+ * derives a stable one). On -EINVAL *ret_error (if not NULL) says what is wrong (JSON path and
+ * reason, e.g. "metadata.annotations: not an object"); free() it. */
 int pod_from_json(const cJSON *obj, const char *uid_fallback, struct pod **ret, char **ret_error);
 int pod_from_json_text(const char *text, size_t size, const char *uid_fallback, struct pod **ret,
                        char **ret_error);
@@ -85,7 +86,10 @@ const char *pod_primary_ip(const struct pod *p);           /* ips[0] or NULL */
 struct pod_store;
 
 /* old is NULL for "added", new is NULL for "removed"; both set for "updated". The objects are
- * valid during the call; take a reference to keep one. */
+ * valid during the call; take a reference to keep one. An observer may add/remove observers
+ * and change the store from inside the call (not free it): changes made there are queued and
+ * delivered to every observer after the current one, in order; an observer added there gets
+ * only changes made after it was added. */
 typedef void (*pod_observer_fn)(struct pod_store *s, const struct pod *old, const struct pod *new,
                                 void *userdata);
 
@@ -93,16 +97,23 @@ int pod_store_new(struct pod_store **ret);
 struct pod_store *pod_store_free(struct pod_store *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod_store *, pod_store_free);
 
+/* -EEXIST if the same fn/userdata pair is already registered. */
 int pod_store_add_observer(struct pod_store *s, pod_observer_fn fn, void *userdata);
 void pod_store_remove_observer(struct pod_store *s, pod_observer_fn fn, void *userdata);
 
 /* Adds or replaces the pod with p->uid (the store takes its own reference). Returns 1 if the
- * store changed (added or updated), 0 if an equal pod was already there. */
+ * store changed (added or updated), 0 if an equal pod was already there (the store then keeps
+ * p silently, for its newer resource_version). */
 int pod_store_put(struct pod_store *s, struct pod *p);
 /* Returns 1 if removed, 0 if there was no such pod. */
 int pod_store_remove(struct pod_store *s, const char *uid);
 /* Makes the pods of one source exactly pods[0..n): puts each, removes the source's others.
- * This is what a relist or a directory rescan does; it announces only real differences. */
+ * This is what a relist or a directory rescan does; it announces only real differences
+ * (removals first, then additions/updates) and returns how many there were.
+ * source is a name without ':' ("apiserver", "pods-dir"); it owns every pod whose p->source is
+ * that name or starts with "name:" (so "pods-dir" owns "pods-dir:/etc/pinion/pods.d/web.json").
+ * A pod with a NULL source is given source; one owned by another source, or two pods with one
+ * uid, is -EINVAL and nothing changes. */
 int pod_store_replace_source(struct pod_store *s, const char *source, struct pod **pods, size_t n);
 
 struct pod *pod_store_get(const struct pod_store *s, const char *uid);

@@ -9,7 +9,11 @@
  *
  * Static pods are pods of this node: a missing spec.nodeName is set to the node name, a missing
  * metadata.uid is derived from the namespace and name (stable across restarts), and a pod with
- * no status.conditions is taken as Ready (on a VM, health checks are what gate a service). */
+ * no status.conditions is taken as Ready (on a VM, health checks are what gate a service).
+ *
+ * Each pod's source is "pods-dir:<file path>"; a rescan replaces them all under the source name
+ * "pods-dir" (see pod_store_replace_source). Files over 1 MiB, and two files declaring one
+ * namespace/name or uid (the later by file name is skipped), are reported in podsdir_errors(). */
 
 #include <systemd/sd-event.h>
 

@@ -1,0 +1,1056 @@
+/* SPDX-License-Identifier: MIT */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pods.h"
+#include "strv.h"
+
+/* What `kubectl get pod -o json` prints for a Deployment's pod: several containers, named and
+ * unnamed ports, dual-stack podIPs, the usual conditions and all the fields the agent ignores. */
+static const char FULL_POD[] =
+        "{\n"
+        "    \"apiVersion\": \"v1\",\n"
+        "    \"kind\": \"Pod\",\n"
+        "    \"metadata\": {\n"
+        "        \"annotations\": {\n"
+        "            \"pinion.io/serverset\": \"/discovery/web/prod\",\n"
+        "            \"pinion.io/port\": \"http\",\n"
+        "            \"pinion.io/configs\": \"web,tls\",\n"
+        "            \"kubectl.kubernetes.io/restartedAt\": \"2026-11-20T09:12:44Z\"\n"
+        "        },\n"
+        "        \"creationTimestamp\": \"2026-11-21T08:01:02Z\",\n"
+        "        \"generateName\": \"web-7c9f6d5b8-\",\n"
+        "        \"labels\": {\n"
+        "            \"tier\": \"frontend\",\n"
+        "            \"app\": \"web\",\n"
+        "            \"pod-template-hash\": \"7c9f6d5b8\"\n"
+        "        },\n"
+        "        \"name\": \"web-7c9f6d5b8-x2lqz\",\n"
+        "        \"namespace\": \"prod\",\n"
+        "        \"ownerReferences\": [\n"
+        "            {\n"
+        "                \"apiVersion\": \"apps/v1\",\n"
+        "                \"blockOwnerDeletion\": true,\n"
+        "                \"controller\": true,\n"
+        "                \"kind\": \"ReplicaSet\",\n"
+        "                \"name\": \"web-7c9f6d5b8\",\n"
+        "                \"uid\": \"0b9d4c1e-2f3a-4e5b-8c7d-6a5b4c3d2e1f\"\n"
+        "            }\n"
+        "        ],\n"
+        "        \"resourceVersion\": \"48213377\",\n"
+        "        \"uid\": \"5f0c3a2e-8d1b-4b7e-9a55-0d7f3c2b1a90\"\n"
+        "    },\n"
+        "    \"spec\": {\n"
+        "        \"containers\": [\n"
+        "            {\n"
+        "                \"image\": \"registry.example.com/web:1.42.0\",\n"
+        "                \"imagePullPolicy\": \"IfNotPresent\",\n"
+        "                \"name\": \"web\",\n"
+        "                \"ports\": [\n"
+        "                    { \"containerPort\": 8080, \"name\": \"http\", \"protocol\": \"TCP\" },\n"
+        "                    { \"containerPort\": 9090, \"name\": \"metrics\", \"protocol\": \"TCP\" }\n"
+        "                ],\n"
+        "                \"readinessProbe\": {\n"
+        "                    \"failureThreshold\": 3,\n"
+        "                    \"httpGet\": { \"path\": \"/healthz\", \"port\": \"http\", \"scheme\": \"HTTP\" },\n"
+        "                    \"periodSeconds\": 10\n"
+        "                },\n"
+        "                \"resources\": {\n"
+        "                    \"limits\": { \"memory\": \"512Mi\" },\n"
+        "                    \"requests\": { \"cpu\": \"250m\", \"memory\": \"256Mi\" }\n"
+        "                },\n"
+        "                \"terminationMessagePath\": \"/dev/termination-log\",\n"
+        "                \"volumeMounts\": [\n"
+        "                    { \"mountPath\": \"/var/run/secrets/kubernetes.io/serviceaccount\",\n"
+        "                      \"name\": \"kube-api-access-9xk2p\", \"readOnly\": true }\n"
+        "                ]\n"
+        "            },\n"
+        "            {\n"
+        "                \"image\": \"envoyproxy/envoy:v1.30.1\",\n"
+        "                \"name\": \"envoy\",\n"
+        "                \"ports\": [\n"
+        "                    { \"containerPort\": 15001, \"name\": \"proxy\" },\n"
+        "                    { \"containerPort\": 15090, \"protocol\": \"UDP\" }\n"
+        "                ]\n"
+        "            },\n"
+        "            {\n"
+        "                \"env\": [ { \"name\": \"LOG_LEVEL\", \"value\": \"info\" } ],\n"
+        "                \"image\": \"fluent/fluent-bit:3.0\",\n"
+        "                \"name\": \"logship\"\n"
+        "            }\n"
+        "        ],\n"
+        "        \"dnsPolicy\": \"ClusterFirst\",\n"
+        "        \"enableServiceLinks\": true,\n"
+        "        \"nodeName\": \"node-17.dc1\",\n"
+        "        \"preemptionPolicy\": \"PreemptLowerPriority\",\n"
+        "        \"priority\": 0,\n"
+        "        \"restartPolicy\": \"Always\",\n"
+        "        \"schedulerName\": \"default-scheduler\",\n"
+        "        \"securityContext\": {},\n"
+        "        \"serviceAccount\": \"web\",\n"
+        "        \"serviceAccountName\": \"web\",\n"
+        "        \"terminationGracePeriodSeconds\": 30,\n"
+        "        \"tolerations\": [\n"
+        "            { \"effect\": \"NoExecute\", \"key\": \"node.kubernetes.io/not-ready\",\n"
+        "              \"operator\": \"Exists\", \"tolerationSeconds\": 300 }\n"
+        "        ],\n"
+        "        \"volumes\": [ { \"name\": \"kube-api-access-9xk2p\", \"projected\": { \"defaultMode\": 420 } } ]\n"
+        "    },\n"
+        "    \"status\": {\n"
+        "        \"conditions\": [\n"
+        "            { \"lastProbeTime\": null, \"lastTransitionTime\": \"2026-11-21T08:01:04Z\",\n"
+        "              \"status\": \"True\", \"type\": \"PodReadyToStartContainers\" },\n"
+        "            { \"lastProbeTime\": null, \"lastTransitionTime\": \"2026-11-21T08:01:02Z\",\n"
+        "              \"status\": \"True\", \"type\": \"Initialized\" },\n"
+        "            { \"lastProbeTime\": null, \"lastTransitionTime\": \"2026-11-21T08:01:15Z\",\n"
+        "              \"status\": \"True\", \"type\": \"Ready\" },\n"
+        "            { \"lastProbeTime\": null, \"lastTransitionTime\": \"2026-11-21T08:01:15Z\",\n"
+        "              \"status\": \"False\", \"type\": \"ContainersReady\" },\n"
+        "            { \"lastProbeTime\": null, \"lastTransitionTime\": \"2026-11-21T08:01:02Z\",\n"
+        "              \"status\": \"True\", \"type\": \"PodScheduled\" }\n"
+        "        ],\n"
+        "        \"containerStatuses\": [\n"
+        "            { \"containerID\": \"containerd://4f1c\", \"image\": \"registry.example.com/web:1.42.0\",\n"
+        "              \"name\": \"web\", \"ready\": true, \"restartCount\": 0, \"started\": true,\n"
+        "              \"state\": { \"running\": { \"startedAt\": \"2026-11-21T08:01:05Z\" } } }\n"
+        "        ],\n"
+        "        \"hostIP\": \"10.20.30.17\",\n"
+        "        \"hostIPs\": [ { \"ip\": \"10.20.30.17\" } ],\n"
+        "        \"phase\": \"Running\",\n"
+        "        \"podIP\": \"10.244.17.23\",\n"
+        "        \"podIPs\": [ { \"ip\": \"10.244.17.23\" }, { \"ip\": \"fd00:10:244:17::17\" } ],\n"
+        "        \"qosClass\": \"Burstable\",\n"
+        "        \"startTime\": \"2026-11-21T08:01:02Z\"\n"
+        "    }\n"
+        "}\n";
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
+
+static struct pod *parse_ok(const char *text) {
+        struct pod *p = NULL;
+        _cleanup_free_ char *error = NULL;
+        int r = pod_from_json_text(text, strlen(text), NULL, &p, &error);
+        if (r < 0)
+                fail_msg("parse failed: %d %s", r, strempty(error));
+        return p;
+}
+
+/* The full pod with one change: path is dot-separated (numbers index arrays); value is JSON, or
+ * NULL to delete the field. */
+static cJSON *full_with(const char *path, const char *value) {
+        cJSON *root = cJSON_Parse(FULL_POD), *parent = NULL, *node = root;
+        _cleanup_strv_free_ char **parts = NULL;
+        const char *last = NULL;
+
+        assert_non_null(root);
+        assert_int_equal(strv_split(path, ".", &parts), 0);
+        STRV_FOREACH(part, parts) {
+                parent = node;
+                last = *part;
+                if (!node)
+                        fail_msg("%s: no such path", path);
+                node = cJSON_IsArray(node) ? cJSON_GetArrayItem(node, atoi(*part))
+                                           : cJSON_GetObjectItemCaseSensitive(node, *part);
+        }
+
+        if (!value) {
+                if (cJSON_IsArray(parent))
+                        cJSON_DeleteItemFromArray(parent, atoi(last));
+                else
+                        cJSON_DeleteItemFromObjectCaseSensitive(parent, last);
+                return root;
+        }
+
+        cJSON *v = cJSON_Parse(value);
+        assert_non_null(v);
+        if (cJSON_IsArray(parent)) {
+                assert_non_null(node);
+                cJSON_ReplaceItemInArray(parent, atoi(last), v);
+        } else if (node)
+                cJSON_ReplaceItemInObjectCaseSensitive(parent, last, v);
+        else
+                cJSON_AddItemToObject(parent, last, v);
+        return root;
+}
+
+static struct pod *parse_full_with(const char *path, const char *value) {
+        _cleanup_(cJSON_Deletep) cJSON *obj = full_with(path, value);
+        _cleanup_free_ char *error = NULL;
+        struct pod *p = NULL;
+        int r = pod_from_json(obj, NULL, &p, &error);
+        if (r < 0)
+                fail_msg("%s=%s: parse failed: %d %s", path, strempty(value), r, strempty(error));
+        return p;
+}
+
+/* ---- parsing ---- */
+
+static void test_parse_full(void **state) {
+        _cleanup_(pod_unrefp) struct pod *p = parse_ok(FULL_POD);
+
+        assert_string_equal(p->uid, "5f0c3a2e-8d1b-4b7e-9a55-0d7f3c2b1a90");
+        assert_string_equal(p->namespace, "prod");
+        assert_string_equal(p->name, "web-7c9f6d5b8-x2lqz");
+        assert_string_equal(p->node_name, "node-17.dc1");
+        assert_string_equal(p->service_account, "web");
+        assert_string_equal(p->phase, "Running");
+        assert_string_equal(p->resource_version, "48213377");
+        assert_false(p->host_network);
+        assert_null(p->source);
+
+        assert_int_equal(strv_length(p->ips), 2);
+        assert_string_equal(p->ips[0], "10.244.17.23");
+        assert_string_equal(p->ips[1], "fd00:10:244:17::17");
+        assert_string_equal(pod_primary_ip(p), "10.244.17.23");
+
+        assert_int_equal(p->n_conditions, 5);
+        assert_string_equal(p->conditions[0].type, "PodReadyToStartContainers");
+        assert_true(pod_is_ready(p));
+        assert_true(pod_condition(p, "PodScheduled"));
+        assert_false(pod_condition(p, "ContainersReady"));
+        assert_false(pod_condition(p, "NoSuchCondition"));
+
+        assert_int_equal(p->n_annotations, 4);
+        assert_string_equal(p->annotations[0].key, "kubectl.kubernetes.io/restartedAt");
+        assert_string_equal(p->annotations[1].key, "pinion.io/configs");
+        assert_string_equal(p->annotations[2].key, "pinion.io/port");
+        assert_string_equal(p->annotations[3].key, "pinion.io/serverset");
+        assert_string_equal(pod_annotation(p, "pinion.io/serverset"), "/discovery/web/prod");
+        assert_string_equal(pod_annotation(p, "pinion.io/port"), "http");
+        assert_null(pod_annotation(p, "pinion.io/shard"));
+
+        assert_int_equal(p->n_labels, 3);
+        assert_string_equal(p->labels[0].key, "app");
+        assert_string_equal(p->labels[0].value, "web");
+        assert_string_equal(p->labels[1].key, "pod-template-hash");
+        assert_string_equal(p->labels[2].key, "tier");
+
+        assert_int_equal(p->n_ports, 4);
+        assert_string_equal(p->ports[0].name, "http");
+        assert_int_equal(p->ports[0].port, 8080);
+        assert_string_equal(p->ports[0].protocol, "TCP");
+        assert_string_equal(p->ports[1].name, "metrics");
+        assert_int_equal(p->ports[1].port, 9090);
+        assert_string_equal(p->ports[2].name, "proxy");
+        assert_int_equal(p->ports[2].port, 15001);
+        assert_string_equal(p->ports[2].protocol, "TCP"); /* defaulted */
+        assert_null(p->ports[3].name);
+        assert_int_equal(p->ports[3].port, 15090);
+        assert_string_equal(p->ports[3].protocol, "UDP");
+}
+
+static void test_parse_defaults(void **state) {
+        static const char text[] = "{\"metadata\":{\"name\":\"solo\",\"uid\":\"u-1\"}}";
+        _cleanup_(pod_unrefp) struct pod *p = parse_ok(text);
+
+        assert_string_equal(p->namespace, "default");
+        assert_string_equal(p->phase, "Pending");
+        assert_string_equal(p->service_account, "default");
+        assert_null(p->node_name);
+        assert_null(p->resource_version);
+        assert_false(p->host_network);
+        assert_non_null(p->ips);
+        assert_null(p->ips[0]);
+        assert_null(pod_primary_ip(p));
+        assert_int_equal(p->n_conditions, 0);
+        assert_false(pod_is_ready(p));
+        assert_int_equal(p->n_annotations, 0);
+        assert_null(pod_annotation(p, "pinion.io/port"));
+        assert_int_equal(p->n_labels, 0);
+        assert_int_equal(p->n_ports, 0);
+}
+
+static void test_parse_fallbacks(void **state) {
+        struct pod *p;
+
+        /* serviceAccount (deprecated) when serviceAccountName is absent. */
+        p = parse_full_with("spec.serviceAccountName", NULL);
+        assert_string_equal(p->service_account, "web");
+        pod_unref(p);
+        p = parse_full_with("spec.serviceAccountName", "\"\"");
+        assert_string_equal(p->service_account, "web");
+        pod_unref(p);
+
+        /* podIP when there is no podIPs. */
+        p = parse_full_with("status.podIPs", NULL);
+        assert_int_equal(strv_length(p->ips), 1);
+        assert_string_equal(p->ips[0], "10.244.17.23");
+        pod_unref(p);
+
+        /* hostNetwork true */
+        p = parse_full_with("spec.hostNetwork", "true");
+        assert_true(p->host_network);
+        pod_unref(p);
+
+        /* JSON null is what Go writes for unset fields: same as absent. */
+        p = parse_full_with("metadata.annotations", "null");
+        assert_int_equal(p->n_annotations, 0);
+        pod_unref(p);
+        p = parse_full_with("spec.nodeName", "null");
+        assert_null(p->node_name);
+        pod_unref(p);
+        p = parse_full_with("status", "null");
+        assert_string_equal(p->phase, "Pending");
+        assert_int_equal(p->n_conditions, 0);
+        pod_unref(p);
+
+        /* Items of a PodList carry no kind/apiVersion. */
+        p = parse_full_with("kind", NULL);
+        pod_unref(p);
+        p = parse_full_with("apiVersion", NULL);
+        pod_unref(p);
+
+        /* An empty ports list and a container without ports are fine. */
+        p = parse_full_with("spec.containers.0.ports", "[]");
+        assert_int_equal(p->n_ports, 2);
+        assert_int_equal(p->ports[0].port, 15001);
+        pod_unref(p);
+}
+
+static void test_parse_uid(void **state) {
+        static const char text[] = "{\"metadata\":{\"name\":\"solo\"}}";
+        _cleanup_free_ char *error = NULL;
+        struct pod *p = NULL;
+
+        assert_int_equal(pod_from_json_text(text, strlen(text), NULL, &p, &error), -EINVAL);
+        assert_null(p);
+        assert_string_equal(error, "metadata.uid: missing");
+
+        assert_int_equal(pod_from_json_text(text, strlen(text), "derived-uid", &p, NULL), 0);
+        assert_string_equal(p->uid, "derived-uid");
+        p = pod_unref(p);
+
+        /* An explicit uid wins over the fallback. */
+        assert_int_equal(pod_from_json_text(FULL_POD, strlen(FULL_POD), "derived-uid", &p, NULL), 0);
+        assert_string_equal(p->uid, "5f0c3a2e-8d1b-4b7e-9a55-0d7f3c2b1a90");
+        pod_unref(p);
+}
+
+struct bad_case {
+        const char *path;
+        const char *value; /* NULL: delete */
+        const char *error; /* exact, or a prefix when it ends in '*' */
+};
+
+static const struct bad_case bad_cases[] = {
+        { "metadata", "\"web\"", "metadata: not an object" },
+        { "metadata", NULL, "metadata: missing" },
+        { "metadata.name", "5", "metadata.name: not a string" },
+        { "metadata.name", NULL, "metadata.name: missing" },
+        { "metadata.name", "\"\"", "metadata.name: \"\" is not a valid name*" },
+        { "metadata.name", "\"../../etc\"", "metadata.name: \"../../etc\" is not a valid name*" },
+        { "metadata.name", "\"Web\"", "metadata.name: \"Web\" is not a valid name*" },
+        { "metadata.namespace", "[]", "metadata.namespace: not a string" },
+        { "metadata.namespace", "\"a.b\"", "metadata.namespace: \"a.b\" is not a valid namespace*" },
+        { "metadata.uid", "true", "metadata.uid: not a string" },
+        { "metadata.uid", "\"../x\"", "metadata.uid: \"../x\" is not a valid uid" },
+        { "metadata.uid", "\"a/b\"", "metadata.uid: \"a/b\" is not a valid uid" },
+        { "metadata.resourceVersion", "48213377", "metadata.resourceVersion: not a string" },
+        { "metadata.annotations", "\"pinion.io/port=http\"", "metadata.annotations: not an object" },
+        { "metadata.annotations", "[]", "metadata.annotations: not an object" },
+        { "metadata.labels", "\"app=web\"", "metadata.labels: not an object" },
+        { "metadata.labels.app", "1", "metadata.labels.app: not a string" },
+        { "metadata.labels.app", "{}", "metadata.labels.app: not a string" },
+        { "spec", "[]", "spec: not an object" },
+        { "spec.nodeName", "{}", "spec.nodeName: not a string" },
+        { "spec.serviceAccountName", "1", "spec.serviceAccountName: not a string" },
+        { "spec.hostNetwork", "\"true\"", "spec.hostNetwork: not a boolean" },
+        { "spec.hostNetwork", "1", "spec.hostNetwork: not a boolean" },
+        { "spec.containers", "{}", "spec.containers: not an array" },
+        { "spec.containers.1", "\"envoy\"", "spec.containers[1]: not an object" },
+        { "spec.containers.0.ports", "{}", "spec.containers[0].ports: not an array" },
+        { "spec.containers.0.ports.1", "9090", "spec.containers[0].ports[1]: not an object" },
+        { "spec.containers.1.ports.1.containerPort", "\"15090\"",
+          "spec.containers[1].ports[1].containerPort: not a number" },
+        { "spec.containers.1.ports.1.containerPort", NULL, "spec.containers[1].ports[1].containerPort: missing" },
+        { "spec.containers.0.ports.0.containerPort", "0",
+          "spec.containers[0].ports[0].containerPort: 0 is not a port (1..65535)" },
+        { "spec.containers.0.ports.0.containerPort", "65536",
+          "spec.containers[0].ports[0].containerPort: 65536 is not a port (1..65535)" },
+        { "spec.containers.0.ports.0.containerPort", "-80",
+          "spec.containers[0].ports[0].containerPort: -80 is not a port (1..65535)" },
+        { "spec.containers.0.ports.0.containerPort", "80.5",
+          "spec.containers[0].ports[0].containerPort: 80.5 is not a port (1..65535)" },
+        { "spec.containers.0.ports.0.containerPort", "1e10",
+          "spec.containers[0].ports[0].containerPort: 1e+10 is not a port (1..65535)" },
+        { "spec.containers.0.ports.0.name", "80", "spec.containers[0].ports[0].name: not a string" },
+        { "spec.containers.0.ports.0.protocol", "6", "spec.containers[0].ports[0].protocol: not a string" },
+        { "spec.containers.0.ports.0.protocol", "\"HTTP\"",
+          "spec.containers[0].ports[0].protocol: \"HTTP\" is not TCP, UDP or SCTP" },
+        { "status", "1", "status: not an object" },
+        { "status.phase", "1", "status.phase: not a string" },
+        { "status.podIP", "167772161", "status.podIP: not a string" },
+        { "status.podIP", "\"10.244.17.999\"", "status.podIP: \"10.244.17.999\" is not an IP address" },
+        { "status.podIPs", "\"10.244.17.23\"", "status.podIPs: not an array" },
+        { "status.podIPs.1", "\"fd00::1\"", "status.podIPs[1]: not an object" },
+        { "status.podIPs.1.ip", "6", "status.podIPs[1].ip: not a string" },
+        { "status.podIPs.1.ip", NULL, "status.podIPs[1].ip: missing" },
+        { "status.podIPs.1.ip", "\"fd00::zz\"", "status.podIPs[1].ip: \"fd00::zz\" is not an IP address" },
+        { "status.conditions", "{}", "status.conditions: not an array" },
+        { "status.conditions.2", "true", "status.conditions[2]: not an object" },
+        { "status.conditions.2.type", "1", "status.conditions[2].type: not a string" },
+        { "status.conditions.2.type", NULL, "status.conditions[2].type: missing" },
+        { "status.conditions.2.status", "true", "status.conditions[2].status: not a string" },
+        { "status.conditions.2.status", NULL, "status.conditions[2].status: missing" },
+        { "kind", "\"Deployment\"", "kind: \"Deployment\" is not \"Pod\"" },
+        { "kind", "1", "kind: not a string" },
+        { "apiVersion", "\"apps/v1\"", "apiVersion: \"apps/v1\" is not \"v1\"" },
+};
+
+static void test_parse_wrong_types(void **state) {
+        unsigned failures = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad_cases); i++) {
+                const struct bad_case *c = &bad_cases[i];
+                _cleanup_(cJSON_Deletep) cJSON *obj = full_with(c->path, c->value);
+                _cleanup_free_ char *error = NULL;
+                struct pod *p = NULL;
+                size_t n = strlen(c->error);
+                bool prefix = c->error[n - 1] == '*';
+                int r;
+
+                r = pod_from_json(obj, NULL, &p, &error);
+                if (r != -EINVAL || p || !error ||
+                    (prefix ? strncmp(error, c->error, n - 1) != 0 : !streq(error, c->error))) {
+                        print_error("%s=%s: r=%d error=\"%s\", expected \"%s\"\n", c->path,
+                                    strempty(c->value), r, strempty(error), c->error);
+                        failures++;
+                }
+                pod_unref(p);
+        }
+        assert_int_equal(failures, 0);
+}
+
+static void test_parse_bad_documents(void **state) {
+        static const struct {
+                const char *text;
+                const char *error;
+        } cases[] = {
+                { "", "invalid JSON at offset 0" },
+                { "{\"metadata\": {\"name\": \"x\",}}", "invalid JSON at offset *" },
+                { "{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}} {}", "invalid JSON at offset 36 (data after the object)" },
+                { "[]", "top level: not an object" },
+                { "\"pod\"", "top level: not an object" },
+                { "{\"metadata\":{\"name\":\"x\",\"uid\":\"u\",\"labels\":{\"a\":\"1\",\"a\":\"2\"}}}",
+                  "metadata.labels: duplicate key \"a\"" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *error = NULL;
+                struct pod *p = NULL;
+
+                assert_int_equal(pod_from_json_text(cases[i].text, strlen(cases[i].text), NULL, &p, &error), -EINVAL);
+                assert_null(p);
+                assert_non_null(error);
+                size_t n = strlen(cases[i].error);
+                if (cases[i].error[n - 1] == '*') /* the exact offset is cJSON's business */
+                        assert_int_equal(strncmp(error, cases[i].error, n - 1), 0);
+                else
+                        assert_string_equal(error, cases[i].error);
+        }
+
+        /* Trailing whitespace is not data; the size bounds the text (no NUL needed). */
+        static const char ok[] = "{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}}\n\n  GARBAGE";
+        struct pod *p = NULL;
+        assert_int_equal(pod_from_json_text(ok, strlen(ok) - strlen("GARBAGE"), NULL, &p, NULL), 0);
+        pod_unref(p);
+
+        /* No error text wanted: still -EINVAL. */
+        assert_int_equal(pod_from_json_text("{", 1, NULL, &p, NULL), -EINVAL);
+}
+
+/* ---- the API representation ---- */
+
+static void test_to_json(void **state) {
+        _cleanup_(pod_unrefp) struct pod *p = parse_ok(FULL_POD);
+        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
+        const cJSON *v;
+
+        p->source = strdup("apiserver");
+        assert_non_null(p->source);
+        o = pod_to_json(p);
+        assert_non_null(o);
+
+        assert_string_equal(cJSON_GetObjectItem(o, "uid")->valuestring, p->uid);
+        assert_string_equal(cJSON_GetObjectItem(o, "namespace")->valuestring, "prod");
+        assert_string_equal(cJSON_GetObjectItem(o, "name")->valuestring, "web-7c9f6d5b8-x2lqz");
+        assert_string_equal(cJSON_GetObjectItem(o, "node")->valuestring, "node-17.dc1");
+        assert_string_equal(cJSON_GetObjectItem(o, "phase")->valuestring, "Running");
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(o, "ready")));
+        assert_string_equal(cJSON_GetObjectItem(o, "serviceAccount")->valuestring, "web");
+        assert_true(cJSON_IsFalse(cJSON_GetObjectItem(o, "hostNetwork")));
+        assert_string_equal(cJSON_GetObjectItem(o, "source")->valuestring, "apiserver");
+        assert_string_equal(cJSON_GetObjectItem(o, "resourceVersion")->valuestring, "48213377");
+
+        v = cJSON_GetObjectItem(o, "ips");
+        assert_int_equal(cJSON_GetArraySize(v), 2);
+        assert_string_equal(cJSON_GetArrayItem(v, 1)->valuestring, "fd00:10:244:17::17");
+
+        v = cJSON_GetObjectItem(o, "conditions");
+        assert_int_equal(cJSON_GetArraySize(v), 5);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(v, "Ready")));
+        assert_true(cJSON_IsFalse(cJSON_GetObjectItem(v, "ContainersReady")));
+
+        v = cJSON_GetObjectItem(o, "annotations");
+        assert_int_equal(cJSON_GetArraySize(v), 4);
+        assert_string_equal(cJSON_GetObjectItem(v, "pinion.io/serverset")->valuestring, "/discovery/web/prod");
+        v = cJSON_GetObjectItem(o, "labels");
+        assert_string_equal(cJSON_GetObjectItem(v, "tier")->valuestring, "frontend");
+
+        v = cJSON_GetObjectItem(o, "ports");
+        assert_int_equal(cJSON_GetArraySize(v), 4);
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(v, 0), "name")->valuestring, "http");
+        assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(v, 0), "port")->valueint, 8080);
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(v, 0), "protocol")->valuestring, "TCP");
+        /* An unnamed port has no "name" rather than a null one. */
+        assert_null(cJSON_GetObjectItem(cJSON_GetArrayItem(v, 3), "name"));
+        assert_int_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(v, 3), "port")->valueint, 15090);
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(v, 3), "protocol")->valuestring, "UDP");
+}
+
+static void test_to_json_omits_null(void **state) {
+        static const char text[] = "{\"metadata\":{\"name\":\"solo\",\"uid\":\"u-1\"}}";
+        _cleanup_(pod_unrefp) struct pod *p = parse_ok(text);
+        _cleanup_(cJSON_Deletep) cJSON *o = pod_to_json(p);
+
+        assert_non_null(o);
+        assert_null(cJSON_GetObjectItem(o, "node"));
+        assert_null(cJSON_GetObjectItem(o, "source"));
+        assert_null(cJSON_GetObjectItem(o, "resourceVersion"));
+        assert_true(cJSON_IsFalse(cJSON_GetObjectItem(o, "ready")));
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "ips")), 0);
+        assert_true(cJSON_IsObject(cJSON_GetObjectItem(o, "annotations")));
+        assert_true(cJSON_IsObject(cJSON_GetObjectItem(o, "conditions")));
+        assert_true(cJSON_IsArray(cJSON_GetObjectItem(o, "ports")));
+}
+
+/* ---- equality ---- */
+
+static void test_equal(void **state) {
+        static const struct {
+                const char *path;
+                const char *value;
+        } differs[] = {
+                { "metadata.uid", "\"5f0c3a2e-0000-4b7e-9a55-0d7f3c2b1a90\"" },
+                { "metadata.namespace", "\"staging\"" },
+                { "metadata.name", "\"web-7c9f6d5b8-aaaaa\"" },
+                { "metadata.annotations.pinion.io/port", NULL }, /* see below */
+                { "metadata.labels.tier", "\"backend\"" },
+                { "metadata.labels.extra", "\"1\"" },
+                { "metadata.labels", NULL },
+                { "spec.nodeName", "\"node-18.dc1\"" },
+                { "spec.serviceAccountName", "\"other\"" },
+                { "spec.hostNetwork", "true" },
+                { "spec.containers.0.ports.0.containerPort", "8081" },
+                { "spec.containers.0.ports.0.name", "\"web\"" },
+                { "spec.containers.0.ports.0.protocol", "\"SCTP\"" },
+                { "spec.containers.1.ports.1", NULL },
+                { "status.phase", "\"Succeeded\"" },
+                { "status.podIPs.1", NULL },
+                { "status.podIPs.0.ip", "\"10.244.17.24\"" },
+                { "status.conditions.2.status", "\"False\"" },
+                { "status.conditions.2.type", "\"Readyish\"" },
+                { "status.conditions.4", NULL },
+        };
+        _cleanup_(pod_unrefp) struct pod *base = parse_ok(FULL_POD);
+        _cleanup_(pod_unrefp) struct pod *same = parse_ok(FULL_POD);
+
+        assert_true(pod_equal(base, same));
+        assert_true(pod_equal(base, base));
+        assert_false(pod_equal(base, NULL));
+        assert_true(pod_equal(NULL, NULL));
+
+        for (size_t i = 0; i < ELEMENTSOF(differs); i++) {
+                struct pod *p;
+                if (strstr(differs[i].path, "pinion.io")) {
+                        /* Annotation keys hold dots: change one through the struct instead. */
+                        p = parse_ok(FULL_POD);
+                        free(p->annotations[2].value);
+                        p->annotations[2].value = strdup("metrics");
+                        assert_non_null(p->annotations[2].value);
+                } else
+                        p = parse_full_with(differs[i].path, differs[i].value);
+                if (pod_equal(base, p) || pod_equal(p, base))
+                        fail_msg("%s=%s: compares equal", differs[i].path, strempty(differs[i].value));
+                pod_unref(p);
+        }
+
+        /* source is a field of the model too. */
+        same->source = strdup("pods-dir:/a.json");
+        assert_false(pod_equal(base, same));
+        base->source = strdup("pods-dir:/a.json");
+        assert_true(pod_equal(base, same));
+
+        /* resourceVersion and the fields the agent does not model are ignored. */
+        struct pod *p = parse_full_with("metadata.resourceVersion", "\"48213999\"");
+        p->source = strdup("pods-dir:/a.json");
+        assert_true(pod_equal(base, p));
+        pod_unref(p);
+        p = parse_full_with("status.conditions.2.lastTransitionTime", "\"2026-11-21T09:00:00Z\"");
+        p->source = strdup("pods-dir:/a.json");
+        assert_true(pod_equal(base, p));
+        pod_unref(p);
+}
+
+/* ---- the store ---- */
+
+static struct pod *mkpod(const char *uid, const char *ns, const char *name, const char *phase, const char *rv) {
+        char text[512];
+        (void) snprintf(text, sizeof(text),
+                        "{\"metadata\":{\"uid\":\"%s\",\"namespace\":\"%s\",\"name\":\"%s\",\"resourceVersion\":\"%s\"},"
+                        "\"status\":{\"phase\":\"%s\"}}",
+                        uid, ns, name, rv, phase);
+        return parse_ok(text);
+}
+
+static struct pod *mkpod_src(const char *uid, const char *name, const char *phase, const char *source) {
+        struct pod *p = mkpod(uid, "default", name, phase, "1");
+        if (source) {
+                p->source = strdup(source);
+                assert_non_null(p->source);
+        }
+        return p;
+}
+
+#define MAX_EVENTS 64
+
+struct recorder {
+        struct pod *old[MAX_EVENTS];
+        struct pod *new[MAX_EVENTS];
+        size_t n;
+};
+
+static void recorder_clear(struct recorder *r) {
+        for (size_t i = 0; i < r->n; i++) {
+                pod_unref(r->old[i]);
+                pod_unref(r->new[i]);
+        }
+        r->n = 0;
+}
+
+static void record(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
+        struct recorder *r = userdata;
+        assert_true(r->n < MAX_EVENTS);
+        assert_true(old || new);
+        r->old[r->n] = pod_ref((struct pod *) old);
+        r->new[r->n] = pod_ref((struct pod *) new);
+        r->n++;
+}
+
+static const char *event_uid(const struct recorder *r, size_t i) {
+        return r->new[i] ? r->new[i]->uid : r->old[i]->uid;
+}
+
+static void test_store_put_remove(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        struct recorder rec = {};
+        struct pod *a, *a2, *b;
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_add_observer(s, record, &rec), 0);
+        assert_int_equal(pod_store_add_observer(s, record, &rec), -EEXIST);
+        assert_int_equal(pod_store_size(s), 0);
+        assert_int_equal(pod_store_generation(s), 0);
+
+        a = mkpod("uid-a", "ns", "a", "Pending", "1");
+        assert_int_equal(pod_store_put(s, a), 1);
+        assert_int_equal(rec.n, 1);
+        assert_null(rec.old[0]);
+        assert_ptr_equal(rec.new[0], a);
+        assert_ptr_equal(pod_store_get(s, "uid-a"), a);
+        assert_ptr_equal(pod_store_find(s, "ns", "a"), a);
+        assert_null(pod_store_find(s, "ns", "b"));
+        assert_null(pod_store_find(s, "other", "a"));
+        assert_int_equal(pod_store_size(s), 1);
+        assert_int_equal(pod_store_generation(s), 1);
+
+        /* The same object again: nothing. */
+        assert_int_equal(pod_store_put(s, a), 0);
+        assert_int_equal(rec.n, 1);
+
+        a2 = mkpod("uid-a", "ns", "a", "Running", "2");
+        assert_int_equal(pod_store_put(s, a2), 1);
+        assert_int_equal(rec.n, 2);
+        assert_ptr_equal(rec.old[1], a);
+        assert_ptr_equal(rec.new[1], a2);
+        assert_ptr_equal(pod_store_get(s, "uid-a"), a2);
+        assert_int_equal(pod_store_size(s), 1);
+        assert_int_equal(pod_store_generation(s), 2);
+
+        b = mkpod("uid-b", "ns", "b", "Running", "3");
+        assert_int_equal(pod_store_put(s, b), 1);
+        assert_int_equal(pod_store_size(s), 2);
+
+        assert_int_equal(pod_store_remove(s, "uid-a"), 1);
+        assert_int_equal(rec.n, 4);
+        assert_ptr_equal(rec.old[3], a2);
+        assert_null(rec.new[3]);
+        assert_null(pod_store_get(s, "uid-a"));
+        assert_null(pod_store_find(s, "ns", "a"));
+        assert_int_equal(pod_store_size(s), 1);
+        assert_int_equal(pod_store_remove(s, "uid-a"), 0);
+        assert_int_equal(rec.n, 4);
+        assert_int_equal(pod_store_generation(s), 4);
+
+        /* A pod without a uid cannot be stored. */
+        struct pod *nouid = mkpod("uid-c", "ns", "c", "Running", "1");
+        free(nouid->uid);
+        nouid->uid = NULL;
+        assert_int_equal(pod_store_put(s, nouid), -EINVAL);
+        pod_unref(nouid);
+
+        /* The store kept its own references: the caller's can go. */
+        pod_unref(a);
+        pod_unref(a2);
+        pod_unref(b);
+        assert_int_equal(pod_store_size(s), 1);
+        assert_string_equal(pod_store_get(s, "uid-b")->name, "b");
+
+        pod_store_remove_observer(s, record, &rec);
+        assert_int_equal(pod_store_remove(s, "uid-b"), 1);
+        assert_int_equal(rec.n, 4);
+        recorder_clear(&rec);
+}
+
+static void test_store_equal_put(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        _cleanup_(pod_unrefp) struct pod *a = mkpod("uid-a", "ns", "a", "Running", "10");
+        _cleanup_(pod_unrefp) struct pod *a_newer = mkpod("uid-a", "ns", "a", "Running", "11");
+        struct recorder rec = {};
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_put(s, a), 1);
+        assert_int_equal(pod_store_add_observer(s, record, &rec), 0);
+        uint64_t gen = pod_store_generation(s);
+
+        assert_int_equal(pod_store_put(s, a_newer), 0);
+        assert_int_equal(rec.n, 0);
+        assert_int_equal(pod_store_generation(s), gen);
+        /* The newer resourceVersion is kept quietly. */
+        assert_string_equal(pod_store_get(s, "uid-a")->resource_version, "11");
+        assert_ptr_equal(pod_store_find(s, "ns", "a"), a_newer);
+}
+
+static void test_store_replace_source(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        struct recorder rec = {};
+        struct pod *p;
+
+        assert_int_equal(pod_store_new(&s), 0);
+
+        /* A pod of another source that no replace of "pods-dir" may touch. */
+        p = mkpod_src("uid-api", "api", "Running", "apiserver");
+        assert_int_equal(pod_store_put(s, p), 1);
+        pod_unref(p);
+
+        struct pod *first[] = {
+                mkpod_src("uid-a", "a", "Running", "pods-dir:/d/a.json"),
+                mkpod_src("uid-b", "b", "Running", "pods-dir:/d/b.json"),
+                mkpod_src("uid-c", "c", "Running", "pods-dir:/d/c.json"),
+        };
+        assert_int_equal(pod_store_add_observer(s, record, &rec), 0);
+        assert_int_equal(pod_store_replace_source(s, "pods-dir", first, ELEMENTSOF(first)), 3);
+        assert_int_equal(rec.n, 3);
+        for (size_t i = 0; i < 3; i++) {
+                assert_null(rec.old[i]);
+                assert_ptr_equal(rec.new[i], first[i]);
+        }
+        recorder_clear(&rec);
+        assert_int_equal(pod_store_size(s), 4);
+
+        /* Same again (new objects, equal content): nothing is announced. */
+        struct pod *again[] = {
+                mkpod_src("uid-c", "c", "Running", "pods-dir:/d/c.json"),
+                mkpod_src("uid-a", "a", "Running", "pods-dir:/d/a.json"),
+                mkpod_src("uid-b", "b", "Running", "pods-dir:/d/b.json"),
+        };
+        assert_int_equal(pod_store_replace_source(s, "pods-dir", again, ELEMENTSOF(again)), 0);
+        assert_int_equal(rec.n, 0);
+
+        /* a unchanged, b updated, c removed, d added. */
+        struct pod *second[] = {
+                mkpod_src("uid-a", "a", "Running", "pods-dir:/d/a.json"),
+                mkpod_src("uid-b", "b", "Failed", "pods-dir:/d/b.json"),
+                mkpod_src("uid-d", "d", "Running", "pods-dir:/d/d.json"),
+        };
+        assert_int_equal(pod_store_replace_source(s, "pods-dir", second, ELEMENTSOF(second)), 3);
+        assert_int_equal(rec.n, 3);
+        /* removals come first */
+        assert_string_equal(event_uid(&rec, 0), "uid-c");
+        assert_null(rec.new[0]);
+        assert_string_equal(event_uid(&rec, 1), "uid-b");
+        assert_string_equal(rec.old[1]->phase, "Running");
+        assert_ptr_equal(rec.new[1], second[1]);
+        assert_string_equal(event_uid(&rec, 2), "uid-d");
+        assert_null(rec.old[2]);
+        recorder_clear(&rec);
+        assert_int_equal(pod_store_size(s), 4);
+        assert_non_null(pod_store_get(s, "uid-api"));
+
+        /* Invalid input changes nothing: a foreign pod, a duplicate uid. */
+        struct pod *foreign[] = { mkpod_src("uid-x", "x", "Running", "apiserver") };
+        assert_int_equal(pod_store_replace_source(s, "pods-dir", foreign, 1), -EINVAL);
+        struct pod *prefix[] = { mkpod_src("uid-y", "y", "Running", "pods-dirx:/y.json") };
+        assert_int_equal(pod_store_replace_source(s, "pods-dir", prefix, 1), -EINVAL);
+        struct pod *dup[] = { second[0], second[0] };
+        assert_int_equal(pod_store_replace_source(s, "pods-dir", dup, 2), -EINVAL);
+        assert_int_equal(pod_store_replace_source(s, "pods-dir:x", NULL, 0), -EINVAL);
+        assert_int_equal(rec.n, 0);
+        assert_int_equal(pod_store_size(s), 4);
+
+        /* A pod without a source is given the replaced one. */
+        struct pod *unnamed[] = { mkpod_src("uid-z", "z", "Running", NULL) };
+        assert_int_equal(pod_store_replace_source(s, "apiserver", unnamed, 1), 2); /* uid-api goes */
+        assert_string_equal(unnamed[0]->source, "apiserver");
+        recorder_clear(&rec);
+
+        /* Empty: everything of the source goes, nothing else. */
+        assert_int_equal(pod_store_replace_source(s, "pods-dir", NULL, 0), 3);
+        assert_int_equal(rec.n, 3);
+        for (size_t i = 0; i < 3; i++)
+                assert_null(rec.new[i]);
+        assert_int_equal(pod_store_size(s), 1);
+        assert_non_null(pod_store_get(s, "uid-z"));
+        recorder_clear(&rec);
+
+        for (size_t i = 0; i < 3; i++) {
+                pod_unref(first[i]);
+                pod_unref(again[i]);
+                pod_unref(second[i]);
+        }
+        pod_unref(foreign[0]);
+        pod_unref(prefix[0]);
+        pod_unref(unnamed[0]);
+}
+
+/* An observer that removes itself or another, or changes the store, from inside a callback. */
+struct meddler {
+        struct pod_store *store;
+        unsigned calls;
+        bool remove_self;
+        struct meddler *remove_other;
+        bool remove_pod; /* removes every added pod right away */
+        bool add_other;  /* registers `other` on the first call */
+        struct recorder *other;
+};
+
+static void meddle(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
+        struct meddler *m = userdata;
+        m->calls++;
+        if (m->remove_self)
+                pod_store_remove_observer(s, meddle, m);
+        if (m->remove_other)
+                pod_store_remove_observer(s, meddle, m->remove_other);
+        if (m->remove_pod && new && !old)
+                assert_int_equal(pod_store_remove(s, new->uid), 1);
+        if (m->add_other && m->calls == 1)
+                assert_int_equal(pod_store_add_observer(s, record, m->other), 0);
+}
+
+static void test_observer_removes_itself(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        struct meddler self = { .remove_self = true };
+        struct recorder rec = {};
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_add_observer(s, meddle, &self), 0);
+        assert_int_equal(pod_store_add_observer(s, record, &rec), 0);
+
+        for (unsigned i = 0; i < 3; i++) {
+                char uid[16];
+                (void) snprintf(uid, sizeof(uid), "uid-%u", i);
+                struct pod *p = mkpod(uid, "ns", uid, "Running", "1");
+                assert_int_equal(pod_store_put(s, p), 1);
+                pod_unref(p);
+        }
+        assert_int_equal(self.calls, 1);
+        assert_int_equal(rec.n, 3); /* the one after it still gets every event */
+        recorder_clear(&rec);
+}
+
+static void test_observer_removes_other(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        struct meddler victim = {}, killer = { .remove_other = &victim };
+        struct recorder rec = {};
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_add_observer(s, meddle, &killer), 0);
+        assert_int_equal(pod_store_add_observer(s, meddle, &victim), 0);
+        assert_int_equal(pod_store_add_observer(s, record, &rec), 0);
+
+        struct pod *p = mkpod("uid-1", "ns", "a", "Running", "1");
+        assert_int_equal(pod_store_put(s, p), 1);
+        pod_unref(p);
+        /* Removed before its turn: it is not called, not even for the current event. */
+        assert_int_equal(killer.calls, 1);
+        assert_int_equal(victim.calls, 0);
+        assert_int_equal(rec.n, 1);
+
+        p = mkpod("uid-2", "ns", "b", "Running", "1");
+        assert_int_equal(pod_store_put(s, p), 1);
+        pod_unref(p);
+        assert_int_equal(killer.calls, 2);
+        assert_int_equal(victim.calls, 0);
+        assert_int_equal(rec.n, 2);
+        recorder_clear(&rec);
+}
+
+static void test_observer_changes_store(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        struct meddler remover = { .remove_pod = true };
+        struct recorder rec = {};
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_add_observer(s, meddle, &remover), 0);
+        assert_int_equal(pod_store_add_observer(s, record, &rec), 0);
+
+        struct pod *p = mkpod("uid-1", "ns", "a", "Running", "1");
+        assert_int_equal(pod_store_put(s, p), 1);
+        pod_unref(p);
+
+        /* Every observer sees "added" then "removed", in that order, even the one registered
+         * after the observer that removed the pod. */
+        assert_int_equal(remover.calls, 2);
+        assert_int_equal(rec.n, 2);
+        assert_null(rec.old[0]);
+        assert_string_equal(rec.new[0]->uid, "uid-1");
+        assert_string_equal(rec.old[1]->uid, "uid-1");
+        assert_null(rec.new[1]);
+        assert_int_equal(pod_store_size(s), 0);
+        assert_int_equal(pod_store_generation(s), 2);
+        recorder_clear(&rec);
+}
+
+static void test_observer_added_in_callback(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        struct recorder rec = {};
+        struct meddler adder = { .add_other = true, .other = &rec };
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_add_observer(s, meddle, &adder), 0);
+
+        struct pod *p = mkpod("uid-1", "ns", "a", "Running", "1");
+        assert_int_equal(pod_store_put(s, p), 1);
+        pod_unref(p);
+        assert_int_equal(rec.n, 0); /* added during the event: does not get it */
+
+        p = mkpod("uid-2", "ns", "b", "Running", "1");
+        assert_int_equal(pod_store_put(s, p), 1);
+        pod_unref(p);
+        assert_int_equal(rec.n, 1);
+        assert_string_equal(rec.new[0]->uid, "uid-2");
+        recorder_clear(&rec);
+}
+
+static void test_store_list_sorted(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        static const char *const pods[][3] = {
+                { "u5", "prod", "web-2" },  { "u1", "prod", "web-10" }, { "u3", "default", "zk" },
+                { "u4", "kube-system", "a" }, { "u2", "default", "api" }, { "u0", "prod", "web-1" },
+        };
+        static const char *const expected[] = {
+                "default/api", "default/zk", "kube-system/a", "prod/web-1", "prod/web-10", "prod/web-2",
+        };
+        struct pod **list = NULL;
+        size_t n = 0;
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_list(s, &list, &n), 0);
+        assert_int_equal(n, 0);
+        free(list);
+
+        for (size_t i = 0; i < ELEMENTSOF(pods); i++) {
+                struct pod *p = mkpod(pods[i][0], pods[i][1], pods[i][2], "Running", "1");
+                assert_int_equal(pod_store_put(s, p), 1);
+                pod_unref(p);
+        }
+
+        assert_int_equal(pod_store_list(s, &list, &n), 0);
+        assert_int_equal(n, ELEMENTSOF(expected));
+        for (size_t i = 0; i < n; i++) {
+                char buf[64];
+                (void) snprintf(buf, sizeof(buf), "%s/%s", list[i]->namespace, list[i]->name);
+                assert_string_equal(buf, expected[i]);
+        }
+        free(list);
+
+        for (size_t i = 0; i < ELEMENTSOF(pods); i++) {
+                assert_string_equal(pod_store_get(s, pods[i][0])->name, pods[i][2]);
+                assert_string_equal(pod_store_find(s, pods[i][1], pods[i][2])->uid, pods[i][0]);
+        }
+
+        /* A renamed pod (same uid) moves in the name index. */
+        struct pod *p = mkpod("u3", "default", "aaa", "Running", "2");
+        assert_int_equal(pod_store_put(s, p), 1);
+        pod_unref(p);
+        assert_null(pod_store_find(s, "default", "zk"));
+        assert_string_equal(pod_store_find(s, "default", "aaa")->uid, "u3");
+        assert_int_equal(pod_store_list(s, &list, &n), 0);
+        assert_string_equal(list[0]->name, "aaa");
+        assert_string_equal(list[1]->name, "api");
+        free(list);
+}
+
+/* Many pods in random order: both indexes stay consistent. */
+static void test_store_many(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        unsigned seed = 12345;
+        enum { N = 300 };
+
+        assert_int_equal(pod_store_new(&s), 0);
+        for (unsigned i = 0; i < 3 * N; i++) {
+                char uid[16], name[16];
+                unsigned k = (seed = seed * 1103515245u + 12345u) / 65536u % N;
+                (void) snprintf(uid, sizeof(uid), "u%u", k);
+                (void) snprintf(name, sizeof(name), "p%u", k);
+                if (i % 3 == 2)
+                        assert_true(pod_store_remove(s, uid) >= 0);
+                else {
+                        struct pod *p = mkpod(uid, "ns", name, i % 2 ? "Running" : "Pending", "1");
+                        assert_true(pod_store_put(s, p) >= 0);
+                        pod_unref(p);
+                }
+        }
+
+        struct pod **list;
+        size_t n;
+        assert_int_equal(pod_store_list(s, &list, &n), 0);
+        assert_int_equal(n, pod_store_size(s));
+        for (size_t i = 0; i < n; i++) {
+                if (i > 0)
+                        assert_true(strcmp(list[i - 1]->name, list[i]->name) < 0);
+                assert_ptr_equal(pod_store_get(s, list[i]->uid), list[i]);
+                assert_ptr_equal(pod_store_find(s, "ns", list[i]->name), list[i]);
+        }
+        free(list);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_parse_full),
+                cmocka_unit_test(test_parse_defaults),
+                cmocka_unit_test(test_parse_fallbacks),
+                cmocka_unit_test(test_parse_uid),
+                cmocka_unit_test(test_parse_wrong_types),
+                cmocka_unit_test(test_parse_bad_documents),
+                cmocka_unit_test(test_to_json),
+                cmocka_unit_test(test_to_json_omits_null),
+                cmocka_unit_test(test_equal),
+                cmocka_unit_test(test_store_put_remove),
+                cmocka_unit_test(test_store_equal_put),
+                cmocka_unit_test(test_store_replace_source),
+                cmocka_unit_test(test_observer_removes_itself),
+                cmocka_unit_test(test_observer_removes_other),
+                cmocka_unit_test(test_observer_changes_store),
+                cmocka_unit_test(test_observer_added_in_callback),
+                cmocka_unit_test(test_store_list_sorted),
+                cmocka_unit_test(test_store_many),
+        };
+        return cmocka_run_group_tests_name("pods", tests, NULL, NULL);
+}
