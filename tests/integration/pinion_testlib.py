@@ -54,6 +54,20 @@ TIMEOUT_SCALE = float(os.environ.get("PINION_TIMEOUT_SCALE") or (10 if VALGRIND 
 KEEP_TMP = os.environ.get("PINION_KEEP_TMP") == "1"
 
 MODULES = ["apiserver", "identity", "configsync", "zkreg", "podnet", "reclaim"]
+# The dependencies between modules that the design implies (a module starts after those it
+# needs): identity's kubernetes signer and podnet's pod-cidr from the Node need the apiserver;
+# configsync's zk-version-node trigger needs zkreg's ZooKeeper session. Keep in step with the
+# .deps of each struct module.
+MODULE_DEPS = {"identity": ["apiserver"], "podnet": ["apiserver"], "configsync": ["zkreg"]}
+
+
+def assert_dependency_order(names):
+    """names (as /v1/status lists them) are every module once, each after its dependencies."""
+    assert sorted(names) == sorted(MODULES), "modules %s, expected %s" % (names, MODULES)
+    for mod, deps in MODULE_DEPS.items():
+        for dep in deps:
+            assert names.index(dep) < names.index(mod), \
+                "%s is listed before %s, which it depends on: %s" % (mod, dep, names)
 EXIT_CONFIG = 78
 
 # Variables that would make the daemon think it runs under systemd or in a cluster.
@@ -241,6 +255,15 @@ class UnixHTTPConnection(http.client.HTTPConnection):
             raise
         self.sock = s
 
+    def send(self, data):
+        # A server may answer (e.g. 405, 413) from the headers alone and close before reading
+        # the body; on a Unix socket its answer is still readable, so do as curl does: stop
+        # sending and read the response.
+        try:
+            super().send(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
 
 class Response(tuple):
     """(status, headers, body): unpacks as a 3-tuple. headers is a dict with lower-case names;
@@ -302,6 +325,11 @@ class C(http.client.HTTPConnection):
         s.settimeout(timeout)
         s.connect(path)
         self.sock = s
+    def send(self, data):
+        try:
+            super().send(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 try:
     c = C("pinion", timeout=timeout)
     hdrs = {"Content-Type": "application/json"} if body else {}

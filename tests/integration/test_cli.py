@@ -54,7 +54,7 @@ def test_json_status_matches_api(agent):
     got = json.loads(out)
     api = agent.status()
     assert _shape(got) == _shape(api), (got, api)
-    assert [m["name"] for m in got["modules"]] == MODULES
+    assert [m["name"] for m in got["modules"]] == [m["name"] for m in api["modules"]]
     assert got["node"] == api["node"]
 
 

@@ -148,8 +148,8 @@ def test_check_config_and_start_say_the_same(case_agent):
 
 
 def test_check_config_good(case_agent):
-    a, _, _ = case_agent(("good", {}, "[apiserver]\nqps=7\nburst=20\n\n[reclaim.web]\nhigh=85%\n"
-                          "target=70%\nmin-file=128M", None, "qps=7", "main"))
+    a, _, _ = case_agent(("good", {}, "[apiserver]\nqps=7\nburst=20\n\n[reclaim.web]\n"
+                          "cgroup=/system.slice/web.service\nhigh=85%\ntarget=70%\nmin-file=128M", None, "qps=7", "main"))
     rc, out, err = a.check_config()
     assert rc == 0, (rc, out, err)
     # Validation only: nothing created.

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from pinion_testlib import (MODULES, T, diag, line_of, run_piniond, unix_request, wait_until)
+from pinion_testlib import (VALGRIND, T, assert_dependency_order, diag, line_of, make_pod, run_piniond,
+                            unix_request, wait_until)
 
 
 def test_ready_after_socket_listens(agent_factory):
@@ -56,8 +57,9 @@ def test_watchdog_pings_at_half_interval(agent_factory):
     gaps = [b - a_ for a_, b in zip(times, times[1:])]
     avg = sum(gaps) / len(gaps)
     diag("watchdog gaps: %s" % ", ".join("%.3f" % g for g in gaps))
-    # Half of 2 s is 1 s; allow scheduling slack but never the full 2 s deadline.
-    assert 0.6 <= avg <= 1.4, "average gap %.3fs, expected about 1s: %s" % (avg, gaps)
+    # DESIGN: "WATCHDOG=1 from a timer at half of WATCHDOG_USEC": 1 s here, give or take
+    # scheduling slack; later than that eats into the margin before systemd kills us.
+    assert 0.75 <= avg <= 1.25, "average gap %.3fs, expected about 1s: %s" % (avg, gaps)
     assert max(gaps) < 2.0, "a gap reached the 2s watchdog deadline: %s" % gaps
 
 
@@ -125,6 +127,23 @@ def test_sighup_broken_config_keeps_old_then_fix_applies(agent):
     assert failures == 1, failures
     assert agent.status()["node"] == "test-node"
     assert agent.running()
+    # The metric agrees with /v1/status.
+    m = agent.metrics()
+    samples = m.find("pinion_config_reloads_total")
+    failed = sum(v for (_, l, v) in samples if "fail" in l.get("result", ""))
+    total = sum(v for (_, _, v) in samples)
+    assert failed == 1 and total == reloads + failures, samples
+
+
+def test_restart_after_kill9(agent):
+    agent.write_pod("web", make_pod("web-1"))
+    agent.wait_pod("default", "web-1")
+    rc = agent.kill9()
+    assert rc == -signal.SIGKILL
+    # The stale socket file of a killed daemon must not keep the next one from starting.
+    agent.start()
+    assert agent.health()["status"] == "ok"
+    agent.wait_pod("default", "web-1")
 
 
 def test_socket_activation(agent_factory):
@@ -147,8 +166,7 @@ def test_socket_activation(agent_factory):
 
 def test_modules_disabled_in_dependency_order(agent):
     st = agent.status()
-    names = [m["name"] for m in st["modules"]]
-    assert names == MODULES, names
+    assert_dependency_order([m["name"] for m in st["modules"]])
     for m in st["modules"]:
         assert m["state"] == "disabled", m
         assert isinstance(m["reason"], str) and m["reason"].strip(), m
@@ -177,5 +195,5 @@ def test_usage_error_exits_2(args):
 
 def test_rss_after_ready(agent):
     rss = agent.rss_kib()
-    diag("RSS_KIB=%d" % rss)
+    diag("RSS_KIB=%d%s" % (rss, " (under valgrind: not the daemon's own)" if VALGRIND else ""))
     assert rss > 0
