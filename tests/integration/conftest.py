@@ -73,7 +73,8 @@ class TapReporter:
                 self.diag(line)
 
     def pytest_runtest_logreport(self, report):
-        state = self.pending.setdefault(report.nodeid, {"ok": True, "skip": None, "todo": None})
+        state = self.pending.setdefault(report.nodeid, {"ok": True, "skip": None, "todo": None,
+                                                        "failure": None})
         if report.when in ("setup", "call"):
             if hasattr(report, "wasxfail"):
                 # Expected failure (xfail): TAP's TODO.
@@ -88,19 +89,21 @@ class TapReporter:
                 state["skip"] = "SKIP " + reason
             elif report.failed:
                 state["ok"] = False
+                state["failure"] = state["failure"] or report.longrepr
         elif report.when == "teardown":
             if report.failed:
                 state["ok"] = False
                 state["skip"] = None
+                state["failure"] = state["failure"] or report.longrepr
             del self.pending[report.nodeid]
             directive = state["todo"] or (state["skip"] if state["ok"] else None)
             self.result(state["ok"], report.nodeid, directive)
-            if report.failed or not state["ok"]:
-                self._diag_failure(report)
+            if not state["ok"] and not state["todo"]:
+                self._diag_failure(state["failure"])
 
-    def _diag_failure(self, report):
+    def _diag_failure(self, longrepr):
         # A short hint in the TAP stream itself; the full traceback is in the log (stderr).
-        text = str(report.longrepr) if report.longrepr else ""
+        text = str(longrepr) if longrepr else ""
         lines = [l for l in text.splitlines() if l.startswith("E ")][:6]
         for line in lines:
             self.diag("  " + line)

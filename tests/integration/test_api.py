@@ -246,3 +246,103 @@ def test_metrics_pass_promtool(agent):
     p = subprocess.run([promtool, "check", "metrics"], input=r.raw, capture_output=True, text=True,
                        timeout=T(30))
     assert p.returncode == 0, "promtool check metrics: rc=%d\n%s%s" % (p.returncode, p.stdout, p.stderr)
+
+
+def test_stalled_client_does_not_block_others(agent):
+    # One thread, one loop: a client that sends half a request and waits must not stall it.
+    import socket as _socket
+    stalled = []
+    try:
+        for _ in range(5):
+            s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            s.connect(agent.socket)
+            s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: pinion\r\n")  # no final CRLF
+            stalled.append(s)
+        for _ in range(5):
+            r = agent.request("GET", "/v1/health", timeout=5)
+            assert r.status == 200, r
+    finally:
+        for s in stalled:
+            s.close()
+    assert agent.health()["status"] == "ok"
+
+
+def test_garbage_requests_leave_the_daemon_serving(agent):
+    import socket as _socket
+    payloads = [b"\x00\x01\x02garbage\r\n\r\n", b"GET\r\n\r\n", b"BREW /coffee HTCPCP/1.0\r\n\r\n",
+                b"GET /v1/health HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"GET /v1/health HTTP/1.1\r\n" + b"X-Long: " + b"b" * 100000 + b"\r\n\r\n"]
+    for p in payloads:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        s.settimeout(T(5))
+        try:
+            s.connect(agent.socket)
+            try:
+                s.sendall(p)
+                s.shutdown(_socket.SHUT_WR)
+                s.recv(65536)
+            except OSError:
+                pass
+        finally:
+            s.close()
+        assert agent.health()["status"] == "ok", p[:40]
+    for path in ("/v1/pods/%2e%2e/x", "/v1/pods/%00/x", "/v1/pods//", "/v1/health?x=%zz"):
+        r = agent.request("GET", path)
+        assert r.status in (200, 400, 404), (path, r)
+        if r.status != 200:
+            assert _is_error(r.body, r.status), (path, r)
+    assert agent.health()["status"] == "ok"
+
+
+def test_oversized_body_rejected(agent):
+    r = agent.request("POST", "/v1/health", body=b"x" * (2 * 1024 * 1024))
+    assert r.status in (405, 413), r
+    assert _is_error(r.body, r.status), r
+    assert agent.health()["status"] == "ok"
+
+
+def test_concurrent_requests(agent):
+    import concurrent.futures
+    agent.write_pod("web", make_pod("web-1"))
+    agent.wait_pod("default", "web-1")
+    paths = ["/v1/health", "/v1/status", "/v1/pods", "/v1/pods/default/web-1", "/metrics"] * 20
+    with concurrent.futures.ThreadPoolExecutor(16) as ex:
+        results = list(ex.map(lambda p: (p, agent.request("GET", p).status), paths))
+    bad = [(p, s) for (p, s) in results if s != 200]
+    assert not bad, bad
+
+
+def test_bad_pod_files_of_every_kind(agent):
+    agent.write_pod("good", make_pod("good"))
+    agent.wait_pod("default", "good")
+    bad = {
+        "binary": b"\xff\xfe\x00\x01garbage",
+        "array": "[1, 2, 3]",
+        "deep": "[" * 100000 + "]" * 100000,
+        "empty": "",
+        "wrong-types": json.dumps({"apiVersion": "v1", "kind": "Pod",
+                                   "metadata": {"name": 5, "namespace": ["x"]}}),
+        "bad-ports": json.dumps(make_pod("p", ports=[("http", "not-a-number")])),
+    }
+    paths = {k: agent.write_pod(k, v) for k, v in bad.items()}
+
+    def listed():
+        text = json.dumps(agent.status()["pods"]["errors"])
+        missing = [p for p in paths.values() if p not in text]
+        return not missing or None
+    wait_until(listed, 10, desc="every bad pod file in pods.errors")
+    assert [p["name"] for p in agent.pods()["pods"]] == ["good"]
+    assert agent.health()["status"] == "ok"
+    m = agent.metrics()
+    assert m.value("pinion_pods_dir_errors") == len(bad), m.find("pinion_pods_dir_errors")
+
+
+def test_pods_dir_created_after_start(agent_factory):
+    a = agent_factory(start=False)
+    os.rmdir(a.pods_dir)
+    a.start()
+    assert a.pods()["count"] == 0
+    os.makedirs(a.pods_dir)
+    a.write_pod("web", make_pod("web-1"))
+    a.wait_pod("default", "web-1")
