@@ -1,28 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Crash-safe file and directory updates. Everything under state-dir goes through here.
+/* Crash-safe file updates and the file-system building blocks. Everything under state-dir goes
+ * through here (whole directories through atomic-dir.h, which is built on these).
  *
  * write_file_atomic(): temp file in the same directory → write → fchmod/fchown → fsync →
  * rename over the target → fsync(directory). A kill -9 at any instant leaves the old or the new
  * content, never a mix; a leftover temp file (".#<name>.XXXXXX") is harmless and removed by
- * fsutil_cleanup_temp().
- *
- * The atomic directory ("..data" swap, as Kubernetes' AtomicWriter lays out a volume):
- *   dest/..2026_11_21_10_42_04.123456789/   one directory per version, files inside
- *   dest/..data -> ..2026_11_21_10_42_04.123456789
- *   dest/<top-level entry> -> ..data/<top-level entry>
- * atomic_dir_begin() makes a fresh version directory to fill; atomic_dir_commit() fsyncs it,
- * points ..data at it with symlink(..data_tmp) + rename(), fixes the top-level links and prunes
- * old versions. Readers that open paths through the links see one version or the other. */
+ * fsutil_cleanup_temp(). */
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
 #include "macro.h"
-
-#define ATOMIC_DIR_DATA "..data"
 
 /* uid/gid (uid_t)-1 / (gid_t)-1 keep the current owner. */
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid);
@@ -37,15 +29,22 @@ int fsync_path(const char *path);         /* open(O_RDONLY) + fsync, for files a
 /* Removes ".#*" temp files left in dir by an interrupted write_file_atomic(). Returns count. */
 int fsutil_cleanup_temp(const char *dir);
 
-/* Creates dest (mode 0755) if needed and a new empty version directory inside it;
- * *ret_version_dir is its full path. */
-int atomic_dir_begin(const char *dest, char **ret_version_dir);
-/* Publishes version_dir (made by atomic_dir_begin and filled by the caller), keeping at most
- * keep_versions older versions (0 keeps none but the current one). */
-int atomic_dir_commit(const char *dest, const char *version_dir, unsigned keep_versions);
-/* The version directory name ..data points at ("..2026_..."), or -ENOENT if none. */
-int atomic_dir_current(const char *dest, char **ret_version_name);
-/* Removes leftovers of an interrupted begin/commit: version directories ..data does not point at
- * that are newer than the current one, and a stale ..data_tmp. Older versions are kept (they are
- * the history keep_versions counts). Returns the number removed. */
-int atomic_dir_cleanup(const char *dest);
+/* ---- building blocks (atomic-dir.c uses them too) ---- */
+
+bool startswith(const char *s, const char *prefix);
+/* Splits path into its directory and last component, ignoring trailing slashes. Either output
+ * may be NULL. */
+int path_split(const char *path, char **ret_dir, char **ret_base);
+char *path_join(const char *a, const char *b); /* a + "/" + b (one slash); NULL on OOM */
+int fsync_fd(int fd);                          /* 0 or negative errno */
+int open_directory(const char *path);          /* O_RDONLY|O_DIRECTORY fd or negative errno */
+/* A fresh DIR stream for dir_fd/name (not following a symlink); the caller's dir_fd stays open
+ * and unmoved. NULL with errno set on failure. */
+DIR *opendir_at(int dir_fd, const char *name);
+/* Next entry other than "." and "..": 1 with *ret set, 0 at the end, negative errno. */
+int read_entry(DIR *d, struct dirent **ret);
+/* readlinkat() into a malloc'ed, NUL-terminated string. */
+int readlinkat_malloc(int dir_fd, const char *name, char **ret);
+/* Removes dir_fd/name and everything below it; symlinks are removed, never followed. Keeps
+ * going after an error and returns the first one. */
+int rm_rf_at(int dir_fd, const char *name);

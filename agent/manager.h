@@ -17,7 +17,7 @@
 #include "macro.h"
 #include "metrics.h"
 #include "module.h"
-#include "pods.h"
+#include "pod-store.h"
 #include "podsdir.h"
 
 #define PINION_DEFAULT_CONFIG "/etc/pinion/pinion.conf"

@@ -17,7 +17,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "pods.h"
+#include "pod-store.h"
 
 struct podsdir;
 

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "atomic-dir.h"
 #include "fsutil.h"
 
 #define CRASH_ROUNDS 60

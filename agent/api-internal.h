@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Shared by the two halves of the local API: api.c (the server: socket, MHD on sd-event,
+ * connections and peer credentials, the API object) and api-request.c (a request's life:
+ * routing, body, handler, replies, suspend/resume, streaming). Nothing else includes this. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <microhttpd.h>
+
+#include "api.h"
+
+#define API_PARAMS_MAX 8
+
+struct route_entry {
+        char *method;
+        char *pattern;
+        api_handler_fn handler;
+        bool privileged;
+        void *userdata;
+};
+
+struct api {
+        sd_event *event;
+        struct MHD_Daemon *mhd;
+        sd_event_source *io_source;
+        sd_event_source *timer_source;
+        bool running; /* inside MHD_run() */
+        bool kicked;  /* run MHD again as soon as the current run returns */
+
+        int listen_fd;
+        char *socket_path;
+        bool unlink_on_free;
+        mode_t socket_mode;
+        gid_t socket_gid;
+        size_t max_body;
+
+        struct route_entry **routes; /* each entry allocated alone: requests point at them */
+        size_t n_routes;
+
+        struct api_request *requests; /* every live request, so api_free() can resume them */
+
+        struct metric_family *requests_total;
+        struct metric_family *request_duration;
+};
+
+/* What SO_PEERCRED/SO_PEERGROUPS said about the process that connected; one per
+ * connection, kept in MHD's socket context. */
+struct api_conn {
+        int fd;
+        bool have_creds;
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+        gid_t *groups;
+        size_t n_groups;
+};
+
+enum request_state {
+        REQUEST_NEW,        /* URI seen, access handler not called yet */
+        REQUEST_RECEIVING,  /* route matched, body arriving */
+        REQUEST_DISPATCHED, /* handler running */
+        REQUEST_WAITING,    /* long-poll: handler kept it, no reply yet */
+        REQUEST_REPLIED,    /* reply built, queued at the next access-handler call */
+        REQUEST_SENDING,    /* reply handed to MHD */
+        REQUEST_FAILED,     /* no reply could be built: the connection is dropped */
+};
+
+struct api_request {
+        struct api *api;
+        struct api_request *prev, *next;
+        struct MHD_Connection *connection;
+        const struct api_conn *conn;
+        enum request_state state;
+        usec_t started;
+
+        char *raw_uri;
+        char *method;
+        char *path;
+        char **segments; /* of the raw path, percent-decoded */
+        size_t n_segments;
+        const struct route_entry *route;
+        unsigned params[API_PARAMS_MAX];
+        unsigned n_params;
+        struct api_peer peer;
+
+        char *body;
+        size_t body_size;
+        bool body_too_large;
+
+        unsigned status;
+        struct MHD_Response *response;
+
+        bool suspended; /* MHD_suspend_connection() in effect */
+        bool client_gone;
+        sd_event_source *hangup_watch;
+        api_abort_fn on_abort;
+        void *abort_userdata;
+
+        bool streaming;
+        bool stream_ended;
+        char *stream_buf;
+        size_t stream_off, stream_len, stream_alloc;
+};
+
+/* ---- api.c ---- */
+
+/* Makes MHD run again soon: after a resume, MHD has work that its epoll fd may not show. */
+void api_kick(struct api *a);
+/* root, or a member of socket-group (checked against the connection's credentials). */
+bool conn_privileged(const struct api *a, const struct api_conn *c);
+
+/* ---- api-request.c ---- */
+
+/* The MHD callbacks that carry a request from its URI to its completion. */
+void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection);
+enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls);
+void api_on_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
+                      enum MHD_RequestTerminationCode toe);
+/* Stops watching for a hangup and, if the connection is suspended, resumes it and kicks MHD. */
+void request_resume(struct api_request *r);
+/* The number of "{}" captures in a route pattern. */
+unsigned pattern_captures(const char *pattern);

@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pod-store.h"
+
+struct observer {
+        pod_observer_fn fn;
+        void *userdata;
+        /* Events up to this generation happened before the observer was added: it never gets
+         * them, even if they are still queued for delivery. */
+        uint64_t since;
+        bool removed;
+};
+
+struct change {
+        uint64_t generation;
+        struct pod *old; /* a reference each */
+        struct pod *new;
+};
+
+struct pod_store {
+        /* The same pods twice, each holding the store's one reference in by_uid: by_uid sorted by
+         * uid for get(), by_name sorted by namespace/name/uid for find() and list(). */
+        struct pod **by_uid;
+        struct pod **by_name;
+        size_t n_pods, allocated;
+
+        struct observer *observers;
+        size_t n_observers;
+
+        /* Changes made while observers run (an observer may modify the store) are queued and
+         * delivered in order by the outermost dispatch, so every observer sees every change in the
+         * order it happened. */
+        struct change *queue;
+        size_t n_queue, queue_head, allocated_queue;
+        bool dispatching;
+
+        uint64_t generation;
+};
+
+int pod_store_new(struct pod_store **ret) {
+        struct pod_store *s;
+
+        if (!ret)
+                return -EINVAL;
+        s = calloc(1, sizeof(struct pod_store));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+struct pod_store *pod_store_free(struct pod_store *s) {
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_pods; i++)
+                pod_unref(s->by_uid[i]);
+        free(s->by_uid);
+        free(s->by_name);
+        for (size_t i = s->queue_head; i < s->n_queue; i++) {
+                pod_unref(s->queue[i].old);
+                pod_unref(s->queue[i].new);
+        }
+        free(s->queue);
+        free(s->observers);
+        free(s);
+        return NULL;
+}
+
+int pod_store_add_observer(struct pod_store *s, pod_observer_fn fn, void *userdata) {
+        struct observer *grown;
+
+        if (!s || !fn)
+                return -EINVAL;
+        for (size_t i = 0; i < s->n_observers; i++)
+                if (!s->observers[i].removed && s->observers[i].fn == fn && s->observers[i].userdata == userdata)
+                        return -EEXIST;
+
+        grown = realloc(s->observers, (s->n_observers + 1) * sizeof(struct observer));
+        if (!grown)
+                return -ENOMEM;
+        s->observers = grown;
+        s->observers[s->n_observers++] = (struct observer) {
+                .fn = fn,
+                .userdata = userdata,
+                .since = s->generation,
+        };
+        return 0;
+}
+
+static void observers_compact(struct pod_store *s) {
+        size_t j = 0;
+        for (size_t i = 0; i < s->n_observers; i++)
+                if (!s->observers[i].removed)
+                        s->observers[j++] = s->observers[i];
+        s->n_observers = j;
+}
+
+void pod_store_remove_observer(struct pod_store *s, pod_observer_fn fn, void *userdata) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n_observers; i++) {
+                struct observer *o = &s->observers[i];
+                if (o->removed || o->fn != fn || o->userdata != userdata)
+                        continue;
+                /* While dispatching, indexes must stay stable: mark now, compact afterwards. */
+                o->removed = true;
+                if (!s->dispatching)
+                        observers_compact(s);
+                return;
+        }
+}
+
+static void store_dispatch(struct pod_store *s) {
+        if (s->dispatching)
+                return; /* the outer dispatch delivers it after the current one */
+        s->dispatching = true;
+
+        while (s->queue_head < s->n_queue) {
+                struct change c = s->queue[s->queue_head++];
+
+                /* Indexes, not pointers: an observer may add observers (realloc). */
+                for (size_t i = 0; i < s->n_observers; i++) {
+                        struct observer o = s->observers[i];
+                        if (o.removed || o.since >= c.generation)
+                                continue;
+                        o.fn(s, c.old, c.new, o.userdata);
+                }
+                pod_unref(c.old);
+                pod_unref(c.new);
+        }
+
+        s->n_queue = s->queue_head = 0;
+        observers_compact(s);
+        s->dispatching = false;
+}
+
+/* Reserves room for one more pod and one more queued change, so that a change, once begun,
+ * cannot fail half-way. */
+static int store_reserve(struct pod_store *s, bool pod) {
+        if (pod && s->n_pods >= s->allocated) {
+                size_t n = MAX(s->allocated * 2, 16u);
+                struct pod **a = realloc(s->by_uid, n * sizeof(struct pod *));
+                if (!a)
+                        return -ENOMEM;
+                s->by_uid = a;
+                a = realloc(s->by_name, n * sizeof(struct pod *));
+                if (!a)
+                        return -ENOMEM;
+                s->by_name = a;
+                s->allocated = n;
+        }
+        if (s->n_queue >= s->allocated_queue) {
+                size_t n = MAX(s->allocated_queue * 2, 8u);
+                struct change *q = realloc(s->queue, n * sizeof(struct change));
+                if (!q)
+                        return -ENOMEM;
+                s->queue = q;
+                s->allocated_queue = n;
+        }
+        return 0;
+}
+
+/* Takes over the references of old and new. */
+static void store_announce(struct pod_store *s, struct pod *old, struct pod *new) {
+        s->generation++;
+        s->queue[s->n_queue++] = (struct change) {
+                .generation = s->generation,
+                .old = old,
+                .new = new,
+        };
+        store_dispatch(s);
+}
+
+static int compare_name(const char *ns_a, const char *name_a, const char *uid_a, const struct pod *b) {
+        int c = strcmp(ns_a, b->namespace);
+        if (c != 0)
+                return c;
+        c = strcmp(name_a, b->name);
+        if (c != 0)
+                return c;
+        /* A NULL uid sorts before every uid: find() searches for the first of a name. */
+        return uid_a ? strcmp(uid_a, b->uid) : -1;
+}
+
+/* Lower bound: the index of the first pod not less than the key. */
+static size_t index_by_uid(const struct pod_store *s, const char *uid, bool *ret_found) {
+        size_t lo = 0, hi = s->n_pods;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(s->by_uid[mid]->uid, uid) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_found = lo < s->n_pods && streq(s->by_uid[lo]->uid, uid);
+        return lo;
+}
+
+static size_t index_by_name(const struct pod_store *s, const char *namespace, const char *name, const char *uid) {
+        size_t lo = 0, hi = s->n_pods;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (compare_name(namespace, name, uid, s->by_name[mid]) > 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+static void array_insert(struct pod **a, size_t n, size_t at, struct pod *p) {
+        memmove(a + at + 1, a + at, (n - at) * sizeof(struct pod *));
+        a[at] = p;
+}
+
+static void array_delete(struct pod **a, size_t n, size_t at) {
+        memmove(a + at, a + at + 1, (n - at - 1) * sizeof(struct pod *));
+}
+
+static void name_index_delete(struct pod_store *s, const struct pod *p) {
+        size_t i = index_by_name(s, p->namespace, p->name, p->uid);
+        array_delete(s->by_name, s->n_pods, i);
+}
+
+static void name_index_insert(struct pod_store *s, struct pod *p) {
+        size_t i = index_by_name(s, p->namespace, p->name, p->uid);
+        array_insert(s->by_name, s->n_pods, i, p);
+}
+
+static bool pod_valid_for_store(const struct pod *p) {
+        return p && !isempty(p->uid) && p->namespace && p->name;
+}
+
+int pod_store_put(struct pod_store *s, struct pod *p) {
+        struct pod *old;
+        bool found;
+        size_t i;
+        int r;
+
+        if (!s || !pod_valid_for_store(p))
+                return -EINVAL;
+
+        i = index_by_uid(s, p->uid, &found);
+        if (!found) {
+                r = store_reserve(s, true);
+                if (r < 0)
+                        return r;
+                array_insert(s->by_uid, s->n_pods, i, pod_ref(p));
+                name_index_insert(s, p);
+                s->n_pods++;
+                store_announce(s, NULL, pod_ref(p));
+                return 1;
+        }
+
+        old = s->by_uid[i];
+        if (old == p)
+                return 0;
+
+        if (pod_equal(old, p)) {
+                /* Nothing an observer cares about changed; keep the newer object quietly so that
+                 * resource_version stays current. Same uid/namespace/name: same index slots. */
+                s->by_name[index_by_name(s, old->namespace, old->name, old->uid)] = pod_ref(p);
+                s->by_uid[i] = p;
+                pod_unref(old);
+                return 0;
+        }
+
+        r = store_reserve(s, false);
+        if (r < 0)
+                return r;
+        /* Namespace or name may differ (a static pod file that declares its uid). */
+        name_index_delete(s, old);
+        s->n_pods--;
+        name_index_insert(s, p);
+        s->n_pods++;
+        s->by_uid[i] = pod_ref(p);
+        store_announce(s, old, pod_ref(p));
+        return 1;
+}
+
+int pod_store_remove(struct pod_store *s, const char *uid) {
+        struct pod *old;
+        bool found;
+        size_t i;
+        int r;
+
+        if (!s || !uid)
+                return -EINVAL;
+
+        i = index_by_uid(s, uid, &found);
+        if (!found)
+                return 0;
+
+        r = store_reserve(s, false);
+        if (r < 0)
+                return r;
+        old = s->by_uid[i];
+        name_index_delete(s, old);
+        array_delete(s->by_uid, s->n_pods, i);
+        s->n_pods--;
+        store_announce(s, old, NULL);
+        return 1;
+}
+
+/* "pods-dir" owns "pods-dir" and "pods-dir:/etc/pinion/pods.d/web.json". */
+static bool source_owns(const char *source, const char *pod_source) {
+        size_t n = strlen(source);
+        return pod_source && strncmp(pod_source, source, n) == 0 && (pod_source[n] == '\0' || pod_source[n] == ':');
+}
+
+static int compare_pod_uid(const void *a, const void *b) {
+        return strcmp((*(struct pod *const *) a)->uid, (*(struct pod *const *) b)->uid);
+}
+
+int pod_store_replace_source(struct pod_store *s, const char *source, struct pod **pods, size_t n) {
+        _cleanup_free_ struct pod **wanted = NULL;
+        struct pod **gone = NULL;
+        size_t n_gone = 0;
+        int r, changes = 0;
+
+        if (!s || isempty(source) || strchr(source, ':') || (n > 0 && !pods))
+                return -EINVAL;
+
+        /* Check everything before changing anything. */
+        for (size_t i = 0; i < n; i++) {
+                if (!pod_valid_for_store(pods[i]))
+                        return -EINVAL;
+                if (pods[i]->source && !source_owns(source, pods[i]->source))
+                        return -EINVAL;
+        }
+        wanted = malloc(MAX(n, 1u) * sizeof(struct pod *));
+        if (!wanted)
+                return -ENOMEM;
+        if (n > 0)
+                memcpy(wanted, pods, n * sizeof(struct pod *));
+        qsort(wanted, n, sizeof(struct pod *), compare_pod_uid);
+        for (size_t i = 1; i < n; i++)
+                if (streq(wanted[i - 1]->uid, wanted[i]->uid))
+                        return -EINVAL; /* which one was meant? */
+
+        for (size_t i = 0; i < n; i++)
+                if (!pods[i]->source) {
+                        pods[i]->source = strdup(source);
+                        if (!pods[i]->source)
+                                return -ENOMEM;
+                }
+
+        /* Remove first, then put: a pod re-created under a new uid goes away before its
+         * successor appears, as observers would expect (no two registrations for one name). */
+        gone = malloc(MAX(s->n_pods, 1u) * sizeof(struct pod *));
+        if (!gone)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_pods; i++) {
+                struct pod *p = s->by_uid[i];
+                if (source_owns(source, p->source) &&
+                    !bsearch(&p, wanted, n, sizeof(struct pod *), compare_pod_uid))
+                        gone[n_gone++] = pod_ref(p);
+        }
+
+        r = 0;
+        for (size_t i = 0; i < n_gone; i++) {
+                if (r >= 0) {
+                        r = pod_store_remove(s, gone[i]->uid);
+                        changes += r > 0;
+                }
+                pod_unref(gone[i]);
+        }
+        free(gone);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < n; i++) {
+                r = pod_store_put(s, pods[i]);
+                if (r < 0)
+                        return r;
+                changes += r;
+        }
+        return changes;
+}
+
+struct pod *pod_store_get(const struct pod_store *s, const char *uid) {
+        bool found;
+        size_t i;
+
+        if (!s || !uid)
+                return NULL;
+        i = index_by_uid(s, uid, &found);
+        return found ? s->by_uid[i] : NULL;
+}
+
+struct pod *pod_store_find(const struct pod_store *s, const char *namespace, const char *name) {
+        size_t i;
+
+        if (!s || !namespace || !name)
+                return NULL;
+        i = index_by_name(s, namespace, name, NULL);
+        if (i < s->n_pods && streq(s->by_name[i]->namespace, namespace) && streq(s->by_name[i]->name, name))
+                return s->by_name[i];
+        return NULL;
+}
+
+size_t pod_store_size(const struct pod_store *s) {
+        return s ? s->n_pods : 0;
+}
+
+int pod_store_list(const struct pod_store *s, struct pod ***ret, size_t *ret_n) {
+        struct pod **a;
+
+        if (!s || !ret || !ret_n)
+                return -EINVAL;
+        a = malloc(MAX(s->n_pods, 1u) * sizeof(struct pod *));
+        if (!a)
+                return -ENOMEM;
+        if (s->n_pods > 0)
+                memcpy(a, s->by_name, s->n_pods * sizeof(struct pod *));
+        *ret = a;
+        *ret_n = s->n_pods;
+        return 0;
+}
+
+uint64_t pod_store_generation(const struct pod_store *s) {
+        return s ? s->generation : 0;
+}
