@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import uuid
 
 import pytest
@@ -44,15 +45,17 @@ def _tree(root):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def installed():
     """One install into DESTDIR with prefix=/usr sysconfdir=/etc, shared by the tests below."""
     require_binary(PINIOND)
     before = {p: os.path.lexists(p) for p in SYSTEM_PATHS}
-    dest = str(tmp_path_factory.mktemp("destdir"))
-    _make_install(dest, "prefix=/usr", "sysconfdir=/etc")
-    after = {p: os.path.lexists(p) for p in SYSTEM_PATHS}
-    yield dest, before, after
-    shutil.rmtree(dest, ignore_errors=True)
+    dest = tempfile.mkdtemp(prefix="pinion-install-")
+    try:
+        _make_install(dest, "prefix=/usr", "sysconfdir=/etc")
+        after = {p: os.path.lexists(p) for p in SYSTEM_PATHS}
+        yield dest, before, after
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
 
 
 def test_expected_files(installed):
