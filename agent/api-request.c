@@ -194,7 +194,7 @@ static int percent_decode(const char *s, size_t n, char **ret) {
 
 /* Splits the raw path (query already cut off) into percent-decoded segments, so that an
  * encoded "/" inside a capture stays inside it. "/" is one empty segment. */
-static int path_split(const char *raw, size_t raw_len, char ***ret, size_t *ret_n) {
+static int request_path_segments(const char *raw, size_t raw_len, char ***ret, size_t *ret_n) {
         char **segments = NULL;
         size_t n = 0;
         const char *p, *end = raw + raw_len;
@@ -390,7 +390,7 @@ static void request_begin(struct api_request *r, const char *url, const char *me
                 return;
         }
 
-        k = path_split(raw, strcspn(raw, "?#"), &r->segments, &r->n_segments);
+        k = request_path_segments(raw, strcspn(raw, "?#"), &r->segments, &r->n_segments);
         if (k == -EBADMSG) {
                 (void) request_respond_error(r, 400, "malformed request path");
                 return;

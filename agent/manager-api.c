@@ -161,19 +161,13 @@ int manager_api_register(struct manager *m) {
 
 static void collect_core(struct metrics *metrics, void *userdata) {
         struct manager *m = userdata;
-        struct metric_family *f;
 
-        if (metrics_family(metrics, METRIC_GAUGE, "pinion_uptime_seconds", NULL, NULL, NULL, 0, &f) >= 0)
-                (void) metric_set(f, manager_uptime_seconds(m));
-
-        if (metrics_family(metrics, METRIC_GAUGE, "pinion_module_state", NULL, NULL, NULL, 0, &f) >= 0) {
-                for (unsigned i = 0; i < m->n_modules; i++)
-                        for (int s = 0; s < _MODULE_STATE_MAX; s++)
-                                (void) metric_set(f, m->modules[i].state == s ? 1 : 0, m->modules[i].module->name,
-                                                  module_state_to_string((enum module_state) s));
-        }
-        if (metrics_family(metrics, METRIC_GAUGE, "pinion_pods", NULL, NULL, NULL, 0, &f) >= 0)
-                (void) metric_set(f, (double) pod_store_size(m->pods));
+        (void) metric_set(m->metric_uptime, manager_uptime_seconds(m));
+        for (unsigned i = 0; i < m->n_modules; i++)
+                for (int s = 0; s < _MODULE_STATE_MAX; s++)
+                        (void) metric_set(m->metric_module_state, m->modules[i].state == s ? 1 : 0,
+                                          m->modules[i].module->name, module_state_to_string((enum module_state) s));
+        (void) metric_set(m->metric_pods, (double) pod_store_size(m->pods));
 }
 
 int manager_api_register_metrics(struct manager *m) {
@@ -193,13 +187,14 @@ int manager_api_register_metrics(struct manager *m) {
                 return r;
         (void) metric_set(f, (double) m->start_realtime / USEC_PER_SEC);
         r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_uptime_seconds", "Seconds since the agent started.",
-                           NULL, NULL, 0, &f);
+                           NULL, NULL, 0, &m->metric_uptime);
         if (r >= 0)
                 r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_module_state",
-                                   "1 for each module's current state, 0 for the others.", module_labels, NULL, 0, &f);
+                                   "1 for each module's current state, 0 for the others.", module_labels, NULL, 0,
+                                   &m->metric_module_state);
         if (r >= 0)
                 r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_pods", "Pods of this node in the store.", NULL,
-                                   NULL, 0, &f);
+                                   NULL, 0, &m->metric_pods);
         if (r < 0)
                 return r;
         return metrics_add_collector(m->metrics, collect_core, m);

@@ -207,6 +207,7 @@ struct manager *manager_free(struct manager *m) {
         pod_store_free(m->pods);
         metrics_free(m->metrics);
         sd_event_source_unref(m->stop_timer);
+        sd_event_source_unref(m->watchdog_timer);
         sd_event_unref(m->event);
 
         for (size_t i = 0; i < m->n_facts; i++)
@@ -442,6 +443,33 @@ static int manager_setup_signals(struct manager *m) {
         return 0;
 }
 
+/* ---- watchdog ---- */
+
+/* WATCHDOG=1 from a loop timer at half of WATCHDOG_USEC: it fires only while the loop turns,
+ * so a stuck loop gets us restarted. (sd_event_set_watchdog() pings somewhere between 1/2 and
+ * 3/4 of the period; half leaves systemd a full half period of margin.) */
+static int on_watchdog(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct manager *m = userdata;
+
+        (void) sd_notify(false, "WATCHDOG=1");
+        return sd_event_source_set_time_relative(s, m->watchdog_usec / 2);
+}
+
+static int manager_setup_watchdog(struct manager *m) {
+        int r = sd_watchdog_enabled(false, &m->watchdog_usec);
+        if (r <= 0)
+                return r;
+        r = sd_event_add_time_relative(m->event, &m->watchdog_timer, CLOCK_MONOTONIC, m->watchdog_usec / 2,
+                                       USEC_PER_MSEC, on_watchdog, m);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(m->watchdog_timer, SD_EVENT_ON);
+        if (r < 0)
+                return r;
+        log_debug("Watchdog: pinging every %llums", (unsigned long long) (m->watchdog_usec / 2 / USEC_PER_MSEC));
+        return 0;
+}
+
 /* ---- start and run ---- */
 
 static int manager_listen_fd(void) {
@@ -539,11 +567,9 @@ int manager_start(struct manager *m) {
         r = manager_setup_signals(m);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up signal handling: %m");
-        /* The loop pings the watchdog at half of WATCHDOG_USEC by itself, but only while it
-         * keeps turning: a stuck loop gets us restarted. */
-        r = sd_event_set_watchdog(m->event, true);
+        r = manager_setup_watchdog(m);
         if (r < 0)
-                log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+                log_warning_errno(r, "Failed to set up the watchdog, ignoring: %m");
 
         r = pod_store_add_observer(m->pods, manager_pod_changed, m);
         if (r < 0)

@@ -69,6 +69,9 @@ struct manager {
 
         struct metric_family *metric_reloads;   /* pinion_config_reloads_total{result} */
         struct metric_family *metric_pods_dir_errors;
+        struct metric_family *metric_uptime, *metric_module_state, *metric_pods;
+        sd_event_source *watchdog_timer;
+        usec_t watchdog_usec;
         char **pods_dir_errors_logged; /* the problems already logged, to log each once */
         char *last_reload_error;
         bool started; /* manager_start() finished: readiness may be judged */

@@ -90,7 +90,8 @@ int main(int argc, char *argv[]) {
                         log_error("%s", error);
                 else
                         log_error_errno(r, "Failed to set up the agent: %m");
-                return r == -EINVAL && error ? EXIT_CONFIG : EXIT_FAILURE;
+                /* Every configuration problem (unreadable file included) comes with a message. */
+                return error ? EXIT_CONFIG : EXIT_FAILURE;
         }
 
         r = manager_start(m);
