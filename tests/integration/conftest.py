@@ -20,6 +20,7 @@ re-exported here so pytest finds them.
 """
 
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -117,7 +118,14 @@ class TapReporter:
         self.write("1..%d" % self.n)
 
 
+def _sigterm(signum, frame):
+    # Python's default is to die at once; turn it into an interrupt so pytest still runs the
+    # finalizers that stop the daemons and remove their temp dirs.
+    raise KeyboardInterrupt("SIGTERM")
+
+
 def pytest_configure(config):
+    signal.signal(signal.SIGTERM, _sigterm)
     if _TAP and not hasattr(config, "_pinion_tap"):
         reporter = TapReporter(config)
         config._pinion_tap = reporter

@@ -52,6 +52,10 @@ VALGRIND_CMD = ["valgrind", "--leak-check=full", "--error-exitcode=99",
                 "--errors-for-leak-kinds=definite", "--show-leak-kinds=definite"]
 TIMEOUT_SCALE = float(os.environ.get("PINION_TIMEOUT_SCALE") or (10 if VALGRIND else 1))
 KEEP_TMP = os.environ.get("PINION_KEEP_TMP") == "1"
+# If the test runner itself is killed (no finalizers run), its daemons die with it: setpriv
+# (util-linux) sets PR_SET_PDEATHSIG and execs, so the pid stays the daemon's.
+_SETPRIV = shutil.which("setpriv")
+PDEATHSIG_CMD = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
 
 MODULES = ["apiserver", "identity", "configsync", "zkreg", "podnet", "reclaim"]
 # The dependencies between modules that the design implies (a module starts after those it
@@ -630,6 +634,8 @@ class Agent:
                     sa += ["-E", "%s=%s" % (k, v)]
             cmd = sa + cmd
             wait = False
+        if PDEATHSIG_CMD:
+            cmd = PDEATHSIG_CMD + cmd
         with open(self.log_file, "ab") as log, open(self.stdout_file, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=log,
                                          env=penv, cwd=self.dir, start_new_session=True)
