@@ -72,10 +72,18 @@ static bool stderr_is_journal(void) {
         return st.st_dev == (dev_t) dev && st.st_ino == (ino_t) ino;
 }
 
+/* sd_journal_send() drops messages silently when journald's socket is missing, so a journal
+ * that is not there means text on stderr: no line is lost. */
+static bool journal_reachable(void) {
+        return access("/run/systemd/journal/socket", F_OK) >= 0;
+}
+
 void log_setup(int max_level, enum log_target target) {
         log_max_level = max_level;
         if (target == LOG_TARGET_AUTO)
                 target = stderr_is_journal() ? LOG_TARGET_JOURNAL : LOG_TARGET_TEXT;
+        if (target == LOG_TARGET_JOURNAL && !journal_reachable())
+                target = LOG_TARGET_TEXT;
         log_target = target;
 }
 
