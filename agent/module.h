@@ -85,3 +85,46 @@ void module_set_synced(struct module_instance *mi);
 void module_stopped(struct module_instance *mi);
 /* True if the state is one that /v1/health treats as healthy. */
 bool module_state_is_healthy(enum module_state s);
+
+/* A module whose whole state is its parsed settings: a job whose work has not landed yet (it
+ * validates its config and reports why it is disabled) or one as simple as that. Defines
+ * NAME_module from four functions the file provides:
+ *   int NAME_parse(struct config *c, SETTINGS **ret, char **ret_error)   parse + validate
+ *   SETTINGS *NAME_settings_free(SETTINGS *s)
+ *   void NAME_apply(struct module_instance *mi)                         set state from mi->data
+ *   int NAME_status(struct module_instance *mi, cJSON *obj)
+ * DEPS is a NULL-terminated compound literal of names, or NULL. */
+#define DEFINE_SETTINGS_MODULE(NAME, SETTINGS, DEPS)                                               \
+        static int NAME##_init(struct module_instance *mi, struct config *c, char **ret_error) {   \
+                return NAME##_parse(c, (SETTINGS **) &mi->data, ret_error);                       \
+        }                                                                                          \
+        static int NAME##_start(struct module_instance *mi) {                                      \
+                NAME##_apply(mi);                                                                  \
+                return 0;                                                                          \
+        }                                                                                          \
+        static int NAME##_reload(struct module_instance *mi, struct config *c, char **ret_error) { \
+                SETTINGS *s = NULL;                                                                \
+                int r = NAME##_parse(c, &s, ret_error);                                            \
+                if (r < 0)                                                                         \
+                        return r;                                                                  \
+                NAME##_settings_free(mi->data);                                                    \
+                mi->data = s;                                                                      \
+                NAME##_apply(mi);                                                                  \
+                return 0;                                                                          \
+        }                                                                                          \
+        static int NAME##_stop(struct module_instance *mi) {                                       \
+                return 0;                                                                          \
+        }                                                                                          \
+        static void NAME##_free(struct module_instance *mi) {                                      \
+                mi->data = NAME##_settings_free(mi->data);                                         \
+        }                                                                                          \
+        const struct module NAME##_module = {                                                      \
+                .name = #NAME,                                                                     \
+                .deps = DEPS,                                                                      \
+                .init = NAME##_init,                                                               \
+                .start = NAME##_start,                                                             \
+                .reload = NAME##_reload,                                                           \
+                .stop = NAME##_stop,                                                               \
+                .status = NAME##_status,                                                           \
+                .free = NAME##_free,                                                               \
+        }

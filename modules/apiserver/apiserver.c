@@ -39,6 +39,10 @@ static const struct config_key apiserver_keys[] = {
 };
 #undef FIELD
 
+static struct apiserver_settings *apiserver_settings_free(struct apiserver_settings *s) {
+        return config_object_free(apiserver_keys, s);
+}
+
 static int apiserver_parse(struct config *c, struct apiserver_settings **ret, char **ret_error) {
         struct apiserver_settings *s = NULL;
         int r;
@@ -65,30 +69,6 @@ static void apiserver_apply(struct module_instance *mi) {
         module_set_synced(mi);
 }
 
-static int apiserver_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        return apiserver_parse(c, (struct apiserver_settings **) &mi->data, ret_error);
-}
-
-static int apiserver_start(struct module_instance *mi) {
-        apiserver_apply(mi);
-        return 0;
-}
-
-static int apiserver_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        struct apiserver_settings *s = NULL;
-        int r = apiserver_parse(c, &s, ret_error);
-        if (r < 0)
-                return r;
-        config_object_free(apiserver_keys, mi->data);
-        mi->data = s;
-        apiserver_apply(mi);
-        return 0;
-}
-
-static int apiserver_stop(struct module_instance *mi) {
-        return 0;
-}
-
 static int apiserver_status(struct module_instance *mi, cJSON *obj) {
         struct apiserver_settings *s = mi->data;
         if (s->url && !cJSON_AddStringToObject(obj, "url", s->url))
@@ -96,16 +76,4 @@ static int apiserver_status(struct module_instance *mi, cJSON *obj) {
         return 0;
 }
 
-static void apiserver_free(struct module_instance *mi) {
-        mi->data = config_object_free(apiserver_keys, mi->data);
-}
-
-const struct module apiserver_module = {
-        .name = "apiserver",
-        .init = apiserver_init,
-        .start = apiserver_start,
-        .reload = apiserver_reload,
-        .stop = apiserver_stop,
-        .status = apiserver_status,
-        .free = apiserver_free,
-};
+DEFINE_SETTINGS_MODULE(apiserver, struct apiserver_settings, NULL);

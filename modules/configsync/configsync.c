@@ -85,30 +85,6 @@ static void configsync_apply(struct module_instance *mi) {
         module_set_synced(mi);
 }
 
-static int configsync_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        return configsync_parse(c, (struct configsync_settings **) &mi->data, ret_error);
-}
-
-static int configsync_start(struct module_instance *mi) {
-        configsync_apply(mi);
-        return 0;
-}
-
-static int configsync_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        struct configsync_settings *s = NULL;
-        int r = configsync_parse(c, &s, ret_error);
-        if (r < 0)
-                return r;
-        configsync_settings_free(mi->data);
-        mi->data = s;
-        configsync_apply(mi);
-        return 0;
-}
-
-static int configsync_stop(struct module_instance *mi) {
-        return 0;
-}
-
 static int configsync_status(struct module_instance *mi, cJSON *obj) {
         struct configsync_settings *s = mi->data;
         cJSON *names = cJSON_AddArrayToObject(obj, "configs");
@@ -120,17 +96,4 @@ static int configsync_status(struct module_instance *mi, cJSON *obj) {
         return 0;
 }
 
-static void configsync_free(struct module_instance *mi) {
-        mi->data = configsync_settings_free(mi->data);
-}
-
-const struct module configsync_module = {
-        .name = "configsync",
-        .deps = (const char *const[]) { "zkreg", NULL },
-        .init = configsync_init,
-        .start = configsync_start,
-        .reload = configsync_reload,
-        .stop = configsync_stop,
-        .status = configsync_status,
-        .free = configsync_free,
-};
+DEFINE_SETTINGS_MODULE(configsync, struct configsync_settings, ((const char *const[]) { "zkreg", NULL }));

@@ -72,6 +72,10 @@ static const char *identity_missing(const struct identity_settings *s) {
         return NULL;
 }
 
+static struct identity_settings *identity_settings_free(struct identity_settings *s) {
+        return config_object_free(identity_keys, s);
+}
+
 static int identity_parse(struct config *c, struct identity_settings **ret, char **ret_error) {
         struct identity_settings *s = NULL;
         int r;
@@ -102,30 +106,6 @@ static void identity_apply(struct module_instance *mi) {
         module_set_synced(mi);
 }
 
-static int identity_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        return identity_parse(c, (struct identity_settings **) &mi->data, ret_error);
-}
-
-static int identity_start(struct module_instance *mi) {
-        identity_apply(mi);
-        return 0;
-}
-
-static int identity_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        struct identity_settings *s = NULL;
-        int r = identity_parse(c, &s, ret_error);
-        if (r < 0)
-                return r;
-        config_object_free(identity_keys, mi->data);
-        mi->data = s;
-        identity_apply(mi);
-        return 0;
-}
-
-static int identity_stop(struct module_instance *mi) {
-        return 0;
-}
-
 static int identity_status(struct module_instance *mi, cJSON *obj) {
         struct identity_settings *s = mi->data;
         if (s->trust_domain && !cJSON_AddStringToObject(obj, "trustDomain", s->trust_domain))
@@ -133,17 +113,4 @@ static int identity_status(struct module_instance *mi, cJSON *obj) {
         return 0;
 }
 
-static void identity_free(struct module_instance *mi) {
-        mi->data = config_object_free(identity_keys, mi->data);
-}
-
-const struct module identity_module = {
-        .name = "identity",
-        .deps = (const char *const[]) { "apiserver", NULL },
-        .init = identity_init,
-        .start = identity_start,
-        .reload = identity_reload,
-        .stop = identity_stop,
-        .status = identity_status,
-        .free = identity_free,
-};
+DEFINE_SETTINGS_MODULE(identity, struct identity_settings, ((const char *const[]) { "apiserver", NULL }));

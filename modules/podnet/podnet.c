@@ -52,6 +52,10 @@ static const struct config_key podnet_keys[] = {
 };
 #undef FIELD
 
+static struct podnet_settings *podnet_settings_free(struct podnet_settings *s) {
+        return config_object_free(podnet_keys, s);
+}
+
 static int podnet_parse(struct config *c, struct podnet_settings **ret, char **ret_error) {
         struct podnet_settings *s = NULL;
         int r;
@@ -77,30 +81,6 @@ static void podnet_apply(struct module_instance *mi) {
         module_set_synced(mi);
 }
 
-static int podnet_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        return podnet_parse(c, (struct podnet_settings **) &mi->data, ret_error);
-}
-
-static int podnet_start(struct module_instance *mi) {
-        podnet_apply(mi);
-        return 0;
-}
-
-static int podnet_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        struct podnet_settings *s = NULL;
-        int r = podnet_parse(c, &s, ret_error);
-        if (r < 0)
-                return r;
-        config_object_free(podnet_keys, mi->data);
-        mi->data = s;
-        podnet_apply(mi);
-        return 0;
-}
-
-static int podnet_stop(struct module_instance *mi) {
-        return 0;
-}
-
 static int podnet_status(struct module_instance *mi, cJSON *obj) {
         struct podnet_settings *s = mi->data;
         if (s->pod_cidr && !cJSON_AddStringToObject(obj, "podCIDR", s->pod_cidr))
@@ -108,17 +88,4 @@ static int podnet_status(struct module_instance *mi, cJSON *obj) {
         return 0;
 }
 
-static void podnet_free(struct module_instance *mi) {
-        mi->data = config_object_free(podnet_keys, mi->data);
-}
-
-const struct module podnet_module = {
-        .name = "podnet",
-        .deps = (const char *const[]) { "apiserver", NULL },
-        .init = podnet_init,
-        .start = podnet_start,
-        .reload = podnet_reload,
-        .stop = podnet_stop,
-        .status = podnet_status,
-        .free = podnet_free,
-};
+DEFINE_SETTINGS_MODULE(podnet, struct podnet_settings, ((const char *const[]) { "apiserver", NULL }));

@@ -77,30 +77,6 @@ static void reclaim_apply(struct module_instance *mi) {
         module_set_synced(mi);
 }
 
-static int reclaim_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        return reclaim_parse(c, (struct reclaim_settings **) &mi->data, ret_error);
-}
-
-static int reclaim_start(struct module_instance *mi) {
-        reclaim_apply(mi);
-        return 0;
-}
-
-static int reclaim_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        struct reclaim_settings *s = NULL;
-        int r = reclaim_parse(c, &s, ret_error);
-        if (r < 0)
-                return r;
-        reclaim_settings_free(mi->data);
-        mi->data = s;
-        reclaim_apply(mi);
-        return 0;
-}
-
-static int reclaim_stop(struct module_instance *mi) {
-        return 0;
-}
-
 static int reclaim_status(struct module_instance *mi, cJSON *obj) {
         struct reclaim_settings *s = mi->data;
         cJSON *names = cJSON_AddArrayToObject(obj, "targets");
@@ -112,16 +88,4 @@ static int reclaim_status(struct module_instance *mi, cJSON *obj) {
         return 0;
 }
 
-static void reclaim_free(struct module_instance *mi) {
-        mi->data = reclaim_settings_free(mi->data);
-}
-
-const struct module reclaim_module = {
-        .name = "reclaim",
-        .init = reclaim_init,
-        .start = reclaim_start,
-        .reload = reclaim_reload,
-        .stop = reclaim_stop,
-        .status = reclaim_status,
-        .free = reclaim_free,
-};
+DEFINE_SETTINGS_MODULE(reclaim, struct reclaim_settings, NULL);

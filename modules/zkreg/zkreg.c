@@ -26,6 +26,10 @@ static const struct config_key zkreg_keys[] = {
 };
 #undef FIELD
 
+static struct zkreg_settings *zkreg_settings_free(struct zkreg_settings *s) {
+        return config_object_free(zkreg_keys, s);
+}
+
 static int zkreg_parse(struct config *c, struct zkreg_settings **ret, char **ret_error) {
         struct zkreg_settings *s = NULL;
         const char *problem = NULL;
@@ -59,30 +63,6 @@ static void zkreg_apply(struct module_instance *mi) {
         module_set_synced(mi);
 }
 
-static int zkreg_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        return zkreg_parse(c, (struct zkreg_settings **) &mi->data, ret_error);
-}
-
-static int zkreg_start(struct module_instance *mi) {
-        zkreg_apply(mi);
-        return 0;
-}
-
-static int zkreg_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        struct zkreg_settings *s = NULL;
-        int r = zkreg_parse(c, &s, ret_error);
-        if (r < 0)
-                return r;
-        config_object_free(zkreg_keys, mi->data);
-        mi->data = s;
-        zkreg_apply(mi);
-        return 0;
-}
-
-static int zkreg_stop(struct module_instance *mi) {
-        return 0;
-}
-
 static int zkreg_status(struct module_instance *mi, cJSON *obj) {
         struct zkreg_settings *s = mi->data;
         cJSON *servers = cJSON_AddArrayToObject(obj, "servers");
@@ -94,16 +74,4 @@ static int zkreg_status(struct module_instance *mi, cJSON *obj) {
         return 0;
 }
 
-static void zkreg_free(struct module_instance *mi) {
-        mi->data = config_object_free(zkreg_keys, mi->data);
-}
-
-const struct module zkreg_module = {
-        .name = "zkreg",
-        .init = zkreg_init,
-        .start = zkreg_start,
-        .reload = zkreg_reload,
-        .stop = zkreg_stop,
-        .status = zkreg_status,
-        .free = zkreg_free,
-};
+DEFINE_SETTINGS_MODULE(zkreg, struct zkreg_settings, NULL);
