@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "macro.h"
+#include "parse-util.h"
 #include "strv.h"
 
 #define EXIT_CONFIG 78 /* EX_CONFIG from sysexits.h */
@@ -129,8 +130,3 @@ int config_parse_url(const char *v, void *ret, const char **reason);      /* cha
 void config_free_string(void *field); /* for char * fields */
 void config_free_strv(void *field);   /* for char ** fields */
 
-/* Parsing helpers shared with other code (e.g. "?wait=30s" in the API). */
-int parse_duration(const char *s, usec_t *ret);
-int parse_size(const char *s, uint64_t *ret);
-int parse_percent(const char *s, unsigned *ret);
-int parse_bool(const char *s, bool *ret);
