@@ -170,8 +170,9 @@ class NotifyListener:
     """An AF_UNIX SOCK_DGRAM socket standing in for systemd's NOTIFY_SOCKET. A thread receives
     every datagram; each "KEY=VALUE" line becomes a Notification (monotonic time stamps)."""
 
-    def __init__(self, path):
+    def __init__(self, path, on_message=None):
         self.path = path
+        self.on_message = on_message  # called in the receiving thread for each Notification
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(path)
         self.sock.settimeout(0.1)
@@ -192,13 +193,20 @@ class NotifyListener:
                 break
             t = time.monotonic()
             text = data.decode("utf-8", "replace")
+            new = []
+            for line in text.split("\n"):
+                if line:
+                    key, _, value = line.partition("=")
+                    new.append(Notification(t, key, value, line))
+            if self.on_message:
+                for m in new:
+                    try:
+                        self.on_message(m)
+                    except Exception as e:  # never let a probe kill the capture
+                        sys.stderr.write("notify hook: %r\n" % e)
             with self.cond:
                 self.datagrams.append((t, text))
-                for line in text.split("\n"):
-                    if not line:
-                        continue
-                    key, _, value = line.partition("=")
-                    self.messages.append(Notification(t, key, value, line))
+                self.messages.extend(new)
                 self.cond.notify_all()
 
     def close(self):
@@ -560,6 +568,7 @@ class Agent:
         for name, text in (dropins or {}).items():
             self.write_dropin(name, text)
         self.notify = None
+        self.ready_probe = None  # what connecting to the socket did when READY=1 arrived
         self.proc = None
         self.log_offset = 0
         self.notify_start = 0
@@ -618,7 +627,8 @@ class Agent:
         the daemon is then exec'd on the first connection, so wait is ignored)."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
         if self.notify is None:
-            self.notify = NotifyListener(self.notify_path)
+            self.notify = NotifyListener(self.notify_path, self._on_notify)
+        self.ready_probe = None
         self.notify_start = self.notify.count()
         self.log_offset = os.path.getsize(self.log_file) if os.path.exists(self.log_file) else 0
         self.expected_exit = False
@@ -643,6 +653,18 @@ class Agent:
         if wait:
             self.wait_ready(timeout)
         return self
+
+    def _on_notify(self, m):
+        # The moment READY=1 arrives, before anything else happens: is the API listening?
+        if m.key == "READY" and m.value == "1" and self.ready_probe is None:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.socket)
+                self.ready_probe = "connected"
+            except OSError as e:
+                self.ready_probe = "connect failed: %s" % e
+            finally:
+                s.close()
 
     @property
     def pid(self):

@@ -19,7 +19,9 @@ from pinion_testlib import (VALGRIND, T, assert_dependency_order, diag, line_of,
 def test_ready_after_socket_listens(agent_factory):
     a = agent_factory(wait=False)
     a.wait_ready()
-    # Right after READY=1 the API must accept connections: no retry, no sleep.
+    # The harness connected to the socket in the very thread that received READY=1.
+    assert a.ready_probe == "connected", a.ready_probe
+    # And right after READY=1 the API must accept connections: no retry, no sleep.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(a.socket)
