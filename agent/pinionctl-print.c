@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: MIT */
+/* pinionctl's human output: tables and "label: value" lines from the agent's JSON. */
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "pinionctl-print.h"
+#include "strv.h"
+
+int log_oom(void) {
+        fprintf(stderr, "pinionctl: out of memory\n");
+        return EXIT_AGENT;
+}
+
+/* ---- small formatters ---- */
+
+static void format_uptime(char *buf, size_t n, double seconds) {
+        uint64_t s = seconds > 0 ? (uint64_t) seconds : 0;
+        uint64_t d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60;
+
+        if (d > 0)
+                snprintf(buf, n, "%" PRIu64 "d %" PRIu64 "h %" PRIu64 "m", d, h, m);
+        else if (h > 0)
+                snprintf(buf, n, "%" PRIu64 "h %" PRIu64 "m", h, m);
+        else if (m > 0)
+                snprintf(buf, n, "%" PRIu64 "m %" PRIu64 "s", m, s % 60);
+        else
+                snprintf(buf, n, "%" PRIu64 "s", s);
+}
+
+/* C1 as UTF-8 is U+0080..U+009F. */
+void sanitize(char *s) {
+        for (unsigned char *p = (unsigned char *) s; *p; p++)
+                if (*p < 0x20 || *p == 0x7f)
+                        *p = ' ';
+                else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+                        p[0] = p[1] = ' ';
+}
+
+/* ---- JSON values as text ---- */
+
+static bool json_is_scalar(const cJSON *v) {
+        return cJSON_IsString(v) || cJSON_IsNumber(v) || cJSON_IsBool(v) || cJSON_IsNull(v);
+}
+
+static bool json_is_scalar_array(const cJSON *v) {
+        const cJSON *i;
+
+        if (!cJSON_IsArray(v))
+                return false;
+        cJSON_ArrayForEach(i, v)
+                if (!json_is_scalar(i))
+                        return false;
+        return true;
+}
+
+static bool json_is_object_array(const cJSON *v) {
+        const cJSON *i;
+
+        if (!cJSON_IsArray(v) || !v->child)
+                return false;
+        cJSON_ArrayForEach(i, v)
+                if (!cJSON_IsObject(i))
+                        return false;
+        return true;
+}
+
+static char *scalar_to_text(const cJSON *v) {
+        char buf[64];
+
+        if (cJSON_IsString(v)) {
+                if (strstr(v->valuestring, "-----BEGIN "))
+                        snprintf(buf, sizeof buf, "(PEM, %zu bytes; see --json)", strlen(v->valuestring));
+                else
+                        return strdup(v->valuestring);
+        } else if (cJSON_IsNumber(v)) {
+                double d = v->valuedouble;
+                if (d == (double) (int64_t) d && d > -1e15 && d < 1e15)
+                        snprintf(buf, sizeof buf, "%" PRId64, (int64_t) d);
+                else
+                        snprintf(buf, sizeof buf, "%.3f", d);
+        } else if (cJSON_IsBool(v))
+                snprintf(buf, sizeof buf, "%s", cJSON_IsTrue(v) ? "yes" : "no");
+        else
+                snprintf(buf, sizeof buf, "-");
+        return strdup(buf);
+}
+
+/* Any value as one line: scalars as themselves, arrays of scalars comma-joined, the rest as
+ * compact JSON, nothing as "-". Returns NULL on OOM. */
+static char *json_to_text(const cJSON *v) {
+        _cleanup_free_ char *joined = NULL;
+        size_t len = 0;
+        const cJSON *i;
+
+        if (!v)
+                return strdup("-");
+        if (json_is_scalar(v))
+                return scalar_to_text(v);
+        if (!json_is_scalar_array(v))
+                return cJSON_PrintUnformatted(v);
+        if (!v->child)
+                return strdup("-");
+        cJSON_ArrayForEach(i, v) {
+                _cleanup_free_ char *t = scalar_to_text(i);
+                char *n;
+
+                if (!t)
+                        return NULL;
+                n = realloc(joined, len + strlen(t) + 2);
+                if (!n)
+                        return NULL;
+                joined = n;
+                len += (size_t) sprintf(joined + len, "%s%s", len > 0 ? "," : "", t);
+        }
+        return TAKE_PTR(joined);
+}
+
+const cJSON *json_get(const cJSON *o, const char *key) {
+        return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+/* The string value of key, or NULL if it is missing or not a string. */
+static const char *json_str(const cJSON *o, const char *key) {
+        const cJSON *v = json_get(o, key);
+
+        return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The number value of key, or 0. */
+static double json_num(const cJSON *o, const char *key) {
+        const cJSON *v = json_get(o, key);
+
+        return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *strna(const char *s) {
+        return isempty(s) ? "-" : s;
+}
+
+/* ---- tables ---- */
+
+struct table {
+        size_t n_columns;
+        char **cells; /* row-major; the first row is the header */
+        size_t n_cells;
+};
+
+static void table_done(struct table *t) {
+        for (size_t i = 0; i < t->n_cells; i++)
+                free(t->cells[i]);
+        free(t->cells);
+        t->cells = NULL;
+        t->n_cells = 0;
+}
+
+/* Takes ownership of cell (NULL or empty → "-"). */
+static int table_add_take(struct table *t, char *cell) {
+        char **n;
+
+        if (isempty(cell)) {
+                free(cell);
+                cell = strdup("-");
+                if (!cell)
+                        return -ENOMEM;
+        }
+        n = realloc(t->cells, (t->n_cells + 1) * sizeof(char *));
+        if (!n) {
+                free(cell);
+                return -ENOMEM;
+        }
+        sanitize(cell);
+        t->cells = n;
+        t->cells[t->n_cells++] = cell;
+        return 0;
+}
+
+static int table_add(struct table *t, const char *cell) {
+        char *c = strdup(isempty(cell) ? "-" : cell);
+
+        return c ? table_add_take(t, c) : -ENOMEM;
+}
+
+static int table_add_json(struct table *t, const cJSON *v) {
+        char *c = json_to_text(v);
+
+        return c ? table_add_take(t, c) : -ENOMEM;
+}
+
+static int table_print(const struct table *t) {
+        _cleanup_free_ size_t *widths = calloc(t->n_columns, sizeof(size_t));
+
+        if (!widths)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_cells; i++)
+                widths[i % t->n_columns] = MAX(widths[i % t->n_columns], strlen(t->cells[i]));
+
+        for (size_t i = 0; i < t->n_cells; i++) {
+                size_t col = i % t->n_columns;
+
+                if (col + 1 == t->n_columns)
+                        printf("%s\n", t->cells[i]);
+                else
+                        printf("%-*s  ", (int) widths[col], t->cells[i]);
+        }
+        return 0;
+}
+
+/* ---- printers ---- */
+
+int print_json(const cJSON *root) {
+        _cleanup_free_ char *s = cJSON_Print(root);
+
+        if (!s)
+                return log_oom();
+        puts(s);
+        return EXIT_OK;
+}
+
+static void print_field(const char *label, const char *value) {
+        _cleanup_free_ char *v = strdup(isempty(value) ? "-" : value);
+
+        if (v)
+                sanitize(v);
+        printf("%-11s%s\n", label, v ? v : "-");
+}
+
+static void print_field_json(const char *label, const cJSON *value) {
+        _cleanup_free_ char *v = json_to_text(value);
+
+        print_field(label, v);
+}
+
+/* Scalar fields of an object as "key: value" lines, nested objects flattened as "a.b".
+ * Returns the number of lines printed. */
+static size_t print_object_fields(const cJSON *o, const char *prefix) {
+        size_t n = 0;
+        const cJSON *i;
+
+        cJSON_ArrayForEach(i, o) {
+                _cleanup_free_ char *key = NULL;
+
+                if (json_is_object_array(i))
+                        continue; /* printed as tables */
+                if (asprintf(&key, "%s%s", prefix, i->string) < 0)
+                        return n;
+                if (cJSON_IsObject(i) && i->child) {
+                        _cleanup_free_ char *p = NULL;
+                        if (asprintf(&p, "%s.", key) >= 0)
+                                n += print_object_fields(i, p);
+                } else {
+                        _cleanup_free_ char *v = json_to_text(i);
+                        if (v)
+                                sanitize(v);
+                        sanitize(key);
+                        printf("%s: %s\n", key, v ? v : "-");
+                        n++;
+                }
+        }
+        return n;
+}
+
+/* An array of objects as a table whose columns are their non-object fields, in first-seen order. */
+static int print_object_array(const cJSON *array) {
+        _cleanup_(table_done) struct table t = {};
+        _cleanup_strv_free_ char **cols = NULL;
+        const cJSON *item, *f;
+
+        cJSON_ArrayForEach(item, array)
+                cJSON_ArrayForEach(f, item) {
+                        if (cJSON_IsObject(f) || json_is_object_array(f) || strv_contains(cols, f->string))
+                                continue;
+                        if (strv_extend(&cols, f->string) < 0)
+                                return log_oom();
+                }
+        t.n_columns = strv_length(cols);
+        if (t.n_columns == 0)
+                return EXIT_OK;
+
+        STRV_FOREACH(c, cols) {
+                _cleanup_free_ char *h = strdup(*c);
+                if (!h)
+                        return log_oom();
+                for (char *p = h; *p; p++)
+                        *p = *p == '_' ? ' ' : (char) toupper((unsigned char) *p);
+                if (table_add(&t, h) < 0)
+                        return log_oom();
+        }
+        cJSON_ArrayForEach(item, array)
+                STRV_FOREACH(c, cols)
+                        if (table_add_json(&t, json_get(item, *c)) < 0)
+                                return log_oom();
+        if (table_print(&t) < 0)
+                return log_oom();
+        return EXIT_OK;
+}
+
+int print_generic(const cJSON *root) {
+        const cJSON *i;
+        size_t n;
+        int k;
+
+        if (json_is_object_array(root))
+                return print_object_array(root);
+        if (!cJSON_IsObject(root))
+                return print_json(root);
+
+        n = print_object_fields(root, "");
+        cJSON_ArrayForEach(i, root) {
+                if (!json_is_object_array(i))
+                        continue;
+                if (n++ > 0)
+                        printf("\n");
+                k = print_object_array(i);
+                if (k != EXIT_OK)
+                        return k;
+        }
+        return EXIT_OK;
+}
+
+/* The header row and one row per object of array, taking the fields named by keys. */
+static int print_table(const char *const *header, const char *const *keys, size_t n, const cJSON *array) {
+        _cleanup_(table_done) struct table t = { .n_columns = n };
+        const cJSON *item;
+
+        for (size_t i = 0; i < n; i++)
+                if (table_add(&t, header[i]) < 0)
+                        return log_oom();
+        cJSON_ArrayForEach(item, array)
+                for (size_t i = 0; i < n; i++)
+                        if (table_add_json(&t, json_get(item, keys[i])) < 0)
+                                return log_oom();
+        if (table_print(&t) < 0)
+                return log_oom();
+        return EXIT_OK;
+}
+
+int print_health(const cJSON *root) {
+        static const char *const header[] = { "MODULE", "STATE", "REASON" };
+        static const char *const keys[] = { "module", "state", "reason" };
+        const cJSON *failing = json_get(root, "failing");
+        int k;
+
+        if (streq_ptr(json_str(root, "status"), "ok") && cJSON_GetArraySize(failing) == 0) {
+                printf("ok\n");
+                return EXIT_OK;
+        }
+        printf("failing\n\n");
+        k = print_table(header, keys, ELEMENTSOF(header), failing);
+        return k != EXIT_OK ? k : EXIT_AGENT;
+}
+
+static void print_status_header(const cJSON *root) {
+        const cJSON *config = json_get(root, "config"), *pods = json_get(root, "pods");
+        char buf[512], up[64];
+
+        print_field_json("version:", json_get(root, "version"));
+        print_field_json("node:", json_get(root, "node"));
+        format_uptime(up, sizeof up, json_num(root, "uptime_seconds"));
+        snprintf(buf, sizeof buf, "%s (since %s)", up, strna(json_str(root, "started")));
+        print_field("uptime:", buf);
+        print_field_json("ready:", json_get(root, "ready"));
+        if (cJSON_IsObject(config)) {
+                snprintf(buf, sizeof buf, "%s (%.0f reloads, %.0f failed)", strna(json_str(config, "file")),
+                         json_num(config, "reloads"),
+                         json_num(config, "reload_failures"));
+                print_field("config:", buf);
+                if (json_str(config, "last_reload_error"))
+                        print_field("  error:", json_str(config, "last_reload_error"));
+        }
+        if (cJSON_IsObject(pods)) {
+                snprintf(buf, sizeof buf, "%.0f (pods-dir %s, %d errors)", json_num(pods, "count"),
+                         strna(json_str(pods, "pods_dir")), cJSON_GetArraySize(json_get(pods, "errors")));
+                print_field("pods:", buf);
+        }
+}
+
+int print_status(const cJSON *root) {
+        static const char *const header[] = { "MODULE", "STATE", "SINCE", "REASON" };
+        static const char *const keys[] = { "name", "state", "since", "reason" };
+
+        print_status_header(root);
+        printf("\n");
+        return print_table(header, keys, ELEMENTSOF(header), json_get(root, "modules"));
+}
+
+int print_pods(const cJSON *root) {
+        static const char *const header[] = { "NAMESPACE", "NAME", "READY", "PHASE", "IP", "SOURCE" };
+        static const char *const keys[] = { "namespace", "name", "ready", "phase", "ips", "source" };
+
+        return print_table(header, keys, ELEMENTSOF(header), json_get(root, "pods"));
+}
+
+int print_pod(const cJSON *pod) {
+        static const struct {
+                const char *label, *key;
+        } fields[] = {
+                { "namespace:", "namespace" }, { "name:", "name" },      { "uid:", "uid" },
+                { "node:", "node" },           { "phase:", "phase" },    { "ready:", "ready" },
+                { "ips:", "ips" },             { "hostnet:", "hostNetwork" },
+                { "account:", "serviceAccount" }, { "source:", "source" },
+        };
+        static const char *const header[] = { "PORT", "NUMBER", "PROTOCOL" };
+        static const char *const keys[] = { "name", "port", "protocol" };
+        const cJSON *i;
+
+        for (size_t k = 0; k < ELEMENTSOF(fields); k++)
+                print_field_json(fields[k].label, json_get(pod, fields[k].key));
+        cJSON_ArrayForEach(i, json_get(pod, "conditions")) {
+                _cleanup_free_ char *line = NULL;
+                if (asprintf(&line, "%s=%s", i->string, cJSON_IsTrue(i) ? "True" : "False") < 0)
+                        return log_oom();
+                print_field("cond:", line);
+        }
+        cJSON_ArrayForEach(i, json_get(pod, "annotations")) {
+                _cleanup_free_ char *line = NULL;
+                if (asprintf(&line, "%s=%s", i->string, strna(cJSON_IsString(i) ? i->valuestring : NULL)) < 0)
+                        return log_oom();
+                print_field("annot:", line);
+        }
+        if (cJSON_GetArraySize(json_get(pod, "ports")) == 0)
+                return EXIT_OK;
+        printf("\n");
+        return print_table(header, keys, ELEMENTSOF(header), json_get(pod, "ports"));
+}

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* pinionctl's human output: the agent's JSON documents as tables and "label: value" lines.
+ * Talking to the agent, options and the command table live in pinionctl.c. */
+
+#include <cjson/cJSON.h>
+
+/* pinionctl's exit statuses; every printer returns one too. */
+enum {
+        EXIT_OK = 0,
+        EXIT_AGENT = 1,       /* the agent answered with a failure */
+        EXIT_USAGE = 2,       /* bad command line */
+        EXIT_UNREACHABLE = 3, /* no agent behind the socket */
+};
+
+/* Says "out of memory" on stderr and returns EXIT_AGENT. */
+int log_oom(void);
+
+/* ---- text from the agent ---- */
+
+/* Blanks control characters (C0, DEL, C1 as UTF-8) in place: text from the agent may carry
+ * pod annotations, and none of it may drive the terminal. */
+void sanitize(char *s);
+/* The member key of object o, or NULL (also when o is NULL). */
+const cJSON *json_get(const cJSON *o, const char *key);
+
+/* ---- printers: one document each, returning an exit status ---- */
+
+typedef int (*printer_t)(const cJSON *root);
+
+/* The document as indented JSON (--json). */
+int print_json(const cJSON *root);
+/* /v1/health: "ok", or "failing" and a table of the failing modules (then EXIT_AGENT). */
+int print_health(const cJSON *root);
+/* /v1/status: the agent's fields, then a table of the modules. */
+int print_status(const cJSON *root);
+/* /v1/pods: one row per pod. */
+int print_pods(const cJSON *root);
+/* /v1/pods/NS/NAME: the pod's fields, conditions, annotations and a table of its ports. */
+int print_pod(const cJSON *pod);
+/* Documents this client does not know in detail (they belong to modules that may grow): the
+ * scalar fields, then one table per array of objects. */
+int print_generic(const cJSON *root);
