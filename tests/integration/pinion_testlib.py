@@ -16,6 +16,20 @@ Every module's integration tests reuse this. The pieces:
   wait_until()     poll a function until it returns something truthy.
   diag()           a "# " diagnostic line in the TAP stream (or the terminal summary).
 
+Agent at a glance (see each method's docstring):
+  a = agent_factory(config={"agent": {"log-level": "info"}, "zookeeper": {"servers": ...}},
+                    extra="[config.app]\nurl=...", dropins={"50-x.conf": "..."},
+                    env={"WATCHDOG_USEC": "2000000"}, start=True, wait=True,
+                    socket_activate=False)
+  a.config_text(agent=..., sections=...) / a.write_config(text) / a.write_dropin(name, text)
+  a.start() a.wait_ready() a.wait_notify(key, value) a.notifications(key) a.ready_probe
+  a.sighup() a.sigterm() a.sigint() a.kill9() -> exit code; a.assert_exit(rc, 0)
+  a.request(method, path, body=None, as_uid=None) -> (status, headers, body)
+  a.get_json(path) a.status() a.health() a.metrics() a.ctl(*args) a.check_config()
+  a.write_pod(name, make_pod(...)) a.remove_pod(name) a.wait_pod(ns, name, pred) a.wait_pod_gone
+  a.log_text() a.log_mark() a.wait_log(regex, since=mark) a.log_tail() a.rss_kib()
+A request as another uid needs a socket that uid can open: config socket-mode=0666.
+
 Environment: PINION_BUILDDIR (where piniond and pinionctl were built), PINION_SRCDIR,
 PINION_VALGRIND=1 (piniond under valgrind, timeouts x10), PINION_TIMEOUT_SCALE (a factor for
 every timeout), PINION_KEEP_TMP=1 (keep the agents' temp dirs for a post-mortem).
