@@ -699,6 +699,10 @@ void http_transfer_cancel(struct http_transfer *t) {
         c->n_active--;
 }
 
+CURL *http_transfer_easy(const struct http_transfer *t) {
+        return t->easy;
+}
+
 unsigned http_client_active(const struct http_client *c) {
         return c ? c->n_active : 0;
 }

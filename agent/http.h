@@ -59,6 +59,9 @@ int http_client_submit(struct http_client *c, CURL *easy, size_t max_body, http_
  * (e.g. a WRITEFUNCTION), the transfer leaves curl as soon as curl returns to the loop; its
  * write/header/progress callbacks are not called again. */
 void http_transfer_cancel(struct http_transfer *t);
+/* The transfer's easy handle (e.g. for CURLINFO_RESPONSE_CODE from a streaming write
+ * function); owned by the client. */
+CURL *http_transfer_easy(const struct http_transfer *t);
 /* Transfers submitted, not cancelled, whose done callback has not started yet. */
 unsigned http_client_active(const struct http_client *c);
 

@@ -108,8 +108,12 @@ static int handle_pods(struct api_request *req, void *userdata) {
         size_t n = 0;
         cJSON *list;
 
-        if (api_request_query(req, "watch"))
-                return api_reply_error(req, 501, "watch needs the apiserver module's event stream, not part of this build yet");
+        const char *watch = api_request_query(req, "watch");
+        bool streaming = false;
+        if (watch && (parse_bool(watch, &streaming) < 0))
+                return api_reply_error(req, 400, "watch must be a boolean, not '%s'", watch);
+        if (streaming)
+                return pod_watch_hub_serve(m->pod_watch, req);
         if (!o || pod_store_list(m->pods, &pods, &n) < 0 || !cJSON_AddNumberToObject(o, "count", (double) n) ||
             !cJSON_AddNumberToObject(o, "generation", (double) pod_store_generation(m->pods)) ||
             !(list = cJSON_AddArrayToObject(o, "pods")))

@@ -201,6 +201,7 @@ struct manager *manager_free(struct manager *m) {
         }
         free(m->modules);
 
+        pod_watch_hub_free(m->pod_watch); /* ends its streams: before the API goes */
         api_free(m->api);
         podsdir_free(m->podsdir);
         http_client_free(m->http);
@@ -572,6 +573,8 @@ int manager_start(struct manager *m) {
                 log_warning_errno(r, "Failed to set up the watchdog, ignoring: %m");
 
         r = pod_store_add_observer(m->pods, manager_pod_changed, m);
+        if (r >= 0)
+                r = pod_watch_hub_new(m->pods, &m->pod_watch);
         if (r < 0)
                 return log_error_errno(r, "Failed to observe the pod store: %m");
         r = manager_start_api(m);

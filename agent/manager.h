@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "module.h"
 #include "pod-store.h"
+#include "pod-watch.h"
 #include "podsdir.h"
 
 #define PINION_DEFAULT_CONFIG "/etc/pinion/pinion.conf"
@@ -58,6 +59,7 @@ struct manager {
         struct metrics *metrics;
         struct pod_store *pods;
         struct podsdir *podsdir;
+        struct pod_watch_hub *pod_watch; /* /v1/pods?watch=1 streams */
         struct api *api;
         struct http_client *http; /* created on first use: libcurl and OpenSSL cost memory */
 

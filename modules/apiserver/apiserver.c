@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* apiserver: watches this node's pods (list + watch with bookmarks) with a token bucket and
- * jittered backoff, feeding the pod store. This file holds its config and its place in the
- * module contract; the client lands with its issue. Until then the module reports itself
- * disabled, saying why. */
+/* apiserver: feeds the pod store from the Kubernetes apiserver — this node's pods, listed and
+ * watched by the reflector (reflector.c) with a token bucket and jittered backoff — so the
+ * node keeps serving its last known pods while the apiserver is away, and a fleet of agents
+ * recovering together does not stampede it. */
 
 #include <stddef.h>
 #include <stdlib.h>
 
 #include "config.h"
+#include "endpoint.h"
+#include "facts.h"
+#include "log.h"
+#include "manager.h"
 #include "module.h"
+#include "reflector.h"
+
+#define MODULE "apiserver"
 
 struct apiserver_settings {
         char *url;
@@ -21,6 +28,14 @@ struct apiserver_settings {
         usec_t backoff_reset;
         double backoff_jitter;
         usec_t watch_timeout_min;
+};
+
+struct apiserver {
+        struct apiserver_settings *settings;
+        struct apiserver_endpoint endpoint;
+        struct reflector *reflector;
+        struct reflector_metrics metrics;
+        const char *disabled_reason;
 };
 
 #define FIELD(f) offsetof(struct apiserver_settings, f)
@@ -39,10 +54,6 @@ static const struct config_key apiserver_keys[] = {
 };
 #undef FIELD
 
-static struct apiserver_settings *apiserver_settings_free(struct apiserver_settings *s) {
-        return config_object_free(apiserver_keys, s);
-}
-
 static int apiserver_parse(struct config *c, struct apiserver_settings **ret, char **ret_error) {
         struct apiserver_settings *s = NULL;
         int r;
@@ -55,25 +66,194 @@ static int apiserver_parse(struct config *c, struct apiserver_settings **ret, ch
                 return config_section_error(c, "apiserver", ret_error,
                                             "needs qps > 0, burst > 0 and 0 < backoff-initial <= backoff-max");
         }
+        if (s->watch_timeout_min < USEC_PER_SEC) {
+                config_object_free(apiserver_keys, s);
+                return config_section_error(c, "apiserver", ret_error, "watch-timeout-min must be at least 1s");
+        }
         *ret = s;
         return 0;
 }
 
-static void apiserver_apply(struct module_instance *mi) {
-        struct apiserver_settings *s = mi->data;
+static struct reflector_config reflector_config_from(const struct apiserver_settings *s) {
+        return (struct reflector_config) {
+                .qps = s->qps,
+                .burst = s->burst,
+                .backoff = {
+                        .initial = s->backoff_initial,
+                        .max = s->backoff_max,
+                        .factor = 2.0,
+                        .jitter = s->backoff_jitter,
+                        .reset_after = s->backoff_reset,
+                },
+                .watch_timeout_min = s->watch_timeout_min,
+                .page_limit = 500,
+                .max_list_size = 256u << 20,
+                /* etcd refuses objects over 1.5 MiB by default; 8 MiB leaves room for the JSON
+                 * envelope and generous servers, and bounds what one line can cost us. */
+                .max_event_size = 8u << 20,
+        };
+}
 
-        if (!s->url && !getenv("KUBERNETES_SERVICE_HOST"))
-                module_set_state(mi, MODULE_DISABLED, "no [apiserver] url and not running in a cluster");
+static struct apiserver *apiserver_free_data(struct apiserver *a) {
+        if (!a)
+                return NULL;
+        a->reflector = reflector_free(a->reflector);
+        apiserver_endpoint_done(&a->endpoint);
+        config_object_free(apiserver_keys, a->settings);
+        free(a);
+        return NULL;
+}
+
+static int apiserver_init(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct apiserver *a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        int r = apiserver_parse(c, &a->settings, ret_error);
+        if (r < 0) {
+                free(a);
+                return r;
+        }
+        mi->data = a;
+        return 0;
+}
+
+/* Reflector state → module state: the operator sees degraded with the last error while it
+ * backs off, and readiness is not held up by an apiserver that is away at boot. */
+static void on_reflector_changed(struct reflector *r, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct apiserver *a = mi->data;
+        const char *error = reflector_last_error(r);
+
+        /* The node's client certificate, once identity has one, authenticates us where no
+         * token is configured. */
+        const struct node_credentials *creds = manager_lookup(mi->manager, FACT_NODE_CREDENTIALS);
+        if (creds && !a->endpoint.token_file && !streq_ptr(a->endpoint.client_cert, creds->cert_file)) {
+                free(a->endpoint.client_cert);
+                free(a->endpoint.client_key);
+                a->endpoint.client_cert = strdup(creds->cert_file);
+                a->endpoint.client_key = strdup(creds->key_file);
+        }
+
+        if (error)
+                module_set_state(mi, MODULE_DEGRADED, "%s", error);
+        else if (reflector_synced(r))
+                module_set_state(mi, MODULE_RUNNING, NULL);
         else
-                module_set_state(mi, MODULE_DISABLED, "the apiserver client is not part of this build yet");
-        module_set_synced(mi);
+                module_set_state(mi, MODULE_STARTING, NULL);
+        if (reflector_synced(r) || reflector_first_attempt_done(r))
+                module_set_synced(mi);
+}
+
+static int apiserver_register_metrics(struct manager *m, struct reflector_metrics *ret) {
+        static const char *const verb_code[] = { "verb", "code", NULL };
+        static const char *const type[] = { "type", NULL };
+        static const char *const kind[] = { "kind", NULL };
+        const struct {
+                enum metric_type t;
+                const char *name, *help;
+                const char *const *labels;
+                struct metric_family **f;
+        } families[] = {
+                { METRIC_COUNTER, "pinion_apiserver_requests_total", "Requests to the apiserver by verb (list, watch) and HTTP code (or error).", verb_code, &ret->requests },
+                { METRIC_COUNTER, "pinion_apiserver_backoff_seconds_total", "Seconds spent backing off after apiserver failures.", NULL, &ret->backoff },
+                { METRIC_COUNTER, "pinion_apiserver_relists_total", "Lists after the first (a watch too old to resume: 410 Gone).", NULL, &ret->relists },
+                { METRIC_COUNTER, "pinion_apiserver_watch_restarts_total", "Watches the server ended normally and the agent resumed without a list.", NULL, &ret->watch_restarts },
+                { METRIC_COUNTER, "pinion_apiserver_watch_events_total", "Watch events received by type.", type, &ret->events },
+                { METRIC_COUNTER, "pinion_apiserver_errors_total", "Apiserver failures by kind (connect, status, decode, short-watch, invalid-object, oversized-event, ...).", kind, &ret->errors },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(families); i++) {
+                int r = metrics_family(m->metrics, families[i].t, families[i].name, families[i].help, families[i].labels,
+                                       NULL, 0, families[i].f);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int apiserver_start_reflector(struct module_instance *mi) {
+        struct apiserver *a = mi->data;
+        struct manager *m = mi->manager;
+        struct http_client *http;
+        const char *reason = NULL;
+        int r;
+
+        apiserver_endpoint_done(&a->endpoint);
+        r = apiserver_endpoint_resolve(a->settings->url, a->settings->token_file, a->settings->ca_file, &a->endpoint,
+                                       &reason);
+        if (r == -ENOENT) {
+                module_set_state(mi, MODULE_DISABLED, "%s", reason);
+                module_set_synced(mi);
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        if (strncmp(a->endpoint.url, "http://", 7) == 0)
+                log_module_warning(MODULE, "%s is plain HTTP: pod data and the token travel unencrypted", a->endpoint.url);
+
+        r = manager_http(m, &http);
+        if (r >= 0)
+                r = apiserver_register_metrics(m, &a->metrics);
+        if (r < 0)
+                return r;
+        struct reflector_config rc = reflector_config_from(a->settings);
+        r = reflector_new(m->event, http, m->pods, m->settings.node_name, &a->endpoint, &rc, &a->metrics,
+                          on_reflector_changed, mi, &a->reflector);
+        if (r < 0)
+                return r;
+        module_set_state(mi, MODULE_STARTING, NULL);
+        return reflector_start(a->reflector);
+}
+
+static int apiserver_start(struct module_instance *mi) {
+        return apiserver_start_reflector(mi);
+}
+
+static int apiserver_reload(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct apiserver *a = mi->data;
+        struct apiserver_settings *s = NULL;
+        int r = apiserver_parse(c, &s, ret_error);
+        if (r < 0)
+                return r;
+
+        bool same_endpoint = streq_ptr(s->url, a->settings->url) && streq_ptr(s->token_file, a->settings->token_file) &&
+                             streq_ptr(s->ca_file, a->settings->ca_file);
+        config_object_free(apiserver_keys, a->settings);
+        a->settings = s;
+        if (same_endpoint && a->reflector) {
+                struct reflector_config rc = reflector_config_from(s);
+                reflector_set_config(a->reflector, &rc);
+                return 0;
+        }
+        /* A new apiserver: start over with a list (the store keeps the pods meanwhile). */
+        a->reflector = reflector_free(a->reflector);
+        return apiserver_start_reflector(mi);
+}
+
+static int apiserver_stop(struct module_instance *mi) {
+        struct apiserver *a = mi->data;
+        a->reflector = reflector_free(a->reflector);
+        return 0;
 }
 
 static int apiserver_status(struct module_instance *mi, cJSON *obj) {
-        struct apiserver_settings *s = mi->data;
-        if (s->url && !cJSON_AddStringToObject(obj, "url", s->url))
+        struct apiserver *a = mi->data;
+        if (a->reflector)
+                return reflector_status(a->reflector, obj);
+        if (a->settings->url && !cJSON_AddStringToObject(obj, "url", a->settings->url))
                 return -ENOMEM;
         return 0;
 }
 
-DEFINE_SETTINGS_MODULE(apiserver, struct apiserver_settings, NULL);
+static void apiserver_free(struct module_instance *mi) {
+        mi->data = apiserver_free_data(mi->data);
+}
+
+const struct module apiserver_module = {
+        .name = "apiserver",
+        .init = apiserver_init,
+        .start = apiserver_start,
+        .reload = apiserver_reload,
+        .stop = apiserver_stop,
+        .status = apiserver_status,
+        .free = apiserver_free,
+};

@@ -76,9 +76,14 @@ def test_configured_modules_report_their_settings(agent_factory):
     mods = modules_by_name(a.status())
     # Configured but their work is not in this build: still disabled, saying so, never failing.
     for name in CONFIGURED:
+        if name == "apiserver":
+            continue
         assert mods[name]["state"] == "disabled", mods[name]
         assert "not part of this build" in mods[name]["reason"], mods[name]
-    assert mods["apiserver"]["details"] == {"url": "https://127.0.0.1:6443"}
+    # The apiserver module runs: nothing listens on that port, so it backs off, degraded, and
+    # the agent is still healthy and ready.
+    assert mods["apiserver"]["state"] in ("starting", "degraded"), mods["apiserver"]
+    assert mods["apiserver"]["details"]["url"] == "https://127.0.0.1:6443"
     assert mods["identity"]["details"] == {"trustDomain": "example.org"}
     assert mods["zkreg"]["details"] == {"servers": ["127.0.0.1:2181"]}
     assert mods["configsync"]["details"] == {"configs": ["app"]}

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "endpoint.h"
+#include "fsutil.h"
+
+#define TOKEN_MAX_SIZE (64 * 1024)
+
+static int strdup_or_null(const char *s, char **ret) {
+        *ret = NULL;
+        if (!s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int in_cluster_url(char **ret) {
+        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+        if (isempty(host))
+                return -ENOENT;
+        /* An IPv6 service address needs brackets in a URL. */
+        bool v6 = strchr(host, ':') != NULL;
+        if (asprintf(ret, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", isempty(port) ? "443" : port) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int apiserver_endpoint_resolve(const char *url, const char *token_file, const char *ca_file,
+                               struct apiserver_endpoint *ret, const char **ret_reason) {
+        struct apiserver_endpoint ep = {};
+        bool in_cluster = !url;
+        int r;
+
+        if (in_cluster) {
+                r = in_cluster_url(&ep.url);
+                if (r == -ENOENT) {
+                        *ret_reason = "no [apiserver] url and not running in a cluster";
+                        return r;
+                }
+        } else
+                r = strdup_or_null(url, &ep.url);
+        if (r >= 0)
+                r = strdup_or_null(token_file ? token_file : in_cluster ? SERVICEACCOUNT_DIR "/token" : NULL,
+                                   &ep.token_file);
+        if (r >= 0)
+                r = strdup_or_null(ca_file ? ca_file : in_cluster ? SERVICEACCOUNT_DIR "/ca.crt" : NULL, &ep.ca_file);
+        if (r < 0) {
+                apiserver_endpoint_done(&ep);
+                return r;
+        }
+        size_t n = strlen(ep.url);
+        while (n > 0 && ep.url[n - 1] == '/')
+                ep.url[--n] = 0;
+        *ret = ep;
+        return 0;
+}
+
+void apiserver_endpoint_done(struct apiserver_endpoint *ep) {
+        free(ep->url);
+        free(ep->token_file);
+        free(ep->ca_file);
+        free(ep->client_cert);
+        free(ep->client_key);
+        if (ep->token)
+                explicit_bzero(ep->token, strlen(ep->token));
+        free(ep->token);
+        *ep = (struct apiserver_endpoint) {};
+}
+
+bool apiserver_endpoint_equal(const struct apiserver_endpoint *a, const struct apiserver_endpoint *b) {
+        return streq_ptr(a->url, b->url) && streq_ptr(a->token_file, b->token_file) &&
+               streq_ptr(a->ca_file, b->ca_file) && streq_ptr(a->client_cert, b->client_cert) &&
+               streq_ptr(a->client_key, b->client_key);
+}
+
+int apiserver_endpoint_refresh_token(struct apiserver_endpoint *ep) {
+        _cleanup_free_ char *data = NULL;
+        struct stat st;
+        size_t size;
+        int r;
+
+        if (!ep->token_file)
+                return 0;
+        if (stat(ep->token_file, &st) < 0)
+                return -errno;
+        if (ep->token && st.st_dev == ep->token_st.st_dev && st.st_ino == ep->token_st.st_ino &&
+            st.st_size == ep->token_st.st_size && st.st_mtim.tv_sec == ep->token_st.st_mtim.tv_sec &&
+            st.st_mtim.tv_nsec == ep->token_st.st_mtim.tv_nsec)
+                return 0;
+
+        r = read_file_full(ep->token_file, TOKEN_MAX_SIZE, &data, &size);
+        if (r < 0)
+                return r;
+        /* Tokens are written with a trailing newline more often than not. */
+        while (size > 0 && strchr(" \t\r\n", data[size - 1]))
+                data[--size] = 0;
+        if (size == 0 || strpbrk(data, "\r\n"))
+                return -EBADMSG;
+        if (ep->token) {
+                explicit_bzero(ep->token, strlen(ep->token));
+                free(ep->token);
+        }
+        ep->token = TAKE_PTR(data);
+        ep->token_st = st;
+        ep->token_reads++;
+        return 1;
+}
+
+int apiserver_endpoint_request(struct apiserver_endpoint *ep, const char *path_and_query, long timeout_ms,
+                               CURL **ret) {
+        _cleanup_free_ char *url = NULL;
+        CURL *c;
+        int r;
+
+        r = apiserver_endpoint_refresh_token(ep);
+        if (r < 0 && !ep->token)
+                return r; /* never read one: cannot authenticate */
+        if (asprintf(&url, "%s%s", ep->url, path_and_query) < 0)
+                return -ENOMEM;
+        c = curl_easy_init();
+        if (!c)
+                return -ENOMEM;
+
+        bool ok = curl_easy_setopt(c, CURLOPT_URL, url) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_USERAGENT, "pinion/" PACKAGE_VERSION) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 5000L) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 30L) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 10L) == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "") == CURLE_OK &&
+                  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+                  (timeout_ms <= 0 || curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms) == CURLE_OK) &&
+                  (!ep->ca_file || curl_easy_setopt(c, CURLOPT_CAINFO, ep->ca_file) == CURLE_OK) &&
+                  (!ep->client_cert || curl_easy_setopt(c, CURLOPT_SSLCERT, ep->client_cert) == CURLE_OK) &&
+                  (!ep->client_key || curl_easy_setopt(c, CURLOPT_SSLKEY, ep->client_key) == CURLE_OK) &&
+                  (!ep->token || (curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BEARER) == CURLE_OK &&
+                                  curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, ep->token) == CURLE_OK));
+        if (!ok) {
+                curl_easy_cleanup(c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
+}

@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "json.h"
+#include "log.h"
+#include "reflector.h"
+
+#define MODULE "apiserver"
+#define SOURCE "apiserver"
+#define LIST_TIMEOUT_MS 60000L
+/* A watch runs until the server ends it at timeoutSeconds; this only catches a dead peer. */
+#define WATCH_GRACE_MS 30000L
+#define MIN_HEALTHY_WATCH USEC_PER_SEC
+#define ERROR_BODY_MAX 65536
+
+enum reflector_action {
+        ACTION_LIST,
+        ACTION_WATCH,
+};
+
+struct reflector {
+        sd_event *event;
+        struct http_client *http;
+        struct pod_store *store;
+        char *node;
+        struct apiserver_endpoint *endpoint;
+        struct reflector_config config;
+        struct reflector_metrics metrics;
+        reflector_changed_fn changed;
+        void *userdata;
+
+        enum reflector_state state;
+        char *last_error;
+        char *resource_version;   /* of the last list or event; where a watch resumes */
+        bool synced;              /* a list has completed */
+        bool first_attempt_done;
+        bool relist;              /* next request is a list (start, or after 410) */
+        bool consistent_relist;   /* after 410: resourceVersion="" instead of "0" */
+        enum reflector_action next_action;
+
+        struct backoff backoff;
+        struct token_bucket bucket;
+        sd_event_source *timer;
+        struct http_transfer *transfer;
+
+        /* the list in progress */
+        struct pod **list_pods;
+        size_t n_list_pods;
+        char *continue_token;
+
+        /* the watch in progress */
+        struct watch_stream stream;
+        usec_t watch_started;
+        unsigned watch_events;
+        long watch_status;        /* HTTP status seen at the first body byte */
+        char *watch_error_body;   /* non-200 body, bounded */
+        size_t watch_error_size;
+        int watch_abort;          /* why we cut the stream: -EBADMSG, -ESTALE (410), ... */
+
+        /* figures */
+        uint64_t n_requests, n_lists, n_relists, n_watches, n_watch_restarts, n_failures, n_events;
+        usec_t last_sync;         /* CLOCK_REALTIME of the last list or event */
+        usec_t next_attempt;      /* CLOCK_MONOTONIC, while WAITING/BACKOFF */
+        usec_t last_backoff;
+};
+
+static const char *const state_names[_REFLECTOR_STATE_MAX] = {
+        [REFLECTOR_IDLE] = "idle",           [REFLECTOR_WAITING] = "waiting",
+        [REFLECTOR_LISTING] = "listing",     [REFLECTOR_WATCHING] = "watching",
+        [REFLECTOR_BACKOFF] = "backoff",
+};
+
+const char *reflector_state_to_string(enum reflector_state s) {
+        if (s < 0 || s >= _REFLECTOR_STATE_MAX)
+                return NULL;
+        return state_names[s];
+}
+
+static void reflector_notify(struct reflector *r) {
+        if (r->changed)
+                r->changed(r, r->userdata);
+}
+
+static void reflector_set_state(struct reflector *r, enum reflector_state s) {
+        if (r->state == s)
+                return;
+        log_module_debug(MODULE, "reflector %s → %s", state_names[r->state], state_names[s]);
+        r->state = s;
+        reflector_notify(r);
+}
+
+static void reflector_set_error(struct reflector *r, const char *error) {
+        if (streq_ptr(r->last_error, error))
+                return;
+        free(r->last_error);
+        r->last_error = error ? strdup(error) : NULL;
+}
+
+static void count_request(struct reflector *r, const char *verb, const struct http_response *resp) {
+        char code[16];
+
+        if (resp->error < 0 && resp->status == 0)
+                snprintf(code, sizeof(code), "error");
+        else
+                snprintf(code, sizeof(code), "%ld", resp->status);
+        (void) metric_inc(r->metrics.requests, verb, code);
+}
+
+static void count_error(struct reflector *r, const char *kind) {
+        (void) metric_inc(r->metrics.errors, kind);
+}
+
+static void list_reset(struct reflector *r) {
+        for (size_t i = 0; i < r->n_list_pods; i++)
+                pod_unref(r->list_pods[i]);
+        r->list_pods = mfree(r->list_pods);
+        r->n_list_pods = 0;
+        r->continue_token = mfree(r->continue_token);
+}
+
+static void watch_reset(struct reflector *r) {
+        watch_stream_done(&r->stream);
+        r->watch_events = 0;
+        r->watch_status = 0;
+        r->watch_error_body = mfree(r->watch_error_body);
+        r->watch_error_size = 0;
+        r->watch_abort = 0;
+}
+
+/* ---- scheduling: every request passes the token bucket; failures back off ---- */
+
+static void reflector_perform(struct reflector *r);
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct reflector *r = userdata;
+        reflector_perform(r);
+        return 0;
+}
+
+static void reflector_arm(struct reflector *r, usec_t delay) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        int k;
+
+        r->next_attempt = now + delay;
+        if (!r->timer)
+                k = sd_event_add_time(r->event, &r->timer, CLOCK_MONOTONIC, r->next_attempt, USEC_PER_MSEC,
+                                      on_timer, r);
+        else {
+                k = sd_event_source_set_time(r->timer, r->next_attempt);
+                if (k >= 0)
+                        k = sd_event_source_set_enabled(r->timer, SD_EVENT_ONESHOT);
+        }
+        if (k < 0)
+                log_module_error_errno(MODULE, k, "Cannot arm the retry timer, the pod watch stops: %m");
+}
+
+/* Next request after `delay` (backoff or 0), then after the token bucket allows it. */
+static void reflector_schedule(struct reflector *r, enum reflector_action action, usec_t delay) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        usec_t wait = token_bucket_reserve(&r->bucket, now + delay);
+
+        r->next_action = action;
+        if (delay == 0 && wait == 0) {
+                reflector_perform(r);
+                return;
+        }
+        reflector_set_state(r, delay > 0 ? REFLECTOR_BACKOFF : REFLECTOR_WAITING);
+        reflector_arm(r, delay + wait);
+}
+
+static void reflector_failed(struct reflector *r, const char *kind, usec_t retry_after, const char *format, ...)
+        _printf_(4, 5);
+
+static void reflector_failed(struct reflector *r, const char *kind, usec_t retry_after, const char *format, ...) {
+        _cleanup_free_ char *reason = NULL;
+        va_list ap;
+
+        va_start(ap, format);
+        if (vasprintf(&reason, format, ap) < 0)
+                reason = NULL;
+        va_end(ap);
+
+        usec_t delay = backoff_next(&r->backoff, now_usec(CLOCK_MONOTONIC), retry_after);
+        r->n_failures++;
+        r->last_backoff = delay;
+        count_error(r, kind);
+        (void) metric_add(r->metrics.backoff, (double) delay / USEC_PER_SEC);
+        log_module_warning(MODULE, "%s; retrying in %.1fs", strempty(reason), (double) delay / USEC_PER_SEC);
+        reflector_set_error(r, reason);
+        r->first_attempt_done = true;
+        reflector_schedule(r, r->relist || !r->synced ? ACTION_LIST : ACTION_WATCH, delay);
+        reflector_notify(r);
+}
+
+/* ---- list ---- */
+
+static int list_path(struct reflector *r, char **ret) {
+        _cleanup_free_ char *selector = NULL, *cont = NULL;
+        CURL *c = curl_easy_init();
+        int k;
+
+        if (!c)
+                return -ENOMEM;
+        _cleanup_free_ char *field = NULL;
+        if (asprintf(&field, "spec.nodeName=%s", r->node) < 0)
+                field = NULL;
+        char *esc = field ? curl_easy_escape(c, field, 0) : NULL;
+        selector = esc ? strdup(esc) : NULL;
+        curl_free(esc);
+        if (r->continue_token) {
+                esc = curl_easy_escape(c, r->continue_token, 0);
+                cont = esc ? strdup(esc) : NULL;
+                curl_free(esc);
+        }
+        curl_easy_cleanup(c);
+        if (!selector || (r->continue_token && !cont))
+                return -ENOMEM;
+
+        /* resourceVersion=0 lets the apiserver answer from its watch cache (cheap, any
+         * freshness); after a 410 we ask for "" (a consistent read) so we do not go back in time.
+         * A continuation carries its own version and must not name one. */
+        if (cont)
+                k = asprintf(ret, "/api/v1/pods?fieldSelector=%s&limit=%u&continue=%s", selector, r->config.page_limit,
+                             cont);
+        else
+                k = asprintf(ret, "/api/v1/pods?fieldSelector=%s&limit=%u&resourceVersion=%s", selector,
+                             r->config.page_limit, r->consistent_relist ? "" : "0");
+        return k < 0 ? -ENOMEM : 0;
+}
+
+static void on_list_done(struct http_client *c, const struct http_response *resp, void *userdata);
+
+static void reflector_list(struct reflector *r) {
+        _cleanup_free_ char *path = NULL;
+        CURL *easy = NULL;
+        int k;
+
+        k = list_path(r, &path);
+        if (k >= 0)
+                k = apiserver_endpoint_request(r->endpoint, path, LIST_TIMEOUT_MS, &easy);
+        if (k < 0)
+                return reflector_failed(r, "request", 0, "Cannot build the pod list request: %s", strerror(-k));
+        reflector_set_state(r, REFLECTOR_LISTING);
+        r->n_requests++;
+        k = http_client_submit(r->http, easy, r->config.max_list_size, on_list_done, r, &r->transfer);
+        if (k < 0)
+                reflector_failed(r, "request", 0, "Cannot start the pod list request: %s", strerror(-k));
+}
+
+/* Appends the page's items; returns the number skipped because they are not valid pods. */
+static int list_take_items(struct reflector *r, const cJSON *items, unsigned *ret_skipped) {
+        const cJSON *item;
+        unsigned skipped = 0;
+
+        cJSON_ArrayForEach(item, items) {
+                _cleanup_free_ char *error = NULL;
+                struct pod *p = NULL;
+                if (pod_from_json(item, NULL, &p, &error) < 0) {
+                        /* One bad object must not cost us the others. */
+                        log_module_warning(MODULE, "Ignoring a pod in the list: %s", strempty(error));
+                        skipped++;
+                        continue;
+                }
+                struct pod **grown = realloc(r->list_pods, (r->n_list_pods + 1) * sizeof(*grown));
+                if (!grown) {
+                        pod_unref(p);
+                        return -ENOMEM;
+                }
+                r->list_pods = grown;
+                r->list_pods[r->n_list_pods++] = p;
+        }
+        *ret_skipped = skipped;
+        return 0;
+}
+
+static void list_finish(struct reflector *r, const char *resource_version) {
+        int k = pod_store_replace_source(r->store, SOURCE, r->list_pods, r->n_list_pods);
+        if (k < 0) {
+                list_reset(r);
+                return reflector_failed(r, "store", 0, "Cannot apply the pod list: %s", strerror(-k));
+        }
+        log_module_full_errno(MODULE, r->synced ? LOG_DEBUG : LOG_INFO, 0,
+                              "Listed %zu pods of node %s at resourceVersion %s (%d changes)", r->n_list_pods,
+                              r->node, resource_version, k);
+        free(r->resource_version);
+        r->resource_version = strdup(resource_version);
+        if (r->synced)
+                (void) metric_inc(r->metrics.relists);
+        r->n_lists++;
+        r->synced = true;
+        r->first_attempt_done = true;
+        r->relist = false;
+        r->consistent_relist = false;
+        r->last_sync = now_usec(CLOCK_REALTIME);
+        list_reset(r);
+        reflector_set_error(r, NULL);
+        reflector_schedule(r, ACTION_WATCH, 0);
+        reflector_notify(r);
+}
+
+static void on_list_done(struct http_client *c, const struct http_response *resp, void *userdata) {
+        struct reflector *r = userdata;
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        unsigned skipped = 0;
+
+        r->transfer = NULL;
+        count_request(r, "list", resp);
+        if (resp->error < 0) {
+                list_reset(r);
+                return reflector_failed(r, "connect", 0, "Pod list failed: %s", strempty(resp->error_message));
+        }
+        if (resp->status == 410) {
+                /* Our version, or a continue token, is older than the server keeps. */
+                list_reset(r);
+                r->consistent_relist = true;
+                return reflector_schedule(r, ACTION_LIST, 0);
+        }
+        if (resp->status != 200) {
+                list_reset(r);
+                return reflector_failed(r, "status", http_response_retry_after(resp), "Pod list answered HTTP %ld",
+                                        resp->status);
+        }
+
+        root = cJSON_ParseWithLength(resp->body, resp->body_size);
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
+        const char *rv = k8s_resource_version(root);
+        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+        const cJSON *cont = cJSON_GetObjectItemCaseSensitive(meta, "continue");
+        if (!root || !rv || (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items)) {
+                list_reset(r);
+                return reflector_failed(r, "decode", 0, "Pod list is not a PodList with a resourceVersion");
+        }
+        int k = list_take_items(r, items, &skipped);
+        if (k < 0) {
+                list_reset(r);
+                return reflector_failed(r, "store", 0, "Cannot hold the pod list: %s", strerror(-k));
+        }
+        if (skipped > 0)
+                count_error(r, "invalid-object");
+
+        if (cJSON_IsString(cont) && cont->valuestring[0]) {
+                free(r->continue_token);
+                r->continue_token = strdup(cont->valuestring);
+                return reflector_schedule(r, ACTION_LIST, 0);
+        }
+        list_finish(r, rv);
+}
+
+/* ---- watch ---- */
+
+static int apply_event(const struct watch_event *ev, void *userdata) {
+        struct reflector *r = userdata;
+
+        r->watch_events++;
+        r->n_events++;
+        (void) metric_inc(r->metrics.events, watch_event_type_to_string(ev->type));
+
+        switch (ev->type) {
+        case WATCH_ERROR:
+                if (watch_status_code(ev->object) == 410)
+                        return -ESTALE;
+                return -EPROTO;
+        case WATCH_ADDED:
+        case WATCH_MODIFIED:
+        case WATCH_DELETED: {
+                _cleanup_free_ char *error = NULL;
+                _cleanup_(pod_unrefp) struct pod *p = NULL;
+                if (pod_from_json(ev->object, NULL, &p, &error) < 0) {
+                        log_module_warning(MODULE, "Ignoring a %s event: %s", watch_event_type_to_string(ev->type),
+                                           strempty(error));
+                        count_error(r, "invalid-object");
+                        break;
+                }
+                if (!streq_ptr(p->node_name, r->node))
+                        break; /* not ours: the field selector should have kept it away */
+                if (ev->type == WATCH_DELETED)
+                        (void) pod_store_remove(r->store, p->uid);
+                else if (pod_store_put(r->store, p) < 0)
+                        return -ENOMEM;
+                break;
+        }
+        case WATCH_BOOKMARK:
+        case _WATCH_EVENT_TYPE_MAX:
+        case _WATCH_EVENT_TYPE_INVALID:
+                break;
+        }
+        if (ev->resource_version) {
+                free(r->resource_version);
+                r->resource_version = strdup(ev->resource_version);
+        }
+        r->last_sync = now_usec(CLOCK_REALTIME);
+        return 0;
+}
+
+static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *userdata) {
+        struct reflector *r = userdata;
+        size_t n = size * nmemb;
+
+        if (r->watch_status == 0 && r->transfer) {
+                /* The status line arrived with the first body bytes; a non-200 body is a Status
+                 * object, not events. */
+                (void) curl_easy_getinfo(http_transfer_easy(r->transfer), CURLINFO_RESPONSE_CODE, &r->watch_status);
+                if (r->watch_status == 200)
+                        reflector_set_state(r, REFLECTOR_WATCHING);
+        }
+        if (r->watch_status != 200) {
+                size_t room = ERROR_BODY_MAX - r->watch_error_size;
+                size_t take = MIN(room, n);
+                char *grown = realloc(r->watch_error_body, r->watch_error_size + take + 1);
+                if (grown) {
+                        memcpy(grown + r->watch_error_size, data, take);
+                        r->watch_error_size += take;
+                        grown[r->watch_error_size] = 0;
+                        r->watch_error_body = grown;
+                }
+                return n;
+        }
+
+        unsigned oversized = r->stream.n_oversized;
+        int k = watch_stream_feed(&r->stream, data, n, apply_event, r);
+        if (r->stream.n_oversized > oversized) {
+                log_module_warning(MODULE, "Skipped a watch event over %zu bytes; the pod it carried keeps its last known state",
+                                   r->config.max_event_size);
+                count_error(r, "oversized-event");
+        }
+        if (k < 0) {
+                r->watch_abort = k;
+                return 0; /* short write: curl aborts the transfer */
+        }
+        return n;
+}
+
+static void on_watch_done(struct http_client *c, const struct http_response *resp, void *userdata);
+
+static void reflector_watch(struct reflector *r) {
+        _cleanup_free_ char *path = NULL, *selector = NULL;
+        CURL *easy = NULL;
+        usec_t timeout;
+        int k;
+
+        timeout = backoff_random_between(&r->backoff, r->config.watch_timeout_min, 2 * r->config.watch_timeout_min);
+        if (asprintf(&selector, "spec.nodeName%%3D%s", r->node) < 0 ||
+            asprintf(&path, "/api/v1/pods?watch=1&allowWatchBookmarks=true&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%llu",
+                     selector, r->resource_version, (unsigned long long) (timeout / USEC_PER_SEC)) < 0)
+                return reflector_failed(r, "request", 0, "Cannot build the watch request: out of memory");
+        k = apiserver_endpoint_request(r->endpoint, path, (long) (timeout / USEC_PER_MSEC) + WATCH_GRACE_MS, &easy);
+        if (k < 0)
+                return reflector_failed(r, "request", 0, "Cannot build the watch request: %s", strerror(-k));
+        if (curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_watch_data) != CURLE_OK ||
+            curl_easy_setopt(easy, CURLOPT_WRITEDATA, r) != CURLE_OK) {
+                curl_easy_cleanup(easy);
+                return reflector_failed(r, "request", 0, "Cannot set up the watch request");
+        }
+        watch_reset(r);
+        watch_stream_init(&r->stream, r->config.max_event_size);
+        r->watch_started = now_usec(CLOCK_MONOTONIC);
+        r->n_requests++;
+        r->n_watches++;
+        k = http_client_submit(r->http, easy, 0, on_watch_done, r, &r->transfer);
+        if (k < 0)
+                return reflector_failed(r, "request", 0, "Cannot start the watch: %s", strerror(-k));
+        log_module_debug(MODULE, "Watching pods from resourceVersion %s for %llus", r->resource_version,
+                         (unsigned long long) (timeout / USEC_PER_SEC));
+}
+
+static void watch_gone(struct reflector *r) {
+        /* 410: the server no longer has our version. Relist, but after a jittered pause: after an
+         * apiserver restart every agent of the fleet hears this at the same moment. */
+        log_module_info(MODULE, "resourceVersion %s is too old for the apiserver, relisting", r->resource_version);
+        r->relist = true;
+        r->consistent_relist = true;
+        usec_t delay = backoff_next(&r->backoff, now_usec(CLOCK_MONOTONIC), 0);
+        reflector_schedule(r, ACTION_LIST, delay);
+}
+
+static void on_watch_done(struct http_client *c, const struct http_response *resp, void *userdata) {
+        struct reflector *r = userdata;
+        usec_t lasted = now_usec(CLOCK_MONOTONIC) - r->watch_started;
+        long status = resp->status ? resp->status : r->watch_status;
+
+        r->transfer = NULL;
+        count_request(r, "watch", resp);
+
+        if (r->watch_abort == -ESTALE || status == 410)
+                return watch_gone(r);
+        if (r->watch_abort == -EBADMSG)
+                return reflector_failed(r, "decode", 0, "Watch stream is corrupt after %u events", r->watch_events);
+        if (r->watch_abort == -EPROTO)
+                return reflector_failed(r, "status", 0, "Watch stream reported an error after %u events", r->watch_events);
+        if (r->watch_abort < 0)
+                return reflector_failed(r, "store", 0, "Cannot apply a watch event: %s", strerror(-r->watch_abort));
+        if (resp->error < 0 && status == 0)
+                return reflector_failed(r, "connect", 0, "Watch failed: %s", strempty(resp->error_message));
+        if (status != 200)
+                return reflector_failed(r, "status", http_response_retry_after(resp), "Watch answered HTTP %ld", status);
+        if (resp->error < 0 || watch_stream_partial(&r->stream))
+                return reflector_failed(r, "connect", 0, "Watch stream cut short after %u events: %s", r->watch_events,
+                                        strempty(resp->error_message));
+        if (lasted < MIN_HEALTHY_WATCH && r->watch_events == 0)
+                return reflector_failed(r, "short-watch", 0, "Watch ended after %llums with no events",
+                                        (unsigned long long) (lasted / USEC_PER_MSEC));
+
+        /* The server ended a healthy watch (timeoutSeconds): resume where we are. */
+        r->n_watch_restarts++;
+        (void) metric_inc(r->metrics.watch_restarts);
+        reflector_set_error(r, NULL);
+        reflector_schedule(r, ACTION_WATCH, 0);
+}
+
+static void reflector_perform(struct reflector *r) {
+        switch (r->next_action) {
+        case ACTION_LIST:
+                reflector_list(r);
+                break;
+        case ACTION_WATCH:
+                reflector_watch(r);
+                break;
+        }
+}
+
+/* ---- object ---- */
+
+int reflector_new(sd_event *e, struct http_client *http, struct pod_store *store, const char *node,
+                  struct apiserver_endpoint *endpoint, const struct reflector_config *config,
+                  const struct reflector_metrics *metrics, reflector_changed_fn changed, void *userdata,
+                  struct reflector **ret) {
+        struct reflector *r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        r->event = sd_event_ref(e);
+        r->http = http;
+        r->store = store;
+        r->endpoint = endpoint;
+        r->node = strdup(node);
+        r->metrics = *metrics;
+        r->changed = changed;
+        r->userdata = userdata;
+        r->relist = true;
+        if (!r->node) {
+                reflector_free(r);
+                return -ENOMEM;
+        }
+        backoff_init(&r->backoff, &config->backoff, 0);
+        token_bucket_init(&r->bucket, config->qps, config->burst, now_usec(CLOCK_MONOTONIC));
+        r->config = *config;
+        watch_stream_init(&r->stream, config->max_event_size);
+        *ret = r;
+        return 0;
+}
+
+struct reflector *reflector_free(struct reflector *r) {
+        if (!r)
+                return NULL;
+        http_transfer_cancel(r->transfer);
+        sd_event_source_disable_unref(r->timer);
+        list_reset(r);
+        watch_reset(r);
+        free(r->node);
+        free(r->resource_version);
+        free(r->last_error);
+        sd_event_unref(r->event);
+        free(r);
+        return NULL;
+}
+
+int reflector_start(struct reflector *r) {
+        log_module_info(MODULE, "Listing and watching the pods of node %s at %s", r->node, r->endpoint->url);
+        reflector_schedule(r, ACTION_LIST, 0);
+        return 0;
+}
+
+void reflector_set_config(struct reflector *r, const struct reflector_config *config) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        r->config = *config;
+        r->backoff.config = config->backoff;
+        token_bucket_set_rate(&r->bucket, config->qps, config->burst, now);
+}
+
+enum reflector_state reflector_get_state(const struct reflector *r) {
+        return r->state;
+}
+
+bool reflector_synced(const struct reflector *r) {
+        return r->synced;
+}
+
+bool reflector_first_attempt_done(const struct reflector *r) {
+        return r->first_attempt_done;
+}
+
+const char *reflector_last_error(const struct reflector *r) {
+        return r->last_error;
+}
+
+const char *reflector_resource_version(const struct reflector *r) {
+        return r->resource_version;
+}
+
+int reflector_status(const struct reflector *r, cJSON *o) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        bool ok = cJSON_AddStringToObject(o, "url", r->endpoint->url) &&
+                  cJSON_AddStringToObject(o, "reflector", state_names[r->state]) &&
+                  json_add_string_or_null(o, "resourceVersion", r->resource_version) &&
+                  cJSON_AddBoolToObject(o, "synced", r->synced) && json_add_time(o, "lastSync", r->last_sync) &&
+                  json_add_string_or_null(o, "lastError", r->last_error) &&
+                  cJSON_AddNumberToObject(o, "requests", (double) r->n_requests) &&
+                  cJSON_AddNumberToObject(o, "lists", (double) r->n_lists) &&
+                  cJSON_AddNumberToObject(o, "watchRestarts", (double) r->n_watch_restarts) &&
+                  cJSON_AddNumberToObject(o, "failures", (double) r->n_failures) &&
+                  cJSON_AddNumberToObject(o, "events", (double) r->n_events) &&
+                  cJSON_AddNumberToObject(o, "backoffSeconds", (double) r->last_backoff / USEC_PER_SEC) &&
+                  cJSON_AddNumberToObject(o, "nextAttemptInSeconds",
+                                          (r->state == REFLECTOR_BACKOFF || r->state == REFLECTOR_WAITING) &&
+                                                          r->next_attempt > now
+                                                  ? (double) (r->next_attempt - now) / USEC_PER_SEC
+                                                  : 0);
+        return ok ? 0 : -ENOMEM;
+}
