@@ -54,8 +54,12 @@ static int decode_line(struct watch_stream *ws, const char *line, size_t len, wa
         /* Blank lines (keep-alive newlines some proxies add) carry nothing. */
         if (strspn(line, " \t\r") == len)
                 return 0;
-        root = cJSON_ParseWithLength(line, len);
+        const char *end = NULL;
+        root = cJSON_ParseWithLengthOpts(line, len, &end, false);
         if (!root || !cJSON_IsObject(root))
+                return -EBADMSG;
+        /* One event per line: anything after the object means the framing is lost. */
+        if (strspn(end, " \t\r") != len - (size_t) (end - line))
                 return -EBADMSG;
         type = cJSON_GetObjectItemCaseSensitive(root, "type");
         object = cJSON_GetObjectItemCaseSensitive(root, "object");
