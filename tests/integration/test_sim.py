@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: MIT
+"""The fleet simulation (tests/sim/fleet-sim) has the structure its model promises.
+
+These check model behaviour on a small fleet, not the numbers of the default run (those are in
+`make sim`'s table): the legacy policy hammers a down apiserver and knocks it over again on
+recovery, pinion's backoff does neither and every agent syncs again, resuming from the last
+resourceVersion makes a recovery cheap when the watch cache survives, and a run is a pure
+function of its options."""
+
+import csv
+import io
+import math
+import os
+import subprocess
+
+import pytest
+
+from pinion_testlib import BUILDDIR, T, require_binary
+
+FLEET_SIM = os.path.join(BUILDDIR, "tests", "sim", "fleet-sim")
+
+# 200 agents; the capacity is 3 cost units per agent per second (the default model has 1.2), so
+# that the fleet's relist (200 × 31 units) fits in about 10 s of capacity.
+SMALL = ["--agents", "200", "--capacity", "600", "--runs", "1", "--time-limit", "5m"]
+
+
+def run_sim(*args, tmp_path=None):
+    """Runs fleet-sim; returns (summary rows by policy, CSV rows, stdout)."""
+    require_binary(FLEET_SIM)
+    summary = os.path.join(str(tmp_path), "summary.csv")
+    series = os.path.join(str(tmp_path), "series.csv")
+    p = subprocess.run([FLEET_SIM, *args, "--summary-csv", summary, "--csv", series],
+                       capture_output=True, text=True, timeout=T(120), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, "fleet-sim %s: rc=%d\n%s" % (" ".join(args), p.returncode, p.stderr)
+    with open(summary, newline="") as f:
+        rows = {}
+        for row in csv.DictReader(f):
+            rows[row["policy"]] = {k: (v if k == "policy" else float(v)) for k, v in row.items()}
+    with open(series, newline="") as f:
+        samples = list(csv.DictReader(f))
+    return rows, samples, p.stdout
+
+
+@pytest.fixture(scope="module")
+def default_outage(tmp_path_factory):
+    """All three policies through the default 60 s outage (the apiserver restarts with an empty
+    watch cache)."""
+    return run_sim(*SMALL, tmp_path=tmp_path_factory.mktemp("sim"))
+
+
+def test_legacy_sends_far_more_requests_during_the_outage(default_outage):
+    rows, _, _ = default_outage
+    legacy, client_go, pinion = rows["legacy"], rows["client-go"], rows["pinion"]
+    # 1 s fixed retries: about one request per agent per second of outage.
+    assert legacy["requests_outage"] >= 200 * 50
+    assert pinion["requests_outage"] * 5 <= legacy["requests_outage"], rows
+    assert client_go["requests_outage"] * 5 <= legacy["requests_outage"], rows
+
+
+def test_pinion_stays_under_capacity_where_legacy_falls_over(default_outage):
+    rows, _, _ = default_outage
+    legacy, pinion = rows["legacy"], rows["pinion"]
+    assert legacy["peak_cost"] > legacy["capacity"], legacy
+    assert legacy["falls"] >= 1, legacy
+    assert legacy["unsynced"] > 0, "legacy recovered although it keeps knocking the apiserver over"
+    assert pinion["peak_cost"] <= pinion["capacity"], pinion
+    assert pinion["falls"] == 0, pinion
+
+
+@pytest.mark.parametrize("outage", ["10s", "60s", "3m"])
+def test_pinion_syncs_every_agent(outage, tmp_path):
+    rows, _, _ = run_sim(*SMALL, "--policy", "pinion", "--outage", outage, tmp_path=tmp_path)
+    pinion = rows["pinion"]
+    assert pinion["unsynced"] == 0, pinion
+    assert math.isfinite(pinion["sync_max"]), pinion
+    # Nobody waits longer than two capped backoff steps (30 s × (1 + jitter 1.0)): the first
+    # attempt after the recovery, and the pause between its 410 and the relist.
+    assert pinion["sync_max"] <= 2 * 60 + 5, pinion
+
+
+def test_resume_makes_recovery_cheap_when_the_cache_survives(tmp_path):
+    """A short outage that keeps the watch cache (another apiserver, a network blip): pinion's
+    agents resume from their resourceVersion, the relisting policies pay a full list each."""
+    rows, _, _ = run_sim(*SMALL, "--outage", "10s", "--gone-after-restart", "0", tmp_path=tmp_path)
+    pinion, client_go = rows["pinion"], rows["client-go"]
+    assert pinion["falls"] == 0 and pinion["unsynced"] == 0, pinion
+    assert pinion["peak_cost"] * 5 <= client_go["peak_cost"], rows
+    # After the recovery: one resume per agent, no lists.
+    assert pinion["requests_total"] - pinion["requests_outage"] <= 200 * 1.1, pinion
+
+
+def test_series_agrees_with_summary(default_outage):
+    rows, samples, _ = default_outage
+    for policy in ("legacy", "client-go", "pinion"):
+        mine = [s for s in samples if s["policy"] == policy]
+        assert mine, policy
+        outage = [s for s in mine if 0 <= float(s["t"]) < 60]
+        assert len(outage) == 60, policy
+        # A down apiserver costs nothing, and every request sent then is counted.
+        assert all(s["server_up"] == "0" and float(s["offered_cost"]) == 0 for s in outage), policy
+        assert sum(int(s["requests"]) for s in outage) == rows[policy]["requests_outage"], policy
+        after = [float(s["offered_cost"]) for s in mine if float(s["t"]) >= 60]
+        assert max(after) == pytest.approx(rows[policy]["peak_cost"]), policy
+
+
+def test_runs_are_deterministic(tmp_path):
+    runs = {}
+    for name, seed in (("a", "7"), ("b", "7"), ("c", "8")):
+        (tmp_path / name).mkdir()
+        runs[name] = run_sim(*SMALL, "--seed", seed, tmp_path=tmp_path / name)
+    a, b, c = runs["a"], runs["b"], runs["c"]
+    assert a == b
+    # Another seed draws other jitter: pinion's retries land elsewhere.
+    assert a[1] != c[1]
+
+
+def test_report_names_every_parameter(default_outage):
+    _, _, out = default_outage
+    assert "Reproduce with `fleet-sim --agents 200 " in out
+    for key in ("capacity", "grace", "backoff-initial", "backoff-max", "backoff-jitter", "backoff-reset",
+                "qps", "burst", "gone-after-restart", "seed"):
+        assert "| %s |" % key in out, key
+    table = [line for line in io.StringIO(out) if line.startswith("| legacy ") or
+             line.startswith("| client-go ") or line.startswith("| pinion ")]
+    assert len(table) == 3, out
+
+
+@pytest.mark.parametrize("args", [["--capacity", "-1"], ["--policy", "nope"], ["--outage", "soon"],
+                                  ["--backoff-max", "100ms"], ["extra"]])
+def test_bad_options_are_refused(args):
+    require_binary(FLEET_SIM)
+    p = subprocess.run([FLEET_SIM, *args], capture_output=True, text=True, timeout=T(30),
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, (args, p.returncode, p.stdout[-500:])
+    assert "fleet-sim" in p.stderr
