@@ -89,12 +89,21 @@ static usec_t usec_from_double(double d) {
         return (usec_t) d;
 }
 
+/* client-go's jitteredBackoffManager: a failure after a long enough healthy stretch starts the
+ * sequence over. now < last_failure (a caller mixing clocks) never resets. */
+static bool backoff_expired(const struct backoff *b, usec_t now) {
+        return b->base != 0 && now > b->last_failure && now - b->last_failure > b->config.reset_after;
+}
+
+usec_t backoff_current_step(const struct backoff *b, usec_t now) {
+        usec_t base = b->base != 0 && !backoff_expired(b, now) ? b->base : b->config.initial;
+        return MIN(base, b->config.max);
+}
+
 usec_t backoff_next(struct backoff *b, usec_t now, usec_t retry_after) {
         const struct backoff_config *c = &b->config;
 
-        /* client-go's jitteredBackoffManager: a failure after a long enough healthy stretch
-         * starts the sequence over. now < last_failure (a caller mixing clocks) never resets. */
-        if (b->base != 0 && now > b->last_failure && now - b->last_failure > c->reset_after) {
+        if (backoff_expired(b, now)) {
                 b->base = 0;
                 b->failures = 0;
         }

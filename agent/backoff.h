@@ -46,6 +46,10 @@ void backoff_init(struct backoff *b, const struct backoff_config *config, uint64
 /* Records a failure at `now` and returns how long to wait before the next attempt.
  * retry_after is the server's hint (0 if none). */
 usec_t backoff_next(struct backoff *b, usec_t now, usec_t retry_after);
+/* The base delay the next failure would get (before jitter): backoff-initial after a healthy
+ * spell, else where the sequence has come to. For pauses that should scale with how far
+ * apart a fleet's retries already are. */
+usec_t backoff_current_step(const struct backoff *b, usec_t now);
 /* Forgets every failure at once (e.g. after a config change). The usual reset needs no call:
  * the next backoff_next() restarts at `initial` when the last failure is over reset_after ago,
  * i.e. after that long healthy. */

@@ -406,6 +406,14 @@ size_t pod_store_size(const struct pod_store *s) {
         return s ? s->n_pods : 0;
 }
 
+size_t pod_store_count_source(const struct pod_store *s, const char *source) {
+        size_t n = 0;
+        for (size_t i = 0; s && i < s->n_pods; i++)
+                if (source_owns(source, s->by_uid[i]->source))
+                        n++;
+        return n;
+}
+
 int pod_store_list(const struct pod_store *s, struct pod ***ret, size_t *ret_n) {
         struct pod **a;
 

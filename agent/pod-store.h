@@ -50,6 +50,8 @@ int pod_store_replace_source(struct pod_store *s, const char *source, struct pod
 struct pod *pod_store_get(const struct pod_store *s, const char *uid);
 struct pod *pod_store_find(const struct pod_store *s, const char *namespace, const char *name);
 size_t pod_store_size(const struct pod_store *s);
+/* Pods owned by source (as pod_store_replace_source() counts ownership). */
+size_t pod_store_count_source(const struct pod_store *s, const char *source);
 /* A snapshot sorted by namespace/name; free the array with free(), not the pods (borrowed). */
 int pod_store_list(const struct pod_store *s, struct pod ***ret, size_t *ret_n);
 /* Bumps on every change; lets API clients ask "changed since". */

@@ -35,7 +35,7 @@ struct apiserver {
         struct apiserver_endpoint endpoint;
         struct reflector *reflector;
         struct reflector_metrics metrics;
-        const char *disabled_reason;
+        bool collector_added;
 };
 
 #define FIELD(f) offsetof(struct apiserver_settings, f)
@@ -144,6 +144,15 @@ static void on_reflector_changed(struct reflector *r, void *userdata) {
                 module_set_synced(mi);
 }
 
+static void collect_apiserver(struct metrics *metrics, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct apiserver *a = mi->data;
+        if (!a || !a->reflector)
+                return;
+        (void) metric_set(a->metrics.cache_pods, (double) pod_store_count_source(mi->manager->pods, "apiserver"));
+        (void) metric_set(a->metrics.last_sync, (double) reflector_last_sync(a->reflector) / USEC_PER_SEC);
+}
+
 static int apiserver_register_metrics(struct manager *m, struct reflector_metrics *ret) {
         static const char *const verb_code[] = { "verb", "code", NULL };
         static const char *const type[] = { "type", NULL };
@@ -160,6 +169,8 @@ static int apiserver_register_metrics(struct manager *m, struct reflector_metric
                 { METRIC_COUNTER, "pinion_apiserver_watch_restarts_total", "Watches the server ended normally and the agent resumed without a list.", NULL, &ret->watch_restarts },
                 { METRIC_COUNTER, "pinion_apiserver_watch_events_total", "Watch events received by type.", type, &ret->events },
                 { METRIC_COUNTER, "pinion_apiserver_errors_total", "Apiserver failures by kind (connect, status, decode, short-watch, invalid-object, oversized-event, ...).", kind, &ret->errors },
+                { METRIC_GAUGE, "pinion_apiserver_cache_pods", "Pods of this node known from the apiserver.", NULL, &ret->cache_pods },
+                { METRIC_GAUGE, "pinion_apiserver_last_sync_timestamp_seconds", "When the last list or watch event arrived, seconds since the Unix epoch.", NULL, &ret->last_sync },
         };
         for (size_t i = 0; i < ELEMENTSOF(families); i++) {
                 int r = metrics_family(m->metrics, families[i].t, families[i].name, families[i].help, families[i].labels,
@@ -193,6 +204,10 @@ static int apiserver_start_reflector(struct module_instance *mi) {
         r = manager_http(m, &http);
         if (r >= 0)
                 r = apiserver_register_metrics(m, &a->metrics);
+        if (r >= 0 && !a->collector_added) {
+                r = metrics_add_collector(m->metrics, collect_apiserver, mi);
+                a->collector_added = r >= 0;
+        }
         if (r < 0)
                 return r;
         struct reflector_config rc = reflector_config_from(a->settings);
@@ -245,6 +260,9 @@ static int apiserver_status(struct module_instance *mi, cJSON *obj) {
 }
 
 static void apiserver_free(struct module_instance *mi) {
+        struct apiserver *a = mi->data;
+        if (a && a->collector_added)
+                metrics_remove_collector(mi->manager->metrics, collect_apiserver, mi);
         mi->data = apiserver_free_data(mi->data);
 }
 

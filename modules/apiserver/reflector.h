@@ -54,6 +54,8 @@ struct reflector_metrics {
         struct metric_family *watch_restarts; /* pinion_apiserver_watch_restarts_total */
         struct metric_family *events;         /* pinion_apiserver_watch_events_total{type} */
         struct metric_family *errors;         /* pinion_apiserver_errors_total{kind} */
+        struct metric_family *cache_pods;     /* gauges, set by the module's collector */
+        struct metric_family *last_sync;
 };
 
 struct reflector;
@@ -79,5 +81,6 @@ bool reflector_synced(const struct reflector *r);         /* a list has complete
 bool reflector_first_attempt_done(const struct reflector *r);
 const char *reflector_last_error(const struct reflector *r);
 const char *reflector_resource_version(const struct reflector *r);
+usec_t reflector_last_sync(const struct reflector *r); /* CLOCK_REALTIME of the last list or event, 0 if none */
 /* Key figures for /v1/status. */
 int reflector_status(const struct reflector *r, cJSON *obj);

@@ -68,8 +68,9 @@ enum down_mode {
 };
 
 enum gone_pause {
-        GONE_PAUSE_BACKOFF, /* the next backoff step (modules/apiserver/reflector.c) */
+        GONE_PAUSE_BACKOFF, /* the next backoff step */
         GONE_PAUSE_NONE,
+        GONE_PAUSE_SPLAY, /* uniform in [0, the current backoff step] (modules/apiserver/reflector.c) */
 };
 
 struct model {
@@ -203,6 +204,8 @@ static int parse_gone_pause(const char *s, void *ret) {
                 *(enum gone_pause *) ret = GONE_PAUSE_BACKOFF;
         else if (streq(s, "none"))
                 *(enum gone_pause *) ret = GONE_PAUSE_NONE;
+        else if (streq(s, "splay"))
+                *(enum gone_pause *) ret = GONE_PAUSE_SPLAY;
         else
                 return -EINVAL;
         return 0;
@@ -240,8 +243,8 @@ static const struct option_def option_defs[] = {
           "share of resumes from before a restart answered 410 (1: the new cache starts empty)" },
         { "watch-timeout-min", parse_duration, FIELD(watch_timeout_min), "5m",
           "watch timeoutSeconds drawn from [this, 2x] ([apiserver] watch-timeout-min)" },
-        { "gone-pause", parse_gone_pause, FIELD(gone_pause), "backoff",
-          "pinion: wait before the relist a 410 asks for: backoff (the next step, as reflector.c) or none" },
+        { "gone-pause", parse_gone_pause, FIELD(gone_pause), "splay",
+          "pinion: wait before the relist a 410 asks for: splay (uniform in [0, the current backoff step], as reflector.c), backoff (the next step) or none" },
         { "time-limit", parse_duration, FIELD(time_limit), "10m", "give up this long after the recovery" },
         { "seed", parse_u64, FIELD(seed), "1", "seed of every generator (agent i uses seed, i)" },
         { "runs", parse_unsigned, FIELD(runs), "10",
@@ -407,6 +410,7 @@ struct policy {
         bool renew_resumes;      /* a watch that times out is renewed from its RV, not relisted */
         bool resume;             /* retries resume the watch from the last RV; only 410 relists */
         bool gone_relists_at_once; /* no backoff between a 410 and the relist */
+        bool gone_splay;           /* a 410 relists after U(0, current backoff step) */
         bool honour_retry_after;
         unsigned list_objects;
 };
@@ -444,6 +448,7 @@ static void policies_init(const struct model *m, struct policy ret[static _POLIC
                 .renew_resumes = true,
                 .resume = true,
                 .gone_relists_at_once = m->gone_pause == GONE_PAUSE_NONE,
+                .gone_splay = m->gone_pause == GONE_PAUSE_SPLAY,
                 .honour_retry_after = true,
                 .list_objects = m->pods_per_node,
         };
@@ -597,9 +602,11 @@ static void agent_gone(struct sim *s, uint32_t i, usec_t now) {
         agent_set_synced(s, a, false, now);
         if (s->p->gone_relists_at_once)
                 agent_request(s, i, now, 0, REQUEST_LIST);
+        else if (s->p->gone_splay)
+                agent_request(s, i, now, backoff_random_between(&a->backoff, 0, backoff_current_step(&a->backoff, now)),
+                              REQUEST_LIST);
         else
-                /* client-go returns from ListAndWatch and backs off before relisting; pinion's
-                 * reflector pauses for the next backoff step as well (watch_gone()). */
+                /* client-go returns from ListAndWatch and backs off before relisting. */
                 agent_request(s, i, now, backoff_next(&a->backoff, now, 0), REQUEST_LIST);
 }
 
@@ -999,7 +1006,9 @@ static void print_policies(const struct policy policies[static _POLICY_MAX]) {
                (double) p->backoff.initial / (double) USEC_PER_MSEC,
                (double) p->backoff.max / (double) USEC_PER_SEC, p->backoff.jitter,
                (double) p->backoff.reset_after / (double) USEC_PER_SEC, p->backoff.factor, p->qps, p->burst,
-               p->gone_relists_at_once ? "at once" : "after the next backoff step");
+               p->gone_relists_at_once ? "at once"
+               : p->gone_splay        ? "after a pause uniform in [0, the current backoff step]"
+                                      : "after the next backoff step");
 }
 
 /* What the runs with other seeds add to the first one. */

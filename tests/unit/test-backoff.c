@@ -256,6 +256,25 @@ static void test_bucket_burst_then_qps(_unused_ void **state) {
         assert_int_equal(taken, 10);
 }
 
+static void test_current_step(_unused_ void **state) {
+        struct backoff_config c = BACKOFF_CONFIG_CLIENT_GO;
+        struct backoff b;
+        usec_t t = 1000 * USEC_PER_SEC;
+
+        c.jitter = 0;
+        backoff_init(&b, &c, 1);
+        assert_int_equal(backoff_current_step(&b, t), 800 * USEC_PER_MSEC); /* never failed */
+        for (int i = 0; i < 3; i++)
+                (void) backoff_next(&b, t, 0); /* 0.8, 1.6, 3.2 */
+        assert_int_equal(backoff_current_step(&b, t), 6400 * USEC_PER_MSEC);
+        for (int i = 0; i < 10; i++)
+                (void) backoff_next(&b, t, 0);
+        assert_int_equal(backoff_current_step(&b, t), 30 * USEC_PER_SEC); /* capped */
+        /* After reset_after healthy, the step is back at initial, without another failure. */
+        assert_int_equal(backoff_current_step(&b, t + c.reset_after + 1), 800 * USEC_PER_MSEC);
+        assert_int_equal(backoff_current_step(&b, t + c.reset_after), 30 * USEC_PER_SEC);
+}
+
 static void test_bucket_reserve_queues(_unused_ void **state) {
         struct token_bucket tb;
         usec_t wait = 0;
@@ -342,6 +361,7 @@ int main(void) {
                 cmocka_unit_test(test_retry_after),
                 cmocka_unit_test(test_seeds),
                 cmocka_unit_test(test_random),
+                cmocka_unit_test(test_current_step),
                 cmocka_unit_test(test_bucket_burst_then_qps),
                 cmocka_unit_test(test_bucket_reserve_queues),
                 cmocka_unit_test(test_bucket_set_rate),
