@@ -406,8 +406,12 @@ static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *userdat
                 /* The status line arrived with the first body bytes; a non-200 body is a Status
                  * object, not events. */
                 (void) curl_easy_getinfo(http_transfer_easy(r->transfer), CURLINFO_RESPONSE_CODE, &r->watch_status);
-                if (r->watch_status == 200)
+                if (r->watch_status == 200) {
+                        /* The apiserver answers again: whatever failed before is over. */
+                        reflector_set_error(r, NULL);
                         reflector_set_state(r, REFLECTOR_WATCHING);
+                        reflector_notify(r);
+                }
         }
         if (r->watch_status != 200) {
                 size_t room = ERROR_BODY_MAX - r->watch_error_size;
