@@ -315,3 +315,17 @@ def test_relist_announces_no_spurious_updates(agent_factory, fake, tmp_dir):
         assert len(w.events()) == 6
     finally:
         w.close()
+
+
+def test_large_list_is_paged(agent_factory, fake, tmp_dir):
+    # The agent asks for pages of 500; a server that honours the limit answers with a continue
+    # token, and the agent follows it before it applies the list as a whole.
+    for i in range(620):
+        fake.add_pod(make_pod("p-%03d" % i, node=NODE))
+    a = agent_with(agent_factory, fake, tmp_dir)
+    wait_until(lambda: a.get_json("/v1/pods")["count"] == 620, 20, desc="all 620 pods")
+    lists = fake.requests(verb="list")
+    assert len(lists) == 2, [r["params"] for r in lists]
+    assert lists[0]["params"].get("limit") == "500" and "continue" not in lists[0]["params"]
+    assert lists[1]["params"].get("continue") and "resourceVersion" not in lists[1]["params"]
+    wait_state(a, "running")
