@@ -329,3 +329,16 @@ def test_large_list_is_paged(agent_factory, fake, tmp_dir):
     assert lists[0]["params"].get("limit") == "500" and "continue" not in lists[0]["params"]
     assert lists[1]["params"].get("continue") and "resourceVersion" not in lists[1]["params"]
     wait_state(a, "running")
+
+
+def test_in_cluster_environment(agent_factory, fake, tmp_dir):
+    # No url: the service environment a DaemonSet pod gets names the apiserver; token and CA
+    # come from the config here (in a pod: the mounted service account).
+    fake.add_pod(make_pod("web-1", node=NODE))
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN)
+    a = agent_factory(config={"apiserver": {"token-file": token_file, "ca-file": fake.ca_file}},
+                      env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(fake.port)})
+    wait_until(lambda: pod_names(a) == ["default/web-1"], 10, desc="pods via the service environment")
+    assert apiserver_status(a)["details"]["url"] == "https://127.0.0.1:%d" % fake.port
