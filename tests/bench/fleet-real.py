@@ -1,0 +1,875 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""fleet-real: N real piniond processes against the test apiserver through an outage, compared
+with the fleet simulation (tests/sim/fleet-sim --policy pinion) run with the same parameters.
+
+    tests/bench/fleet-real.py [--agents 100] [--outage 60s] [--md F] [--csv F] [--png F]
+    make bench-fleet            # in the build directory: fleet-real.md, fleet-real.csv
+
+The scenario
+  One test apiserver (tests/fakes/kube_apiserver.py, out of process: TLS, a bearer token file)
+  holding --pods-per-node pods for each of the nodes node-000 ... node-(N-1); N piniond, each in
+  its own temp dir with its own config, socket and node-name and the same [apiserver] settings
+  (log-level=info, log-format=json, stderr to a file). When every agent holds a watch (the fake
+  counts N open watches), a short steady state, then the outage of T, then recovery, until every
+  agent is synced again or --time-limit.
+
+How the outage is made and how requests are counted (--outage-mode)
+  refuse (default)  the fake closes its listening socket: every attempt is a connection refused
+      at once, and the open watches are cut. Refused connections never reach the fake's request
+      log, so the attempts are counted by the agents themselves: every failed attempt logs one
+      "Watch failed: ... / Pod list failed: ...; retrying in" warning with a microsecond
+      timestamp (log-format=json), which gives the per-second series; the total is checked
+      against the sum over agents of pinion_apiserver_requests_total{code="error"} (/metrics),
+      taken before the outage and at the end. This is the simulation's --down-mode refused.
+  5xx  every API request gets 503 (no Retry-After) for T and the watches are cut abruptly; the
+      attempts are counted in the fake's request log. An immediate failure as well, so also
+      --down-mode refused (a 503 just costs a TLS handshake and a response).
+  Recovery: the fake records one change (a pod on no node) and compacts its history to it before
+  it answers again, so every resume from before the outage gets 410 and relists, as the
+  simulation's default --gone-after-restart 1 (an apiserver restarting with an empty watch
+  cache). --no-compact keeps the history (every resume succeeds; sim --gone-after-restart 0).
+  After the recovery every request reaches the fake and is counted in its log; an agent is synced
+  again at its first watch from a resourceVersion at or after the compaction point (the one
+  after its relist), the simulation's "holds an established watch".
+
+The simulation is run once per seed (--runs, seeds 1..R) with --agents N --outage T --policy
+pinion --down-mode refused --capacity 1e9 (a small fleet never loads the model) --rtt 1ms and
+the same --pods-per-node, backoff, token-bucket and watch-timeout settings. The table gives the
+measured value, the mean over the seeds, their range, the ratio measured / mean, and whether the
+measurement lies inside the seeds' range widened by 2.5 standard deviations (of the seeds) plus
+2% of the mean: the runs scatter by the backoff's jitter alone, and the real clock adds
+milliseconds per attempt (event-loop latency, connect time, the outage switch), which is what
+the 2% is for. The CSV holds the per-second series side by side (t from the outage start).
+
+Everything (processes, temp dirs) is cleaned up on exit, on Ctrl-C and on SIGTERM; children get
+PR_SET_PDEATHSIG (setpriv) so that even a SIGKILL of this script takes them down. Exit status:
+0 when every agent recovered and the outage's request count agrees, 1 otherwise, 2 on bad usage.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.path.abspath(os.environ.get("PINION_SRCDIR") or os.path.join(HERE, "..", ".."))
+FAKE = os.path.join(SRCDIR, "tests", "fakes", "kube_apiserver.py")
+TOKEN = "fleet-real-token"
+SETPRIV = shutil.which("setpriv")
+PDEATHSIG = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
+SCRUB_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
+             "LISTEN_FDNAMES", "JOURNAL_STREAM", "INVOCATION_ID", "NODE_NAME",
+             "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "MANAGERPID")
+ATTEMPT_FAILED = re.compile(r"^(Watch failed|Pod list failed): .*; retrying in ")
+TOLERANCE_SD = 2.5
+TOLERANCE_REL = 0.02
+
+
+def log(msg):
+    sys.stderr.write("fleet-real: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def default_builddir():
+    return os.path.abspath(os.environ.get("PINION_BUILDDIR") or os.path.join(SRCDIR, "build"))
+
+
+def parse_duration(text):
+    """"800ms", "30s", "2m", "1h", "250us", a bare number of seconds -> seconds."""
+    m = re.match(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|min|m|h|)\s*$", str(text))
+    if not m:
+        raise argparse.ArgumentTypeError("not a duration: %r" % text)
+    scale = {"us": 1e-6, "ms": 1e-3, "s": 1, "": 1, "min": 60, "m": 60, "h": 3600}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def fmt_duration(seconds):
+    """Seconds -> a duration both piniond's config and fleet-sim accept."""
+    ms = int(round(seconds * 1000))
+    if ms % 1000 == 0:
+        return "%ds" % (ms // 1000)
+    return "%dms" % ms
+
+
+def clean_env():
+    env = dict(os.environ)
+    for k in SCRUB_ENV:
+        env.pop(k, None)
+    env.setdefault("LC_ALL", "C.UTF-8")
+    return env
+
+
+def parse_log_time(text):
+    """"2026-11-21T11:49:17.503655Z" -> epoch seconds."""
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def terminate(proc, timeout):
+    """SIGTERM, then SIGKILL after timeout; never raises."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# The test apiserver, out of process
+
+class Fake:
+    def __init__(self, root, nodes, pods_per_node):
+        self.dir = os.path.join(root, "fake")
+        os.makedirs(self.dir)
+        self.token_file = os.path.join(root, "token")
+        with open(self.token_file, "w") as f:
+            f.write(TOKEN + "\n")
+        self.pods_file = os.path.join(self.dir, "pods.json")
+        sys.path.insert(0, os.path.dirname(FAKE))
+        sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+        from kube_apiserver import make_pod  # noqa: E402 (only the pod maker; nothing starts)
+        pods = []
+        for i, node in enumerate(nodes):
+            for k in range(pods_per_node):
+                pods.append(make_pod("app-%s-%d" % (node, k), node=node,
+                                     ip="10.%d.%d.%d" % (i // 250, i % 250, k + 2),
+                                     labels={"app": "app-%d" % k}))
+        with open(self.pods_file, "w") as f:
+            json.dump(pods, f)
+        self.proc = None
+        self.url = self.ca_file = self.control = None
+
+    def start(self, timeout=30):
+        self.stderr = open(os.path.join(self.dir, "fake.log"), "wb")
+        cmd = PDEATHSIG + [sys.executable, FAKE, "--port", "0", "--tls", "--token-file",
+                           self.token_file, "--pods", self.pods_file, "--workdir",
+                           os.path.join(self.dir, "work"), "--print-url"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=self.stderr, env=clean_env(), start_new_session=True)
+        lines = []
+        deadline = time.monotonic() + timeout
+        buf = b""
+        while len(lines) < 2:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                raise RuntimeError("the test apiserver did not start (see %s/fake.log)" % self.dir)
+            r, _, _ = select.select([self.proc.stdout], [], [], left)
+            if r:
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    continue
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    lines.append(line.decode())
+        self.url, self.ca_file = lines[0].split()
+        self.control = lines[1].split()[1]
+        return self
+
+    def ctl(self, method, path, body=None, timeout=60):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.control + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def state(self):
+        return self.ctl("GET", "/_fake/state")
+
+    def requests(self, since=None):
+        q = "" if since is None else "?since=%.6f" % since
+        return self.ctl("GET", "/_fake/requests" + q)["requests"]
+
+    def cpu_seconds(self):
+        try:
+            with open("/proc/%d/stat" % self.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def stop(self):
+        terminate(self.proc, 15)
+        if self.proc is not None and self.proc.stdout:
+            self.proc.stdout.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The agents
+
+def unix_get(path, url, timeout=5):
+    """GET url over the Unix socket at path -> (status, body text). HTTP/1.0: the server closes."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+        s.sendall(("GET %s HTTP/1.0\r\nHost: pinion\r\n\r\n" % url).encode())
+        chunks = []
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            chunks.append(b)
+    finally:
+        s.close()
+    raw = b"".join(chunks).decode("utf-8", "replace")
+    head, _, body = raw.partition("\r\n\r\n")
+    status = int(head.split(None, 2)[1]) if head.startswith("HTTP/") else 0
+    if "transfer-encoding: chunked" in head.lower():
+        body = dechunk(body)
+    return status, body
+
+
+def dechunk(text):
+    out, rest = [], text
+    while rest:
+        size_s, _, rest = rest.partition("\r\n")
+        size = int(size_s.split(";")[0] or "0", 16)
+        if size == 0:
+            break
+        out.append(rest[:size])
+        rest = rest[size + 2:]
+    return "".join(out)
+
+
+class Agent:
+    def __init__(self, root, node, fake, args):
+        self.node = node
+        self.dir = os.path.join(root, "agents", node)
+        self.socket = os.path.join(self.dir, "run", "pinion.sock")
+        self.log_file = os.path.join(self.dir, "piniond.log")
+        self.config_file = os.path.join(self.dir, "pinion.conf")
+        os.makedirs(os.path.join(self.dir, "pods.d"))
+        with open(self.config_file, "w") as f:
+            f.write("[agent]\nnode-name=%s\nstate-dir=%s\nruntime-dir=%s\nsocket=%s\npods-dir=%s\n"
+                    "log-level=info\nlog-format=json\nstop-timeout=5s\n\n"
+                    % (node, os.path.join(self.dir, "state"), os.path.join(self.dir, "run"),
+                       self.socket, os.path.join(self.dir, "pods.d")))
+            f.write("[apiserver]\nurl=%s\ntoken-file=%s\nca-file=%s\n" % (fake.url, fake.token_file,
+                                                                           fake.ca_file))
+            for key in ("qps", "burst", "backoff-initial", "backoff-max", "backoff-reset",
+                        "backoff-jitter", "watch-timeout-min"):
+                f.write("%s=%s\n" % (key, args.agent_keys[key]))
+        self.proc = None
+
+    def start(self, piniond):
+        with open(self.log_file, "ab") as err:
+            self.proc = subprocess.Popen(PDEATHSIG + [piniond, "--config", self.config_file],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=err, cwd=self.dir, env=clean_env(),
+                                         start_new_session=True)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def metrics_by_code(self):
+        """{code: n} of pinion_apiserver_requests_total, summed over verbs."""
+        status, text = unix_get(self.socket, "/metrics")
+        if status != 200:
+            raise RuntimeError("%s: GET /metrics answered %d" % (self.node, status))
+        out = {}
+        for line in text.splitlines():
+            m = re.match(r'^pinion_apiserver_requests_total\{([^}]*)\}\s+(\S+)', line)
+            if m:
+                code = re.search(r'code="([^"]*)"', m.group(1)).group(1)
+                out[code] = out.get(code, 0) + float(m.group(2))
+        return out
+
+    def rss_kib(self):
+        try:
+            with open("/proc/%d/status" % self.proc.pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def failed_attempts(self):
+        """Timestamps of the failed connection attempts this agent logged."""
+        out = []
+        with open(self.log_file, "rb") as f:
+            for raw in f:
+                try:
+                    e = json.loads(raw)
+                except ValueError:
+                    continue
+                if e.get("module") == "apiserver" and e.get("level") == "warning" and \
+                        ATTEMPT_FAILED.match(e.get("msg", "")):
+                    out.append(parse_log_time(e["time"]))
+        return out
+
+    def log_tail(self, n=15):
+        try:
+            with open(self.log_file, "rb") as f:
+                return b"".join(f.readlines()[-n:]).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+
+def stop_agents(agents, timeout=10):
+    live = [a for a in agents if a.alive()]
+    for a in live:
+        try:
+            a.proc.send_signal(signal.SIGTERM)
+        except OSError:
+            pass
+    deadline = time.monotonic() + timeout
+    for a in live:
+        try:
+            a.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            a.proc.kill()
+            a.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# The real run
+
+def node_of(entry):
+    sel = (entry.get("params") or {}).get("fieldSelector", "")
+    m = re.search(r"spec\.nodeName=([^,]+)", sel)
+    return m.group(1) if m else None
+
+
+def rv_of(entry):
+    try:
+        return int((entry.get("params") or {}).get("resourceVersion", ""))
+    except ValueError:
+        return None
+
+
+def real_run(args, root):
+    nodes = ["node-%03d" % i for i in range(args.agents)]
+    piniond = os.path.join(args.builddir, "piniond")
+    if not os.access(piniond, os.X_OK):
+        raise RuntimeError("%s is not built (PINION_BUILDDIR=%s)" % (piniond, args.builddir))
+    fake = Fake(root, nodes, args.pods_per_node)
+    agents = []
+    res = {"agents": args.agents, "outage_mode": args.outage_mode}
+    try:
+        fake.start()
+        log("test apiserver at %s (control %s), %d pods" % (fake.url, fake.control,
+                                                            args.agents * args.pods_per_node))
+        for node in nodes:
+            agents.append(Agent(root, node, fake, args))
+        t_start = time.monotonic()
+        for a in agents:
+            a.start(piniond)
+            time.sleep(args.start_interval)
+        # Synced: every agent holds a watch (the fake counts them open).
+        deadline = time.monotonic() + args.sync_timeout
+        while True:
+            dead = [a for a in agents if not a.alive()]
+            if dead:
+                raise RuntimeError("piniond for %s exited with %s:\n%s"
+                                   % (dead[0].node, dead[0].proc.returncode, dead[0].log_tail()))
+            watches = fake.state()["watches"]
+            if watches >= args.agents:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("only %d of %d agents hold a watch after %.0fs: the test "
+                                   "apiserver may not keep this many watches"
+                                   % (watches, args.agents, args.sync_timeout))
+            time.sleep(0.2)
+        res["startup_seconds"] = time.monotonic() - t_start
+        watching = {node_of(e) for e in fake.requests() if e["verb"] == "watch"}
+        missing = set(nodes) - watching
+        if missing:
+            raise RuntimeError("no watch from %s" % sorted(missing)[:5])
+        log("%d agents synced in %.1fs; steady state for %.0fs"
+            % (args.agents, res["startup_seconds"], args.steady))
+        time.sleep(args.steady)
+        res["rss_kib_total"] = sum(a.rss_kib() for a in agents)
+        res["watches_before"] = fake.state()["watches"]
+        before = [a.metrics_by_code() for a in agents]
+        cpu0 = fake.cpu_seconds()
+
+        # The outage.
+        t0 = time.time()
+        if args.outage_mode == "refuse":
+            fake.ctl("POST", "/_fake/outage", {"mode": "refuse"})
+        else:
+            fake.ctl("POST", "/_fake/inject", {"fault": "503", "count": None})
+            fake.ctl("POST", "/_fake/close-watches", {"abrupt": True})
+        log("outage (%s) for %.0fs" % (args.outage_mode, args.outage))
+        while time.time() < t0 + args.outage:
+            dead = [a for a in agents if not a.alive()]
+            if dead:
+                raise RuntimeError("piniond for %s exited during the outage:\n%s"
+                                   % (dead[0].node, dead[0].log_tail()))
+            time.sleep(min(0.2, max(0.0, t0 + args.outage - time.time())))
+
+        # Recovery: one change and a compaction first (every old resume gets 410).
+        compacted = None
+        if args.compact:
+            fake.ctl("POST", "/_fake/pods/add",
+                     {"metadata": {"name": "fleet-real-outage-marker", "namespace": "default"},
+                      "spec": {"nodeName": "no-such-node",
+                               "containers": [{"name": "m", "image": "example/m:1"}]}})
+            compacted = int(fake.ctl("POST", "/_fake/compact", {})["compacted"])
+        if args.outage_mode == "refuse":
+            fake.ctl("POST", "/_fake/recover", {})
+        else:
+            fake.ctl("POST", "/_fake/clear-faults", {})
+        t_rec = time.time()
+        res.update(t0=t0, t_rec=t_rec, outage_real=t_rec - t0, compacted=compacted)
+        log("recovered after %.3fs%s" % (t_rec - t0, " (history compacted at %d)" % compacted
+                                          if compacted else ""))
+
+        def healthy(e):
+            if e["verb"] != "watch" or e.get("status") not in (200, None):
+                return False
+            return compacted is None or (rv_of(e) is not None and rv_of(e) >= compacted)
+
+        synced_at = {}
+        deadline = t_rec + args.time_limit
+        while True:
+            for e in fake.requests(since=t_rec):
+                n = node_of(e)
+                if n and n not in synced_at and healthy(e):
+                    synced_at[n] = e["time"]
+            if len(synced_at) == args.agents or time.time() > deadline:
+                break
+            dead = [a for a in agents if not a.alive()]
+            if dead:
+                raise RuntimeError("piniond for %s exited during the recovery:\n%s"
+                                   % (dead[0].node, dead[0].log_tail()))
+            time.sleep(0.5)
+        t_end = time.time()
+        log("%d of %d agents synced again %.1fs after the recovery"
+            % (len(synced_at), args.agents, (max(synced_at.values()) - t_rec) if synced_at else 0))
+        time.sleep(1.0)  # let the last answers land in the logs and metrics
+
+        after = [a.metrics_by_code() for a in agents]
+        cpu1 = fake.cpu_seconds()
+        entries = fake.requests()
+        attempts = []
+        for a in agents:
+            attempts.extend(a.failed_attempts())
+        res["watches_after"] = fake.state()["watches"]
+        res["fake_cpu_seconds"] = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+        res["alive_at_end"] = sum(a.alive() for a in agents)
+    finally:
+        stop_agents(agents)
+        fake.stop()
+
+    # --- measure ---
+    api = [e for e in entries if e["verb"] in ("list", "watch", "get")]
+    # The outage's requests are those it failed (refused, or answered 503), wherever the few
+    # milliseconds of switching the outage on and off put them.
+    if args.outage_mode == "refuse":
+        outage_times = [t for t in attempts if t >= t0]
+        res["requests_outage_metrics"] = int(sum(a.get("error", 0) - b.get("error", 0)
+                                                 for a, b in zip(after, before)))
+        res["failed_after_recovery"] = sum(1 for t in attempts if t > t_rec)
+        res["api_requests_during_outage"] = sum(1 for e in api if t0 <= e["time"] < t_rec)
+        counted = outage_times + [e["time"] for e in api]
+    else:
+        outage_times = [e["time"] for e in api if e["time"] >= t0 and e.get("fault") == "503"]
+        res["requests_outage_metrics"] = int(sum(a.get("503", 0) - b.get("503", 0)
+                                                 for a, b in zip(after, before)))
+        counted = [e["time"] for e in api]
+    res["requests_outage"] = len(outage_times)
+    res["mean_rate_outage"] = len(outage_times) / args.outage
+    post = [e for e in api if e["time"] >= t_rec]
+    last_sync = max(synced_at.values()) if synced_at else t_end
+    res["requests_recovery"] = sum(1 for e in post if e["time"] <= last_sync)
+    res["lists_after_recovery"] = sum(1 for e in post if e["verb"] == "list")
+    res["gone_after_recovery"] = sum(1 for e in post if e["verb"] == "watch" and compacted
+                                     and rv_of(e) is not None and rv_of(e) < compacted)
+    res["synced"] = len(synced_at)
+    delays = sorted(t - t_rec for t in synced_at.values())
+    res["sync_delays"] = delays
+    if len(delays) == args.agents:
+        res["sync_p50"] = percentile(delays, 0.50)
+        res["sync_p99"] = percentile(delays, 0.99)
+        res["sync_max"] = delays[-1]
+    else:
+        res["sync_p50"] = res["sync_p99"] = res["sync_max"] = None
+
+    # Per-second windows from the outage start (window k covers [t0 + k, t0 + k + 1)).
+    first = -int(args.steady)
+    last = int(math.ceil(last_sync - t0)) if synced_at else int(math.ceil(t_end - t0))
+    series = {}
+    for k in range(first, last + 1):
+        series[k] = {"requests": 0, "synced": 0, "up": 1}
+    for t in counted:
+        k = int(math.floor(t - t0))
+        if k in series:
+            series[k]["requests"] += 1
+    for k, row in series.items():
+        end = t0 + k + 1
+        if k < 0:
+            row["synced"] = args.agents
+        else:
+            row["synced"] = sum(1 for t in synced_at.values() if t < end)
+        row["up"] = 0 if (t0 + k < t_rec and end > t0) else 1
+    res["series"] = series
+    res["peak_rate_recovery"] = max((series[k]["requests"] for k in series
+                                     if int(args.outage) <= k < int(args.outage) + 10), default=0)
+    return res
+
+
+def percentile(sorted_values, q):
+    """The sim's percentile: the value at rank ceil(q × n)."""
+    k = int(math.ceil(q * len(sorted_values)))
+    return sorted_values[max(k, 1) - 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The simulation
+
+def sim_command(args, seed, csv_file, summary_file):
+    k = args.agent_keys
+    cmd = [args.sim, "--policy", "pinion", "--agents", str(args.agents),
+           "--outage", fmt_duration(args.outage), "--pods-per-node", str(args.pods_per_node),
+           "--capacity", "1e9", "--rtt", "1ms", "--down-mode", "refused",
+           "--gone-after-restart", "1" if args.compact else "0",
+           "--backoff-initial", k["backoff-initial"], "--backoff-max", k["backoff-max"],
+           "--backoff-jitter", k["backoff-jitter"], "--backoff-reset", k["backoff-reset"],
+           "--qps", k["qps"], "--burst", k["burst"], "--watch-timeout-min", k["watch-timeout-min"],
+           "--time-limit", fmt_duration(args.time_limit), "--seed", str(seed), "--runs", "1",
+           "--csv", csv_file, "--summary-csv", summary_file]
+    if not args.compact:
+        cmd += ["--cache-window", "24h"]  # the fake keeps its whole history
+    return cmd
+
+
+def sim_runs(args, root):
+    runs = []
+    d = os.path.join(root, "sim")
+    os.makedirs(d, exist_ok=True)
+    for seed in range(1, args.runs + 1):
+        c, s = os.path.join(d, "series-%d.csv" % seed), os.path.join(d, "summary-%d.csv" % seed)
+        cmd = sim_command(args, seed, c, s)
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode != 0:
+            raise RuntimeError("%s failed (%d): %s" % (" ".join(cmd), p.returncode, p.stderr))
+        with open(s) as f:
+            row = list(csv.DictReader(f))[0]
+        series = {}
+        with open(c) as f:
+            for r in csv.DictReader(f):
+                series[int(round(float(r["t"])))] = {"requests": int(r["requests"]),
+                                                     "synced": int(r["synced"]),
+                                                     "up": int(r["server_up"])}
+
+        def sec(v):
+            v = float(v)
+            return None if math.isinf(v) else v
+        run = {"seed": seed, "requests_outage": int(row["requests_outage"]),
+               "requests_recovery": int(row["requests_total"]) - int(row["requests_outage"]),
+               "unsynced": int(row["unsynced"]), "falls": int(row["falls"]),
+               "sync_p50": sec(row["sync_p50"]), "sync_p99": sec(row["sync_p99"]),
+               "sync_max": sec(row["sync_max"]), "series": series}
+        run["mean_rate_outage"] = run["requests_outage"] / args.outage
+        run["peak_rate_recovery"] = max((series[k]["requests"] for k in series
+                                         if int(args.outage) <= k < int(args.outage) + 10),
+                                        default=0)
+        runs.append(run)
+        if seed == 1:
+            args.sim_cmdline = " ".join(cmd[:cmd.index("--csv")])
+    return runs
+
+
+# ---------------------------------------------------------------------------------------------
+# The comparison
+
+METRICS = [
+    ("requests_outage", "requests during the outage", "%d", "%.1f"),
+    ("mean_rate_outage", "mean requests/s during the outage", "%.2f", "%.2f"),
+    ("peak_rate_recovery", "peak requests/s in the first 10 s after recovery", "%d", "%.1f"),
+    ("requests_recovery", "requests from recovery until every agent is synced", "%d", "%.1f"),
+    ("sync_p50", "synced after recovery, p50 (s)", "%.1f", "%.1f"),
+    ("sync_max", "synced after recovery, max (s)", "%.1f", "%.1f"),
+]
+
+
+def tolerance(values):
+    """[lo, hi]: the seeds' range widened by TOLERANCE_SD standard deviations and
+    TOLERANCE_REL of the mean."""
+    mean = statistics.mean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    widen = TOLERANCE_SD * sd + TOLERANCE_REL * abs(mean)
+    return min(values) - widen, max(values) + widen
+
+
+def compare(real, runs):
+    rows = []
+    for key, label, mfmt, sfmt in METRICS:
+        values = [r[key] for r in runs if r[key] is not None]
+        m = real.get(key)
+        row = {"key": key, "label": label, "measured": m}
+        if values:
+            row["sim_mean"] = statistics.mean(values)
+            row["sim_min"], row["sim_max"] = min(values), max(values)
+            row["sim_sd"] = statistics.stdev(values) if len(values) > 1 else 0.0
+            row["lo"], row["hi"] = tolerance(values)
+            row["ratio"] = (m / row["sim_mean"]) if m is not None and row["sim_mean"] else None
+            row["agrees"] = m is not None and row["lo"] <= m <= row["hi"] and \
+                len(values) == len(runs)
+        else:
+            row.update(sim_mean=None, sim_min=None, sim_max=None, sim_sd=None, lo=None, hi=None,
+                       ratio=None, agrees=False)
+        row["mfmt"], row["sfmt"] = mfmt, sfmt
+        rows.append(row)
+    return rows
+
+
+def markdown(args, real, runs, rows):
+    out = []
+    out.append("# Real fleet vs simulation: %d piniond, %.0f s outage (%s)\n"
+               % (args.agents, args.outage, args.outage_mode))
+    k = args.agent_keys
+    out.append("%d real `piniond` against the test apiserver (TLS, token; %d pods per node). "
+               "`[apiserver]` backoff-initial=%s backoff-max=%s backoff-jitter=%s "
+               "backoff-reset=%s qps=%s burst=%s watch-timeout-min=%s.\n"
+               % (args.agents, args.pods_per_node, k["backoff-initial"], k["backoff-max"],
+                  k["backoff-jitter"], k["backoff-reset"], k["qps"], k["burst"],
+                  k["watch-timeout-min"]))
+    if args.outage_mode == "refuse":
+        how = ("the test apiserver's port refused connections; attempts counted from the agents' "
+               "own logs (one \"retrying in\" warning per refused attempt, µs timestamps), "
+               "checked against the sum of `pinion_apiserver_requests_total{code=\"error\"}`: "
+               "%d" % real["requests_outage_metrics"])
+    else:
+        how = ("every API request was answered 503 (no Retry-After); attempts counted in the "
+               "test apiserver's request log (agents' `pinion_apiserver_requests_total"
+               "{code=\"503\"}`: %d)" % real["requests_outage_metrics"])
+    out.append("Outage: %s. Real outage %.3f s. %s; after recovery every request is counted "
+               "in the test apiserver's log, and an agent is synced at its first watch from a "
+               "resourceVersion at or after the compaction point.\n"
+               % (how, real["outage_real"],
+                  "Recovery: history compacted, every resume from before gets 410 and relists"
+                  if args.compact else "Recovery: history kept, resumes succeed"))
+    out.append("Simulation: `%s`, seeds 1..%d (`--down-mode refused`: an attempt to a down "
+               "apiserver fails at once).\n" % (args.sim_cmdline, args.runs))
+    out.append("| quantity | measured | simulated (mean of %d seeds) | sim min – max "
+               "| measured / sim | agrees |" % args.runs)
+    out.append("|---|---:|---:|---:|---:|---|")
+    for r in rows:
+        def f(fmt, v):
+            return "—" if v is None else fmt % v
+        out.append("| %s | %s | %s | %s – %s | %s | %s |"
+                   % (r["label"], f(r["mfmt"], r["measured"]), f(r["sfmt"], r["sim_mean"]),
+                      f(r["mfmt"], r["sim_min"]), f(r["mfmt"], r["sim_max"]),
+                      f("%.2f", r["ratio"]), "yes" if r["agrees"] else "**no**"))
+    out.append("| lists after recovery | %d | %d (one relist per agent) | | | %s |"
+               % (real["lists_after_recovery"], args.agents if args.compact else 0,
+                  "yes" if real["lists_after_recovery"] == (args.agents if args.compact else 0)
+                  else "**no**"))
+    out.append("")
+    out.append("\"agrees\": inside the seeds' range widened by %.1f standard deviations of the "
+               "seeds plus %d%% of their mean. Agents synced again: %d/%d%s; 410s after "
+               "recovery: %d; failed attempts after recovery: %s; piniond alive at the end: "
+               "%d/%d. Steady state: %.0f MiB RSS for all agents (%.1f MiB each); the test "
+               "apiserver used %s CPU seconds from the outage to the end."
+               % (TOLERANCE_SD, TOLERANCE_REL * 100, real["synced"], args.agents,
+                  "" if real["synced"] == args.agents else " (time limit)",
+                  real["gone_after_recovery"], real.get("failed_after_recovery", "—"),
+                  real["alive_at_end"], args.agents, real["rss_kib_total"] / 1024,
+                  real["rss_kib_total"] / 1024 / args.agents,
+                  "%.1f" % real["fake_cpu_seconds"] if real["fake_cpu_seconds"] is not None
+                  else "?"))
+    return "\n".join(out) + "\n"
+
+
+def write_csv(path, args, real, runs):
+    keys = set(real["series"])
+    for r in runs:
+        keys |= {k for k in r["series"] if k >= min(real["series"])}
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["t", "measured_requests", "sim_requests_seed1", "sim_requests_mean",
+                    "sim_requests_min", "sim_requests_max", "measured_synced",
+                    "sim_synced_seed1", "sim_synced_mean", "measured_up", "sim_up"])
+        for k in sorted(keys):
+            m = real["series"].get(k)
+            # A run that ended (every agent synced) sends nothing more and stays synced.
+            sims = [r["series"].get(k, {"requests": 0, "synced": args.agents - r["unsynced"],
+                                        "up": 1}) for r in runs]
+            req = [s["requests"] for s in sims]
+            w.writerow([k, m["requests"] if m else "", sims[0]["requests"],
+                        "%.2f" % statistics.mean(req), min(req), max(req),
+                        m["synced"] if m else "", sims[0]["synced"],
+                        "%.1f" % statistics.mean(s["synced"] for s in sims),
+                        m["up"] if m else "", sims[0]["up"]])
+
+
+def write_png(path, csv_path, args):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("no matplotlib (python3-matplotlib): no plot")
+        return False
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    t = [int(r["t"]) for r in rows]
+
+    def col(name):
+        return [float(r[name]) if r[name] != "" else float("nan") for r in rows]
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    a1.fill_between(t, col("sim_requests_min"), col("sim_requests_max"), step="post",
+                    alpha=0.25, color="tab:blue", label="simulated, seeds' range")
+    a1.step(t, col("sim_requests_mean"), where="post", color="tab:blue", label="simulated, mean")
+    a1.step(t, col("measured_requests"), where="post", color="tab:red", label="measured")
+    a1.set_ylabel("requests / s")
+    a1.legend()
+    a1.set_title("%d piniond, %.0f s outage (%s): measured vs fleet-sim"
+                 % (args.agents, args.outage, args.outage_mode))
+    a2.step(t, col("sim_synced_mean"), where="post", color="tab:blue", label="simulated, mean")
+    a2.step(t, col("measured_synced"), where="post", color="tab:red", label="measured")
+    a2.set_ylabel("agents synced")
+    a2.set_xlabel("seconds since the outage began")
+    for ax in (a1, a2):
+        ax.axvspan(0, args.outage, color="grey", alpha=0.15)
+    a2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        description="N real piniond against the test apiserver through an outage, compared with "
+                    "tests/sim/fleet-sim (see the top of this file).")
+    ap.add_argument("--agents", type=int, default=100, help="real piniond processes (default 100)")
+    ap.add_argument("--outage", type=parse_duration, default=60.0, help="the outage T (60s)")
+    ap.add_argument("--outage-mode", choices=("refuse", "5xx"), default="refuse",
+                    help="refuse: connections refused, attempts counted by the agents; 5xx: 503 "
+                         "to everything, counted by the fake (default refuse)")
+    ap.add_argument("--no-compact", dest="compact", action="store_false",
+                    help="keep the history at recovery (sim --gone-after-restart 0)")
+    ap.add_argument("--pods-per-node", type=int, default=3)
+    ap.add_argument("--steady", type=float, default=3.0,
+                    help="seconds of steady state before the outage (default 3)")
+    ap.add_argument("--time-limit", type=parse_duration, default=180.0,
+                    help="give up this long after the recovery (default 180s)")
+    ap.add_argument("--sync-timeout", type=float, default=None,
+                    help="seconds for every agent to sync at start (default 30 + N/5)")
+    ap.add_argument("--start-interval", type=float, default=0.01,
+                    help="seconds between two agent starts (default 0.01)")
+    for key, default in (("backoff-initial", "800ms"), ("backoff-max", "30s"),
+                         ("backoff-reset", "2m"), ("backoff-jitter", "1.0"), ("qps", "5"),
+                         ("burst", "10"), ("watch-timeout-min", "5m")):
+        ap.add_argument("--" + key, default=default,
+                        help="[apiserver] %s, also passed to the sim (default %s)" % (key, default))
+    ap.add_argument("--runs", type=int, default=10, help="simulation seeds (default 10)")
+    ap.add_argument("--builddir", default=default_builddir(),
+                    help="where piniond and tests/sim/fleet-sim are (PINION_BUILDDIR, default "
+                         "build/)")
+    ap.add_argument("--md", help="write the table here too")
+    ap.add_argument("--csv", help="the per-second series, measured and simulated side by side")
+    ap.add_argument("--png", help="a plot (python3-matplotlib)")
+    ap.add_argument("--json", help="every figure, for tests")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) for a post-mortem")
+    args = ap.parse_args(argv)
+    if args.agents < 1 or args.agents > 1000:
+        ap.error("--agents must be in 1..1000")
+    if args.runs < 2:
+        ap.error("--runs must be at least 2 (the tolerance needs a spread)")
+    if args.outage < 1:
+        ap.error("--outage must be at least 1s")
+    args.builddir = os.path.abspath(args.builddir)
+    args.sim = os.path.join(args.builddir, "tests", "sim", "fleet-sim")
+    if args.sync_timeout is None:
+        args.sync_timeout = 30 + args.agents / 5
+    args.agent_keys = {k: getattr(args, k.replace("-", "_")) for k in
+                       ("backoff-initial", "backoff-max", "backoff-reset", "backoff-jitter",
+                        "qps", "burst", "watch-timeout-min")}
+    return args
+
+
+def raise_fd_limit(need):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        if new < need:
+            log("warning: RLIMIT_NOFILE %d < %d; the test apiserver may run out of descriptors"
+                % (new, need))
+
+
+def on_signal(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    if not os.access(args.sim, os.X_OK):
+        log("%s is not built (make, or set PINION_BUILDDIR)" % args.sim)
+        return 2
+    # The fake holds a descriptor per agent connection, the children inherit the limit.
+    raise_fd_limit(4 * args.agents + 256)
+    root = tempfile.mkdtemp(prefix="pinion-fleet-")
+    try:
+        runs = sim_runs(args, root)
+        real = real_run(args, root)
+        rows = compare(real, runs)
+        text = markdown(args, real, runs, rows)
+        sys.stdout.write(text)
+        if args.md:
+            with open(args.md, "w") as f:
+                f.write(text)
+        if args.csv or args.png:
+            csv_path = args.csv or os.path.join(root, "fleet-real.csv")
+            write_csv(csv_path, args, real, runs)
+            if args.png:
+                write_png(args.png, csv_path, args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"args": {k: v for k, v in vars(args).items()
+                                    if isinstance(v, (int, float, str, bool, dict, type(None)))},
+                           "real": {k: v for k, v in real.items() if k != "series"},
+                           "sim": [{k: v for k, v in r.items() if k != "series"} for r in runs],
+                           "rows": rows}, f, indent=1)
+        ok = real["synced"] == args.agents and real["alive_at_end"] == args.agents and \
+            rows[0]["agrees"]
+        if not ok:
+            log("FAILED: %d/%d synced, %d/%d alive, outage requests %s"
+                % (real["synced"], args.agents, real["alive_at_end"], args.agents,
+                   "agree" if rows[0]["agrees"] else "disagree"))
+        return 0 if ok else 1
+    except KeyboardInterrupt as e:
+        log("interrupted (%s); cleaning up" % (e.args[0] if e.args else "SIGINT"))
+        return 130
+    except RuntimeError as e:
+        log("error: %s" % e)
+        return 1
+    finally:
+        if args.keep:
+            log("kept %s" % root)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
