@@ -45,6 +45,15 @@ struct api {
 
         struct metric_family *requests_total;
         struct metric_family *request_duration;
+
+        /* Connections of unprivileged peers, in all and per uid: capped so that no local user
+         * can take every connection root and socket-group need (pinionctl, pinion-cni). */
+        unsigned n_unprivileged;
+        struct uid_count {
+                uid_t uid;
+                unsigned n;
+        } *uid_counts;
+        size_t n_uid_counts;
 };
 
 /* What SO_PEERCRED/SO_PEERGROUPS said about the process that connected; one per
@@ -57,6 +66,7 @@ struct api_conn {
         gid_t gid;
         gid_t *groups;
         size_t n_groups;
+        bool counted; /* an unprivileged connection, counted in struct api */
 };
 
 enum request_state {

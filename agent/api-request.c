@@ -339,6 +339,15 @@ static void request_reply_not_allowed(struct api_request *r, const char *allow) 
         (void) request_respond(r, 405, resp);
 }
 
+/* What a request may send: nothing to a GET/HEAD route (a body there is only a way to make us
+ * hold memory), a little from unprivileged callers, max_body from root and socket-group. */
+#define API_UNPRIVILEGED_MAX_BODY 4096
+static size_t request_max_body(const struct api_request *r) {
+        if (r->method && (streq(r->method, "GET") || streq(r->method, "HEAD")))
+                return 0;
+        return r->peer.privileged ? r->api->max_body : MIN(r->api->max_body, (size_t) API_UNPRIVILEGED_MAX_BODY);
+}
+
 static bool request_body_too_large(struct api_request *r) {
         const char *cl;
         unsigned long long len;
@@ -349,7 +358,7 @@ static bool request_body_too_large(struct api_request *r) {
                 return false;
         errno = 0;
         len = strtoull(cl, &end, 10);
-        return errno == ERANGE || (end != cl && len > r->api->max_body);
+        return errno == ERANGE || (end != cl && len > request_max_body(r));
 }
 
 /* Whether a body follows the headers (HTTP/1.1: only with Content-Length or
@@ -439,7 +448,7 @@ static void request_add_body(struct api_request *r, const char *data, size_t siz
 
         if (r->body_too_large)
                 return;
-        if (size > r->api->max_body - r->body_size) {
+        if (size > request_max_body(r) - r->body_size) {
                 request_drop_body(r);
                 return;
         }
@@ -605,8 +614,9 @@ void api_on_completed(void *cls, struct MHD_Connection *connection, void **req_c
                 return;
         *req_cls = NULL;
         r->hangup_watch = sd_event_source_disable_unref(r->hangup_watch);
-        /* Only whoever still holds the request hears of it; after on_abort it is gone. */
-        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && request_owner_holds(r) && r->on_abort)
+        /* Whoever still holds the request hears that it is gone, however it ended: a HEAD of a
+         * stream completes "OK" after the headers while the stream's owner still holds it. */
+        if (request_owner_holds(r) && r->on_abort)
                 r->on_abort(r, r->abort_userdata);
         request_account(r);
         request_free(r);
@@ -718,7 +728,9 @@ int api_reply_error(struct api_request *r, unsigned status, const char *format, 
 }
 
 void api_request_suspend(struct api_request *r, api_abort_fn on_abort, void *userdata) {
-        if (!r || r->state != REQUEST_DISPATCHED)
+        /* Without on_abort the holder could not learn that the client left, and would reply to
+         * a freed request: refuse to suspend (the handler's reply-less return then fails it). */
+        if (!r || r->state != REQUEST_DISPATCHED || !on_abort)
                 return;
         r->on_abort = on_abort;
         r->abort_userdata = userdata;

@@ -9,6 +9,7 @@
  * "kicks" the timer to fire at once, because MHD_run() must not be re-entered from inside
  * one of its own callbacks. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/epoll.h>
@@ -26,6 +27,11 @@
 /* Idle keep-alive connections (and clients that stop reading) are dropped after this.
  * Suspended connections (long-polls, idle streams) do not time out in MHD. */
 #define API_CONNECTION_TIMEOUT_SEC 60U
+/* Connections at once: all peers; unprivileged peers together; one unprivileged uid. What
+ * unprivileged peers cannot take stays for root and socket-group (pinionctl, pinion-cni). */
+#define API_MAX_CONNECTIONS 1000U
+#define API_MAX_UNPRIVILEGED_CONNECTIONS 512U
+#define API_MAX_CONNECTIONS_PER_UID 32U
 
 /* ---- the socket ---- */
 
@@ -213,17 +219,61 @@ bool conn_privileged(const struct api *a, const struct api_conn *c) {
         return false;
 }
 
+/* Adds delta to uid's count of connections and returns the new count. */
+static unsigned uid_count_add(struct api *a, uid_t uid, int delta) {
+        for (size_t i = 0; i < a->n_uid_counts; i++)
+                if (a->uid_counts[i].uid == uid) {
+                        a->uid_counts[i].n += (unsigned) delta;
+                        unsigned n = a->uid_counts[i].n;
+                        if (n == 0)
+                                a->uid_counts[i] = a->uid_counts[--a->n_uid_counts];
+                        return n;
+                }
+        if (delta <= 0)
+                return 0;
+        struct uid_count *grown = realloc(a->uid_counts, (a->n_uid_counts + 1) * sizeof(*grown));
+        if (!grown)
+                return UINT_MAX; /* out of memory: count it as over the quota */
+        a->uid_counts = grown;
+        a->uid_counts[a->n_uid_counts++] = (struct uid_count) { .uid = uid, .n = (unsigned) delta };
+        return (unsigned) delta;
+}
+
+static void conn_account(struct api *a, struct api_conn *c) {
+        if (conn_privileged(a, c))
+                return;
+        c->counted = true;
+        a->n_unprivileged++;
+        unsigned mine = uid_count_add(a, c->uid, +1);
+        if (mine > API_MAX_CONNECTIONS_PER_UID || a->n_unprivileged > API_MAX_UNPRIVILEGED_CONNECTIONS)
+                /* MHD sees the end of the stream and closes the connection at once. */
+                (void) shutdown(c->fd, SHUT_RDWR);
+}
+
+static void conn_unaccount(struct api *a, struct api_conn *c) {
+        if (!c || !c->counted)
+                return;
+        a->n_unprivileged--;
+        (void) uid_count_add(a, c->uid, -1);
+}
+
 static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
+        struct api *a = cls;
         const union MHD_ConnectionInfo *info;
+        struct api_conn *c;
 
         switch (toe) {
         case MHD_CONNECTION_NOTIFY_STARTED:
                 info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
                 /* NULL (out of memory) leaves the peer unknown, hence unprivileged. */
-                *socket_context = conn_new(info ? info->connect_fd : -EBADF);
+                c = conn_new(info ? info->connect_fd : -EBADF);
+                if (c)
+                        conn_account(a, c);
+                *socket_context = c;
                 break;
         case MHD_CONNECTION_NOTIFY_CLOSED:
+                conn_unaccount(a, *socket_context);
                 *socket_context = conn_free(*socket_context);
                 break;
         }
@@ -314,6 +364,7 @@ static int api_start_mhd(struct api *a, int *fd) {
                                   MHD_OPTION_NOTIFY_COMPLETED, api_on_completed, a,
                                   MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
                                   MHD_OPTION_CONNECTION_TIMEOUT, API_CONNECTION_TIMEOUT_SEC,
+                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned) API_MAX_CONNECTIONS,
                                   MHD_OPTION_END);
         if (!a->mhd) {
                 /* Whether a failed start closed the socket differs between MHD versions; a
@@ -439,6 +490,7 @@ struct api *api_free(struct api *a) {
         for (size_t i = 0; i < a->n_routes; i++)
                 route_entry_free(a->routes[i]);
         free(a->routes);
+        free(a->uid_counts);
         free(a->socket_path);
         sd_event_unref(a->event);
         free(a);

@@ -83,6 +83,7 @@ int api_reply_error(struct api_request *r, unsigned status, const char *format, 
  * stays valid until replied to or until the client goes away, in which case on_abort (if set)
  * runs and the request must not be used afterwards. */
 typedef void (*api_abort_fn)(struct api_request *r, void *userdata);
+/* on_abort is required: without it the holder could not learn the request is gone. */
 void api_request_suspend(struct api_request *r, api_abort_fn on_abort, void *userdata);
 
 /* Streaming (NDJSON watches): headers go out now; api_stream_write() queues a chunk,

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <grp.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -86,8 +87,18 @@ static int fill_node_name(struct agent_settings *s) {
                         return -errno;
                 name = host;
         }
+        /* Kubernetes node names are lowercase (kubelet lowercases the hostname too). */
         s->node_name = strdup(name);
-        return s->node_name ? 0 : -ENOMEM;
+        if (!s->node_name)
+                return -ENOMEM;
+        for (char *p = s->node_name; *p; p++)
+                *p = (char) tolower((unsigned char) *p);
+        const char *reason = NULL;
+        char *checked = NULL;
+        if (parse_node_name(s->node_name, &checked, &reason) < 0)
+                return -EINVAL;
+        free(checked);
+        return 0;
 }
 
 static int validate_modules(struct config *c, char **ret_error) {
@@ -128,8 +139,14 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
                 r = validate_modules(c, ret_error);
         if (r >= 0)
                 r = config_check_unclaimed(c, ret_error);
-        if (r >= 0)
+        if (r >= 0) {
                 r = fill_node_name(&s);
+                if (r == -EINVAL)
+                        r = config_error(ret_error, file, 0,
+                                         "the node name '%s' (from $NODE_NAME or the hostname) is not a valid "
+                                         "Kubernetes node name: set [agent] node-name",
+                                         s.node_name);
+        }
         if (r < 0) {
                 agent_settings_done(&s);
                 return r;

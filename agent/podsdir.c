@@ -563,8 +563,11 @@ int podsdir_start(struct podsdir *d) {
 
         if (!d)
                 return -EINVAL;
+        /* A watch that cannot be set up now (inotify limits are easy to hit on a busy node)
+         * is retried from the debounce timer; the pods are loaded either way. */
         r = podsdir_watch(d);
         if (r < 0)
-                return r;
-        return podsdir_rescan(d);
+                (void) podsdir_schedule(d, PODSDIR_RETRY_USEC);
+        int k = podsdir_rescan(d);
+        return r < 0 ? r : k;
 }

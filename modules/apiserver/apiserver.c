@@ -66,6 +66,10 @@ static int apiserver_parse(struct config *c, struct apiserver_settings **ret, ch
                 return config_section_error(c, "apiserver", ret_error,
                                             "needs qps > 0, burst > 0 and 0 < backoff-initial <= backoff-max");
         }
+        if (s->backoff_jitter > 10 || s->qps > 1e6) {
+                config_object_free(apiserver_keys, s);
+                return config_section_error(c, "apiserver", ret_error, "needs backoff-jitter <= 10 and qps <= 1000000");
+        }
         if (s->watch_timeout_min < USEC_PER_SEC) {
                 config_object_free(apiserver_keys, s);
                 return config_section_error(c, "apiserver", ret_error, "watch-timeout-min must be at least 1s");
@@ -192,6 +196,8 @@ static int apiserver_start_reflector(struct module_instance *mi) {
         r = apiserver_endpoint_resolve(a->settings->url, a->settings->token_file, a->settings->ca_file, &a->endpoint,
                                        &reason);
         if (r == -ENOENT) {
+                /* No apiserver (any more, after a reload): its pods are no truth to act on. */
+                (void) pod_store_replace_source(mi->manager->pods, "apiserver", NULL, 0);
                 module_set_state(mi, MODULE_DISABLED, "%s", reason);
                 module_set_synced(mi);
                 return 0;
@@ -241,7 +247,10 @@ static int apiserver_reload(struct module_instance *mi, struct config *c, char *
         }
         /* A new apiserver: start over with a list (the store keeps the pods meanwhile). */
         a->reflector = reflector_free(a->reflector);
-        return apiserver_start_reflector(mi);
+        r = apiserver_start_reflector(mi);
+        if (r < 0)
+                module_set_state(mi, MODULE_FAILED, "cannot start the pod watch: %s", strerror(-r));
+        return 0;
 }
 
 static int apiserver_stop(struct module_instance *mi) {

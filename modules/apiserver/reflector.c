@@ -139,11 +139,15 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static usec_t usec_add(usec_t a, usec_t b) {
+        return a > USEC_INFINITY - b ? USEC_INFINITY : a + b;
+}
+
 static void reflector_arm(struct reflector *r, usec_t delay) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         int k;
 
-        r->next_attempt = now + delay;
+        r->next_attempt = usec_add(now, delay);
         if (!r->timer)
                 k = sd_event_add_time(r->event, &r->timer, CLOCK_MONOTONIC, r->next_attempt, USEC_PER_MSEC,
                                       on_timer, r);
@@ -159,7 +163,7 @@ static void reflector_arm(struct reflector *r, usec_t delay) {
 /* Next request after `delay` (backoff or 0), then after the token bucket allows it. */
 static void reflector_schedule(struct reflector *r, enum reflector_action action, usec_t delay) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
-        usec_t wait = token_bucket_reserve(&r->bucket, now + delay);
+        usec_t wait = token_bucket_reserve(&r->bucket, usec_add(now, delay));
 
         r->next_action = action;
         if (delay == 0 && wait == 0) {
@@ -167,7 +171,7 @@ static void reflector_schedule(struct reflector *r, enum reflector_action action
                 return;
         }
         reflector_set_state(r, delay > 0 ? REFLECTOR_BACKOFF : REFLECTOR_WAITING);
-        reflector_arm(r, delay + wait);
+        reflector_arm(r, usec_add(delay, wait));
 }
 
 static void reflector_failed(struct reflector *r, const char *kind, usec_t retry_after, const char *format, ...)
@@ -263,14 +267,19 @@ static int list_take_items(struct reflector *r, const cJSON *items, unsigned *re
                         skipped++;
                         continue;
                 }
+                if (!streq_ptr(p->node_name, r->node)) {
+                        pod_unref(p); /* not ours: the field selector should have kept it away */
+                        continue;
+                }
                 struct pod **grown = realloc(r->list_pods, (r->n_list_pods + 1) * sizeof(*grown));
+                if (grown)
+                        r->list_pods = grown;
                 if (!p->source)
                         p->source = strdup(SOURCE);
                 if (!grown || !p->source) {
                         pod_unref(p);
                         return -ENOMEM;
                 }
-                r->list_pods = grown;
                 r->list_pods[r->n_list_pods++] = p;
         }
         *ret_skipped = skipped;
@@ -313,11 +322,17 @@ static void on_list_done(struct http_client *c, const struct http_response *resp
                 list_reset(r);
                 return reflector_failed(r, "connect", 0, "Pod list failed: %s", strempty(resp->error_message));
         }
-        if (resp->status == 410) {
-                /* Our version, or a continue token, is older than the server keeps. */
+        if (resp->status == 410 && !r->consistent_relist) {
+                /* Our version, or a continue token, is older than the server keeps: start over
+                 * once with a consistent read. */
                 list_reset(r);
                 r->consistent_relist = true;
                 return reflector_schedule(r, ACTION_LIST, 0);
+        }
+        if (resp->status == 410) {
+                list_reset(r);
+                return reflector_failed(r, "status", http_response_retry_after(resp),
+                                        "Pod list answered 410 Gone even to a consistent read");
         }
         if (resp->status != 200) {
                 list_reset(r);
@@ -379,6 +394,15 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
                         break; /* not ours: the field selector should have kept it away */
                 if (!p->source && !(p->source = strdup(SOURCE)))
                         return -ENOMEM;
+                const struct pod *known = pod_store_get(r->store, p->uid);
+                if (known && !streq_ptr(known->source, SOURCE)) {
+                        /* A static pod with the same uid: the file on this node wins. */
+                        log_module_warning(MODULE, "Ignoring %s of pod %s/%s: uid %s belongs to %s",
+                                           watch_event_type_to_string(ev->type), p->namespace, p->name, p->uid,
+                                           strempty(known->source));
+                        count_error(r, "uid-conflict");
+                        break;
+                }
                 if (ev->type == WATCH_DELETED)
                         (void) pod_store_remove(r->store, p->uid);
                 else if (pod_store_put(r->store, p) < 0)
@@ -398,22 +422,33 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
         return 0;
 }
 
+/* The watch is established when its 200 headers are complete, not when the first event comes
+ * (on a quiet node that can be minutes): that is when the module stops saying "degraded". */
+static void watch_answered(struct reflector *r) {
+        if (r->watch_status != 0 || !r->transfer)
+                return;
+        (void) curl_easy_getinfo(http_transfer_easy(r->transfer), CURLINFO_RESPONSE_CODE, &r->watch_status);
+        if (r->watch_status != 200)
+                return;
+        reflector_set_error(r, NULL);
+        reflector_set_state(r, REFLECTOR_WATCHING);
+        reflector_notify(r);
+}
+
+static size_t on_watch_header(char *data, size_t size, size_t nmemb, void *userdata) {
+        size_t n = size * nmemb;
+        if ((n == 2 && data[0] == '\r' && data[1] == '\n') || (n == 1 && data[0] == '\n'))
+                watch_answered(userdata); /* the blank line that ends the headers */
+        return n;
+}
+
 static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *userdata) {
         struct reflector *r = userdata;
         size_t n = size * nmemb;
 
-        if (r->watch_status == 0 && r->transfer) {
-                /* The status line arrived with the first body bytes; a non-200 body is a Status
-                 * object, not events. */
-                (void) curl_easy_getinfo(http_transfer_easy(r->transfer), CURLINFO_RESPONSE_CODE, &r->watch_status);
-                if (r->watch_status == 200) {
-                        /* The apiserver answers again: whatever failed before is over. */
-                        reflector_set_error(r, NULL);
-                        reflector_set_state(r, REFLECTOR_WATCHING);
-                        reflector_notify(r);
-                }
-        }
+        watch_answered(r); /* in case the headers did not reach on_watch_header */
         if (r->watch_status != 200) {
+                /* A non-200 body is a Status object, not events. */
                 size_t room = ERROR_BODY_MAX - r->watch_error_size;
                 size_t take = MIN(room, n);
                 char *grown = realloc(r->watch_error_body, r->watch_error_size + take + 1);
@@ -457,7 +492,9 @@ static void reflector_watch(struct reflector *r) {
         if (k < 0)
                 return reflector_failed(r, "request", 0, "Cannot build the watch request: %s", strerror(-k));
         if (curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_watch_data) != CURLE_OK ||
-            curl_easy_setopt(easy, CURLOPT_WRITEDATA, r) != CURLE_OK) {
+            curl_easy_setopt(easy, CURLOPT_WRITEDATA, r) != CURLE_OK ||
+            curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_watch_header) != CURLE_OK ||
+            curl_easy_setopt(easy, CURLOPT_HEADERDATA, r) != CURLE_OK) {
                 curl_easy_cleanup(easy);
                 return reflector_failed(r, "request", 0, "Cannot set up the watch request");
         }
@@ -522,6 +559,7 @@ static void on_watch_done(struct http_client *c, const struct http_response *res
         r->n_watch_restarts++;
         (void) metric_inc(r->metrics.watch_restarts);
         reflector_set_error(r, NULL);
+        reflector_notify(r);
         reflector_schedule(r, ACTION_WATCH, 0);
 }
 

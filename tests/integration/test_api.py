@@ -6,7 +6,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -346,3 +349,68 @@ def test_pods_dir_created_after_start(agent_factory):
     os.makedirs(a.pods_dir)
     a.write_pod("web", make_pod("web-1"))
     a.wait_pod("default", "web-1")
+
+
+def test_get_with_a_body_is_refused(agent_factory):
+    # A GET route takes no body: accepting one would let any caller make the agent hold memory.
+    a = agent_factory(config={"agent": {"socket-mode": "0666"}})
+    for uid in (None, NOBODY):
+        r = a.request("GET", "/v1/health", body=b"x" * 2048, as_uid=uid)
+        assert r.status == 413, (uid, r)
+        assert _is_error(r.body, 413), r
+    assert a.health()["status"] == "ok"
+
+
+def test_head_of_a_watch_stream_then_changes(agent):
+    # HEAD runs the GET handler, which opens a stream; MHD ends it after the headers. The
+    # stream must be forgotten then, or the next pod change writes into a freed request.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(agent.socket)
+        s.sendall(b"HEAD /v1/pods?watch=1 HTTP/1.1\r\nHost: pinion\r\nConnection: close\r\n\r\n")
+        s.settimeout(5)
+        head = s.recv(4096)
+        assert head.startswith(b"HTTP/1.1 200"), head
+    finally:
+        s.close()
+    agent.write_pod("web", make_pod("web-1"))
+    agent.wait_pod("default", "web-1")
+    agent.write_pod("web", make_pod("web-1", labels={"v": "2"}))
+    time.sleep(0.3)
+    assert agent.health()["status"] == "ok"
+
+
+def test_unprivileged_connections_are_capped(agent_factory):
+    # One local user cannot take the connections root needs: past 32 connections of one
+    # unprivileged uid, new ones are closed at once, and root is still answered.
+    a = agent_factory(config={"agent": {"socket-mode": "0666"}})
+    script = r'''
+import os, socket, sys, time
+os.setgid(65534); os.setuid(65534)
+held, closed = [], 0
+for i in range(40):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+    held.append(s)
+time.sleep(0.5)
+for s in held:
+    s.settimeout(0.2)
+    try:
+        if s.recv(1) == b"":
+            closed += 1
+    except socket.timeout:
+        pass
+print(closed, flush=True)
+time.sleep(float(sys.argv[2]))
+'''
+    p = subprocess.Popen([sys.executable, "-c", script, a.socket, "3"], stdout=subprocess.PIPE, text=True)
+    try:
+        closed = int(p.stdout.readline())
+        assert closed == 8, closed  # 40 - 32
+        assert a.request("GET", "/v1/health").status == 200  # root, while nobody holds 32
+    finally:
+        p.kill()
+        p.wait()
+    # Once they are gone, the quota is free again.
+    wait_until(lambda: a.request("GET", "/v1/health", as_uid=NOBODY).status == 200, 5, desc="nobody served again")

@@ -342,3 +342,19 @@ def test_in_cluster_environment(agent_factory, fake, tmp_dir):
                       env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(fake.port)})
     wait_until(lambda: pod_names(a) == ["default/web-1"], 10, desc="pods via the service environment")
     assert apiserver_status(a)["details"]["url"] == "https://127.0.0.1:%d" % fake.port
+
+
+def test_list_410_backs_off_and_does_not_block_ready(agent_factory, fake, tmp_dir):
+    # A server that answers every list with 410 gets one consistent relist at once, then
+    # backoff like any failure; READY=1 still comes (the module says why it is degraded).
+    fake.inject("410", count=None, verbs=["list"])
+    a = agent_with(agent_factory, fake, tmp_dir)
+    assert a.status()["ready"] is True
+    wait_state(a, "degraded")
+    time.sleep(2)
+    lists = fake.count(verb="list")
+    lo, hi = envelope(2.0, 0.1, 1.0)
+    assert lists <= hi + 3, lists  # not a tight loop (without backoff: ~10 per second)
+    fake.clear_faults()
+    fake.add_pod(make_pod("web-1", node=NODE))
+    wait_until(lambda: pod_names(a) == ["default/web-1"], 10, desc="the list once 410s stop")
