@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "backoff.h"
+#include "parse-util.h"
 #include "macro.h"
 
 /* ---- options: the model's constants ---- */
@@ -160,33 +161,10 @@ static int parse_double(const char *s, void *ret) {
         return 0;
 }
 
-/* "800ms", "30s", "2m", "1h", "250us"; a bare number is seconds. */
-static int parse_duration(const char *s, void *ret) {
-        static const struct {
-                const char *suffix;
-                usec_t usec;
-        } units[] = {
-                { "us", 1 }, { "ms", USEC_PER_MSEC }, { "s", USEC_PER_SEC }, { "", USEC_PER_SEC },
-                { "min", USEC_PER_MINUTE }, { "m", USEC_PER_MINUTE }, { "h", USEC_PER_HOUR },
-        };
-        char *end;
-        double v;
-
-        if (!s || *s == '\0')
-                return -EINVAL;
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno != 0 || end == s || !isfinite(v) || v < 0)
-                return -EINVAL;
-        for (size_t i = 0; i < ELEMENTSOF(units); i++)
-                if (streq(end, units[i].suffix)) {
-                        double us = v * (double) units[i].usec;
-                        if (us >= 0x1.0p63)
-                                return -ERANGE;
-                        *(usec_t *) ret = (usec_t) llround(us);
-                        return 0;
-                }
-        return -EINVAL;
+/* The agent's own duration syntax ("800ms", "30s", "2m", "1h"; a bare number is seconds), so
+ * the model takes its [apiserver] settings exactly as pinion.conf writes them. */
+static int parse_duration_option(const char *s, void *ret) {
+        return parse_duration(s, ret);
 }
 
 static int parse_down_mode(const char *s, void *ret) {
@@ -223,39 +201,39 @@ static const struct option_def option_defs[] = {
         { "watch-cost", parse_double, FIELD(watch_cost), "1", "cost of a watch request (resume or 410)" },
         { "capacity", parse_double, FIELD(capacity), "3000",
           "apiserver capacity, cost units per second (3000: ~97 node lists/s)" },
-        { "grace", parse_duration, FIELD(grace), "5s",
+        { "grace", parse_duration_option, FIELD(grace), "5s",
           "offered cost above capacity for longer than this (whole 1 s windows) makes it fall over" },
-        { "queue-limit", parse_duration, FIELD(queue_limit), "5s",
+        { "queue-limit", parse_duration_option, FIELD(queue_limit), "5s",
           "a request that would wait longer than this in the backlog gets 429" },
-        { "retry-after", parse_duration, FIELD(retry_after), "1s", "Retry-After sent with a 429" },
-        { "rtt", parse_duration, FIELD(rtt), "5ms", "network round trip of every request" },
+        { "retry-after", parse_duration_option, FIELD(retry_after), "1s", "Retry-After sent with a 429" },
+        { "rtt", parse_duration_option, FIELD(rtt), "5ms", "network round trip of every request" },
         { "down-mode", parse_down_mode, FIELD(down_mode), "refused",
           "a request to a down apiserver: refused (at once) or timeout" },
-        { "request-timeout", parse_duration, FIELD(request_timeout), "10s",
+        { "request-timeout", parse_duration_option, FIELD(request_timeout), "10s",
           "client timeout of a request to a down apiserver with down-mode=timeout" },
-        { "warmup", parse_duration, FIELD(warmup), "30s", "steady state before the outage" },
-        { "outage", parse_duration, FIELD(outage), "60s", "the outage (T)" },
-        { "refall-outage", parse_duration, FIELD(refall_outage), "60s",
+        { "warmup", parse_duration_option, FIELD(warmup), "30s", "steady state before the outage" },
+        { "outage", parse_duration_option, FIELD(outage), "60s", "the outage (T)" },
+        { "refall-outage", parse_duration_option, FIELD(refall_outage), "60s",
           "how long the apiserver is down after falling over from overload" },
-        { "cache-window", parse_duration, FIELD(cache_window), "75s",
+        { "cache-window", parse_duration_option, FIELD(cache_window), "75s",
           "history the watch cache keeps: an older resourceVersion gets 410" },
         { "gone-after-restart", parse_double, FIELD(gone_after_restart), "1",
           "share of resumes from before a restart answered 410 (1: the new cache starts empty)" },
-        { "watch-timeout-min", parse_duration, FIELD(watch_timeout_min), "5m",
+        { "watch-timeout-min", parse_duration_option, FIELD(watch_timeout_min), "5m",
           "watch timeoutSeconds drawn from [this, 2x] ([apiserver] watch-timeout-min)" },
         { "gone-pause", parse_gone_pause, FIELD(gone_pause), "splay",
           "pinion: wait before the relist a 410 asks for: splay (uniform in [0, the current backoff step], as reflector.c), backoff (the next step) or none" },
-        { "time-limit", parse_duration, FIELD(time_limit), "10m", "give up this long after the recovery" },
+        { "time-limit", parse_duration_option, FIELD(time_limit), "10m", "give up this long after the recovery" },
         { "seed", parse_u64, FIELD(seed), "1", "seed of every generator (agent i uses seed, i)" },
         { "runs", parse_unsigned, FIELD(runs), "10",
           "runs per policy, with seeds seed, seed+1, ...: the table shows the first and the worst" },
-        { "legacy-retry", parse_duration, FIELD(legacy_retry), "1s", "legacy: fixed wait after a failure" },
-        { "backoff-initial", parse_duration, FIELD(backoff_initial), "800ms", "pinion: [apiserver] backoff-initial" },
-        { "backoff-max", parse_duration, FIELD(backoff_max), "30s", "pinion: [apiserver] backoff-max" },
+        { "legacy-retry", parse_duration_option, FIELD(legacy_retry), "1s", "legacy: fixed wait after a failure" },
+        { "backoff-initial", parse_duration_option, FIELD(backoff_initial), "800ms", "pinion: [apiserver] backoff-initial" },
+        { "backoff-max", parse_duration_option, FIELD(backoff_max), "30s", "pinion: [apiserver] backoff-max" },
         { "backoff-factor", parse_double, FIELD(backoff_factor), "2",
           "pinion: backoff growth factor (no config key: the agent uses 2)" },
         { "backoff-jitter", parse_double, FIELD(backoff_jitter), "1.0", "pinion: [apiserver] backoff-jitter" },
-        { "backoff-reset", parse_duration, FIELD(backoff_reset), "2m", "pinion: [apiserver] backoff-reset" },
+        { "backoff-reset", parse_duration_option, FIELD(backoff_reset), "2m", "pinion: [apiserver] backoff-reset" },
         { "qps", parse_double, FIELD(qps), "5", "pinion: [apiserver] qps (token bucket rate)" },
         { "burst", parse_double, FIELD(burst), "10", "pinion: [apiserver] burst (token bucket size)" },
 };
