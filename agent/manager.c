@@ -178,6 +178,8 @@ int manager_new(const struct manager_options *opts, struct manager **ret, char *
         r = metrics_new(&m->metrics);
         if (r >= 0)
                 r = pod_store_new(&m->pods);
+        if (r >= 0)
+                r = pod_gates_new(&m->pod_gates);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the core: %m");
 
@@ -205,6 +207,7 @@ struct manager *manager_free(struct manager *m) {
         api_free(m->api);
         podsdir_free(m->podsdir);
         http_client_free(m->http);
+        pod_gates_free(m->pod_gates);
         pod_store_free(m->pods);
         metrics_free(m->metrics);
         sd_event_source_unref(m->stop_timer);

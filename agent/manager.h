@@ -2,8 +2,8 @@
 #pragma once
 
 /* struct manager: everything the daemon owns hangs off it. The sd-event loop, the loaded config
- * and the [agent] settings, the pod store and its pods-dir source, the local API, the metrics
- * registry, the shared HTTP client, and the module instances. One thread, one loop. */
+ * and the [agent] settings, the pod store, its pods-dir source and the pod gates, the local API,
+ * the metrics registry, the shared HTTP client, and the module instances. One thread, one loop. */
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -17,6 +17,7 @@
 #include "macro.h"
 #include "metrics.h"
 #include "module.h"
+#include "pod-gates.h"
 #include "pod-store.h"
 #include "pod-watch.h"
 #include "podsdir.h"
@@ -58,6 +59,7 @@ struct manager {
 
         struct metrics *metrics;
         struct pod_store *pods;
+        struct pod_gates *pod_gates; /* readiness for registration beyond the Ready condition */
         struct podsdir *podsdir;
         struct pod_watch_hub *pod_watch; /* /v1/pods?watch=1 streams */
         struct api *api;
