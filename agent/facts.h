@@ -10,3 +10,21 @@ struct node_credentials {
         const char *cert_file; /* PEM certificate chain */
         const char *key_file;  /* PEM private key */
 };
+
+/* zkreg → configsync: the agent's one ZooKeeper session, for znode change notifications.
+ * Published by zkreg while it runs (and unpublished before it stops). */
+#define FACT_ZOOKEEPER "zookeeper"
+#include <stdint.h>
+/* The znode's data version (Stat.mzxid, which changes on every write) or a negative errno:
+ * -ENOENT if the node does not exist, -ENOTCONN while there is no session. Called once soon
+ * after watch_node() and again after every change, also after the session is re-established
+ * (so a change missed while disconnected is still reported). */
+typedef void (*zookeeper_node_fn)(const char *path, int64_t mzxid, int error, void *userdata);
+struct zookeeper_fact {
+        void *zk; /* the publisher's state, passed back to the functions below */
+        /* Starts watching path (absolute, under the session's chroot); *ret_watch identifies the
+         * watch for unwatch_node(). Negative errno on bad arguments or OOM. */
+        int (*watch_node)(void *zk, const char *path, zookeeper_node_fn fn, void *userdata, void **ret_watch);
+        /* Stops a watch; fn is never called for it afterwards. NULL is a no-op. */
+        void (*unwatch_node)(void *zk, void *watch);
+};
