@@ -1,4 +1,7 @@
-# reclaim (included by Makefile.am).
+# reclaim: page cache reclaim for memory cgroups (included by Makefile.am).
 MODULE_SOURCES += \
-	modules/reclaim/reclaim.c
+	modules/reclaim/reclaim.c \
+	modules/reclaim/target.c modules/reclaim/target.h \
+	modules/reclaim/plan.c modules/reclaim/plan.h \
+	modules/reclaim/memcg.c modules/reclaim/memcg.h
 EXTRA_DIST += modules/reclaim/local.mk
