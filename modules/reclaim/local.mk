@@ -5,3 +5,5 @@ MODULE_SOURCES += \
 	modules/reclaim/plan.c modules/reclaim/plan.h \
 	modules/reclaim/memcg.c modules/reclaim/memcg.h
 EXTRA_DIST += modules/reclaim/local.mk
+INTEGRATION_TESTS += tests/integration/test_reclaim.py
+EXTRA_DIST += tests/integration/reclaim_testlib.py

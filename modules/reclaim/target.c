@@ -50,6 +50,9 @@ struct reclaim_target {
 
         /* totals */
         uint64_t n_reclaims, bytes_reclaimed, n_steps, n_unreachable, n_step_errors;
+        /* v1: failcnt increments during our steps (charges that met the briefly lowered limit,
+         * not the original one: usage stayed below it). */
+        uint64_t lowered_limit_hits;
         uint64_t wakeups[_WAKE_SOURCE_MAX];
         usec_t last_reaction;         /* µs; 0: none yet */
         usec_t last_reclaim_realtime; /* when the last episode ended */
@@ -152,23 +155,25 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
                         reason = NULL;
                 va_end(ap);
         }
-        if (t->state == s && streq_ptr(t->reason, reason))
+        if (t->state == s) {
+                /* Not a transition: the figures in the reason moved. */
+                if (!streq_ptr(t->reason, reason))
+                        log_target_debug(t, "%s: %s", target_state_to_string(s), strempty(reason));
+                free(t->reason);
+                t->reason = TAKE_PTR(reason);
                 return;
+        }
         int level = state_is_notable(s) || state_is_notable(t->state) ? LOG_INFO : LOG_DEBUG;
-        if (t->state != s)
-                (void) log_target_full_errno(t, level, 0, "%s -> %s%s%s", target_state_to_string(t->state),
-                                             target_state_to_string(s), reason ? ": " : "", strempty(reason));
-        else
-                (void) log_target_full_errno(t, level, 0, "%s: %s", target_state_to_string(s), strempty(reason));
+        (void) log_target_full_errno(t, level, 0, "%s -> %s%s%s", target_state_to_string(t->state),
+                                     target_state_to_string(s), reason ? ": " : "", strempty(reason));
         if (s == TARGET_UNREACHABLE && t->state != TARGET_UNREACHABLE) {
                 t->n_unreachable++;
                 (void) metric_inc(t->ctx->metrics.unreachable, t->settings.name);
         }
-        bool changed = t->state != s;
         t->state = s;
         free(t->reason);
         t->reason = TAKE_PTR(reason);
-        if (changed && t->ctx->state_changed)
+        if (t->ctx->state_changed)
                 t->ctx->state_changed(t->ctx->userdata);
 }
 
@@ -449,6 +454,19 @@ static void schedule_step(struct reclaim_target *t) {
         (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_ONESHOT);
 }
 
+/* ok, or unreachable saying why, from a plan. */
+static void set_state_from_plan(struct reclaim_target *t, const struct reclaim_step *p) {
+        if (p->verdict != RECLAIM_UNREACHABLE && !p->partial) {
+                set_state(t, TARGET_OK, NULL);
+                return;
+        }
+        bool high = p->verdict == RECLAIM_UNREACHABLE;
+        set_state(t, TARGET_UNREACHABLE,
+                  "anonymous memory %" PRIu64 "M + min-file %" PRIu64 "M + headroom %" PRIu64 "M leave no room to reach %s (%" PRIu64 "M)",
+                  t->last.anon >> 20, MIN(t->last.file, t->bounds.min_file) >> 20, t->bounds.headroom >> 20,
+                  high ? "high" : "target", (high ? t->bounds.high : t->bounds.target) >> 20);
+}
+
 static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, const char *why) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         t->in_episode = false;
@@ -461,17 +479,10 @@ static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, 
         }
         log_target_debug(t, "episode done after %u steps, %" PRIu64 " bytes in %.1f ms: %s", t->episode_steps,
                          t->episode_bytes, (double) (now - t->episode_start) / USEC_PER_MSEC, why);
-        if (p && (p->verdict == RECLAIM_UNREACHABLE || p->partial))
-                set_state(t, TARGET_UNREACHABLE,
-                          "anonymous memory %" PRIu64 " + min-file %" PRIu64 " + headroom %" PRIu64
-                          " leave no room to reach %s %" PRIu64,
-                          t->last.anon, MIN(t->last.file, t->bounds.min_file), t->bounds.headroom,
-                          p->verdict == RECLAIM_UNREACHABLE ? "high" : "target",
-                          p->verdict == RECLAIM_UNREACHABLE ? t->bounds.high : t->bounds.target);
-        else if (why && !p)
-                set_state(t, TARGET_UNREACHABLE, "%s", why);
+        if (p)
+                set_state_from_plan(t, p);
         else
-                set_state(t, TARGET_OK, NULL);
+                set_state(t, TARGET_UNREACHABLE, "%s", why);
 }
 
 /* One bounded step of an episode. */
@@ -533,6 +544,11 @@ static int on_step(sd_event_source *s, void *userdata) {
 
         if (memcg_read(t->cg, &after) >= 0) {
                 t->last = after;
+                if (t->cg->version == MEMCG_V1 && after.failcnt > before.failcnt) {
+                        t->lowered_limit_hits += after.failcnt - before.failcnt;
+                        (void) metric_add(t->ctx->metrics.lowered_hits, (double) (after.failcnt - before.failcnt),
+                                          t->settings.name);
+                }
                 if (after.usage < before.usage) {
                         uint64_t got = before.usage - after.usage;
                         t->episode_bytes += got;
@@ -609,16 +625,10 @@ static void check(struct reclaim_target *t, enum wake_source source) {
         reclaim_plan(&t->bounds, &s, false, &p);
         switch (p.verdict) {
         case RECLAIM_IDLE:
-                if (t->state != TARGET_OK && !(t->state == TARGET_UNREACHABLE && s.usage >= t->bounds.target))
-                        set_state(t, TARGET_OK, NULL);
-                return;
         case RECLAIM_DONE:
-                set_state(t, p.partial ? TARGET_UNREACHABLE : TARGET_OK,
-                          p.partial ? "anonymous memory and min-file keep usage above target" : NULL);
-                return;
         case RECLAIM_UNREACHABLE:
-                t->episode_steps = 0;
-                end_episode(t, &p, "unreachable");
+                /* Unreachable: left alone, not thrashed; the state says why. */
+                set_state_from_plan(t, &p);
                 return;
         case RECLAIM_STEP:
                 t->in_episode = true;
@@ -798,6 +808,7 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
         cJSON_AddNumberToObject(o, "steps", (double) t->n_steps);
         cJSON_AddNumberToObject(o, "step_errors", (double) t->n_step_errors);
         cJSON_AddNumberToObject(o, "unreachable", (double) t->n_unreachable);
+        cJSON_AddNumberToObject(o, "lowered_limit_hits", (double) t->lowered_limit_hits);
         if (t->n_reclaims) {
                 cJSON_AddNumberToObject(o, "last_reaction_seconds", (double) t->last_reaction / USEC_PER_SEC);
                 json_add_time(o, "last_reclaim", t->last_reclaim_realtime);

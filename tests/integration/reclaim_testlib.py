@@ -219,3 +219,42 @@ if __name__ == "__main__":
         _write(sys.argv[2], *[int(x) for x in sys.argv[3:7]])
     elif sys.argv[1] == "anon":
         _anon(int(sys.argv[2]))
+
+
+# ---------------------------------------------------------------------------------------------
+# pytest fixtures (imported by test_reclaim*.py)
+
+try:
+    import pytest
+except ImportError:  # the module also runs as a workload script
+    pytest = None
+
+if pytest:
+    @pytest.fixture
+    def memcg_factory():
+        """make(suffix, limit=None) -> MemCgroup /pinion-test-<pid>-<suffix> on the v1 memory
+        hierarchy. Teardown kills its processes, then removes it (also after a failure)."""
+        if not v1_available():
+            pytest.skip("no cgroup v1 memory hierarchy at %s" % V1_ROOT)
+        made = []
+
+        def make(suffix, limit=None):
+            g = MemCgroup("/pinion-test-%d-%s" % (os.getpid(), suffix))
+            made.append(g)
+            return g.create(limit)
+        try:
+            yield make
+        finally:
+            for g in reversed(made):
+                g.remove()
+
+    @pytest.fixture
+    def stream_dir():
+        """A fresh directory on a disk file system for the writer's files; removed after."""
+        import shutil
+        import tempfile
+        d = tempfile.mkdtemp(prefix="pinion-reclaim-", dir=disk_tmpdir())
+        try:
+            yield d
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
