@@ -7,3 +7,9 @@ MODULE_SOURCES += \
 EXTRA_DIST += modules/reclaim/local.mk
 INTEGRATION_TESTS += tests/integration/test_reclaim.py
 EXTRA_DIST += tests/integration/reclaim_testlib.py
+
+UNIT_TESTS += tests/unit/test-reclaim-plan
+tests_unit_test_reclaim_plan_SOURCES = tests/unit/test-reclaim-plan.c modules/reclaim/plan.c \
+	modules/reclaim/memcg.c agent/parse-util.c agent/fsutil.c
+tests_unit_test_reclaim_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/reclaim
+tests_unit_test_reclaim_plan_LDADD = $(UNIT_LIBS)
