@@ -13,3 +13,13 @@ tests_unit_test_reclaim_plan_SOURCES = tests/unit/test-reclaim-plan.c modules/re
 	modules/reclaim/memcg.c agent/parse-util.c agent/fsutil.c
 tests_unit_test_reclaim_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/reclaim
 tests_unit_test_reclaim_plan_LDADD = $(UNIT_LIBS)
+
+# `make bench-reclaim`: reaction time, writer throughput and the anonymous burst in a real v1
+# memory cgroup, with and without the agent (tests/bench/reclaim-bench.py; needs root).
+# The table goes to stdout and reclaim-bench.md. BENCH_RECLAIM_FLAGS='--reps 5 --limit 128M'.
+bench-reclaim: piniond$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' $(PYTHON3) \
+		$(srcdir)/tests/bench/reclaim-bench.py --md reclaim-bench.md $(BENCH_RECLAIM_FLAGS)
+.PHONY: bench-reclaim
+CLEANFILES += reclaim-bench.md
+EXTRA_DIST += tests/bench/reclaim-bench.py
