@@ -15,6 +15,9 @@
 /* An episode that has not reached its goal after this many steps yields to the next wake-up
  * (a writer faster than reclaim); the safety-net timer or the next event starts another. */
 #define EPISODE_MAX_STEPS 64u
+/* A reclaim write slower than this halves the step size (not below STEP_MIN). */
+#define STEP_SLOW (20 * USEC_PER_MSEC)
+#define STEP_MIN (UINT64_C(1) << 20)
 /* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
 #define POD_SEARCH_DEPTH 6u
 
@@ -57,6 +60,7 @@ struct reclaim_target {
         usec_t last_reaction;         /* µs; 0: none yet */
         usec_t last_reclaim_realtime; /* when the last episode ended */
         usec_t last_step, max_step;   /* µs one write blocked */
+        uint64_t step_now;            /* the step size in use: halved after a slow write */
 };
 
 static const char *const state_table[_TARGET_STATE_MAX] = {
@@ -508,7 +512,11 @@ static int on_step(sd_event_source *s, void *userdata) {
                 check(t, WAKE_TIMER);
                 return 0;
         }
-        reclaim_plan(&t->bounds, &before, true, &p);
+        struct reclaim_bounds b = t->bounds;
+        if (t->step_now == 0 || t->step_now > b.step)
+                t->step_now = b.step;
+        b.step = t->step_now;
+        reclaim_plan(&b, &before, true, &p);
         if (p.verdict != RECLAIM_STEP) {
                 end_episode(t, &p, reclaim_verdict_to_string(p.verdict));
                 return 0;
@@ -535,6 +543,12 @@ static int on_step(sd_event_source *s, void *userdata) {
         } else
                 r = memcg_reclaim(t->cg, p.amount);
         usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
+        /* Keep one write short: dirty or busy cache makes the kernel wait (writeback), so a
+         * slow write halves the next step (down to 1 MiB) and a quick one lets it grow back. */
+        if (took > STEP_SLOW && t->step_now > STEP_MIN)
+                t->step_now = MAX(t->step_now / 2, STEP_MIN);
+        else if (took < STEP_SLOW / 4 && t->step_now < t->bounds.step)
+                t->step_now = t->step_now > t->bounds.step / 2 ? t->bounds.step : t->step_now * 2;
         t->last_step = took;
         t->max_step = MAX(t->max_step, took);
         t->n_steps++;
@@ -817,6 +831,7 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
                 cJSON_AddNullToObject(o, "last_reclaim");
         }
         cJSON_AddNumberToObject(o, "max_step_seconds", (double) t->max_step / USEC_PER_SEC);
+        cJSON_AddNumberToObject(o, "step_bytes", (double) (t->step_now ? t->step_now : t->settings.step));
         cJSON_AddBoolToObject(o, "original_limit_recorded", t->recorded_limit != 0);
         if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
                 return NULL;
