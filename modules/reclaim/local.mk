@@ -23,3 +23,17 @@ bench-reclaim: piniond$(EXEEXT)
 .PHONY: bench-reclaim
 CLEANFILES += reclaim-bench.md
 EXTRA_DIST += tests/bench/reclaim-bench.py
+
+# A libFuzzer target for the levels pods hand us (annotations) and the plan's invariants; its
+# corpus replays as a unit test.
+FUZZ_TARGETS += reclaim-plan
+FUZZ_REPLAY_TESTS += tests/fuzz/replay-reclaim-plan
+FUZZ_RECLAIM_PLAN_SOURCES = tests/fuzz/fuzz-reclaim-plan.c modules/reclaim/plan.c agent/parse-util.c
+tests_fuzz_replay_reclaim_plan_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_RECLAIM_PLAN_SOURCES)
+tests_fuzz_replay_reclaim_plan_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/reclaim \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/reclaim-plan\"
+tests_fuzz_replay_reclaim_plan_CFLAGS = $(AM_CFLAGS)
+tests/fuzz/fuzz-reclaim-plan: $(FUZZ_RECLAIM_PLAN_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/reclaim -o $@ \
+		`for f in $(filter %.c,$(FUZZ_RECLAIM_PLAN_SOURCES)); do echo $(srcdir)/$$f; done`

@@ -59,13 +59,17 @@ int reclaim_bounds_resolve(const struct reclaim_level *high, const struct reclai
         return 0;
 }
 
+static uint64_t add_sat(uint64_t a, uint64_t b) {
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
                   struct reclaim_step *ret) {
         struct reclaim_step st = {};
         uint64_t keep_file = MIN(s->file, b->min_file);
         uint64_t reclaimable = s->file - keep_file;
 
-        st.floor = s->anon + keep_file + b->headroom;
+        st.floor = add_sat(add_sat(s->anon, keep_file), b->headroom);
         st.goal = MAX(b->target, st.floor);
         st.partial = st.goal > b->target;
 
