@@ -7,8 +7,9 @@ against the same workload without the agent, in the same run.
                                  [--stream-factor 4] [--md FILE]
     make bench-reclaim             # in the build directory; BENCH_RECLAIM_FLAGS='--reps 5'
 
-Three measurements, each with and without a real piniond watching the cgroup
-(/sys/fs/cgroup/memory/pinion-bench-<pid>-*, removed at the end, also on Ctrl-C):
+Three measurements, each in two identical cgroups, one watched by a real piniond and one not
+(/sys/fs/cgroup/memory/pinion-bench-<pid>-*, removed at the end, also on Ctrl-C); the reps
+alternate between the two (and which goes first) so both see the same background load:
 
   1. Reaction: a writer streams files (1 MiB writes, fdatasync each MiB: clean cache) through
      page cache at several times the limit while a sampler in this process reads
@@ -158,59 +159,75 @@ class Bench:
 
     # --- 1 + 2 ---
 
-    def reaction_and_throughput(self, with_agent):
-        g = self.cgroup()
-        a = self.agent(g) if with_agent else None
-        g.reset_peak()
-        s = Sampler(g, self.high)
-        s.start()
-        rates = []
+    def reaction_and_throughput(self):
+        """Two cgroups, one watched by an agent; the reps alternate between them (and which
+        goes first), so both see the same background load."""
+        off, on = self.cgroup(), self.cgroup()
+        a = self.agent(on)
+        res = {}
+        samplers = {}
+        for name, g in (("off", off), ("on", on)):
+            g.reset_peak()
+            samplers[name] = Sampler(g, self.high)
+            samplers[name].start()
+            res[name] = {"rates": []}
         for i in range(self.args.reps):
-            r = self.stream(g, self.args.stream_factor * self.args.limit, "s%d" % i)
-            rates.append(r["mib_per_s"])
-        s.stop_flag = True
-        s.join()
-        res = {"excursions": s.excursions, "samples": s.samples, "rates": rates,
-               "peak": g.peak(), "failcnt": g.failcnt(), "limit_after": g.limit()}
-        if a:
-            t = a.get_json("/v1/reclaim")["targets"][0]
-            res["target"] = t
-            log = a.log_text()
-            res["agent_ms"] = [float(x) for x in re.findall(r"episode done after \d+ steps, \d+ bytes in ([0-9.]+) ms", log)]
-            a.stop()
-        g.remove()
-        return res
+            order = (("off", off), ("on", on)) if i % 2 == 0 else (("on", on), ("off", off))
+            for name, g in order:
+                r = self.stream(g, self.args.stream_factor * self.args.limit, "%s%d" % (name, i))
+                res[name]["rates"].append(r["mib_per_s"])
+        for name, g in (("off", off), ("on", on)):
+            samplers[name].stop_flag = True
+            samplers[name].join()
+            res[name].update({"excursions": samplers[name].excursions, "peak": g.peak(),
+                              "failcnt": g.failcnt(), "limit_after": g.limit()})
+        res["on"]["target"] = a.get_json("/v1/reclaim")["targets"][0]
+        res["on"]["agent_ms"] = [float(x) for x in re.findall(
+            r"episode done after \d+ steps, \d+ bytes in ([0-9.]+) ms", a.log_text())]
+        a.stop()
+        off.remove()
+        on.remove()
+        return res["off"], res["on"]
 
     # --- 3 ---
 
-    def burst(self, with_agent):
-        g = self.cgroup()
-        a = self.agent(g) if with_agent else None
+    def burst(self):
+        """Per rep and per cgroup (alternating): the burst with the cache empty, after a synced
+        stream of 2x the limit, and after a stream that never syncs."""
         size = self.args.limit * 15 // 100
-        h = g.run([sys.executable, "-c", BURST_HELPER, str(size)], stdin=subprocess.PIPE,
-                  stdout=subprocess.PIPE, text=True)
-        assert h.stdout.readline().strip() == "ready"
+        off, on = self.cgroup(), self.cgroup()
+        a = self.agent(on)
+        helpers = {}
+        res = {}
+        for name, g in (("off", off), ("on", on)):
+            h = g.run([sys.executable, "-c", BURST_HELPER, str(size)], stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, text=True)
+            assert h.stdout.readline().strip() == "ready"
+            helpers[name] = h
+            res[name] = {"empty": [], "full": [], "dirty": []}
 
-        def one():
+        def one(name):
+            h = helpers[name]
             h.stdin.write("go\n")
             h.stdin.flush()
             return float(h.stdout.readline())
-        empty, full, dirty = [], [], []
         for i in range(self.args.reps):
-            g.write("memory.force_empty", "0")
-            empty.append(one())
-            self.stream(g, 2 * self.args.limit, "b%d" % i)
-            full.append(one())
-            # The same with a writer that never syncs (the last file's pages still dirty).
-            g.write("memory.force_empty", "0")
-            self.stream(g, 2 * self.args.limit, "d%d" % i, sync=False)
-            dirty.append(one())
-        h.stdin.close()
-        h.wait(10)
-        if a:
-            a.stop()
-        g.remove()
-        return {"empty": empty, "full": full, "dirty": dirty}
+            order = (("off", off), ("on", on)) if i % 2 == 0 else (("on", on), ("off", off))
+            for name, g in order:
+                g.write("memory.force_empty", "0")
+                res[name]["empty"].append(one(name))
+                self.stream(g, 2 * self.args.limit, "b%s%d" % (name, i))
+                res[name]["full"].append(one(name))
+                g.write("memory.force_empty", "0")
+                self.stream(g, 2 * self.args.limit, "d%s%d" % (name, i), sync=False)
+                res[name]["dirty"].append(one(name))
+        for h in helpers.values():
+            h.stdin.close()
+            h.wait(10)
+        a.stop()
+        off.remove()
+        on.remove()
+        return res["off"], res["on"]
 
 
 def main():
@@ -233,10 +250,8 @@ def main():
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        off = b.reaction_and_throughput(False)
-        on = b.reaction_and_throughput(True)
-        boff = b.burst(False)
-        bon = b.burst(True)
+        off, on = b.reaction_and_throughput()
+        boff, bon = b.burst()
     finally:
         b.cleanup()
 
