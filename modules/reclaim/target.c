@@ -40,6 +40,7 @@ struct reclaim_target {
         /* The original limit recorded durably before the first v1 write (0: none recorded). */
         uint64_t recorded_limit;
         bool limit_lowered; /* a restore failed: retried on every wake-up and at free */
+        char *record_error; /* the last record_write() failure: the state stays error until one works */
 
         sd_event_source *threshold_src, *pressure_src, *psi_src, *events_src;
         sd_event_source *timer, *step_src;
@@ -460,6 +461,10 @@ static void schedule_step(struct reclaim_target *t) {
 
 /* ok, or unreachable saying why, from a plan. */
 static void set_state_from_plan(struct reclaim_target *t, const struct reclaim_step *p) {
+        if (t->record_error) {
+                set_state(t, TARGET_ERROR, "%s", t->record_error);
+                return;
+        }
         if (p->verdict != RECLAIM_UNREACHABLE && !p->partial) {
                 set_state(t, TARGET_OK, NULL);
                 return;
@@ -483,10 +488,7 @@ static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, 
         }
         log_target_debug(t, "episode done after %u steps, %" PRIu64 " bytes in %.1f ms: %s", t->episode_steps,
                          t->episode_bytes, (double) (now - t->episode_start) / USEC_PER_MSEC, why);
-        if (p)
-                set_state_from_plan(t, p);
-        else
-                set_state(t, TARGET_UNREACHABLE, "%s", why);
+        set_state_from_plan(t, p);
 }
 
 /* One bounded step of an episode. */
@@ -528,11 +530,15 @@ static int on_step(sd_event_source *s, void *userdata) {
                 if (r < 0) {
                         log_target_error_errno(t, r, "Failed to record the original limit in %s, not reclaiming: %m",
                                                t->record_path);
-                        end_episode(t, NULL, "cannot record the original limit under state-dir");
-                        set_state(t, TARGET_ERROR, "cannot record the original limit in %s: %s", t->record_path,
-                                  strerror(-r));
+                        free(t->record_error);
+                        if (asprintf(&t->record_error, "cannot record the original limit in %s: %s", t->record_path,
+                                     strerror(-r)) < 0)
+                                t->record_error = NULL;
+                        t->in_episode = false; /* nothing was touched */
+                        set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
                         return 0;
                 }
+                t->record_error = mfree(t->record_error);
         }
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
         if (t->cg->version == MEMCG_V1) {
@@ -714,6 +720,7 @@ struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
         free(t->pod);
         free(t->cgroup);
         free(t->record_path);
+        free(t->record_error);
         free(t->reason);
         free(t);
         return NULL;

@@ -177,6 +177,19 @@ def test_restart_restores_a_limit_left_lowered(agent_factory, memcg_factory):
     assert target(a, "left")["state"] == "ok"
 
 
+def test_no_limit_is_touched_when_the_original_cannot_be_recorded(agent_factory, memcg_factory, stream_dir):
+    g = memcg_factory("norecord", LIMIT)
+    a = agent_factory(config=section("nr", g.name), start=False)
+    os.makedirs(a.state_dir, mode=0o700)
+    open(os.path.join(a.state_dir, "reclaim"), "w").close()  # a file where the directory goes
+    a.start()
+    stream(g, stream_dir, 2 * LIMIT)
+    t = wait_until(lambda: (lambda t: t if t["state"] == "error" else None)(target(a, "nr")), desc="error")
+    assert "cannot record the original limit" in t["reason"], t
+    assert t["steps"] == 0 and not t["original_limit_recorded"], t
+    assert g.limit() == LIMIT
+
+
 def test_removed_cgroup_is_reported_and_picked_up_again(agent_factory, memcg_factory, stream_dir):
     g = memcg_factory("gone", LIMIT)
     a = agent_factory(config=section("gone", g.name, interval="200ms"))
