@@ -340,3 +340,24 @@ def test_cgroup_v2(agent_factory):
     if reason:
         pytest.skip(reason)
     pytest.fail("this kernel offers the v2 memory controller: add the v2 run of these tests")
+
+
+def test_bench_smoke(tmp_path, memcg_factory):  # memcg_factory: skips without a v1 hierarchy
+    """make bench-reclaim at its smallest: it runs, cleans up and prints every row (no timing
+    is asserted here; the figures belong to the benchmark)."""
+    import sys
+    from pinion_testlib import BUILDDIR, SRCDIR
+    md = tmp_path / "bench.md"
+
+    def bench_cgroups():
+        return {d for d in os.listdir("/sys/fs/cgroup/memory") if d.startswith("pinion-bench-")}
+    before = bench_cgroups()
+    env = dict(os.environ, PINION_BUILDDIR=BUILDDIR, PINION_SRCDIR=SRCDIR)
+    p = subprocess.run([sys.executable, os.path.join(SRCDIR, "tests", "bench", "reclaim-bench.py"),
+                        "--reps", "1", "--stream-factor", "2", "--md", str(md)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for row in ("peak usage", "failcnt", "writer throughput", "anon burst, cache full", "goal: original limit"):
+        assert row in p.stdout, p.stdout
+    assert md.read_text().strip() == p.stdout.strip()
+    assert bench_cgroups() <= before, "the benchmark left cgroups behind"
