@@ -188,7 +188,10 @@ static int record_write(struct reclaim_target *t, uint64_t limit) {
         if (t->recorded_limit == limit)
                 return 0;
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) || !cJSON_AddNumberToObject(o, "limit", (double) limit))
+        /* "max" for no limit; a number otherwise (exact: limits are far below 2^53 bytes). */
+        if (!o || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) ||
+            !(limit == UINT64_MAX ? cJSON_AddStringToObject(o, "limit", "max")
+                                  : cJSON_AddNumberToObject(o, "limit", (double) limit)))
                 return -ENOMEM;
         _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
         if (!text)
@@ -261,24 +264,31 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                 }
                 const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
                 const cJSON *limit = cJSON_GetObjectItemCaseSensitive(o, "limit");
-                uint64_t cur;
-                if (!cJSON_IsString(cgroup) || !cJSON_IsNumber(limit) || limit->valuedouble < 1 ||
-                    limit->valuedouble > 9.2e18) {
+                uint64_t cur, want = 0;
+                if (cJSON_IsString(limit) && streq(limit->valuestring, "max"))
+                        want = UINT64_MAX;
+                else if (cJSON_IsNumber(limit) && limit->valuedouble >= 1 && limit->valuedouble < 9.0e15)
+                        want = (uint64_t) limit->valuedouble;
+                if (!cJSON_IsString(cgroup) || want == 0) {
                         log_module_warning(MODULE, "Ignoring malformed record %s", p);
                 } else if (memcg_open(cgroup->valuestring, &cg) < 0) {
                         log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
                                         cgroup->valuestring);
-                } else if (memcg_read_limit(cg, &cur) >= 0 && cur < (uint64_t) limit->valuedouble) {
-                        uint64_t want = (uint64_t) limit->valuedouble;
+                } else if (memcg_read_limit(cg, &cur) >= 0 && cur < want) {
                         int r = memcg_set_limit(cg, want);
                         if (r < 0) {
                                 log_module_error_errno(MODULE, r, "Failed to restore the limit of %s to %" PRIu64 ": %m",
                                                        cgroup->valuestring, want);
                                 continue; /* keep the record: the next start tries again */
                         }
-                        log_module_info(MODULE, "Restored the memory limit of %s to %" PRIu64 " (was %" PRIu64
+                        char buf[32];
+                        if (want == UINT64_MAX)
+                                snprintf(buf, sizeof(buf), "max");
+                        else
+                                snprintf(buf, sizeof(buf), "%" PRIu64, want);
+                        log_module_info(MODULE, "Restored the memory limit of %s to %s (was %" PRIu64
                                         ", left lowered by an interrupted reclaim)",
-                                        cgroup->valuestring, want, cur);
+                                        cgroup->valuestring, buf, cur);
                         n++;
                 }
                 (void) unlinkat(dfd, de->d_name, 0);

@@ -225,9 +225,19 @@ def test_sizes_work_without_a_limit(agent_factory, memcg_factory, stream_dir):
     a = agent_factory(config=section("sizes", g.name, high="40M", target="24M"))
     t = wait_until(lambda: (lambda t: t if t["state"] == "ok" else None)(target(a, "sizes")))
     assert t["high"] == 40 * MiB and t["target"] == 24 * MiB and t["limit"] is None
+    unlimited = g.limit()
     stream(g, stream_dir, 128 * MiB)
     assert target(a, "sizes")["reclaims"] >= 1
     assert g.peak() < 40 * MiB + MARGIN
+    assert g.limit() == unlimited
+    record = os.path.join(a.state_dir, "reclaim", "sizes.json")
+    assert json.load(open(record)) == {"cgroup": g.name, "limit": "max"}
+    # A crash between lowering and restoring: the next start lifts the limit again.
+    a.kill9()
+    g.write("memory.limit_in_bytes", 100 * MiB)
+    a.start()
+    assert g.limit() == unlimited
+    a.wait_log(r"Restored the memory limit of %s to max \(was %d" % (g.name, 100 * MiB))
 
 
 def test_pod_opts_in_by_annotation(agent_factory, memcg_factory, stream_dir):
