@@ -1,0 +1,369 @@
+# SPDX-License-Identifier: MIT
+"""configsync against real nginx over HTTPS (a test CA made by openssl): first download, 304
+no-op, atomic swap under a reader, last known good through every failure, kill -9, wait-config,
+path traversal, signatures, on-change, the pod gate and access rules."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pinion_testlib import make_pod, wait_until
+from configsync_testlib import (MisbehavingServer, Tmpfs, config_section, ed25519_keypair, get_config,  # noqa: F401
+                                nginx, read_tree, test_ca, versions_in, write_bundle)
+
+FILES_V1 = {"app.yaml": b"version: 1\n", "conf/db.ini": b"[db]\nhost=a\n", "secret.key": (b"s3cret-1\n", "0600")}
+FILES_V2 = {"app.yaml": b"version: 2\n", "conf/db.ini": b"[db]\nhost=b\n", "secret.key": (b"s3cret-2\n", "0600")}
+
+
+def content(files):
+    return {k: (v[0] if isinstance(v, tuple) else v) for k, v in files.items()}
+
+
+@pytest.fixture
+def dest(tmp_path):
+    return str(tmp_path / "dest")
+
+
+def start_agent(agent_factory, sections, **kw):
+    return agent_factory(config={"config.%s" % n: s for n, s in sections.items()}, **kw)
+
+
+def wait_version(a, name, version, timeout=15):
+    def probe():
+        c = get_config(a, name)
+        return c if c["present"] and c["version"] == version else None
+    return wait_until(probe, timeout, desc="config %s at version %s" % (name, version))
+
+
+def wait_fetches(a, name, n, timeout=15):
+    return wait_until(lambda: (lambda c: c if c["fetches"] >= n else None)(get_config(a, name)), timeout,
+                      desc="config %s: %d fetches" % (name, n))
+
+
+def test_first_download_and_304_noop(agent_factory, nginx, test_ca, dest):
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    c = wait_version(a, "app", "v1")
+    assert read_tree(dest) == content(FILES_V1)
+    assert os.stat(os.path.join(dest, "secret.key")).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.join(dest, "app.yaml")).st_mode & 0o777 == 0o644
+    assert os.readlink(os.path.join(dest, "app.yaml")) == "..data/app.yaml"
+    assert os.readlink(os.path.join(dest, "..data")) == c["version_dir"]
+    assert c["etag"] and c["files"] == 3 and c["state"] == "synced"
+    before = {p: os.stat(os.path.join(dest, p)).st_ino for p in content(FILES_V1)}
+    n_log = len(nginx.log_lines())
+
+    r = a.request("POST", "/v1/configs/app/refresh")
+    assert r.status == 202, r
+    c = wait_fetches(a, "app", 2)
+    assert c["not_modified"] == 1 and c["version_dir"] == os.readlink(os.path.join(dest, "..data"))
+    new_lines = nginx.log_lines()[n_log:]
+    assert new_lines == [["304", "/app/manifest.json", "0"]], new_lines
+    assert {p: os.stat(os.path.join(dest, p)).st_ino for p in content(FILES_V1)} == before
+    assert versions_in(dest) == [c["version_dir"]]
+    m = a.metrics()
+    assert m.value("pinion_configsync_fetches_total", config="app", result="changed") == 1
+    assert m.value("pinion_configsync_fetches_total", config="app", result="not-modified") == 1
+    assert m.value("pinion_configsync_not_modified_total", config="app") == 1
+    assert m.value("pinion_configsync_version_info", config="app", version="v1") == 1
+    assert m.value("pinion_configsync_bytes_total", config="app") > 0
+    assert m.value("pinion_configsync_version_age_seconds", config="app") >= 0
+
+    # A restart keeps the ETag (state-dir): the first sync is a 304 too.
+    a.sigterm()
+    n_log = len(nginx.log_lines())
+    a.start()
+    wait_fetches(a, "app", 1)
+    assert nginx.log_lines()[n_log:] == [["304", "/app/manifest.json", "0"]]
+
+
+READER = r"""
+import os, sys, time
+dest, a, b = sys.argv[1], sys.argv[2].encode(), sys.argv[3].encode()
+deadline = time.time() + float(sys.argv[4])
+seen, n = set(), 0
+while time.time() < deadline:
+    # One version = app.yaml, conf/db.ini and secret.key all from it. Open through ..data once
+    # (as AtomicWriter readers do: a directory fd pins a version).
+    fd = os.open(os.path.join(dest, "..data"), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        parts = []
+        for p in ("app.yaml", "conf/db.ini", "secret.key"):
+            f = os.open(p, os.O_RDONLY, dir_fd=fd)
+            parts.append(os.read(f, 100)); os.close(f)
+    finally:
+        os.close(fd)
+    tag = b"|".join(parts)
+    if tag not in (a, b):
+        print("MIX", tag); sys.exit(1)
+    # And through the top-level links, each file whole.
+    for p in ("app.yaml", "conf/db.ini", "secret.key"):
+        with open(os.path.join(dest, p), "rb") as f:
+            data = f.read()
+        if not data or data not in a.split(b"|") + b.split(b"|"):
+            print("TORN", p, data); sys.exit(1)
+    seen.add(tag); n += 1
+print("OK", n, len(seen))
+"""
+
+
+def test_new_version_swapped_atomically_under_a_reader(agent_factory, nginx, test_ca, dest):
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                          **{"keep-versions": 1})})
+    wait_version(a, "app", "v1")
+    tag = lambda files: b"|".join(content(files)[p] for p in ("app.yaml", "conf/db.ini", "secret.key"))
+    reader = subprocess.Popen([sys.executable, "-c", READER, dest, tag(FILES_V1), tag(FILES_V2), "4"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for i in range(6):
+            files, v = (FILES_V2, "v2-%d" % i) if i % 2 == 0 else (FILES_V1, "v1-%d" % i)
+            write_bundle(nginx.root, "app", files, v)
+            assert a.request("POST", "/v1/configs/app/refresh").status == 202
+            wait_version(a, "app", v)
+            time.sleep(0.3)
+        out, _ = reader.communicate(timeout=30)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert reader.returncode == 0, out
+    assert out.startswith(b"OK"), out
+    assert int(out.split()[2]) == 2, out  # it saw both versions
+    assert read_tree(dest) == content(FILES_V1)
+    # keep-versions=1: the current one and one older.
+    assert len(versions_in(dest)) == 2
+
+
+def assert_kept(a, dest, name, version, kind, files=FILES_V1):
+    c = wait_until(lambda: (lambda c: c if c["last_error_kind"] == kind else None)(get_config(a, name)), 15,
+                   desc="config %s failing with %s" % (name, kind))
+    assert c["present"] and c["version"] == version, c
+    assert c["state"] in ("failing", "fetching"), c
+    assert read_tree(dest) == content(files)
+    assert len(versions_in(dest)) == 1, versions_in(dest)
+    return c
+
+
+@pytest.mark.parametrize("case", ["checksum", "size", "404", "500", "traversal", "bad-json"])
+def test_failures_keep_the_last_known_good(agent_factory, nginx, test_ca, dest, case):
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    wait_version(a, "app", "v1")
+    base = os.path.join(nginx.root, "app")
+    if case == "checksum":
+        write_bundle(nginx.root, "app", FILES_V2, "v2", lie={"conf/db.ini": {"sha256": "ab" * 32}})
+        kind = "checksum"
+    elif case == "size":
+        write_bundle(nginx.root, "app", FILES_V2, "v2", lie={"app.yaml": {"size": 5}})
+        kind = "size"
+    elif case == "404":
+        write_bundle(nginx.root, "app", FILES_V2, "v2")
+        os.unlink(os.path.join(base, "v-v2", "f1"))
+        kind = "http"
+    elif case == "500":
+        # The manifest itself answers 500 (nginx location), for the whole bundle URL.
+        a.write_config(sections={"config.app": {"url": nginx.url("error500/manifest.json")}})
+        kind = "http"
+    elif case == "traversal":
+        write_bundle(nginx.root, "app", FILES_V2, "v2", raw_entries=[
+            {"path": "../../escape", "url": "v-v2/f0", "size": 11, "sha256": hashlib.sha256(b"version: 2\n").hexdigest()}])
+        kind = "manifest"
+    else:
+        with open(os.path.join(base, "manifest.json"), "w") as f:
+            f.write('{"version": "v2", "files": [')
+        kind = "manifest"
+    if case == "500":
+        a.sighup()
+        # A new url is a new source: the tree stays until the new source delivers.
+        c = wait_until(lambda: (lambda c: c if c["last_error_kind"] == kind else None)(get_config(a, "app")), 15)
+        assert read_tree(dest) == content(FILES_V1) and c["present"]
+    else:
+        assert a.request("POST", "/v1/configs/app/refresh").status == 202
+        c = assert_kept(a, dest, "app", "v1", kind)
+    if case == "traversal":
+        assert "escapes dest" in c["last_error"], c
+        assert not os.path.exists(os.path.join(os.path.dirname(dest), "escape"))
+    # Retried with backoff, still failing, still the old tree.
+    wait_until(lambda: get_config(a, "app")["failures"] >= 2, 15, desc="retried")
+    assert read_tree(dest) == content(FILES_V1)
+    st = a.status()
+    mod = [m for m in st["modules"] if m["name"] == "configsync"][0]
+    assert mod["state"] == "degraded" and "app" in mod["reason"], mod
+    m = a.metrics()
+    assert m.value("pinion_configsync_fetches_total", config="app", result=kind) >= 1
+    if kind in ("checksum", "size"):
+        assert m.value("pinion_configsync_verification_failures_total", config="app", kind=kind) >= 1
+    # And once the server is right again, the new version lands.
+    if case != "500":
+        write_bundle(nginx.root, "app", FILES_V2, "v2-good")
+        assert a.request("POST", "/v1/configs/app/refresh").status == 202
+        wait_version(a, "app", "v2-good")
+        assert read_tree(dest) == content(FILES_V2)
+
+
+def test_signature_required_and_checked(agent_factory, nginx, test_ca, dest, tmp_path):
+    key, pub = ed25519_keypair(str(tmp_path))
+    other, _ = ed25519_keypair(str(tmp_path), "other")
+    write_bundle(nginx.root, "app", FILES_V1, "v1", sign_key=key)
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                          **{"public-key": pub})})
+    c = wait_version(a, "app", "v1")
+    assert c["signed"] is True
+    # Signed by someone else: refused, v1 stays.
+    write_bundle(nginx.root, "app", FILES_V2, "v2", sign_key=other)
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    c = assert_kept(a, dest, "app", "v1", "signature")
+    assert "does not verify" in c["last_error"]
+    # Signature of other bytes (the manifest changed after signing): refused.
+    data = write_bundle(nginx.root, "app", FILES_V2, "v3", sign_key=key)
+    with open(os.path.join(nginx.root, "app", "manifest.json"), "wb") as f:
+        f.write(data + b"\n")
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    wait_until(lambda: get_config(a, "app")["failures"] >= 2, 15)
+    assert read_tree(dest) == content(FILES_V1)
+    # No .sig at all: refused.
+    write_bundle(nginx.root, "app", FILES_V2, "v4", sign_key=key)
+    os.unlink(os.path.join(nginx.root, "app", "manifest.json.sig"))
+    n = get_config(a, "app")["failures"]
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    wait_until(lambda: get_config(a, "app")["failures"] > n, 15)
+    assert read_tree(dest) == content(FILES_V1)
+    assert a.metrics().value("pinion_configsync_verification_failures_total", config="app", kind="signature") >= 1
+    # Properly signed: applied.
+    write_bundle(nginx.root, "app", FILES_V2, "v5", sign_key=key)
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    wait_version(a, "app", "v5")
+    assert read_tree(dest) == content(FILES_V2)
+
+
+@pytest.mark.parametrize("mode", ["cut", "slow", "down"])
+def test_bad_servers_keep_the_last_known_good(agent_factory, nginx, test_ca, dest, mode):
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                          timeout="1500ms")})
+    wait_version(a, "app", "v1")
+    body = b"x" * 200000
+    manifest = json.dumps({"version": "v2", "files": [
+        {"path": "app.yaml", "url": "file", "size": len(body), "sha256": hashlib.sha256(body).hexdigest()}]}).encode()
+    srv = MisbehavingServer(test_ca, manifest=manifest, body=body, mode="slow" if mode == "slow" else "cut")
+    try:
+        url = srv.url("manifest.json")
+        if mode == "down":
+            srv.stop()
+        a.write_config(sections={"config.app": {"url": url}})
+        a.sighup()
+        kind = {"cut": "truncated", "slow": "timeout", "down": "connect"}[mode]
+        c = wait_until(lambda: (lambda c: c if c["last_error_kind"] == kind else None)(get_config(a, "app")), 20,
+                       desc="failing with %s" % kind)
+        assert read_tree(dest) == content(FILES_V1), c
+        assert len(versions_in(dest)) == 1
+        assert c["present"] is True
+    finally:
+        srv.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_full_disk_keeps_the_last_known_good(agent_factory, nginx, test_ca, tmp_path):
+    mnt = str(tmp_path / "small")
+    fs = Tmpfs(mnt, size="256k")
+    try:
+        dest = os.path.join(mnt, "dest")
+        write_bundle(nginx.root, "app", FILES_V1, "v1")
+        a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+        wait_version(a, "app", "v1")
+        big = {"big.bin": os.urandom(400 * 1024)}
+        big.update(FILES_V2)
+        write_bundle(nginx.root, "app", big, "v2")
+        assert a.request("POST", "/v1/configs/app/refresh").status == 202
+        c = assert_kept(a, dest, "app", "v1", "disk")
+        assert "No space left" in c["last_error"], c
+        a.sigterm()
+    finally:
+        fs.close()
+
+
+def test_kill9_during_download_leaves_a_consistent_tree(agent_factory, nginx, test_ca, dest):
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                          timeout="30s", parallel=1)})
+    wait_version(a, "app", "v1")
+    # v2: one slow file among quick ones, so the kill lands mid-download.
+    body = b"y" * 100000
+    srv = MisbehavingServer(test_ca, body=body, mode="slow", delay=0.01)
+    try:
+        files = dict(FILES_V2)
+        write_bundle(nginx.root, "app", files, "v2", raw_entries=[
+            {"path": "slow.bin", "url": srv.url("slow.bin"), "size": len(body), "sha256": hashlib.sha256(body).hexdigest()}])
+        assert a.request("POST", "/v1/configs/app/refresh").status == 202
+        wait_until(lambda: len(versions_in(dest)) == 2 and srv.requests, 15, desc="download in progress")
+        a.kill9()
+        assert read_tree(dest) == content(FILES_V1)
+        assert len(versions_in(dest)) == 2  # the unfinished one is still there...
+        srv.stop()
+        # ...until the next start cleans it up and finishes the job with a good server.
+        write_bundle(nginx.root, "app", FILES_V2, "v3")
+        a.start()
+        a.wait_log("removed 1 leftover", timeout=10)
+        wait_version(a, "app", "v3")
+        assert read_tree(dest) == content(FILES_V2)
+    finally:
+        srv.stop()
+
+
+def test_wait_config_and_pod_gate(agent_factory, nginx, test_ca, dest):
+    # Nothing served yet: the config is absent, wait-config times out, a pod declaring it is held.
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    r = a.ctl("wait-config", "app", "--timeout", "1s")
+    assert r.rc == 1, r
+    assert "not present after" in r.stderr, r
+    r = a.get("/v1/configs/nope?wait=1s")
+    assert r.status == 404
+    assert a.ctl("wait-config", "nope", "--timeout", "1s").rc == 1
+
+    # A waiter returns as soon as the files land.
+    p = subprocess.Popen(a.command()[:0] + [os.path.join(os.environ.get("PINION_BUILDDIR", "."), "pinionctl"),
+                                              "--socket", a.socket, "wait-config", "app", "--timeout", "20s"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert p.poll() is None
+    t0 = time.monotonic()
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 0, (out, err)
+    assert time.monotonic() - t0 < 10
+    assert os.path.exists(os.path.join(dest, "app.yaml"))
+    r = a.ctl("configs")
+    assert r.rc == 0 and "app" in r.stdout and "v1" in r.stdout, r
+
+
+def test_on_change_runs_once_per_burst(agent_factory, nginx, test_ca, dest, tmp_path):
+    log = str(tmp_path / "runs.log")
+    script = str(tmp_path / "hook.sh")
+    with open(script, "w") as f:
+        f.write('#!/bin/sh\necho "$PINION_CONFIG $PINION_CONFIG_VERSION $1" >> "%s"\nexit 3\n' % log)
+    os.chmod(script, 0o755)
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                          **{"on-change": "%s 'an arg'" % script,
+                                                             "quiescence": "1500ms"})})
+    wait_version(a, "app", "v1")
+    wait_until(lambda: os.path.exists(log), 10, desc="on-change ran")
+    for i in range(3):
+        write_bundle(nginx.root, "app", FILES_V2 if i % 2 == 0 else FILES_V1, "burst-%d" % i)
+        a.request("POST", "/v1/configs/app/refresh")
+        wait_version(a, "app", "burst-%d" % i)
+    wait_until(lambda: len(open(log).read().splitlines()) >= 2, 10, desc="second run")
+    time.sleep(2)
+    lines = open(log).read().splitlines()
+    assert lines == ["app v1 an arg", "app burst-2 an arg"], lines
+    c = get_config(a, "app")
+    assert c["on_change"]["last_exit_status"] == 3 and c["on_change"]["runs"] == 2, c
+    assert a.metrics().value("pinion_configsync_on_change_runs_total", config="app", result="failure") == 2
