@@ -52,13 +52,9 @@ static void bundle_forget_cache(struct bundle *b) {
 }
 
 static void bundle_unwatch(struct bundle *b) {
-        const struct zookeeper_fact *zf = b->zk_fact;
-
-        if (b->zk_watch && zf && manager_lookup(bundle_manager(b), FACT_ZOOKEEPER) == zf)
-                zf->unwatch_node(zf->zk, b->zk_watch);
-        b->zk_watch = NULL;
-        b->zk_fact = NULL;
-        b->zk_seen = false;
+        /* Unwatch only through a fact that is still published: one that went is gone with its watches. */
+        bool gone = b->zk && manager_lookup(bundle_manager(b), FACT_ZOOKEEPER) != zk_trigger_fact(b->zk);
+        b->zk = zk_trigger_free(b->zk, gone);
 }
 
 struct bundle *bundle_free(struct bundle *b) {
@@ -201,35 +197,21 @@ void bundle_refresh(struct bundle *b, const char *why) {
 
 /* ---- zk-version-node ---- */
 
-static void on_zk_node(const char *path, int64_t mzxid, int error, void *userdata) {
+static void on_zk_changed(struct zk_trigger *t, int64_t old_version, int64_t new_version, void *userdata) {
         struct bundle *b = userdata;
-        bool first = !b->zk_seen;
-
-        b->zk_error = error;
-        if (error == -ENOTCONN)
-                return; /* no session: the report after it is back tells what changed */
-        if (error < 0 && error != -ENOENT) {
-                bundle_warning(b, "zk-version-node %s: %s", path, strerror(-error));
-                return;
-        }
-        int64_t v = error == -ENOENT ? -1 : mzxid;
-        b->zk_seen = true;
-        if (!first && v == b->zk_mzxid)
-                return;
-        b->zk_mzxid = v;
-        if (first)
-                return; /* the baseline: the sync at start covers it */
         usec_t splay = b->settings->splay > 0 ? backoff_random_between(&b->backoff, 0, b->settings->splay) : 0;
-        bundle_info(b, "zk-version-node %s changed (mzxid %" PRId64 "), syncing in %.1fs", path, v,
-                    (double) splay / USEC_PER_SEC);
+
+        bundle_info(b, "zk-version-node %s changed (mzxid %" PRId64 " -> %" PRId64 "), syncing in %.1fs",
+                    zk_trigger_path(t), old_version, new_version, (double) splay / USEC_PER_SEC);
+        b->n_zk_triggers++;
         if (b->fetch)
                 b->again = true;
-        else if (!b->timer || !b->next_attempt || b->next_attempt > now_usec(CLOCK_REALTIME) + splay)
+        else if (!b->next_attempt || b->next_attempt > now_usec(CLOCK_REALTIME) + splay)
                 bundle_schedule(b, splay);
 }
 
 /* Watches zk-version-node through zkreg's session once it is published (looked up again on
- * every sync, so a zkreg that comes up later is picked up). */
+ * every sync, so a zkreg that comes up later, or a new session object, is picked up). */
 static void bundle_ensure_watch(struct bundle *b) {
         const struct zookeeper_fact *zf;
         int r;
@@ -237,22 +219,20 @@ static void bundle_ensure_watch(struct bundle *b) {
         if (!b->settings->zk_version_node)
                 return;
         zf = manager_lookup(bundle_manager(b), FACT_ZOOKEEPER);
-        if (b->zk_watch && zf == b->zk_fact)
+        if (b->zk && zk_trigger_fact(b->zk) == zf)
                 return;
-        b->zk_watch = NULL; /* a fact that went away took its watches with it */
-        b->zk_fact = NULL;
+        /* A fact that went away took its watches with it. */
+        b->zk = zk_trigger_free(b->zk, true);
         if (!zf) {
                 bundle_debug(b, "no ZooKeeper session published (zkreg not running): polling only");
                 return;
         }
-        r = zf->watch_node(zf->zk, b->settings->zk_version_node, on_zk_node, b, &b->zk_watch);
+        r = zk_trigger_new(zf, b->settings->zk_version_node, on_zk_changed, b, &b->zk);
         if (r < 0) {
                 bundle_warning_errno(b, r, "cannot watch %s: %m", b->settings->zk_version_node);
                 return;
         }
-        b->zk_fact = zf;
-        b->zk_seen = false;
-        bundle_debug(b, "watching %s", b->settings->zk_version_node);
+        bundle_info(b, "watching zk-version-node %s", b->settings->zk_version_node);
 }
 
 /* ---- outcomes ---- */
@@ -628,11 +608,15 @@ cJSON *bundle_to_json(const struct bundle *b) {
                 cJSON *z = cJSON_AddObjectToObject(o, "zk_version_node");
                 if (z) {
                         cJSON_AddStringToObject(z, "path", b->settings->zk_version_node);
-                        cJSON_AddBoolToObject(z, "watching", b->zk_watch != NULL);
-                        if (b->zk_seen)
-                                cJSON_AddNumberToObject(z, "mzxid", (double) b->zk_mzxid);
+                        int64_t v;
+                        cJSON_AddBoolToObject(z, "watching", b->zk != NULL);
+                        if (zk_trigger_version(b->zk, &v))
+                                cJSON_AddNumberToObject(z, "mzxid", (double) v);
                         else
                                 cJSON_AddNullToObject(z, "mzxid");
+                        cJSON_AddNumberToObject(z, "triggers", b->n_zk_triggers);
+                        if (zk_trigger_error(b->zk) < 0)
+                                cJSON_AddStringToObject(z, "error", strerror(-zk_trigger_error(b->zk)));
                 }
         }
         if (b->settings->on_change) {

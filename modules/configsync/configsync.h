@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "module.h"
 #include "runner.h"
+#include "zk-trigger.h"
 
 #define CONFIGSYNC_MODULE "configsync"
 #define CONFIGSYNC_ANNOTATION "pinion.io/configs"
@@ -110,11 +111,8 @@ struct bundle {
         bool have_run;
         struct runner_result last_run;
 
-        void *zk_watch;
-        const void *zk_fact;   /* the fact the watch belongs to */
-        bool zk_seen;
-        int64_t zk_mzxid;
-        int zk_error;
+        struct zk_trigger *zk; /* zk-version-node, while zkreg publishes its session */
+        unsigned n_zk_triggers;
 
         struct config_waiter *waiters;
 };

@@ -113,10 +113,13 @@ struct runner *runner_free(struct runner *r) {
 }
 
 static int runner_arm(struct runner *r) {
+        int k;
+
         r->triggered = true;
-        return sd_event_source_set_time_relative(r->quiet_timer, r->quiescence) < 0
-                       ? -EIO
-                       : sd_event_source_set_enabled(r->quiet_timer, SD_EVENT_ONESHOT);
+        k = sd_event_source_set_time_relative(r->quiet_timer, r->quiescence);
+        if (k >= 0)
+                k = sd_event_source_set_enabled(r->quiet_timer, SD_EVENT_ONESHOT);
+        return MIN(k, 0);
 }
 
 static void runner_finished(struct runner *r) {
