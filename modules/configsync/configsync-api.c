@@ -145,6 +145,34 @@ static int handle_list(struct api_request *req, void *userdata) {
                         return api_reply_error(req, 500, "out of memory");
                 }
         }
+        if (!allowed && cs) {
+                /* For operators: which pods wait for which configs (the "configs" pod gate). */
+                cJSON *pods = cJSON_AddArrayToObject(o, "pods");
+                struct pod **all = NULL;
+                size_t n = 0;
+                if (!pods || pod_store_list(mi->manager->pods, &all, &n) < 0)
+                        return api_reply_error(req, 500, "out of memory");
+                for (size_t i = 0; i < n; i++) {
+                        const char *declared = pod_annotation(all[i], CONFIGSYNC_ANNOTATION);
+                        _cleanup_free_ char *reason = NULL, *id = NULL;
+                        if (isempty(declared))
+                                continue;
+                        int r = configsync_gate_check(cs, all[i], &reason);
+                        cJSON *po = cJSON_CreateObject();
+                        if (!po || asprintf(&id, "%s/%s", all[i]->namespace, all[i]->name) < 0 ||
+                            !cJSON_AddItemToArray(pods, po)) {
+                                cJSON_Delete(po);
+                                free(all);
+                                return api_reply_error(req, 500, "out of memory");
+                        }
+                        cJSON_AddStringToObject(po, "pod", id);
+                        cJSON_AddStringToObject(po, "uid", all[i]->uid);
+                        cJSON_AddStringToObject(po, "configs", declared);
+                        cJSON_AddBoolToObject(po, "ready", r > 0);
+                        json_add_string_or_null(po, "reason", r > 0 ? NULL : reason ? reason : strerror(-r));
+                }
+                free(all);
+        }
         return api_reply_json(req, 200, TAKE_PTR(o));
 }
 

@@ -132,8 +132,7 @@ static int configsync_parse(struct config *c, struct configsync_settings **ret, 
 /* Closed for a pod whose pinion.io/configs names a config that is not present, or not
  * configured on this node (also when there is no [config.*] at all: a pod that declares a
  * config needs it, and starting it without would be the failure this module exists to prevent). */
-static int configs_gate(const struct pod *p, void *userdata, char **ret_reason) {
-        struct configsync *cs = userdata;
+int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret_reason) {
         const char *list = pod_annotation(p, CONFIGSYNC_ANNOTATION);
         _cleanup_strv_free_ char **names = NULL;
         int r;
@@ -160,6 +159,10 @@ static int configs_gate(const struct pod *p, void *userdata, char **ret_reason) 
                 return 0;
         }
         return 1;
+}
+
+static int configs_gate(const struct pod *p, void *userdata, char **ret_reason) {
+        return configsync_gate_check(userdata, p, ret_reason);
 }
 
 /* ---- module state ---- */

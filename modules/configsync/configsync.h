@@ -129,6 +129,10 @@ struct configsync {
 
 const char *bundle_state_to_string(enum bundle_state s);
 
+/* configsync.c: the "configs" gate's answer for p (1 open, 0 closed with *ret_reason). */
+struct pod;
+int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret_reason);
+
 /* bundle.c */
 int bundle_new(struct configsync *cs, size_t index, struct bundle **ret);
 struct bundle *bundle_free(struct bundle *b);

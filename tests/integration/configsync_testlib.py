@@ -327,3 +327,63 @@ def config_section(url, dest, ca, **kw):
 
 def get_config(agent, name):
     return agent.get_json("/v1/configs/%s" % name)
+
+
+_IN_POD_CHILD = r"""
+import json, os, socket, sys
+procs, uid, sock, url = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+with open(procs, "w") as f:
+    f.write(str(os.getpid()))
+os.setgroups([]); os.setgid(uid); os.setuid(uid)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sock)
+s.sendall(("GET %s HTTP/1.1\r\nHost: pinion\r\nConnection: close\r\n\r\n" % url).encode())
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+head, _, body = data.partition(b"\r\n\r\n")
+status = int(head.split()[1])
+if b"chunked" in head.lower():
+    out, rest = b"", body
+    while rest:
+        n, _, rest = rest.partition(b"\r\n")
+        n = int(n, 16)
+        if n == 0:
+            break
+        out += rest[:n]; rest = rest[n + 2:]
+    body = out
+print(json.dumps({"status": status, "body": json.loads(body)}))
+"""
+
+
+class PodCgroup:
+    """A cgroup (v1 pids hierarchy, or v2) named like the kubelet's: .../kubepods/pod<uid>, into
+    which a request process moves itself before it drops to an unprivileged uid. Removed by close()."""
+
+    def __init__(self, pod_uid):
+        base = "/sys/fs/cgroup/pids" if os.path.isdir("/sys/fs/cgroup/pids") else "/sys/fs/cgroup"
+        self.top = os.path.join(base, "configsync-test-%d" % os.getpid())
+        self.path = os.path.join(self.top, "kubepods", "pod" + pod_uid)
+        os.makedirs(self.path)
+
+    def request(self, sock, url, uid=65534):
+        import sys
+        p = subprocess.run([sys.executable, "-c", _IN_POD_CHILD, os.path.join(self.path, "cgroup.procs"),
+                            str(uid), sock, url], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        return out["status"], out["body"]
+
+    def close(self):
+        for d in (self.path, os.path.dirname(self.path), self.top):
+            for _ in range(50):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)

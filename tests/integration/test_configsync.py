@@ -367,3 +367,116 @@ def test_on_change_runs_once_per_burst(agent_factory, nginx, test_ca, dest, tmp_
     c = get_config(a, "app")
     assert c["on_change"]["last_exit_status"] == 3 and c["on_change"]["runs"] == 2, c
     assert a.metrics().value("pinion_configsync_on_change_runs_total", config="app", result="failure") == 2
+
+
+def pods_view(a):
+    return {p["pod"]: p for p in a.get_json("/v1/configs")["pods"]}
+
+
+def test_pod_gate_holds_pods_until_their_configs_are_present(agent_factory, nginx, test_ca, dest):
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    a.write_pod("web", make_pod("web", uid="11111111-2222-3333-4444-555555555555",
+                                annotations={"pinion.io/configs": "app"}))
+    a.write_pod("other", make_pod("other", uid="11111111-2222-3333-4444-666666666666",
+                                  annotations={"pinion.io/configs": "app, missing"}))
+    a.write_pod("plain", make_pod("plain", uid="11111111-2222-3333-4444-777777777777"))
+    v = wait_until(lambda: (lambda v: v if len(v) == 2 else None)(pods_view(a)), 10, desc="pods seen")
+    assert v["default/web"]["ready"] is False and "config app is not present yet" in v["default/web"]["reason"]
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    wait_version(a, "app", "v1")
+    v = pods_view(a)
+    assert v["default/web"]["ready"] is True and v["default/web"]["reason"] is None, v
+    assert v["default/other"]["ready"] is False
+    assert v["default/other"]["reason"] == "config missing is not configured on this node (no [config.missing])"
+    assert "default/plain" not in v
+
+
+def test_pod_gate_without_any_config_section(agent_factory):
+    a = agent_factory()
+    a.write_pod("web", make_pod("web", uid="11111111-2222-3333-4444-555555555555",
+                                annotations={"pinion.io/configs": "app"}))
+    v = wait_until(lambda: (lambda v: v if v else None)(pods_view(a)), 10, desc="pod seen")
+    assert v["default/web"]["ready"] is False
+    assert "not configured on this node" in v["default/web"]["reason"]
+    mod = [m for m in a.status()["modules"] if m["name"] == "configsync"][0]
+    assert mod["state"] == "disabled"
+    assert a.get("/v1/configs/app").status == 404
+
+
+def test_refresh_is_privileged_and_validates(agent_factory, nginx, test_ca, dest):
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = agent_factory(config={
+                        "agent": {"socket-mode": "0666"},
+                        "config.app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    wait_version(a, "app", "v1")
+    assert a.request("POST", "/v1/configs/app/refresh", as_uid=65534).status == 403
+    assert a.request("POST", "/v1/configs/nope/refresh").status == 404
+    assert a.get("/v1/configs/app?wait=banana").status == 400
+    # An unprivileged caller outside any pod sees nothing.
+    assert a.request("GET", "/v1/configs", as_uid=65534).status == 403
+    assert a.request("GET", "/v1/configs/app", as_uid=65534).status == 403
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a pod cgroup needs root")
+def test_a_pod_reads_only_the_configs_it_declared(agent_factory, nginx, test_ca, tmp_path):
+    from configsync_testlib import PodCgroup
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    write_bundle(nginx.root, "db", FILES_V2, "d1")
+    a = agent_factory(config={
+        "agent": {"socket-mode": "0666"},
+        "config.app": config_section(nginx.url("app/manifest.json"), str(tmp_path / "app"), test_ca),
+        "config.db": config_section(nginx.url("db/manifest.json"), str(tmp_path / "db"), test_ca)})
+    uid = "abcdef01-2222-3333-4444-555555555555"
+    a.write_pod("web", make_pod("web", uid=uid, annotations={"pinion.io/configs": "app"}))
+    wait_version(a, "app", "v1")
+    wait_version(a, "db", "d1")
+    wait_until(lambda: pods_view(a), 10)
+    cg = PodCgroup(uid)
+    try:
+        st, body = cg.request(a.socket, "/v1/configs")
+        assert st == 200 and [c["name"] for c in body["configs"]] == ["app"], body
+        assert "pods" not in body
+        st, body = cg.request(a.socket, "/v1/configs/app")
+        assert st == 200 and body["version"] == "v1"
+        st, body = cg.request(a.socket, "/v1/configs/db")
+        assert st == 403 and "not declared" in body["error"], body
+        # Another pod's cgroup (unknown to the store): refused.
+        other = PodCgroup("99999999-2222-3333-4444-555555555555")
+        try:
+            st, body = other.request(a.socket, "/v1/configs/app")
+            assert st == 403, body
+        finally:
+            other.close()
+    finally:
+        cg.close()
+
+
+def test_bad_config_is_file_line_and_reload_keeps_old(agent_factory, nginx, test_ca, dest, tmp_path):
+    bad_key = tmp_path / "bad.pub"
+    bad_key.write_text("not a key\n")
+    a = agent_factory(extra="[config.app]\nurl=%s\ndest=%s\npublic-key=%s\n" % (
+        nginx.url("app/manifest.json"), dest, bad_key), start=False)
+    r = a.check_config()
+    assert r.rc == 78 and "[config.app] public-key" in r.stderr and "not an Ed25519 public key" in r.stderr, r
+    a2 = agent_factory(extra="[config.app]\nurl=%s\ndest=%s\non-change=run 'unterminated\n" % (
+        nginx.url("app/manifest.json"), dest), start=False)
+    r = a2.check_config()
+    assert r.rc == 78 and "unterminated ' quote" in r.stderr, r
+    a3 = agent_factory(extra="[config.a]\nurl=%s\ndest=%s\n[config.b]\nurl=%s\ndest=%s\n" % (
+        nginx.url("a/manifest.json"), dest, nginx.url("b/manifest.json"), dest), start=False)
+    r = a3.check_config()
+    assert r.rc == 78 and "is also [config.a]'s dest" in r.stderr, r
+    # Reload with a broken section: refused, the old config keeps running.
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a4 = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    wait_version(a4, "app", "v1")
+    a4.write_config(sections={"config.app": {"parallel": "0"}})
+    a4.sighup()
+    a4.wait_log("parallel must be between 1 and 64", timeout=10)
+    assert get_config(a4, "app")["present"] is True
+    # SIGHUP with a good config is also a refresh.
+    a4.write_config()
+    n = get_config(a4, "app")["fetches"]
+    a4.sighup()
+    wait_until(lambda: get_config(a4, "app")["fetches"] > n, 10, desc="SIGHUP refresh")
