@@ -480,3 +480,34 @@ def test_bad_config_is_file_line_and_reload_keeps_old(agent_factory, nginx, test
     n = get_config(a4, "app")["fetches"]
     a4.sighup()
     wait_until(lambda: get_config(a4, "app")["fetches"] > n, 10, desc="SIGHUP refresh")
+
+
+def test_wait_config_progress_on_a_terminal_quiet_otherwise(agent_factory, nginx, test_ca, dest):
+    import pty
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    # Not a terminal: one line, the reason.
+    r = a.ctl("wait-config", "app", "--timeout", "2s")
+    assert r.rc == 1 and r.stdout == "", r
+    assert r.stderr.count("\n") == 1 and "not present after" in r.stderr and "HTTP 404" in r.stderr, r
+    # A terminal: progress lines with the state and the last error, then the result.
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([os.path.join(os.environ["PINION_BUILDDIR"], "pinionctl"), "--socket", a.socket,
+                              "wait-config", "app", "--timeout", "20s"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        slave = None
+        out = b""
+        deadline = time.time() + 10
+        while b"waiting for config app" not in out and time.time() < deadline:
+            out += os.read(master, 4096)
+        assert b"waiting for config app: failing" in out and b"HTTP 404" in out, out
+        write_bundle(nginx.root, "app", FILES_V1, "v1")
+        assert a.request("POST", "/v1/configs/app/refresh").status == 202
+        stdout, _ = p.communicate(timeout=20)
+        assert p.returncode == 0
+        assert b"v1" in stdout
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
