@@ -348,8 +348,10 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 b->n_changes++;
                 if (bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
                         bundle_warning(b, "cannot save its state (the next start downloads it again)");
-                bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused)",
-                            b->version, b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused);
+                bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
+                            "%.3fs, of which %.3fs fsync and swap)",
+                            b->version, b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
+                            (double) o->total_usec / USEC_PER_SEC, (double) o->publish_usec / USEC_PER_SEC);
                 bundle_trigger_on_change(b);
                 break;
         case _FETCH_RESULT_MAX:
@@ -363,13 +365,15 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
         b->last_error = mfree(b->last_error);
         b->last_error_kind = NULL;
         bundle_set_state(b, BUNDLE_SYNCED);
+        bool changed = o->result == FETCH_CHANGED;
+        o = NULL; /* it lives in the fetch */
         b->fetch = fetch_free(b->fetch);
         if (b->again) {
                 b->again = false;
                 bundle_schedule(b, 0);
         } else
                 bundle_schedule(b, bundle_poll_delay(b));
-        configsync_bundle_changed(b->cs, b, b->present != was_present || o->result == FETCH_CHANGED);
+        configsync_bundle_changed(b->cs, b, b->present != was_present || changed);
 }
 
 static void bundle_sync(struct bundle *b) {

@@ -76,6 +76,8 @@ struct fetch_outcome {
         char *version_dir;     /* CHANGED: the published directory's name */
         uint64_t bytes;        /* body bytes received (manifest, signature, files) */
         unsigned files_downloaded, files_reused;
+        usec_t total_usec;     /* from the manifest request to the outcome */
+        usec_t publish_usec;   /* CHANGED: fsync + swap + prune */
 };
 
 typedef void (*fetch_done_fn)(struct fetch *f, struct fetch_outcome *o, void *userdata);
