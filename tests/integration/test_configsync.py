@@ -511,3 +511,50 @@ def test_wait_config_progress_on_a_terminal_quiet_otherwise(agent_factory, nginx
         os.close(master)
         if slave is not None:
             os.close(slave)
+
+
+def test_zk_version_node_triggers_a_sync_after_a_splay(agent_factory, nginx, test_ca, dest):
+    from configsync_testlib import ZooKeeper, zookeeper_available
+    if not zookeeper_available():
+        pytest.skip("zookeeper not installed")
+    zk = ZooKeeper()
+    kz = None
+    try:
+        kz = zk.client()
+        kz.create("/config/app/version", b"1", makepath=True)
+        write_bundle(nginx.root, "app", FILES_V1, "v1")
+        a = agent_factory(config={
+            "zookeeper": {"servers": zk.hosts, "session-timeout": "4s"},
+            "config.app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                         **{"zk-version-node": "/config/app/version", "splay": "1s"})})
+        wait_version(a, "app", "v1")
+        c = wait_until(lambda: (lambda c: c if c["zk_version_node"]["mzxid"] is not None else None)(
+            get_config(a, "app")), 30, desc="watching the version node")
+        assert c["zk_version_node"]["watching"] is True and c["zk_version_node"]["triggers"] == 0
+        stat = kz.exists("/config/app/version")
+        assert c["zk_version_node"]["mzxid"] == stat.mzxid
+
+        # A new bundle alone is not picked up (interval is 1h)...
+        write_bundle(nginx.root, "app", FILES_V2, "v2")
+        time.sleep(2)
+        assert get_config(a, "app")["version"] == "v1"
+        # ...until the version node changes: then within the splay.
+        t0 = time.monotonic()
+        kz.set("/config/app/version", b"2")
+        c = wait_version(a, "app", "v2", timeout=15)
+        assert time.monotonic() - t0 < 8
+        assert c["zk_version_node"]["triggers"] == 1
+        assert c["zk_version_node"]["mzxid"] == kz.exists("/config/app/version").mzxid
+        assert read_tree(dest) == content(FILES_V2)
+        a.wait_log("zk-version-node /config/app/version changed", timeout=5)
+
+        # Deleting and re-creating the node are changes too.
+        write_bundle(nginx.root, "app", FILES_V1, "v3")
+        kz.delete("/config/app/version")
+        wait_version(a, "app", "v3", timeout=15)
+        assert get_config(a, "app")["zk_version_node"]["mzxid"] == -1
+    finally:
+        if kz:
+            kz.stop()
+            kz.close()
+        zk.close()
