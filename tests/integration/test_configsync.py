@@ -558,3 +558,26 @@ def test_zk_version_node_triggers_a_sync_after_a_splay(agent_factory, nginx, tes
             kz.stop()
             kz.close()
         zk.close()
+
+
+def test_documented_keys_and_defaults_are_valid(agent_factory):
+    """conf/pinion.conf's [config.app] block, uncommented, is a valid config; its keys are
+    exactly the ones the module knows."""
+    src = os.environ.get("PINION_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    lines = open(os.path.join(src, "conf", "pinion.conf")).read().splitlines()
+    start = lines.index("#[config.app]")
+    block = ["[config.app]"]
+    keys = set()
+    for line in lines[start + 1:]:
+        if line.startswith("[") or line.startswith("#["):
+            break
+        if line.startswith("#") and "=" in line and not line.startswith("# "):
+            key, value = line[1:].split("=", 1)
+            keys.add(key)
+            block.append("%s=%s" % (key, value))
+    assert keys == {"url", "ca-file", "public-key", "dest", "interval", "zk-version-node", "splay", "on-change",
+                    "quiescence", "on-change-timeout", "keep-versions", "timeout", "parallel", "max-size",
+                    "backoff-initial", "backoff-max"}, keys
+    a = agent_factory(extra="\n".join(block) + "\n", start=False)
+    r = a.check_config()
+    assert r.rc == 0, r
