@@ -389,7 +389,7 @@ static void bundle_sync(struct bundle *b) {
         /* What is published now decides what may be skipped: the cache describes it or goes. */
         r = atomic_dir_current(b->settings->dest, &current);
         if (r < 0 || !streq_ptr(current, b->version_dir)) {
-                if (b->version_dir || b->have_sha)
+                if (b->have_sha)
                         bundle_warning(b, "the published tree in %s changed behind our back, syncing from scratch",
                                        b->settings->dest);
                 bundle_forget_cache(b);
@@ -520,13 +520,11 @@ int bundle_update(struct bundle *b, size_t index) {
         runner_changed = !strv_equal(old_argv, b->on_change_argv) || old->quiescence != s->quiescence ||
                          old->on_change_timeout != s->on_change_timeout;
         if (source_changed) {
-                bundle_info(b, "source changed: syncing from scratch");
+                /* What is published stays (last known good) until the new source delivers; only
+                 * what let us skip work (ETag, manifest for 304s and hard links) is dropped. */
+                bundle_info(b, "source changed: the next sync is a full one");
                 b->fetch = fetch_free(b->fetch);
                 bundle_forget_cache(b);
-                free(b->version_dir);
-                b->version_dir = NULL;
-                b->version = mfree(b->version);
-                b->present = false;
                 backoff_reset(&b->backoff);
         }
         if (!streq_ptr(old->zk_version_node, s->zk_version_node))

@@ -581,3 +581,16 @@ def test_documented_keys_and_defaults_are_valid(agent_factory):
     a = agent_factory(extra="\n".join(block) + "\n", start=False)
     r = a.check_config()
     assert r.rc == 0, r
+
+
+def test_benchmark_smoke():
+    """A short run of tests/bench/configsync-bench.py (make bench-configsync runs the real size):
+    it completes, compares against curl in the same run and prints both figures."""
+    src = os.environ.get("PINION_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+    p = subprocess.run([sys.executable, os.path.join(src, "tests", "bench", "configsync-bench.py"),
+                        "--files", "20", "--size", "1M", "--rounds", "1", "--cycles", "20"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "curl --parallel + sha256sum + sync:" in p.stdout, p.stdout
+    assert "ratio pinion/curl:" in p.stdout and "CPU per 304 cycle:" in p.stdout, p.stdout
+    assert "20 answered 304" in p.stdout, p.stdout
