@@ -250,6 +250,9 @@ static void bundle_record_error(struct bundle *b, const struct fetch_outcome *o)
                 (void) metric_inc(mt->verify_fail, b->name, kind);
 }
 
+static int bundle_make_runner(struct bundle *b);
+static void bundle_trigger_on_change(struct bundle *b);
+
 static void on_run_done(struct runner *r, const struct runner_result *res, void *userdata) {
         struct bundle *b = userdata;
         const char *result;
@@ -274,6 +277,17 @@ static void on_run_done(struct runner *r, const struct runner_result *res, void 
                         bundle_warning(b, "on-change: %s exited with status %d", b->on_change_argv[0], res->exit_code);
         }
         (void) metric_inc(b->cs->metrics.on_change, b->name, result);
+
+        if (b->runner_stale) {
+                /* on-change was changed by a reload while this run went on: the new command
+                 * takes over now (nothing touches the old runner after this callback). */
+                bool pending = runner_pending(r);
+                b->runner_stale = false;
+                if (bundle_make_runner(b) < 0)
+                        bundle_warning(b, "on-change: cannot set up the new command");
+                else if (pending)
+                        bundle_trigger_on_change(b);
+        }
 }
 
 static void bundle_trigger_on_change(struct bundle *b) {
@@ -531,8 +545,10 @@ int bundle_update(struct bundle *b, size_t index) {
                 bundle_unwatch(b);
         if (runner_changed && !runner_running(b->runner))
                 r = bundle_make_runner(b);
-        else if (runner_changed)
-                bundle_warning(b, "on-change changed while the old command runs: the new one applies from the next start");
+        else if (runner_changed) {
+                bundle_info(b, "on-change changed while the old command runs: the new one takes over when it ends");
+                b->runner_stale = true;
+        }
         return r;
 }
 

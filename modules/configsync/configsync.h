@@ -108,6 +108,7 @@ struct bundle {
         uint64_t bytes;
 
         struct runner *runner;
+        bool runner_stale;     /* a reload changed on-change during a run: replace it when it ends */
         bool have_run;
         struct runner_result last_run;
 

@@ -594,3 +594,26 @@ def test_benchmark_smoke():
     assert "curl --parallel + sha256sum + sync:" in p.stdout, p.stdout
     assert "ratio pinion/curl:" in p.stdout and "CPU per 304 cycle:" in p.stdout, p.stdout
     assert "20 answered 304" in p.stdout, p.stdout
+
+
+def test_on_change_replaced_by_reload_while_running(agent_factory, nginx, test_ca, dest, tmp_path):
+    log = str(tmp_path / "runs.log")
+    for name, delay in (("old", 3), ("new", 0)):
+        with open(str(tmp_path / name), "w") as f:
+            f.write('#!/bin/sh\necho "%s $PINION_CONFIG_VERSION" >> "%s"\nsleep %d\n' % (name, log, delay))
+        os.chmod(str(tmp_path / name), 0o755)
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                          **{"on-change": str(tmp_path / "old"),
+                                                             "quiescence": "100ms"})})
+    wait_until(lambda: os.path.exists(log), 10, desc="old hook started")
+    assert get_config(a, "app")["on_change"]["running"] is True
+    # A reload names another command while the old one runs, and a new version lands meanwhile.
+    write_bundle(nginx.root, "app", FILES_V2, "v2")
+    a.write_config(sections={"config.app": {"on-change": str(tmp_path / "new")}})
+    a.sighup()
+    wait_version(a, "app", "v2")
+    wait_until(lambda: len(open(log).read().splitlines()) >= 2, 15, desc="new hook ran")
+    assert open(log).read().splitlines() == ["old v1", "new v2"]
+    c = get_config(a, "app")
+    assert c["on_change"]["runs"] == 1 and c["on_change"]["last_exit_status"] == 0, c
