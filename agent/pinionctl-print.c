@@ -485,3 +485,17 @@ int print_reclaim(const cJSON *root) {
                 return log_oom();
         return EXIT_OK;
 }
+
+int print_configs(const cJSON *root) {
+        static const char *const header[] = { "NAME", "STATE", "PRESENT", "VERSION", "FILES", "PUBLISHED", "LAST ERROR" };
+        static const char *const keys[] = { "name", "state", "present", "version", "files", "published", "last_error" };
+        static const char *const pod_header[] = { "POD", "CONFIGS", "READY", "REASON" };
+        static const char *const pod_keys[] = { "pod", "configs", "ready", "reason" };
+        int k;
+
+        k = print_table(header, keys, ELEMENTSOF(header), json_get(root, "configs"));
+        if (k != EXIT_OK || cJSON_GetArraySize(json_get(root, "pods")) == 0)
+                return k;
+        printf("\n");
+        return print_table(pod_header, pod_keys, ELEMENTSOF(pod_header), json_get(root, "pods"));
+}
