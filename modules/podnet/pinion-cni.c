@@ -204,6 +204,8 @@ static int agent_post(const char *socket_path, const char *body, struct buffer *
                 r = read_all(fd, resp);
         if (r < 0)
                 return r;
+        if (resp->size == 0)
+                return -ECONNRESET; /* the agent went away before answering */
         return parse_response(resp, ret_status, ret_body, ret_size);
 }
 
