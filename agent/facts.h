@@ -28,3 +28,11 @@ struct zookeeper_fact {
         /* Stops a watch; fn is never called for it afterwards. NULL is a no-op. */
         void (*unwatch_node)(void *zk, void *watch);
 };
+
+/* apiserver → podnet: this node's pod CIDR, from the Node object's spec.podCIDR (or the first
+ * IPv4 entry of spec.podCIDRs), once the apiserver module has read it. Published by apiserver
+ * (and unpublished before it stops); podnet uses it when [network] pod-cidr is empty. */
+#define FACT_NODE_POD_CIDR "node-pod-cidr"
+struct node_pod_cidr {
+        const char *cidr; /* "10.244.7.0/24" */
+};
