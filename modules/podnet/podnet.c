@@ -17,6 +17,7 @@
 
 #include "cni.h"
 #include "config.h"
+#include "facts.h"
 #include "fsutil.h"
 #include "ipam.h"
 #include "json.h"
@@ -41,6 +42,8 @@ struct podnet {
         char *state_file;
         int host_netns_fd;
         uint32_t gateway;
+        char *cidr;                    /* in use: pod-cidr, or the Node's spec.podCIDR */
+        sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
         bool routes_added, collector_added, stopped;
 
         struct metric_family *m_ops;   /* pinion_podnet_operations_total{verb,result} */
@@ -574,6 +577,34 @@ static void podnet_apply_settings(struct podnet *p) {
                 ipam_set_quarantine(p->ipam, p->settings->address_quarantine);
 }
 
+static int podnet_open(struct module_instance *mi);
+
+/* No pod-cidr configured: the apiserver module publishes the Node's once it has read it. The
+ * fact is a pointer on the manager, so looking once a second costs nothing. */
+static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct module_instance *mi = userdata;
+
+        if (!manager_lookup(mi->manager, FACT_NODE_POD_CIDR)) {
+                (void) sd_event_source_set_time_relative(s, USEC_PER_SEC);
+                return 0;
+        }
+        int r = podnet_open(mi);
+        if (r < 0)
+                module_set_state(mi, MODULE_FAILED, "cannot open the pod network: %s", strerror(-r));
+        return 0;
+}
+
+static int podnet_wait_for_node(struct module_instance *mi) {
+        struct podnet *p = mi->data;
+        if (p->node_timer)
+                return sd_event_source_set_enabled(p->node_timer, SD_EVENT_ON);
+        int r = sd_event_add_time_relative(mi->manager->event, &p->node_timer, CLOCK_MONOTONIC, USEC_PER_SEC,
+                                           USEC_PER_SEC / 10, on_node_timer, mi);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(p->node_timer, SD_EVENT_ON);
+        return r;
+}
+
 /* Opens the pool and its state; the module's state says how that went. */
 static int podnet_open(struct module_instance *mi) {
         struct podnet *p = mi->data;
@@ -582,10 +613,26 @@ static int podnet_open(struct module_instance *mi) {
         int r;
 
         podnet_apply_settings(p);
-        if (!p->settings->pod_cidr) {
-                module_set_state(mi, MODULE_DISABLED, "no [network] pod-cidr");
-                return 0;
+        free(p->cidr);
+        p->cidr = NULL;
+        if (p->settings->pod_cidr)
+                p->cidr = strdup(p->settings->pod_cidr);
+        else {
+                const struct node_pod_cidr *fact = manager_lookup(mi->manager, FACT_NODE_POD_CIDR);
+                struct module_instance *api = manager_find_module(mi->manager, "apiserver");
+                if (fact)
+                        p->cidr = strdup(fact->cidr);
+                else if (api && api->state != MODULE_DISABLED) {
+                        module_set_state(mi, MODULE_STARTING, "waiting for the Node's spec.podCIDR from the apiserver");
+                        return podnet_wait_for_node(mi);
+                } else {
+                        module_set_state(mi, MODULE_DISABLED, "no [network] pod-cidr and no apiserver to read the Node's spec.podCIDR from");
+                        return 0;
+                }
         }
+        if (!p->cidr)
+                return -ENOMEM;
+        p->node_timer = sd_event_source_disable_unref(p->node_timer);
         dir = path_join(state_dir, "podnet");
         free(p->state_file);
         p->state_file = path_join(dir, "allocations.json");
@@ -597,7 +644,7 @@ static int podnet_open(struct module_instance *mi) {
                 return 0;
         }
         (void) fsutil_cleanup_temp(dir);
-        r = ipam_new(p->settings->pod_cidr, p->settings->address_quarantine, p->state_file, &p->ipam, &error);
+        r = ipam_new(p->cidr, p->settings->address_quarantine, p->state_file, &p->ipam, &error);
         if (r == -EBADMSG) {
                 module_set_state(mi, MODULE_FAILED, "%s is damaged (%s); move it away to start with an empty pool",
                                  p->state_file, strempty(error));
@@ -618,7 +665,8 @@ static int podnet_open(struct module_instance *mi) {
                 module_set_state(mi, MODULE_DEGRADED, "cannot enable net.ipv4.ip_forward: %s", strerror(-r));
                 return 0;
         }
-        log_module_info(MODULE, "Pod network %s: %zu allocation(s) restored from %s", p->settings->pod_cidr,
+        log_module_info(MODULE, "Pod network %s%s: %zu allocation(s) restored from %s", p->cidr,
+                        p->settings->pod_cidr ? "" : " (the Node's spec.podCIDR)",
                         ipam_count(p->ipam), p->state_file);
         module_set_state(mi, MODULE_RUNNING, NULL);
         return 0;
@@ -657,7 +705,7 @@ static int podnet_reload(struct module_instance *mi, struct config *c, char **re
                         *ret_error = NULL;
                 return -EBUSY;
         }
-        bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr);
+        bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr;
         podnet_settings_free(p->settings);
         p->settings = s;
         if (!reopen) {
@@ -672,6 +720,7 @@ static int podnet_stop(struct module_instance *mi) {
         struct podnet *p = mi->data;
         /* Nothing to drain: requests are answered on the loop as they come. Pods stay wired. */
         p->stopped = true;
+        p->node_timer = sd_event_source_disable_unref(p->node_timer);
         return 0;
 }
 
@@ -679,7 +728,8 @@ static int podnet_status(struct module_instance *mi, cJSON *obj) {
         struct podnet *p = mi->data;
         cJSON *pool;
 
-        if (p->settings->pod_cidr && !cJSON_AddStringToObject(obj, "podCIDR", p->settings->pod_cidr))
+        if (p->cidr && (!cJSON_AddStringToObject(obj, "podCIDR", p->cidr) ||
+                        !cJSON_AddStringToObject(obj, "podCIDRFrom", p->settings->pod_cidr ? "config" : "node")))
                 return -ENOMEM;
         if (!cJSON_AddStringToObject(obj, "hostGateway", p->settings->host_gateway) ||
             !cJSON_AddNumberToObject(obj, "mtu", p->settings->mtu))
@@ -702,6 +752,8 @@ static void podnet_free(struct module_instance *mi) {
         if (p->collector_added)
                 metrics_remove_collector(mi->manager->metrics, collect_podnet, mi);
         p->ipam = ipam_free(p->ipam);
+        p->node_timer = sd_event_source_disable_unref(p->node_timer);
+        free(p->cidr);
         safe_close(p->host_netns_fd);
         podnet_settings_free(p->settings);
         free(p->state_file);

@@ -383,3 +383,38 @@ def test_bench_smoke(podnet_agent):
                        capture_output=True, text=True, timeout=240, env=dict(os.environ, PINION_BUILDDIR=BUILDDIR))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "ratio" in p.stdout and "ptp" in p.stdout and "bridge" in p.stdout, p.stdout
+
+
+def test_pod_cidr_from_the_node_object(agent_factory, netns, tmp_dir):
+    """No [network] pod-cidr: the apiserver module reads the Node's spec.podCIDR (through its
+    rate limit, after the first pod list, retrying until the Node has one) and podnet uses it."""
+    sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
+    from kube_apiserver import FakeApiserver
+    token = "podnet-token"
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(token + "\n")
+    fake = FakeApiserver(tls=True, token=token).start()
+    try:
+        a = agent_factory(config={"apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
+                                                "backoff-initial": "100ms", "backoff-max": "1s"}})
+        # The Node has no pod CIDR yet: podnet waits, says why, and refuses ADDs with 11.
+        wait_until(lambda: podnet_status(a)["reason"] == "waiting for the Node's spec.podCIDR from the apiserver",
+                   timeout=10)
+        assert podnet_status(a)["state"] == "starting"
+        n = netns()
+        assert cni(a, "ADD", "c1", n).code == 11
+        assert cni(a, "STATUS").code == 50
+        cidr = free_pod_cidr()
+        fake.set_node("test-node", pod_cidr=cidr)
+        wait_until(lambda: podnet_status(a)["state"] == "running", timeout=15)
+        st = podnet_status(a)["details"]
+        assert st["podCIDR"] == cidr and st["podCIDRFrom"] == "node"
+        r = cni(a, "ADD", "c1", n)
+        assert r.rc == 0, r
+        assert r.ip().rsplit(".", 1)[0] == cidr.rsplit(".", 1)[0]
+        assert ping(r.ip())
+        assert cni(a, "DEL", "c1", n).rc == 0
+        a.wait_log(r"Node test-node has pod CIDR " + cidr.replace(".", r"\."))
+    finally:
+        fake.stop()
