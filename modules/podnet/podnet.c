@@ -45,6 +45,7 @@ struct podnet {
         char *cidr;                    /* in use: pod-cidr, or the Node's spec.podCIDR */
         sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
         bool routes_added, collector_added, stopped;
+        bool failed; /* the request being answered failed (for the metric) */
 
         struct metric_family *m_ops;   /* pinion_podnet_operations_total{verb,result} */
         struct metric_family *m_setup; /* pinion_podnet_setup_seconds */
@@ -149,11 +150,13 @@ static void store_set_ip(struct module_instance *mi, const struct ipam_allocatio
 
 /* ---- replies ---- */
 
-static int reply_cni_error(struct api_request *req, unsigned status, const struct cni_request *cr,
+/* Every CNI failure goes through here: p->failed decides the metric's result label. */
+static int reply_cni_error(struct podnet *p, struct api_request *req, unsigned status, const struct cni_request *cr,
                            const struct cni_error *e) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         cJSON *cni = cni_error_to_json(e, cr ? cr->cni_version : NULL);
 
+        p->failed = true;
         if (!o || !cni || !cJSON_AddItemToObject(o, "cni", cni))
                 return cJSON_Delete(cni), api_reply_error(req, 500, "out of memory");
         if (!cJSON_AddStringToObject(o, "error", e->msg ? e->msg : "error") ||
@@ -162,8 +165,9 @@ static int reply_cni_error(struct api_request *req, unsigned status, const struc
         return api_reply_json(req, status, TAKE_PTR(o));
 }
 
-_printf_(6, 7) static int reply_error(struct api_request *req, unsigned status, const struct cni_request *cr,
-                                      int code, const char *msg, const char *details_format, ...) {
+_printf_(7, 8) static int reply_error(struct podnet *p, struct api_request *req, unsigned status,
+                                      const struct cni_request *cr, int code, const char *msg,
+                                      const char *details_format, ...) {
         struct cni_error e = { .code = code };
         va_list ap;
         int r;
@@ -173,7 +177,7 @@ _printf_(6, 7) static int reply_error(struct api_request *req, unsigned status, 
         if (vasprintf(&e.details, details_format, ap) < 0)
                 e.details = NULL;
         va_end(ap);
-        r = reply_cni_error(req, status, cr, &e);
+        r = reply_cni_error(p, req, status, cr, &e);
         cni_error_done(&e);
         return r;
 }
@@ -259,7 +263,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
 
         r = ipam_host_ifname(p->ipam, cr->container_id, cr->ifname, host_ifname);
         if (r < 0)
-                return reply_error(req, 500, cr, CNI_ERR_INTERNAL, "no free host interface name", "%s", strerror(-r));
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "no free host interface name", "%s", strerror(-r));
         struct ipam_owner owner = {
                 .netns = cr->netns,
                 .host_ifname = host_ifname,
@@ -271,12 +275,12 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         if (r == -ENOSPC) {
                 log_module_warning(MODULE, "No free address in %s for %s/%s", ipam_cidr(p->ipam), strempty(cr->k8s_namespace),
                                    strempty(cr->k8s_name));
-                return reply_error(req, 503, cr, CNI_ERR_POOL_EXHAUSTED, "no free address in the pod CIDR", "%s is full",
+                return reply_error(p, req, 503, cr, CNI_ERR_POOL_EXHAUSTED, "no free address in the pod CIDR", "%s is full",
                                    ipam_cidr(p->ipam));
         }
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Failed to persist an allocation in %s: %m", p->state_file);
-                return reply_error(req, 500, cr, CNI_ERR_INTERNAL, "cannot record the allocation", "%s: %s",
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot record the allocation", "%s: %s",
                                    p->state_file, strerror(-r));
         }
 
@@ -288,7 +292,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 _cleanup_free_ char *cid = strdup(cr->container_id), *ifn = strdup(cr->ifname);
                 if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME)) < 0)
                         log_module_warning(MODULE, "Failed to release the address again; GC or DEL will");
-                return reply_error(req, code == CNI_ERR_UNKNOWN_CONTAINER ? 404 : 500, cr, code,
+                return reply_error(p, req, code == CNI_ERR_UNKNOWN_CONTAINER ? 404 : 500, cr, code,
                                    r == -ENOENT ? "the network namespace does not exist" : "failed to wire the pod",
                                    "%s %s: %s", cr->netns, cr->ifname, r == -EEXIST ? "interface exists already" : strerror(-r));
         }
@@ -307,7 +311,6 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
 static int attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error) {
         struct podnet *p = mi->data;
         const struct ipam_allocation *a = ipam_find(p->ipam, container_id, ifname);
-        struct ipam_allocation copy;
         char ip[16];
         int r;
 
@@ -319,8 +322,7 @@ static int attachment_remove(struct module_instance *mi, const char *container_i
                         *ret_error = NULL;
                 return r;
         }
-        copy = *a; /* the strings live until the release below frees them */
-        store_set_ip(mi, &copy, false);
+        store_set_ip(mi, a, false);
         ipam_format_addr(a->addr, ip);
         (void) log_attachment(LOG_INFO, 0, a, "Released %s (%s/%s)", ip, a->container_id, a->ifname);
         /* Copies: the release frees the allocation's strings. */
@@ -334,11 +336,12 @@ static int attachment_remove(struct module_instance *mi, const char *container_i
 }
 
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
+        struct podnet *p = mi->data;
         _cleanup_free_ char *error = NULL;
         int r = attachment_remove(mi, cr->container_id, cr->ifname, &error);
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Failed to delete %s/%s: %s", cr->container_id, cr->ifname, strempty(error));
-                return reply_error(req, 500, cr, CNI_ERR_INTERNAL, "failed to delete the attachment", "%s", strempty(error));
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to delete the attachment", "%s", strempty(error));
         }
         return reply_ok(req, NULL);
 }
@@ -362,22 +365,22 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
         int r;
 
         if (!a)
-                return reply_error(req, 404, cr, CNI_ERR_UNKNOWN_CONTAINER, "unknown attachment",
+                return reply_error(p, req, 404, cr, CNI_ERR_UNKNOWN_CONTAINER, "unknown attachment",
                                    "no address for %s/%s", cr->container_id, cr->ifname);
         ipam_format_addr(a->addr, ip);
         snprintf(addr, sizeof(addr), "%s/32", ip);
         if (cr->prev_result && !prev_result_has(cr->prev_result, addr))
-                return reply_error(req, 409, cr, CNI_ERR_DRIFT, "prevResult does not match",
+                return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "prevResult does not match",
                                    "the agent gave %s to %s/%s; prevResult does not list it", addr, cr->container_id,
                                    cr->ifname);
         struct wire_params wp = wire_params_of(p, a, cr->netns);
         r = wire_check(p->host_netns_fd, &wp, &drift);
         if (r == -EUCLEAN) {
                 (void) log_attachment(LOG_WARNING, 0, a, "CHECK found drift: %s", strempty(drift));
-                return reply_error(req, 409, cr, CNI_ERR_DRIFT, "the pod network drifted", "%s", strempty(drift));
+                return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "the pod network drifted", "%s", strempty(drift));
         }
         if (r < 0)
-                return reply_error(req, 500, cr, CNI_ERR_INTERNAL, "cannot check the pod network", "%s", strerror(-r));
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot check the pod network", "%s", strerror(-r));
         return reply_ok(req, NULL);
 }
 
@@ -419,7 +422,7 @@ static int cni_gc(struct module_instance *mi, struct api_request *req, const str
         if (released > 0 || failed > 0)
                 log_module_info(MODULE, "GC released %u leaked attachment(s)%s", released, failed ? ", some failed" : "");
         if (failed > 0)
-                return reply_error(req, 500, cr, CNI_ERR_INTERNAL, "GC could not release every leak", "%u failed; first: %s",
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "GC could not release every leak", "%u failed; first: %s",
                                    failed, strempty(first_error));
         return reply_ok(req, NULL);
 }
@@ -429,14 +432,14 @@ static int cni_status(struct module_instance *mi, struct api_request *req, const
         struct ipam_usage u;
 
         if (mi->state == MODULE_DEGRADED)
-                return reply_error(req, 503, cr, CNI_ERR_LIMITED_CONNECTIVITY, "the pod network is degraded", "%s",
+                return reply_error(p, req, 503, cr, CNI_ERR_LIMITED_CONNECTIVITY, "the pod network is degraded", "%s",
                                    strempty(mi->reason));
         if (mi->state != MODULE_RUNNING || !p->ipam)
-                return reply_error(req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available", "podnet is %s%s%s",
+                return reply_error(p, req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available", "podnet is %s%s%s",
                                    module_state_to_string(mi->state), mi->reason ? ": " : "", strempty(mi->reason));
         ipam_usage(p->ipam, now_usec(CLOCK_REALTIME), &u);
         if (u.free == 0)
-                return reply_error(req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available",
+                return reply_error(p, req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available",
                                    "no free address in %s", ipam_cidr(p->ipam));
         return reply_ok(req, NULL);
 }
@@ -451,12 +454,13 @@ static int handle_cni(struct api_request *req, void *userdata) {
         const char *body = api_request_body(req, &size);
         int r;
 
+        p->failed = false;
         r = cni_request_from_json(&cr, body, size, &e);
         if (r < 0) {
                 if (r == -ENOMEM)
                         r = api_reply_error(req, 500, "out of memory");
                 else
-                        r = reply_cni_error(req, 400, &cr, &e);
+                        r = reply_cni_error(p, req, 400, &cr, &e);
                 (void) metric_inc(p->m_ops, "invalid", "error");
                 goto out;
         }
@@ -466,7 +470,7 @@ static int handle_cni(struct api_request *req, void *userdata) {
         else if (cr.command == CNI_STATUS)
                 r = cni_status(mi, req, &cr);
         else if (p->stopped || !p->ipam)
-                r = reply_error(req, 503, &cr, CNI_ERR_TRY_AGAIN_LATER, "the pod network is not available",
+                r = reply_error(p, req, 503, &cr, CNI_ERR_TRY_AGAIN_LATER, "the pod network is not available",
                                 "podnet is %s%s%s", module_state_to_string(mi->state), mi->reason ? ": " : "",
                                 strempty(mi->reason));
         else
@@ -490,8 +494,7 @@ static int handle_cni(struct api_request *req, void *userdata) {
                         r = api_reply_error(req, 500, "unreachable");
                         break;
                 }
-        /* The request is answered; the HTTP status tells how it went. */
-        (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 ? "ok" : "error");
+        (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 && !p->failed ? "ok" : "error");
 out:
         cni_error_done(&e);
         cni_request_done(&cr);

@@ -375,6 +375,11 @@ def test_status_reports_degraded_pool_as_unavailable(podnet_agent, netns):
     # Released but quarantined: still nothing to hand out.
     assert cni(a, "ADD", "p3", n3).code == 100
     assert cni(a, "DEL", "p2", n2).rc == 0
+    m = a.metrics()
+    assert m.value("pinion_podnet_operations_total", verb="ADD", result="error") == 2
+    assert m.value("pinion_podnet_operations_total", verb="ADD", result="ok") == 2
+    assert m.value("pinion_podnet_operations_total", verb="STATUS", result="error") == 1
+    assert m.value("pinion_podnet_pool_addresses", state="quarantined") == 2
 
 
 def test_bench_smoke(podnet_agent):
