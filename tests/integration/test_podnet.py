@@ -423,3 +423,19 @@ def test_pod_cidr_from_the_node_object(agent_factory, netns, tmp_dir):
         a.wait_log(r"Node test-node has pod CIDR " + cidr.replace(".", r"\."))
     finally:
         fake.stop()
+
+
+def test_make_install_ships_the_plugin_and_the_conflist(tmp_dir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE") and k != "DESTDIR"}
+    p = subprocess.run(["make", "-s", "-C", BUILDDIR, "install", "DESTDIR=" + tmp_dir, "prefix=/usr",
+                        "sysconfdir=/etc", "cnibindir=/opt/cni/bin"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    plugin = os.path.join(tmp_dir, "opt/cni/bin/pinion-cni")
+    assert os.access(plugin, os.X_OK)
+    conflist = json.load(open(os.path.join(tmp_dir, "etc/cni/net.d/10-pinion.conflist")))
+    assert conflist["plugins"][0] == {"type": "pinion-cni", "socket": "/run/pinion/pinion.sock"}
+    assert conflist["plugins"][1]["type"] == "portmap"
+    # The installed plugin runs on its own (VERSION needs no agent).
+    v = exec_plugin(plugin, "VERSION", {"cniVersion": "1.0.0"})
+    assert v.rc == 0 and "1.1.0" in v.json["supportedVersions"]
