@@ -439,3 +439,27 @@ def test_make_install_ships_the_plugin_and_the_conflist(tmp_dir):
     # The installed plugin runs on its own (VERSION needs no agent).
     v = exec_plugin(plugin, "VERSION", {"cniVersion": "1.0.0"})
     assert v.rc == 0 and "1.1.0" in v.json["supportedVersions"]
+
+
+def test_reload_applies_mtu_and_refuses_a_new_cidr_while_pods_hold_addresses(podnet_agent, netns):
+    a = podnet_agent()
+    n1, n2 = netns(), netns()
+    assert cni(a, "ADD", "c1", n1).rc == 0
+    other = free_pod_cidr()
+    mark = a.log_mark()
+    a.write_config(sections={"network": {"pod-cidr": other}})
+    a.sighup()
+    a.wait_log(r"\[podnet\] refused the new config, keeping its old one: \[network\] pod-cidr cannot change "
+               r"while 1 pod\(s\) hold addresses", since=mark)
+    assert podnet_status(a)["details"]["podCIDR"] == a.pod_cidr
+    assert podnet_status(a)["state"] == "running"
+    # The MTU applies to the next pod; CHECK of the old one now reports the difference.
+    mark = a.log_mark()
+    a.write_config(sections={"network": {"pod-cidr": a.pod_cidr, "mtu": "1400"}})
+    a.sighup()
+    a.wait_log(r"Configuration reloaded", since=mark)
+    r2 = cni(a, "ADD", "c2", n2)
+    assert r2.rc == 0
+    assert "mtu 1400" in n2.run("ip", "link", "show", "eth0").stdout
+    for cid, ns in (("c1", n1), ("c2", n2)):
+        assert cni(a, "DEL", cid, ns).rc == 0
