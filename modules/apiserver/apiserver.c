@@ -40,15 +40,16 @@ struct apiserver {
         struct reflector_metrics metrics;
         bool collector_added;
 
-        /* The Node object's pod CIDR, read once after the first pod list, published as
-         * FACT_NODE_POD_CIDR for podnet. Retried with backoff until the Node has one. */
+        /* The Node object's pod CIDR for podnet (FACT_NODE_POD_CIDR, published while the
+         * reflector exists): read on request, after the first pod list, retried with backoff
+         * until the Node has one. */
         struct module_instance *mi;
         sd_event_source *node_timer;
         struct http_transfer *node_transfer;
         struct backoff node_backoff;
         char *node_pod_cidr;
         struct node_pod_cidr node_fact;
-        bool node_started;
+        bool node_published, node_wanted, node_started;
 };
 
 #define FIELD(f) offsetof(struct apiserver_settings, f)
@@ -118,9 +119,26 @@ static void node_fetch_stop(struct apiserver *a) {
         a->node_transfer = NULL;
         a->node_timer = sd_event_source_disable_unref(a->node_timer);
         a->node_started = false;
-        if (a->node_pod_cidr && a->mi)
+        if (a->node_published)
                 (void) manager_publish(a->mi->manager, FACT_NODE_POD_CIDR, NULL);
+        a->node_published = false;
+        a->node_fact.cidr = NULL;
         a->node_pod_cidr = mfree(a->node_pod_cidr);
+}
+
+static void node_fetch_maybe_start(struct apiserver *a);
+
+static void node_request(void *userdata) {
+        struct apiserver *a = userdata;
+        a->node_wanted = true;
+        node_fetch_maybe_start(a);
+}
+
+static void node_publish(struct apiserver *a) {
+        a->node_fact = (struct node_pod_cidr) { .request = node_request, .userdata = a };
+        a->node_published = manager_publish(a->mi->manager, FACT_NODE_POD_CIDR, &a->node_fact) >= 0;
+        if (!a->node_published)
+                log_module_warning(MODULE, "Cannot publish the Node's pod CIDR fact, ignoring");
 }
 
 static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata);
@@ -191,8 +209,6 @@ static void on_node_done(struct http_client *c, const struct http_response *resp
                 return node_fetch_schedule(a, USEC_PER_SEC);
         a->node_fact.cidr = a->node_pod_cidr;
         log_module_info(MODULE, "Node %s has pod CIDR %s", a->mi->manager->settings.node_name, a->node_pod_cidr);
-        if (manager_publish(a->mi->manager, FACT_NODE_POD_CIDR, &a->node_fact) < 0)
-                log_module_warning(MODULE, "Cannot publish the Node's pod CIDR, ignoring");
 }
 
 static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -201,6 +217,14 @@ static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct http_client *http;
         CURL *easy = NULL;
         int r;
+
+        /* While the pod watch is failing the apiserver is away or struggling: the Node can wait
+         * until the reflector is healthy again (node_fetch_maybe_start() resumes it), so that an
+         * outage sees only the reflector's own, measured retries. */
+        if (reflector_last_error(a->reflector)) {
+                a->node_started = false;
+                return 0;
+        }
 
         if (asprintf(&path, "/api/v1/nodes/%s", a->mi->manager->settings.node_name) < 0)
                 return 0;
@@ -214,20 +238,24 @@ static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* After the first pod list: the node exists and the credentials work. */
+/* Once asked for, after the first pod list (the credentials work), while the watch is healthy. */
 static void node_fetch_maybe_start(struct apiserver *a) {
         const char *n = a->mi->manager->settings.node_name;
-        if (a->node_started || !a->reflector || !reflector_synced(a->reflector))
+        if (!a->node_wanted || a->node_started || a->node_pod_cidr || !a->reflector || !reflector_synced(a->reflector) ||
+            reflector_last_error(a->reflector))
                 return;
         /* A DNS subdomain: nothing to escape in the path. */
         if (isempty(n) || strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(n))
                 return;
+        bool first = a->node_backoff.rng == 0;
+        if (first)
+                backoff_init(&a->node_backoff,
+                             &(struct backoff_config) { .initial = 2 * USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
+                                                        .factor = 2.0, .jitter = 1.0, .reset_after = 10 * USEC_PER_MINUTE },
+                             0);
         a->node_started = true;
-        backoff_init(&a->node_backoff,
-                     &(struct backoff_config) { .initial = USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE, .factor = 2.0,
-                                                .jitter = 1.0, .reset_after = 10 * USEC_PER_MINUTE },
-                     0);
-        node_fetch_schedule(a, 0);
+        /* After a pause for an outage, resume somewhere in the current step: not all at once. */
+        node_fetch_schedule(a, first ? 0 : backoff_random_between(&a->node_backoff, 0, backoff_current_step(&a->node_backoff, now_usec(CLOCK_MONOTONIC))));
 }
 
 static struct apiserver *apiserver_free_data(struct apiserver *a) {
@@ -357,6 +385,7 @@ static int apiserver_start_reflector(struct module_instance *mi) {
         if (r < 0)
                 return r;
         module_set_state(mi, MODULE_STARTING, NULL);
+        node_publish(a);
         return reflector_start(a->reflector);
 }
 
