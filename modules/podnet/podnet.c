@@ -582,12 +582,16 @@ static void podnet_apply_settings(struct podnet *p) {
 
 static int podnet_open(struct module_instance *mi);
 
-/* No pod-cidr configured: the apiserver module publishes the Node's once it has read it. The
- * fact is a pointer on the manager, so looking once a second costs nothing. */
+/* No pod-cidr configured: the apiserver module reads the Node's once asked (FACT_NODE_POD_CIDR).
+ * The fact is a pointer on the manager, so looking once a second costs nothing. */
 static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct module_instance *mi = userdata;
 
-        if (!manager_lookup(mi->manager, FACT_NODE_POD_CIDR)) {
+        const struct node_pod_cidr *fact = manager_lookup(mi->manager, FACT_NODE_POD_CIDR);
+        if (!fact || !fact->cidr) {
+                /* (The apiserver module may have been restarted by a reload: ask again.) */
+                if (fact)
+                        fact->request(fact->userdata);
                 (void) sd_event_source_set_time_relative(s, USEC_PER_SEC);
                 return 0;
         }
@@ -622,10 +626,10 @@ static int podnet_open(struct module_instance *mi) {
                 p->cidr = strdup(p->settings->pod_cidr);
         else {
                 const struct node_pod_cidr *fact = manager_lookup(mi->manager, FACT_NODE_POD_CIDR);
-                struct module_instance *api = manager_find_module(mi->manager, "apiserver");
-                if (fact)
+                if (fact && fact->cidr)
                         p->cidr = strdup(fact->cidr);
-                else if (api && api->state != MODULE_DISABLED) {
+                else if (fact) {
+                        fact->request(fact->userdata);
                         module_set_state(mi, MODULE_STARTING, "waiting for the Node's spec.podCIDR from the apiserver");
                         return podnet_wait_for_node(mi);
                 } else {

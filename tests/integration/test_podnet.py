@@ -412,7 +412,7 @@ def test_pod_cidr_from_the_node_object(agent_factory, netns, tmp_dir):
         assert cni(a, "STATUS").code == 50
         cidr = free_pod_cidr()
         fake.set_node("test-node", pod_cidr=cidr)
-        wait_until(lambda: podnet_status(a)["state"] == "running", timeout=15)
+        wait_until(lambda: podnet_status(a)["state"] == "running", timeout=30)
         st = podnet_status(a)["details"]
         assert st["podCIDR"] == cidr and st["podCIDRFrom"] == "node"
         r = cni(a, "ADD", "c1", n)
