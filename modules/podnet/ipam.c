@@ -29,6 +29,8 @@ struct ipam {
         size_t n_allocs;
         struct quarantined *quarantined;
         size_t n_quarantined;
+        char **deleting; /* host interface names released, deletion not confirmed */
+        size_t n_deleting;
         uint32_t cursor; /* the last address handed out */
 };
 
@@ -76,6 +78,9 @@ struct ipam *ipam_free(struct ipam *p) {
                 allocation_done(&p->allocs[i]);
         free(p->allocs);
         free(p->quarantined);
+        for (size_t i = 0; i < p->n_deleting; i++)
+                free(p->deleting[i]);
+        free(p->deleting);
         free(p->cidr);
         free(p->state_file);
         free(p);
@@ -175,6 +180,20 @@ static int ipam_load(struct ipam *p, char **ret_error) {
                         .released = rel->valuedouble > 0 ? (usec_t) (rel->valuedouble * USEC_PER_SEC) : 0,
                 };
         }
+        list = cJSON_GetObjectItemCaseSensitive(root, "deleting");
+        if (list && !cJSON_IsArray(list))
+                return load_error(ret_error, "deleting is not an array");
+        n = list ? (size_t) cJSON_GetArraySize(list) : 0;
+        p->deleting = calloc(MAX(n, 1u), sizeof(char *));
+        if (!p->deleting)
+                return -ENOMEM;
+        cJSON_ArrayForEach(item, list) {
+                if (!cJSON_IsString(item) || isempty(item->valuestring) || strlen(item->valuestring) > 15)
+                        return load_error(ret_error, "a deleting entry is not an interface name");
+                if (!(p->deleting[p->n_deleting] = strdup(item->valuestring)))
+                        return -ENOMEM;
+                p->n_deleting++;
+        }
         uint32_t cursor;
         if (parse_addr(opt_string(root, "cursor"), &cursor) >= 0 && in_pool(p, cursor))
                 p->cursor = cursor;
@@ -202,7 +221,7 @@ static cJSON *allocation_to_json(const struct ipam_allocation *a) {
 static int ipam_save(const struct ipam *p) {
         _cleanup_(cJSON_Deletep) cJSON *root = cJSON_CreateObject();
         _cleanup_free_ char *text = NULL;
-        cJSON *list, *q;
+        cJSON *list, *q, *d;
         char ip[16];
 
         if (!p->state_file)
@@ -210,8 +229,11 @@ static int ipam_save(const struct ipam *p) {
         ipam_format_addr(p->cursor, ip);
         if (!root || !cJSON_AddNumberToObject(root, "version", 1) || !cJSON_AddStringToObject(root, "cidr", p->cidr) ||
             !cJSON_AddStringToObject(root, "cursor", ip) || !(list = cJSON_AddArrayToObject(root, "allocations")) ||
-            !(q = cJSON_AddArrayToObject(root, "quarantine")))
+            !(q = cJSON_AddArrayToObject(root, "quarantine")) || !(d = cJSON_AddArrayToObject(root, "deleting")))
                 return -ENOMEM;
+        for (size_t i = 0; i < p->n_deleting; i++)
+                if (!cJSON_AddItemToArray(d, cJSON_CreateString(p->deleting[i])))
+                        return -ENOMEM;
         for (size_t i = 0; i < p->n_allocs; i++)
                 if (!cJSON_AddItemToArray(list, allocation_to_json(&p->allocs[i])))
                         return -ENOMEM;
@@ -317,6 +339,8 @@ int ipam_host_ifname(const struct ipam *p, const char *container_id, const char 
                 snprintf(ret, 16, "pin%08x", fnv1a(container_id, ifname, salt));
                 for (size_t i = 0; !taken && p && i < p->n_allocs; i++)
                         taken = streq(p->allocs[i].host_ifname, ret);
+                for (size_t i = 0; !taken && p && i < p->n_deleting; i++)
+                        taken = streq(p->deleting[i], ret);
                 if (!taken)
                         return 0;
         }
@@ -391,7 +415,7 @@ int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, 
         return 1;
 }
 
-int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now) {
+int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now, bool link_pending) {
         const struct ipam_allocation *found = ipam_find(p, container_id, ifname);
         struct ipam_allocation gone;
         size_t i;
@@ -404,6 +428,16 @@ int ipam_release(struct ipam *p, const char *container_id, const char *ifname, u
         if (!grown)
                 return -ENOMEM;
         p->quarantined = grown;
+        char **grown_d = realloc(p->deleting, (p->n_deleting + 1) * sizeof(char *));
+        if (!grown_d)
+                return -ENOMEM;
+        p->deleting = grown_d;
+        if (link_pending) {
+                p->deleting[p->n_deleting] = strdup(found->host_ifname);
+                if (!p->deleting[p->n_deleting])
+                        return -ENOMEM;
+                p->n_deleting++;
+        }
 
         gone = p->allocs[i];
         memmove(&p->allocs[i], &p->allocs[i + 1], (p->n_allocs - i - 1) * sizeof(struct ipam_allocation));
@@ -417,6 +451,8 @@ int ipam_release(struct ipam *p, const char *container_id, const char *ifname, u
                 /* Put it back where it was: the file still says it is allocated. */
                 if (p->quarantine > 0)
                         p->n_quarantined--;
+                if (link_pending)
+                        free(p->deleting[--p->n_deleting]);
                 memmove(&p->allocs[i + 1], &p->allocs[i], (p->n_allocs - i) * sizeof(struct ipam_allocation));
                 p->allocs[i] = gone;
                 p->n_allocs++;
@@ -424,6 +460,34 @@ int ipam_release(struct ipam *p, const char *container_id, const char *ifname, u
         }
         allocation_done(&gone);
         return 1;
+}
+
+int ipam_link_deleted(struct ipam *p, const char *host_ifname) {
+        for (size_t i = 0; i < p->n_deleting; i++) {
+                if (!streq(p->deleting[i], host_ifname))
+                        continue;
+                char *name = p->deleting[i];
+                memmove(&p->deleting[i], &p->deleting[i + 1], (p->n_deleting - i - 1) * sizeof(char *));
+                p->n_deleting--;
+                int r = ipam_save(p);
+                if (r < 0) {
+                        memmove(&p->deleting[i + 1], &p->deleting[i], (p->n_deleting - i) * sizeof(char *));
+                        p->deleting[i] = name;
+                        p->n_deleting++;
+                        return r;
+                }
+                free(name);
+                return 1;
+        }
+        return 0;
+}
+
+size_t ipam_n_deleting(const struct ipam *p) {
+        return p ? p->n_deleting : 0;
+}
+
+const char *ipam_deleting(const struct ipam *p, size_t i) {
+        return p && i < p->n_deleting ? p->deleting[i] : NULL;
 }
 
 size_t ipam_count(const struct ipam *p) {
@@ -462,6 +526,7 @@ cJSON *ipam_to_json(const struct ipam *p, usec_t now) {
             !cJSON_AddNumberToObject(o, "quarantined", (double) u.quarantined) ||
             !cJSON_AddNumberToObject(o, "free", (double) u.free) ||
             !cJSON_AddNumberToObject(o, "outsidePool", (double) u.foreign) ||
+            !cJSON_AddNumberToObject(o, "interfacesBeingDeleted", (double) p->n_deleting) ||
             !(list = cJSON_AddArrayToObject(o, "allocations")))
                 return NULL;
         for (size_t i = 0; i < p->n_allocs; i++) {

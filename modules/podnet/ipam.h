@@ -61,9 +61,17 @@ int ipam_host_ifname(const struct ipam *p, const char *container_id, const char 
  * exhausted, or the write error (nothing changed then). */
 int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                   usec_t now, const struct ipam_allocation **ret);
-/* Releases the attachment's address into quarantine and persists. 1 if released, 0 if it had
- * none, negative errno on a write error (nothing changed then). */
-int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now);
+/* Releases the attachment's address into quarantine and persists. With link_pending, its host
+ * interface name is recorded as still being deleted (in the same write), until
+ * ipam_link_deleted(): a deletion a crash interrupted is found again at the next start, and the
+ * name is not handed out meanwhile. 1 if released, 0 if it had none, negative errno on a write
+ * error (nothing changed then). */
+int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now, bool link_pending);
+/* The host interface name is gone; persists. 1 if it was recorded, 0 if not. */
+int ipam_link_deleted(struct ipam *p, const char *host_ifname);
+/* Host interfaces released but not known to be deleted yet. */
+size_t ipam_n_deleting(const struct ipam *p);
+const char *ipam_deleting(const struct ipam *p, size_t i);
 
 /* Iteration over the allocations (index order is stable until the next change). */
 size_t ipam_count(const struct ipam *p);

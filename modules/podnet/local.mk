@@ -4,7 +4,8 @@ MODULE_SOURCES += \
 	modules/podnet/podnet.c \
 	modules/podnet/cni.c modules/podnet/cni.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
-	modules/podnet/wire.c modules/podnet/wire.h
+	modules/podnet/wire.c modules/podnet/wire.h \
+	modules/podnet/reaper.c modules/podnet/reaper.h
 EXTRA_DIST += modules/podnet/local.mk
 
 # The CNI plugin: exec'd by the container runtime per operation, so it links only cJSON (linking

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "manager.h"
 #include "module.h"
+#include "reaper.h"
 #include "strv.h"
 #include "wire.h"
 
@@ -43,6 +44,7 @@ struct podnet {
         int host_netns_fd;
         uint32_t gateway;
         char *cidr;                    /* in use: pod-cidr, or the Node's spec.podCIDR */
+        struct reaper *reaper;         /* deletes host veths off the loop; NULL: inline */
         sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
         bool routes_added, collector_added, stopped;
         bool failed; /* the request being answered failed (for the metric) */
@@ -286,11 +288,22 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
 
         struct wire_params wp = wire_params_of(p, a, cr->netns);
         r = wire_add(p->host_netns_fd, &wp, &w);
+        if (r == -EEXIST && p->reaper && reaper_pending(p->reaper) > 0) {
+                /* The namespace is being reused and its old interface is still being deleted
+                 * (a DEL just before): wait for the deletions, then once more. */
+                reaper_flush(p->reaper);
+                a = ipam_find(p->ipam, cr->container_id, cr->ifname);
+                if (!a)
+                        return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "the allocation vanished", "%s",
+                                           cr->container_id);
+                wp = wire_params_of(p, a, cr->netns);
+                r = wire_add(p->host_netns_fd, &wp, &w);
+        }
         if (r < 0) {
                 int code = r == -ENOENT ? CNI_ERR_UNKNOWN_CONTAINER : CNI_ERR_INTERNAL;
                 (void) log_attachment(LOG_WARNING, r, a, "Failed to wire %s in %s: %m", cr->ifname, cr->netns);
                 _cleanup_free_ char *cid = strdup(cr->container_id), *ifn = strdup(cr->ifname);
-                if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME)) < 0)
+                if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), false) < 0)
                         log_module_warning(MODULE, "Failed to release the address again; GC or DEL will");
                 return reply_error(p, req, code == CNI_ERR_UNKNOWN_CONTAINER ? 404 : 500, cr, code,
                                    r == -ENOENT ? "the network namespace does not exist" : "failed to wire the pod",
@@ -316,23 +329,52 @@ static int attachment_remove(struct module_instance *mi, const char *container_i
 
         if (!a)
                 return 0;
-        r = wire_del(a->host_ifname);
-        if (r < 0) {
-                if (asprintf(ret_error, "deleting %s: %s", a->host_ifname, strerror(-r)) < 0)
-                        *ret_error = NULL;
-                return r;
+        /* Copies: the release frees the allocation's strings. */
+        _cleanup_free_ char *cid = strdup(container_id), *ifn = strdup(ifname), *host = strdup(a->host_ifname);
+        if (!cid || !ifn || !host)
+                return -ENOMEM;
+        if (!p->reaper) {
+                r = wire_del(host);
+                if (r < 0) {
+                        if (asprintf(ret_error, "deleting %s: %s", host, strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        return r;
+                }
         }
         store_set_ip(mi, a, false);
         ipam_format_addr(a->addr, ip);
         (void) log_attachment(LOG_INFO, 0, a, "Released %s (%s/%s)", ip, a->container_id, a->ifname);
-        /* Copies: the release frees the allocation's strings. */
-        _cleanup_free_ char *cid = strdup(container_id), *ifn = strdup(ifname);
-        if (!cid || !ifn)
-                return -ENOMEM;
-        r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME));
-        if (r < 0 && asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
-                *ret_error = NULL;
-        return r;
+        /* With the reaper, the name is recorded as being deleted in the same write. */
+        r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
+        if (r < 0) {
+                if (asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        if (p->reaper && reaper_queue(p->reaper, host) < 0) {
+                /* Cannot queue (out of memory): do it here. */
+                r = wire_del(host);
+                if (r >= 0)
+                        (void) ipam_link_deleted(p->ipam, host);
+        }
+        return 0;
+}
+
+/* A host veth the reaper deleted (on the loop). */
+static void on_reaped(struct reaper *r, const char *name, int error, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
+        int k;
+
+        if (error < 0) {
+                log_module_warning(MODULE, "Failed to delete host interface %s (%s); retrying at the next start", name,
+                                   strerror(-error));
+                return;
+        }
+        log_module_debug(MODULE, "Deleted host interface %s", name);
+        k = p->ipam ? ipam_link_deleted(p->ipam, name) : 0;
+        if (k < 0)
+                log_module_warning(MODULE, "Failed to record that %s is deleted (%s), ignoring", name, strerror(-k));
 }
 
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
@@ -662,6 +704,13 @@ static int podnet_open(struct module_instance *mi) {
                 return 0;
         }
 
+        /* Deletions a stop or a crash interrupted. */
+        for (size_t i = 0; i < ipam_n_deleting(p->ipam); i++) {
+                const char *name = ipam_deleting(p->ipam, i);
+                if (!p->reaper || reaper_queue(p->reaper, name) < 0)
+                        (void) wire_del(name); /* recorded as deleted when the reaper exists next time */
+        }
+
         /* Pods wired before a restart keep their addresses in the store. */
         for (size_t i = 0; i < ipam_count(p->ipam); i++)
                 store_set_ip(mi, ipam_get(p->ipam, i), true);
@@ -692,6 +741,10 @@ static int podnet_start(struct module_instance *mi) {
                 module_set_synced(mi);
                 return 0;
         }
+        /* DEL would otherwise wait 20-30 ms per veth in the kernel (see reaper.h). */
+        r = reaper_new(mi->manager->event, on_reaped, mi, &p->reaper);
+        if (r < 0)
+                log_module_warning(MODULE, "Cannot start the veth deletion thread (%s); deleting inline", strerror(-r));
         r = podnet_open(mi);
         module_set_synced(mi);
         return r;
@@ -728,6 +781,8 @@ static int podnet_stop(struct module_instance *mi) {
         /* Nothing to drain: requests are answered on the loop as they come. Pods stay wired. */
         p->stopped = true;
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
+        /* The deletion in progress finishes; queued ones stay recorded for the next start. */
+        p->reaper = reaper_free(p->reaper);
         return 0;
 }
 
@@ -758,6 +813,7 @@ static void podnet_free(struct module_instance *mi) {
                 return;
         if (p->collector_added)
                 metrics_remove_collector(mi->manager->metrics, collect_podnet, mi);
+        p->reaper = reaper_free(p->reaper);
         p->ipam = ipam_free(p->ipam);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         free(p->cidr);

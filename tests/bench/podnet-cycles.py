@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """make bench-podnet: ADD+DEL cycles of pinion-cni (through a real piniond) against the reference
 ptp and bridge plugins with host-local IPAM, on this machine, in one run, interleaved cycle by
-cycle so that every plugin sees the same load. Prints the median and p99 of a cycle for each and
+cycle so that every plugin sees the same load. Each cycle gets a fresh network namespace, as a
+pod sandbox does (created and removed outside the timed part). Prints the median and p99 of a cycle for each and
 the ratios (pinion / reference; below 1 is faster). Everything it creates (namespaces, the bridge,
 the agent, temp dirs) is removed at the end.
 
@@ -56,21 +57,26 @@ def main():
                                            "dataDir": os.path.join(tmp, "bridge")}}),
         }
         times = {name: [] for name in plugins}
-        for name in plugins:
-            nss.append(Netns("pinion-podnet-%d-bench-%s" % (os.getpid(), name)))
-        ns_of = dict(zip(plugins, nss))
 
         def cycle(name, i):
+            """A pod's life as a runtime sees it: a fresh namespace (made and removed outside the
+            timed part, the same for every plugin), ADD, DEL."""
             plugin, conf = plugins[name]
             cid = "bench%d" % i
-            t0 = time.perf_counter()
-            r = exec_plugin(plugin, "ADD", conf, container_id=cid, netns=ns_of[name])
-            if r.rc != 0:
-                raise SystemExit("%s ADD failed: %s" % (name, r))
-            d = exec_plugin(plugin, "DEL", conf, container_id=cid, netns=ns_of[name])
-            if d.rc != 0:
-                raise SystemExit("%s DEL failed: %s" % (name, d))
-            return time.perf_counter() - t0
+            ns = Netns("pinion-podnet-%d-bench-%s-%d" % (os.getpid(), name, i))
+            nss.append(ns)
+            try:
+                t0 = time.perf_counter()
+                r = exec_plugin(plugin, "ADD", conf, container_id=cid, netns=ns)
+                if r.rc != 0:
+                    raise SystemExit("%s ADD failed: %s" % (name, r))
+                d = exec_plugin(plugin, "DEL", conf, container_id=cid, netns=ns)
+                if d.rc != 0:
+                    raise SystemExit("%s DEL failed: %s" % (name, d))
+                return time.perf_counter() - t0
+            finally:
+                ns.delete()
+                nss.remove(ns)
 
         for i in range(3):
             for name in plugins:

@@ -41,8 +41,8 @@ static void test_allocate_release(void **state) {
         assert_int_equal(ipam_allocate(p, "c3", "eth0", &owner, 100 * SEC, &b), -ENOSPC);
 
         /* Released addresses wait out the quarantine. */
-        assert_int_equal(ipam_release(p, "c1", "eth0", 100 * SEC), 1);
-        assert_int_equal(ipam_release(p, "c1", "eth0", 100 * SEC), 0);
+        assert_int_equal(ipam_release(p, "c1", "eth0", 100 * SEC, false), 1);
+        assert_int_equal(ipam_release(p, "c1", "eth0", 100 * SEC, false), 0);
         ipam_usage(p, 105 * SEC, &u);
         assert_int_equal(u.allocated, 1);
         assert_int_equal(u.quarantined, 1);
@@ -85,7 +85,7 @@ static void test_persistence(void **state) {
         o.host_ifname = "pin12345678";
         assert_int_equal(ipam_allocate(p, "c1", "eth0", &o, 50 * SEC, &a), 1);
         assert_int_equal(ipam_allocate(p, "c2", "eth0", &o, 50 * SEC, &a), 1);
-        assert_int_equal(ipam_release(p, "c1", "eth0", 60 * SEC), 1);
+        assert_int_equal(ipam_release(p, "c1", "eth0", 60 * SEC, true), 1);
         p = ipam_free(p);
 
         /* A restart: the allocation, its owner, the quarantine and the cursor come back. */
@@ -97,6 +97,14 @@ static void test_persistence(void **state) {
         assert_string_equal(a->host_ifname, "pin12345678");
         assert_string_equal(a->pod_uid, "u");
         assert_string_equal(a->netns, "/var/run/netns/x");
+        /* c1's host interface was still being deleted: recorded, its name not handed out. */
+        assert_int_equal(ipam_n_deleting(p), 1);
+        assert_string_equal(ipam_deleting(p, 0), "pin12345678");
+        char name[16];
+        assert_int_equal(ipam_host_ifname(p, "c9", "eth0", name), 0);
+        assert_int_equal(ipam_link_deleted(p, "pin12345678"), 1);
+        assert_int_equal(ipam_link_deleted(p, "pin12345678"), 0);
+        assert_int_equal(ipam_n_deleting(p), 0);
         assert_int_equal(ipam_allocate(p, "c3", "eth0", &o, 70 * SEC, &a), 1);
         assert_string_equal(addr_of(a), "10.11.0.3"); /* .1 is quarantined; next-fit from .2 */
         p = ipam_free(p);
