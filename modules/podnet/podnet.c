@@ -341,12 +341,14 @@ static int attachment_remove(struct module_instance *mi, const char *container_i
                         return r;
                 }
         }
+        /* The store forgets the IP while a (freed by the release) still names the pod. */
         store_set_ip(mi, a, false);
         ipam_format_addr(a->addr, ip);
-        (void) log_attachment(LOG_INFO, 0, a, "Released %s (%s/%s)", ip, a->container_id, a->ifname);
+        (void) log_attachment(LOG_INFO, 0, a, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
         /* With the reaper, the name is recorded as being deleted in the same write. */
         r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
         if (r < 0) {
+                store_set_ip(mi, a, true); /* still allocated: a is unchanged */
                 if (asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
