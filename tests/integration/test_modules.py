@@ -76,7 +76,7 @@ def test_configured_modules_report_their_settings(agent_factory):
     mods = modules_by_name(a.status())
     # Configured but their work is not in this build: still disabled, saying so, never failing.
     for name in CONFIGURED:
-        if name in ("apiserver", "zkreg", "configsync", "reclaim"):
+        if name in ("apiserver", "zkreg", "configsync", "podnet", "reclaim"):
             continue
         assert mods[name]["state"] == "disabled", mods[name]
         assert "not part of this build" in mods[name]["reason"], mods[name]
@@ -90,7 +90,10 @@ def test_configured_modules_report_their_settings(agent_factory):
     assert mods["zkreg"]["state"] in ("starting", "degraded"), mods["zkreg"]
     assert mods["zkreg"]["details"]["servers"] == ["127.0.0.1:2181"]
     assert mods["configsync"]["details"] == {"configs": ["app"]}
-    assert mods["podnet"]["details"] == {"podCIDR": "10.1.2.0/24"}
+    # podnet runs (its pool is opened; no pod is wired by this test).
+    assert mods["podnet"]["state"] == "running", mods["podnet"]
+    assert mods["podnet"]["details"]["podCIDR"] == "10.1.2.0/24"
+    assert mods["podnet"]["details"]["pool"]["allocated"] == 0
     # reclaim runs: the cgroup it names does not exist on this node, so it is degraded, saying which.
     assert mods["reclaim"]["state"] == "degraded" and mods["reclaim"]["reason"] == "api: missing", mods["reclaim"]
     assert mods["reclaim"]["details"]["targets"] == ["api"]
