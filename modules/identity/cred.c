@@ -152,10 +152,15 @@ static int check_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
 
 static void schedule(struct cred *c);
 
-static void plan_rotation(struct cred *c) {
-        usec_t life = c->info.not_after > c->info.not_before ? c->info.not_after - c->info.not_before : 0;
+/* The rotation point: a jittered 70–90% of the lifetime, so nodes bootstrapped together do not
+ * renew together. The lifetime counts from `from` when that is later than notBefore: CAs backdate
+ * notBefore (cfssl by 5 minutes) against clock skew, and a short-lived certificate's share
+ * must be of the time it is actually ours. */
+static void plan_rotation(struct cred *c, usec_t from) {
+        usec_t start = MIN(MAX(c->info.not_before, from), c->info.not_after);
+        usec_t life = c->info.not_after - start;
         double share = 0.7 + 0.2 * backoff_random(&c->backoff);
-        c->rotate_at = c->info.not_before + (usec_t) ((double) life * share);
+        c->rotate_at = start + (usec_t) ((double) life * share);
         c->next_attempt = c->rotate_at;
 }
 
@@ -282,7 +287,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         c->info = info;
         set_error(c, NULL);
         backoff_reset(&c->backoff);
-        plan_rotation(c);
+        plan_rotation(c, now);
         had ? c->n_rotated++ : c->n_issued++;
         char until[64] = "", rot[64] = "";
         (void) format_rfc3339(c->info.not_after, until, sizeof(until));
@@ -380,7 +385,7 @@ int cred_start(struct cred *c) {
         const char *reason = NULL;
         int r = load(c, &reason);
         if (r >= 0) {
-                plan_rotation(c);
+                plan_rotation(c, 0);
                 char until[64] = "";
                 (void) format_rfc3339(c->info.not_after, until, sizeof(until));
                 log_cred(c, LOG_INFO, 0, "reusing serial %s from %s, valid until %s", c->info.serial, c->dir, until);

@@ -77,9 +77,9 @@ static int identity_parse(struct config *c, struct identity_settings **ret, char
         r = config_parse_section_new(c, "identity", identity_keys, sizeof(*s), (void **) &s, ret_error);
         if (r < 0)
                 return r;
-        const char *missing = identity_missing(s);
-        if (!missing && s->signer != SIGNER_NONE && !s->trust_domain)
-                missing = "a signer needs trust-domain (the SPIFFE trust domain, e.g. example.org)";
+        const char *missing = s->signer != SIGNER_NONE && !s->trust_domain
+                                      ? "a signer needs trust-domain (the SPIFFE trust domain, e.g. example.org)"
+                                      : identity_missing(s);
         if (!missing && s->trust_domain && strspn(s->trust_domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(s->trust_domain))
                 missing = "trust-domain must be a lowercase DNS name (letters, digits, '.', '-')";
         /* 10s is for tests and demos; fleets use hours. */

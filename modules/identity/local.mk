@@ -8,3 +8,5 @@ MODULE_SOURCES += \
 	modules/identity/ca.c modules/identity/ca.h \
 	modules/identity/x509.c modules/identity/x509.h
 EXTRA_DIST += modules/identity/local.mk
+INTEGRATION_TESTS += tests/integration/test_identity.py
+EXTRA_DIST += tests/integration/identity_testlib.py
