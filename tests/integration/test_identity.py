@@ -13,7 +13,7 @@ import pytest
 
 from identity_testlib import (PodCgroup, cert_dates, cert_sans, cert_text, cfssl_server, key_matches,
                               new_uid, openssl_verify, request_from)
-from pinion_testlib import make_pod, wait_until
+from pinion_testlib import T, make_pod, wait_until
 
 TD = "example.org"
 
@@ -337,8 +337,8 @@ def test_cfssl_node_certificate_and_workloads(agent_factory):
 
 
 def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
-    # cfssl backdates notBefore by 5 minutes: 5m15s leaves 15s from issuance, rotation at 70-90%
-    # of those (10.5-13.5s), expiry at 15s.
+    # cfssl sets notBefore to now rounded to the minute minus 5 minutes: 5m15s leaves 15s +-30s
+    # from issuance; the waits below go by the certificate's own dates.
     with cfssl_server(expiry="5m15s") as srv:
         a = start_cfssl_agent(agent_factory, srv)
         n = wait_node(a)
@@ -347,7 +347,7 @@ def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
         # Past the rotation point the agent retries with growing pauses, degraded, and the old
         # certificate is what it has and serves until it expires.
         a.wait_log(r"node certificate: signing failed: .*retrying in [0-9.]+s \(the current certificate keeps serving\)",
-                   timeout=15)
+                   timeout=max(0, rfc3339(n["rotateAt"]) - time.time()) + T(10))
         mods = {x["name"]: x for x in a.status()["modules"]}
         assert mods["identity"]["state"] == "degraded", mods["identity"]
         assert "renewal failing" in mods["identity"]["reason"]
@@ -357,7 +357,8 @@ def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
         delays = [float(x) for x in re.findall(r"node certificate: signing failed: .*retrying in ([0-9.]+)s",
                                                 a.log_text())]
         # Then it expires: health says so.
-        wait_until(lambda: a.get("/v1/health").status == 503, timeout=15, desc="health fails on expiry")
+        wait_until(lambda: a.get("/v1/health").status == 503,
+                   timeout=max(0, rfc3339(n["notAfter"]) - time.time()) + T(10), desc="health fails on expiry")
         h = a.get("/v1/health").body
         assert any(f["module"] == "identity" and "expired" in f["reason"] for f in h["failing"]), h
         delays = [float(x) for x in re.findall(r"node certificate: signing failed: .*retrying in ([0-9.]+)s",
