@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +109,28 @@ bool cred_usable(const struct cred *c) {
         return c->chain && c->key && now_usec(CLOCK_REALTIME) < c->info.not_after;
 }
 
+int write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid) {
+        _cleanup_close_ int dfd = open_directory(version_dir);
+        if (dfd < 0)
+                return dfd;
+        _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        if (fchmod(fd, mode) < 0 || ((uid != (uid_t) -1 || gid != (gid_t) -1) && fchown(fd, uid, gid) < 0))
+                return -errno;
+        size_t n = strlen(data);
+        for (size_t done = 0; done < n;) {
+                ssize_t k = write(fd, data + done, n - done);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                done += (size_t) k;
+        }
+        return 0;
+}
+
 /* ---- checking a key and chain (from disk or from the signer) ---- */
 
 static int check_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots,
@@ -204,7 +229,7 @@ static void schedule(struct cred *c) {
 /* ---- writing and switching ---- */
 
 static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots) {
-        _cleanup_free_ char *version = NULL, *cert_pem = NULL, *ca_pem = NULL, *k = NULL, *cp = NULL, *ap = NULL;
+        _cleanup_free_ char *version = NULL, *cert_pem = NULL, *ca_pem = NULL;
         char *key_pem = NULL;
         int r;
 
@@ -220,16 +245,9 @@ static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
         r = atomic_dir_begin(c->dir, &version);
         if (r < 0)
                 goto finish;
-        k = path_join(version, "key.pem");
-        cp = path_join(version, "cert.pem");
-        ap = path_join(version, "ca.pem");
-        if (!k || !cp || !ap) {
-                r = -ENOMEM;
-                goto finish;
-        }
-        if ((r = write_file_atomic(k, key_pem, strlen(key_pem), 0600, (uid_t) -1, (gid_t) -1)) < 0 ||
-            (r = write_file_atomic(cp, cert_pem, strlen(cert_pem), 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
-            (r = write_file_atomic(ap, ca_pem, strlen(ca_pem), 0644, (uid_t) -1, (gid_t) -1)) < 0)
+        if ((r = write_version_file(version, "key.pem", key_pem, 0600, (uid_t) -1, (gid_t) -1)) < 0 ||
+            (r = write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
+            (r = write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0)
                 goto finish;
         r = atomic_dir_commit(c->dir, version, 0);
 finish:

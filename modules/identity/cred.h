@@ -84,6 +84,10 @@ struct cred {
 
 const char *cred_state_to_string(enum cred_state s);
 
+/* Creates version_dir/name (which must not exist) with data, mode and owner; no fsync of its
+ * own: atomic_dir_commit() fsyncs the whole version before publishing it. */
+int write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid);
+
 int cred_new(sd_event *e, struct signer *signer, const struct cred_config *cfg, cred_event_fn on_event, void *userdata,
              struct cred **ret);
 struct cred *cred_free(struct cred *c);

@@ -322,6 +322,9 @@ static int identity_start(struct module_instance *mi) {
         }
 
         backoff_init(&id->jitter, &BACKOFF_CONFIG_CLIENT_GO, 0);
+        r = x509_keygen_new(&id->keygen);
+        if (r < 0)
+                return r;
         r = register_metrics(id);
         if (r < 0)
                 return r;
@@ -398,6 +401,8 @@ static void identity_teardown(struct identity *id) {
                 ca_free(id->issuer);
         id->issuer = NULL;
         id->signer = signer_free(id->signer);
+        EVP_PKEY_CTX_free(id->keygen);
+        id->keygen = NULL;
 }
 
 static int identity_reload(struct module_instance *mi, struct config *c, char **ret_error) {

@@ -72,6 +72,7 @@ struct identity {
         sd_event_source *defer;
         struct waiter *waiters;
         struct backoff jitter; /* random source for rotation points */
+        EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
 
         struct metric_family *m_issued, *m_rotated, *m_failed, *m_expiry, *m_workloads;
 };

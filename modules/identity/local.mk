@@ -38,3 +38,11 @@ tests/fuzz/fuzz-identity: $(FUZZ_IDENTITY_SOURCES) tests/fuzz/fuzz.h build-confi
 	$(AM_V_at)$(MKDIR_P) tests/fuzz
 	$(AM_V_CCLD)$(FUZZ_COMPILE) $(FUZZ_IDENTITY_INCLUDES) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS) -o $@ \
 		`for f in $(filter %.c,$(FUZZ_IDENTITY_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS) $(OPENSSL_LIBS)
+
+# `make bench-identity`: time to the node certificate (local CA, cfssl serve) and workload
+# certificates per second for 1,000 pods, each beside a peer run in the same process tree.
+# BENCH_IDENTITY_FLAGS='--pods 2000 --runs 10'.
+bench-identity: piniond$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' $(PYTHON3) $(srcdir)/tests/bench/identity-bench.py $(BENCH_IDENTITY_FLAGS)
+.PHONY: bench-identity
+EXTRA_DIST += tests/bench/identity-bench.py

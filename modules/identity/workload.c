@@ -139,26 +139,23 @@ static void set_error(struct workload *w, const char *e) {
  * carry the pod's user (runAsUser), so the files are root's (0600 key): a pod that cannot be
  * root reads its identity from /v1/identity instead. */
 static int write_tls_dir(struct identity *id, struct workload *w) {
-        _cleanup_free_ char *dir = tls_dir(id, w), *version = NULL, *k = NULL, *c = NULL, *b = NULL;
+        _cleanup_free_ char *dir = tls_dir(id, w), *version = NULL;
         int r;
 
         if (!dir)
                 return 0;
-        r = mkdir_p(id->settings->pod_tls_dir, 0755);
-        if (r < 0)
-                return r;
-        (void) atomic_dir_cleanup(dir);
+        if (w->generation <= 1) { /* the first write for this pod: leftovers of an earlier run go */
+                r = mkdir_p(id->settings->pod_tls_dir, 0755);
+                if (r < 0)
+                        return r;
+                (void) atomic_dir_cleanup(dir);
+        }
         r = atomic_dir_begin(dir, &version);
         if (r < 0)
                 return r;
-        k = path_join(version, "key.pem");
-        c = path_join(version, "cert.pem");
-        b = path_join(version, "bundle.pem");
-        if (!k || !c || !b)
-                r = -ENOMEM;
-        if (r >= 0 && (r = write_file_atomic(k, w->key_pem, strlen(w->key_pem), 0600, 0, 0)) >= 0 &&
-            (r = write_file_atomic(c, w->chain_pem, strlen(w->chain_pem), 0644, 0, 0)) >= 0 &&
-            (r = write_file_atomic(b, id->bundle_pem, strlen(id->bundle_pem), 0644, 0, 0)) >= 0)
+        if ((r = write_version_file(version, "key.pem", w->key_pem, 0600, 0, 0)) >= 0 &&
+            (r = write_version_file(version, "cert.pem", w->chain_pem, 0644, 0, 0)) >= 0 &&
+            (r = write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, 0, 0)) >= 0)
                 r = atomic_dir_commit(dir, version, 0);
         if (r < 0)
                 (void) rm_rf(version);
@@ -184,7 +181,7 @@ static int issue(struct identity *id, struct workload *w) {
         if (strlen(cn) > 64)
                 cn[64] = 0; /* the X.520 upper bound on a common name */
         const struct cert_subject s = { .common_name = cn, .uri = w->spiffe, .ip = w->ip };
-        if ((r = x509_key_new(&key)) < 0 ||
+        if ((r = x509_key_generate(id->keygen, &key)) < 0 ||
             (r = ca_issue(id->issuer, key, &s, CERT_USAGE_CLIENT_SERVER, id->settings->workload_cert_lifetime, &cert)) < 0 ||
             (r = ca_chain_pem(id->issuer, cert, &chain)) < 0 || (r = x509_cert_info(cert, &info)) < 0 ||
             (r = x509_key_to_pem(key, &key_pem)) < 0) {

@@ -58,6 +58,26 @@ int x509_key_new(EVP_PKEY **ret) {
         return 0;
 }
 
+int x509_keygen_new(EVP_PKEY_CTX **ret) {
+        _cleanup_(EVP_PKEY_CTX_freep) EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+        if (!ctx || EVP_PKEY_keygen_init(ctx) <= 0 || EVP_PKEY_CTX_set_group_name(ctx, "P-256") <= 0) {
+                ERR_clear_error();
+                return -ENOMEM;
+        }
+        *ret = TAKE_PTR(ctx);
+        return 0;
+}
+
+int x509_key_generate(EVP_PKEY_CTX *ctx, EVP_PKEY **ret) {
+        EVP_PKEY *k = NULL;
+        if (EVP_PKEY_generate(ctx, &k) <= 0) {
+                ERR_clear_error();
+                return -ENOMEM;
+        }
+        *ret = k;
+        return 0;
+}
+
 /* The BIO's contents as a malloc'ed string. */
 static int bio_to_string(BIO *b, char **ret) {
         char *data;

@@ -16,6 +16,7 @@
 #include "macro.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_PKEY *, EVP_PKEY_free);
+DEFINE_TRIVIAL_CLEANUP_FUNC(EVP_PKEY_CTX *, EVP_PKEY_CTX_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(X509 *, X509_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(X509_REQ *, X509_REQ_free);
 DEFINE_TRIVIAL_CLEANUP_FUNC(GENERAL_NAMES *, GENERAL_NAMES_free);
@@ -43,6 +44,10 @@ void cert_info_done(struct cert_info *i);
 
 /* A fresh EC P-256 key. */
 int x509_key_new(EVP_PKEY **ret);
+/* The same from a prepared generator context (x509_keygen_new), for many keys in a row: saves
+ * the algorithm lookup each EVP_EC_gen() does. */
+int x509_keygen_new(EVP_PKEY_CTX **ret);
+int x509_key_generate(EVP_PKEY_CTX *ctx, EVP_PKEY **ret);
 /* PKCS#8 PEM. The string holds private key material: the caller wipes it (x509_free_secret). */
 int x509_key_to_pem(EVP_PKEY *key, char **ret);
 int x509_key_from_pem(const char *pem, size_t size, EVP_PKEY **ret);

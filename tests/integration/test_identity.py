@@ -336,10 +336,26 @@ def test_cfssl_node_certificate_and_workloads(agent_factory):
         assert "PRIVATE KEY" not in a.log_text()
 
 
+def cfssl_short_expiry(remaining=20):
+    """A cfssl profile expiry that leaves about `remaining` seconds of validity for a certificate
+    signed within the next two seconds: cfssl sets notBefore to now rounded to the minute minus
+    5 minutes and notAfter to notBefore + expiry. Seconds near the rounding boundary (:27-:41)
+    are waited out."""
+    sec = time.gmtime().tm_sec
+    if 27 <= sec <= 41:
+        time.sleep(42 - sec)
+        sec = time.gmtime().tm_sec
+    sign = (sec + 1) % 60
+    extra = remaining + sign if sign < 30 else remaining - (60 - sign)
+    return "%ds" % (300 + extra)
+
+
 def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
-    # cfssl sets notBefore to now rounded to the minute minus 5 minutes: 5m15s leaves 15s +-30s
-    # from issuance; the waits below go by the certificate's own dates.
-    with cfssl_server(expiry="5m15s") as srv:
+    # A certificate with ~20s to live; the waits below go by its own dates.
+    with cfssl_server(expiry="1h") as srv:
+        srv.stop()
+        srv.write_config(cfssl_short_expiry())
+        srv.start()
         a = start_cfssl_agent(agent_factory, srv)
         n = wait_node(a)
         serial = n["serial"]
@@ -364,9 +380,12 @@ def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
         delays = [float(x) for x in re.findall(r"node certificate: signing failed: .*retrying in ([0-9.]+)s",
                                                 a.log_text())]
         assert len(delays) >= 2 and delays[-1] > delays[0], delays
-        # The CA comes back: a new certificate, healthy again.
+        # The CA comes back: at the next retry (the pause last logged), a new certificate.
+        srv.write_config("1h")
         srv.start()
-        wait_node(a, lambda x: x.get("state") == "valid" and x["serial"] != serial, timeout=30)
+        delays = [float(x) for x in re.findall(r"node certificate: signing failed: .*retrying in ([0-9.]+)s",
+                                                a.log_text())]
+        wait_node(a, lambda x: x.get("state") == "valid" and x["serial"] != serial, timeout=delays[-1] + T(15))
         wait_until(lambda: a.get("/v1/health").status == 200, timeout=10, desc="healthy again")
 
 
