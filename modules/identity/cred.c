@@ -259,7 +259,9 @@ finish:
 
 static void on_signed(int error, const char *reason, const char *chain_pem, void *userdata) {
         struct cred *c = userdata;
-        _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = TAKE_PTR(c->pending_key);
+        /* The key stays pending until a certificate for it is in place: a retry asks again with
+         * the same key, which lets the kubernetes signer find the CSR it already made. */
+        EVP_PKEY *key = c->pending_key;
         _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL, *roots = NULL;
         struct cert_info info = {};
         usec_t now = now_usec(CLOCK_REALTIME);
@@ -299,7 +301,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         /* On disk first, then in memory: the switch. */
         bool had = cred_usable(c);
         clear_material(c);
-        c->key = TAKE_PTR(key);
+        c->key = TAKE_PTR(c->pending_key);
         c->chain = TAKE_PTR(chain);
         c->roots = TAKE_PTR(roots);
         c->info = info;
@@ -323,9 +325,7 @@ static void request(struct cred *c) {
         int r;
 
         c->next_attempt = 0;
-        EVP_PKEY_free(c->pending_key);
-        c->pending_key = NULL;
-        r = x509_key_new(&c->pending_key);
+        r = c->pending_key ? 0 : x509_key_new(&c->pending_key);
         if (r >= 0)
                 r = x509_csr_new(c->pending_key, &s, &csr);
         if (r < 0) {

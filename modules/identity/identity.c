@@ -19,6 +19,8 @@
 #include "module.h"
 
 #define MODULE "identity"
+/* How long the kubernetes signer waits for approval and the certificate (the kubelet: 15m). */
+#define KUBE_CSR_DEADLINE (15 * USEC_PER_MINUTE)
 
 static int parse_signer(const char *v, void *ret, const char **reason) {
         static const char *const names[] = {
@@ -109,6 +111,11 @@ static void update_state(struct identity *id) {
         case CRED_REQUESTING:
                 if (n->n_failed > 0) {
                         module_set_state(mi, MODULE_DEGRADED, "cannot get the node certificate: %s", n->last_error);
+                        module_set_synced(mi);
+                } else if (id->settings->signer == SIGNER_KUBERNETES) {
+                        /* Approval is someone else's move (an operator or a controller), and may
+                         * take long: the agent is ready meanwhile, saying what it waits for. */
+                        module_set_state(mi, MODULE_STARTING, "waiting for the node's CSR to be approved and signed");
                         module_set_synced(mi);
                 } else
                         module_set_state(mi, MODULE_STARTING, NULL);
@@ -238,12 +245,53 @@ static int register_metrics(struct identity *id) {
 
 /* ---- the module contract ---- */
 
+/* The apiserver the kubernetes signer talks to: [apiserver] url and ca-file as the apiserver
+ * module reads them (the last value wins, as in config.c), else the in-cluster environment. Read
+ * here, not through the apiserver module: modules meet only through facts. */
+static int kube_endpoint(const struct config *c, char **ret_url, char **ret_ca) {
+        const char *url = NULL, *ca = NULL;
+        for (size_t i = 0; i < c->n_entries; i++) {
+                const struct config_entry *e = &c->entries[i];
+                if (!streq(e->section, "apiserver"))
+                        continue;
+                if (streq(e->key, "url"))
+                        url = e->value[0] ? e->value : NULL;
+                else if (streq(e->key, "ca-file"))
+                        ca = e->value[0] ? e->value : NULL;
+        }
+        _cleanup_free_ char *u = NULL, *f = NULL;
+        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+        if (url)
+                u = strdup(url);
+        else if (host && *host && asprintf(&u, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host,
+                                           port && *port ? port : "443") < 0)
+                u = NULL;
+        if (ca)
+                f = strdup(ca);
+        else if (!url && host && *host)
+                f = strdup("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
+        if ((url || (host && *host)) && !u)
+                return -ENOMEM;
+        free(*ret_url);
+        free(*ret_ca);
+        *ret_url = TAKE_PTR(u);
+        *ret_ca = TAKE_PTR(f);
+        return 0;
+}
+
 static int identity_init(struct module_instance *mi, struct config *c, char **ret_error) {
         struct identity *id = calloc(1, sizeof(*id));
         if (!id)
                 return -ENOMEM;
         int r = identity_parse(c, &id->settings, ret_error);
+        if (r >= 0)
+                r = kube_endpoint(c, &id->kube_url, &id->kube_ca_file);
+        if (r >= 0 && id->settings->signer == SIGNER_KUBERNETES && (!id->kube_url || !id->kube_ca_file))
+                r = config_section_error(c, "identity", ret_error,
+                                         "signer=kubernetes needs [apiserver] url and ca-file (or the in-cluster "
+                                         "environment): the CSR API and the CA that verifies what it issues");
         if (r < 0) {
+                identity_settings_free(id->settings);
                 free(id);
                 return r;
         }
@@ -288,10 +336,30 @@ static int identity_start(struct module_instance *mi) {
                 module_set_state(mi, MODULE_DISABLED, "no [identity] signer configured");
                 module_set_synced(mi);
                 return 0;
-        case SIGNER_KUBERNETES:
-                module_set_state(mi, MODULE_DISABLED, "signer=kubernetes is not part of this build yet (use local or cfssl)");
-                module_set_synced(mi);
-                return 0;
+        case SIGNER_KUBERNETES: {
+                struct http_client *http;
+                r = manager_http(m, &http);
+                if (r < 0)
+                        return r;
+                const struct kube_settings ks = {
+                        .url = id->kube_url,
+                        .ca_file = id->kube_ca_file,
+                        .token_file = s->bootstrap_token_file,
+                        .deadline = KUBE_CSR_DEADLINE,
+                };
+                r = signer_kubernetes_new(m->event, http, &ks, &id->signer, &error);
+                if (r == -EINVAL) {
+                        module_set_state(mi, MODULE_FAILED, "%s", error);
+                        module_set_synced(mi);
+                        return 0;
+                }
+                if (r < 0) {
+                        module_set_state(mi, MODULE_FAILED, "%s", error ? error : strerror(-r));
+                        module_set_synced(mi);
+                        return 0;
+                }
+                break;
+        }
         case SIGNER_LOCAL: {
                 bool created = false;
                 r = signer_local_new(s->ca_dir, s->trust_domain, &id->signer, &created, &error);
@@ -341,6 +409,29 @@ static int identity_start(struct module_instance *mi) {
                 if (r < 0)
                         return r;
                 id->issuer_reason = strdup("waiting for the node CA from cfssl");
+        } else if (s->signer == SIGNER_KUBERNETES) {
+                /* The CSR API issues no CA certificates: workloads get theirs from a local CA in
+                 * ca-dir, if one is configured (docs/design-notes.md). */
+                if (s->ca_dir) {
+                        bool created = false;
+                        _cleanup_free_ char *ccn = NULL;
+                        struct ca *ca = NULL;
+                        if (asprintf(&ccn, "pinion CA %s", s->trust_domain) < 0)
+                                return -ENOMEM;
+                        r = ca_load_or_create(s->ca_dir, ccn, &ca, &created);
+                        if (r < 0) {
+                                module_set_state(mi, MODULE_FAILED, "local CA for workloads in %s: %s", s->ca_dir,
+                                                 r == -EBADMSG ? "ca.key and ca.crt are not a matching pair" : strerror(-r));
+                                module_set_synced(mi);
+                                return 0;
+                        }
+                        if (created)
+                                log_module_info(MODULE, "created a new local CA for workload certificates in %s", s->ca_dir);
+                        set_bundle(id, ca->roots);
+                        id->issuer = ca;
+                        id->issuer_owned = true;
+                } else
+                        id->issuer_reason = strdup("signer=kubernetes issues workload certificates only with ca-dir set");
         } else {
                 set_bundle(id, id->signer->roots);
                 id->issuer = id->signer->local_ca;
@@ -423,6 +514,22 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
                         *ret_error = NULL;
                 return -EBUSY;
         }
+        _cleanup_free_ char *url = NULL, *ca = NULL;
+        r = kube_endpoint(c, &url, &ca);
+        if (r < 0) {
+                identity_settings_free(s);
+                return r;
+        }
+        if (o->signer == SIGNER_KUBERNETES && (!streq_ptr(url, id->kube_url) || !streq_ptr(ca, id->kube_ca_file))) {
+                identity_settings_free(s);
+                if (asprintf(ret_error, "[identity]: a new apiserver url or ca-file for signer=kubernetes needs a restart") < 0)
+                        *ret_error = NULL;
+                return -EBUSY;
+        }
+        free(id->kube_url);
+        free(id->kube_ca_file);
+        id->kube_url = TAKE_PTR(url);
+        id->kube_ca_file = TAKE_PTR(ca);
         /* New lifetimes apply from the next certificate on. */
         if (id->node)
                 id->node->lifetime = s->node_cert_lifetime;
@@ -468,6 +575,8 @@ static void identity_free(struct module_instance *mi) {
                 metrics_remove_collector(mi->manager->metrics, collect_identity, id);
         free(id->bundle_pem);
         free(id->issuer_reason);
+        free(id->kube_url);
+        free(id->kube_ca_file);
         identity_settings_free(id->settings);
         free(id);
         mi->data = NULL;

@@ -6,6 +6,7 @@ MODULE_SOURCES += \
 	modules/identity/cred.c modules/identity/cred.h \
 	modules/identity/signer.h modules/identity/signer-local.c modules/identity/signer-cfssl.c \
 	modules/identity/cfssl-wire.c modules/identity/cfssl-wire.h \
+	modules/identity/signer-kubernetes.c modules/identity/kube-csr.c modules/identity/kube-csr.h \
 	modules/identity/ca.c modules/identity/ca.h \
 	modules/identity/x509.c modules/identity/x509.h
 EXTRA_DIST += modules/identity/local.mk
@@ -15,7 +16,7 @@ EXTRA_DIST += tests/integration/identity_testlib.py
 # Unit tests: the crypto plumbing and the CFSSL wire format (no loop, no IO but temp dirs).
 UNIT_TESTS += tests/unit/test-identity-x509
 tests_unit_test_identity_x509_SOURCES = tests/unit/test-identity-x509.c \
-	modules/identity/ca.c modules/identity/x509.c modules/identity/cfssl-wire.c \
+	modules/identity/ca.c modules/identity/x509.c modules/identity/cfssl-wire.c modules/identity/kube-csr.c \
 	agent/fsutil.c agent/strv.c
 tests_unit_test_identity_x509_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
 tests_unit_test_identity_x509_LDADD = $(UNIT_LIBS)
@@ -25,6 +26,7 @@ FUZZ_TARGETS += identity
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-identity
 UNIT_TESTS += tests/fuzz/replay-identity
 FUZZ_IDENTITY_SOURCES = tests/fuzz/fuzz-identity.c modules/identity/x509.c modules/identity/cfssl-wire.c \
+	modules/identity/kube-csr.c \
 	agent/strv.c
 FUZZ_IDENTITY_INCLUDES = -I$(top_srcdir)/modules/identity
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzzes what the identity module parses from its CA: a CFSSL response document, the PEM
- * certificate chain a signer returns (and the fields read from it), and a PEM key from disk.
+ * certificate chain a signer returns (and the fields read from it), a PEM key from disk, and a
+ * Kubernetes CertificateSigningRequest object (its status).
  * The first byte picks the parser; the rest is the input. */
 
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "cfssl-wire.h"
 #include "fuzz.h"
+#include "kube-csr.h"
 #include "x509.h"
 #include "strv.h"
 
@@ -22,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(copy, text, n);
         copy[n] = 0;
 
-        switch (data[0] % 3) {
+        switch (data[0] % 4) {
         case 0: {
                 char *cert = NULL, *reason = NULL;
                 if (cfssl_parse_response(copy, n, &cert, &reason) >= 0) {
@@ -59,6 +61,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 size_t ks = 0;
                 if (cfssl_parse_hex_key(copy, &key, &ks) >= 0)
                         free(key);
+                break;
+        }
+        case 3: {
+                char *cert = NULL, *reason = NULL;
+                if (kube_csr_parse(copy, n, &cert, &reason) > 0) {
+                        STACK_OF(X509) *chain = NULL;
+                        if (x509_chain_from_pem(cert, strlen(cert), &chain) >= 0)
+                                sk_X509_pop_free(chain, X509_free);
+                }
+                free(cert);
+                free(reason);
                 break;
         }
         }

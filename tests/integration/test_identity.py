@@ -7,13 +7,15 @@ import glob
 import os
 import re
 import stat
+import subprocess
+import sys
 import time
 
 import pytest
 
 from identity_testlib import (PodCgroup, cert_dates, cert_sans, cert_text, cfssl_server, key_matches,
                               new_uid, openssl_verify, request_from)
-from pinion_testlib import T, make_pod, wait_until
+from pinion_testlib import SRCDIR, T, make_pod, wait_until
 
 TD = "example.org"
 
@@ -402,6 +404,90 @@ def test_cfssl_refusal_is_reported(agent_factory):
 
 
 # ---------------------------------------------------------------------------------------------
+# kubernetes: the CSR API of the test apiserver
+
+def kube_fake():
+    sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
+    import kube_apiserver
+    return kube_apiserver
+
+
+def test_kubernetes_csr_bootstrap(agent_factory, tmp_path):
+    kube = kube_fake()
+    token = "abcdef.0123456789abcdef"  # the bootstrap token shape
+    tok = tmp_path / "bootstrap-token"
+    tok.write_text(token + "\n")
+    fake = kube.FakeApiserver(tls=True, token_file=str(tok)).start()
+    try:
+        # The first poll of the CSR fails: the retry must find the same request, not make another.
+        fault = fake.inject("500", count=1, path=kube.CSR_PREFIX + "/")
+        a = agent_factory(start=False)
+        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "token-file": str(tok)}
+        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok),
+                                  "ca-dir": os.path.join(a.dir, "ca"), "node-cert-lifetime": "2h",
+                                  "pod-tls-dir": os.path.join(a.dir, "pods-tls")}
+        a.write_config()
+        a.start()
+        uid = new_uid()
+        a.write_pod("web", identity_pod("web", uid, ns="shop", sa="front"))
+        csrs = wait_until(lambda: fake.csrs() or None, timeout=10, desc="a CSR")
+        (name, obj), = csrs.items()
+        assert name.startswith("node-csr-")
+        assert obj["spec"]["signerName"] == "kubernetes.io/kube-apiserver-client-kubelet"
+        assert obj["spec"]["expirationSeconds"] == 7200
+        assert sorted(obj["spec"]["usages"]) == ["client auth", "digital signature"]
+        import base64
+        csr_pem = base64.b64decode(obj["spec"]["request"])
+        subj = subprocess.run(["openssl", "req", "-noout", "-subject", "-nameopt", "RFC2253"], input=csr_pem,
+                              capture_output=True, check=True).stdout.decode()
+        assert "CN=system:node:test-node,O=system:nodes" in subj
+        wait_until(lambda: fault.hits >= 1, timeout=10, desc="the injected failure")
+        a.wait_log(r"node certificate: signing failed: reading CSR %s: HTTP 500" % name, timeout=10)
+        # Not approved yet: still starting or degraded, no certificate, no workloads' gate opened.
+        assert node_status(a)["state"] == "requesting"
+        fake.approve_csr(name)
+        n = wait_node(a, timeout=30)
+        assert fake.csr_creates == 1 and list(fake.csrs()) == [name]
+        cert = read(node_files(a)[2])
+        openssl_verify(cert, read(fake.ca_file), purpose="sslclient")
+        assert n["subject"] == "CN=system:node:test-node,O=system:nodes"
+        assert base64.b64decode(fake.csrs()[name]["status"]["certificate"]).decode() == cert
+        nb, na = cert_dates(cert)
+        assert na - nb == 7200
+        # Workloads come from the local CA in ca-dir (the CSR API issues no CA certificates).
+        w = wait_workload(a, "web")
+        ca = read(os.path.join(a.dir, "ca", "ca.crt"))
+        wcert = read(os.path.join(a.dir, "pods-tls", uid, "cert.pem"))
+        openssl_verify(wcert, ca, purpose="sslserver")
+        assert w["id"] == "spiffe://example.org/ns/shop/sa/front"
+        assert a.get("/v1/identity/bundle").raw == ca
+        assert "PRIVATE KEY" not in a.log_text() and token not in a.log_text()
+    finally:
+        fake.stop()
+
+
+def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
+    kube = kube_fake()
+    tok = tmp_path / "bootstrap-token"
+    tok.write_text("abcdef.0123456789abcdef\n")
+    fake = kube.FakeApiserver(tls=True, token_file=str(tok)).start()
+    try:
+        a = agent_factory(start=False)
+        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "token-file": str(tok)}
+        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
+        a.write_config()
+        a.start()
+        (name, _), = wait_until(lambda: fake.csrs() or None, timeout=10, desc="a CSR").items()
+        fake.deny_csr(name, "not a node we know")
+        a.wait_log(r"node certificate: signing failed: CSR %s: the CSR was denied: not a node we know" % name,
+                   timeout=15)
+        mods = {x["name"]: x for x in a.status()["modules"]}
+        assert mods["identity"]["state"] == "degraded" and "denied" in mods["identity"]["reason"], mods["identity"]
+    finally:
+        fake.stop()
+
+
+# ---------------------------------------------------------------------------------------------
 # config
 
 @pytest.mark.parametrize("text,reason", [
@@ -410,6 +496,8 @@ def test_cfssl_refusal_is_reported(agent_factory):
     ("[identity]\nsigner=local\ntrust-domain=Example_Org\nca-dir=/tmp/x\n", "trust-domain must be"),
     ("[identity]\nsigner=local\ntrust-domain=example.org\nca-dir=/tmp/x\nnode-cert-lifetime=5s\n",
      "at least 10s"),
+    ("[identity]\nsigner=kubernetes\ntrust-domain=example.org\nbootstrap-token-file=/tmp/t\n",
+     "signer=kubernetes needs [apiserver] url and ca-file"),
 ])
 def test_bad_identity_config_is_refused(agent_factory, text, reason):
     a = agent_factory(extra=text, start=False)

@@ -17,6 +17,7 @@
 #include "ca.h"
 #include "cfssl-wire.h"
 #include "fsutil.h"
+#include "kube-csr.h"
 #include "strv.h"
 #include "x509.h"
 
@@ -199,12 +200,63 @@ static void test_cfssl_wire(_unused_ void **state) {
         assert_int_equal(cfssl_parse_hex_key("", &key, &n), -EINVAL);
 }
 
+static void test_kube_csr(_unused_ void **state) {
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *k1 = NULL, *k2 = NULL;
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL, *d = NULL, *body = NULL;
+        char *cert = NULL, *reason = NULL;
+
+        /* The name is a function of key and subject: the same twice, different for either. */
+        assert_int_equal(x509_key_new(&k1), 0);
+        assert_int_equal(x509_key_new(&k2), 0);
+        assert_int_equal(kube_csr_name(k1, "system:node:n1", "system:nodes", &a), 0);
+        assert_int_equal(kube_csr_name(k1, "system:node:n1", "system:nodes", &b), 0);
+        assert_int_equal(kube_csr_name(k2, "system:node:n1", "system:nodes", &c), 0);
+        assert_int_equal(kube_csr_name(k1, "system:node:n2", "system:nodes", &d), 0);
+        assert_string_equal(a, b);
+        assert_string_not_equal(a, c);
+        assert_string_not_equal(a, d);
+        assert_true(strncmp(a, "node-csr-", 9) == 0 && strlen(a) == 9 + 32);
+
+        assert_int_equal(kube_csr_body(a, "PEM\n", KUBE_SIGNER_KUBELET_CLIENT, 30 * USEC_PER_SEC, &body), 0);
+        assert_non_null(strstr(body, "\"signerName\":\"kubernetes.io/kube-apiserver-client-kubelet\""));
+        assert_non_null(strstr(body, "\"request\":\"UEVNCg==\""));
+        assert_non_null(strstr(body, "\"expirationSeconds\":600")); /* the API's minimum */
+
+        const char *pending = "{\"kind\":\"CertificateSigningRequest\",\"status\":{}}";
+        assert_int_equal(kube_csr_parse(pending, strlen(pending), &cert, &reason), 0);
+        assert_string_equal(reason, "waiting for approval");
+        free(reason);
+        const char *approved = "{\"kind\":\"CertificateSigningRequest\",\"status\":{\"conditions\":[{\"type\":\"Approved\",\"status\":\"True\"}]}}";
+        assert_int_equal(kube_csr_parse(approved, strlen(approved), &cert, &reason), 0);
+        assert_string_equal(reason, "approved, waiting for the certificate");
+        free(reason);
+        const char *issued = "{\"kind\":\"CertificateSigningRequest\",\"status\":{\"certificate\":\"UEVNCg==\"}}";
+        assert_int_equal(kube_csr_parse(issued, strlen(issued), &cert, &reason), 1);
+        assert_string_equal(cert, "PEM\n");
+        free(cert);
+        free(reason);
+        const char *denied = "{\"kind\":\"CertificateSigningRequest\",\"status\":{\"conditions\":[{\"type\":\"Denied\",\"status\":\"True\",\"message\":\"no\"}]}}";
+        assert_int_equal(kube_csr_parse(denied, strlen(denied), &cert, &reason), -EPERM);
+        assert_string_equal(reason, "the CSR was denied: no");
+        free(reason);
+        const char *bads[] = { "", "{}", "{\"kind\":\"Pod\"}",
+                               "{\"kind\":\"CertificateSigningRequest\",\"status\":{\"certificate\":\"!!\"}}",
+                               "{\"kind\":\"CertificateSigningRequest\",\"status\":{\"certificate\":\"AAAA\"}}",
+                               "{\"kind\":\"CertificateSigningRequest\",\"status\":{\"conditions\":3}}" };
+        for (size_t i = 0; i < ELEMENTSOF(bads); i++) {
+                reason = NULL;
+                assert_int_equal(kube_csr_parse(bads[i], strlen(bads[i]), &cert, &reason), -EBADMSG);
+                free(reason);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ca_created_reloaded_and_never_replaced),
                 cmocka_unit_test(test_workload_certificate),
                 cmocka_unit_test(test_keys_and_csr),
                 cmocka_unit_test(test_cfssl_wire),
+                cmocka_unit_test(test_kube_csr),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
