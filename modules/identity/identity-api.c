@@ -18,6 +18,7 @@
 #include "log.h"
 #include "parse-util.h"
 #include "peer-pod.h"
+#include "strv.h"
 
 #define MODULE "identity"
 #define WAIT_MAX (10 * USEC_PER_MINUTE)
@@ -44,12 +45,17 @@ static void waiter_free(struct waiter *wt) {
 
 static int reply_own(struct identity *id, struct api_request *req, const struct workload *w) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *sans;
         if (!o || !cJSON_AddStringToObject(o, "id", w->spiffe) || !cJSON_AddStringToObject(o, "certificate", w->chain_pem) ||
+            !cJSON_AddStringToObject(o, "subject", w->info.subject) || !(sans = cJSON_AddArrayToObject(o, "sans")) ||
             !cJSON_AddStringToObject(o, "private_key", w->key_pem) ||
             !cJSON_AddStringToObject(o, "bundle", id->bundle_pem ? id->bundle_pem : "") ||
             !json_add_time(o, "not_after", w->info.not_after) || !cJSON_AddStringToObject(o, "serial", w->info.serial) ||
             !cJSON_AddNumberToObject(o, "generation", w->generation))
                 return api_reply_error(req, 500, "out of memory");
+        STRV_FOREACH(san, w->info.sans)
+                if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*san)))
+                        return api_reply_error(req, 500, "out of memory");
         return api_reply_json(req, 200, TAKE_PTR(o));
 }
 

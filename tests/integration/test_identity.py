@@ -280,6 +280,21 @@ def test_each_pod_gets_only_its_own_identity(agent_factory, pod_cgroups):
     one = a.get_json("/v1/identity?pod=team-a/a")
     assert one["id"] == got["a"]["id"] and "private_key" not in one
 
+    # pinionctl identity: a pod's process sees its own (no key on the terminal), root sees all.
+    from pinion_testlib import PINIONCTL
+    p = subprocess.run([PINIONCTL, "--socket", a.socket, "identity"], preexec_fn=cga.preexec(65534),
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    assert got["a"]["id"] in p.stdout and "expires:" in p.stdout and "PRIVATE KEY" not in p.stdout
+    assert "URI:" + got["a"]["id"] in p.stdout and "team-b" not in p.stdout
+    rc, out, err = a.ctl("identity")
+    assert rc == 0, err
+    assert "CN=system:node:test-node,O=system:nodes" in out
+    assert "spiffe://example.org/ns/team-a/sa/api" in out and "spiffe://example.org/ns/team-b/sa/worker" in out
+    p = subprocess.run([PINIONCTL, "--socket", a.socket, "identity"], preexec_fn=cgx.preexec(65534),
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 1 and "not on this node" in p.stderr, (p.returncode, p.stderr)
+
     # The connecting process exits (and is reaped) and its child speaks on the same
     # connection: the PID SO_PEERCRED gave at accept is gone, so nothing is attested. A PID
     # reused by another process fails the same check (the start time recorded at accept no
