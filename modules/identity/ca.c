@@ -107,6 +107,9 @@ int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s
         _cleanup_(X509_freep) X509 *cert = NULL;
         int r;
 
+        /* An expired issuer would only make certificates that are dead on arrival. */
+        if (X509_cmp_current_time(X509_get0_notAfter(ca->cert)) <= 0)
+                return -EKEYEXPIRED;
         /* Never past the issuer's own end: a chain is only as valid as its shortest link. */
         r = cert_skeleton(pubkey, s, lifetime, &cert);
         if (r < 0)

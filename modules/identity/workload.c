@@ -23,6 +23,7 @@
 #define MODULE "identity"
 #define ISSUE_BATCH 64
 #define ISSUE_SLICE (4 * USEC_PER_MSEC)
+#define WORKLOAD_RETRY (5 * USEC_PER_SEC)
 
 #define log_workload(w, level, error, ...)                                                                            \
         log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (w)->uid, .pod = (w)->spiffe }), \
@@ -185,7 +186,8 @@ static int issue(struct identity *id, struct workload *w) {
             (r = ca_issue(id->issuer, key, &s, CERT_USAGE_CLIENT_SERVER, id->settings->workload_cert_lifetime, &cert)) < 0 ||
             (r = ca_chain_pem(id->issuer, cert, &chain)) < 0 || (r = x509_cert_info(cert, &info)) < 0 ||
             (r = x509_key_to_pem(key, &key_pem)) < 0) {
-                set_error(w, "the node's issuer could not sign");
+                set_error(w, r == -EKEYEXPIRED ? "the node's issuer (CA) has expired" : "the node's issuer could not sign");
+                cert_info_done(&info);
                 return r;
         }
         x509_free_secret(w->key_pem);
@@ -223,16 +225,27 @@ static void schedule_rotation(struct identity *id, struct workload *w) {
         (void) sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
 }
 
+static void retry_rotation(struct identity *id, struct workload *w) {
+        usec_t at = now_usec(CLOCK_REALTIME) + WORKLOAD_RETRY;
+        int r = w->timer ? sd_event_source_set_time(w->timer, at)
+                         : sd_event_add_time(id->manager->event, &w->timer, CLOCK_REALTIME, at, USEC_PER_SEC / 10,
+                                             on_rotation_timer, w);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_workload(w, LOG_ERR, r, "cannot arm its retry timer: %m");
+}
+
 static void issue_one(struct identity *id, struct workload *w) {
         bool had = w->chain_pem && now_usec(CLOCK_REALTIME) < w->info.not_after;
         int r = issue(id, w);
         if (r < 0) {
                 (void) metric_inc(id->m_failed, "workload");
                 log_workload(w, LOG_WARNING, r, "cannot issue its certificate: %s (%m)", w->last_error ? w->last_error : "");
-                /* A later issuer change or pod update tries again; so does the rotation timer if
-                 * it still has a certificate. */
+                /* A later issuer change or pod update tries again; one that still holds a
+                 * certificate also retries on a timer while it lasts. */
                 if (had)
-                        schedule_rotation(id, w);
+                        retry_rotation(id, w);
                 return;
         }
         (void) metric_inc(had ? id->m_rotated : id->m_issued, "workload");
