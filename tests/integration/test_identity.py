@@ -481,6 +481,32 @@ def test_kubernetes_csr_bootstrap(agent_factory, tmp_path):
         fake.stop()
 
 
+def test_kubernetes_node_certificate_authenticates_the_pod_watch(agent_factory, tmp_path):
+    """FACT_NODE_CREDENTIALS end to end: the apiserver module has no token of its own, so its
+    list is refused until identity has the node certificate; then it authenticates with it."""
+    kube = kube_fake()
+    tok = tmp_path / "bootstrap-token"
+    tok.write_text("abcdef.0123456789abcdef\n")
+    fake = kube.FakeApiserver(tls=True, token_file=str(tok)).start()
+    try:
+        fake.add_pod(kube.make_pod("web-1", node="test-node"))
+        a = agent_factory(start=False)
+        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "backoff-max": "1s"}
+        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
+        a.write_config()
+        a.start()
+        (name, _), = wait_until(lambda: fake.csrs() or None, timeout=10, desc="a CSR").items()
+        wait_until(lambda: {x["name"]: x for x in a.status()["modules"]}["apiserver"]["state"] == "degraded",
+                   timeout=10, desc="the pod list refused without credentials")
+        assert "web-1" not in [p["name"] for p in a.pods()["pods"]]
+        fake.approve_csr(name)
+        wait_node(a, timeout=15)
+        wait_until(lambda: "web-1" in [p["name"] for p in a.pods()["pods"]], timeout=20,
+                   desc="pods listed with the node certificate")
+    finally:
+        fake.stop()
+
+
 def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
     kube = kube_fake()
     tok = tmp_path / "bootstrap-token"
