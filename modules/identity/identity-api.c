@@ -123,6 +123,13 @@ static int overview(struct identity *id, struct api_request *req) {
                 cJSON *w = cJSON_CreateObject();
                 if (!w || !cJSON_AddItemToArray(list, w) || workload_status(id->workloads[i], w) < 0)
                         return api_reply_error(req, 500, "out of memory");
+                /* The "identity" pod gate as zkreg sees it: closed until the certificate exists. */
+                const struct pod *p = pod_store_get(id->manager->pods, id->workloads[i]->uid);
+                _cleanup_free_ char *why = NULL;
+                int open = p ? workloads_gate(p, id, &why) : 0;
+                if (!cJSON_AddBoolToObject(w, "gateOpen", open > 0) ||
+                    !json_add_string_or_null(w, "gateReason", open > 0 ? NULL : why))
+                        return api_reply_error(req, 500, "out of memory");
         }
         return api_reply_json(req, 200, TAKE_PTR(o));
 }

@@ -312,6 +312,14 @@ def test_each_pod_gets_only_its_own_identity(agent_factory, pod_cgroups):
     assert body["serial"] != got["a"]["serial"]
     openssl_verify(body["certificate"], ca)
 
+    # No workload key, old or new, ever reaches the log.
+    log = a.log_text()
+    assert "PRIVATE KEY" not in log
+    for key in (got["a"]["private_key"], got["b"]["private_key"], body["private_key"]):
+        for line in key.splitlines():
+            if line and not line.startswith("-----"):
+                assert line not in log
+
 
 # ---------------------------------------------------------------------------------------------
 # cfssl
@@ -404,6 +412,23 @@ def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
                                                 a.log_text())]
         wait_node(a, lambda x: x.get("state") == "valid" and x["serial"] != serial, timeout=delays[-1] + T(15))
         wait_until(lambda: a.get("/v1/health").status == 200, timeout=10, desc="healthy again")
+
+
+def test_pod_gate_holds_pods_until_their_certificate_exists(agent_factory):
+    # cfssl is not up yet: no node CA, so no workload certificate, and the pod's "identity"
+    # gate (what registration waits for) stays closed, saying why.
+    with cfssl_server() as srv:
+        srv.stop()
+        a = start_cfssl_agent(agent_factory, srv)
+        a.write_pod("web", identity_pod("web", new_uid()))
+        a.write_pod("plain", make_pod("plain", uid=new_uid()))
+        w = wait_workload(a, "web", lambda w: True)
+        assert w["state"] == "pending" and w["gateOpen"] is False, w
+        assert "node CA" in w["gateReason"], w
+        assert workload(a, "plain") is None
+        srv.start()
+        w = wait_workload(a, "web", lambda w: w["state"] == "issued" and w["gateOpen"], timeout=30)
+        assert w["gateReason"] is None
 
 
 def test_cfssl_refusal_is_reported(agent_factory):
