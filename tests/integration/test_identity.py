@@ -210,6 +210,48 @@ def test_rotation_happens_in_the_window(agent_factory):
     assert a.health()["status"] == "ok"
 
 
+def test_kill9_during_renewals_leaves_a_matching_pair(agent_factory):
+    """10s certificates renewed over and over, the agent killed at random instants: whatever is
+    on disk is always a key and the certificate for it (old or new), and the next start either
+    reuses it or replaces it, never serves a mix."""
+    import random
+    a = start_local(agent_factory, identity={"node-cert-lifetime": "10s"})
+    d, key_file, cert_file = node_files(a)
+    wait_node(a)
+    for i in range(6):
+        time.sleep(random.uniform(0, 1.5))
+        a.kill9()
+        assert key_matches(read(cert_file), read(key_file)), "mismatched pair on disk after kill -9 #%d" % i
+        a.start()
+        n = wait_node(a)
+        assert key_matches(read(cert_file), read(key_file))
+        assert n["serial"] == cert_field_serial(read(cert_file))
+
+
+def cert_field_serial(pem):
+    from identity_testlib import cert_field
+    return cert_field(pem, "-serial").split("=", 1)[1].upper().lstrip("0")
+
+
+def test_reload_applies_lifetimes_and_refuses_a_new_signer(agent_factory):
+    a = start_local(agent_factory)
+    wait_node(a)
+    ident = dict(a.sections["identity"])
+    ident["workload-cert-lifetime"] = "2h"
+    a.write_config(sections={"identity": ident})
+    a.sighup()
+    a.wait_log("Configuration reloaded")
+    a.write_pod("w", identity_pod("w", new_uid()))
+    w = wait_workload(a, "w")
+    assert rfc3339(w["notAfter"]) - rfc3339(w["notBefore"]) == 7200
+    ident["trust-domain"] = "other.example"
+    a.write_config(sections={"identity": ident})
+    a.sighup()
+    a.wait_log(r"\[identity\] refused the new config, keeping its old one: .*needs a restart")
+    assert workload(a, "w")["id"].startswith("spiffe://example.org/")
+    assert {x["name"]: x for x in a.status()["modules"]}["identity"]["state"] == "running"
+
+
 # ---------------------------------------------------------------------------------------------
 # delivery only to the owner
 
