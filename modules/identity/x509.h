@@ -71,8 +71,8 @@ int x509_chain_to_pem(STACK_OF(X509) *chain, char **ret);
 int x509_cert_info(X509 *cert, struct cert_info *ret);
 /* 1 if key is the private half of cert's public key, 0 if not. */
 int x509_key_matches(X509 *cert, EVP_PKEY *key);
-/* Verifies chain[0] through chain[1..] up to one of roots, at time `at` (CLOCK_REALTIME;
- * 0 = now). 0 or -EBADMSG with *ret_reason (static string from OpenSSL) if given. */
+/* Verifies chain[0] through chain[1..] up to one of roots (each a trust anchor, self-signed or
+ * not), at time `at` (CLOCK_REALTIME; 0 = now). 0 or -EBADMSG with *ret_reason (static string from OpenSSL) if given. */
 int x509_verify_chain(STACK_OF(X509) *chain, STACK_OF(X509) *roots, usec_t at, const char **ret_reason);
 /* A SHA-256 fingerprint of the public key, hex, first `n` bytes (for stable names). */
 int x509_key_fingerprint(EVP_PKEY *key, size_t n, char **ret);

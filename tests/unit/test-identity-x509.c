@@ -121,6 +121,11 @@ static void test_workload_certificate(_unused_ void **state) {
         assert_int_equal(x509_chain_from_pem(lpem, strlen(lpem), &lchain), 0);
         assert_int_equal(sk_X509_num(lchain), 2);
         assert_int_equal(x509_verify_chain(lchain, ca->roots, 0, NULL), 0);
+        /* An intermediate given as the anchor is trusted as such (a cfssl run with one). */
+        STACK_OF(X509) *only_inter = sk_X509_new_null();
+        assert_true(X509_up_ref(icert) == 1 && sk_X509_push(only_inter, icert));
+        assert_int_equal(x509_verify_chain(lchain, only_inter, 0, NULL), 0);
+        sk_X509_pop_free(only_inter, X509_free);
         ca_free(inter);
 
         assert_int_equal(x509_cert_to_pem(cert, &pem), 0);
