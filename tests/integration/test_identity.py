@@ -626,3 +626,17 @@ def test_mismatched_ca_is_refused_not_replaced(agent_factory):
     assert "not a matching key and certificate" in mods["identity"]["reason"]
     assert read(os.path.join(ca, "ca.key")) == "garbage"
     assert not glob.glob(os.path.join(ca, "ca.crt"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the benchmark, smoke-sized (the real run is `make bench-identity`)
+
+def test_benchmark_smoke():
+    p = subprocess.run([sys.executable, os.path.join(SRCDIR, "tests", "bench", "identity-bench.py"),
+                        "--pods", "40", "--runs", "1", "--peer-sample", "2"],
+                       capture_output=True, text=True, timeout=T(120))
+    assert p.returncode == 0, p.stdout + p.stderr
+    for row in ("node certificate, local CA (exec", "node certificate, cfssl serve", "40 workload certificates",
+                "slowest /v1/status"):
+        assert row in p.stdout, p.stdout
+    assert re.search(r"\| 40 workload certificates, local CA \| [0-9.]+ s \([0-9]+/s\) \| .* \| [0-9.]+ \|", p.stdout), p.stdout
