@@ -465,4 +465,16 @@ int print_identity(const cJSON *root) {
         if (cJSON_GetArraySize(w) == 0)
                 return EXIT_OK;
         return print_table(header, keys, ELEMENTSOF(header), w);
+int print_configs(const cJSON *root) {
+        static const char *const header[] = { "NAME", "STATE", "PRESENT", "VERSION", "FILES", "PUBLISHED", "LAST ERROR" };
+        static const char *const keys[] = { "name", "state", "present", "version", "files", "published", "last_error" };
+        static const char *const pod_header[] = { "POD", "CONFIGS", "READY", "REASON" };
+        static const char *const pod_keys[] = { "pod", "configs", "ready", "reason" };
+        int k;
+
+        k = print_table(header, keys, ELEMENTSOF(header), json_get(root, "configs"));
+        if (k != EXIT_OK || cJSON_GetArraySize(json_get(root, "pods")) == 0)
+                return k;
+        printf("\n");
+        return print_table(pod_header, pod_keys, ELEMENTSOF(pod_header), json_get(root, "pods"));
 }

@@ -1,4 +1,16 @@
-# zkreg (included by Makefile.am).
+# zkreg: ServerSet registration in ZooKeeper (included by Makefile.am).
 MODULE_SOURCES += \
-	modules/zkreg/zkreg.c
-EXTRA_DIST += modules/zkreg/local.mk
+	modules/zkreg/zkreg.c \
+	modules/zkreg/zk-session.c modules/zkreg/zk-session.h \
+	modules/zkreg/zk-watch.c modules/zkreg/zk-watch.h
+
+# The FACT_ZOOKEEPER watches on the real session code, driven against a real ZooKeeper by
+# tests/integration/test_zkreg_fact.py.
+check_PROGRAMS += tests/zkreg/zk-watch-probe
+tests_zkreg_zk_watch_probe_SOURCES = tests/zkreg/zk-watch-probe.c \
+	modules/zkreg/zk-session.c modules/zkreg/zk-watch.c agent/log.c agent/json.c
+tests_zkreg_zk_watch_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_zkreg_zk_watch_probe_LDADD = $(UNIT_LIBS)
+
+INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py
+EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py

@@ -1,19 +1,44 @@
 /* SPDX-License-Identifier: MIT */
-/* zkreg: registers ready, healthy pods in ZooKeeper as ServerSet members over a
- * single-threaded ZooKeeper session on the loop. This file holds its config and its place in
- * the module contract; the registrations land with its issue. */
+/* zkreg: registers ready, healthy pods in ZooKeeper as ServerSet members over one
+ * single-threaded ZooKeeper session on the loop (zk-session.c), and publishes that session's
+ * node watches to other modules (FACT_ZOOKEEPER, zk-watch.c). The registrations themselves
+ * land next. */
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "config.h"
+#include "facts.h"
+#include "log.h"
+#include "manager.h"
 #include "module.h"
+#include "zk-session.h"
+#include "zk-watch.h"
+
+#define MODULE "zkreg"
 
 struct zkreg_settings {
         char **servers;
         usec_t session_timeout;
         char *chroot;
         double write_qps;
+        usec_t drain_delay;
+        usec_t flap_damping;
+};
+
+struct zkreg {
+        struct module_instance *mi;
+        struct zkreg_settings *settings;
+        struct zk_session *session;
+        struct zk_watches *watches;
+        struct zookeeper_fact fact;
+        bool published;
+        bool collector_added;
+        bool routes_added;
+        bool stopping;
+        sd_event_source *sync_timer; /* READY=1 does not wait for a ZooKeeper that is away */
+        struct metric_family *m_session_state, *m_session_transitions;
 };
 
 #define FIELD(f) offsetof(struct zkreg_settings, f)
@@ -22,13 +47,11 @@ static const struct config_key zkreg_keys[] = {
         { "session-timeout", config_parse_duration, FIELD(session_timeout), "16s" },
         { "chroot", config_parse_path, FIELD(chroot), NULL, config_free_string },
         { "write-qps", config_parse_double, FIELD(write_qps), "50" },
+        { "drain-delay", config_parse_duration, FIELD(drain_delay), "5s" },
+        { "flap-damping", config_parse_duration, FIELD(flap_damping), "1s" },
         {}
 };
 #undef FIELD
-
-static struct zkreg_settings *zkreg_settings_free(struct zkreg_settings *s) {
-        return config_object_free(zkreg_keys, s);
-}
 
 static int zkreg_parse(struct config *c, struct zkreg_settings **ret, char **ret_error) {
         struct zkreg_settings *s = NULL;
@@ -39,12 +62,16 @@ static int zkreg_parse(struct config *c, struct zkreg_settings **ret, char **ret
         if (r < 0)
                 return r;
         STRV_FOREACH(server, s->servers)
-                if (!strchr(*server, ':'))
-                        problem = "servers must be host:port entries";
-        if (s->write_qps <= 0)
-                problem = "write-qps must be > 0";
-        if (s->session_timeout < 2 * USEC_PER_SEC)
-                problem = "session-timeout must be at least 2s";
+                if (!strchr(*server, ':') || strchr(*server, '/') || strchr(*server, ','))
+                        problem = "servers must be host:port entries (put the chroot in chroot=)";
+        if (s->write_qps <= 0 || s->write_qps > 1e6)
+                problem = "write-qps must be > 0 and <= 1000000";
+        if (s->session_timeout < 2 * USEC_PER_SEC || s->session_timeout > 10 * USEC_PER_MINUTE)
+                problem = "session-timeout must be between 2s and 10m";
+        if (s->drain_delay > 10 * USEC_PER_MINUTE)
+                problem = "drain-delay must be at most 10m";
+        if (s->flap_damping > 10 * USEC_PER_MINUTE)
+                problem = "flap-damping must be at most 10m";
         if (problem) {
                 config_object_free(zkreg_keys, s);
                 return config_section_error(c, "zookeeper", ret_error, "%s", problem);
@@ -53,25 +80,287 @@ static int zkreg_parse(struct config *c, struct zkreg_settings **ret, char **ret
         return 0;
 }
 
-static void zkreg_apply(struct module_instance *mi) {
-        struct zkreg_settings *s = mi->data;
-
-        if (!s->servers)
-                module_set_state(mi, MODULE_DISABLED, "no [zookeeper] servers configured");
-        else
-                module_set_state(mi, MODULE_DISABLED, "ZooKeeper registration is not part of this build yet");
-        module_set_synced(mi);
+static bool settings_same_session(const struct zkreg_settings *a, const struct zkreg_settings *b) {
+        size_t n = 0;
+        STRV_FOREACH(x, a->servers)
+                n++;
+        STRV_FOREACH(x, b->servers)
+                n--;
+        if (n != 0 || !streq_ptr(a->chroot, b->chroot) || a->session_timeout != b->session_timeout)
+                return false;
+        for (size_t i = 0; a->servers && a->servers[i]; i++)
+                if (!streq(a->servers[i], b->servers[i]))
+                        return false;
+        return true;
 }
 
-static int zkreg_status(struct module_instance *mi, cJSON *obj) {
-        struct zkreg_settings *s = mi->data;
-        cJSON *servers = cJSON_AddArrayToObject(obj, "servers");
-        if (!servers)
+static struct zkreg *zkreg_free_data(struct zkreg *z) {
+        if (!z)
+                return NULL;
+        z->sync_timer = sd_event_source_disable_unref(z->sync_timer);
+        z->session = zk_session_free(z->session); /* closes the handle: no watcher fires after */
+        z->watches = zk_watches_free(z->watches);
+        config_object_free(zkreg_keys, z->settings);
+        free(z);
+        return NULL;
+}
+
+static int zkreg_init(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct zkreg *z = calloc(1, sizeof(*z));
+        if (!z)
                 return -ENOMEM;
-        STRV_FOREACH(server, s->servers)
-                if (!cJSON_AddItemToArray(servers, cJSON_CreateString(*server)))
-                        return -ENOMEM;
+        int r = zkreg_parse(c, &z->settings, ret_error);
+        if (r < 0) {
+                free(z);
+                return r;
+        }
+        z->mi = mi;
+        mi->data = z;
         return 0;
 }
 
-DEFINE_SETTINGS_MODULE(zkreg, struct zkreg_settings, NULL);
+/* Module state from the session: RUNNING while connected, DEGRADED with the reason otherwise. */
+static void zkreg_update_state(struct zkreg *z) {
+        struct module_instance *mi = z->mi;
+        enum zk_session_state st = zk_session_state(z->session);
+
+        if (z->stopping)
+                return;
+        switch (st) {
+        case ZK_SESSION_CONNECTED:
+                module_set_state(mi, MODULE_RUNNING, NULL);
+                module_set_synced(mi);
+                break;
+        case ZK_SESSION_CONNECTING:
+                if (zk_session_generation(z->session) == 0 && mi->state == MODULE_STARTING &&
+                    !zk_session_last_error(z->session))
+                        break; /* first connect: give it the sync grace period */
+                __attribute__((fallthrough));
+        case ZK_SESSION_SUSPENDED:
+        case ZK_SESSION_EXPIRED:
+        case ZK_SESSION_CLOSED:
+                module_set_state(mi, MODULE_DEGRADED, "ZooKeeper session %s%s%s (servers %s)",
+                                 zk_session_state_to_string(st), zk_session_last_error(z->session) ? ": " : "",
+                                 strempty(zk_session_last_error(z->session)), z->settings->servers[0]);
+                break;
+        case _ZK_SESSION_STATE_MAX:
+        case _ZK_SESSION_STATE_INVALID:
+                break;
+        }
+}
+
+static void on_session_state(struct zk_session *s, enum zk_session_state old, enum zk_session_state new,
+                             void *userdata) {
+        struct zkreg *z = userdata;
+
+        (void) s;
+        (void) metric_inc(z->m_session_transitions, zk_session_state_to_string(new));
+        for (enum zk_session_state i = 0; i < _ZK_SESSION_STATE_MAX; i++)
+                (void) metric_set(z->m_session_state, i == new ? 1 : 0, zk_session_state_to_string(i));
+        zk_watches_session_changed(z->watches, new);
+        zkreg_update_state(z);
+}
+
+static int on_sync_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct zkreg *z = userdata;
+
+        (void) src;
+        (void) usec;
+        if (!z->mi->synced) {
+                module_set_state(z->mi, MODULE_DEGRADED, "ZooKeeper not reachable yet (servers %s)%s%s",
+                                 z->settings->servers[0], zk_session_last_error(z->session) ? ": " : "",
+                                 strempty(zk_session_last_error(z->session)));
+                module_set_synced(z->mi);
+        }
+        return 0;
+}
+
+static void collect_zkreg(struct metrics *metrics, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct zkreg *z = mi->data;
+
+        (void) metrics;
+        (void) z;
+}
+
+static int zkreg_register_metrics(struct zkreg *z) {
+        static const char *const state[] = { "state", NULL };
+        struct metrics *m = z->mi->manager->metrics;
+        int r;
+
+        r = metrics_family(m, METRIC_GAUGE, "pinion_zookeeper_session_state",
+                           "1 for the ZooKeeper session's current state (connecting, connected, suspended, expired, closed), else 0.",
+                           state, NULL, 0, &z->m_session_state);
+        if (r < 0)
+                return r;
+        r = metrics_family(m, METRIC_COUNTER, "pinion_zookeeper_session_transitions_total",
+                           "ZooKeeper session state transitions by the state entered.", state, NULL, 0,
+                           &z->m_session_transitions);
+        if (r < 0)
+                return r;
+        for (enum zk_session_state i = 0; i < _ZK_SESSION_STATE_MAX; i++)
+                (void) metric_set(z->m_session_state, i == ZK_SESSION_CONNECTING ? 1 : 0, zk_session_state_to_string(i));
+        return 0;
+}
+
+static int zkreg_open_session(struct zkreg *z) {
+        struct manager *m = z->mi->manager;
+        _cleanup_free_ char *servers = NULL;
+        size_t len = 0;
+        int r;
+
+        STRV_FOREACH(sv, z->settings->servers)
+                len += strlen(*sv) + 1;
+        servers = calloc(1, len + 1);
+        if (!servers)
+                return -ENOMEM;
+        STRV_FOREACH(sv, z->settings->servers) {
+                if (servers[0])
+                        strcat(servers, ",");
+                strcat(servers, *sv);
+        }
+        struct zk_session_config cfg = {
+                .servers = servers,
+                .chroot = z->settings->chroot,
+                .session_timeout = z->settings->session_timeout,
+        };
+        r = zk_session_new(m->event, &cfg, on_session_state, z, &z->session);
+        if (r < 0)
+                return r;
+        if (!z->watches) {
+                r = zk_watches_new(m->event, z->session, &z->watches);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int zkreg_start(struct module_instance *mi) {
+        struct zkreg *z = mi->data;
+        struct manager *m = mi->manager;
+        int r;
+
+        if (!z->settings->servers) {
+                module_set_state(mi, MODULE_DISABLED, "no [zookeeper] servers configured");
+                module_set_synced(mi);
+                return 0;
+        }
+        r = zkreg_register_metrics(z);
+        if (r < 0)
+                return r;
+        r = zkreg_open_session(z);
+        if (r < 0)
+                return r;
+
+        if (!z->collector_added) {
+                r = metrics_add_collector(m->metrics, collect_zkreg, mi);
+                if (r < 0)
+                        return r;
+                z->collector_added = true;
+        }
+
+        z->fact = (struct zookeeper_fact) {
+                .zk = z->watches,
+                .watch_node = zk_watches_watch_node,
+                .unwatch_node = zk_watches_unwatch_node,
+        };
+        r = manager_publish(m, FACT_ZOOKEEPER, &z->fact);
+        if (r < 0)
+                return r;
+        z->published = true;
+
+        usec_t grace = z->settings->session_timeout < 5 * USEC_PER_SEC ? z->settings->session_timeout : 5 * USEC_PER_SEC;
+        r = sd_event_add_time_relative(m->event, &z->sync_timer, CLOCK_MONOTONIC, grace, 0, on_sync_timer, z);
+        if (r < 0)
+                return r;
+        module_set_state(mi, MODULE_STARTING, NULL);
+        return 0;
+}
+
+static int zkreg_reload(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct zkreg *z = mi->data;
+        struct zkreg_settings *s = NULL;
+        int r = zkreg_parse(c, &s, ret_error);
+        if (r < 0)
+                return r;
+
+        if (!z->session) {
+                /* Was disabled: start now if configured. */
+                config_object_free(zkreg_keys, z->settings);
+                z->settings = s;
+                if (!s->servers)
+                        return 0;
+                r = zkreg_start(mi);
+                if (r < 0)
+                        module_set_state(mi, MODULE_FAILED, "cannot start: %s", strerror(-r));
+                return 0;
+        }
+        if (!s->servers || !settings_same_session(s, z->settings)) {
+                config_object_free(zkreg_keys, s);
+                if (ret_error)
+                        *ret_error = strdup("[zookeeper] servers, chroot and session-timeout take effect at restart "
+                                            "(a new session would drop every registration at once)");
+                return -EBUSY;
+        }
+        config_object_free(zkreg_keys, z->settings);
+        z->settings = s;
+        return 0;
+}
+
+static int zkreg_stop(struct module_instance *mi) {
+        struct zkreg *z = mi->data;
+
+        if (!z->session)
+                return 0;
+        z->stopping = true;
+        z->sync_timer = sd_event_source_disable_unref(z->sync_timer);
+        if (z->published) {
+                (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
+                z->published = false;
+        }
+        zk_session_close(z->session);
+        return 0;
+}
+
+static int zkreg_status(struct module_instance *mi, cJSON *obj) {
+        struct zkreg *z = mi->data;
+        cJSON *servers = cJSON_AddArrayToObject(obj, "servers");
+        if (!servers)
+                return -ENOMEM;
+        STRV_FOREACH(server, z->settings->servers)
+                if (!cJSON_AddItemToArray(servers, cJSON_CreateString(*server)))
+                        return -ENOMEM;
+        if (!z->session)
+                return 0;
+        char sid[32];
+        snprintf(sid, sizeof(sid), "0x%llx", (unsigned long long) zk_session_id(z->session));
+        if (!cJSON_AddStringToObject(obj, "session", zk_session_state_to_string(zk_session_state(z->session))) ||
+            !cJSON_AddStringToObject(obj, "session_id", sid) ||
+            !cJSON_AddNumberToObject(obj, "sessions_established", zk_session_generation(z->session)) ||
+            !cJSON_AddNumberToObject(obj, "watched_nodes", (double) zk_watches_count(z->watches)))
+                return -ENOMEM;
+        if (zk_session_last_error(z->session) &&
+            !cJSON_AddStringToObject(obj, "session_error", zk_session_last_error(z->session)))
+                return -ENOMEM;
+        return 0;
+}
+
+static void zkreg_free(struct module_instance *mi) {
+        struct zkreg *z = mi->data;
+
+        if (z && z->published)
+                (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
+        if (z && z->collector_added)
+                metrics_remove_collector(mi->manager->metrics, collect_zkreg, mi);
+        mi->data = zkreg_free_data(z);
+}
+
+const struct module zkreg_module = {
+        .name = "zkreg",
+        .init = zkreg_init,
+        .start = zkreg_start,
+        .reload = zkreg_reload,
+        .stop = zkreg_stop,
+        .status = zkreg_status,
+        .free = zkreg_free,
+};

@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: MIT
+"""Real ZooKeeper servers for the zkreg tests (Debian `zookeeper`, run with java directly).
+
+  ZkServer(dir, client_port, ...)   one server: standalone, or a member of an ensemble
+  ZkEnsemble(n)                     n servers on loopback with their own quorum/election ports
+  free_port()                       a free loopback TCP port
+  kazoo_client(hosts)               a started kazoo client (the independent reader)
+
+Every server runs from a generated zoo.cfg in a temp dir (dataDir there too), with the admin
+server off (no port 8080 clash) and the "srvr"/"stat" four-letter words allowed (to find the
+leader). Processes get PR_SET_PDEATHSIG through setpriv so a killed test runner leaves none.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+JAVA = shutil.which("java") or "/usr/bin/java"
+ZK_JAR = "/usr/share/java/zookeeper.jar"
+# zookeeper.jar's manifest lists its runtime dependencies; a logging binding is not among them,
+# so slf4j stays quiet unless we add one (we do: log4j 1.2 to the server's log file).
+ZK_CLASSPATH = ":".join([ZK_JAR, "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"])
+_SETPRIV = shutil.which("setpriv")
+PDEATHSIG = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
+
+
+def zookeeper_available():
+    return os.path.exists(ZK_JAR) and os.path.exists(JAVA)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def four_letter(port, word, timeout=2):
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(word.encode())
+        out = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            out += chunk
+    return out.decode(errors="replace")
+
+
+class ZkServer:
+    def __init__(self, root, client_port, myid=None, peers=None, tick_ms=200,
+                 min_session_ms=None, max_session_ms=60000):
+        self.root = root
+        self.client_port = client_port
+        self.myid = myid
+        self.data_dir = os.path.join(root, "data")
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.proc = None
+        self.log_path = os.path.join(root, "zookeeper.log")
+        lines = [
+            f"tickTime={tick_ms}",
+            f"dataDir={self.data_dir}",
+            f"clientPort={client_port}",
+            "clientPortAddress=127.0.0.1",
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=srvr,stat,ruok,mntr,cons",
+            "maxClientCnxns=0",
+            f"maxSessionTimeout={max_session_ms}",
+            "initLimit=50",
+            "syncLimit=25",
+            "autopurge.purgeInterval=0",
+            "jute.maxbuffer=4194304",
+        ]
+        if min_session_ms:
+            lines.append(f"minSessionTimeout={min_session_ms}")
+        if peers:
+            for sid, (qport, eport) in peers.items():
+                lines.append(f"server.{sid}=127.0.0.1:{qport}:{eport}")
+            with open(os.path.join(self.data_dir, "myid"), "w") as f:
+                f.write(f"{myid}\n")
+        self.cfg = os.path.join(root, "zoo.cfg")
+        with open(self.cfg, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(os.path.join(root, "log4j.properties"), "w") as f:
+            f.write("log4j.rootLogger=INFO, FILE\n"
+                    "log4j.appender.FILE=org.apache.log4j.FileAppender\n"
+                    f"log4j.appender.FILE.File={self.log_path}\n"
+                    "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
+                    "log4j.appender.FILE.layout.ConversionPattern=%d %p [%t] %c{1}: %m%n\n")
+
+    @property
+    def hostport(self):
+        return f"127.0.0.1:{self.client_port}"
+
+    def start(self):
+        assert self.proc is None
+        cmd = PDEATHSIG + [JAVA, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                           "-Xshare:auto",
+                           f"-Dlog4j.configuration=file:{self.root}/log4j.properties",
+                           "-Dzookeeper.jmx.log4j.disable=true",
+                           "-cp", ZK_CLASSPATH, "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.cfg]
+        self.out = open(os.path.join(self.root, "stdout.log"), "ab")
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+
+    def serving(self):
+        try:
+            return "Mode:" in four_letter(self.client_port, "srvr")
+        except OSError:
+            return False
+
+    def mode(self):
+        try:
+            for line in four_letter(self.client_port, "srvr").splitlines():
+                if line.startswith("Mode:"):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return None
+
+    def wait_serving(self, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"zookeeper exited {self.proc.returncode}: {self.log_tail()}")
+            if self.serving():
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"zookeeper on {self.hostport} not serving: {self.log_tail()}")
+
+    def log_tail(self, n=30):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        self.out.close()
+
+    def kill(self):
+        self.stop(signal.SIGKILL)
+
+
+class ZkStandalone:
+    """One standalone server in its own temp dir."""
+
+    def __init__(self, **kw):
+        self.dir = tempfile.mkdtemp(prefix="zkreg-zk-")
+        self.server = ZkServer(self.dir, free_port(), **kw)
+
+    @property
+    def hosts(self):
+        return self.server.hostport
+
+    def start(self, timeout=60):
+        self.server.start()
+        self.server.wait_serving(timeout)
+        return self
+
+    def restart(self, timeout=60):
+        self.server.stop()
+        self.server.start()
+        self.server.wait_serving(timeout)
+
+    def close(self):
+        try:
+            self.server.stop()
+        finally:
+            if os.environ.get("PINION_KEEP_TMP") != "1":
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ZkEnsemble:
+    """n servers on loopback, each with its client, quorum and election port."""
+
+    def __init__(self, n=3, **kw):
+        self.dir = tempfile.mkdtemp(prefix="zkreg-ens-")
+        peers = {i: (free_port(), free_port()) for i in range(1, n + 1)}
+        self.servers = {}
+        for i in peers:
+            root = os.path.join(self.dir, f"zk{i}")
+            os.makedirs(root)
+            self.servers[i] = ZkServer(root, free_port(), myid=i, peers=peers, **kw)
+
+    @property
+    def hosts(self):
+        return ",".join(s.hostport for s in self.servers.values())
+
+    def start(self, timeout=90):
+        for s in self.servers.values():
+            s.start()
+        for s in self.servers.values():
+            s.wait_serving(timeout)
+        return self
+
+    def leader(self):
+        for i, s in self.servers.items():
+            if s.proc is not None and s.mode() == "leader":
+                return i
+        return None
+
+    def close(self):
+        try:
+            for s in self.servers.values():
+                s.stop()
+        finally:
+            if os.environ.get("PINION_KEEP_TMP") != "1":
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def kazoo_client(hosts, timeout=10):
+    from kazoo.client import KazooClient
+    c = KazooClient(hosts=hosts, timeout=timeout)
+    c.start(timeout=30)
+    return c
