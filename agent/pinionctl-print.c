@@ -465,6 +465,8 @@ int print_identity(const cJSON *root) {
         if (cJSON_GetArraySize(w) == 0)
                 return EXIT_OK;
         return print_table(header, keys, ELEMENTSOF(header), w);
+}
+
 int print_configs(const cJSON *root) {
         static const char *const header[] = { "NAME", "STATE", "PRESENT", "VERSION", "FILES", "PUBLISHED", "LAST ERROR" };
         static const char *const keys[] = { "name", "state", "present", "version", "files", "published", "last_error" };
