@@ -369,13 +369,8 @@ int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, 
         if (!owner || isempty(owner->host_ifname))
                 return -EINVAL;
         if (existing) {
-                /* A repeated ADD (the runtime retrying after a failure): same address. */
-                r = owner_apply(existing, owner);
-                if (r < 0)
-                        return r;
-                r = ipam_save(p);
-                if (r < 0)
-                        return r;
+                /* A repeated ADD (the runtime retrying after a failure): same address, nothing
+                 * changed yet (ipam_update_owner() once the repeated ADD worked). */
                 *ret = existing;
                 return 0;
         }
@@ -413,6 +408,35 @@ int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, 
         }
         *ret = &p->allocs[p->n_allocs - 1];
         return 1;
+}
+
+int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner) {
+        struct ipam_allocation *existing = (struct ipam_allocation *) ipam_find(p, container_id, ifname);
+        struct ipam_allocation updated = {}, old;
+        int r;
+
+        if (!existing)
+                return -ENOENT;
+        if (!owner || isempty(owner->host_ifname))
+                return -EINVAL;
+        /* A copy first: a failure half-way leaves the allocation as it was. */
+        updated.addr = existing->addr;
+        updated.since = existing->since;
+        if (set_string(&updated.container_id, existing->container_id) < 0 ||
+            set_string(&updated.ifname, existing->ifname) < 0 || owner_apply(&updated, owner) < 0) {
+                allocation_done(&updated);
+                return -ENOMEM;
+        }
+        old = *existing;
+        *existing = updated;
+        r = ipam_save(p);
+        if (r < 0) {
+                allocation_done(existing);
+                *existing = old;
+                return r;
+        }
+        allocation_done(&old);
+        return 0;
 }
 
 int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now, bool link_pending) {

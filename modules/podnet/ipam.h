@@ -57,10 +57,14 @@ const struct ipam_allocation *ipam_find_addr(const struct ipam *p, uint32_t addr
 int ipam_host_ifname(const struct ipam *p, const char *container_id, const char *ifname, char ret[16]);
 
 /* Allocates (and persists) an address for the attachment. If it already has one, that one is
- * returned with 0 (its owner fields updated); a new one gives 1. -ENOSPC when the pool is
- * exhausted, or the write error (nothing changed then). */
+ * returned with 0, unchanged (a repeated ADD that fails must not alter it; see
+ * ipam_update_owner()); a new one gives 1. -ENOSPC when the pool is exhausted, or the write
+ * error (nothing changed then). */
 int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                   usec_t now, const struct ipam_allocation **ret);
+/* Replaces the owner fields of an existing allocation (a repeated ADD that worked) and persists;
+ * on a write error nothing changed. -ENOENT if the attachment has no allocation. */
+int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner);
 /* Releases the attachment's address into quarantine and persists. With link_pending, its host
  * interface name is recorded as still being deleted (in the same write), until
  * ipam_link_deleted(): a deletion a crash interrupted is found again at the next start, and the

@@ -148,12 +148,53 @@ static void test_host_ifname(void **state) {
         assert_int_equal(ipam_parse_cidr("10.1.2/24", &net, &prefix), -EINVAL);
 }
 
+/* A repeated allocation leaves the allocation as it was (a repeated ADD that then fails must not
+ * change it); ipam_update_owner() records the owner of one that worked, on disk too. */
+static void test_repeated_allocate_and_update_owner(void **state) {
+        _cleanup_(ipam_freep) struct ipam *p = NULL, *again = NULL;
+        char dir[] = "/tmp/test-podnet-ipam-XXXXXX";
+        _cleanup_free_ char *file = NULL;
+        const struct ipam_allocation *a, *b;
+        struct ipam_owner o1 = owner, o2 = owner;
+
+        assert_non_null(mkdtemp(dir));
+        assert_true(asprintf(&file, "%s/state.json", dir) > 0);
+        o1.netns = "/var/run/netns/one";
+        o2.netns = "/var/run/netns/two";
+        o2.pod_uid = "u2";
+        assert_int_equal(ipam_new("10.13.0.0/24", 0, file, &p, NULL), 0);
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &o1, SEC, &a), 1);
+        uint32_t addr = a->addr;
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &o2, 2 * SEC, &b), 0);
+        assert_ptr_equal(a, b);
+        assert_string_equal(b->netns, "/var/run/netns/one");
+        assert_string_equal(b->pod_uid, "u");
+        assert_int_equal(b->since, SEC);
+
+        assert_int_equal(ipam_update_owner(p, "c1", "eth0", &o2), 0);
+        b = ipam_find(p, "c1", "eth0");
+        assert_int_equal(b->addr, addr);
+        assert_string_equal(b->netns, "/var/run/netns/two");
+        assert_string_equal(b->pod_uid, "u2");
+        assert_int_equal(b->since, SEC);
+        assert_int_equal(ipam_update_owner(p, "nope", "eth0", &o2), -ENOENT);
+
+        assert_int_equal(ipam_new("10.13.0.0/24", 0, file, &again, NULL), 0);
+        b = ipam_find(again, "c1", "eth0");
+        assert_non_null(b);
+        assert_string_equal(b->netns, "/var/run/netns/two");
+        assert_string_equal(b->pod_uid, "u2");
+        assert_int_equal(unlink(file), 0);
+        assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_allocate_release),
                 cmocka_unit_test(test_distinct_many),
                 cmocka_unit_test(test_persistence),
                 cmocka_unit_test(test_host_ifname),
+                cmocka_unit_test(test_repeated_allocate_and_update_owner),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
