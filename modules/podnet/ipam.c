@@ -69,6 +69,7 @@ static void allocation_done(struct ipam_allocation *a) {
         free(a->pod_namespace);
         free(a->pod_name);
         free(a->pod_uid);
+        free(a->network);
 }
 
 struct ipam *ipam_free(struct ipam *p) {
@@ -155,10 +156,17 @@ static int ipam_load(struct ipam *p, char **ret_error) {
                     set_string(&a.host_ifname, opt_string(item, "hostIfname")) < 0 ||
                     set_string(&a.pod_namespace, opt_string(item, "namespace")) < 0 ||
                     set_string(&a.pod_name, opt_string(item, "name")) < 0 ||
-                    set_string(&a.pod_uid, opt_string(item, "uid")) < 0) {
+                    set_string(&a.pod_uid, opt_string(item, "uid")) < 0 ||
+                    set_string(&a.network, opt_string(item, "network")) < 0) {
                         allocation_done(&a);
                         return -ENOMEM;
                 }
+                const cJSON *mtu = cJSON_GetObjectItemCaseSensitive(item, "mtu");
+                if (mtu && (!cJSON_IsNumber(mtu) || mtu->valuedouble < 0 || mtu->valuedouble > 65535)) {
+                        allocation_done(&a);
+                        return load_error(ret_error, "an allocation's mtu is not a number from 0 to 65535");
+                }
+                a.mtu = mtu ? (unsigned) mtu->valuedouble : 0;
                 a.since = cJSON_IsNumber(since) && since->valuedouble > 0 ? (usec_t) (since->valuedouble * USEC_PER_SEC) : 0;
                 p->allocs[p->n_allocs++] = a;
         }
@@ -212,7 +220,8 @@ static cJSON *allocation_to_json(const struct ipam_allocation *a) {
         if (!o || !cJSON_AddStringToObject(o, "ip", ip) || !cJSON_AddStringToObject(o, "containerID", a->container_id) ||
             !cJSON_AddStringToObject(o, "ifname", a->ifname) || !add_opt(o, "netns", a->netns) ||
             !cJSON_AddStringToObject(o, "hostIfname", a->host_ifname) || !add_opt(o, "namespace", a->pod_namespace) ||
-            !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) ||
+            !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) || !add_opt(o, "network", a->network) ||
+            (a->mtu > 0 && !cJSON_AddNumberToObject(o, "mtu", a->mtu)) ||
             !cJSON_AddNumberToObject(o, "since", (double) a->since / USEC_PER_SEC))
                 return NULL;
         return TAKE_PTR(o);
@@ -352,8 +361,9 @@ static int owner_apply(struct ipam_allocation *a, const struct ipam_owner *o) {
                 return 0;
         if (set_string(&a->netns, o->netns) < 0 || set_string(&a->host_ifname, o->host_ifname) < 0 ||
             set_string(&a->pod_namespace, o->pod_namespace) < 0 || set_string(&a->pod_name, o->pod_name) < 0 ||
-            set_string(&a->pod_uid, o->pod_uid) < 0)
+            set_string(&a->pod_uid, o->pod_uid) < 0 || set_string(&a->network, o->network) < 0)
                 return -ENOMEM;
+        a->mtu = o->mtu;
         return 0;
 }
 

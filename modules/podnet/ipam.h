@@ -29,12 +29,16 @@ struct ipam_allocation {
         char *netns;        /* CNI_NETNS at ADD (for CHECK and the operator) */
         char *host_ifname;  /* the host end of the veth */
         char *pod_namespace, *pod_name, *pod_uid; /* from CNI_ARGS, may be NULL */
+        char *network;      /* the network config's name (NULL: from before it was recorded) */
+        unsigned mtu;       /* the MTU it was wired with (0: unknown, from before it was recorded) */
         usec_t since;
 };
 
 struct ipam_owner {
         const char *netns, *host_ifname;
         const char *pod_namespace, *pod_name, *pod_uid;
+        const char *network;
+        unsigned mtu;
 };
 
 struct ipam;

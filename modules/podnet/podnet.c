@@ -409,6 +409,8 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 .pod_namespace = cr->k8s_namespace,
                 .pod_name = cr->k8s_name,
                 .pod_uid = cr->k8s_uid,
+                .network = cr->network_name,
+                .mtu = p->settings->mtu,
         };
         r = ipam_allocate(p->ipam, cr->container_id, cr->ifname, &owner, now_usec(CLOCK_REALTIME), &a);
         if (r == -ENOSPC) {
@@ -601,6 +603,8 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
         if (r < 0)
                 return reply_netns_error(p, req, cr, r);
         struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd);
+        if (a->mtu > 0)
+                wp.mtu = a->mtu; /* what ADD set up, not what the config says now */
         r = wire_check(p->host_netns_fd, &wp, &drift);
         if (r == -EUCLEAN) {
                 (void) log_attachment(LOG_WARNING, 0, a, "CHECK found drift: %s", strempty(drift));
@@ -633,7 +637,9 @@ static int cni_gc(struct module_instance *mi, struct api_request *req, const str
         for (size_t i = 0; i < ipam_count(p->ipam);) {
                 const struct ipam_allocation *a = ipam_get(p->ipam, i);
                 _cleanup_free_ char *error = NULL;
-                if (attachment_valid(cr, a)) {
+                /* CNI names an attachment by network, container and interface: another
+                 * network's GC does not know ours. (No network recorded: from before it was.) */
+                if (attachment_valid(cr, a) || (a->network && !streq_ptr(a->network, cr->network_name))) {
                         i++;
                         continue;
                 }
@@ -885,6 +891,14 @@ static int podnet_open(struct module_instance *mi) {
         if (!p->cidr)
                 return -ENOMEM;
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
+        /* The config parser checks a configured pod-cidr; the Node's is checked here. */
+        if (gateway_in_cidr(p->settings->host_gateway, p->cidr)) {
+                module_set_state(mi, MODULE_FAILED,
+                                 "host-gateway %s lies inside the Node's spec.podCIDR %s; set [network] host-gateway "
+                                 "outside it (a link-local address)",
+                                 p->settings->host_gateway, p->cidr);
+                return 0;
+        }
         dir = path_join(state_dir, "podnet");
         free(p->state_file);
         p->state_file = path_join(dir, "allocations.json");
@@ -968,7 +982,15 @@ static int podnet_reload(struct module_instance *mi, struct config *c, char **re
                         *ret_error = NULL;
                 return -EBUSY;
         }
-        bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr;
+        if (!s->pod_cidr && p->cidr && !streq_ptr(s->host_gateway, p->settings->host_gateway) &&
+            gateway_in_cidr(s->host_gateway, p->cidr)) {
+                if (asprintf(ret_error, "[network] host-gateway %s lies inside the Node's spec.podCIDR %s", s->host_gateway,
+                             p->cidr) < 0)
+                        *ret_error = NULL;
+                podnet_settings_free(s);
+                return -EINVAL;
+        }
+        bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr || mi->state == MODULE_FAILED;
         podnet_settings_free(p->settings);
         p->settings = s;
         if (!reopen) {

@@ -614,7 +614,7 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
                 goto out;
         }
         if (p->mtu && pl.mtu != p->mtu) {
-                r = drift(ret_drift, "interface %s has MTU %u, configured %u", p->ifname, pl.mtu, p->mtu);
+                r = drift(ret_drift, "interface %s has MTU %u, ADD set %u", p->ifname, pl.mtu, p->mtu);
                 goto out;
         }
         r = addr_exists(&pod, pl.index, p->addr, &ok);

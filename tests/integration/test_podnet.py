@@ -456,7 +456,9 @@ def test_reload_applies_mtu_and_refuses_a_new_cidr_while_pods_hold_addresses(pod
                r"while 1 pod\(s\) hold addresses", since=mark)
     assert podnet_status(a)["details"]["podCIDR"] == a.pod_cidr
     assert podnet_status(a)["state"] == "running"
-    # The MTU applies to the next pod; CHECK of the old one now reports the difference.
+    # The MTU applies to the next pod; CHECK compares each pod with the MTU its ADD set (L4).
+    r1 = cni(a, "CHECK", "c1", n1, conf=pinion_conf(a, version="0.4.0"))
+    assert r1.rc == 0, r1
     mark = a.log_mark()
     a.write_config(sections={"network": {"pod-cidr": a.pod_cidr, "mtu": "1400"}})
     a.sighup()
@@ -464,6 +466,14 @@ def test_reload_applies_mtu_and_refuses_a_new_cidr_while_pods_hold_addresses(pod
     r2 = cni(a, "ADD", "c2", n2)
     assert r2.rc == 0
     assert "mtu 1400" in n2.run("ip", "link", "show", "eth0").stdout
+    mtus = {x["containerID"]: x["mtu"] for x in podnet_status(a)["details"]["pool"]["allocations"]}
+    assert mtus == {"c1": 1500, "c2": 1400}, mtus
+    for cid, ns in (("c1", n1), ("c2", n2)):
+        ok = cni(a, "CHECK", cid, ns, conf=pinion_conf(a, version="0.4.0"))
+        assert ok.rc == 0, (cid, ok)
+    n1.run("ip", "link", "set", "eth0", "mtu", "1400")
+    bad = cni(a, "CHECK", "c1", n1, conf=pinion_conf(a, version="0.4.0"))
+    assert bad.code == 101 and "MTU 1400, ADD set 1500" in bad.json["details"], bad
     for cid, ns in (("c1", n1), ("c2", n2)):
         assert cni(a, "DEL", cid, ns).rc == 0
 
@@ -694,3 +704,48 @@ def test_add_blocked_by_an_unrelated_interface_does_not_wait_for_the_deletion_ba
     # Nothing in the way any more: the genuine conflict is an agent-side failure, not "later".
     r = cni(a, "ADD", "blocked", blocked)
     assert r.code == 102 and "exists" in r.json["details"], r
+
+
+def test_gc_of_another_network_releases_nothing_of_ours(podnet_agent, netns):
+    """CNI names an attachment by network, container and interface: a GC for another network
+    (its own valid list knows nothing of ours) keeps our attachments (L2)."""
+    a = podnet_agent(network={"gc-grace": "0s"})
+    n = netns()
+    r = cni(a, "ADD", "net1", n)
+    assert r.rc == 0, r
+    assert podnet_status(a)["details"]["pool"]["allocations"][0]["network"] == "pinion"
+    other = dict(pinion_conf(a, **{"cni.dev/valid-attachments": []}), name="other-net")
+    assert cni(a, "GC", conf=other).rc == 0
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 1
+    assert ping(r.ip())
+    assert cni(a, "GC", conf=pinion_conf(a, **{"cni.dev/valid-attachments": []})).rc == 0
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 0
+
+
+def test_host_gateway_inside_the_nodes_pod_cidr_is_refused(agent_factory, tmp_dir):
+    """The host-gateway overlap check also holds for a pod CIDR from the Node (L5); a reload
+    with a gateway outside it brings the module up."""
+    sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
+    from kube_apiserver import FakeApiserver
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write("podnet-token\n")
+    cidr = free_pod_cidr()
+    gateway = cidr.rsplit(".", 1)[0] + ".1"
+    fake = FakeApiserver(tls=True, token="podnet-token").start()
+    try:
+        fake.set_node("test-node", pod_cidr=cidr)
+        api = {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file, "backoff-initial": "100ms",
+               "backoff-max": "1s"}
+        a = agent_factory(config={"apiserver": api, "network": {"host-gateway": gateway}})
+        wait_until(lambda: podnet_status(a)["state"] == "failed", timeout=30)
+        assert "host-gateway %s lies inside the Node's spec.podCIDR %s" % (gateway, cidr) in podnet_status(a)["reason"]
+        assert cni(a, "STATUS").code == 50
+        mark = a.log_mark()
+        a.write_config(sections={"apiserver": api, "network": {"host-gateway": "169.254.1.1"}})
+        a.sighup()
+        a.wait_log(r"Configuration reloaded", since=mark)
+        wait_until(lambda: podnet_status(a)["state"] == "running", timeout=30)
+        assert podnet_status(a)["details"]["podCIDR"] == cidr
+    finally:
+        fake.stop()

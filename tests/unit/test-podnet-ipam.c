@@ -162,6 +162,10 @@ static void test_repeated_allocate_and_update_owner(void **state) {
         o1.netns = "/var/run/netns/one";
         o2.netns = "/var/run/netns/two";
         o2.pod_uid = "u2";
+        o1.network = "net1";
+        o1.mtu = 1500;
+        o2.network = "net2";
+        o2.mtu = 1400;
         assert_int_equal(ipam_new("10.13.0.0/24", 0, file, &p, NULL), 0);
         assert_int_equal(ipam_allocate(p, "c1", "eth0", &o1, SEC, &a), 1);
         uint32_t addr = a->addr;
@@ -169,6 +173,8 @@ static void test_repeated_allocate_and_update_owner(void **state) {
         assert_ptr_equal(a, b);
         assert_string_equal(b->netns, "/var/run/netns/one");
         assert_string_equal(b->pod_uid, "u");
+        assert_string_equal(b->network, "net1");
+        assert_int_equal(b->mtu, 1500);
         assert_int_equal(b->since, SEC);
 
         assert_int_equal(ipam_update_owner(p, "c1", "eth0", &o2), 0);
@@ -184,6 +190,9 @@ static void test_repeated_allocate_and_update_owner(void **state) {
         assert_non_null(b);
         assert_string_equal(b->netns, "/var/run/netns/two");
         assert_string_equal(b->pod_uid, "u2");
+        /* The network and the MTU it was wired with survive a restart (GC and CHECK use them). */
+        assert_string_equal(b->network, "net2");
+        assert_int_equal(b->mtu, 1400);
         assert_int_equal(unlink(file), 0);
         assert_int_equal(rmdir(dir), 0);
 }
