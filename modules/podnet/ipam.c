@@ -32,6 +32,7 @@ struct ipam {
         char **deleting; /* host interface names released, deletion not confirmed */
         size_t n_deleting;
         uint32_t cursor; /* the last address handed out */
+        int not_durable; /* the last write was renamed into place but its directory fsync failed */
 };
 
 void ipam_format_addr(uint32_t addr, char buf[16]) {
@@ -227,7 +228,7 @@ static cJSON *allocation_to_json(const struct ipam_allocation *a) {
         return TAKE_PTR(o);
 }
 
-static int ipam_save(const struct ipam *p) {
+static int ipam_save(struct ipam *p) {
         _cleanup_(cJSON_Deletep) cJSON *root = cJSON_CreateObject();
         _cleanup_free_ char *text = NULL;
         cJSON *list, *q, *d;
@@ -256,7 +257,22 @@ static int ipam_save(const struct ipam *p) {
         text = cJSON_Print(root);
         if (!text)
                 return -ENOMEM;
-        return write_file_atomic(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+        bool renamed = false;
+        int r = write_file_atomic_full(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1, &renamed);
+        if (r < 0 && renamed) {
+                /* Every reader (a restart included) sees the new state already: rolling back in
+                 * memory would make memory and disk disagree. Only a power loss could lose it. */
+                p->not_durable = r;
+                return 0;
+        }
+        return r;
+}
+
+int ipam_take_not_durable(struct ipam *p) {
+        int r = p ? p->not_durable : 0;
+        if (p)
+                p->not_durable = 0;
+        return r;
 }
 
 int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct ipam **ret, char **ret_error) {

@@ -81,6 +81,11 @@ int ipam_link_deleted(struct ipam *p, const char *host_ifname);
 size_t ipam_n_deleting(const struct ipam *p);
 const char *ipam_deleting(const struct ipam *p, size_t i);
 
+/* A write whose rename succeeded but whose directory fsync failed counts as done (the file is
+ * what every reader sees; rolling back in memory would disagree with it). This returns that
+ * fsync's error since the last call (0: none), for the caller to warn about. */
+int ipam_take_not_durable(struct ipam *p);
+
 /* Iteration over the allocations (index order is stable until the next change). */
 size_t ipam_count(const struct ipam *p);
 const struct ipam_allocation *ipam_get(const struct ipam *p, size_t i);

@@ -295,6 +295,14 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
         return TAKE_PTR(o);
 }
 
+/* A state write that is in place but whose directory fsync failed: kept (see ipam.h), told. */
+static void warn_not_durable(struct podnet *p) {
+        int r = ipam_take_not_durable(p->ipam);
+        if (r < 0)
+                log_module_warning(MODULE, "%s was updated but syncing its directory failed (%s): a power loss could "
+                                   "lose the last change", p->state_file, strerror(-r));
+}
+
 /* ---- deletions in flight ---- */
 
 static void pending_done(struct pending_deletion *d) {
@@ -553,6 +561,7 @@ static void on_reaped(struct reaper *r, const char *name, int error, void *userd
         k = p->ipam ? ipam_link_deleted(p->ipam, name) : 0;
         if (k < 0)
                 log_module_warning(MODULE, "Failed to record that %s is deleted (%s), ignoring", name, strerror(-k));
+        warn_not_durable(p);
 }
 
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
@@ -745,6 +754,7 @@ static int handle_cni(struct api_request *req, void *userdata) {
                         break;
                 }
         (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 && !p->failed ? "ok" : "error");
+        warn_not_durable(p);
 out:
         cni_error_done(&e);
         cni_request_done(&cr);
