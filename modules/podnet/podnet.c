@@ -187,20 +187,21 @@ static void store_set_ip(struct module_instance *mi, const struct ipam_allocatio
 /* a is about to be released: the store forgets the pod's IP only if a is the pod's newest
  * attachment. An older sandbox of the same pod (a restart made a new one, B, and the runtime
  * now deletes or GCs the old one, A) must not take B's address out of the store. */
-static void store_forget_ip(struct module_instance *mi, const struct ipam_allocation *a) {
+static bool store_forget_ip(struct module_instance *mi, const struct ipam_allocation *a) {
         struct podnet *p = mi->data;
 
         if (!names_pod(a))
-                return;
+                return false;
         for (size_t i = 0; i < ipam_count(p->ipam); i++) {
                 const struct ipam_allocation *o = ipam_get(p->ipam, i);
                 if (o != a && same_pod(o, a) && o->since >= a->since) {
                         (void) log_attachment(LOG_DEBUG, 0, a, "The pod has a newer attachment (%s/%s); keeping its IP",
                                               o->container_id, o->ifname);
-                        return;
+                        return false;
                 }
         }
         store_set_ip(mi, a, false);
+        return true;
 }
 
 /* ---- replies ---- */
@@ -523,13 +524,14 @@ static int attachment_remove(struct module_instance *mi, const char *container_i
                 }
         }
         /* The store forgets the IP while a (freed by the release) still names the pod. */
-        store_forget_ip(mi, a);
+        bool forgot = store_forget_ip(mi, a);
         ipam_format_addr(a->addr, ip);
         (void) log_attachment(LOG_INFO, 0, a, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
         /* With the reaper, the name is recorded as being deleted in the same write. */
         r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
         if (r < 0) {
-                store_set_ip(mi, a, true); /* still allocated: a is unchanged */
+                if (forgot)
+                        store_set_ip(mi, a, true); /* still allocated: a is unchanged */
                 if (asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
@@ -652,7 +654,9 @@ static int cni_gc(struct module_instance *mi, struct api_request *req, const str
                         i++;
                         continue;
                 }
-                if (a->since + p->settings->gc_grace > now && a->since <= now) {
+                /* (Within gc-grace either way: a clock stepped back must not make a pod wired a
+                 * moment ago look old.) */
+                if (a->since + p->settings->gc_grace > now && a->since < now + p->settings->gc_grace) {
                         young++;
                         i++;
                         continue;
