@@ -232,37 +232,42 @@ def test_restart_keeps_allocations(podnet_agent, netns):
 
 def test_kill9_during_adds_leaks_nothing_after_gc(podnet_agent, netns):
     a = podnet_agent(network={"gc-grace": "0s"})
-    nss = [netns() for _ in range(30)]
-    cids = ["k%d" % i for i in range(30)]
-    commands = [add_command(a, cid, ns) for cid, ns in zip(cids, nss)]
-    done = []
+    # The kill must land while ADDs are still queued; on a loaded machine all of them may be
+    # answered first, and then the round proves nothing: try again (at most 3 rounds).
+    for attempt in range(3):
+        nss = [netns() for _ in range(30)]
+        cids = ["k%d-%d" % (attempt, i) for i in range(30)]
+        commands = [add_command(a, cid, ns) for cid, ns in zip(cids, nss)]
+        done = []
 
-    def killer():
-        # Kill once some ADDs have been answered (and others are still queued).
-        wait_until(lambda: podnet_status(a)["details"]["pool"]["allocated"] >= 3, timeout=30, interval=0.005)
-        a.kill9()
-        done.append(True)
+        def killer():
+            # Kill once some ADDs have been answered (and others are still queued).
+            wait_until(lambda: podnet_status(a)["details"]["pool"]["allocated"] >= 3, timeout=30, interval=0.005)
+            a.kill9()
+            done.append(True)
 
-    t = threading.Thread(target=killer)
-    t.start()
-    results = run_concurrently(commands)
-    t.join()
-    assert done
-    succeeded = [r for r in results if r.rc == 0]
-    failed = [r for r in results if r.rc != 0]
-    assert failed, "the agent died before any ADD was left"
-    assert all(r.code == 11 for r in failed), failed[:3]  # try again later
+        t = threading.Thread(target=killer)
+        t.start()
+        results = run_concurrently(commands)
+        t.join()
+        assert done
+        succeeded = [r for r in results if r.rc == 0]
+        failed = [r for r in results if r.rc != 0]
+        assert all(r.code == 11 for r in failed), failed[:3]  # try again later
 
-    a.start()
-    # The runtime's GC: none of these attachments is valid any more.
-    gc = cni(a, "GC", conf=pinion_conf(a, **{"cni.dev/valid-attachments": []}))
-    assert gc.rc == 0, gc
-    pool = podnet_status(a)["details"]["pool"]
-    assert pool["allocated"] == 0, pool
-    ours = {fnv_host_ifname(c, "eth0") for c in cids}
-    wait_until(lambda: not (set(host_links()) & ours), timeout=10, desc="the killed agent's veths deleted")
-    wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
-    assert len(succeeded) >= 3
+        a.start()
+        # The runtime's GC: none of these attachments is valid any more.
+        gc = cni(a, "GC", conf=pinion_conf(a, **{"cni.dev/valid-attachments": []}))
+        assert gc.rc == 0, gc
+        pool = podnet_status(a)["details"]["pool"]
+        assert pool["allocated"] == 0, pool
+        ours = {fnv_host_ifname(c, "eth0") for c in cids}
+        wait_until(lambda: not (set(host_links()) & ours), timeout=10, desc="the killed agent's veths deleted")
+        wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
+        assert len(succeeded) >= 3
+        if failed:
+            break
+    assert failed, "the agent answered every ADD before it was killed, in every round"
 
 
 def test_chain_with_reference_portmap_and_tuning(podnet_agent, netns):
@@ -518,7 +523,7 @@ def test_only_root_may_call_cni_not_socket_group(podnet_agent):
     """socket-group members may read status, but wiring namespaces is root's (H1)."""
     a = podnet_agent(agent={"socket-group": "nogroup", "socket-mode": "0660"})
     gid = 65534  # nogroup
-    # The member is privileged elsewhere (the socket lets it in, status works) ...
+    # The member reaches the socket (status works) ...
     st = unix_request_as(65534, a.socket, "GET", "/v1/status", gid=gid)
     assert st.status == 200, st
     # ... but POST /v1/cni is root's: 403 before the body is even looked at.
