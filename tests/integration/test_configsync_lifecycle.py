@@ -209,3 +209,17 @@ def test_group_or_world_writable_dest_is_refused(agent_factory, nginx, test_ca, 
     wait_version(a, "app", "v1")
     assert read_tree(dest) == content(FILES_V1)
     shutil.rmtree(dest)
+
+
+def test_https_source_redirects_to_https_only(agent_factory, nginx, test_ca, tmp_path):
+    """Review finding 10: an https manifest URL may be redirected, but not to plain http."""
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = agent_factory(config={
+        "config.good": config_section(nginx.url("app/redirect-to-https.json"), str(tmp_path / "good"), test_ca),
+        "config.bad": config_section(nginx.url("app/redirect-to-http.json"), str(tmp_path / "bad"), test_ca)})
+    wait_version(a, "good", "v1")
+    c = wait_until(lambda: (lambda c: c if c["failures"] >= 1 else None)(get_config(a, "bad")), 10)
+    assert c["present"] is False and "http" in c["last_error"].lower() and "not supported" in c["last_error"].lower(), c
+    # curl never followed it: nginx saw no plain-http request (that would be a 400 on its TLS port).
+    assert not [l for l in nginx.log_lines() if l[0] == "400"], nginx.log_lines()
+    assert [l[:2] for l in nginx.log_lines()].count(["302", "/app/redirect-to-http.json"]) >= 1
