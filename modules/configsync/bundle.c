@@ -612,10 +612,11 @@ int bundle_update(struct bundle *b, size_t index) {
                  * runner (with a fresh window), it is not lost. */
                 bool pending = runner_pending(b->runner);
                 r = bundle_make_runner(b);
-                if (r >= 0 && pending) {
+                if (r >= 0 && pending && b->runner) {
                         bundle_info(b, "on-change changed while a run was pending: the new command runs instead");
                         bundle_trigger_on_change(b);
-                }
+                } else if (r >= 0 && pending)
+                        bundle_info(b, "on-change removed while a run was pending: nothing runs");
         } else if (runner_changed) {
                 bundle_info(b, "on-change changed while the old command runs: the new one takes over when it ends");
                 b->runner_stale = true;
