@@ -416,8 +416,9 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                             b->version ? b->version : "(unknown)", b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
                             (double) o->total_usec / USEC_PER_SEC, (double) o->publish_usec / USEC_PER_SEC);
                 if (o->files_damaged > 0)
-                        bundle_warning(b, "%u unchanged file(s) no longer matched their sha256 in the published "
-                                          "version (changed in place?) and were downloaded again", o->files_damaged);
+                        bundle_warning(b, "%u unchanged file(s) were missing or no longer matched their size, mode "
+                                          "or sha256 in the published version (changed in place?) and were "
+                                          "downloaded again", o->files_damaged);
                 bundle_trigger_on_change(b);
                 break;
         case _FETCH_RESULT_MAX:

@@ -318,7 +318,8 @@ static int make_parents(int vfd, const char *path) {
         return 0;
 }
 
-/* sha256 of what fd holds from its start, reading at most size + 1 bytes. */
+/* sha256 of what fd holds from its start; -EBADMSG if that is not exactly size bytes (it stops
+ * reading as soon as there are more). */
 static int hash_fd(int fd, uint64_t size, uint8_t ret[32]) {
         _cleanup_free_ uint8_t *buf = malloc(FETCH_BUFFER_SIZE);
         EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -371,10 +372,12 @@ static int file_reuse(struct fetch *f, struct fetch_file *ff) {
         if (!manifest_file_same(cur, ff->mf))
                 return 0;
         fd = openat(f->curfd, ff->mf->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t) st.st_size != ff->mf->size ||
-            (st.st_mode & 07777) != ff->mf->mode)
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                f->out.files_damaged++;
                 return 0;
-        if (hash_fd(fd, ff->mf->size, sha) < 0 || memcmp(sha, ff->mf->sha256, 32) != 0) {
+        }
+        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != ff->mf->size || (st.st_mode & 07777) != ff->mf->mode ||
+            hash_fd(fd, ff->mf->size, sha) < 0 || memcmp(sha, ff->mf->sha256, 32) != 0) {
                 f->out.files_damaged++;
                 return 0;
         }
