@@ -59,7 +59,7 @@ static void help(FILE *f) {
                 "  health                  ok, or the failing modules (exit 1)\n"
                 "  status                  the agent and every module's state\n"
                 "  pods [NAMESPACE/NAME]   the node's pods, or one pod (NAME alone: namespace default)\n"
-                "  identity                the caller's own workload identity\n"
+                "  identity                the caller's own identity; for root: the node and every pod\n"
                 "  configs                 the config bundles and their versions\n"
                 "  wait-config NAME        wait until config NAME is in place (--timeout, default 30s)\n"
                 "  registrations           the ZooKeeper ServerSet registrations\n"
@@ -466,11 +466,11 @@ static const struct verb verbs[] = {
         { "health", 0, 0, verb_health, NULL, NULL },
         { "status", 0, 0, verb_show, "/v1/status", print_status },
         { "pods", 0, 1, verb_pods, NULL, NULL },
-        { "identity", 0, 0, verb_show, "/v1/identity", print_generic },
+        { "identity", 0, 0, verb_show, "/v1/identity", print_identity },
         { "configs", 0, 0, verb_show, "/v1/configs", print_configs },
         { "wait-config", 1, 1, verb_wait_config, NULL, NULL },
         { "registrations", 0, 0, verb_show, "/v1/registrations", print_generic },
-        { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_generic },
+        { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_reclaim },
         { "metrics", 0, 0, verb_metrics, NULL, NULL },
 };
 
