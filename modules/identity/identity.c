@@ -36,14 +36,33 @@ static int parse_signer(const char *v, void *ret, const char **reason) {
         return -EINVAL;
 }
 
+/* cfssl-url: https, or plain http only to a loopback address (a cfssl on the same machine):
+ * anything else would send the node's CSRs and take its certificates over a network in clear. */
+static int parse_cfssl_url(const char *v, void *ret, const char **reason) {
+        if (strncmp(v, "http://", 7) == 0) {
+                const char *host = v + 7;
+                size_t n = strcspn(host, "/?#"), hl = strcspn(host, ":/?#"); /* authority, host */
+                bool loopback = (hl == 9 && strncmp(host, "localhost", 9) == 0) ||
+                                (n >= 5 && strncmp(host, "[::1]", 5) == 0 && (n == 5 || host[5] == ':')) ||
+                                (hl >= 4 && strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == hl);
+                if (!loopback) {
+                        *reason = "plain http:// only to a loopback address (127.0.0.0/8, [::1], localhost); "
+                                  "use https:// for a remote cfssl";
+                        return -EINVAL;
+                }
+        }
+        return config_parse_url(v, ret, reason);
+}
+
 #define FIELD(f) offsetof(struct identity_settings, f)
 static const struct config_key identity_keys[] = {
         { "signer", parse_signer, FIELD(signer), "" },
         { "trust-domain", config_parse_string, FIELD(trust_domain), NULL, config_free_string },
         { "ca-dir", config_parse_path, FIELD(ca_dir), NULL, config_free_string },
         { "bootstrap-token-file", config_parse_path, FIELD(bootstrap_token_file), NULL, config_free_string },
-        { "cfssl-url", config_parse_url, FIELD(cfssl_url), NULL, config_free_string },
+        { "cfssl-url", parse_cfssl_url, FIELD(cfssl_url), NULL, config_free_string },
         { "cfssl-auth-key-file", config_parse_path, FIELD(cfssl_auth_key_file), NULL, config_free_string },
+        { "cfssl-ca-file", config_parse_path, FIELD(cfssl_ca_file), NULL, config_free_string },
         { "node-cert-lifetime", config_parse_duration, FIELD(node_cert_lifetime), "24h" },
         { "workload-cert-lifetime", config_parse_duration, FIELD(workload_cert_lifetime), "1h" },
         { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), "/run/pinion/pods", config_free_string },
@@ -63,6 +82,7 @@ static const char *identity_missing(const struct identity_settings *s) {
         case SIGNER_CFSSL:
                 return !s->cfssl_url            ? "signer=cfssl needs cfssl-url"
                        : !s->cfssl_auth_key_file ? "signer=cfssl needs cfssl-auth-key-file (the hex HMAC key of its authsign endpoint)"
+                       : !s->cfssl_ca_file       ? "signer=cfssl needs cfssl-ca-file (the pinned CA certificate cfssl signs with, PEM)"
                                                  : NULL;
         }
         return NULL;
@@ -380,11 +400,17 @@ static int identity_start(struct module_instance *mi) {
                 const struct cfssl_settings cs = {
                         .url = s->cfssl_url,
                         .auth_key_file = s->cfssl_auth_key_file,
+                        .ca_file = s->cfssl_ca_file,
                         .timeout = 10 * USEC_PER_SEC,
                 };
                 r = signer_cfssl_new(http, &cs, &id->signer, &error);
-                if (r < 0)
+                if (r == -ENOMEM)
                         return r;
+                if (r < 0) {
+                        module_set_state(mi, MODULE_FAILED, "%s", error ? error : strerror(-r));
+                        module_set_synced(mi);
+                        return 0;
+                }
                 break;
         }
         }
@@ -506,6 +532,7 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
         bool same = s->signer == o->signer && streq_ptr(s->trust_domain, o->trust_domain) &&
                     streq_ptr(s->ca_dir, o->ca_dir) && streq_ptr(s->cfssl_url, o->cfssl_url) &&
                     streq_ptr(s->cfssl_auth_key_file, o->cfssl_auth_key_file) &&
+                    streq_ptr(s->cfssl_ca_file, o->cfssl_ca_file) &&
                     streq_ptr(s->bootstrap_token_file, o->bootstrap_token_file) && streq_ptr(s->pod_tls_dir, o->pod_tls_dir);
         if (!same && o->signer != SIGNER_NONE) {
                 identity_settings_free(s);

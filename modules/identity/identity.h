@@ -30,6 +30,7 @@ struct identity_settings {
         char *bootstrap_token_file;
         char *cfssl_url;
         char *cfssl_auth_key_file;
+        char *cfssl_ca_file;
         usec_t node_cert_lifetime;
         usec_t workload_cert_lifetime;
         char *pod_tls_dir;

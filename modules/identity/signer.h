@@ -45,6 +45,7 @@ struct signer {
 struct cfssl_settings {
         const char *url;
         const char *auth_key_file; /* hex HMAC key as cfssl's "standard" auth keys take it */
+        const char *ca_file;       /* the pinned CA (PEM): TLS trust for https and the anchor of answers */
         usec_t timeout;
 };
 

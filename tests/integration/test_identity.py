@@ -6,6 +6,7 @@ Every chain is checked with `openssl verify`."""
 import glob
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from identity_testlib import (PodCgroup, cert_dates, cert_sans, cert_text, cfssl_server, key_matches,
-                              new_uid, openssl_verify, request_from)
+                              new_uid, openssl_verify, other_root, request_from)
 from pinion_testlib import SRCDIR, T, make_pod, wait_until
 
 TD = "example.org"
@@ -473,6 +474,33 @@ def test_pod_gate_holds_pods_until_their_certificate_exists(agent_factory):
         assert w["gateReason"] is None
 
 
+def test_cfssl_answers_are_checked_against_the_pinned_ca(agent_factory, tmp_path):
+    # The pin is the operator's: a server whose CA is not cfssl-ca-file gets no CSR from us and
+    # its answers are never trusted; what is on disk stays as it was.
+    with cfssl_server() as srv:
+        pin = str(tmp_path / "pinned-ca.pem")
+        shutil.copy(srv.ca_file, pin)
+        a = start_cfssl_agent(agent_factory, srv, **{"cfssl-ca-file": pin})
+        n = wait_node(a)
+        cert_before = read(node_files(a)[2])
+        a.stop()
+        other_root(pin)  # the pin now names another CA: the server is an impostor to us
+        a.start()
+        wait_until(lambda: {x["name"]: x for x in a.status()["modules"]}["identity"]["state"] == "degraded",
+                   timeout=15, desc="degraded")
+        reason = {x["name"]: x for x in a.status()["modules"]}["identity"]["reason"]
+        assert "serves a CA that is not the pinned cfssl-ca-file " + pin in reason, reason
+        assert node_status(a)["state"] == "requesting"
+        assert read(node_files(a)[2]) == cert_before  # nothing replaced
+        assert a.metrics().value("pinion_identity_failures_total", kind="node") >= 1
+        # The operator puts the right CA back (a rollover is the same move): the next retry
+        # re-reads the file and gets a certificate that verifies against it.
+        shutil.copy(srv.ca_file, pin)
+        n2 = wait_node(a, timeout=30)
+        assert n2["serial"] != n["serial"]
+        openssl_verify(read(node_files(a)[2]), read(srv.ca_file), purpose="sslclient")
+
+
 def test_cfssl_refusal_is_reported(agent_factory):
     with cfssl_server() as srv:
         with open(srv.key_file, "w") as f:
@@ -601,6 +629,12 @@ def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
 @pytest.mark.parametrize("text,reason", [
     ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://127.0.0.1:1\n",
      "signer=cfssl needs cfssl-auth-key-file"),
+    ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://127.0.0.1:1\ncfssl-auth-key-file=/k\n",
+     "signer=cfssl needs cfssl-ca-file"),
+    ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://ca.example.org:8888\n"
+     "cfssl-auth-key-file=/k\ncfssl-ca-file=/c\n", "plain http:// only to a loopback address"),
+    ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://127.0.0.1.evil.net:8888\n"
+     "cfssl-auth-key-file=/k\ncfssl-ca-file=/c\n", "plain http:// only to a loopback address"),
     ("[identity]\nsigner=local\ntrust-domain=Example_Org\nca-dir=/tmp/x\n", "trust-domain must be"),
     ("[identity]\nsigner=local\ntrust-domain=example.org\nca-dir=/tmp/x\nnode-cert-lifetime=5s\n",
      "at least 10s"),
