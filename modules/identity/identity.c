@@ -39,17 +39,10 @@ static int parse_signer(const char *v, void *ret, const char **reason) {
 /* cfssl-url: https, or plain http only to a loopback address (a cfssl on the same machine):
  * anything else would send the node's CSRs and take its certificates over a network in clear. */
 static int parse_cfssl_url(const char *v, void *ret, const char **reason) {
-        if (strncmp(v, "http://", 7) == 0) {
-                const char *host = v + 7;
-                size_t n = strcspn(host, "/?#"), hl = strcspn(host, ":/?#"); /* authority, host */
-                bool loopback = (hl == 9 && strncmp(host, "localhost", 9) == 0) ||
-                                (n >= 5 && strncmp(host, "[::1]", 5) == 0 && (n == 5 || host[5] == ':')) ||
-                                (hl >= 4 && strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == hl);
-                if (!loopback) {
-                        *reason = "plain http:// only to a loopback address (127.0.0.0/8, [::1], localhost); "
-                                  "use https:// for a remote cfssl";
-                        return -EINVAL;
-                }
+        if (!signer_url_ok(v)) {
+                *reason = "plain http:// only to a loopback address (127.0.0.0/8, [::1], localhost); "
+                          "use https:// for a remote cfssl";
+                return -EINVAL;
         }
         return config_parse_url(v, ret, reason);
 }
@@ -156,6 +149,12 @@ static void update_state(struct identity *id) {
                                  n->last_error);
         else if (id->node_ca && id->node_ca->last_error)
                 module_set_state(mi, MODULE_DEGRADED, "node CA for workload certificates: %s", id->node_ca->last_error);
+        else if (!id->issuer && id->node_ca) /* (kubernetes without ca-dir has none by design) */
+                module_set_state(mi, MODULE_DEGRADED, "no issuer for workload certificates: %s",
+                                 id->issuer_reason ? id->issuer_reason : "not yet");
+        else if (id->issuer && X509_cmp_current_time(X509_get0_notAfter(id->issuer->cert)) <= 0)
+                module_set_state(mi, MODULE_DEGRADED, "the issuer of workload certificates (%s) has expired",
+                                 id->node_ca ? "the node CA" : "the local CA");
         else
                 module_set_state(mi, MODULE_RUNNING, NULL);
 }
@@ -183,10 +182,18 @@ static void set_issuer(struct identity *id, struct ca *ca, bool owned, const cha
 /* cfssl: the node CA's key and chain become the in-process issuer of workload certificates. */
 static void node_ca_to_issuer(struct identity *id, struct cred *c) {
         struct ca *ca = NULL;
-        EVP_PKEY *key = c->key;
         STACK_OF(X509) *chain = sk_X509_deep_copy(c->chain, X509_dup, X509_free);
         STACK_OF(X509) *roots = sk_X509_deep_copy(c->roots, X509_dup, X509_free);
-        if (!chain || !roots || EVP_PKEY_up_ref(key) != 1 || ca_new(key, chain, roots, &ca) < 0) {
+        if (!chain || !roots || EVP_PKEY_up_ref(c->key) != 1) {
+                /* Nothing was handed over: free what was made. */
+                if (chain)
+                        sk_X509_pop_free(chain, X509_free);
+                if (roots)
+                        sk_X509_pop_free(roots, X509_free);
+                log_module_error(MODULE, "out of memory switching to the new node CA");
+                return;
+        }
+        if (ca_new(c->key, chain, roots, &ca) < 0) { /* ca_new frees its arguments on failure */
                 log_module_error(MODULE, "out of memory switching to the new node CA");
                 return;
         }
@@ -204,6 +211,12 @@ static void on_cred_event(struct cred *c, enum cred_event ev, void *userdata) {
                 if (c->n_issued + c->n_rotated > 0)
                         (void) metric_inc(ev == CRED_EVENT_ISSUED ? id->m_issued : id->m_rotated, kind);
                 if (c == id->node) {
+                        /* The version directory's own files, not the ..data paths: the apiserver
+                         * module hands curl the key and the certificate as two paths, and two
+                         * opens through ..data could straddle a rotation. Picked up at its next
+                         * lookup; the previous version stays on disk until the next rotation. */
+                        id->creds.cert_file = c->version_cert_file ? c->version_cert_file : c->cert_file;
+                        id->creds.key_file = c->version_key_file ? c->version_key_file : c->key_file;
                         if (!id->published && manager_publish(id->manager, FACT_NODE_CREDENTIALS, &id->creds) >= 0)
                                 id->published = true;
                         if (!id->bundle_pem)
@@ -342,6 +355,28 @@ static int new_cred(struct identity *id, const char *name, const char *profile, 
                 },
         };
         return cred_new(id->manager->event, id->signer, &cfg, on_cred_event, id, ret);
+}
+
+/* The pod-tls-dir sweep waits for a complete pod store: the pods-dir is read before modules
+ * start, and the apiserver module must have listed its pods (RUNNING; DEGRADED may mean it
+ * never listed them, and sweeping then would take the files of running pods). */
+static int on_sweep_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct identity *id = userdata;
+        struct module_instance *api = manager_find_module(id->manager, "apiserver");
+        if (api && api->state != MODULE_RUNNING && api->state != MODULE_DISABLED) {
+                (void) sd_event_source_set_time_relative(s, USEC_PER_SEC);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        unsigned n = 0;
+        int r = workloads_sweep_tls_dir(id, &n);
+        if (r < 0)
+                log_module_warning_errno(MODULE, r, "cannot sweep %s: %m", id->settings->pod_tls_dir);
+        if (n > 0)
+                log_module_info(MODULE, "removed %u leftover pod directories from %s (pods gone while the agent was down)",
+                                n, id->settings->pod_tls_dir);
+        id->sweep_timer = sd_event_source_disable_unref(id->sweep_timer);
+        return 0;
 }
 
 static int identity_start(struct module_instance *mi) {
@@ -488,6 +523,12 @@ static int identity_start(struct module_instance *mi) {
                 for (size_t i = 0; i < n; i++)
                         workloads_on_pod(m->pods, NULL, pods[i], id);
         workloads_issuer_changed(id);
+        if (s->pod_tls_dir && *s->pod_tls_dir && !id->sweep_timer) {
+                r = sd_event_add_time_relative(m->event, &id->sweep_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC / 10,
+                                               on_sweep_timer, id);
+                if (r < 0)
+                        log_module_warning_errno(MODULE, r, "cannot arm the pod-tls-dir sweep, skipping it: %m");
+        }
         r = cred_start(id->node);
         if (r >= 0 && id->node_ca)
                 r = cred_start(id->node_ca);
@@ -511,6 +552,7 @@ static void identity_teardown(struct identity *id) {
                 id->observing = false;
         }
         id->defer = sd_event_source_disable_unref(id->defer);
+        id->sweep_timer = sd_event_source_disable_unref(id->sweep_timer);
         workloads_free_all(id);
         id->node = cred_free(id->node);
         id->node_ca = cred_free(id->node_ca);
