@@ -39,6 +39,9 @@ int print_status(const cJSON *root);
 int print_pods(const cJSON *root);
 /* /v1/pods/NS/NAME: the pod's fields, conditions, annotations and a table of its ports. */
 int print_pod(const cJSON *pod);
+/* /v1/reclaim: the module's state, then one row per watched cgroup (sizes in K/M/G). */
+int print_reclaim(const cJSON *root);
+
 /* /v1/identity: a pod's own identity (id, subject, SANs, expiry; not the key), or for root the
  * node certificate and a table of workload certificates. */
 int print_identity(const cJSON *root);

@@ -470,7 +470,7 @@ static const struct verb verbs[] = {
         { "configs", 0, 0, verb_show, "/v1/configs", print_configs },
         { "wait-config", 1, 1, verb_wait_config, NULL, NULL },
         { "registrations", 0, 0, verb_show, "/v1/registrations", print_generic },
-        { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_generic },
+        { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_reclaim },
         { "metrics", 0, 0, verb_metrics, NULL, NULL },
 };
 
