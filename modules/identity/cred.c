@@ -321,6 +321,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         }
         if (r >= 0)
                 r = check_material(c, key, chain, roots, cred_usable(c) ? c->info.not_after : 0, &info, &why);
+        bool bad_answer = error >= 0 && r < 0; /* the signer answered, and we cannot use it */
         if (r >= 0 && (r = write_material(c, key, chain, roots)) < 0)
                 why = "cannot write it under state-dir";
         if (r < 0) {
@@ -332,7 +333,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
                 /* A refusal (a denied CSR, a CA that said no) or an answer we cannot use is final
                  * for this key: asking again with it would find the same CSR and the same answer.
                  * A new key makes a new request; transport errors keep the key (and the CSR). */
-                if (error == -EPERM || (error >= 0 && chain_pem)) {
+                if (error == -EPERM || bad_answer) {
                         EVP_PKEY_free(c->pending_key);
                         c->pending_key = NULL;
                 }
