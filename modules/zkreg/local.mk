@@ -1,8 +1,11 @@
 # zkreg: ServerSet registration in ZooKeeper (included by Makefile.am).
-MODULE_SOURCES += \
-	modules/zkreg/zkreg.c \
+ZKREG_SOURCES = \
 	modules/zkreg/zk-session.c modules/zkreg/zk-session.h \
-	modules/zkreg/zk-watch.c modules/zkreg/zk-watch.h
+	modules/zkreg/zk-watch.c modules/zkreg/zk-watch.h \
+	modules/zkreg/serverset.c modules/zkreg/serverset.h \
+	modules/zkreg/health.c modules/zkreg/health.h \
+	modules/zkreg/registry.c modules/zkreg/registry.h
+MODULE_SOURCES += modules/zkreg/zkreg.c $(ZKREG_SOURCES)
 
 # The FACT_ZOOKEEPER watches on the real session code, driven against a real ZooKeeper by
 # tests/integration/test_zkreg_fact.py.

@@ -2,10 +2,11 @@
 /* zkreg: registers ready, healthy pods in ZooKeeper as ServerSet members over one
  * single-threaded ZooKeeper session on the loop (zk-session.c), and publishes that session's
  * node watches to other modules (FACT_ZOOKEEPER, zk-watch.c). The registrations themselves
- * land next. */
+ * are in registry.c, health checks in health.c, the ServerSet format in serverset.c. */
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config.h"
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "manager.h"
 #include "module.h"
+#include "registry.h"
 #include "zk-session.h"
 #include "zk-watch.h"
 
@@ -32,6 +34,7 @@ struct zkreg {
         struct zkreg_settings *settings;
         struct zk_session *session;
         struct zk_watches *watches;
+        struct registry *registry;
         struct zookeeper_fact fact;
         bool published;
         bool collector_added;
@@ -98,6 +101,7 @@ static struct zkreg *zkreg_free_data(struct zkreg *z) {
         if (!z)
                 return NULL;
         z->sync_timer = sd_event_source_disable_unref(z->sync_timer);
+        z->registry = registry_free(z->registry);
         z->session = zk_session_free(z->session); /* closes the handle: no watcher fires after */
         z->watches = zk_watches_free(z->watches);
         config_object_free(zkreg_keys, z->settings);
@@ -158,6 +162,7 @@ static void on_session_state(struct zk_session *s, enum zk_session_state old, en
         for (enum zk_session_state i = 0; i < _ZK_SESSION_STATE_MAX; i++)
                 (void) metric_set(z->m_session_state, i == new ? 1 : 0, zk_session_state_to_string(i));
         zk_watches_session_changed(z->watches, new);
+        registry_session_changed(z->registry, old, new);
         zkreg_update_state(z);
 }
 
@@ -181,6 +186,8 @@ static void collect_zkreg(struct metrics *metrics, void *userdata) {
 
         (void) metrics;
         (void) z;
+        if (z && z->registry)
+                registry_collect_metrics(z->registry);
 }
 
 static int zkreg_register_metrics(struct zkreg *z) {
@@ -235,6 +242,86 @@ static int zkreg_open_session(struct zkreg *z) {
         return 0;
 }
 
+/* ---- API: /v1/registrations ---- */
+
+/* The routes stay registered for the daemon's life (the API has no removal): they look the
+ * module up through its instance, which outlives them. */
+static struct zkreg *zkreg_from_api(void *userdata) {
+        struct module_instance *mi = userdata;
+        struct zkreg *z = mi->data;
+        return z && z->registry ? z : NULL;
+}
+
+static int api_registrations(struct api_request *req, void *userdata) {
+        struct zkreg *z = zkreg_from_api(userdata);
+        cJSON *list = NULL, *body;
+        char sid[32];
+        int r;
+
+        if (!z)
+                return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        r = registry_list_json(z->registry, &list);
+        if (r < 0)
+                return api_reply_error(req, 500, "cannot list registrations: %s", strerror(-r));
+        body = cJSON_CreateObject();
+        snprintf(sid, sizeof(sid), "0x%llx", (unsigned long long) zk_session_id(z->session));
+        if (!body || !cJSON_AddItemToObject(body, "registrations", list) ||
+            !cJSON_AddStringToObject(body, "session", zk_session_state_to_string(zk_session_state(z->session))) ||
+            !cJSON_AddStringToObject(body, "session_id", sid) ||
+            !cJSON_AddBoolToObject(body, "drained", registry_drained(z->registry))) {
+                if (body && !cJSON_GetObjectItem(body, "registrations"))
+                        cJSON_Delete(list);
+                cJSON_Delete(body);
+                return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 200, body);
+}
+
+static int api_drain(struct api_request *req, void *userdata) {
+        struct zkreg *z = zkreg_from_api(userdata);
+        cJSON *body;
+
+        if (!z)
+                return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        size_t n = registry_drain(z->registry);
+        body = cJSON_CreateObject();
+        if (!body || !cJSON_AddNumberToObject(body, "stopping", (double) n) ||
+            !cJSON_AddNumberToObject(body, "drain_delay_ms", (double) (z->settings->drain_delay / USEC_PER_MSEC))) {
+                cJSON_Delete(body);
+                return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 200, body);
+}
+
+static int api_undrain(struct api_request *req, void *userdata) {
+        struct zkreg *z = zkreg_from_api(userdata);
+        cJSON *body;
+
+        if (!z)
+                return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        registry_undrain(z->registry);
+        body = cJSON_CreateObject();
+        if (!body || !cJSON_AddBoolToObject(body, "drained", false)) {
+                cJSON_Delete(body);
+                return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 200, body);
+}
+
+static const struct api_route zkreg_routes[] = {
+        { "GET", "/v1/registrations", api_registrations, false },
+        { "POST", "/v1/registrations/drain", api_drain, true },
+        { "POST", "/v1/registrations/undrain", api_undrain, true },
+};
+
+static struct registry_config registry_config_from(const struct zkreg_settings *s) {
+        return (struct registry_config) {
+                .write_qps = s->write_qps,
+                .drain_delay = s->drain_delay,
+                .flap_damping = s->flap_damping,
+        };
+}
+
 static int zkreg_start(struct module_instance *mi) {
         struct zkreg *z = mi->data;
         struct manager *m = mi->manager;
@@ -252,11 +339,21 @@ static int zkreg_start(struct module_instance *mi) {
         if (r < 0)
                 return r;
 
+        struct registry_config rc = registry_config_from(z->settings);
+        r = registry_new(m, z->session, &rc, &z->registry);
+        if (r < 0)
+                return r;
         if (!z->collector_added) {
                 r = metrics_add_collector(m->metrics, collect_zkreg, mi);
                 if (r < 0)
                         return r;
                 z->collector_added = true;
+        }
+        if (!z->routes_added && m->api) {
+                r = api_add_routes(m->api, zkreg_routes, ELEMENTSOF(zkreg_routes), mi);
+                if (r < 0)
+                        return r;
+                z->routes_added = true;
         }
 
         z->fact = (struct zookeeper_fact) {
@@ -304,7 +401,18 @@ static int zkreg_reload(struct module_instance *mi, struct config *c, char **ret
         }
         config_object_free(zkreg_keys, z->settings);
         z->settings = s;
+        struct registry_config rc = registry_config_from(s);
+        registry_set_config(z->registry, &rc);
         return 0;
+}
+
+static void on_registry_drained(struct registry *r, void *userdata) {
+        struct zkreg *z = userdata;
+
+        (void) r;
+        /* Every node of ours is deleted: close the session, so nothing of ours lingers. */
+        zk_session_close(z->session);
+        module_stopped(z->mi);
 }
 
 static int zkreg_stop(struct module_instance *mi) {
@@ -318,8 +426,17 @@ static int zkreg_stop(struct module_instance *mi) {
                 (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
                 z->published = false;
         }
-        zk_session_close(z->session);
-        return 0;
+        if (zk_session_state(z->session) != ZK_SESSION_CONNECTED) {
+                /* Nothing can be deleted now; closing the handle ends what it can. */
+                registry_abandon(z->registry);
+                zk_session_close(z->session);
+                return 0;
+        }
+        if (registry_shutdown(z->registry, on_registry_drained, z) == 0) {
+                zk_session_close(z->session);
+                return 0;
+        }
+        return 1;
 }
 
 static int zkreg_status(struct module_instance *mi, cJSON *obj) {
@@ -342,7 +459,7 @@ static int zkreg_status(struct module_instance *mi, cJSON *obj) {
         if (zk_session_last_error(z->session) &&
             !cJSON_AddStringToObject(obj, "session_error", zk_session_last_error(z->session)))
                 return -ENOMEM;
-        return 0;
+        return registry_status(z->registry, obj);
 }
 
 static void zkreg_free(struct module_instance *mi) {
