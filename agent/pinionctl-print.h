@@ -39,6 +39,10 @@ int print_status(const cJSON *root);
 int print_pods(const cJSON *root);
 /* /v1/pods/NS/NAME: the pod's fields, conditions, annotations and a table of its ports. */
 int print_pod(const cJSON *pod);
+/* /v1/registrations: the session, then one row per registration. */
+int print_registrations(const cJSON *root);
+/* POST /v1/registrations/drain or undrain: what the agent did. */
+int print_drain(const cJSON *root);
 /* Documents this client does not know in detail (they belong to modules that may grow): the
  * scalar fields, then one table per array of objects. */
 int print_generic(const cJSON *root);
