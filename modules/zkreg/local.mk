@@ -15,5 +15,6 @@ tests_zkreg_zk_watch_probe_SOURCES = tests/zkreg/zk-watch-probe.c \
 tests_zkreg_zk_watch_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_zkreg_zk_watch_probe_LDADD = $(UNIT_LIBS)
 
-INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py
+INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test_zkreg.py \
+	tests/integration/test_zkreg_ensemble.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py

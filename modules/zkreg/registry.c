@@ -82,6 +82,7 @@ struct registration {
         unsigned busy;     /* operations in flight */
         unsigned parent_attempts;
         bool verify_adopted, verify_failed;
+        bool error_is_wait; /* last_error only says "waiting for the session" */
 
         bool removed;   /* the pod is gone (or lost its annotation): free once nothing is left */
         bool draining;
@@ -156,6 +157,7 @@ static int set_string(char **p, const char *v) {
 
 static void reg_set_error(struct registration *reg, const char *error) {
         (void) set_string(&reg->last_error, error);
+        reg->error_is_wait = false;
 }
 
 /* ---- state ---- */
@@ -581,8 +583,10 @@ static bool reg_do_step(struct registration *reg, bool *ret_need_token) {
                         char buf[128];
                         snprintf(buf, sizeof(buf), "waiting for the ZooKeeper session (%s)",
                                  zk_session_state_to_string(zk_session_state(r->session)));
-                        if (!(reg->znode && reg->want && streq_ptr(reg->written, desired)))
+                        if (!(reg->znode && reg->want && streq_ptr(reg->written, desired)) && !reg->uncertain) {
                                 reg_set_error(reg, buf);
+                                reg->error_is_wait = true;
+                        }
                 }
                 reg_update_state(reg, _OP_KIND_MAX);
                 return true;
@@ -669,6 +673,8 @@ static bool reg_do_step(struct registration *reg, bool *ret_need_token) {
                 return true;
         }
         zk_session_kick(r->session);
+        if (reg->error_is_wait)
+                reg_set_error(reg, NULL);
         reg_update_state(reg, kind);
         return true;
 }
