@@ -18,3 +18,25 @@ tests_zkreg_zk_watch_probe_LDADD = $(UNIT_LIBS)
 INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test_zkreg.py \
 	tests/integration/test_zkreg_ensemble.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
+
+# Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
+UNIT_TESTS += tests/unit/test-zkreg-serverset
+tests_unit_test_zkreg_serverset_SOURCES = tests/unit/test-zkreg-serverset.c \
+	modules/zkreg/serverset.c modules/zkreg/health.c agent/pods.c agent/strv.c agent/parse-util.c \
+	agent/http.c
+tests_unit_test_zkreg_serverset_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_unit_test_zkreg_serverset_LDADD = $(UNIT_LIBS)
+
+# Fuzz target: the ServerSet member data zkreg reads back from ZooKeeper (and the path check).
+FUZZ_TARGETS += zkreg-serverset
+FUZZ_REPLAY_TESTS += tests/fuzz/replay-zkreg-serverset
+FUZZ_ZKREG_SERVERSET_SOURCES = tests/fuzz/fuzz-zkreg-serverset.c modules/zkreg/serverset.c agent/pods.c agent/strv.c
+tests_fuzz_replay_zkreg_serverset_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_ZKREG_SERVERSET_SOURCES)
+tests_fuzz_replay_zkreg_serverset_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/zkreg \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/zkreg-serverset\"
+tests_fuzz_replay_zkreg_serverset_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_replay_zkreg_serverset_LDADD = $(CJSON_LIBS)
+tests/fuzz/fuzz-zkreg-serverset: $(FUZZ_ZKREG_SERVERSET_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/zkreg $(CJSON_CFLAGS) -o $@ \
+		`for f in $(filter %.c,$(FUZZ_ZKREG_SERVERSET_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
