@@ -16,7 +16,7 @@ tests_zkreg_zk_watch_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_zkreg_zk_watch_probe_LDADD = $(UNIT_LIBS)
 
 INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test_zkreg.py \
-	tests/integration/test_zkreg_ensemble.py
+	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
@@ -40,3 +40,13 @@ tests/fuzz/fuzz-zkreg-serverset: $(FUZZ_ZKREG_SERVERSET_SOURCES) tests/fuzz/fuzz
 	$(AM_V_at)$(MKDIR_P) tests/fuzz
 	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/zkreg $(CJSON_CFLAGS) -o $@ \
 		`for f in $(filter %.c,$(FUZZ_ZKREG_SERVERSET_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
+
+# `make bench-zkreg`: 5,000 endpoints registered by piniond vs kazoo's async client against one
+# real ZooKeeper, and the ready-to-visible latency (tests/bench/zkreg-bench.py). The table goes to
+# stdout and zkreg-bench.md. BENCH_ZKREG_FLAGS='--endpoints 1000 --samples 50'.
+bench-zkreg: piniond$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' $(PYTHON3) \
+		$(srcdir)/tests/bench/zkreg-bench.py --md zkreg-bench.md $(BENCH_ZKREG_FLAGS)
+.PHONY: bench-zkreg
+CLEANFILES += zkreg-bench.md
+EXTRA_DIST += tests/bench/zkreg-bench.py
