@@ -6,6 +6,7 @@
  * routing, body, handler, replies, suspend/resume, streaming). Nothing else includes this. */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -64,6 +65,7 @@ struct api_conn {
         pid_t pid;
         uid_t uid;
         gid_t gid;
+        uint64_t start_time; /* of pid, read at accept */
         gid_t *groups;
         size_t n_groups;
         bool counted; /* an unprivileged connection, counted in struct api */

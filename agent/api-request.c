@@ -387,6 +387,7 @@ static void request_begin(struct api_request *r, const char *url, const char *me
                         .pid = r->conn->pid,
                         .uid = r->conn->uid,
                         .gid = r->conn->gid,
+                        .start_time = r->conn->start_time,
                         .privileged = conn_privileged(r->api, r->conn),
                 };
         else

@@ -18,6 +18,7 @@
 #include <sys/un.h>
 
 #include "api-internal.h"
+#include "peer-pod.h"
 
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59
@@ -190,6 +191,9 @@ static struct api_conn *conn_new(int fd) {
         c->pid = cred.pid;
         c->uid = cred.uid;
         c->gid = cred.gid;
+        /* Read now, as close to connect() as we can: a later lookup compares against it. */
+        if (proc_start_time(NULL, cred.pid, &c->start_time) < 0)
+                c->start_time = 0;
         /* Without the groups, a socket-group member is treated as unprivileged. */
         (void) peer_groups(fd, cred.pid, &c->groups, &c->n_groups);
         c->have_creds = true;

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <cjson/cJSON.h>
@@ -29,6 +30,10 @@ struct api_peer {
         pid_t pid;
         uid_t uid;
         gid_t gid;
+        /* The process's start time when the connection was accepted (clock ticks since boot; 0 if
+         * unknown, and then no pod can be attested): peer_pod_lookup() checks it so a reused PID
+         * is not taken for the caller. */
+        uint64_t start_time;
         bool privileged; /* root, or a member of socket-group */
 };
 

@@ -1,0 +1,228 @@
+# SPDX-License-Identifier: MIT
+"""units/kubernetes/: the manifests are well-formed Kubernetes objects (checked with the official
+Python client's models, strictly: a misspelled field fails), the DaemonSet has what a node agent
+needs, RBAC is the least the modules use, the shipped config is one piniond accepts, the CNI
+installer installs atomically, and the image's runtime packages cover the binaries' libraries."""
+
+import glob
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+
+import pytest
+import yaml
+
+from pinion_testlib import BUILDDIR, PINIOND, SRCDIR, T, clean_env, require_binary
+
+kubernetes = pytest.importorskip("kubernetes")
+
+KDIR = os.path.join(SRCDIR, "units", "kubernetes")
+
+MODELS = {
+    ("v1", "Namespace"): "V1Namespace",
+    ("v1", "ServiceAccount"): "V1ServiceAccount",
+    ("v1", "ConfigMap"): "V1ConfigMap",
+    ("apps/v1", "DaemonSet"): "V1DaemonSet",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
+}
+
+
+def _documents():
+    docs = []
+    for path in sorted(glob.glob(os.path.join(KDIR, "*.yaml"))):
+        with open(path) as f:
+            for doc in yaml.safe_load_all(f):
+                if doc is not None:
+                    docs.append((os.path.basename(path), doc))
+    return docs
+
+
+def _one(kind):
+    found = [d for _, d in _documents() if d["kind"] == kind]
+    assert len(found) == 1, "%d %s objects" % (len(found), kind)
+    return found[0]
+
+
+def _model(doc):
+    client = kubernetes.client.ApiClient()
+    name = MODELS[(doc["apiVersion"], doc["kind"])]
+    # The same deserializer the client uses for API responses.
+    return client, client._ApiClient__deserialize(doc, name)
+
+
+def test_every_manifest_is_a_kubernetes_object():
+    docs = _documents()
+    kinds = sorted(d["kind"] for _, d in docs)
+    assert kinds == sorted(k for _, k in MODELS), kinds
+    for fname, doc in docs:
+        assert (doc.get("apiVersion"), doc.get("kind")) in MODELS, (fname, doc.get("kind"))
+        client, obj = _model(doc)
+        assert obj.metadata.name, fname
+        # Strict: the model drops fields it does not know, so a typo (hostPid, mountpath, ...)
+        # shows up as a difference between the document and its round trip through the model.
+        assert client.sanitize_for_serialization(obj) == doc, fname
+
+
+def test_namespaced_objects_share_the_namespace():
+    ns = _one("Namespace")["metadata"]["name"]
+    for _, doc in _documents():
+        if doc["kind"] in ("ServiceAccount", "ConfigMap", "DaemonSet"):
+            assert doc["metadata"]["namespace"] == ns, doc["kind"]
+
+
+def test_daemonset_has_what_a_node_agent_needs():
+    ds = _one("DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert spec["serviceAccountName"] == _one("ServiceAccount")["metadata"]["name"]
+    assert spec["hostNetwork"] is True  # podnet: host-side veths and routes
+    assert spec["hostPID"] is True      # identity: peer PIDs and /proc/PID/cgroup
+    assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert {"operator": "Exists"} in spec["tolerations"]
+
+    (agent,) = spec["containers"]
+    assert agent["command"][0] == "/usr/sbin/piniond"
+    env = {e["name"]: e for e in agent["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert agent[probe]["exec"]["command"] == ["/usr/bin/pinionctl", "health"], probe
+
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for c in spec["containers"] + spec["initContainers"] for m in c["volumeMounts"]}
+    config_map = _one("ConfigMap")["metadata"]["name"]
+    assert volumes[mounts["/etc/pinion"]["name"]]["configMap"]["name"] == config_map
+    # Host paths the agent shares with the node: the socket directory pods mount, its state,
+    # network namespace handles (propagated from the host), cgroups, and the CNI directories.
+    for mount, host in (("/run/pinion", "/run/pinion"), ("/var/lib/pinion", "/var/lib/pinion"),
+                        ("/run/netns", "/run/netns"), ("/sys/fs/cgroup", "/sys/fs/cgroup"),
+                        ("/host/opt/cni/bin", "/opt/cni/bin"), ("/host/etc/cni/net.d", "/etc/cni/net.d")):
+        assert mount in mounts, mount
+        assert volumes[mounts[mount]["name"]]["hostPath"]["path"] == host, mount
+    assert mounts["/run/netns"]["mountPropagation"] == "HostToContainer"
+    # Deregistration (stop-timeout 10s by default) must finish before the kubelet kills it.
+    assert spec["terminationGracePeriodSeconds"] > 10
+
+    (init,) = spec["initContainers"]
+    assert init["command"] == ["/usr/share/pinion/install-cni"]
+
+
+def test_rbac_is_the_least_the_modules_use():
+    role = _one("ClusterRole")
+    rules = {(g, r): sorted(rule["verbs"]) for rule in role["rules"]
+             for g in rule["apiGroups"] for r in rule["resources"]}
+    assert rules == {
+        ("", "pods"): ["get", "list", "watch"],                 # apiserver module
+        ("", "nodes"): ["get"],                                 # podnet: spec.podCIDR
+        ("certificates.k8s.io", "certificatesigningrequests"): ["create", "get", "list", "watch"],  # identity
+    }
+    binding = _one("ClusterRoleBinding")
+    sa = _one("ServiceAccount")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": sa["metadata"]["namespace"]}]
+
+
+def test_shipped_config_is_accepted_by_piniond():
+    require_binary(PINIOND)
+    text = _one("ConfigMap")["data"]["pinion.conf"]
+    d = tempfile.mkdtemp(prefix="pinion-k8s-conf-")
+    try:
+        path = os.path.join(d, "pinion.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        p = subprocess.run([PINIOND, "--config", path, "--check-config"], capture_output=True, text=True,
+                           env=clean_env({"NODE_NAME": "node-1"}), timeout=T(30))
+        assert p.returncode == 0, p.stderr
+        # And a broken copy is refused with the line of the mistake: the check is real.
+        with open(path, "w") as f:
+            f.write(text.replace("socket-mode=0666", "socket-mode=banana"))
+        p = subprocess.run([PINIOND, "--config", path, "--check-config"], capture_output=True, text=True,
+                           env=clean_env({"NODE_NAME": "node-1"}), timeout=T(30))
+        line = text.splitlines().index("socket-mode=0666") + 1
+        assert p.returncode == 78 and ("pinion.conf:%d:" % line) in p.stderr, p.stderr
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_install_cni_installs_atomically():
+    d = tempfile.mkdtemp(prefix="pinion-k8s-cni-")
+    try:
+        src, bindir, confdir = (os.path.join(d, x) for x in ("src", "bin", "net.d"))
+        for x in (src, bindir, confdir):
+            os.mkdir(x)
+        plugin, conflist = os.path.join(src, "pinion-cni"), os.path.join(src, "10-pinion.conflist")
+        with open(plugin, "w") as f:
+            f.write("#!/bin/sh\n")
+        with open(conflist, "w") as f:
+            f.write('{"cniVersion": "1.1.0"}\n')
+        # An old plugin in place: replaced, not appended to.
+        with open(os.path.join(bindir, "pinion-cni"), "w") as f:
+            f.write("old" * 1000)
+        env = clean_env({"CNI_BIN_DIR": bindir, "CNI_CONF_DIR": confdir, "PINION_CNI": plugin,
+                         "PINION_CONFLIST": conflist})
+        p = subprocess.run([os.path.join(KDIR, "install-cni")], capture_output=True, text=True, env=env,
+                           timeout=T(30))
+        assert p.returncode == 0, p.stderr
+        assert sorted(os.listdir(bindir)) == ["pinion-cni"]  # no temp file left
+        assert sorted(os.listdir(confdir)) == ["10-pinion.conflist"]
+        st = os.stat(os.path.join(bindir, "pinion-cni"))
+        assert stat.S_IMODE(st.st_mode) == 0o755
+        assert stat.S_IMODE(os.stat(os.path.join(confdir, "10-pinion.conflist")).st_mode) == 0o644
+        with open(os.path.join(bindir, "pinion-cni")) as f:
+            assert f.read() == "#!/bin/sh\n"
+        # A missing source fails the init container (so the pod does not start half-installed).
+        env["PINION_CNI"] = os.path.join(src, "absent")
+        p = subprocess.run([os.path.join(KDIR, "install-cni")], capture_output=True, text=True, env=env,
+                           timeout=T(30))
+        assert p.returncode != 0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _runtime_packages():
+    with open(os.path.join(KDIR, "Containerfile")) as f:
+        text = f.read()
+    final = text.split("FROM debian:12-slim", 1)[1]
+    m = re.search(r"--no-install-recommends((?:\s|\\)+[^&]+)&&", final)
+    assert m, "no runtime apt-get install in the final stage"
+    return set(m.group(1).replace("\\", " ").split())
+
+
+def _needed(binary):
+    out = subprocess.run(["objdump", "-p", binary], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"^\s*NEEDED\s+(\S+)", out, re.M)
+
+
+def _package_of(soname, binary):
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"^\s*%s => (\S+)" % re.escape(soname), ldd, re.M)
+    assert m, "%s not resolved for %s" % (soname, binary)
+    path = os.path.realpath(m.group(1))
+    for candidate in (m.group(1), path, path.replace("/usr/lib/", "/lib/", 1)):
+        p = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+        if p.returncode == 0:
+            return p.stdout.split(":")[0]
+    raise AssertionError("no package owns %s" % path)
+
+
+def test_image_runtime_packages_cover_the_binaries():
+    if not shutil.which("objdump"):
+        pytest.skip("objdump (binutils) is not installed")
+    wanted = _runtime_packages()
+    # In debian:12-slim already (Essential: yes, or their dependencies).
+    base = {"libc6", "libgcc-s1"}
+    binaries = [os.path.join(BUILDDIR, b) for b in ("piniond", "pinionctl", "pinion-cni")]
+    binaries = [b for b in binaries if os.path.exists(b)]
+    assert os.path.join(BUILDDIR, "piniond") in binaries
+    for binary in binaries:
+        for soname in _needed(binary):
+            if re.match(r"lib(asan|ubsan|lsan)\.so", soname):
+                continue  # the sanitizer build's runtime, not part of a release image
+            pkg = _package_of(soname, binary).split(":")[0]
+            assert pkg in wanted | base, "%s needs %s from %s, not in the Containerfile" % (
+                os.path.basename(binary), soname, pkg)
