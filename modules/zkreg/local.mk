@@ -15,6 +15,14 @@ tests_zkreg_zk_watch_probe_SOURCES = tests/zkreg/zk-watch-probe.c \
 tests_zkreg_zk_watch_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_zkreg_zk_watch_probe_LDADD = $(UNIT_LIBS)
 
+# The registrations with the core's pod store and pod gates (the gate API that configsync and
+# identity use), driven against a real ZooKeeper by tests/integration/test_zkreg_gates.py.
+check_PROGRAMS += tests/zkreg/zk-registry-probe
+tests_zkreg_zk_registry_probe_SOURCES = tests/zkreg/zk-registry-probe.c $(ZKREG_SOURCES)
+tests_zkreg_zk_registry_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_zkreg_zk_registry_probe_LDADD = libpinion-core.a $(UNIT_LIBS)
+
+INTEGRATION_TESTS += tests/integration/test_zkreg_gates.py
 INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test_zkreg.py \
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
