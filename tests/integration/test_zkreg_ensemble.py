@@ -44,7 +44,12 @@ def test_killing_the_leader_loses_no_registration(agent_factory, ensemble):
         sid = a.get_json("/v1/registrations")["session_id"]
         ensemble.servers[leader].kill()
         t0 = time.monotonic()
-        new_leader = wait_until(lambda: ensemble.leader(), timeout=T(60), desc="a new leader")
+        try:
+            new_leader = wait_until(lambda: ensemble.leader(), timeout=T(60), desc="a new leader")
+        except AssertionError:
+            for i, s in ensemble.servers.items():
+                diag(f"server {i} log: " + s.log_tail(15).replace("\n", "\n# "))
+            raise
         diag(f"leader {leader} killed; server {new_leader} leads after {time.monotonic() - t0:.1f}s")
         # the session survives (it is the ensemble's, not one server's), and with it every member
         wait_until(lambda: a.get_json("/v1/registrations")["session"] == "connected", timeout=T(30))

@@ -187,27 +187,58 @@ class ZkStandalone:
 
 
 class ZkEnsemble:
-    """n servers on loopback, each with its client, quorum and election port."""
+    """n servers on loopback, each with its client, quorum and election port.
+
+    Ports are picked free and then released before java binds them, so a test running at the
+    same time may take one in between; start() checks every server's log for a bind failure
+    (a server without its election port could not take part in the next election) and starts
+    over on fresh ports."""
 
     def __init__(self, n=3, **kw):
+        self.n, self.kw = n, kw
         self.dir = tempfile.mkdtemp(prefix="zkreg-ens-")
-        peers = {i: (free_port(), free_port()) for i in range(1, n + 1)}
+        self.servers = {}
+        self.attempt = 0
+
+    def _make(self):
+        self.attempt += 1
+        peers = {i: (free_port(), free_port()) for i in range(1, self.n + 1)}
         self.servers = {}
         for i in peers:
-            root = os.path.join(self.dir, f"zk{i}")
+            root = os.path.join(self.dir, f"try{self.attempt}", f"zk{i}")
             os.makedirs(root)
-            self.servers[i] = ZkServer(root, free_port(), myid=i, peers=peers, **kw)
+            self.servers[i] = ZkServer(root, free_port(), myid=i, peers=peers, **self.kw)
 
     @property
     def hosts(self):
         return ",".join(s.hostport for s in self.servers.values())
 
-    def start(self, timeout=90):
+    def _bind_failed(self):
         for s in self.servers.values():
-            s.start()
-        for s in self.servers.values():
-            s.wait_serving(timeout)
-        return self
+            text = s.log_tail(400)
+            if "BindException" in text or "Address already in use" in text:
+                return True
+        return False
+
+    def start(self, timeout=90, attempts=3):
+        for _ in range(attempts):
+            self._make()
+            for s in self.servers.values():
+                s.start()
+            try:
+                for s in self.servers.values():
+                    s.wait_serving(timeout)
+                deadline = time.time() + timeout
+                while self.leader() is None and time.time() < deadline:
+                    time.sleep(0.1)
+                if self.leader() is not None and not self._bind_failed():
+                    return self
+            except (RuntimeError, TimeoutError):
+                pass
+            for s in self.servers.values():
+                s.stop()
+        raise RuntimeError("could not start a ZooKeeper ensemble: " +
+                           " | ".join(s.log_tail(5) for s in self.servers.values()))
 
     def leader(self):
         for i, s in self.servers.items():
