@@ -737,12 +737,13 @@ static void on_health(struct health *h, bool ok, const char *error, bool changed
 
         (void) error;
         (void) metric_inc(r->m_health, health_kind_to_string(health_get_spec(h)->kind), ok ? "ok" : "fail");
-        if (changed) {
+        if (changed)
                 (void) reg_log(reg, LOG_INFO, 0, "Health check of %s: %s%s%s", health_target(h),
                                health_is_healthy(h) ? "healthy" : "unhealthy", health_is_healthy(h) ? "" : ": ",
                                health_is_healthy(h) ? "" : strempty(health_reason(h)));
+        /* A verdict change moves the registration; a failure while unhealthy refreshes its reason. */
+        if (changed || !health_is_healthy(h))
                 reg_evaluate(reg);
-        }
 }
 
 /* Sets why_not (NULL if registrable) and the wanted data. */
