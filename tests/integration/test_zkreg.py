@@ -136,6 +136,19 @@ def test_serverset_json_is_exact(agent_factory, zk, kz, base):
     assert m.value("pinion_zookeeper_operations_total", op="create", result="ok") >= 2
 
 
+def test_chroot_and_several_servers(agent_factory, zk, kz, base):
+    """chroot= prefixes every path (the chroot node must exist); servers= takes a list (an
+    unreachable entry beside the real one is skipped by the client)."""
+    kz.ensure_path(base + "/root")
+    dead = f"127.0.0.1:{zt.free_port()}"
+    a = agent_factory(config={"zookeeper": {"servers": f"{dead},{zk.hosts}", "chroot": base + "/root",
+                                            "session-timeout": "4s"}})
+    a.write_pod("c", web_pod("c", "/svc/c"))
+    wait_endpoints(kz, base + "/root/svc/c", ["10.1.2.3:8080"], timeout=20)
+    assert registrations(a)["default/c"]["znode"].startswith("/svc/c/member_")
+    assert not kz.exists("/svc/c")
+
+
 def test_bad_annotations_say_why_and_register_nothing(agent_factory, zk, kz, base):
     a = agent_factory(config=zk_config(zk))
     a.write_pod("noport", web_pod("noport", base + "/a", port="nosuchport"))
