@@ -31,6 +31,7 @@ struct zk_session {
         sd_event_source *kick;    /* deferred re-arm after operations were queued */
         sd_event_source *restart; /* deferred close + reopen after expiry */
         bool in_process;
+        bool close_pending; /* zk_session_close() was called from inside zookeeper_process() */
 
         zk_session_state_fn fn;
         void *userdata;
@@ -201,6 +202,8 @@ static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
         s->in_process = true;
         (void) zookeeper_process(s->zh, events);
         s->in_process = false;
+        if (s->close_pending)
+                zk_session_close(s);
         session_rearm(s);
         return 0;
 }
@@ -218,6 +221,8 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         s->in_process = true;
         (void) zookeeper_process(s->zh, 0);
         s->in_process = false;
+        if (s->close_pending)
+                zk_session_close(s);
         session_rearm(s);
         return 0;
 }
@@ -385,6 +390,12 @@ int zk_session_new(sd_event *e, const struct zk_session_config *config, zk_sessi
 void zk_session_close(struct zk_session *s) {
         if (!s || s->state == ZK_SESSION_CLOSED)
                 return;
+        if (s->in_process) {
+                /* Not from inside the client's own call: right after it returns. */
+                s->close_pending = true;
+                return;
+        }
+        s->close_pending = false;
         session_close_handle(s);
         s->timer = sd_event_source_disable_unref(s->timer);
         (void) sd_event_source_set_enabled(s->restart, SD_EVENT_OFF);

@@ -56,7 +56,8 @@ int zk_session_new(sd_event *e, const struct zk_session_config *config, zk_sessi
 struct zk_session *zk_session_free(struct zk_session *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct zk_session *, zk_session_free);
 
-/* Ends the session (the server deletes our ephemeral nodes at once) → CLOSED. */
+/* Ends the session (the server deletes our ephemeral nodes at once) → CLOSED. Called from a
+ * completion or watcher (inside zookeeper_process()), it takes effect when that returns. */
 void zk_session_close(struct zk_session *s);
 
 enum zk_session_state zk_session_state(const struct zk_session *s);
