@@ -11,7 +11,7 @@ MODULE_SOURCES += modules/zkreg/zkreg.c $(ZKREG_SOURCES)
 # tests/integration/test_zkreg_fact.py.
 check_PROGRAMS += tests/zkreg/zk-watch-probe
 tests_zkreg_zk_watch_probe_SOURCES = tests/zkreg/zk-watch-probe.c \
-	modules/zkreg/zk-session.c modules/zkreg/zk-watch.c agent/log.c agent/json.c
+	modules/zkreg/zk-session.c modules/zkreg/zk-watch.c agent/log.c agent/json.c agent/fsutil.c
 tests_zkreg_zk_watch_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_zkreg_zk_watch_probe_LDADD = $(UNIT_LIBS)
 

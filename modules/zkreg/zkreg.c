@@ -41,6 +41,10 @@ struct zkreg {
         bool routes_added;
         bool stopping;
         sd_event_source *sync_timer; /* READY=1 does not wait for a ZooKeeper that is away */
+        char *state_file;            /* <state-dir>/zkreg/session: our session, for a successor */
+        struct zk_session *reaper;   /* ends the session a killed predecessor left behind */
+        int64_t reap_id;
+        sd_event_source *reap_timer, *reap_done;
         struct metric_family *m_session_state, *m_session_transitions;
 };
 
@@ -101,6 +105,10 @@ static struct zkreg *zkreg_free_data(struct zkreg *z) {
         if (!z)
                 return NULL;
         z->sync_timer = sd_event_source_disable_unref(z->sync_timer);
+        z->reap_timer = sd_event_source_disable_unref(z->reap_timer);
+        z->reap_done = sd_event_source_disable_unref(z->reap_done);
+        z->reaper = zk_session_free(z->reaper);
+        free(z->state_file);
         z->registry = registry_free(z->registry);
         z->session = zk_session_free(z->session); /* closes the handle: no watcher fires after */
         z->watches = zk_watches_free(z->watches);
@@ -210,6 +218,79 @@ static int zkreg_register_metrics(struct zkreg *z) {
         return 0;
 }
 
+/* ---- the predecessor's session ----
+ * An agent killed with -9 leaves its session (and members) alive until the session timeout; a
+ * restarted agent would register next to them. So each agent keeps its session's id and
+ * password in <state-dir>/zkreg/session; the next one resumes that session if it still lives
+ * and closes it, which deletes the old members at once. */
+
+static int on_reap_done(sd_event_source *src, void *userdata) {
+        struct zkreg *z = userdata;
+        (void) src;
+        z->reap_timer = sd_event_source_disable_unref(z->reap_timer);
+        z->reaper = zk_session_free(z->reaper);
+        return 0;
+}
+
+static void on_reaper_state(struct zk_session *s, enum zk_session_state old, enum zk_session_state new,
+                            void *userdata) {
+        struct zkreg *z = userdata;
+
+        (void) old;
+        if (new == ZK_SESSION_CONNECTED) {
+                if (zk_session_id(s) == z->reap_id)
+                        log_module_info(MODULE, "Closing session 0x%llx left by the previous agent: its members go now",
+                                        (unsigned long long) z->reap_id);
+                zk_session_close(s);
+        } else if (new == ZK_SESSION_EXPIRED) {
+                log_module_debug(MODULE, "The previous agent's session 0x%llx has already expired",
+                                 (unsigned long long) z->reap_id);
+                (void) sd_event_source_set_enabled(z->reap_done, SD_EVENT_ONESHOT);
+        } else if (new == ZK_SESSION_CLOSED)
+                (void) sd_event_source_set_enabled(z->reap_done, SD_EVENT_ONESHOT);
+}
+
+static int on_reap_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct zkreg *z = userdata;
+        (void) src;
+        (void) usec;
+        log_module_debug(MODULE, "Giving up on the previous agent's session 0x%llx (it expires by itself)",
+                         (unsigned long long) z->reap_id);
+        return on_reap_done(NULL, z);
+}
+
+static void zkreg_reap_previous(struct zkreg *z, const char *servers) {
+        struct manager *m = z->mi->manager;
+        clientid_t id;
+        int r;
+
+        r = zk_session_load_state(z->state_file, &id);
+        if (r == -ENOENT)
+                return;
+        if (r < 0) {
+                log_module_warning_errno(MODULE, r, "Ignoring %s: %m", z->state_file);
+                return;
+        }
+        z->reap_id = id.client_id;
+        struct zk_session_config cfg = {
+                .servers = servers,
+                .chroot = z->settings->chroot,
+                .session_timeout = z->settings->session_timeout,
+                .resume = &id,
+                .no_restart = true,
+        };
+        if (sd_event_add_defer(m->event, &z->reap_done, on_reap_done, z) < 0 ||
+            sd_event_add_time_relative(m->event, &z->reap_timer, CLOCK_MONOTONIC, z->settings->session_timeout + 5 * USEC_PER_SEC,
+                                       0, on_reap_timeout, z) < 0 ||
+            zk_session_new(m->event, &cfg, on_reaper_state, z, &z->reaper) < 0) {
+                log_module_warning(MODULE, "Cannot try to close the previous agent's session 0x%llx; its members expire by themselves",
+                                   (unsigned long long) z->reap_id);
+                z->reap_timer = sd_event_source_disable_unref(z->reap_timer);
+                return;
+        }
+        (void) sd_event_source_set_enabled(z->reap_done, SD_EVENT_OFF);
+}
+
 static int zkreg_open_session(struct zkreg *z) {
         struct manager *m = z->mi->manager;
         _cleanup_free_ char *servers = NULL;
@@ -226,10 +307,16 @@ static int zkreg_open_session(struct zkreg *z) {
                         strcat(servers, ",");
                 strcat(servers, *sv);
         }
+        if (!z->state_file && asprintf(&z->state_file, "%s/zkreg/session", m->settings.state_dir) < 0) {
+                z->state_file = NULL;
+                return -ENOMEM;
+        }
+        zkreg_reap_previous(z, servers);
         struct zk_session_config cfg = {
                 .servers = servers,
                 .chroot = z->settings->chroot,
                 .session_timeout = z->settings->session_timeout,
+                .state_file = z->state_file,
         };
         r = zk_session_new(m->event, &cfg, on_session_state, z, &z->session);
         if (r < 0)

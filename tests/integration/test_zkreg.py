@@ -322,6 +322,35 @@ def test_kill9_entries_go_after_session_timeout(agent_factory, zk, kz, base):
     assert gone >= 2.0, "removed before the session could have expired"
 
 
+def test_restart_after_kill9_ends_the_old_session_at_once(agent_factory, zk, kz, base):
+    """A killed agent's session would keep its members for the session timeout (30 s here) next
+    to the restarted agent's; the new agent resumes the old session from state-dir and closes
+    it, so the old members go at once and each pod has one member."""
+    a = agent_factory(config=zk_config(zk, session_timeout="30s"))
+    path = base + "/r"
+    for i in range(3):
+        a.write_pod(f"p{i}", web_pod(f"p{i}", path, ip=f"10.0.8.{i}"))
+    want = [f"10.0.8.{i}:8080" for i in range(3)]
+    wait_endpoints(kz, path, want)
+    old_owner = {s.ephemeralOwner for _, _, s in zt.member_raw(kz, path)}
+    a.kill9()
+    assert zt.endpoints(kz, path) == want  # still there: the old session lives
+    t0 = time.monotonic()
+    a.start()
+    a.wait_log(r"Closing session 0x[0-9a-f]+ left by the previous agent", timeout=T(10))
+    wait_endpoints(kz, path, want, timeout=10)
+    wait_until(lambda: {s.ephemeralOwner for _, _, s in zt.member_raw(kz, path)} ==
+               {int(a.get_json("/v1/registrations")["session_id"], 16)}, timeout=T(10))
+    took = time.monotonic() - t0
+    assert zt.endpoints(kz, path) == want
+    assert not old_owner & {s.ephemeralOwner for _, _, s in zt.member_raw(kz, path)}
+    diag(f"restart after kill -9: old members gone {took:.1f}s after the restart (session timeout 30s)")
+    assert took < 20, "the old members stayed until their session expired"
+    # a clean stop leaves no session behind to end
+    a.assert_exit(a.sigterm(), 0)
+    assert not os.path.exists(os.path.join(a.state_dir, "zkreg", "session"))
+
+
 def test_forced_session_expiry_ends_with_one_entry_per_pod(agent_factory, zk, kz, base):
     a = agent_factory(config=zk_config(zk, session_timeout="4s"))
     path = base + "/x"
