@@ -449,3 +449,56 @@ int print_pod(const cJSON *pod) {
         printf("\n");
         return print_table(header, keys, ELEMENTSOF(header), json_get(pod, "ports"));
 }
+
+int print_identity(const cJSON *root) {
+        /* A pod's own identity (never the key: that is for --json and the pod's own use). */
+        if (json_get(root, "private_key")) {
+                static const struct {
+                        const char *label, *key;
+                } fields[] = {
+                        { "id:", "id" }, { "subject:", "subject" }, { "sans:", "sans" },
+                        { "serial:", "serial" }, { "expires:", "not_after" }, { "generation:", "generation" },
+                };
+                for (size_t k = 0; k < ELEMENTSOF(fields); k++)
+                        print_field_json(fields[k].label, json_get(root, fields[k].key));
+                return EXIT_OK;
+        }
+        /* Root: the node certificate, then every workload certificate. */
+        static const struct {
+                const char *label, *key;
+        } node[] = {
+                { "subject:", "subject" }, { "sans:", "sans" }, { "state:", "state" }, { "serial:", "serial" },
+                { "expires:", "notAfter" }, { "renews:", "rotateAt" }, { "error:", "lastError" }, { "cert:", "certFile" },
+        };
+        static const char *const header[] = { "NAMESPACE", "NAME", "STATE", "ID", "SANS", "EXPIRES", "ERROR" };
+        static const char *const keys[] = { "namespace", "name", "state", "id", "sans", "notAfter", "lastError" };
+        const cJSON *w = json_get(root, "workloads");
+
+        print_field_json("trust:", json_get(root, "trustDomain"));
+        printf("node certificate\n");
+        for (size_t k = 0; k < ELEMENTSOF(node); k++)
+                print_field_json(node[k].label, json_get(json_get(root, "node"), node[k].key));
+        if (json_get(root, "nodeCA")) {
+                printf("node CA (signs workload certificates)\n");
+                for (size_t k = 0; k < ELEMENTSOF(node); k++)
+                        print_field_json(node[k].label, json_get(json_get(root, "nodeCA"), node[k].key));
+        }
+        printf("\nworkload certificates: %d\n", cJSON_GetArraySize(w));
+        if (cJSON_GetArraySize(w) == 0)
+                return EXIT_OK;
+        return print_table(header, keys, ELEMENTSOF(header), w);
+}
+
+int print_configs(const cJSON *root) {
+        static const char *const header[] = { "NAME", "STATE", "PRESENT", "VERSION", "FILES", "PUBLISHED", "LAST ERROR" };
+        static const char *const keys[] = { "name", "state", "present", "version", "files", "published", "last_error" };
+        static const char *const pod_header[] = { "POD", "CONFIGS", "READY", "REASON" };
+        static const char *const pod_keys[] = { "pod", "configs", "ready", "reason" };
+        int k;
+
+        k = print_table(header, keys, ELEMENTSOF(header), json_get(root, "configs"));
+        if (k != EXIT_OK || cJSON_GetArraySize(json_get(root, "pods")) == 0)
+                return k;
+        printf("\n");
+        return print_table(pod_header, pod_keys, ELEMENTSOF(pod_header), json_get(root, "pods"));
+}

@@ -43,6 +43,11 @@ int print_pod(const cJSON *pod);
 int print_registrations(const cJSON *root);
 /* POST /v1/registrations/drain or undrain: what the agent did. */
 int print_drain(const cJSON *root);
+/* /v1/identity: a pod's own identity (id, subject, SANs, expiry; not the key), or for root the
+ * node certificate and a table of workload certificates. */
+int print_identity(const cJSON *root);
+/* /v1/configs: one row per config bundle, then the pods the "configs" gate concerns. */
+int print_configs(const cJSON *root);
 /* Documents this client does not know in detail (they belong to modules that may grow): the
  * scalar fields, then one table per array of objects. */
 int print_generic(const cJSON *root);

@@ -59,7 +59,7 @@ static void help(FILE *f) {
                 "  health                  ok, or the failing modules (exit 1)\n"
                 "  status                  the agent and every module's state\n"
                 "  pods [NAMESPACE/NAME]   the node's pods, or one pod (NAME alone: namespace default)\n"
-                "  identity                the caller's own workload identity\n"
+                "  identity                the caller's own identity; for root: the node and every pod\n"
                 "  configs                 the config bundles and their versions\n"
                 "  wait-config NAME        wait until config NAME is in place (--timeout, default 30s)\n"
                 "  registrations           the ZooKeeper ServerSet registrations\n"
@@ -362,20 +362,97 @@ static int verb_pods(const struct options *o, _unused_ const struct verb *v, _un
         return show(o, path, request_timeout(o), print_pod);
 }
 
-static int verb_wait_config(const struct options *o, _unused_ const struct verb *v, _unused_ char **args, _unused_ int n_args) {
-        _cleanup_(curl_freep) char *name = NULL;
+/* One long-poll of at most `wait` for config NAME. EXIT_OK with *ret_present and the agent's
+ * document (or its error text) in *ret_doc. */
+static int wait_config_once(const struct options *o, const char *escaped, usec_t wait, bool *ret_present,
+                            cJSON **ret_doc) {
+        _cleanup_(response_done) struct response r = {};
         _cleanup_free_ char *path = NULL;
-        usec_t wait = o->timeout > 0 ? o->timeout : DEFAULT_WAIT_USEC;
         char w[32];
+        int k;
+
+        format_wait(w, sizeof w, wait);
+        if (asprintf(&path, "/v1/configs/%s?wait=%s", escaped, w) < 0)
+                return log_oom();
+        /* The agent answers when the config is there or the wait is over; allow it some slack. */
+        k = agent_get(o, path, wait + DEFAULT_TIMEOUT_USEC, &r);
+        if (k != EXIT_OK)
+                return k;
+        if (r.status != 200 && r.status != 504)
+                return report_agent_error(&r, path);
+        *ret_doc = r.body ? cJSON_Parse(r.body) : NULL;
+        if (!*ret_doc) {
+                fprintf(stderr, "pinionctl: %s: the agent answered %ld with no valid JSON\n", path, r.status);
+                return EXIT_AGENT;
+        }
+        *ret_present = r.status == 200;
+        return EXIT_OK;
+}
+
+/* wait-config NAME: blocks until the config is present (exit 0) or --timeout passes (exit 1).
+ * On a terminal it polls every second and shows what the agent is doing; otherwise it is one
+ * quiet long-poll. */
+static int verb_wait_config(const struct options *o, _unused_ const struct verb *v, char **args, _unused_ int n_args) {
+        _cleanup_(curl_freep) char *name = NULL;
+        usec_t total = o->timeout > 0 ? o->timeout : DEFAULT_WAIT_USEC;
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + total;
+        bool tty = isatty(STDERR_FILENO), shown = false;
+        int k;
 
         if (isempty(args[0]))
                 return usage_error("wait-config: empty config name");
         name = escape_segment(args[0]);
-        format_wait(w, sizeof w, wait);
-        if (!name || asprintf(&path, "/v1/configs/%s?wait=%s", name, w) < 0)
+        if (!name)
                 return log_oom();
-        /* The agent answers when the config is there or the wait is over; allow it some slack. */
-        return show(o, path, wait + DEFAULT_TIMEOUT_USEC, print_generic);
+        for (;;) {
+                _cleanup_(cJSON_Deletep) cJSON *doc = NULL;
+                usec_t now = now_usec(CLOCK_MONOTONIC), left = deadline > now ? deadline - now : 0;
+                bool present = false;
+
+                if (left == 0)
+                        left = 1; /* one last look */
+                k = wait_config_once(o, name, tty ? MIN(left, USEC_PER_SEC) : left, &present, &doc);
+                if (k != EXIT_OK) {
+                        if (shown)
+                                fputs("\n", stderr);
+                        return k;
+                }
+                if (present) {
+                        if (shown)
+                                fputs("\n", stderr);
+                        return o->json ? print_json(doc) : print_generic(doc);
+                }
+                if (now_usec(CLOCK_MONOTONIC) >= deadline) {
+                        const cJSON *e = json_get(doc, "error");
+                        _cleanup_free_ char *msg = cJSON_IsString(e) ? strdup(e->valuestring) : NULL;
+                        if (msg)
+                                sanitize(msg);
+                        if (shown)
+                                fputs("\n", stderr);
+                        fprintf(stderr, "pinionctl: wait-config %s: %s\n", args[0], msg ? msg : "timed out");
+                        return EXIT_AGENT;
+                }
+                if (tty) {
+                        /* Ask for the details the 504 does not carry. */
+                        _cleanup_(cJSON_Deletep) cJSON *cur = NULL;
+                        _cleanup_free_ char *path = NULL;
+                        if (asprintf(&path, "/v1/configs/%s", name) >= 0 &&
+                            agent_get_json(o, path, DEFAULT_TIMEOUT_USEC, 0, NULL, &cur) == EXIT_OK) {
+                                const char *state = cJSON_IsString(json_get(cur, "state")) ? json_get(cur, "state")->valuestring : "?";
+                                const cJSON *err = json_get(cur, "last_error");
+                                _cleanup_free_ char *line = NULL;
+                                usec_t waited = total - MIN(total, deadline - MIN(deadline, now_usec(CLOCK_MONOTONIC)));
+                                if (asprintf(&line, "waiting for config %s: %s, %.0fs of %.0fs%s%s", args[0], state,
+                                             (double) waited / USEC_PER_SEC, (double) total / USEC_PER_SEC,
+                                             cJSON_IsString(err) ? "; last error: " : "",
+                                             cJSON_IsString(err) ? err->valuestring : "") >= 0) {
+                                        sanitize(line);
+                                        fprintf(stderr, "\r\033[K%.*s", 200, line);
+                                        shown = true;
+                                }
+                        }
+                }
+        }
 }
 
 static int verb_metrics(const struct options *o, _unused_ const struct verb *v, _unused_ char **args, _unused_ int n_args) {
@@ -417,8 +494,8 @@ static const struct verb verbs[] = {
         { "health", 0, 0, verb_health, NULL, NULL },
         { "status", 0, 0, verb_show, "/v1/status", print_status },
         { "pods", 0, 1, verb_pods, NULL, NULL },
-        { "identity", 0, 0, verb_show, "/v1/identity", print_generic },
-        { "configs", 0, 0, verb_show, "/v1/configs", print_generic },
+        { "identity", 0, 0, verb_show, "/v1/identity", print_identity },
+        { "configs", 0, 0, verb_show, "/v1/configs", print_configs },
         { "wait-config", 1, 1, verb_wait_config, NULL, NULL },
         { "registrations", 0, 0, verb_show, "/v1/registrations", print_registrations },
         { "drain", 0, 0, verb_drain, "/v1/registrations/drain", NULL },

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "pod-store.h"
+#include "strv.h"
 
 struct observer {
         pod_observer_fn fn;
@@ -12,6 +13,14 @@ struct observer {
          * them, even if they are still queued for delivery. */
         uint64_t since;
         bool removed;
+};
+
+/* pod_store_set_ips(): the ips this node gave a pod, applied over its source's object. */
+struct overlay {
+        char *uid;             /* match by uid, or (NULL) by namespace/name */
+        char *namespace, *name;
+        char **ips;
+        struct pod *source_pod; /* the source's own object while the pod is in the store */
 };
 
 struct change {
@@ -38,6 +47,9 @@ struct pod_store {
         bool dispatching;
 
         uint64_t generation;
+
+        struct overlay *overlays;
+        size_t n_overlays;
 };
 
 int pod_store_new(struct pod_store **ret) {
@@ -65,6 +77,14 @@ struct pod_store *pod_store_free(struct pod_store *s) {
         }
         free(s->queue);
         free(s->observers);
+        for (size_t i = 0; i < s->n_overlays; i++) {
+                free(s->overlays[i].uid);
+                free(s->overlays[i].namespace);
+                free(s->overlays[i].name);
+                strv_free(s->overlays[i].ips);
+                pod_unref(s->overlays[i].source_pod);
+        }
+        free(s->overlays);
         free(s);
         return NULL;
 }
@@ -234,14 +254,55 @@ static bool pod_valid_for_store(const struct pod *p) {
         return p && !isempty(p->uid) && p->namespace && p->name;
 }
 
+static bool overlay_matches(const struct overlay *o, const struct pod *p) {
+        return o->uid ? streq(o->uid, p->uid) : streq(o->namespace, p->namespace) && streq(o->name, p->name);
+}
+
+static struct overlay *overlay_for(const struct pod_store *s, const struct pod *p) {
+        for (size_t i = 0; i < s->n_overlays; i++)
+                if (overlay_matches(&s->overlays[i], p))
+                        return &s->overlays[i];
+        return NULL;
+}
+
+/* The object the store keeps for a source's p: p itself, or a copy carrying the overlay's ips
+ * (one reference in *ret either way). The overlay remembers p for when it is cleared. */
+static int overlay_apply(struct pod_store *s, struct pod *p, struct pod **ret) {
+        struct overlay *o = overlay_for(s, p);
+        int r;
+
+        if (o && !strv_equal(p->ips, o->ips)) {
+                r = pod_copy_with_ips(p, o->ips, ret);
+                if (r < 0)
+                        return r;
+        } else
+                *ret = pod_ref(p);
+        if (o && o->source_pod != p) {
+                pod_unref(o->source_pod);
+                o->source_pod = pod_ref(p);
+        }
+        return 0;
+}
+
+static int store_put(struct pod_store *s, struct pod *p);
+
 int pod_store_put(struct pod_store *s, struct pod *p) {
-        struct pod *old;
-        bool found;
-        size_t i;
+        _cleanup_(pod_unrefp) struct pod *kept = NULL;
         int r;
 
         if (!s || !pod_valid_for_store(p))
                 return -EINVAL;
+        r = overlay_apply(s, p, &kept);
+        if (r < 0)
+                return r;
+        return store_put(s, kept);
+}
+
+static int store_put(struct pod_store *s, struct pod *p) {
+        struct pod *old;
+        bool found;
+        size_t i;
+        int r;
 
         i = index_by_uid(s, p->uid, &found);
         if (!found) {
@@ -298,6 +359,9 @@ int pod_store_remove(struct pod_store *s, const char *uid) {
         if (r < 0)
                 return r;
         old = s->by_uid[i];
+        struct overlay *o = overlay_for(s, old);
+        if (o)
+                o->source_pod = pod_unref(o->source_pod);
         name_index_delete(s, old);
         array_delete(s->by_uid, s->n_pods, i);
         s->n_pods--;
@@ -379,6 +443,68 @@ int pod_store_replace_source(struct pod_store *s, const char *source, struct pod
                 changes += r;
         }
         return changes;
+}
+
+int pod_store_set_ips(struct pod_store *s, const char *uid, const char *namespace, const char *name,
+                      char *const *ips) {
+        struct overlay *o = NULL;
+        struct pod *current = NULL;
+        _cleanup_(pod_unrefp) struct pod *source = NULL;
+        int r;
+
+        if (!s || (isempty(uid) && (isempty(namespace) || isempty(name))))
+                return -EINVAL;
+        if (isempty(uid))
+                uid = NULL;
+
+        for (size_t i = 0; i < s->n_overlays; i++) {
+                struct overlay *x = &s->overlays[i];
+                if (streq_ptr(x->uid, uid) && (uid || (streq(x->namespace, namespace) && streq(x->name, name)))) {
+                        o = x;
+                        break;
+                }
+        }
+        current = uid ? pod_store_get(s, uid) : pod_store_find(s, namespace, name);
+
+        if (!ips) {
+                if (!o)
+                        return 0;
+                /* Back to the source's own object (the store's if it never needed a copy). */
+                source = o->source_pod ? TAKE_PTR(o->source_pod) : pod_ref(current);
+                free(o->uid);
+                free(o->namespace);
+                free(o->name);
+                strv_free(o->ips);
+                *o = s->overlays[--s->n_overlays];
+                return source ? store_put(s, source) : 0;
+        }
+
+        if (!o) {
+                struct overlay *grown = realloc(s->overlays, (s->n_overlays + 1) * sizeof(struct overlay));
+                if (!grown)
+                        return -ENOMEM;
+                s->overlays = grown;
+                o = &s->overlays[s->n_overlays];
+                *o = (struct overlay) {};
+                if ((uid && !(o->uid = strdup(uid))) || (namespace && !(o->namespace = strdup(namespace))) ||
+                    (name && !(o->name = strdup(name)))) {
+                        free(o->uid);
+                        free(o->namespace);
+                        return -ENOMEM;
+                }
+                s->n_overlays++;
+        }
+        char **copy = NULL;
+        r = strv_copy(ips, &copy);
+        if (r < 0)
+                return r;
+        strv_free(o->ips);
+        o->ips = copy;
+        if (!current)
+                return 0;
+        /* Re-put the source's object so the overlay applies (and is announced if it changed). */
+        source = o->source_pod ? pod_ref(o->source_pod) : pod_ref(current);
+        return pod_store_put(s, source);
 }
 
 struct pod *pod_store_get(const struct pod_store *s, const char *uid) {

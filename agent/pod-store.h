@@ -47,6 +47,17 @@ int pod_store_remove(struct pod_store *s, const char *uid);
  * uid, is -EINVAL and nothing changes. */
 int pod_store_replace_source(struct pod_store *s, const char *source, struct pod **pods, size_t n);
 
+/* The network overlay. A pod's address may come from this node rather than from its source:
+ * podnet (the CNI plugin's agent side) wires the pod and knows its IP before the apiserver does,
+ * and a static pod has no status at all. pod_store_set_ips() records ips for the pod with this
+ * uid (or, with uid NULL, with this namespace/name); the store applies them to the source's
+ * object whenever it is put (now, and on every later update, relist or rescan) and announces the
+ * result as an ordinary update. ips NULL clears the overlay: the pod goes back to its source's
+ * ips (announced too). The overlay outlives the pod (a CNI ADD may come before the pod is seen).
+ * Returns 1 if a pod in the store changed, 0 if not, negative errno. */
+int pod_store_set_ips(struct pod_store *s, const char *uid, const char *namespace, const char *name,
+                      char *const *ips);
+
 struct pod *pod_store_get(const struct pod_store *s, const char *uid);
 struct pod *pod_store_find(const struct pod_store *s, const char *namespace, const char *name);
 size_t pod_store_size(const struct pod_store *s);

@@ -61,6 +61,80 @@ struct pod *pod_unref(struct pod *p) {
         return pod_free(p);
 }
 
+static int dup_kv(const struct pod_kv *kv, size_t n, struct pod_kv **ret) {
+        struct pod_kv *c = calloc(MAX(n, 1u), sizeof(struct pod_kv));
+        if (!c)
+                return -ENOMEM;
+        *ret = c; /* owned by the caller's pod from here on, also half-filled */
+        for (size_t i = 0; i < n; i++)
+                if (!(c[i].key = strdup(kv[i].key)) || !(c[i].value = strdup(kv[i].value)))
+                        return -ENOMEM;
+        return 0;
+}
+
+static int dup_opt(const char *s, char **ret) {
+        *ret = s ? strdup(s) : NULL;
+        return s && !*ret ? -ENOMEM : 0;
+}
+
+int pod_copy_with_ips(const struct pod *p, char *const *ips, struct pod **ret) {
+        struct pod *c;
+        int r;
+
+        if (!p || !ret)
+                return -EINVAL;
+        c = calloc(1, sizeof(struct pod));
+        if (!c)
+                return -ENOMEM;
+        c->n_ref = 1;
+        c->host_network = p->host_network;
+        r = dup_opt(p->uid, &c->uid);
+        if (r >= 0) r = dup_opt(p->namespace, &c->namespace);
+        if (r >= 0) r = dup_opt(p->name, &c->name);
+        if (r >= 0) r = dup_opt(p->node_name, &c->node_name);
+        if (r >= 0) r = dup_opt(p->service_account, &c->service_account);
+        if (r >= 0) r = dup_opt(p->phase, &c->phase);
+        if (r >= 0) r = dup_opt(p->resource_version, &c->resource_version);
+        if (r >= 0) r = dup_opt(p->source, &c->source);
+        if (r >= 0) r = strv_copy(ips, &c->ips);
+        if (r >= 0 && !c->ips)
+                r = (c->ips = calloc(1, sizeof(char *))) ? 0 : -ENOMEM;
+        if (r >= 0 && p->n_conditions > 0) {
+                c->conditions = calloc(p->n_conditions, sizeof(struct pod_condition));
+                r = c->conditions ? 0 : -ENOMEM;
+                for (size_t i = 0; r >= 0 && i < p->n_conditions; i++) {
+                        c->n_conditions++;
+                        c->conditions[i].status = p->conditions[i].status;
+                        r = dup_opt(p->conditions[i].type, &c->conditions[i].type);
+                }
+        }
+        if (r >= 0 && p->n_annotations > 0) {
+                c->n_annotations = p->n_annotations;
+                r = dup_kv(p->annotations, p->n_annotations, &c->annotations);
+        }
+        if (r >= 0 && p->n_labels > 0) {
+                c->n_labels = p->n_labels;
+                r = dup_kv(p->labels, p->n_labels, &c->labels);
+        }
+        if (r >= 0 && p->n_ports > 0) {
+                c->ports = calloc(p->n_ports, sizeof(struct pod_port));
+                r = c->ports ? 0 : -ENOMEM;
+                for (size_t i = 0; r >= 0 && i < p->n_ports; i++) {
+                        c->n_ports++;
+                        c->ports[i].port = p->ports[i].port;
+                        r = dup_opt(p->ports[i].name, &c->ports[i].name);
+                        if (r >= 0)
+                                r = dup_opt(p->ports[i].protocol, &c->ports[i].protocol);
+                }
+        }
+        if (r < 0) {
+                pod_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
 /* ---- parsing ---- */
 
 /* Records what is wrong (the message names the JSON path) and returns -EINVAL; -ENOMEM if even

@@ -71,6 +71,10 @@ struct pod *pod_ref(struct pod *p);
 struct pod *pod_unref(struct pod *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod *, pod_unref);
 
+/* A new pod (one reference) equal to p but with ips (copied; NULL: none). For the pod store's
+ * network overlay: shared pods are immutable, so a changed field means a new object. */
+int pod_copy_with_ips(const struct pod *p, char *const *ips, struct pod **ret);
+
 /* True if every field of the model is equal (resource_version is ignored). */
 bool pod_equal(const struct pod *a, const struct pod *b);
 const char *pod_annotation(const struct pod *p, const char *key);

@@ -4,12 +4,15 @@
  * node keeps serving its last known pods while the apiserver is away, and a fleet of agents
  * recovering together does not stampede it. */
 
+#include <arpa/inet.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "config.h"
 #include "endpoint.h"
 #include "facts.h"
+#include "json.h"
 #include "log.h"
 #include "manager.h"
 #include "module.h"
@@ -36,6 +39,17 @@ struct apiserver {
         struct reflector *reflector;
         struct reflector_metrics metrics;
         bool collector_added;
+
+        /* The Node object's pod CIDR for podnet (FACT_NODE_POD_CIDR, published while the
+         * reflector exists): read on request, after the first pod list, retried with backoff
+         * until the Node has one. */
+        struct module_instance *mi;
+        sd_event_source *node_timer;
+        struct http_transfer *node_transfer;
+        struct backoff node_backoff;
+        char *node_pod_cidr;
+        struct node_pod_cidr node_fact;
+        bool node_published, node_wanted, node_started;
 };
 
 #define FIELD(f) offsetof(struct apiserver_settings, f)
@@ -98,9 +112,156 @@ static struct reflector_config reflector_config_from(const struct apiserver_sett
         };
 }
 
+/* ---- the Node's pod CIDR ---- */
+
+static void node_fetch_stop(struct apiserver *a) {
+        http_transfer_cancel(a->node_transfer);
+        a->node_transfer = NULL;
+        a->node_timer = sd_event_source_disable_unref(a->node_timer);
+        a->node_started = false;
+        if (a->node_published)
+                (void) manager_publish(a->mi->manager, FACT_NODE_POD_CIDR, NULL);
+        a->node_published = false;
+        a->node_fact.cidr = NULL;
+        a->node_pod_cidr = mfree(a->node_pod_cidr);
+}
+
+static void node_fetch_maybe_start(struct apiserver *a);
+
+static void node_request(void *userdata) {
+        struct apiserver *a = userdata;
+        a->node_wanted = true;
+        node_fetch_maybe_start(a);
+}
+
+static void node_publish(struct apiserver *a) {
+        a->node_fact = (struct node_pod_cidr) { .request = node_request, .userdata = a };
+        a->node_published = manager_publish(a->mi->manager, FACT_NODE_POD_CIDR, &a->node_fact) >= 0;
+        if (!a->node_published)
+                log_module_warning(MODULE, "Cannot publish the Node's pod CIDR fact, ignoring");
+}
+
+static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+static usec_t add_saturating(usec_t x, usec_t y) {
+        return x > USEC_INFINITY - y ? USEC_INFINITY : x + y;
+}
+
+static void node_fetch_schedule(struct apiserver *a, usec_t delay) {
+        usec_t when = add_saturating(add_saturating(now_usec(CLOCK_MONOTONIC), delay), reflector_reserve_request(a->reflector));
+        int r;
+
+        if (!a->node_timer)
+                r = sd_event_add_time(a->mi->manager->event, &a->node_timer, CLOCK_MONOTONIC, when, USEC_PER_MSEC,
+                                      on_node_timer, a);
+        else {
+                r = sd_event_source_set_time(a->node_timer, when);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(a->node_timer, SD_EVENT_ONESHOT);
+        }
+        if (r < 0)
+                log_module_warning_errno(MODULE, r, "Cannot schedule the Node request, the pod CIDR stays unknown: %m");
+}
+
+/* spec.podCIDR, else the first IPv4 entry of spec.podCIDRs; NULL if none. */
+static const char *node_ipv4_pod_cidr(const cJSON *node) {
+        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(node, "spec");
+        const cJSON *one = cJSON_GetObjectItemCaseSensitive(spec, "podCIDR");
+        const cJSON *many = cJSON_GetObjectItemCaseSensitive(spec, "podCIDRs"), *c;
+        const char *candidates[9] = { cJSON_IsString(one) ? one->valuestring : NULL };
+        size_t n = 1;
+
+        if (cJSON_IsArray(many))
+                cJSON_ArrayForEach(c, many)
+                        if (n < ELEMENTSOF(candidates) && cJSON_IsString(c))
+                                candidates[n++] = c->valuestring;
+        for (size_t i = 0; i < n; i++) {
+                char addr[INET_ADDRSTRLEN + 1], extra;
+                unsigned prefix;
+                struct in_addr in;
+                if (candidates[i] && sscanf(candidates[i], "%16[0-9.]/%u%c", addr, &prefix, &extra) == 2 &&
+                    prefix >= 8 && prefix <= 30 && inet_pton(AF_INET, addr, &in) == 1)
+                        return candidates[i];
+        }
+        return NULL;
+}
+
+static void on_node_done(struct http_client *c, const struct http_response *resp, void *userdata) {
+        struct apiserver *a = userdata;
+        _cleanup_(cJSON_Deletep) cJSON *node = NULL;
+        const char *cidr = NULL;
+
+        a->node_transfer = NULL;
+        if (resp->error == 0 && resp->status == 200) {
+                node = cJSON_ParseWithLength(resp->body, resp->body_size);
+                cidr = node_ipv4_pod_cidr(node);
+        }
+        if (!cidr) {
+                usec_t delay = backoff_next(&a->node_backoff, now_usec(CLOCK_MONOTONIC), http_response_retry_after(resp));
+                (void) log_module_full_errno(MODULE, LOG_DEBUG, 0, "Node %s: no IPv4 spec.podCIDR yet (%s%ld); asking again in %.1fs",
+                                      a->mi->manager->settings.node_name,
+                                      resp->error ? strerror(-resp->error) : "HTTP ", resp->error ? 0L : resp->status,
+                                      (double) delay / USEC_PER_SEC);
+                return node_fetch_schedule(a, delay);
+        }
+        a->node_pod_cidr = strdup(cidr);
+        if (!a->node_pod_cidr)
+                return node_fetch_schedule(a, USEC_PER_SEC);
+        a->node_fact.cidr = a->node_pod_cidr;
+        log_module_info(MODULE, "Node %s has pod CIDR %s", a->mi->manager->settings.node_name, a->node_pod_cidr);
+}
+
+static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct apiserver *a = userdata;
+        _cleanup_free_ char *path = NULL;
+        struct http_client *http;
+        CURL *easy = NULL;
+        int r;
+
+        /* While the pod watch is failing the apiserver is away or struggling: the Node can wait
+         * until the reflector is healthy again (node_fetch_maybe_start() resumes it), so that an
+         * outage sees only the reflector's own, measured retries. */
+        if (reflector_last_error(a->reflector)) {
+                a->node_started = false;
+                return 0;
+        }
+
+        if (asprintf(&path, "/api/v1/nodes/%s", a->mi->manager->settings.node_name) < 0)
+                return 0;
+        r = manager_http(a->mi->manager, &http);
+        if (r >= 0)
+                r = apiserver_endpoint_request(&a->endpoint, path, 10000, &easy);
+        if (r >= 0)
+                r = http_client_submit(http, easy, 1u << 20, on_node_done, a, &a->node_transfer);
+        if (r < 0)
+                node_fetch_schedule(a, backoff_next(&a->node_backoff, now_usec(CLOCK_MONOTONIC), 0));
+        return 0;
+}
+
+/* Once asked for, after the first pod list (the credentials work), while the watch is healthy. */
+static void node_fetch_maybe_start(struct apiserver *a) {
+        const char *n = a->mi->manager->settings.node_name;
+        if (!a->node_wanted || a->node_started || a->node_pod_cidr || !a->reflector || !reflector_synced(a->reflector) ||
+            reflector_last_error(a->reflector))
+                return;
+        /* A DNS subdomain: nothing to escape in the path. */
+        if (isempty(n) || strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(n))
+                return;
+        bool first = a->node_backoff.rng == 0;
+        if (first)
+                backoff_init(&a->node_backoff,
+                             &(struct backoff_config) { .initial = 2 * USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
+                                                        .factor = 2.0, .jitter = 1.0, .reset_after = 10 * USEC_PER_MINUTE },
+                             0);
+        a->node_started = true;
+        /* After a pause for an outage, resume somewhere in the current step: not all at once. */
+        node_fetch_schedule(a, first ? 0 : backoff_random_between(&a->node_backoff, 0, backoff_current_step(&a->node_backoff, now_usec(CLOCK_MONOTONIC))));
+}
+
 static struct apiserver *apiserver_free_data(struct apiserver *a) {
         if (!a)
                 return NULL;
+        node_fetch_stop(a);
         a->reflector = reflector_free(a->reflector);
         apiserver_endpoint_done(&a->endpoint);
         config_object_free(apiserver_keys, a->settings);
@@ -117,6 +278,7 @@ static int apiserver_init(struct module_instance *mi, struct config *c, char **r
                 free(a);
                 return r;
         }
+        a->mi = mi;
         mi->data = a;
         return 0;
 }
@@ -146,6 +308,7 @@ static void on_reflector_changed(struct reflector *r, void *userdata) {
                 module_set_state(mi, MODULE_STARTING, NULL);
         if (reflector_synced(r) || reflector_first_attempt_done(r))
                 module_set_synced(mi);
+        node_fetch_maybe_start(a);
 }
 
 static void collect_apiserver(struct metrics *metrics, void *userdata) {
@@ -222,6 +385,7 @@ static int apiserver_start_reflector(struct module_instance *mi) {
         if (r < 0)
                 return r;
         module_set_state(mi, MODULE_STARTING, NULL);
+        node_publish(a);
         return reflector_start(a->reflector);
 }
 
@@ -246,6 +410,7 @@ static int apiserver_reload(struct module_instance *mi, struct config *c, char *
                 return 0;
         }
         /* A new apiserver: start over with a list (the store keeps the pods meanwhile). */
+        node_fetch_stop(a);
         a->reflector = reflector_free(a->reflector);
         r = apiserver_start_reflector(mi);
         if (r < 0)
@@ -255,6 +420,7 @@ static int apiserver_reload(struct module_instance *mi, struct config *c, char *
 
 static int apiserver_stop(struct module_instance *mi) {
         struct apiserver *a = mi->data;
+        node_fetch_stop(a);
         a->reflector = reflector_free(a->reflector);
         return 0;
 }

@@ -636,6 +636,11 @@ enum reflector_state reflector_get_state(const struct reflector *r) {
         return r->state;
 }
 
+usec_t reflector_reserve_request(struct reflector *r) {
+        r->n_requests++;
+        return token_bucket_reserve(&r->bucket, now_usec(CLOCK_MONOTONIC));
+}
+
 bool reflector_synced(const struct reflector *r) {
         return r->synced;
 }

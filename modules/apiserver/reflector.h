@@ -83,4 +83,8 @@ const char *reflector_last_error(const struct reflector *r);
 const char *reflector_resource_version(const struct reflector *r);
 usec_t reflector_last_sync(const struct reflector *r); /* CLOCK_REALTIME of the last list or event, 0 if none */
 /* Key figures for /v1/status. */
+/* Takes one token from the reflector's token bucket for a request of another kind (the Node
+ * GET): returns how long to wait before sending it. Every request to the apiserver shares the
+ * one rate limit. */
+usec_t reflector_reserve_request(struct reflector *r);
 int reflector_status(const struct reflector *r, cJSON *obj);

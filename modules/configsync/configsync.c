@@ -1,30 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* configsync: downloads, verifies and atomically swaps in the config bundles pods declare
- * ([config.NAME] sections). This file holds its config and its place in the module contract;
- * the downloads land with its issue. */
+ * ([config.NAME] sections), keeps them current, and holds back pods whose declared configs are
+ * not on disk yet (the "configs" pod gate). This file: the config table, the module contract,
+ * the gate and the metrics. One bundle's life is in bundle.c, the API in configsync-api.c. */
 
+#include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "config.h"
-#include "module.h"
-
-struct bundle_settings {
-        char *name; /* first: set by config_parse_instances() */
-        char *url;
-        char *ca_file;
-        char *public_key;
-        char *dest;
-        usec_t interval;
-        char *zk_version_node;
-        char *on_change;
-        unsigned keep_versions;
-};
-
-struct configsync_settings {
-        struct bundle_settings **bundles;
-        size_t n_bundles;
-};
+#include "configsync.h"
+#include "fsutil.h"
+#include "log.h"
+#include "manager.h"
+#include "pod-gates.h"
+#include "strv.h"
 
 #define FIELD(f) offsetof(struct bundle_settings, f)
 static const struct config_key bundle_keys[] = {
@@ -34,66 +25,438 @@ static const struct config_key bundle_keys[] = {
         { "dest", config_parse_path, FIELD(dest), NULL, config_free_string },
         { "interval", config_parse_duration, FIELD(interval), "60s" },
         { "zk-version-node", config_parse_path, FIELD(zk_version_node), NULL, config_free_string },
+        { "splay", config_parse_duration, FIELD(splay), "10s" },
         { "on-change", config_parse_string, FIELD(on_change), NULL, config_free_string },
+        { "on-change-timeout", config_parse_duration, FIELD(on_change_timeout), "30s" },
+        { "quiescence", config_parse_duration, FIELD(quiescence), "2s" },
         { "keep-versions", config_parse_uint, FIELD(keep_versions), "3" },
+        { "timeout", config_parse_duration, FIELD(timeout), "60s" },
+        { "parallel", config_parse_uint, FIELD(parallel), "8" },
+        { "max-size", config_parse_size, FIELD(max_size), "1G" },
+        { "backoff-initial", config_parse_duration, FIELD(backoff_initial), "1s" },
+        { "backoff-max", config_parse_duration, FIELD(backoff_max), "5m" },
         {}
 };
 #undef FIELD
 
 static const char *bundle_check(const void *object) {
         const struct bundle_settings *b = object;
+        _cleanup_strv_free_ char **argv = NULL;
+        const char *reason = NULL;
+
         if (!b->url)
                 return "url (the bundle manifest) is required";
         if (!b->dest)
                 return "dest (where the files are published) is required";
+        if (streq(b->dest, "/"))
+                return "dest may not be /";
         if (b->interval < USEC_PER_SEC)
                 return "interval must be at least 1s";
+        if (b->timeout < 100 * USEC_PER_MSEC)
+                return "timeout must be at least 100ms";
+        if (b->parallel < 1 || b->parallel > 64)
+                return "parallel must be between 1 and 64";
+        if (b->keep_versions > 100)
+                return "keep-versions must be at most 100";
+        if (b->backoff_initial == 0 || b->backoff_max < b->backoff_initial)
+                return "needs 0 < backoff-initial <= backoff-max";
+        if (b->splay > USEC_PER_HOUR)
+                return "splay must be at most 1h";
+        if (b->on_change && command_split(b->on_change, &argv, &reason) < 0)
+                return reason ? reason : "on-change: cannot be split into words";
         return NULL;
 }
 
 static struct configsync_settings *configsync_settings_free(struct configsync_settings *s) {
         if (!s)
                 return NULL;
+        for (size_t i = 0; i < s->n_bundles; i++) {
+                if (s->keys)
+                        EVP_PKEY_free(s->keys[i]);
+                if (s->argvs)
+                        strv_free(s->argvs[i]);
+        }
+        free(s->keys);
+        free(s->argvs);
         config_instances_free(bundle_keys, (void **) s->bundles, s->n_bundles);
         free(s);
         return NULL;
 }
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct configsync_settings *, configsync_settings_free);
 
 static int configsync_parse(struct config *c, struct configsync_settings **ret, char **ret_error) {
-        struct configsync_settings *s = calloc(1, sizeof(*s));
+        _cleanup_(configsync_settings_freep) struct configsync_settings *s = calloc(1, sizeof(*s));
         int r;
 
         if (!s)
                 return -ENOMEM;
         r = config_parse_instances(c, "config.", bundle_keys, sizeof(struct bundle_settings), bundle_check,
                                    (void ***) &s->bundles, &s->n_bundles, ret_error);
-        if (r < 0) {
-                free(s);
+        if (r < 0)
                 return r;
+        s->keys = calloc(MAX(s->n_bundles, (size_t) 1), sizeof(EVP_PKEY *));
+        s->argvs = calloc(MAX(s->n_bundles, (size_t) 1), sizeof(char **));
+        if (!s->keys || !s->argvs)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < s->n_bundles; i++) {
+                struct bundle_settings *b = s->bundles[i];
+                _cleanup_free_ char *section = NULL;
+                const char *reason = NULL;
+
+                if (asprintf(&section, "config.%s", b->name) < 0)
+                        return -ENOMEM;
+                if (b->public_key) {
+                        r = public_key_load(b->public_key, &s->keys[i]);
+                        if (r < 0)
+                                return config_section_error(c, section, ret_error,
+                                                            "public-key %s: %s", b->public_key,
+                                                            r == -EINVAL ? "not an Ed25519 public key (PEM)" : strerror(-r));
+                }
+                if (b->on_change) {
+                        r = command_split(b->on_change, &s->argvs[i], &reason);
+                        if (r < 0)
+                                return r == -ENOMEM ? r : config_section_error(c, section, ret_error, "on-change: %s", reason);
+                }
+                for (size_t j = 0; j < i; j++)
+                        if (streq(s->bundles[j]->dest, b->dest))
+                                return config_section_error(c, section, ret_error, "dest %s is also [config.%s]'s dest",
+                                                            b->dest, s->bundles[j]->name);
         }
-        *ret = s;
+        *ret = TAKE_PTR(s);
         return 0;
 }
 
-static void configsync_apply(struct module_instance *mi) {
-        struct configsync_settings *s = mi->data;
+/* ---- the pod gate ---- */
 
-        if (s->n_bundles == 0)
-                module_set_state(mi, MODULE_DISABLED, "no [config.NAME] sections configured");
+/* Closed for a pod whose pinion.io/configs names a config that is not present, or not
+ * configured on this node (also when there is no [config.*] at all: a pod that declares a
+ * config needs it, and starting it without would be the failure this module exists to prevent). */
+int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret_reason) {
+        const char *list = pod_annotation(p, CONFIGSYNC_ANNOTATION);
+        _cleanup_strv_free_ char **names = NULL;
+        int r;
+
+        if (isempty(list))
+                return 1;
+        r = strv_split(list, ", \t", &names);
+        if (r < 0)
+                return r;
+        STRV_FOREACH(n, names) {
+                struct bundle *b = configsync_find(cs, *n);
+                char *reason = NULL;
+
+                if (!b)
+                        r = asprintf(&reason, "config %s is not configured on this node (no [config.%s])", *n, *n);
+                else if (!b->present)
+                        r = asprintf(&reason, "config %s is not present yet%s%s%s", *n, b->last_error ? " (" : "",
+                                     strempty(b->last_error), b->last_error ? ")" : "");
+                else
+                        continue;
+                if (r < 0)
+                        return -ENOMEM;
+                *ret_reason = reason;
+                return 0;
+        }
+        return 1;
+}
+
+static int configs_gate(const struct pod *p, void *userdata, char **ret_reason) {
+        return configsync_gate_check(userdata, p, ret_reason);
+}
+
+/* ---- module state ---- */
+
+static void configsync_update_state(struct configsync *cs) {
+        struct module_instance *mi = cs->mi;
+        size_t n_failing = 0, n_attempted = 0;
+        const struct bundle *first_failing = NULL;
+
+        if (cs->n_bundles == 0) {
+                module_set_state(mi, MODULE_DISABLED,
+                                 "no [config.NAME] sections configured");
+                module_set_synced(mi);
+                return;
+        }
+        for (size_t i = 0; i < cs->n_bundles; i++) {
+                const struct bundle *b = cs->bundles[i];
+                if (b->attempted)
+                        n_attempted++;
+                if (b->state == BUNDLE_FAILING || (b->state == BUNDLE_FETCHING && b->last_error)) {
+                        n_failing++;
+                        if (!first_failing)
+                                first_failing = b;
+                }
+        }
+        if (first_failing)
+                module_set_state(mi, MODULE_DEGRADED, "%zu of %zu configs failing; config %s: %s", n_failing,
+                                 cs->n_bundles, first_failing->name, strempty(first_failing->last_error));
+        else if (n_attempted < cs->n_bundles)
+                module_set_state(mi, MODULE_STARTING, NULL);
         else
-                module_set_state(mi, MODULE_DISABLED, "config bundle downloads are not part of this build yet");
-        module_set_synced(mi);
+                module_set_state(mi, MODULE_RUNNING, NULL);
+        if (n_attempted == cs->n_bundles)
+                module_set_synced(mi);
+}
+
+void configsync_bundle_changed(struct configsync *cs, struct bundle *b, bool presence_changed) {
+        configsync_update_state(cs);
+        if (b->present)
+                configsync_waiters_wake(b);
+        if (presence_changed && cs->gate_added)
+                pod_gates_changed(cs->mi->manager->pod_gates, NULL);
+}
+
+/* ---- metrics ---- */
+
+static void collect_configsync(struct metrics *m, void *userdata) {
+        struct configsync *cs = userdata;
+        usec_t now = now_usec(CLOCK_REALTIME);
+
+        metric_family_reset(cs->metrics.version);
+        metric_family_reset(cs->metrics.age);
+        metric_family_reset(cs->metrics.published);
+        metric_family_reset(cs->metrics.present);
+        for (size_t i = 0; i < cs->n_bundles; i++) {
+                const struct bundle *b = cs->bundles[i];
+                (void) metric_set(cs->metrics.present, b->present ? 1 : 0, b->name);
+                if (!b->present)
+                        continue;
+                (void) metric_set(cs->metrics.version, 1, b->name, b->version ? b->version : "");
+                if (b->published) {
+                        (void) metric_set(cs->metrics.published, (double) b->published / USEC_PER_SEC, b->name);
+                        (void) metric_set(cs->metrics.age, (double) (now - MIN(now, b->published)) / USEC_PER_SEC, b->name);
+                }
+        }
+}
+
+static int configsync_register_metrics(struct configsync *cs) {
+        static const char *const config[] = { "config", NULL };
+        static const char *const config_result[] = { "config", "result", NULL };
+        static const char *const config_kind[] = { "config", "kind", NULL };
+        static const char *const config_version[] = { "config", "version", NULL };
+        struct configsync_metrics *mt = &cs->metrics;
+        const struct {
+                enum metric_type t;
+                const char *name, *help;
+                const char *const *labels;
+                struct metric_family **f;
+        } families[] = {
+                { METRIC_COUNTER, "pinion_configsync_fetches_total", "Syncs of a config bundle by result (changed, not-modified, same, or the failure kind: connect, timeout, tls, http, truncated, manifest, signature, size, checksum, disk, other).", config_result, &mt->fetches },
+                { METRIC_COUNTER, "pinion_configsync_bytes_total", "Bytes received for a config bundle (manifest, signature and files).", config, &mt->bytes },
+                { METRIC_COUNTER, "pinion_configsync_not_modified_total", "Manifest requests answered 304 Not Modified.", config, &mt->not_modified },
+                { METRIC_COUNTER, "pinion_configsync_verification_failures_total", "Files or manifests refused by verification, by kind (size, checksum, signature).", config_kind, &mt->verify_fail },
+                { METRIC_GAUGE, "pinion_configsync_version_info", "The published version of each config (value 1).", config_version, &mt->version },
+                { METRIC_GAUGE, "pinion_configsync_version_timestamp_seconds", "When the published version was published, seconds since the Unix epoch.", config, &mt->published },
+                { METRIC_GAUGE, "pinion_configsync_version_age_seconds", "Seconds since the published version was published.", config, &mt->age },
+                { METRIC_GAUGE, "pinion_configsync_present", "1 if a version of the config is published in its dest.", config, &mt->present },
+                { METRIC_COUNTER, "pinion_configsync_on_change_runs_total", "on-change command runs by result (success, failure, timeout, spawn-failed).", config_result, &mt->on_change },
+        };
+        struct metrics *m = cs->mi->manager->metrics;
+
+        for (size_t i = 0; i < ELEMENTSOF(families); i++) {
+                int r = metrics_family(m, families[i].t, families[i].name, families[i].help, families[i].labels, NULL, 0,
+                                       families[i].f);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* ---- the module contract ---- */
+
+static struct configsync *configsync_free_data(struct configsync *cs) {
+        if (!cs)
+                return NULL;
+        for (size_t i = 0; i < cs->n_bundles; i++)
+                bundle_free(cs->bundles[i]);
+        free(cs->bundles);
+        if (cs->gate_added)
+                pod_gates_remove(cs->mi->manager->pod_gates, CONFIGSYNC_GATE);
+        if (cs->collector_added)
+                metrics_remove_collector(cs->mi->manager->metrics, collect_configsync, cs);
+        configsync_settings_free(cs->settings);
+        free(cs->state_dir);
+        free(cs);
+        return NULL;
+}
+
+static int configsync_init(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct configsync *cs = calloc(1, sizeof(*cs));
+        int r;
+
+        if (!cs)
+                return -ENOMEM;
+        cs->mi = mi;
+        r = configsync_parse(c, &cs->settings, ret_error);
+        if (r < 0) {
+                free(cs);
+                return r;
+        }
+        mi->data = cs;
+        return 0;
+}
+
+static int configsync_make_bundles(struct configsync *cs) {
+        cs->bundles = calloc(MAX(cs->settings->n_bundles, (size_t) 1), sizeof(struct bundle *));
+        if (!cs->bundles)
+                return -ENOMEM;
+        for (size_t i = 0; i < cs->settings->n_bundles; i++) {
+                int r = bundle_new(cs, i, &cs->bundles[i]);
+                if (r < 0)
+                        return r;
+                cs->n_bundles++;
+        }
+        return 0;
+}
+
+static int configsync_start(struct module_instance *mi) {
+        struct configsync *cs = mi->data;
+        struct manager *m = mi->manager;
+        sigset_t mask;
+        int r;
+
+        /* sd_event_add_child() needs SIGCHLD blocked; the on-change child gets a clean mask. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_module_error_errno(CONFIGSYNC_MODULE, errno, "Cannot block SIGCHLD: %m");
+
+        cs->state_dir = path_join(m->settings.state_dir, "configsync");
+        if (!cs->state_dir)
+                return -ENOMEM;
+        r = configsync_register_metrics(cs);
+        if (r < 0)
+                return r;
+        r = metrics_add_collector(m->metrics, collect_configsync, cs);
+        if (r < 0)
+                return r;
+        cs->collector_added = true;
+        /* Always: a pod that declares configs is held back even with no [config.*] here. */
+        r = pod_gates_add(m->pod_gates, CONFIGSYNC_GATE, configs_gate, cs);
+        if (r < 0)
+                return log_module_error_errno(CONFIGSYNC_MODULE, r, "Cannot add the pod gate: %m");
+        cs->gate_added = true;
+        r = configsync_api_register(mi);
+        if (r < 0)
+                return r;
+        r = configsync_make_bundles(cs);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < cs->n_bundles; i++) {
+                r = bundle_start(cs->bundles[i]);
+                if (r < 0)
+                        return log_module_error_errno(CONFIGSYNC_MODULE, r, "config %s: cannot start: %m",
+                                                      cs->bundles[i]->name);
+        }
+        cs->started = true;
+        configsync_update_state(cs);
+        pod_gates_changed(m->pod_gates, NULL);
+        return 0;
+}
+
+static int configsync_reload(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct configsync *cs = mi->data;
+        _cleanup_(configsync_settings_freep) struct configsync_settings *s = NULL, *old = NULL;
+        struct bundle **bundles;
+        size_t n = 0;
+        int r;
+
+        r = configsync_parse(c, &s, ret_error);
+        if (r < 0)
+                return r;
+        if (!cs->started) {
+                old = cs->settings;
+                cs->settings = TAKE_PTR(s);
+                return 0;
+        }
+
+        bundles = calloc(MAX(s->n_bundles, (size_t) 1), sizeof(struct bundle *));
+        if (!bundles)
+                return -ENOMEM;
+        old = cs->settings;
+        cs->settings = TAKE_PTR(s);
+        /* Keep the bundles that stay (their runtime state, waiters and watch), make the new
+         * ones, drop the ones that went (their files stay on disk: removing a section is not a
+         * request to delete what pods may be reading). */
+        for (size_t i = 0; i < cs->settings->n_bundles; i++) {
+                struct bundle *b = configsync_find(cs, cs->settings->bundles[i]->name);
+                if (b) {
+                        for (size_t j = 0; j < cs->n_bundles; j++)
+                                if (cs->bundles[j] == b)
+                                        cs->bundles[j] = NULL;
+                        r = bundle_update(b, i);
+                        bundles[n++] = b;
+                        if (r < 0)
+                                log_module_warning_errno(CONFIGSYNC_MODULE, r, "config %s: on-change: %m", b->name);
+                        continue;
+                }
+                r = bundle_new(cs, i, &b);
+                if (r >= 0) {
+                        bundles[n++] = b;
+                        r = bundle_start(b);
+                }
+                if (r < 0)
+                        log_module_warning_errno(CONFIGSYNC_MODULE, r, "config %s: cannot start: %m",
+                                                 cs->settings->bundles[i]->name);
+        }
+        for (size_t j = 0; j < cs->n_bundles; j++)
+                if (cs->bundles[j]) {
+                        log_module_info(CONFIGSYNC_MODULE, "config %s removed from the configuration (its files stay in %s)",
+                                        cs->bundles[j]->name, cs->bundles[j]->settings->dest);
+                        configsync_waiters_fail(cs->bundles[j], 404, "config is no longer configured");
+                        bundle_free(cs->bundles[j]);
+                }
+        free(cs->bundles);
+        cs->bundles = bundles;
+        cs->n_bundles = n;
+
+        /* SIGHUP is also "look again now". */
+        for (size_t i = 0; i < cs->n_bundles; i++)
+                bundle_refresh(cs->bundles[i], "reload");
+        configsync_update_state(cs);
+        pod_gates_changed(mi->manager->pod_gates, NULL);
+        return 0;
+}
+
+static int configsync_stop(struct module_instance *mi) {
+        struct configsync *cs = mi->data;
+
+        /* Downloads in flight are abandoned (their version directories removed); the published
+         * trees stay as they are. */
+        for (size_t i = 0; i < cs->n_bundles; i++)
+                cs->bundles[i] = bundle_free(cs->bundles[i]);
+        cs->n_bundles = 0;
+        if (cs->gate_added) {
+                pod_gates_remove(mi->manager->pod_gates, CONFIGSYNC_GATE);
+                cs->gate_added = false;
+        }
+        cs->started = false;
+        return 0;
 }
 
 static int configsync_status(struct module_instance *mi, cJSON *obj) {
-        struct configsync_settings *s = mi->data;
+        struct configsync *cs = mi->data;
         cJSON *names = cJSON_AddArrayToObject(obj, "configs");
         if (!names)
                 return -ENOMEM;
-        for (size_t i = 0; i < s->n_bundles; i++)
-                if (!cJSON_AddItemToArray(names, cJSON_CreateString(s->bundles[i]->name)))
+        for (size_t i = 0; i < cs->settings->n_bundles; i++)
+                if (!cJSON_AddItemToArray(names, cJSON_CreateString(cs->settings->bundles[i]->name)))
                         return -ENOMEM;
         return 0;
 }
 
-DEFINE_SETTINGS_MODULE(configsync, struct configsync_settings, ((const char *const[]) { "zkreg", NULL }));
+static void configsync_free(struct module_instance *mi) {
+        mi->data = configsync_free_data(mi->data);
+}
+
+const struct module configsync_module = {
+        .name = "configsync",
+        .deps = (const char *const[]) { "zkreg", NULL },
+        .init = configsync_init,
+        .start = configsync_start,
+        .reload = configsync_reload,
+        .stop = configsync_stop,
+        .status = configsync_status,
+        .free = configsync_free,
+};

@@ -1,32 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* identity: bootstraps the node certificate through a signer (local CA, Kubernetes CSR API or
- * cfssl), then issues and rotates a certificate per pod that asks for one. This file holds its
- * config and its place in the module contract; the work lands with its issue. */
+/* identity: bootstraps the node certificate through a signer (the embedded CA or a CFSSL
+ * server), then issues and rotates a certificate per pod that asks for one, and hands each only
+ * to its own pod. This file holds the config, the module contract and the wiring between the
+ * node credentials (cred.c), the workload certificates (workload.c) and the API
+ * (identity-api.c). */
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "config.h"
+#include "facts.h"
+#include "fsutil.h"
+#include "identity.h"
+#include "json.h"
+#include "log.h"
 #include "module.h"
 
-enum signer_kind {
-        SIGNER_NONE,
-        SIGNER_LOCAL,
-        SIGNER_KUBERNETES,
-        SIGNER_CFSSL,
-};
-
-struct identity_settings {
-        enum signer_kind signer;
-        char *trust_domain;
-        char *ca_dir;
-        char *bootstrap_token_file;
-        char *cfssl_url;
-        char *cfssl_auth_key_file;
-        usec_t node_cert_lifetime;
-        usec_t workload_cert_lifetime;
-        char *pod_tls_dir;
-};
+#define MODULE "identity"
+/* How long the kubernetes signer waits for approval and the certificate (the kubelet: 15m). */
+#define KUBE_CSR_DEADLINE (15 * USEC_PER_MINUTE)
 
 static int parse_signer(const char *v, void *ret, const char **reason) {
         static const char *const names[] = {
@@ -67,7 +61,9 @@ static const char *identity_missing(const struct identity_settings *s) {
         case SIGNER_KUBERNETES:
                 return s->bootstrap_token_file ? NULL : "signer=kubernetes needs bootstrap-token-file";
         case SIGNER_CFSSL:
-                return s->cfssl_url ? NULL : "signer=cfssl needs cfssl-url";
+                return !s->cfssl_url            ? "signer=cfssl needs cfssl-url"
+                       : !s->cfssl_auth_key_file ? "signer=cfssl needs cfssl-auth-key-file (the hex HMAC key of its authsign endpoint)"
+                                                 : NULL;
         }
         return NULL;
 }
@@ -83,11 +79,14 @@ static int identity_parse(struct config *c, struct identity_settings **ret, char
         r = config_parse_section_new(c, "identity", identity_keys, sizeof(*s), (void **) &s, ret_error);
         if (r < 0)
                 return r;
-        const char *missing = identity_missing(s);
-        if (!missing && s->signer != SIGNER_NONE && !s->trust_domain)
-                missing = "a signer needs trust-domain (the SPIFFE trust domain, e.g. example.org)";
-        if (!missing && (s->node_cert_lifetime < USEC_PER_MINUTE || s->workload_cert_lifetime < USEC_PER_MINUTE))
-                missing = "certificate lifetimes must be at least 1m";
+        const char *missing = s->signer != SIGNER_NONE && !s->trust_domain
+                                      ? "a signer needs trust-domain (the SPIFFE trust domain, e.g. example.org)"
+                                      : identity_missing(s);
+        if (!missing && s->trust_domain && strspn(s->trust_domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(s->trust_domain))
+                missing = "trust-domain must be a lowercase DNS name (letters, digits, '.', '-')";
+        /* 10s is for tests and demos; fleets use hours. */
+        if (!missing && (s->node_cert_lifetime < 10 * USEC_PER_SEC || s->workload_cert_lifetime < 10 * USEC_PER_SEC))
+                missing = "certificate lifetimes must be at least 10s";
         if (missing) {
                 config_object_free(identity_keys, s);
                 return config_section_error(c, "identity", ret_error, "%s", missing);
@@ -96,21 +95,500 @@ static int identity_parse(struct config *c, struct identity_settings **ret, char
         return 0;
 }
 
-static void identity_apply(struct module_instance *mi) {
-        struct identity_settings *s = mi->data;
 
-        if (s->signer == SIGNER_NONE)
-                module_set_state(mi, MODULE_DISABLED, "no [identity] signer configured");
-        else
-                module_set_state(mi, MODULE_DISABLED, "certificate issuing is not part of this build yet");
+/* ---- state ---- */
+
+static void update_state(struct identity *id) {
+        struct module_instance *mi = id->mi;
+        struct cred *n = id->node;
+        char until[64] = "";
+
+        if (!n)
+                return;
+        (void) format_rfc3339(n->info.not_after, until, sizeof(until));
+        switch (n->state) {
+        case CRED_NONE:
+        case CRED_REQUESTING:
+                if (n->n_failed > 0) {
+                        module_set_state(mi, MODULE_DEGRADED, "cannot get the node certificate: %s", n->last_error);
+                        module_set_synced(mi);
+                } else if (id->settings->signer == SIGNER_KUBERNETES) {
+                        /* Approval is someone else's move (an operator or a controller), and may
+                         * take long: the agent is ready meanwhile, saying what it waits for. */
+                        module_set_state(mi, MODULE_STARTING, "waiting for the node's CSR to be approved and signed");
+                        module_set_synced(mi);
+                } else
+                        module_set_state(mi, MODULE_STARTING, NULL);
+                return;
+        case CRED_EXPIRED:
+                module_set_state(mi, MODULE_FAILED, "the node certificate expired at %s; renewing: %s", until,
+                                 n->last_error ? n->last_error : "in progress");
+                module_set_synced(mi);
+                return;
+        case CRED_VALID:
+        case CRED_ROTATING:
+        case _CRED_STATE_MAX:
+                break;
+        }
         module_set_synced(mi);
+        if (n->last_error)
+                module_set_state(mi, MODULE_DEGRADED, "node certificate renewal failing (valid until %s): %s", until,
+                                 n->last_error);
+        else if (id->node_ca && id->node_ca->last_error)
+                module_set_state(mi, MODULE_DEGRADED, "node CA for workload certificates: %s", id->node_ca->last_error);
+        else
+                module_set_state(mi, MODULE_RUNNING, NULL);
+}
+
+static void set_bundle(struct identity *id, STACK_OF(X509) *roots) {
+        char *pem = NULL;
+        if (roots && x509_chain_to_pem(roots, &pem) >= 0) {
+                free(id->bundle_pem);
+                id->bundle_pem = pem;
+        }
+}
+
+static void set_issuer(struct identity *id, struct ca *ca, bool owned, const char *reason) {
+        if (id->issuer_owned)
+                ca_free(id->issuer);
+        id->issuer = ca;
+        id->issuer_owned = owned;
+        free(id->issuer_reason);
+        id->issuer_reason = reason ? strdup(reason) : NULL;
+        if (ca)
+                workloads_issuer_changed(id);
+        pod_gates_changed(id->manager->pod_gates, NULL);
+}
+
+/* cfssl: the node CA's key and chain become the in-process issuer of workload certificates. */
+static void node_ca_to_issuer(struct identity *id, struct cred *c) {
+        struct ca *ca = NULL;
+        EVP_PKEY *key = c->key;
+        STACK_OF(X509) *chain = sk_X509_deep_copy(c->chain, X509_dup, X509_free);
+        STACK_OF(X509) *roots = sk_X509_deep_copy(c->roots, X509_dup, X509_free);
+        if (!chain || !roots || EVP_PKEY_up_ref(key) != 1 || ca_new(key, chain, roots, &ca) < 0) {
+                log_module_error(MODULE, "out of memory switching to the new node CA");
+                return;
+        }
+        set_bundle(id, c->roots);
+        set_issuer(id, ca, true, NULL);
+}
+
+static void on_cred_event(struct cred *c, enum cred_event ev, void *userdata) {
+        struct identity *id = userdata;
+        const char *kind = c == id->node ? "node" : "node-ca";
+
+        switch (ev) {
+        case CRED_EVENT_ISSUED:
+        case CRED_EVENT_ROTATED:
+                if (c->n_issued + c->n_rotated > 0)
+                        (void) metric_inc(ev == CRED_EVENT_ISSUED ? id->m_issued : id->m_rotated, kind);
+                if (c == id->node) {
+                        if (!id->published && manager_publish(id->manager, FACT_NODE_CREDENTIALS, &id->creds) >= 0)
+                                id->published = true;
+                        if (!id->bundle_pem)
+                                set_bundle(id, c->roots);
+                } else
+                        node_ca_to_issuer(id, c);
+                break;
+        case CRED_EVENT_FAILED:
+                (void) metric_inc(id->m_failed, kind);
+                break;
+        case CRED_EVENT_STATE:
+                break;
+        }
+        update_state(id);
+}
+
+static void collect_identity(struct metrics *metrics, void *userdata) {
+        struct identity *id = userdata;
+        usec_t t = workloads_nearest_expiry(id), now = now_usec(CLOCK_REALTIME);
+        size_t issued = 0;
+
+        if (id->node && id->node->chain)
+                t = MIN(t, id->node->info.not_after);
+        if (id->node_ca && id->node_ca->chain)
+                t = MIN(t, id->node_ca->info.not_after);
+        for (size_t i = 0; i < id->n_workloads; i++)
+                issued += id->workloads[i]->chain_pem != NULL;
+        metric_family_reset(id->m_expiry);
+        if (t != USEC_INFINITY)
+                (void) metric_set(id->m_expiry, ((double) t - (double) now) / USEC_PER_SEC);
+        (void) metric_set(id->m_workloads, (double) issued);
+}
+
+static int register_metrics(struct identity *id) {
+        static const char *const kind[] = { "kind", NULL };
+        struct metrics *m = id->manager->metrics;
+        int r;
+        if ((r = metrics_family(m, METRIC_COUNTER, "pinion_identity_certificates_issued_total",
+                                "Certificates issued by kind (node, node-ca, workload), rotations not counted.", kind, NULL,
+                                0, &id->m_issued)) < 0 ||
+            (r = metrics_family(m, METRIC_COUNTER, "pinion_identity_certificates_rotated_total",
+                                "Certificates replaced before they expired, by kind.", kind, NULL, 0, &id->m_rotated)) < 0 ||
+            (r = metrics_family(m, METRIC_COUNTER, "pinion_identity_failures_total",
+                                "Failed attempts to get or issue a certificate, by kind.", kind, NULL, 0, &id->m_failed)) < 0 ||
+            (r = metrics_family(m, METRIC_GAUGE, "pinion_identity_next_expiry_seconds",
+                                "Seconds until the nearest certificate (node or workload) expires; negative once expired.",
+                                NULL, NULL, 0, &id->m_expiry)) < 0 ||
+            (r = metrics_family(m, METRIC_GAUGE, "pinion_identity_workload_certificates",
+                                "Pods holding a workload certificate.", NULL, NULL, 0, &id->m_workloads)) < 0)
+                return r;
+        if (!id->collector_added) {
+                r = metrics_add_collector(m, collect_identity, id);
+                if (r < 0)
+                        return r;
+                id->collector_added = true;
+        }
+        return 0;
+}
+
+/* ---- the module contract ---- */
+
+/* The apiserver the kubernetes signer talks to: [apiserver] url and ca-file as the apiserver
+ * module reads them (the last value wins, as in config.c), else the in-cluster environment. Read
+ * here, not through the apiserver module: modules meet only through facts. */
+static int kube_endpoint(const struct config *c, char **ret_url, char **ret_ca) {
+        const char *url = NULL, *ca = NULL;
+        for (size_t i = 0; i < c->n_entries; i++) {
+                const struct config_entry *e = &c->entries[i];
+                if (!streq(e->section, "apiserver"))
+                        continue;
+                if (streq(e->key, "url"))
+                        url = e->value[0] ? e->value : NULL;
+                else if (streq(e->key, "ca-file"))
+                        ca = e->value[0] ? e->value : NULL;
+        }
+        _cleanup_free_ char *u = NULL, *f = NULL;
+        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
+        if (url)
+                u = strdup(url);
+        else if (host && *host && asprintf(&u, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host,
+                                           port && *port ? port : "443") < 0)
+                u = NULL;
+        if (ca)
+                f = strdup(ca);
+        else if (!url && host && *host)
+                f = strdup("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
+        if ((url || (host && *host)) && !u)
+                return -ENOMEM;
+        free(*ret_url);
+        free(*ret_ca);
+        *ret_url = TAKE_PTR(u);
+        *ret_ca = TAKE_PTR(f);
+        return 0;
+}
+
+static int identity_init(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct identity *id = calloc(1, sizeof(*id));
+        if (!id)
+                return -ENOMEM;
+        int r = identity_parse(c, &id->settings, ret_error);
+        if (r >= 0)
+                r = kube_endpoint(c, &id->kube_url, &id->kube_ca_file);
+        if (r >= 0 && id->settings->signer == SIGNER_KUBERNETES && (!id->kube_url || !id->kube_ca_file))
+                r = config_section_error(c, "identity", ret_error,
+                                         "signer=kubernetes needs [apiserver] url and ca-file (or the in-cluster "
+                                         "environment): the CSR API and the CA that verifies what it issues");
+        if (r < 0) {
+                identity_settings_free(id->settings);
+                free(id);
+                return r;
+        }
+        id->mi = mi;
+        id->manager = mi->manager;
+        mi->data = id;
+        return 0;
+}
+
+static int new_cred(struct identity *id, const char *name, const char *profile, enum cert_usage usage, const char *cn,
+                    const char *org, usec_t lifetime, struct cred **ret) {
+        _cleanup_free_ char *base = path_join(id->manager->settings.state_dir, "identity"), *dir = NULL;
+        if (!base || !(dir = path_join(base, name)))
+                return -ENOMEM;
+        const struct cred_config cfg = {
+                .name = name,
+                .dir = dir,
+                .profile = profile,
+                .usage = usage,
+                .subject = { .common_name = cn, .organization = org },
+                .lifetime = lifetime,
+                .backoff = {
+                        .initial = USEC_PER_SEC,
+                        .max = 2 * USEC_PER_MINUTE,
+                        .factor = 2.0,
+                        .jitter = 0.5,
+                        .reset_after = 5 * USEC_PER_MINUTE,
+                },
+        };
+        return cred_new(id->manager->event, id->signer, &cfg, on_cred_event, id, ret);
+}
+
+static int identity_start(struct module_instance *mi) {
+        struct identity *id = mi->data;
+        struct identity_settings *s = id->settings;
+        struct manager *m = mi->manager;
+        _cleanup_free_ char *error = NULL, *cn = NULL, *ca_cn = NULL;
+        int r;
+
+        switch (s->signer) {
+        case SIGNER_NONE:
+                module_set_state(mi, MODULE_DISABLED, "no [identity] signer configured");
+                module_set_synced(mi);
+                return 0;
+        case SIGNER_KUBERNETES: {
+                struct http_client *http;
+                r = manager_http(m, &http);
+                if (r < 0)
+                        return r;
+                const struct kube_settings ks = {
+                        .url = id->kube_url,
+                        .ca_file = id->kube_ca_file,
+                        .token_file = s->bootstrap_token_file,
+                        .deadline = KUBE_CSR_DEADLINE,
+                };
+                r = signer_kubernetes_new(m->event, http, &ks, &id->signer, &error);
+                if (r == -EINVAL) {
+                        module_set_state(mi, MODULE_FAILED, "%s", error);
+                        module_set_synced(mi);
+                        return 0;
+                }
+                if (r < 0) {
+                        module_set_state(mi, MODULE_FAILED, "%s", error ? error : strerror(-r));
+                        module_set_synced(mi);
+                        return 0;
+                }
+                break;
+        }
+        case SIGNER_LOCAL: {
+                bool created = false;
+                r = signer_local_new(s->ca_dir, s->trust_domain, &id->signer, &created, &error);
+                if (r < 0) {
+                        module_set_state(mi, MODULE_FAILED, "local CA: %s", error ? error : strerror(-r));
+                        module_set_synced(mi);
+                        return 0;
+                }
+                if (created)
+                        log_module_info(MODULE, "created a new local CA in %s", s->ca_dir);
+                break;
+        }
+        case SIGNER_CFSSL: {
+                struct http_client *http;
+                r = manager_http(m, &http);
+                if (r < 0)
+                        return r;
+                const struct cfssl_settings cs = {
+                        .url = s->cfssl_url,
+                        .auth_key_file = s->cfssl_auth_key_file,
+                        .timeout = 10 * USEC_PER_SEC,
+                };
+                r = signer_cfssl_new(http, &cs, &id->signer, &error);
+                if (r < 0)
+                        return r;
+                break;
+        }
+        }
+
+        backoff_init(&id->jitter, &BACKOFF_CONFIG_CLIENT_GO, 0);
+        r = x509_keygen_new(&id->keygen);
+        if (r < 0)
+                return r;
+        r = register_metrics(id);
+        if (r < 0)
+                return r;
+        if (asprintf(&cn, "system:node:%s", m->settings.node_name) < 0 ||
+            asprintf(&ca_cn, "pinion node CA %s", m->settings.node_name) < 0)
+                return -ENOMEM;
+        r = new_cred(id, "node", "node", CERT_USAGE_CLIENT, cn, "system:nodes", s->node_cert_lifetime, &id->node);
+        if (r < 0)
+                return r;
+        id->creds.cert_file = id->node->cert_file;
+        id->creds.key_file = id->node->key_file;
+        if (s->signer == SIGNER_CFSSL) {
+                r = new_cred(id, "node-ca", "intermediate", CERT_USAGE_CA, ca_cn, "pinion", s->node_cert_lifetime, &id->node_ca);
+                if (r < 0)
+                        return r;
+                id->issuer_reason = strdup("waiting for the node CA from cfssl");
+        } else if (s->signer == SIGNER_KUBERNETES) {
+                /* The CSR API issues no CA certificates: workloads get theirs from a local CA in
+                 * ca-dir, if one is configured (docs/design-notes.md). */
+                if (s->ca_dir) {
+                        bool created = false;
+                        _cleanup_free_ char *ccn = NULL;
+                        struct ca *ca = NULL;
+                        if (asprintf(&ccn, "pinion CA %s", s->trust_domain) < 0)
+                                return -ENOMEM;
+                        r = ca_load_or_create(s->ca_dir, ccn, &ca, &created);
+                        if (r < 0) {
+                                module_set_state(mi, MODULE_FAILED, "local CA for workloads in %s: %s", s->ca_dir,
+                                                 r == -EBADMSG ? "ca.key and ca.crt are not a matching pair" : strerror(-r));
+                                module_set_synced(mi);
+                                return 0;
+                        }
+                        if (created)
+                                log_module_info(MODULE, "created a new local CA for workload certificates in %s", s->ca_dir);
+                        set_bundle(id, ca->roots);
+                        id->issuer = ca;
+                        id->issuer_owned = true;
+                } else
+                        id->issuer_reason = strdup("signer=kubernetes issues workload certificates only with ca-dir set");
+        } else {
+                set_bundle(id, id->signer->roots);
+                id->issuer = id->signer->local_ca;
+                id->issuer_owned = false;
+        }
+
+        r = pod_gates_add(m->pod_gates, "identity", workloads_gate, id);
+        if (r < 0)
+                return r;
+        id->gate_added = true;
+        r = pod_store_add_observer(m->pods, workloads_on_pod, id);
+        if (r < 0)
+                return r;
+        id->observing = true;
+        if (!id->routes_added) {
+                r = api_add_routes(m->api, identity_routes, identity_n_routes, id);
+                if (r < 0)
+                        return r;
+                id->routes_added = true;
+        }
+        id->running = true;
+
+        module_set_state(mi, MODULE_STARTING, NULL);
+        /* Pods already in the store. */
+        _cleanup_free_ struct pod **pods = NULL;
+        size_t n = 0;
+        if (pod_store_list(m->pods, &pods, &n) >= 0)
+                for (size_t i = 0; i < n; i++)
+                        workloads_on_pod(m->pods, NULL, pods[i], id);
+        workloads_issuer_changed(id);
+        r = cred_start(id->node);
+        if (r >= 0 && id->node_ca)
+                r = cred_start(id->node_ca);
+        return r;
+}
+
+static void identity_teardown(struct identity *id) {
+        struct manager *m = id->manager;
+        id->running = false;
+        identity_drop_waiters(id);
+        if (id->published) {
+                (void) manager_publish(m, FACT_NODE_CREDENTIALS, NULL);
+                id->published = false;
+        }
+        if (id->gate_added) {
+                pod_gates_remove(m->pod_gates, "identity");
+                id->gate_added = false;
+        }
+        if (id->observing) {
+                pod_store_remove_observer(m->pods, workloads_on_pod, id);
+                id->observing = false;
+        }
+        id->defer = sd_event_source_disable_unref(id->defer);
+        workloads_free_all(id);
+        id->node = cred_free(id->node);
+        id->node_ca = cred_free(id->node_ca);
+        if (id->issuer_owned)
+                ca_free(id->issuer);
+        id->issuer = NULL;
+        id->signer = signer_free(id->signer);
+        EVP_PKEY_CTX_free(id->keygen);
+        id->keygen = NULL;
+}
+
+static int identity_reload(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct identity *id = mi->data;
+        struct identity_settings *s = NULL;
+        int r = identity_parse(c, &s, ret_error);
+        if (r < 0)
+                return r;
+        struct identity_settings *o = id->settings;
+        bool same = s->signer == o->signer && streq_ptr(s->trust_domain, o->trust_domain) &&
+                    streq_ptr(s->ca_dir, o->ca_dir) && streq_ptr(s->cfssl_url, o->cfssl_url) &&
+                    streq_ptr(s->cfssl_auth_key_file, o->cfssl_auth_key_file) &&
+                    streq_ptr(s->bootstrap_token_file, o->bootstrap_token_file) && streq_ptr(s->pod_tls_dir, o->pod_tls_dir);
+        if (!same && o->signer != SIGNER_NONE) {
+                identity_settings_free(s);
+                if (asprintf(ret_error, "[identity]: changing the signer, trust-domain, CA or pod-tls-dir needs a restart "
+                                        "(only the lifetimes apply on reload)") < 0)
+                        *ret_error = NULL;
+                return -EBUSY;
+        }
+        _cleanup_free_ char *url = NULL, *ca = NULL;
+        r = kube_endpoint(c, &url, &ca);
+        if (r < 0) {
+                identity_settings_free(s);
+                return r;
+        }
+        if (o->signer == SIGNER_KUBERNETES && (!streq_ptr(url, id->kube_url) || !streq_ptr(ca, id->kube_ca_file))) {
+                identity_settings_free(s);
+                if (asprintf(ret_error, "[identity]: a new apiserver url or ca-file for signer=kubernetes needs a restart") < 0)
+                        *ret_error = NULL;
+                return -EBUSY;
+        }
+        free(id->kube_url);
+        free(id->kube_ca_file);
+        id->kube_url = TAKE_PTR(url);
+        id->kube_ca_file = TAKE_PTR(ca);
+        /* New lifetimes apply from the next certificate on. */
+        if (id->node)
+                id->node->lifetime = s->node_cert_lifetime;
+        if (id->node_ca)
+                id->node_ca->lifetime = s->node_cert_lifetime;
+        id->settings = s;
+        identity_settings_free(o);
+        if (!same) /* was disabled: start now */
+                return identity_start(mi);
+        return 0;
+}
+
+static int identity_stop(struct module_instance *mi) {
+        identity_teardown(mi->data);
+        return 0;
 }
 
 static int identity_status(struct module_instance *mi, cJSON *obj) {
-        struct identity_settings *s = mi->data;
+        struct identity *id = mi->data;
+        struct identity_settings *s = id->settings;
         if (s->trust_domain && !cJSON_AddStringToObject(obj, "trustDomain", s->trust_domain))
+                return -ENOMEM;
+        if (!id->node)
+                return 0;
+        cJSON *node = cJSON_AddObjectToObject(obj, "node");
+        if (!node || cred_status(id->node, node) < 0 || !cJSON_AddStringToObject(obj, "signer", id->signer->ops->name))
+                return -ENOMEM;
+        size_t issued = 0;
+        for (size_t i = 0; i < id->n_workloads; i++)
+                issued += id->workloads[i]->chain_pem != NULL;
+        if (!cJSON_AddNumberToObject(obj, "workloads", (double) id->n_workloads) ||
+            !cJSON_AddNumberToObject(obj, "workloadsIssued", (double) issued))
                 return -ENOMEM;
         return 0;
 }
 
-DEFINE_SETTINGS_MODULE(identity, struct identity_settings, ((const char *const[]) { "apiserver", NULL }));
+static void identity_free(struct module_instance *mi) {
+        struct identity *id = mi->data;
+        if (!id)
+                return;
+        identity_teardown(id);
+        if (id->collector_added)
+                metrics_remove_collector(mi->manager->metrics, collect_identity, id);
+        free(id->bundle_pem);
+        free(id->issuer_reason);
+        free(id->kube_url);
+        free(id->kube_ca_file);
+        identity_settings_free(id->settings);
+        free(id);
+        mi->data = NULL;
+}
+
+const struct module identity_module = {
+        .name = "identity",
+        .deps = (const char *const[]) { "apiserver", NULL },
+        .init = identity_init,
+        .start = identity_start,
+        .reload = identity_reload,
+        .stop = identity_stop,
+        .status = identity_status,
+        .free = identity_free,
+};

@@ -1,4 +1,78 @@
-# podnet (included by Makefile.am).
+# podnet (included by Makefile.am): the pod network module, its CNI plugin pinion-cni, their
+# unit tests, integration tests, fuzz targets and benchmark.
 MODULE_SOURCES += \
-	modules/podnet/podnet.c
+	modules/podnet/podnet.c \
+	modules/podnet/cni.c modules/podnet/cni.h \
+	modules/podnet/ipam.c modules/podnet/ipam.h \
+	modules/podnet/wire.c modules/podnet/wire.h \
+	modules/podnet/reaper.c modules/podnet/reaper.h
 EXTRA_DIST += modules/podnet/local.mk
+
+# The CNI plugin: exec'd by the container runtime per operation, so it links only cJSON (linking
+# libcurl alone costs ~6ms of library constructors per exec; see pinion-cni.c).
+cnibin_PROGRAMS = pinion-cni
+pinion_cni_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni.c modules/podnet/cni.h
+pinion_cni_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
+pinion_cni_LDADD = $(CJSON_LIBS)
+
+# The network config list a runtime reads (/etc/cni/net.d): pinion-cni chained with portmap.
+cniconfdir = $(sysconfdir)/cni/net.d
+dist_cniconf_DATA = conf/cni/10-pinion.conflist
+
+# ---- unit tests ----
+UNIT_TESTS += \
+	tests/unit/test-podnet-cni \
+	tests/unit/test-podnet-ipam
+
+tests_unit_test_podnet_cni_SOURCES = tests/unit/test-podnet-cni.c modules/podnet/cni.c
+tests_unit_test_podnet_cni_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
+tests_unit_test_podnet_cni_LDADD = $(UNIT_LIBS)
+
+tests_unit_test_podnet_ipam_SOURCES = tests/unit/test-podnet-ipam.c modules/podnet/ipam.c agent/fsutil.c agent/json.c
+tests_unit_test_podnet_ipam_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
+tests_unit_test_podnet_ipam_LDADD = $(UNIT_LIBS)
+
+# ---- integration tests (real network namespaces, real reference plugins) ----
+INTEGRATION_TESTS += tests/integration/test_podnet.py
+EXTRA_DIST += tests/integration/podnet_testlib.py
+
+# ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----
+FUZZ_TARGETS += podnet-cni-env podnet-cni-request
+FUZZ_REPLAY_TESTS += \
+	tests/fuzz/replay-podnet-cni-env \
+	tests/fuzz/replay-podnet-cni-request
+UNIT_TESTS += \
+	tests/fuzz/replay-podnet-cni-env \
+	tests/fuzz/replay-podnet-cni-request
+FUZZ_PODNET_CNI_ENV_SOURCES = tests/fuzz/fuzz-podnet-cni-env.c modules/podnet/cni.c
+FUZZ_PODNET_CNI_REQUEST_SOURCES = tests/fuzz/fuzz-podnet-cni-request.c modules/podnet/cni.c
+FUZZ_INCLUDES += -I$(top_srcdir)/modules/podnet
+
+tests_fuzz_replay_podnet_cni_env_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_PODNET_CNI_ENV_SOURCES)
+tests_fuzz_replay_podnet_cni_env_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/podnet-cni-env\"
+tests_fuzz_replay_podnet_cni_env_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_replay_podnet_cni_env_LDADD = $(CJSON_LIBS)
+
+tests_fuzz_replay_podnet_cni_request_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_PODNET_CNI_REQUEST_SOURCES)
+tests_fuzz_replay_podnet_cni_request_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/podnet-cni-request\"
+tests_fuzz_replay_podnet_cni_request_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_replay_podnet_cni_request_LDADD = $(CJSON_LIBS)
+
+tests/fuzz/fuzz-podnet-cni-env: $(FUZZ_PODNET_CNI_ENV_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) $(CJSON_CFLAGS) -o $@ \
+		`for f in $(filter %.c,$(FUZZ_PODNET_CNI_ENV_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
+tests/fuzz/fuzz-podnet-cni-request: $(FUZZ_PODNET_CNI_REQUEST_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) $(CJSON_CFLAGS) -o $@ \
+		`for f in $(filter %.c,$(FUZZ_PODNET_CNI_REQUEST_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
+
+# ---- `make bench-podnet`: ADD+DEL cycles of pinion-cni against the reference ptp and bridge
+# plugins (host-local IPAM), side by side in one run; BENCH_PODNET_FLAGS='--cycles 200'.
+bench-podnet: piniond$(EXEEXT) pinion-cni$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' \
+		$(PYTHON3) $(srcdir)/tests/bench/podnet-cycles.py $(BENCH_PODNET_FLAGS)
+.PHONY: bench-podnet
+EXTRA_DIST += tests/bench/podnet-cycles.py

@@ -1,33 +1,67 @@
 /* SPDX-License-Identifier: MIT */
-/* podnet: wires each pod's network namespace (veth, routed /32, no overlay) for pinion-cni and
- * owns IP allocation. This file holds its config and its place in the module contract; the
- * wiring lands with its issue. */
+/* podnet: wires each pod's network namespace for pinion-cni (veth, routed /32, no overlay) and
+ * owns the pod addresses. The plugin forwards every CNI operation to POST /v1/cni (root only);
+ * this file is the module (config, lifecycle, status, metrics) and that route. The pieces:
+ *   cni.c    the protocol (request parsing shared with the plugin, errors)
+ *   ipam.c   the address pool and its crash-safe state file
+ *   wire.c   the kernel state over rtnetlink
+ * Requests run on the loop one at a time, so concurrent ADDs are serialised by construction; a
+ * wiring takes a few milliseconds of netlink round trips (bounded: no waiting on anything). */
 
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include "cni.h"
 #include "config.h"
+#include "facts.h"
+#include "fsutil.h"
+#include "ipam.h"
+#include "json.h"
+#include "log.h"
+#include "manager.h"
 #include "module.h"
+#include "reaper.h"
+#include "strv.h"
+#include "wire.h"
+
+#define MODULE "podnet"
 
 struct podnet_settings {
         char *pod_cidr;
         unsigned mtu;
         char *host_gateway;
+        usec_t address_quarantine;
+};
+
+struct podnet {
+        struct podnet_settings *settings;
+        struct ipam *ipam;
+        char *state_file;
+        int host_netns_fd;
+        uint32_t gateway;
+        char *cidr;                    /* in use: pod-cidr, or the Node's spec.podCIDR */
+        struct reaper *reaper;         /* deletes host veths off the loop; NULL: inline */
+        sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
+        bool routes_added, collector_added, stopped;
+        bool failed; /* the request being answered failed (for the metric) */
+
+        struct metric_family *m_ops;   /* pinion_podnet_operations_total{verb,result} */
+        struct metric_family *m_setup; /* pinion_podnet_setup_seconds */
+        struct metric_family *m_pool;  /* pinion_podnet_pool_addresses{state} */
 };
 
 /* "10.1.2.0/24": an IPv4 network with a prefix of /8 to /30 (a /31 or /32 leaves no pods). */
 static int parse_cidr(const char *v, void *ret, const char **reason) {
-        char addr[INET_ADDRSTRLEN + 1];
+        uint32_t network;
         unsigned prefix;
-        struct in_addr in;
-        char extra;
 
         if (isempty(v))
                 return config_parse_string(v, ret, reason);
-        if (sscanf(v, "%16[0-9.]/%u%c", addr, &prefix, &extra) != 2 || inet_pton(AF_INET, addr, &in) != 1 ||
-            prefix < 8 || prefix > 30) {
+        if (ipam_parse_cidr(v, &network, &prefix) < 0) {
                 *reason = "expected an IPv4 CIDR such as 10.1.2.0/24 (prefix /8 to /30)";
                 return -EINVAL;
         }
@@ -48,6 +82,7 @@ static const struct config_key podnet_keys[] = {
         { "pod-cidr", parse_cidr, FIELD(pod_cidr), NULL, config_free_string },
         { "mtu", config_parse_uint, FIELD(mtu), "1500" },
         { "host-gateway", parse_ipv4, FIELD(host_gateway), "169.254.1.1", config_free_string },
+        { "address-quarantine", config_parse_duration, FIELD(address_quarantine), "30s" },
         {}
 };
 #undef FIELD
@@ -67,25 +102,737 @@ static int podnet_parse(struct config *c, struct podnet_settings **ret, char **r
                 config_object_free(podnet_keys, s);
                 return config_section_error(c, "network", ret_error, "mtu must be between 576 and 65535");
         }
+        if (s->address_quarantine > 24 * USEC_PER_HOUR) {
+                config_object_free(podnet_keys, s);
+                return config_section_error(c, "network", ret_error, "address-quarantine must be at most 24h");
+        }
+        if (s->pod_cidr) {
+                uint32_t net, gw;
+                unsigned prefix;
+                struct in_addr in;
+                (void) ipam_parse_cidr(s->pod_cidr, &net, &prefix);
+                (void) inet_pton(AF_INET, s->host_gateway, &in);
+                gw = ntohl(in.s_addr);
+                if ((gw & (UINT32_MAX << (32 - prefix))) == net) {
+                        config_object_free(podnet_keys, s);
+                        return config_section_error(c, "network", ret_error,
+                                                    "host-gateway must lie outside pod-cidr (use a link-local address)");
+                }
+        }
         *ret = s;
         return 0;
 }
 
-static void podnet_apply(struct module_instance *mi) {
-        struct podnet_settings *s = mi->data;
+/* ---- logging ---- */
 
-        if (!s->pod_cidr)
-                module_set_state(mi, MODULE_DISABLED, "no [network] pod-cidr and no Node podCIDR from the apiserver");
-        else
-                module_set_state(mi, MODULE_DISABLED, "pod network wiring is not part of this build yet");
-        module_set_synced(mi);
+#define log_attachment(level, error, a, ...)                                                              \
+        ({                                                                                              \
+                char _pod[512];                                                                         \
+                snprintf(_pod, sizeof(_pod), "%s/%s", strempty((a)->pod_namespace), strempty((a)->pod_name)); \
+                const struct log_ctx _ctx = { .module = MODULE, .pod_uid = (a)->pod_uid,                \
+                                              .pod = (a)->pod_name ? _pod : NULL };                     \
+                log_ctx_full_errno(&_ctx, level, error, __VA_ARGS__);                                   \
+        })
+
+/* ---- pod store integration ---- */
+
+/* The pod's address becomes the store's IP for it (so registration and identity see it). */
+static void store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set) {
+        char ip[16];
+        char *ips[] = { ip, NULL };
+        int r;
+
+        if (!a->pod_uid && !(a->pod_namespace && a->pod_name))
+                return; /* CNI_ARGS named no pod: nothing to record */
+        ipam_format_addr(a->addr, ip);
+        r = pod_store_set_ips(mi->manager->pods, a->pod_uid, a->pod_namespace, a->pod_name, set ? ips : NULL);
+        if (r < 0)
+                (void) log_attachment(LOG_WARNING, r, a, "Failed to record the pod's IP in the pod store, ignoring: %m");
 }
 
-static int podnet_status(struct module_instance *mi, cJSON *obj) {
-        struct podnet_settings *s = mi->data;
-        if (s->pod_cidr && !cJSON_AddStringToObject(obj, "podCIDR", s->pod_cidr))
+/* ---- replies ---- */
+
+/* Every CNI failure goes through here: p->failed decides the metric's result label. */
+static int reply_cni_error(struct podnet *p, struct api_request *req, unsigned status, const struct cni_request *cr,
+                           const struct cni_error *e) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *cni = cni_error_to_json(e, cr ? cr->cni_version : NULL);
+
+        p->failed = true;
+        if (!o || !cni || !cJSON_AddItemToObject(o, "cni", cni))
+                return cJSON_Delete(cni), api_reply_error(req, 500, "out of memory");
+        if (!cJSON_AddStringToObject(o, "error", e->msg ? e->msg : "error") ||
+            !cJSON_AddNumberToObject(o, "code", status))
+                return api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, status, TAKE_PTR(o));
+}
+
+_printf_(7, 8) static int reply_error(struct podnet *p, struct api_request *req, unsigned status,
+                                      const struct cni_request *cr, int code, const char *msg,
+                                      const char *details_format, ...) {
+        struct cni_error e = { .code = code };
+        va_list ap;
+        int r;
+
+        e.msg = strdup(msg);
+        va_start(ap, details_format);
+        if (vasprintf(&e.details, details_format, ap) < 0)
+                e.details = NULL;
+        va_end(ap);
+        r = reply_cni_error(p, req, status, cr, &e);
+        cni_error_done(&e);
+        return r;
+}
+
+static int reply_ok(struct api_request *req, cJSON *result) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        if (!o || (result && !cJSON_AddItemToObject(o, "result", result)))
+                return cJSON_Delete(result), api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+/* The ADD result: prevResult (when chained after another plugin) plus our two interfaces, the
+ * address and the default route. */
+static cJSON *build_result(const struct podnet *p, const struct cni_request *cr, const struct ipam_allocation *a,
+                           const struct wire_result *w) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cr->prev_result ? cJSON_Duplicate(cr->prev_result, true) : cJSON_CreateObject();
+        cJSON *ifs, *ips, *routes, *x;
+        char addr[32], ip[16], gw[16];
+        bool old_format = cni_version_compare(cr->cni_version, "1.0.0") < 0;
+
+        if (!o)
+                return NULL;
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "cniVersion");
+        if (!cJSON_AddStringToObject(o, "cniVersion", cr->cni_version))
+                return NULL;
+        ifs = cJSON_GetObjectItemCaseSensitive(o, "interfaces");
+        if (!ifs && !(ifs = cJSON_AddArrayToObject(o, "interfaces")))
+                return NULL;
+        ips = cJSON_GetObjectItemCaseSensitive(o, "ips");
+        if (!ips && !(ips = cJSON_AddArrayToObject(o, "ips")))
+                return NULL;
+        routes = cJSON_GetObjectItemCaseSensitive(o, "routes");
+        if (!routes && !(routes = cJSON_AddArrayToObject(o, "routes")))
+                return NULL;
+        if (!cJSON_IsArray(ifs) || !cJSON_IsArray(ips) || !cJSON_IsArray(routes))
+                return NULL;
+        if (!cJSON_GetObjectItemCaseSensitive(o, "dns") && !cJSON_AddObjectToObject(o, "dns"))
+                return NULL;
+
+        ipam_format_addr(a->addr, ip);
+        ipam_format_addr(p->gateway, gw);
+        snprintf(addr, sizeof(addr), "%s/32", ip);
+
+        if (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(ifs, x) ||
+            !cJSON_AddStringToObject(x, "name", a->host_ifname) || !cJSON_AddStringToObject(x, "mac", w->host_mac))
+                return NULL;
+        int pod_if = cJSON_GetArraySize(ifs);
+        if (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(ifs, x) ||
+            !cJSON_AddStringToObject(x, "name", a->ifname) || !cJSON_AddStringToObject(x, "mac", w->pod_mac) ||
+            !cJSON_AddStringToObject(x, "sandbox", cr->netns))
+                return NULL;
+        if (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(ips, x) ||
+            (old_format && !cJSON_AddStringToObject(x, "version", "4")) ||
+            !cJSON_AddStringToObject(x, "address", addr) || !cJSON_AddStringToObject(x, "gateway", gw) ||
+            !cJSON_AddNumberToObject(x, "interface", pod_if))
+                return NULL;
+        if (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(routes, x) ||
+            !cJSON_AddStringToObject(x, "dst", "0.0.0.0/0") || !cJSON_AddStringToObject(x, "gw", gw))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* ---- the operations ---- */
+
+static struct wire_params wire_params_of(const struct podnet *p, const struct ipam_allocation *a, const char *netns) {
+        return (struct wire_params) {
+                .host_ifname = a->host_ifname,
+                .ifname = a->ifname,
+                .netns_path = netns ? netns : a->netns,
+                .addr = a->addr,
+                .gateway = p->gateway,
+                .mtu = p->settings->mtu,
+        };
+}
+
+static int cni_add(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
+        struct podnet *p = mi->data;
+        const struct ipam_allocation *a;
+        struct wire_result w = {};
+        char host_ifname[16], ip[16];
+        usec_t start = now_usec(CLOCK_MONOTONIC);
+        int r;
+
+        r = ipam_host_ifname(p->ipam, cr->container_id, cr->ifname, host_ifname);
+        if (r < 0)
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "no free host interface name", "%s", strerror(-r));
+        struct ipam_owner owner = {
+                .netns = cr->netns,
+                .host_ifname = host_ifname,
+                .pod_namespace = cr->k8s_namespace,
+                .pod_name = cr->k8s_name,
+                .pod_uid = cr->k8s_uid,
+        };
+        r = ipam_allocate(p->ipam, cr->container_id, cr->ifname, &owner, now_usec(CLOCK_REALTIME), &a);
+        if (r == -ENOSPC) {
+                log_module_warning(MODULE, "No free address in %s for %s/%s", ipam_cidr(p->ipam), strempty(cr->k8s_namespace),
+                                   strempty(cr->k8s_name));
+                return reply_error(p, req, 503, cr, CNI_ERR_POOL_EXHAUSTED, "no free address in the pod CIDR", "%s is full",
+                                   ipam_cidr(p->ipam));
+        }
+        if (r < 0) {
+                log_module_error_errno(MODULE, r, "Failed to persist an allocation in %s: %m", p->state_file);
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot record the allocation", "%s: %s",
+                                   p->state_file, strerror(-r));
+        }
+
+        struct wire_params wp = wire_params_of(p, a, cr->netns);
+        r = wire_add(p->host_netns_fd, &wp, &w);
+        if (r == -EEXIST && p->reaper && reaper_pending(p->reaper) > 0) {
+                /* The namespace is being reused and its old interface is still being deleted
+                 * (a DEL just before): wait for the deletions, then once more. */
+                reaper_flush(p->reaper);
+                a = ipam_find(p->ipam, cr->container_id, cr->ifname);
+                if (!a)
+                        return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "the allocation vanished", "%s",
+                                           cr->container_id);
+                wp = wire_params_of(p, a, cr->netns);
+                r = wire_add(p->host_netns_fd, &wp, &w);
+        }
+        if (r < 0) {
+                int code = r == -ENOENT ? CNI_ERR_UNKNOWN_CONTAINER : CNI_ERR_INTERNAL;
+                (void) log_attachment(LOG_WARNING, r, a, "Failed to wire %s in %s: %m", cr->ifname, cr->netns);
+                _cleanup_free_ char *cid = strdup(cr->container_id), *ifn = strdup(cr->ifname);
+                if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), false) < 0)
+                        log_module_warning(MODULE, "Failed to release the address again; GC or DEL will");
+                return reply_error(p, req, code == CNI_ERR_UNKNOWN_CONTAINER ? 404 : 500, cr, code,
+                                   r == -ENOENT ? "the network namespace does not exist" : "failed to wire the pod",
+                                   "%s %s: %s", cr->netns, cr->ifname, r == -EEXIST ? "interface exists already" : strerror(-r));
+        }
+
+        store_set_ip(mi, a, true);
+        ipam_format_addr(a->addr, ip);
+        (void) metric_observe(p->m_setup, (double) (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC);
+        (void) log_attachment(LOG_INFO, 0, a, "Wired %s in %s: %s/32 via %s", a->ifname, cr->netns, ip, a->host_ifname);
+        cJSON *result = build_result(p, cr, a, &w);
+        if (!result)
+                return api_reply_error(req, 500, "out of memory");
+        return reply_ok(req, result);
+}
+
+/* Tears one attachment down: the veth (the pod end goes with it) and then the address. */
+static int attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error) {
+        struct podnet *p = mi->data;
+        const struct ipam_allocation *a = ipam_find(p->ipam, container_id, ifname);
+        char ip[16];
+        int r;
+
+        if (!a)
+                return 0;
+        /* Copies: the release frees the allocation's strings. */
+        _cleanup_free_ char *cid = strdup(container_id), *ifn = strdup(ifname), *host = strdup(a->host_ifname);
+        if (!cid || !ifn || !host)
                 return -ENOMEM;
+        if (!p->reaper) {
+                r = wire_del(host);
+                if (r < 0) {
+                        if (asprintf(ret_error, "deleting %s: %s", host, strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        return r;
+                }
+        }
+        /* The store forgets the IP while a (freed by the release) still names the pod. */
+        store_set_ip(mi, a, false);
+        ipam_format_addr(a->addr, ip);
+        (void) log_attachment(LOG_INFO, 0, a, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
+        /* With the reaper, the name is recorded as being deleted in the same write. */
+        r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
+        if (r < 0) {
+                store_set_ip(mi, a, true); /* still allocated: a is unchanged */
+                if (asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        if (p->reaper && reaper_queue(p->reaper, host) < 0) {
+                /* Cannot queue (out of memory): do it here. */
+                r = wire_del(host);
+                if (r >= 0)
+                        (void) ipam_link_deleted(p->ipam, host);
+        }
         return 0;
 }
 
-DEFINE_SETTINGS_MODULE(podnet, struct podnet_settings, ((const char *const[]) { "apiserver", NULL }));
+/* A host veth the reaper deleted (on the loop). */
+static void on_reaped(struct reaper *r, const char *name, int error, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
+        int k;
+
+        if (error < 0) {
+                log_module_warning(MODULE, "Failed to delete host interface %s (%s); retrying at the next start", name,
+                                   strerror(-error));
+                return;
+        }
+        log_module_debug(MODULE, "Deleted host interface %s", name);
+        k = p->ipam ? ipam_link_deleted(p->ipam, name) : 0;
+        if (k < 0)
+                log_module_warning(MODULE, "Failed to record that %s is deleted (%s), ignoring", name, strerror(-k));
+}
+
+static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
+        struct podnet *p = mi->data;
+        _cleanup_free_ char *error = NULL;
+        int r = attachment_remove(mi, cr->container_id, cr->ifname, &error);
+        if (r < 0) {
+                log_module_error_errno(MODULE, r, "Failed to delete %s/%s: %s", cr->container_id, cr->ifname, strempty(error));
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to delete the attachment", "%s", strempty(error));
+        }
+        return reply_ok(req, NULL);
+}
+
+/* prevResult must still name our address on our interface. */
+static bool prev_result_has(const cJSON *prev, const char *addr) {
+        const cJSON *ip;
+        cJSON_ArrayForEach(ip, cJSON_GetObjectItemCaseSensitive(prev, "ips")) {
+                const cJSON *a = cJSON_GetObjectItemCaseSensitive(ip, "address");
+                if (cJSON_IsString(a) && streq(a->valuestring, addr))
+                        return true;
+        }
+        return false;
+}
+
+static int cni_check(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
+        struct podnet *p = mi->data;
+        const struct ipam_allocation *a = ipam_find(p->ipam, cr->container_id, cr->ifname);
+        _cleanup_free_ char *drift = NULL;
+        char ip[16], addr[32];
+        int r;
+
+        if (!a)
+                return reply_error(p, req, 404, cr, CNI_ERR_UNKNOWN_CONTAINER, "unknown attachment",
+                                   "no address for %s/%s", cr->container_id, cr->ifname);
+        ipam_format_addr(a->addr, ip);
+        snprintf(addr, sizeof(addr), "%s/32", ip);
+        if (cr->prev_result && !prev_result_has(cr->prev_result, addr))
+                return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "prevResult does not match",
+                                   "the agent gave %s to %s/%s; prevResult does not list it", addr, cr->container_id,
+                                   cr->ifname);
+        struct wire_params wp = wire_params_of(p, a, cr->netns);
+        r = wire_check(p->host_netns_fd, &wp, &drift);
+        if (r == -EUCLEAN) {
+                (void) log_attachment(LOG_WARNING, 0, a, "CHECK found drift: %s", strempty(drift));
+                return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "the pod network drifted", "%s", strempty(drift));
+        }
+        if (r < 0)
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot check the pod network", "%s", strerror(-r));
+        return reply_ok(req, NULL);
+}
+
+static bool attachment_valid(const struct cni_request *cr, const struct ipam_allocation *a) {
+        for (size_t i = 0; i < cr->n_valid; i++)
+                if (streq(cr->valid[i].container_id, a->container_id) && streq(cr->valid[i].ifname, a->ifname))
+                        return true;
+        return false;
+}
+
+/* GC: every attachment the runtime does not list as valid is a leak (a DEL that never came). */
+static int cni_gc(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
+        struct podnet *p = mi->data;
+        _cleanup_free_ char *first_error = NULL;
+        unsigned released = 0, failed = 0;
+
+        if (!cr->has_valid)
+                return reply_ok(req, NULL);
+        for (size_t i = 0; i < ipam_count(p->ipam);) {
+                const struct ipam_allocation *a = ipam_get(p->ipam, i);
+                _cleanup_free_ char *error = NULL;
+                if (attachment_valid(cr, a)) {
+                        i++;
+                        continue;
+                }
+                _cleanup_free_ char *cid = strdup(a->container_id), *ifn = strdup(a->ifname);
+                if (!cid || !ifn)
+                        return api_reply_error(req, 500, "out of memory");
+                int r = attachment_remove(mi, cid, ifn, &error);
+                if (r < 0) {
+                        failed++;
+                        if (!first_error)
+                                first_error = TAKE_PTR(error);
+                        i++;
+                        continue;
+                }
+                released++;
+        }
+        if (released > 0 || failed > 0)
+                log_module_info(MODULE, "GC released %u leaked attachment(s)%s", released, failed ? ", some failed" : "");
+        if (failed > 0)
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "GC could not release every leak", "%u failed; first: %s",
+                                   failed, strempty(first_error));
+        return reply_ok(req, NULL);
+}
+
+static int cni_status(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
+        struct podnet *p = mi->data;
+        struct ipam_usage u;
+
+        if (mi->state == MODULE_DEGRADED)
+                return reply_error(p, req, 503, cr, CNI_ERR_LIMITED_CONNECTIVITY, "the pod network is degraded", "%s",
+                                   strempty(mi->reason));
+        if (mi->state != MODULE_RUNNING || !p->ipam)
+                return reply_error(p, req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available", "podnet is %s%s%s",
+                                   module_state_to_string(mi->state), mi->reason ? ": " : "", strempty(mi->reason));
+        ipam_usage(p->ipam, now_usec(CLOCK_REALTIME), &u);
+        if (u.free == 0)
+                return reply_error(p, req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available",
+                                   "no free address in %s", ipam_cidr(p->ipam));
+        return reply_ok(req, NULL);
+}
+
+/* POST /v1/cni (root only): one CNI operation from pinion-cni. */
+static int handle_cni(struct api_request *req, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
+        struct cni_request cr = { .command = _CNI_COMMAND_INVALID };
+        struct cni_error e = {};
+        size_t size = 0;
+        const char *body = api_request_body(req, &size);
+        int r;
+
+        p->failed = false;
+        r = cni_request_from_json(&cr, body, size, &e);
+        if (r < 0) {
+                if (r == -ENOMEM)
+                        r = api_reply_error(req, 500, "out of memory");
+                else
+                        r = reply_cni_error(p, req, 400, &cr, &e);
+                (void) metric_inc(p->m_ops, "invalid", "error");
+                goto out;
+        }
+
+        if (cr.command == CNI_VERSION)
+                r = reply_ok(req, cni_version_result(cr.cni_version));
+        else if (cr.command == CNI_STATUS)
+                r = cni_status(mi, req, &cr);
+        else if (p->stopped || !p->ipam)
+                r = reply_error(p, req, 503, &cr, CNI_ERR_TRY_AGAIN_LATER, "the pod network is not available",
+                                "podnet is %s%s%s", module_state_to_string(mi->state), mi->reason ? ": " : "",
+                                strempty(mi->reason));
+        else
+                switch (cr.command) {
+                case CNI_ADD:
+                        r = cni_add(mi, req, &cr);
+                        break;
+                case CNI_DEL:
+                        r = cni_del(mi, req, &cr);
+                        break;
+                case CNI_CHECK:
+                        r = cni_check(mi, req, &cr);
+                        break;
+                case CNI_GC:
+                        r = cni_gc(mi, req, &cr);
+                        break;
+                case CNI_STATUS:
+                case CNI_VERSION:
+                case _CNI_COMMAND_MAX:
+                case _CNI_COMMAND_INVALID:
+                        r = api_reply_error(req, 500, "unreachable");
+                        break;
+                }
+        (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 && !p->failed ? "ok" : "error");
+out:
+        cni_error_done(&e);
+        cni_request_done(&cr);
+        return r;
+}
+
+/* ---- module ---- */
+
+static void collect_podnet(struct metrics *metrics, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
+        struct ipam_usage u;
+
+        if (!p || !p->ipam)
+                return;
+        ipam_usage(p->ipam, now_usec(CLOCK_REALTIME), &u);
+        (void) metric_set(p->m_pool, (double) u.allocated, "allocated");
+        (void) metric_set(p->m_pool, (double) u.quarantined, "quarantined");
+        (void) metric_set(p->m_pool, (double) u.free, "free");
+        (void) metric_set(p->m_pool, (double) u.size, "size");
+}
+
+static int podnet_register(struct module_instance *mi) {
+        static const char *const verb_result[] = { "verb", "result", NULL };
+        static const char *const state[] = { "state", NULL };
+        static const double buckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5 };
+        static const struct api_route routes[] = {
+                { "POST", "/v1/cni", handle_cni, .privileged = true },
+        };
+        struct podnet *p = mi->data;
+        struct manager *m = mi->manager;
+        int r;
+
+        r = metrics_family(m->metrics, METRIC_COUNTER, "pinion_podnet_operations_total",
+                           "CNI operations by verb (ADD, DEL, CHECK, STATUS, GC, VERSION; invalid: unparsable) and result (ok, error).",
+                           verb_result, NULL, 0, &p->m_ops);
+        if (r >= 0)
+                r = metrics_family(m->metrics, METRIC_HISTOGRAM, "pinion_podnet_setup_seconds",
+                                   "Time to wire a pod (a successful ADD: allocation, veth, addresses, routes).", NULL,
+                                   buckets, ELEMENTSOF(buckets), &p->m_setup);
+        if (r >= 0)
+                r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_podnet_pool_addresses",
+                                   "Pod CIDR addresses by state: allocated, quarantined (recently released), free, size (usable in all).",
+                                   state, NULL, 0, &p->m_pool);
+        if (r < 0)
+                return r;
+        if (!p->collector_added) {
+                r = metrics_add_collector(m->metrics, collect_podnet, mi);
+                if (r < 0)
+                        return r;
+                p->collector_added = true;
+        }
+        if (!p->routes_added) {
+                r = api_add_routes(m->api, routes, ELEMENTSOF(routes), mi);
+                if (r < 0)
+                        return r;
+                p->routes_added = true;
+        }
+        return 0;
+}
+
+static int podnet_init(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct podnet *p = calloc(1, sizeof(*p));
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        p->host_netns_fd = -EBADF;
+        r = podnet_parse(c, &p->settings, ret_error);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
+        mi->data = p;
+        return 0;
+}
+
+static void podnet_apply_settings(struct podnet *p) {
+        struct in_addr in;
+        (void) inet_pton(AF_INET, p->settings->host_gateway, &in);
+        p->gateway = ntohl(in.s_addr);
+        if (p->ipam)
+                ipam_set_quarantine(p->ipam, p->settings->address_quarantine);
+}
+
+static int podnet_open(struct module_instance *mi);
+
+/* No pod-cidr configured: the apiserver module reads the Node's once asked (FACT_NODE_POD_CIDR).
+ * The fact is a pointer on the manager, so looking once a second costs nothing. */
+static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct module_instance *mi = userdata;
+
+        const struct node_pod_cidr *fact = manager_lookup(mi->manager, FACT_NODE_POD_CIDR);
+        if (!fact || !fact->cidr) {
+                /* (The apiserver module may have been restarted by a reload: ask again.) */
+                if (fact)
+                        fact->request(fact->userdata);
+                (void) sd_event_source_set_time_relative(s, USEC_PER_SEC);
+                return 0;
+        }
+        int r = podnet_open(mi);
+        if (r < 0)
+                module_set_state(mi, MODULE_FAILED, "cannot open the pod network: %s", strerror(-r));
+        return 0;
+}
+
+static int podnet_wait_for_node(struct module_instance *mi) {
+        struct podnet *p = mi->data;
+        if (p->node_timer)
+                return sd_event_source_set_enabled(p->node_timer, SD_EVENT_ON);
+        int r = sd_event_add_time_relative(mi->manager->event, &p->node_timer, CLOCK_MONOTONIC, USEC_PER_SEC,
+                                           USEC_PER_SEC / 10, on_node_timer, mi);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(p->node_timer, SD_EVENT_ON);
+        return r;
+}
+
+/* Opens the pool and its state; the module's state says how that went. */
+static int podnet_open(struct module_instance *mi) {
+        struct podnet *p = mi->data;
+        const char *state_dir = mi->manager->settings.state_dir;
+        _cleanup_free_ char *dir = NULL, *error = NULL;
+        int r;
+
+        podnet_apply_settings(p);
+        free(p->cidr);
+        p->cidr = NULL;
+        if (p->settings->pod_cidr)
+                p->cidr = strdup(p->settings->pod_cidr);
+        else {
+                const struct node_pod_cidr *fact = manager_lookup(mi->manager, FACT_NODE_POD_CIDR);
+                if (fact && fact->cidr)
+                        p->cidr = strdup(fact->cidr);
+                else if (fact) {
+                        fact->request(fact->userdata);
+                        module_set_state(mi, MODULE_STARTING, "waiting for the Node's spec.podCIDR from the apiserver");
+                        return podnet_wait_for_node(mi);
+                } else {
+                        module_set_state(mi, MODULE_DISABLED, "no [network] pod-cidr and no apiserver to read the Node's spec.podCIDR from");
+                        return 0;
+                }
+        }
+        if (!p->cidr)
+                return -ENOMEM;
+        p->node_timer = sd_event_source_disable_unref(p->node_timer);
+        dir = path_join(state_dir, "podnet");
+        free(p->state_file);
+        p->state_file = path_join(dir, "allocations.json");
+        if (!dir || !p->state_file)
+                return -ENOMEM;
+        r = mkdir_p(dir, 0700);
+        if (r < 0) {
+                module_set_state(mi, MODULE_FAILED, "cannot create %s: %s", dir, strerror(-r));
+                return 0;
+        }
+        (void) fsutil_cleanup_temp(dir);
+        r = ipam_new(p->cidr, p->settings->address_quarantine, p->state_file, &p->ipam, &error);
+        if (r == -EBADMSG) {
+                module_set_state(mi, MODULE_FAILED, "%s is damaged (%s); move it away to start with an empty pool",
+                                 p->state_file, strempty(error));
+                return 0;
+        }
+        if (r < 0) {
+                module_set_state(mi, MODULE_FAILED, "cannot load %s: %s", p->state_file, strerror(-r));
+                return 0;
+        }
+
+        /* Deletions a stop or a crash interrupted. */
+        for (size_t i = 0; i < ipam_n_deleting(p->ipam); i++) {
+                const char *name = ipam_deleting(p->ipam, i);
+                if (!p->reaper || reaper_queue(p->reaper, name) < 0)
+                        (void) wire_del(name); /* recorded as deleted when the reaper exists next time */
+        }
+
+        /* Pods wired before a restart keep their addresses in the store. */
+        for (size_t i = 0; i < ipam_count(p->ipam); i++)
+                store_set_ip(mi, ipam_get(p->ipam, i), true);
+
+        /* Routing between pods and the host needs forwarding. */
+        r = wire_sysctl_write("net/ipv4/ip_forward", "1");
+        if (r < 0) {
+                module_set_state(mi, MODULE_DEGRADED, "cannot enable net.ipv4.ip_forward: %s", strerror(-r));
+                return 0;
+        }
+        log_module_info(MODULE, "Pod network %s%s: %zu allocation(s) restored from %s", p->cidr,
+                        p->settings->pod_cidr ? "" : " (the Node's spec.podCIDR)",
+                        ipam_count(p->ipam), p->state_file);
+        module_set_state(mi, MODULE_RUNNING, NULL);
+        return 0;
+}
+
+static int podnet_start(struct module_instance *mi) {
+        struct podnet *p = mi->data;
+        int r;
+
+        r = podnet_register(mi);
+        if (r < 0)
+                return r;
+        p->host_netns_fd = wire_open_host_netns();
+        if (p->host_netns_fd < 0) {
+                module_set_state(mi, MODULE_FAILED, "cannot open the host network namespace: %s", strerror(-p->host_netns_fd));
+                module_set_synced(mi);
+                return 0;
+        }
+        /* DEL would otherwise wait 20-30 ms per veth in the kernel (see reaper.h). */
+        r = reaper_new(mi->manager->event, on_reaped, mi, &p->reaper);
+        if (r < 0)
+                log_module_warning(MODULE, "Cannot start the veth deletion thread (%s); deleting inline", strerror(-r));
+        r = podnet_open(mi);
+        module_set_synced(mi);
+        return r;
+}
+
+static int podnet_reload(struct module_instance *mi, struct config *c, char **ret_error) {
+        struct podnet *p = mi->data;
+        struct podnet_settings *s = NULL;
+        int r;
+
+        r = podnet_parse(c, &s, ret_error);
+        if (r < 0)
+                return r;
+        if (!streq_ptr(s->pod_cidr, p->settings->pod_cidr) && ipam_count(p->ipam) > 0) {
+                podnet_settings_free(s);
+                if (asprintf(ret_error, "[network] pod-cidr cannot change while %zu pod(s) hold addresses from %s",
+                             ipam_count(p->ipam), p->settings->pod_cidr) < 0)
+                        *ret_error = NULL;
+                return -EBUSY;
+        }
+        bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr;
+        podnet_settings_free(p->settings);
+        p->settings = s;
+        if (!reopen) {
+                podnet_apply_settings(p);
+                return 0;
+        }
+        p->ipam = ipam_free(p->ipam);
+        return podnet_open(mi);
+}
+
+static int podnet_stop(struct module_instance *mi) {
+        struct podnet *p = mi->data;
+        /* Nothing to drain: requests are answered on the loop as they come. Pods stay wired. */
+        p->stopped = true;
+        p->node_timer = sd_event_source_disable_unref(p->node_timer);
+        /* The deletion in progress finishes; queued ones stay recorded for the next start. */
+        p->reaper = reaper_free(p->reaper);
+        return 0;
+}
+
+static int podnet_status(struct module_instance *mi, cJSON *obj) {
+        struct podnet *p = mi->data;
+        cJSON *pool;
+
+        if (p->cidr && (!cJSON_AddStringToObject(obj, "podCIDR", p->cidr) ||
+                        !cJSON_AddStringToObject(obj, "podCIDRFrom", p->settings->pod_cidr ? "config" : "node")))
+                return -ENOMEM;
+        if (!cJSON_AddStringToObject(obj, "hostGateway", p->settings->host_gateway) ||
+            !cJSON_AddNumberToObject(obj, "mtu", p->settings->mtu))
+                return -ENOMEM;
+        if (p->state_file && !cJSON_AddStringToObject(obj, "stateFile", p->state_file))
+                return -ENOMEM;
+        if (!p->ipam)
+                return 0;
+        pool = ipam_to_json(p->ipam, now_usec(CLOCK_REALTIME));
+        if (!pool || !cJSON_AddItemToObject(obj, "pool", pool))
+                return cJSON_Delete(pool), -ENOMEM;
+        return 0;
+}
+
+static void podnet_free(struct module_instance *mi) {
+        struct podnet *p = mi->data;
+
+        if (!p)
+                return;
+        if (p->collector_added)
+                metrics_remove_collector(mi->manager->metrics, collect_podnet, mi);
+        p->reaper = reaper_free(p->reaper);
+        p->ipam = ipam_free(p->ipam);
+        p->node_timer = sd_event_source_disable_unref(p->node_timer);
+        free(p->cidr);
+        safe_close(p->host_netns_fd);
+        podnet_settings_free(p->settings);
+        free(p->state_file);
+        free(p);
+        mi->data = NULL;
+}
+
+const struct module podnet_module = {
+        .name = "podnet",
+        .deps = (const char *const[]) { "apiserver", NULL },
+        .init = podnet_init,
+        .start = podnet_start,
+        .reload = podnet_reload,
+        .stop = podnet_stop,
+        .status = podnet_status,
+        .free = podnet_free,
+};

@@ -888,3 +888,62 @@ def test_rv0_ignores_limit_like_the_watch_cache(fakes):
     assert len(body["items"]) == 3 and "continue" not in body["metadata"]
     body = json.loads(raw(fake, "/api/v1/pods?limit=1").body)
     assert len(body["items"]) == 1 and body["metadata"]["continue"]
+
+
+# ---------------------------------------------------------------------------------------------
+# certificates.k8s.io/v1 CertificateSigningRequests (the identity module's kubernetes signer)
+
+
+def test_csr_create_get_approve_with_the_official_client(fake):
+    """The fake's CSR endpoints as the official client sees them: create, AlreadyExists on a
+    second create with the same name, get, 404, and an approved request carrying a certificate
+    the fake's CA signed for the CSR's key and subject."""
+    import base64 as b64
+    cfg = kubernetes.client.Configuration()
+    cfg.host = fake.url
+    cfg.ssl_ca_cert = fake.ca_file
+    cfg.retries = 0
+    cfg.api_key = {"authorization": "Bearer " + TOKEN}
+    api_client = kubernetes.client.ApiClient(cfg)
+    try:
+        certs = kubernetes.client.CertificatesV1Api(api_client)
+        csr_pem = subprocess.run(
+            ["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", "/dev/null", "-subj", "/O=system:nodes/CN=system:node:n1"],
+            capture_output=True, check=True).stdout
+        body = kubernetes.client.V1CertificateSigningRequest(
+            metadata=kubernetes.client.V1ObjectMeta(name="node-csr-test"),
+            spec=kubernetes.client.V1CertificateSigningRequestSpec(
+                request=b64.b64encode(csr_pem).decode(),
+                signer_name="kubernetes.io/kube-apiserver-client-kubelet",
+                usages=["digital signature", "client auth"], expiration_seconds=600))
+        created = certs.create_certificate_signing_request(body)
+        assert created.metadata.name == "node-csr-test" and created.metadata.uid
+        with pytest.raises(ApiException) as e:
+            certs.create_certificate_signing_request(body)
+        assert e.value.status == 409 and _status_body(e.value)["reason"] == "AlreadyExists"
+        got = certs.read_certificate_signing_request("node-csr-test")
+        assert got.spec.signer_name == "kubernetes.io/kube-apiserver-client-kubelet"
+        assert not got.status.certificate and not got.status.conditions
+        with pytest.raises(ApiException) as e:
+            certs.read_certificate_signing_request("nope")
+        assert e.value.status == 404
+        fake.approve_csr("node-csr-test")
+        got = certs.read_certificate_signing_request("node-csr-test")
+        assert [c.type for c in got.status.conditions] == ["Approved"]
+        pem = b64.b64decode(got.status.certificate)
+        p = subprocess.run(["openssl", "verify", "-CAfile", fake.ca_file], input=pem, capture_output=True)
+        assert p.returncode == 0, p.stderr
+        subj = subprocess.run(["openssl", "x509", "-noout", "-subject", "-nameopt", "RFC2253"], input=pem,
+                              capture_output=True, text=False).stdout.decode()
+        assert "CN=system:node:n1,O=system:nodes" in subj
+        assert [i.metadata.name for i in certs.list_certificate_signing_request().items] == ["node-csr-test"]
+        # A malformed request is 422 Invalid, as the real apiserver answers.
+        body.metadata.name = "bad"
+        body.spec.signer_name = "example.com/nope"
+        with pytest.raises(ApiException) as e:
+            certs.create_certificate_signing_request(body)
+        assert e.value.status == 422
+    finally:
+        api_client.rest_client.pool_manager.clear()
+        api_client.close()

@@ -226,3 +226,25 @@ def test_image_runtime_packages_cover_the_binaries():
             pkg = _package_of(soname, binary).split(":")[0]
             assert pkg in wanted | base, "%s needs %s from %s, not in the Containerfile" % (
                 os.path.basename(binary), soname, pkg)
+
+
+def test_image_paths_exist_in_an_install():
+    """What the DaemonSet and install-cni name in the image (make install with prefix=/usr,
+    sysconfdir=/etc, as the Containerfile builds it) is really installed there."""
+    d = tempfile.mkdtemp(prefix="pinion-k8s-install-")
+    try:
+        env = clean_env({"MAKEFLAGS": None, "MFLAGS": None, "MAKELEVEL": None, "DESTDIR": None})
+        p = subprocess.run(["make", "-s", "-C", BUILDDIR, "install", "DESTDIR=" + d, "prefix=/usr", "sysconfdir=/etc",
+                            "localstatedir=/var"], capture_output=True, text=True, env=env, timeout=T(600),
+                           stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, p.stderr[-3000:]
+        with open(os.path.join(KDIR, "install-cni")) as f:
+            script = f.read()
+        defaults = dict(re.findall(r"^\w+=\$\{(\w+):-(/[^}]+)\}", script, re.M))
+        ds = _one("DaemonSet")["spec"]["template"]["spec"]
+        paths = [defaults["PINION_CNI"], defaults["PINION_CONFLIST"], ds["containers"][0]["command"][0],
+                 ds["containers"][0]["readinessProbe"]["exec"]["command"][0]]
+        for path in paths:
+            assert os.path.exists(os.path.join(d, path.lstrip("/"))), "%s is not installed" % path
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

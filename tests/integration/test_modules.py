@@ -4,9 +4,18 @@
 `disabled` with the reason in /v1/status and /metrics, re-validates on SIGHUP, and keeps the
 old config when the new one is refused."""
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 
 from pinion_testlib import line_of
+
+# identity's local signer creates its CA in ca-dir: one per test process, removed at exit.
+IDENTITY_CA_DIR = os.path.join(tempfile.gettempdir(), "pinion-it-ca-%d" % os.getpid())
+atexit.register(shutil.rmtree, IDENTITY_CA_DIR, True)
 
 # (id, config text appended to the main file, expected reason fragment, the line to blame)
 INVALID = [
@@ -48,7 +57,7 @@ def test_module_validation_names_file_and_line(agent_factory, case):
 
 CONFIGURED = {
     "apiserver": "[apiserver]\nurl=https://127.0.0.1:6443\n",
-    "identity": "[identity]\nsigner=local\ntrust-domain=example.org\nca-dir=/tmp/pinion-ca\n",
+    "identity": "[identity]\nsigner=local\ntrust-domain=example.org\nca-dir=%s\n" % IDENTITY_CA_DIR,
     "zkreg": "[zookeeper]\nservers=127.0.0.1:2181\n",
     "configsync": "[config.app]\nurl=https://127.0.0.1/m.json\ndest=/tmp/pinion-app\n",
     "podnet": "[network]\npod-cidr=10.1.2.0/24\n",
@@ -76,7 +85,7 @@ def test_configured_modules_report_their_settings(agent_factory):
     mods = modules_by_name(a.status())
     # Configured but their work is not in this build: still disabled, saying so, never failing.
     for name in CONFIGURED:
-        if name in ("apiserver", "zkreg"):
+        if name in ("apiserver", "identity", "zkreg", "configsync", "podnet"):
             continue
         assert mods[name]["state"] == "disabled", mods[name]
         assert "not part of this build" in mods[name]["reason"], mods[name]
@@ -84,12 +93,18 @@ def test_configured_modules_report_their_settings(agent_factory):
     # the agent is still healthy and ready.
     assert mods["apiserver"]["state"] in ("starting", "degraded"), mods["apiserver"]
     assert mods["apiserver"]["details"]["url"] == "https://127.0.0.1:6443"
-    assert mods["identity"]["details"] == {"trustDomain": "example.org"}
+    assert mods["configsync"]["state"] in ("starting", "degraded"), mods["configsync"]
+    # identity runs: its local CA signs the node certificate at once.
+    assert mods["identity"]["details"]["trustDomain"] == "example.org"
+    assert mods["identity"]["details"]["signer"] == "local"
     # zkreg runs too: no ZooKeeper there, so it keeps connecting, degraded or still starting.
     assert mods["zkreg"]["state"] in ("starting", "degraded"), mods["zkreg"]
     assert mods["zkreg"]["details"]["servers"] == ["127.0.0.1:2181"]
     assert mods["configsync"]["details"] == {"configs": ["app"]}
-    assert mods["podnet"]["details"] == {"podCIDR": "10.1.2.0/24"}
+    # podnet runs (its pool is opened; no pod is wired by this test).
+    assert mods["podnet"]["state"] == "running", mods["podnet"]
+    assert mods["podnet"]["details"]["podCIDR"] == "10.1.2.0/24"
+    assert mods["podnet"]["details"]["pool"]["allocated"] == 0
     assert mods["reclaim"]["details"] == {"targets": ["api"]}
     assert a.health()["status"] == "ok"
     m = a.metrics()

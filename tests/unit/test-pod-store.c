@@ -448,6 +448,73 @@ static void test_store_many(void **state) {
         free(list);
 }
 
+/* The network overlay (pod_store_set_ips): podnet's IP for a pod, applied over its source. */
+static void test_store_ip_overlay(void **state) {
+        _cleanup_(pod_store_freep) struct pod_store *s = NULL;
+        struct recorder rec = {};
+        char *ips[] = { (char *) "10.77.0.5", NULL };
+        struct pod *a, *a2, *cur;
+
+        assert_int_equal(pod_store_new(&s), 0);
+        assert_int_equal(pod_store_add_observer(s, record, &rec), 0);
+        assert_int_equal(pod_store_set_ips(s, NULL, NULL, "x", ips), -EINVAL);
+
+        /* Set before the pod is known (CNI ADD comes first): nothing announced yet. */
+        assert_int_equal(pod_store_set_ips(s, "uid-a", NULL, NULL, ips), 0);
+        assert_int_equal(rec.n, 0);
+
+        /* The source's pod arrives without an IP: the store keeps a copy with the overlay's. */
+        a = mkpod_src("uid-a", "a", "Pending", "apiserver");
+        assert_int_equal(pod_store_replace_source(s, "apiserver", &a, 1), 1);
+        assert_int_equal(rec.n, 1);
+        cur = pod_store_get(s, "uid-a");
+        assert_ptr_not_equal(cur, a);
+        assert_string_equal(pod_primary_ip(cur), "10.77.0.5");
+        assert_string_equal(pod_primary_ip(rec.new[0]), "10.77.0.5");
+        assert_null(pod_primary_ip(a)); /* the source's object is untouched */
+        assert_string_equal(cur->phase, "Pending");
+
+        /* A relist with the same object: no event. */
+        assert_int_equal(pod_store_replace_source(s, "apiserver", &a, 1), 0);
+        assert_int_equal(rec.n, 1);
+
+        /* The source updates the pod: the overlay stays. */
+        a2 = mkpod_src("uid-a", "a", "Running", "apiserver");
+        assert_int_equal(pod_store_replace_source(s, "apiserver", &a2, 1), 1);
+        assert_int_equal(rec.n, 2);
+        cur = pod_store_get(s, "uid-a");
+        assert_string_equal(cur->phase, "Running");
+        assert_string_equal(pod_primary_ip(cur), "10.77.0.5");
+
+        /* Setting the same IPs again changes nothing. */
+        assert_int_equal(pod_store_set_ips(s, "uid-a", NULL, NULL, ips), 0);
+        assert_int_equal(rec.n, 2);
+
+        /* Cleared (CNI DEL): back to the source's newest object, announced. */
+        assert_int_equal(pod_store_set_ips(s, "uid-a", NULL, NULL, NULL), 1);
+        assert_int_equal(rec.n, 3);
+        assert_ptr_equal(pod_store_get(s, "uid-a"), a2);
+        assert_null(pod_primary_ip(pod_store_get(s, "uid-a")));
+        assert_int_equal(pod_store_set_ips(s, "uid-a", NULL, NULL, NULL), 0);
+
+        /* By namespace/name, set while the pod is there: announced at once. */
+        char *ips2[] = { (char *) "10.77.0.6", NULL };
+        assert_int_equal(pod_store_set_ips(s, NULL, "default", "a", ips2), 1);
+        assert_int_equal(rec.n, 4);
+        assert_string_equal(pod_primary_ip(pod_store_get(s, "uid-a")), "10.77.0.6");
+
+        /* The pod goes away and comes back: the overlay outlives it. */
+        assert_int_equal(pod_store_replace_source(s, "apiserver", NULL, 0), 1);
+        assert_int_equal(pod_store_replace_source(s, "apiserver", &a2, 1), 1);
+        assert_string_equal(pod_primary_ip(pod_store_get(s, "uid-a")), "10.77.0.6");
+        assert_int_equal(pod_store_set_ips(s, NULL, "default", "a", NULL), 1);
+        assert_null(pod_primary_ip(pod_store_get(s, "uid-a")));
+
+        pod_unref(a);
+        pod_unref(a2);
+        recorder_clear(&rec);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_store_put_remove),
@@ -459,6 +526,7 @@ int main(void) {
                 cmocka_unit_test(test_observer_added_in_callback),
                 cmocka_unit_test(test_store_list_sorted),
                 cmocka_unit_test(test_store_many),
+                cmocka_unit_test(test_store_ip_overlay),
         };
         return cmocka_run_group_tests_name("pod-store", tests, NULL, NULL);
 }

@@ -1,0 +1,646 @@
+/* SPDX-License-Identifier: MIT */
+/* One [config.NAME]: when to sync (interval with jitter, zk-version-node after a splay, refresh,
+ * SIGHUP, backoff after failures), what a sync's outcome does (publish bookkeeping, last known
+ * good, state file, on-change) and how it is reported. */
+
+#include <inttypes.h>
+#include <sys/stat.h>
+#include <stdio.h>
+
+#include "atomic-dir.h"
+#include "configsync.h"
+#include "facts.h"
+#include "fsutil.h"
+#include "json.h"
+#include "log.h"
+#include "manager.h"
+#include "strv.h"
+
+#define STATE_MAX_SIZE (MANIFEST_MAX_SIZE + 64U * 1024U)
+
+#define bundle_debug(b, fmt, ...) (void) log_module_full_errno(CONFIGSYNC_MODULE, LOG_DEBUG, 0, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+#define bundle_info(b, fmt, ...) (void) log_module_full_errno(CONFIGSYNC_MODULE, LOG_INFO, 0, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+#define bundle_warning(b, fmt, ...) (void) log_module_full_errno(CONFIGSYNC_MODULE, LOG_WARNING, 0, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+#define bundle_warning_errno(b, e, fmt, ...) log_module_full_errno(CONFIGSYNC_MODULE, LOG_WARNING, e, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+
+static const char *const bundle_state_names[_BUNDLE_STATE_MAX] = {
+        [BUNDLE_PENDING] = "pending",
+        [BUNDLE_FETCHING] = "fetching",
+        [BUNDLE_SYNCED] = "synced",
+        [BUNDLE_FAILING] = "failing",
+};
+
+const char *bundle_state_to_string(enum bundle_state s) {
+        return s >= 0 && s < _BUNDLE_STATE_MAX ? bundle_state_names[s] : NULL;
+}
+
+static void bundle_set_state(struct bundle *b, enum bundle_state s) {
+        if (b->state == s)
+                return;
+        bundle_debug(b, "%s -> %s", bundle_state_to_string(b->state), bundle_state_to_string(s));
+        b->state = s;
+}
+
+static struct manager *bundle_manager(const struct bundle *b) {
+        return b->cs->mi->manager;
+}
+
+static void bundle_forget_cache(struct bundle *b) {
+        b->etag = mfree(b->etag);
+        b->have_sha = false;
+        b->manifest = manifest_free(b->manifest);
+}
+
+static void bundle_unwatch(struct bundle *b) {
+        /* Unwatch only through a fact that is still published: one that went is gone with its watches. */
+        bool gone = b->zk && manager_lookup(bundle_manager(b), FACT_ZOOKEEPER) != zk_trigger_fact(b->zk);
+        b->zk = zk_trigger_free(b->zk, gone);
+}
+
+struct bundle *bundle_free(struct bundle *b) {
+        if (!b)
+                return NULL;
+        configsync_waiters_fail(b, 503, "the config module is stopping");
+        bundle_unwatch(b);
+        b->fetch = fetch_free(b->fetch);
+        b->timer = sd_event_source_disable_unref(b->timer);
+        b->runner = runner_free(b->runner);
+        bundle_forget_cache(b);
+        free(b->version);
+        free(b->version_dir);
+        free(b->last_error);
+        free(b->name);
+        free(b);
+        return NULL;
+}
+
+/* ---- persisted state: what lets a restart answer 304 and reuse files ---- */
+
+static char *bundle_state_path(const struct bundle *b) {
+        char *p = NULL;
+        if (asprintf(&p, "%s/%s.json", b->cs->state_dir, b->name) < 0)
+                return NULL;
+        return p;
+}
+
+static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manifest_size) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
+        char sha[65];
+        int r;
+
+        if (!o || !path)
+                return -ENOMEM;
+        sha256_to_hex(b->manifest_sha256, sha);
+        if (!cJSON_AddStringToObject(o, "url", b->settings->url) ||
+            !cJSON_AddStringToObject(o, "dest", b->settings->dest) ||
+            !cJSON_AddStringToObject(o, "version_dir", b->version_dir) ||
+            !json_add_string_or_null(o, "etag", b->etag) || !cJSON_AddStringToObject(o, "manifest_sha256", sha) ||
+            !cJSON_AddNumberToObject(o, "published", (double) b->published) ||
+            !cJSON_AddItemToObject(o, "manifest", cJSON_CreateStringReference("")))
+                return -ENOMEM;
+        /* The manifest's exact bytes (JSON-escaped): a string keeps them whole. */
+        _cleanup_free_ char *copy = strndup(manifest_text, manifest_size);
+        if (!copy || !cJSON_ReplaceItemInObject(o, "manifest", cJSON_CreateString(copy)))
+                return -ENOMEM;
+        text = cJSON_PrintUnformatted(o);
+        if (!text)
+                return -ENOMEM;
+        r = mkdir_p(b->cs->state_dir, 0700);
+        if (r < 0)
+                return r;
+        return write_file_atomic(path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+}
+
+/* Adopts the saved state if it describes the tree ..data points at now; otherwise the next sync
+ * starts from scratch (a full download), which is always correct. */
+static void bundle_load_state(struct bundle *b) {
+        _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
+        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
+        const cJSON *url, *dest, *dir, *etag, *sha, *man, *pub;
+        _cleanup_(manifest_freep) struct manifest *m = NULL;
+        uint8_t digest[32], declared[32];
+        size_t size;
+
+        if (!path || read_file_full(path, STATE_MAX_SIZE, &text, &size) < 0)
+                return;
+        o = cJSON_ParseWithLength(text, size);
+        url = cJSON_GetObjectItemCaseSensitive(o, "url");
+        dest = cJSON_GetObjectItemCaseSensitive(o, "dest");
+        dir = cJSON_GetObjectItemCaseSensitive(o, "version_dir");
+        etag = cJSON_GetObjectItemCaseSensitive(o, "etag");
+        sha = cJSON_GetObjectItemCaseSensitive(o, "manifest_sha256");
+        man = cJSON_GetObjectItemCaseSensitive(o, "manifest");
+        pub = cJSON_GetObjectItemCaseSensitive(o, "published");
+        if (!cJSON_IsString(url) || !cJSON_IsString(dest) || !cJSON_IsString(dir) || !cJSON_IsString(sha) ||
+            !cJSON_IsString(man) || !streq(url->valuestring, b->settings->url) ||
+            !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||
+            sha256_from_hex(sha->valuestring, declared) < 0)
+                return bundle_debug(b, "state file does not describe the published tree, ignoring it");
+        size = strlen(man->valuestring);
+        if (!EVP_Digest(man->valuestring, size, digest, NULL, EVP_sha256(), NULL) || memcmp(digest, declared, 32) != 0 ||
+            manifest_parse(man->valuestring, size, &m, NULL) < 0)
+                return bundle_debug(b, "state file's manifest does not check out, ignoring it");
+        memcpy(b->manifest_sha256, digest, 32);
+        b->have_sha = true;
+        free(b->etag);
+        b->etag = cJSON_IsString(etag) ? strdup(etag->valuestring) : NULL;
+        free(b->version);
+        b->version = strdup(m->version);
+        b->n_files = m->n_files;
+        b->size = m->total_size;
+        if (cJSON_IsNumber(pub) && pub->valuedouble > 0)
+                b->published = (usec_t) pub->valuedouble;
+        manifest_free(b->manifest);
+        b->manifest = TAKE_PTR(m);
+}
+
+/* ---- scheduling ---- */
+
+static void bundle_sync(struct bundle *b);
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct bundle *b = userdata;
+        b->next_attempt = 0;
+        bundle_sync(b);
+        return 0;
+}
+
+static void bundle_schedule(struct bundle *b, usec_t delay) {
+        int r;
+
+        r = sd_event_source_set_time_relative(b->timer, delay);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(b->timer, SD_EVENT_ONESHOT);
+        if (r < 0) {
+                bundle_warning_errno(b, r, "cannot arm the sync timer: %m");
+                return;
+        }
+        b->next_attempt = now_usec(CLOCK_REALTIME) + delay;
+}
+
+/* The next poll: interval ± 10%, so nodes started together drift apart. */
+static usec_t bundle_poll_delay(struct bundle *b) {
+        usec_t i = b->settings->interval;
+        return backoff_random_between(&b->backoff, i - i / 10, i + i / 10);
+}
+
+void bundle_refresh(struct bundle *b, const char *why) {
+        if (b->fetch) {
+                bundle_debug(b, "refresh (%s) during a sync: syncing again after it", why);
+                b->again = true;
+                return;
+        }
+        bundle_debug(b, "refresh (%s)", why);
+        bundle_schedule(b, 0);
+}
+
+/* ---- zk-version-node ---- */
+
+static void on_zk_changed(struct zk_trigger *t, int64_t old_version, int64_t new_version, void *userdata) {
+        struct bundle *b = userdata;
+        usec_t splay = b->settings->splay > 0 ? backoff_random_between(&b->backoff, 0, b->settings->splay) : 0;
+
+        bundle_info(b, "zk-version-node %s changed (mzxid %" PRId64 " -> %" PRId64 "), syncing in %.1fs",
+                    zk_trigger_path(t), old_version, new_version, (double) splay / USEC_PER_SEC);
+        b->n_zk_triggers++;
+        if (b->fetch)
+                b->again = true;
+        else if (!b->next_attempt || b->next_attempt > now_usec(CLOCK_REALTIME) + splay)
+                bundle_schedule(b, splay);
+}
+
+/* Watches zk-version-node through zkreg's session once it is published (looked up again on
+ * every sync, so a zkreg that comes up later, or a new session object, is picked up). */
+static void bundle_ensure_watch(struct bundle *b) {
+        const struct zookeeper_fact *zf;
+        int r;
+
+        if (!b->settings->zk_version_node)
+                return;
+        zf = manager_lookup(bundle_manager(b), FACT_ZOOKEEPER);
+        if (b->zk && zk_trigger_fact(b->zk) == zf)
+                return;
+        /* A fact that went away took its watches with it. */
+        b->zk = zk_trigger_free(b->zk, true);
+        if (!zf) {
+                bundle_debug(b, "no ZooKeeper session published (zkreg not running): polling only");
+                return;
+        }
+        r = zk_trigger_new(zf, b->settings->zk_version_node, on_zk_changed, b, &b->zk);
+        if (r < 0) {
+                bundle_warning_errno(b, r, "cannot watch %s: %m", b->settings->zk_version_node);
+                return;
+        }
+        bundle_info(b, "watching zk-version-node %s", b->settings->zk_version_node);
+}
+
+/* ---- outcomes ---- */
+
+static void bundle_record_error(struct bundle *b, const struct fetch_outcome *o) {
+        struct configsync_metrics *mt = &b->cs->metrics;
+        const char *kind = fetch_error_kind_to_string(o->kind);
+
+        free(b->last_error);
+        b->last_error = strdup(o->message ? o->message : strerror(-o->error));
+        b->last_error_kind = kind;
+        b->last_error_time = now_usec(CLOCK_REALTIME);
+        b->n_failures++;
+        if (o->kind == FETCH_ERROR_CHECKSUM || o->kind == FETCH_ERROR_SIZE || o->kind == FETCH_ERROR_SIGNATURE)
+                (void) metric_inc(mt->verify_fail, b->name, kind);
+}
+
+static int bundle_make_runner(struct bundle *b);
+static void bundle_trigger_on_change(struct bundle *b);
+
+static void on_run_done(struct runner *r, const struct runner_result *res, void *userdata) {
+        struct bundle *b = userdata;
+        const char *result;
+
+        b->have_run = true;
+        b->last_run = *res;
+        if (res->spawn_error < 0) {
+                result = "spawn-failed";
+                bundle_warning(b, "on-change: cannot run %s: %s", b->on_change_argv[0], strerror(-res->spawn_error));
+        } else if (res->timed_out) {
+                result = "timeout";
+                bundle_warning(b, "on-change: %s timed out after %.1fs and was killed", b->on_change_argv[0],
+                               (double) b->settings->on_change_timeout / USEC_PER_SEC);
+        } else if (res->exit_code == 0) {
+                result = "success";
+                bundle_info(b, "on-change: %s succeeded", b->on_change_argv[0]);
+        } else {
+                result = "failure";
+                if (res->signal)
+                        bundle_warning(b, "on-change: %s killed by signal %d", b->on_change_argv[0], res->signal);
+                else
+                        bundle_warning(b, "on-change: %s exited with status %d", b->on_change_argv[0], res->exit_code);
+        }
+        (void) metric_inc(b->cs->metrics.on_change, b->name, result);
+
+        if (b->runner_stale) {
+                /* on-change was changed by a reload while this run went on: the new command
+                 * takes over now (nothing touches the old runner after this callback). */
+                bool pending = runner_pending(r);
+                b->runner_stale = false;
+                if (bundle_make_runner(b) < 0)
+                        bundle_warning(b, "on-change: cannot set up the new command");
+                else if (pending)
+                        bundle_trigger_on_change(b);
+        }
+}
+
+static void bundle_trigger_on_change(struct bundle *b) {
+        _cleanup_strv_free_ char **env = NULL;
+        char *s = NULL;
+
+        if (!b->runner)
+                return;
+        if (asprintf(&s, "PINION_CONFIG=%s", b->name) < 0 || strv_push(&env, s) < 0 ||
+            asprintf(&s, "PINION_CONFIG_DIR=%s", b->settings->dest) < 0 || strv_push(&env, s) < 0 ||
+            asprintf(&s, "PINION_CONFIG_VERSION=%s", strempty(b->version)) < 0 || strv_push(&env, s) < 0)
+                return bundle_warning(b, "on-change: out of memory");
+        if (runner_trigger(b->runner, env) < 0)
+                bundle_warning(b, "on-change: cannot arm its timer");
+}
+
+static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userdata) {
+        struct bundle *b = userdata;
+        struct configsync_metrics *mt = &b->cs->metrics;
+        bool was_present = b->present;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+
+        b->n_fetches++;
+        b->bytes += o->bytes;
+        b->attempted = true;
+        (void) metric_add(mt->bytes, (double) o->bytes, b->name);
+        (void) metric_inc(mt->fetches, b->name,
+                          o->result == FETCH_FAILED ? fetch_error_kind_to_string(o->kind) : fetch_result_to_string(o->result));
+
+        switch (o->result) {
+        case FETCH_FAILED: {
+                usec_t delay = backoff_next(&b->backoff, now, o->retry_after);
+                bundle_record_error(b, o);
+                bundle_set_state(b, BUNDLE_FAILING);
+                bundle_warning(b, "sync failed (%s), keeping %s; retrying in %.1fs", b->last_error,
+                               b->present ? "the current version" : "nothing (no version yet)",
+                               (double) delay / USEC_PER_SEC);
+                b->fetch = fetch_free(b->fetch);
+                bundle_schedule(b, delay);
+                b->again = false;
+                configsync_bundle_changed(b->cs, b, false);
+                return;
+        }
+        case FETCH_NOT_MODIFIED:
+                b->n_not_modified++;
+                (void) metric_inc(mt->not_modified, b->name);
+                bundle_debug(b, "not modified");
+                break;
+        case FETCH_SAME:
+                free(b->etag);
+                b->etag = TAKE_PTR(o->etag);
+                bundle_debug(b, "manifest unchanged");
+                if (b->version_dir)
+                        (void) bundle_save_state(b, o->manifest_text, o->manifest_size);
+                break;
+        case FETCH_CHANGED:
+                free(b->etag);
+                b->etag = TAKE_PTR(o->etag);
+                free(b->version);
+                b->version = strdup(o->manifest->version);
+                free(b->version_dir);
+                b->version_dir = TAKE_PTR(o->version_dir);
+                memcpy(b->manifest_sha256, o->manifest_sha256, 32);
+                b->have_sha = true;
+                b->n_files = o->manifest->n_files;
+                b->size = o->manifest->total_size;
+                manifest_free(b->manifest);
+                b->manifest = TAKE_PTR(o->manifest);
+                b->present = true;
+                b->published = now_usec(CLOCK_REALTIME);
+                b->last_change = b->published;
+                b->n_changes++;
+                if (bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
+                        bundle_warning(b, "cannot save its state (the next start downloads it again)");
+                bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
+                            "%.3fs, of which %.3fs fsync and swap)",
+                            b->version, b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
+                            (double) o->total_usec / USEC_PER_SEC, (double) o->publish_usec / USEC_PER_SEC);
+                bundle_trigger_on_change(b);
+                break;
+        case _FETCH_RESULT_MAX:
+                break;
+        }
+
+        backoff_reset(&b->backoff);
+        b->last_success = now_usec(CLOCK_REALTIME);
+        if (b->state == BUNDLE_FAILING)
+                bundle_info(b, "sync works again");
+        b->last_error = mfree(b->last_error);
+        b->last_error_kind = NULL;
+        bundle_set_state(b, BUNDLE_SYNCED);
+        bool changed = o->result == FETCH_CHANGED;
+        o = NULL; /* it lives in the fetch */
+        b->fetch = fetch_free(b->fetch);
+        if (b->again) {
+                b->again = false;
+                bundle_schedule(b, 0);
+        } else
+                bundle_schedule(b, bundle_poll_delay(b));
+        configsync_bundle_changed(b->cs, b, b->present != was_present || changed);
+}
+
+static void bundle_sync(struct bundle *b) {
+        struct http_client *http;
+        struct fetch_params p;
+        _cleanup_free_ char *current = NULL;
+        int r;
+
+        if (b->fetch)
+                return;
+        bundle_ensure_watch(b);
+
+        /* What is published now decides what may be skipped: the cache describes it or goes. */
+        r = atomic_dir_current(b->settings->dest, &current);
+        if (r < 0 || !streq_ptr(current, b->version_dir)) {
+                if (b->have_sha)
+                        bundle_warning(b, "the published tree in %s changed behind our back, syncing from scratch",
+                                       b->settings->dest);
+                bundle_forget_cache(b);
+                free(b->version_dir);
+                b->version_dir = r >= 0 ? TAKE_PTR(current) : NULL;
+                b->version = mfree(b->version);
+                b->present = r >= 0;
+        }
+
+        r = manager_http(bundle_manager(b), &http);
+        if (r >= 0) {
+                p = (struct fetch_params) {
+                        .url = b->settings->url,
+                        .ca_file = b->settings->ca_file,
+                        .public_key = b->public_key,
+                        .dest = b->settings->dest,
+                        .timeout = b->settings->timeout,
+                        .parallel = b->settings->parallel,
+                        .keep_versions = b->settings->keep_versions,
+                        .max_size = b->settings->max_size,
+                        .etag = b->present && b->have_sha ? b->etag : NULL,
+                        .current_sha256 = b->present && b->have_sha ? b->manifest_sha256 : NULL,
+                        .current = b->present ? b->manifest : NULL,
+                        .current_dir = b->present ? b->version_dir : NULL,
+                };
+                r = fetch_start(http, &p, on_fetch_done, b, &b->fetch);
+        }
+        if (r < 0) {
+                struct fetch_outcome o = { .result = FETCH_FAILED, .kind = FETCH_ERROR_OTHER, .error = r };
+                bundle_record_error(b, &o);
+                bundle_set_state(b, BUNDLE_FAILING);
+                bundle_schedule(b, backoff_next(&b->backoff, now_usec(CLOCK_MONOTONIC), 0));
+                bundle_warning_errno(b, r, "cannot start a sync: %m");
+                return;
+        }
+        b->last_attempt = now_usec(CLOCK_REALTIME);
+        bundle_set_state(b, BUNDLE_FETCHING);
+}
+
+/* ---- lifecycle ---- */
+
+static int bundle_make_runner(struct bundle *b) {
+        b->runner = runner_free(b->runner);
+        if (!b->on_change_argv)
+                return 0;
+        return runner_new(bundle_manager(b)->event, b->on_change_argv, b->settings->quiescence,
+                          b->settings->on_change_timeout, on_run_done, b, &b->runner);
+}
+
+static void bundle_take_settings(struct bundle *b, size_t index) {
+        struct configsync_settings *s = b->cs->settings;
+        b->settings = s->bundles[index];
+        b->public_key = s->keys[index];
+        b->on_change_argv = s->argvs[index];
+        b->backoff.config = (struct backoff_config) {
+                .initial = b->settings->backoff_initial,
+                .max = b->settings->backoff_max,
+                .factor = 2.0,
+                .jitter = 1.0,
+                .reset_after = 2 * USEC_PER_MINUTE,
+        };
+}
+
+int bundle_new(struct configsync *cs, size_t index, struct bundle **ret) {
+        struct bundle *b = calloc(1, sizeof(*b));
+        struct backoff_config bc = {};
+
+        if (!b)
+                return -ENOMEM;
+        b->cs = cs;
+        b->name = strdup(cs->settings->bundles[index]->name);
+        if (!b->name) {
+                free(b);
+                return -ENOMEM;
+        }
+        backoff_init(&b->backoff, &bc, 0);
+        bundle_take_settings(b, index);
+        *ret = b;
+        return 0;
+}
+
+int bundle_start(struct bundle *b) {
+        const char *dest = b->settings->dest;
+        _cleanup_free_ char *current = NULL;
+        int r;
+
+        r = atomic_dir_cleanup(dest);
+        if (r > 0)
+                bundle_info(b, "removed %d leftover(s) of an interrupted sync in %s", r, dest);
+        else if (r < 0 && r != -ENOENT)
+                bundle_warning_errno(b, r, "cannot clean up %s: %m", dest);
+
+        if (atomic_dir_current(dest, &current) >= 0) {
+                struct stat st;
+                _cleanup_free_ char *p = path_join(dest, ATOMIC_DIR_DATA);
+                b->present = true;
+                b->version_dir = TAKE_PTR(current);
+                if (p && lstat(p, &st) >= 0)
+                        b->published = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
+                bundle_load_state(b);
+                bundle_info(b, "found version %s in %s (last known good)", b->version ? b->version : b->version_dir, dest);
+        }
+
+        r = sd_event_add_time_relative(bundle_manager(b)->event, &b->timer, CLOCK_MONOTONIC, 0, 0, on_timer, b);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(b->timer, "configsync-bundle");
+        r = bundle_make_runner(b);
+        if (r < 0)
+                return r;
+        bundle_schedule(b, 0);
+        return 0;
+}
+
+int bundle_update(struct bundle *b, size_t index) {
+        struct bundle_settings *old = b->settings;
+        EVP_PKEY *old_key = b->public_key;
+        char **old_argv = b->on_change_argv;
+        bool source_changed, runner_changed;
+        int r = 0;
+
+        /* The old settings are still alive: the caller frees them after every bundle moved. */
+        bundle_take_settings(b, index);
+        struct bundle_settings *s = b->settings;
+        source_changed = !streq(old->url, s->url) || !streq(old->dest, s->dest) ||
+                         !streq_ptr(old->ca_file, s->ca_file) || !streq_ptr(old->public_key, s->public_key) ||
+                         (old_key && b->public_key && EVP_PKEY_eq(old_key, b->public_key) != 1);
+        runner_changed = !strv_equal(old_argv, b->on_change_argv) || old->quiescence != s->quiescence ||
+                         old->on_change_timeout != s->on_change_timeout;
+        if (source_changed) {
+                /* What is published stays (last known good) until the new source delivers; only
+                 * what let us skip work (ETag, manifest for 304s and hard links) is dropped. */
+                bundle_info(b, "source changed: the next sync is a full one");
+                b->fetch = fetch_free(b->fetch);
+                bundle_forget_cache(b);
+                backoff_reset(&b->backoff);
+        }
+        if (!streq_ptr(old->zk_version_node, s->zk_version_node))
+                bundle_unwatch(b);
+        if (runner_changed && !runner_running(b->runner))
+                r = bundle_make_runner(b);
+        else if (runner_changed) {
+                bundle_info(b, "on-change changed while the old command runs: the new one takes over when it ends");
+                b->runner_stale = true;
+        }
+        return r;
+}
+
+struct bundle *configsync_find(struct configsync *cs, const char *name) {
+        for (size_t i = 0; cs && i < cs->n_bundles; i++)
+                if (streq(cs->bundles[i]->name, name))
+                        return cs->bundles[i];
+        return NULL;
+}
+
+static cJSON *run_to_json(const struct bundle *b) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return NULL;
+        cJSON_AddBoolToObject(o, "running", runner_running(b->runner));
+        cJSON_AddBoolToObject(o, "pending", runner_pending(b->runner));
+        cJSON_AddNumberToObject(o, "runs", runner_runs(b->runner));
+        if (b->have_run) {
+                json_add_time(o, "last_started", b->last_run.started);
+                json_add_time(o, "last_finished", b->last_run.finished);
+                if (b->last_run.spawn_error < 0)
+                        cJSON_AddStringToObject(o, "last_error", strerror(-b->last_run.spawn_error));
+                if (b->last_run.exit_code >= 0)
+                        cJSON_AddNumberToObject(o, "last_exit_status", b->last_run.exit_code);
+                else
+                        cJSON_AddNullToObject(o, "last_exit_status");
+                if (b->last_run.signal)
+                        cJSON_AddNumberToObject(o, "last_signal", b->last_run.signal);
+                cJSON_AddBoolToObject(o, "last_timed_out", b->last_run.timed_out);
+        }
+        return o;
+}
+
+cJSON *bundle_to_json(const struct bundle *b) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        char sha[65];
+
+        if (!o)
+                return NULL;
+        cJSON_AddStringToObject(o, "name", b->name);
+        cJSON_AddStringToObject(o, "state", bundle_state_to_string(b->state));
+        cJSON_AddBoolToObject(o, "present", b->present);
+        json_add_string_or_null(o, "version", b->version);
+        json_add_string_or_null(o, "version_dir", b->version_dir);
+        cJSON_AddStringToObject(o, "url", b->settings->url);
+        cJSON_AddStringToObject(o, "dest", b->settings->dest);
+        cJSON_AddBoolToObject(o, "signed", b->public_key != NULL);
+        json_add_time(o, "published", b->published);
+        if (b->present && b->published)
+                cJSON_AddNumberToObject(o, "age_seconds",
+                                        (double) (now_usec(CLOCK_REALTIME) - MIN(b->published, now_usec(CLOCK_REALTIME))) / USEC_PER_SEC);
+        else
+                cJSON_AddNullToObject(o, "age_seconds");
+        cJSON_AddNumberToObject(o, "files", (double) b->n_files);
+        cJSON_AddNumberToObject(o, "size", (double) b->size);
+        if (b->have_sha) {
+                sha256_to_hex(b->manifest_sha256, sha);
+                cJSON_AddStringToObject(o, "manifest_sha256", sha);
+        } else
+                cJSON_AddNullToObject(o, "manifest_sha256");
+        json_add_string_or_null(o, "etag", b->etag);
+        json_add_time(o, "last_attempt", b->last_attempt);
+        json_add_time(o, "last_success", b->last_success);
+        json_add_time(o, "last_change", b->last_change);
+        json_add_time(o, "next_attempt", b->next_attempt);
+        json_add_string_or_null(o, "last_error", b->last_error);
+        json_add_string_or_null(o, "last_error_kind", b->last_error_kind);
+        json_add_time(o, "last_error_time", b->last_error_time);
+        cJSON_AddNumberToObject(o, "fetches", b->n_fetches);
+        cJSON_AddNumberToObject(o, "failures", b->n_failures);
+        cJSON_AddNumberToObject(o, "not_modified", b->n_not_modified);
+        cJSON_AddNumberToObject(o, "changes", b->n_changes);
+        cJSON_AddNumberToObject(o, "bytes", (double) b->bytes);
+        if (b->settings->zk_version_node) {
+                cJSON *z = cJSON_AddObjectToObject(o, "zk_version_node");
+                if (z) {
+                        cJSON_AddStringToObject(z, "path", b->settings->zk_version_node);
+                        int64_t v;
+                        cJSON_AddBoolToObject(z, "watching", b->zk != NULL);
+                        if (zk_trigger_version(b->zk, &v))
+                                cJSON_AddNumberToObject(z, "mzxid", (double) v);
+                        else
+                                cJSON_AddNullToObject(z, "mzxid");
+                        cJSON_AddNumberToObject(z, "triggers", b->n_zk_triggers);
+                        if (zk_trigger_error(b->zk) < 0)
+                                cJSON_AddStringToObject(z, "error", strerror(-zk_trigger_error(b->zk)));
+                }
+        }
+        if (b->settings->on_change) {
+                cJSON *r = run_to_json(b);
+                if (r)
+                        cJSON_AddItemToObject(o, "on_change", r);
+        }
+        return TAKE_PTR(o);
+}

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/* /v1/configs: the list, one config (with ?wait=DURATION: a long-poll until it is present, for
+ * init containers and `pinionctl wait-config`), and POST .../refresh. Root and socket-group see
+ * every config; a process in a pod sees only the configs its pod declares (pinion.io/configs),
+ * found through its cgroup (peer-pod.h); anyone else gets 403. */
+
+#include <stdio.h>
+
+#include "configsync.h"
+#include "json.h"
+#include "log.h"
+#include "manager.h"
+#include "parse-util.h"
+#include "peer-pod.h"
+#include "strv.h"
+
+#define WAIT_MAX (10 * USEC_PER_MINUTE)
+
+struct config_waiter {
+        struct bundle *bundle;
+        struct api_request *req;
+        sd_event_source *timer;
+        usec_t wait;
+        struct config_waiter *next, *prev;
+};
+
+static void waiter_unlink(struct config_waiter *w) {
+        if (w->prev)
+                w->prev->next = w->next;
+        else
+                w->bundle->waiters = w->next;
+        if (w->next)
+                w->next->prev = w->prev;
+        w->timer = sd_event_source_disable_unref(w->timer);
+        free(w);
+}
+
+static void on_waiter_abort(struct api_request *req, void *userdata) {
+        waiter_unlink(userdata);
+}
+
+static int on_waiter_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct config_waiter *w = userdata;
+        struct api_request *req = w->req;
+        struct bundle *b = w->bundle;
+        usec_t wait = w->wait;
+
+        waiter_unlink(w);
+        (void) api_reply_error(req, 504, "config %s is not present after %.1fs%s%s", b->name,
+                               (double) wait / USEC_PER_SEC, b->last_error ? ": " : "", strempty(b->last_error));
+        return 0;
+}
+
+void configsync_waiters_wake(struct bundle *b) {
+        while (b->waiters) {
+                struct config_waiter *w = b->waiters;
+                struct api_request *req = w->req;
+                waiter_unlink(w);
+                cJSON *o = bundle_to_json(b);
+                if (o)
+                        (void) api_reply_json(req, 200, o);
+                else
+                        (void) api_reply_error(req, 500, "out of memory");
+        }
+}
+
+void configsync_waiters_fail(struct bundle *b, unsigned status, const char *why) {
+        while (b->waiters) {
+                struct config_waiter *w = b->waiters;
+                struct api_request *req = w->req;
+                waiter_unlink(w);
+                (void) api_reply_error(req, status, "config %s: %s", b->name, why);
+        }
+}
+
+static struct configsync *api_configsync(struct module_instance *mi) {
+        struct configsync *cs = mi->data;
+        return cs && cs->started ? cs : NULL;
+}
+
+/* The configs the caller may see: NULL in *ret_names means all (privileged). 0 or an HTTP
+ * status to refuse with (*ret_why says why). */
+static unsigned caller_configs(struct module_instance *mi, struct api_request *req, char ***ret_names,
+                               const char **ret_why) {
+        const struct api_peer *peer = api_request_peer(req);
+        _cleanup_free_ char *uid = NULL;
+        struct pod *p;
+        int r;
+
+        *ret_names = NULL;
+        if (peer->privileged)
+                return 0;
+        r = peer_pod_lookup(NULL, peer->pid, peer->start_time, &uid);
+        if (r == 0 || r == -ESRCH) {
+                *ret_why = "only root, the socket group and pods may read configs";
+                return 403;
+        }
+        if (r < 0) {
+                *ret_why = "cannot tell which pod the caller belongs to";
+                return 403;
+        }
+        p = pod_store_get(mi->manager->pods, uid);
+        if (!p) {
+                *ret_why = "the caller's pod is not known on this node";
+                return 403;
+        }
+        const char *list = pod_annotation(p, CONFIGSYNC_ANNOTATION);
+        if (strv_split(strempty(list), ", \t", ret_names) < 0) {
+                *ret_why = "out of memory";
+                return 500;
+        }
+        if (!*ret_names && strv_extend(ret_names, "") < 0) { /* declared none: an empty list, not "all" */
+                *ret_why = "out of memory";
+                return 500;
+        }
+        return 0;
+}
+
+static bool may_see(char *const *allowed, const char *name) {
+        return !allowed || strv_contains(allowed, name);
+}
+
+static int handle_list(struct api_request *req, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct configsync *cs = api_configsync(mi);
+        _cleanup_strv_free_ char **allowed = NULL;
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        const char *why = NULL;
+        cJSON *list;
+        unsigned status;
+
+        status = caller_configs(mi, req, &allowed, &why);
+        if (status)
+                return api_reply_error(req, status, "%s", why);
+        if (!o || !(list = cJSON_AddArrayToObject(o, "configs")))
+                return api_reply_error(req, 500, "out of memory");
+        cJSON_AddBoolToObject(o, "running", cs != NULL);
+        for (size_t i = 0; cs && i < cs->n_bundles; i++) {
+                const struct bundle *b = cs->bundles[i];
+                if (!may_see(allowed, b->name))
+                        continue;
+                cJSON *item = bundle_to_json(b);
+                if (!item || !cJSON_AddItemToArray(list, item)) {
+                        cJSON_Delete(item);
+                        return api_reply_error(req, 500, "out of memory");
+                }
+        }
+        if (!allowed && cs) {
+                /* For operators: which pods wait for which configs (the "configs" pod gate). */
+                cJSON *pods = cJSON_AddArrayToObject(o, "pods");
+                struct pod **all = NULL;
+                size_t n = 0;
+                if (!pods || pod_store_list(mi->manager->pods, &all, &n) < 0)
+                        return api_reply_error(req, 500, "out of memory");
+                for (size_t i = 0; i < n; i++) {
+                        const char *declared = pod_annotation(all[i], CONFIGSYNC_ANNOTATION);
+                        _cleanup_free_ char *reason = NULL, *id = NULL;
+                        if (isempty(declared))
+                                continue;
+                        int r = configsync_gate_check(cs, all[i], &reason);
+                        cJSON *po = cJSON_CreateObject();
+                        if (!po || asprintf(&id, "%s/%s", all[i]->namespace, all[i]->name) < 0 ||
+                            !cJSON_AddItemToArray(pods, po)) {
+                                cJSON_Delete(po);
+                                free(all);
+                                return api_reply_error(req, 500, "out of memory");
+                        }
+                        cJSON_AddStringToObject(po, "pod", id);
+                        cJSON_AddStringToObject(po, "uid", all[i]->uid);
+                        cJSON_AddStringToObject(po, "configs", declared);
+                        cJSON_AddBoolToObject(po, "ready", r > 0);
+                        json_add_string_or_null(po, "reason", r > 0 ? NULL : reason ? reason : strerror(-r));
+                }
+                free(all);
+        }
+        return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static int handle_get(struct api_request *req, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct configsync *cs = api_configsync(mi);
+        const char *name = api_request_param(req, 0), *wait_arg = api_request_query(req, "wait");
+        _cleanup_strv_free_ char **allowed = NULL;
+        const char *why = NULL;
+        struct bundle *b;
+        usec_t wait = 0;
+        unsigned status;
+        int r;
+
+        if (wait_arg && (parse_duration(wait_arg, &wait) < 0 || wait > WAIT_MAX))
+                return api_reply_error(req, 400, "wait: expected a duration of at most 10m (e.g. 30s), got '%s'", wait_arg);
+        status = caller_configs(mi, req, &allowed, &why);
+        if (status)
+                return api_reply_error(req, status, "%s", why);
+        if (!may_see(allowed, name))
+                return api_reply_error(req, 403, "config %s is not declared by the caller's pod (pinion.io/configs)", name);
+        if (!cs)
+                return api_reply_error(req, 503, "the config module is not running");
+        b = configsync_find(cs, name);
+        if (!b)
+                return api_reply_error(req, 404, "config %s is not configured on this node (no [config.%s])", name, name);
+        if (b->present || wait == 0) {
+                cJSON *o = bundle_to_json(b);
+                return o ? api_reply_json(req, 200, o) : api_reply_error(req, 500, "out of memory");
+        }
+
+        struct config_waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+                return api_reply_error(req, 500, "out of memory");
+        *w = (struct config_waiter) { .bundle = b, .req = req, .wait = wait, .next = b->waiters };
+        r = sd_event_add_time_relative(mi->manager->event, &w->timer, CLOCK_MONOTONIC, wait, 0, on_waiter_timeout, w);
+        if (r < 0) {
+                free(w);
+                return api_reply_error(req, 500, "cannot arm a timer: %s", strerror(-r));
+        }
+        if (b->waiters)
+                b->waiters->prev = w;
+        b->waiters = w;
+        api_request_suspend(req, on_waiter_abort, w);
+        return 0;
+}
+
+static int handle_refresh(struct api_request *req, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct configsync *cs = api_configsync(mi);
+        const char *name = api_request_param(req, 0);
+        struct bundle *b;
+        cJSON *o;
+
+        if (!cs)
+                return api_reply_error(req, 503, "the config module is not running");
+        b = configsync_find(cs, name);
+        if (!b)
+                return api_reply_error(req, 404, "config %s is not configured on this node (no [config.%s])", name, name);
+        bundle_refresh(b, "API");
+        o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "name", b->name) || !cJSON_AddBoolToObject(o, "queued", true) ||
+            !cJSON_AddStringToObject(o, "state", bundle_state_to_string(b->state))) {
+                cJSON_Delete(o);
+                return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 202, o);
+}
+
+int configsync_api_register(struct module_instance *mi) {
+        static const struct api_route routes[] = {
+                { "GET", "/v1/configs", handle_list, false },
+                { "GET", "/v1/configs/{}", handle_get, false },
+                { "POST", "/v1/configs/{}/refresh", handle_refresh, true },
+        };
+        struct configsync *cs = mi->data;
+        int r;
+
+        if (cs->routes_added || !mi->manager->api)
+                return 0;
+        r = api_add_routes(mi->manager->api, routes, ELEMENTSOF(routes), mi);
+        if (r < 0)
+                return r;
+        cs->routes_added = true;
+        return 0;
+}

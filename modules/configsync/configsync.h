@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* configsync's shared structures: the module (struct configsync) and one struct bundle per
+ * [config.NAME]. configsync.c: config, module contract, pod gate, metrics. bundle.c: one
+ * bundle's state machine, triggers (interval, zk-version-node, refresh, SIGHUP), last known
+ * good and on-change. configsync-api.c: /v1/configs. fetch.c: one download; manifest.c: the
+ * manifest and signature; runner.c: the on-change command. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <openssl/evp.h>
+#include <systemd/sd-event.h>
+
+#include "backoff.h"
+#include "fetch.h"
+#include "metrics.h"
+#include "module.h"
+#include "runner.h"
+#include "zk-trigger.h"
+
+#define CONFIGSYNC_MODULE "configsync"
+#define CONFIGSYNC_ANNOTATION "pinion.io/configs"
+#define CONFIGSYNC_GATE "configs"
+
+struct bundle_settings {
+        char *name; /* first: set by config_parse_instances() */
+        char *url;
+        char *ca_file;
+        char *public_key;
+        char *dest;
+        usec_t interval;
+        char *zk_version_node;
+        usec_t splay;
+        char *on_change;
+        usec_t on_change_timeout;
+        usec_t quiescence;
+        unsigned keep_versions;
+        usec_t timeout;
+        unsigned parallel;
+        uint64_t max_size;
+        usec_t backoff_initial;
+        usec_t backoff_max;
+};
+
+struct configsync_settings {
+        struct bundle_settings **bundles;
+        size_t n_bundles;
+        /* Resolved at parse time (validation): index-aligned with bundles. */
+        EVP_PKEY **keys;
+        char ***argvs;
+};
+
+struct configsync_metrics {
+        struct metric_family *fetches;       /* {config,result} */
+        struct metric_family *bytes;         /* {config} */
+        struct metric_family *not_modified;  /* {config} */
+        struct metric_family *verify_fail;   /* {config,kind} */
+        struct metric_family *version;       /* {config,version} = 1 */
+        struct metric_family *published;     /* {config} timestamp */
+        struct metric_family *age;           /* {config} seconds */
+        struct metric_family *present;       /* {config} 0/1 */
+        struct metric_family *on_change;     /* {config,result} */
+};
+
+enum bundle_state {
+        BUNDLE_PENDING,  /* not tried yet since start */
+        BUNDLE_FETCHING,
+        BUNDLE_SYNCED,   /* the last sync succeeded */
+        BUNDLE_FAILING,  /* the last sync failed: the last known good (if any) stays; retrying */
+        _BUNDLE_STATE_MAX,
+        _BUNDLE_STATE_INVALID = -EINVAL,
+};
+
+struct config_waiter;
+
+struct bundle {
+        struct configsync *cs;
+        char *name;
+        struct bundle_settings *settings; /* borrowed from cs->settings */
+        EVP_PKEY *public_key;             /* borrowed from cs->settings */
+        char **on_change_argv;            /* borrowed from cs->settings */
+
+        enum bundle_state state;
+        bool present;          /* dest/..data points at a version */
+        bool attempted;        /* a first sync finished (well or not) */
+        char *version;         /* the manifest's version, NULL if unknown (tree from before a restart without state) */
+        char *version_dir;     /* "..2026_..." */
+        usec_t published;      /* CLOCK_REALTIME when the version was published (or found at start) */
+        char *etag;
+        bool have_sha;
+        uint8_t manifest_sha256[32];
+        struct manifest *manifest;
+        size_t n_files;
+        uint64_t size;
+
+        struct fetch *fetch;
+        bool again;            /* a refresh arrived during a fetch */
+        sd_event_source *timer;
+        usec_t next_attempt;   /* CLOCK_REALTIME, 0 if none */
+        struct backoff backoff;
+
+        char *last_error;
+        const char *last_error_kind;
+        usec_t last_error_time, last_attempt, last_success, last_change;
+        unsigned n_fetches, n_failures, n_changes, n_not_modified;
+        uint64_t bytes;
+
+        struct runner *runner;
+        bool runner_stale;     /* a reload changed on-change during a run: replace it when it ends */
+        bool have_run;
+        struct runner_result last_run;
+
+        struct zk_trigger *zk; /* zk-version-node, while zkreg publishes its session */
+        unsigned n_zk_triggers;
+
+        struct config_waiter *waiters;
+};
+
+struct configsync {
+        struct module_instance *mi;
+        struct configsync_settings *settings;
+        struct bundle **bundles;
+        size_t n_bundles;
+        struct configsync_metrics metrics;
+        char *state_dir; /* <state-dir>/configsync */
+        bool started, gate_added, collector_added, routes_added;
+};
+
+const char *bundle_state_to_string(enum bundle_state s);
+
+/* configsync.c: the "configs" gate's answer for p (1 open, 0 closed with *ret_reason). */
+struct pod;
+int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret_reason);
+
+/* bundle.c */
+int bundle_new(struct configsync *cs, size_t index, struct bundle **ret);
+struct bundle *bundle_free(struct bundle *b);
+int bundle_start(struct bundle *b);
+/* Takes new settings (same name). Drops the cached manifest/ETag when what it depends on
+ * (url, dest, ca-file, public-key) changed, recreates the on-change runner if its settings did. */
+int bundle_update(struct bundle *b, size_t index);
+/* Fetch as soon as possible (API refresh, SIGHUP); a fetch in progress runs again after. */
+void bundle_refresh(struct bundle *b, const char *why);
+struct bundle *configsync_find(struct configsync *cs, const char *name);
+void configsync_bundle_changed(struct configsync *cs, struct bundle *b, bool presence_changed);
+cJSON *bundle_to_json(const struct bundle *b);
+
+/* configsync-api.c */
+int configsync_api_register(struct module_instance *mi);
+/* Replies to every long-poll waiting on b: 200 if present, else status/why. */
+void configsync_waiters_wake(struct bundle *b);
+void configsync_waiters_fail(struct bundle *b, unsigned status, const char *why);

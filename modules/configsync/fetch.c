@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include <openssl/evp.h>
+
+#include "atomic-dir.h"
+#include "fetch.h"
+#include "fsutil.h"
+
+#define FETCH_BUFFER_SIZE (256L * 1024L)
+#define FETCH_USER_AGENT "piniond-configsync/" PACKAGE_VERSION
+
+enum fetch_phase {
+        PHASE_MANIFEST,
+        PHASE_SIGNATURE,
+        PHASE_FILES,
+        PHASE_DONE,
+};
+
+struct fetch_file {
+        struct fetch *fetch;
+        const struct manifest_file *mf;
+        struct http_transfer *transfer;
+        CURL *easy;
+        int fd;
+        EVP_MD_CTX *md;
+        uint64_t received;
+        int write_error;    /* negative errno from write() */
+        bool oversize;
+        bool bad_status;
+};
+
+struct fetch {
+        struct http_client *http;
+        fetch_done_fn done;
+        void *userdata;
+
+        char *url, *ca_file, *dest, *etag, *current_dir;
+        EVP_PKEY *public_key;
+        usec_t timeout;
+        unsigned parallel, keep_versions;
+        uint64_t max_size;
+        bool have_current_sha;
+        uint8_t current_sha256[32];
+        const struct manifest *current; /* borrowed: the caller keeps it until done */
+
+        enum fetch_phase phase;
+        struct http_transfer *transfer; /* manifest or signature */
+        struct curl_slist *headers;
+
+        char *version_dir; /* full path while unpublished */
+        int vfd, curfd;
+        struct fetch_file *files;
+        size_t next_file, n_active, n_finished;
+
+        struct fetch_outcome out;
+        usec_t started;
+};
+
+static const char *const result_names[_FETCH_RESULT_MAX] = {
+        [FETCH_CHANGED] = "changed",
+        [FETCH_NOT_MODIFIED] = "not-modified",
+        [FETCH_SAME] = "same",
+        [FETCH_FAILED] = "failed",
+};
+
+static const char *const kind_names[_FETCH_ERROR_KIND_MAX] = {
+        [FETCH_ERROR_NONE] = "none",
+        [FETCH_ERROR_CONNECT] = "connect",
+        [FETCH_ERROR_TIMEOUT] = "timeout",
+        [FETCH_ERROR_TLS] = "tls",
+        [FETCH_ERROR_HTTP] = "http",
+        [FETCH_ERROR_TRUNCATED] = "truncated",
+        [FETCH_ERROR_MANIFEST] = "manifest",
+        [FETCH_ERROR_SIGNATURE] = "signature",
+        [FETCH_ERROR_SIZE] = "size",
+        [FETCH_ERROR_CHECKSUM] = "checksum",
+        [FETCH_ERROR_DISK] = "disk",
+        [FETCH_ERROR_OTHER] = "other",
+};
+
+const char *fetch_result_to_string(enum fetch_result r) {
+        return r >= 0 && r < _FETCH_RESULT_MAX ? result_names[r] : NULL;
+}
+
+const char *fetch_error_kind_to_string(enum fetch_error_kind k) {
+        return k >= 0 && k < _FETCH_ERROR_KIND_MAX ? kind_names[k] : NULL;
+}
+
+static void file_release(struct fetch_file *ff) {
+        http_transfer_cancel(ff->transfer);
+        ff->transfer = NULL;
+        ff->fd = safe_close(ff->fd);
+        EVP_MD_CTX_free(ff->md);
+        ff->md = NULL;
+}
+
+static void fetch_release(struct fetch *f) {
+        http_transfer_cancel(f->transfer);
+        f->transfer = NULL;
+        if (f->files) {
+                struct manifest *m = f->out.manifest;
+                for (size_t i = 0; m && i < m->n_files; i++)
+                        file_release(&f->files[i]);
+                f->files = mfree(f->files);
+        }
+        f->vfd = safe_close(f->vfd);
+        f->curfd = safe_close(f->curfd);
+        if (f->version_dir) {
+                /* Never published: it goes, whatever it holds. */
+                (void) rm_rf(f->version_dir);
+                f->version_dir = mfree(f->version_dir);
+        }
+}
+
+struct fetch *fetch_free(struct fetch *f) {
+        if (!f)
+                return NULL;
+        fetch_release(f);
+        curl_slist_free_all(f->headers);
+        free(f->url);
+        free(f->ca_file);
+        free(f->dest);
+        free(f->etag);
+        free(f->current_dir);
+        EVP_PKEY_free(f->public_key);
+        free(f->out.message);
+        free(f->out.etag);
+        free(f->out.manifest_text);
+        manifest_free(f->out.manifest);
+        free(f->out.version_dir);
+        free(f);
+        return NULL;
+}
+
+static void fetch_finish(struct fetch *f) {
+        f->phase = PHASE_DONE;
+        f->out.total_usec = now_usec(CLOCK_MONOTONIC) - f->started;
+        if (f->out.result == FETCH_FAILED)
+                fetch_release(f);
+        f->done(f, &f->out, f->userdata);
+}
+
+_printf_(4, 5) static void fetch_fail(struct fetch *f, enum fetch_error_kind kind, int error, const char *format, ...) {
+        va_list ap;
+        char *s = NULL;
+
+        va_start(ap, format);
+        if (vasprintf(&s, format, ap) < 0)
+                s = NULL;
+        va_end(ap);
+        free(f->out.message);
+        f->out.message = s;
+        f->out.result = FETCH_FAILED;
+        f->out.kind = kind;
+        f->out.error = error < 0 ? error : -EIO;
+        fetch_finish(f);
+}
+
+static enum fetch_error_kind kind_of_transport_error(int error) {
+        switch (error) {
+        case -ETIMEDOUT:
+                return FETCH_ERROR_TIMEOUT;
+        case -ECONNREFUSED:
+        case -EHOSTUNREACH:
+        case -ECONNRESET:
+                return FETCH_ERROR_CONNECT;
+        case -EPROTO:
+                return FETCH_ERROR_TLS;
+        case -EPIPE:
+                return FETCH_ERROR_TRUNCATED;
+        default:
+                return FETCH_ERROR_OTHER;
+        }
+}
+
+/* A failed request: the transport's error if there was one, else the HTTP status. */
+static void fail_response(struct fetch *f, const char *what, const struct http_response *resp) {
+        f->out.http_status = resp->status;
+        if (resp->error != 0)
+                fetch_fail(f, kind_of_transport_error(resp->error), resp->error, "%s: %s", what,
+                           resp->error_message ? resp->error_message : strerror(-resp->error));
+        else {
+                f->out.retry_after = http_response_retry_after(resp);
+                fetch_fail(f, FETCH_ERROR_HTTP, -EBADMSG, "%s: HTTP %ld", what, resp->status);
+        }
+}
+
+static int easy_new(struct fetch *f, const char *url, CURL **ret) {
+        CURL *e = curl_easy_init();
+        long ms = (long) MAX(f->timeout / USEC_PER_MSEC, (usec_t) 1);
+
+        if (!e)
+                return -ENOMEM;
+        if (curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, ms) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, MIN(ms, 10000L)) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_USERAGENT, FETCH_USER_AGENT) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_BUFFERSIZE, FETCH_BUFFER_SIZE) != CURLE_OK ||
+            (f->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, f->ca_file) != CURLE_OK)) {
+                curl_easy_cleanup(e);
+                return -EINVAL;
+        }
+        *ret = e;
+        return 0;
+}
+
+/* ---- files ---- */
+
+static void files_pump(struct fetch *f);
+
+static size_t file_write(char *data, size_t size, size_t nmemb, void *userdata) {
+        struct fetch_file *ff = userdata;
+        size_t n = size * nmemb;
+        long status = 0;
+
+        if (ff->received == 0) {
+                (void) curl_easy_getinfo(ff->easy, CURLINFO_RESPONSE_CODE, &status);
+                if (status != 200) {
+                        ff->bad_status = true;
+                        return 0;
+                }
+        }
+        if (n > ff->mf->size - ff->received) {
+                ff->oversize = true;
+                return 0;
+        }
+        if (EVP_DigestUpdate(ff->md, data, n) != 1) {
+                ff->write_error = -ENOMEM;
+                return 0;
+        }
+        for (size_t done = 0; done < n;) {
+                ssize_t k = write(ff->fd, data + done, n - done);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        ff->write_error = negative_errno();
+                        return 0;
+                }
+                done += (size_t) k;
+        }
+        ff->received += n;
+        return n;
+}
+
+static void file_done(struct http_client *c, const struct http_response *resp, void *userdata) {
+        struct fetch_file *ff = userdata;
+        struct fetch *f = ff->fetch;
+        const struct manifest_file *mf = ff->mf;
+        uint8_t sha[32];
+        unsigned len = 0;
+
+        ff->transfer = NULL;
+        f->n_active--;
+        f->out.bytes += ff->received;
+
+        if (ff->write_error < 0)
+                return fetch_fail(f, FETCH_ERROR_DISK, ff->write_error, "%s: writing: %s", mf->path,
+                                  strerror(-ff->write_error));
+        if (ff->bad_status || (resp->error == 0 && resp->status != 200))
+                return fail_response(f, mf->path,
+                                     &(struct http_response) { .status = resp->status, .easy = resp->easy });
+        if (ff->oversize)
+                return fetch_fail(f, FETCH_ERROR_SIZE, -EFBIG, "%s: larger than the %" PRIu64 " bytes declared",
+                                  mf->path, mf->size);
+        if (resp->error != 0)
+                return fail_response(f, mf->path, resp);
+        if (ff->received != mf->size)
+                return fetch_fail(f, FETCH_ERROR_SIZE, -EBADMSG, "%s: %" PRIu64 " bytes, %" PRIu64 " declared",
+                                  mf->path, ff->received, mf->size);
+        if (EVP_DigestFinal_ex(ff->md, sha, &len) != 1 || len != 32)
+                return fetch_fail(f, FETCH_ERROR_OTHER, -EIO, "%s: sha256 failed", mf->path);
+        if (memcmp(sha, mf->sha256, 32) != 0) {
+                char got[65], want[65];
+                sha256_to_hex(sha, got);
+                sha256_to_hex(mf->sha256, want);
+                return fetch_fail(f, FETCH_ERROR_CHECKSUM, -EBADMSG, "%s: sha256 %s, manifest says %s", mf->path,
+                                  got, want);
+        }
+        if (fchmod(ff->fd, mf->mode) < 0)
+                return fetch_fail(f, FETCH_ERROR_DISK, negative_errno(), "%s: chmod: %m", mf->path);
+        /* Start the write-back now, without waiting for it: the fsync before publishing then
+         * finds most of the bundle on disk already instead of writing it all at once. */
+        (void) sync_file_range(ff->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+        file_release(ff);
+        f->n_finished++;
+        f->out.files_downloaded++;
+        files_pump(f);
+}
+
+/* mkdir -p of path's parent directories inside the version directory (never following links:
+ * there are none but ours in it). */
+static int make_parents(int vfd, const char *path) {
+        _cleanup_free_ char *p = strdup(path);
+
+        if (!p)
+                return -ENOMEM;
+        for (char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
+                *slash = 0;
+                if (mkdirat(vfd, p, 0755) < 0 && errno != EEXIST)
+                        return negative_errno();
+                *slash = '/';
+        }
+        return 0;
+}
+
+/* Hard-links an unchanged file from the published version. 1 if done, 0 if not possible. */
+static int file_reuse(struct fetch *f, struct fetch_file *ff) {
+        struct stat st;
+
+        if (f->curfd < 0 || !manifest_file_same(manifest_find(f->current, ff->mf->path), ff->mf))
+                return 0;
+        if (fstatat(f->curfd, ff->mf->path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            (uint64_t) st.st_size != ff->mf->size || (st.st_mode & 07777) != ff->mf->mode)
+                return 0;
+        if (linkat(f->curfd, ff->mf->path, f->vfd, ff->mf->path, 0) < 0)
+                return 0;
+        return 1;
+}
+
+static int file_start(struct fetch *f, struct fetch_file *ff) {
+        _cleanup_free_ char *url = NULL;
+        CURL *e = NULL;
+        int r;
+
+        r = make_parents(f->vfd, ff->mf->path);
+        if (r < 0)
+                return r;
+        r = file_reuse(f, ff);
+        if (r > 0) {
+                f->n_finished++;
+                f->out.files_reused++;
+                return 0;
+        }
+
+        r = manifest_resolve_url(f->url, ff->mf->url, &url);
+        if (r < 0)
+                return r;
+        ff->fd = openat(f->vfd, ff->mf->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (ff->fd < 0)
+                return negative_errno();
+        ff->md = EVP_MD_CTX_new();
+        if (!ff->md || EVP_DigestInit_ex(ff->md, EVP_sha256(), NULL) != 1)
+                return -ENOMEM;
+        r = easy_new(f, url, &e);
+        if (r < 0)
+                return r;
+        ff->easy = e;
+        if (curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, file_write) != CURLE_OK ||
+            curl_easy_setopt(e, CURLOPT_WRITEDATA, ff) != CURLE_OK) {
+                curl_easy_cleanup(e);
+                return -EINVAL;
+        }
+        r = http_client_submit(f->http, e, 0, file_done, ff, &ff->transfer);
+        if (r < 0)
+                return r;
+        f->n_active++;
+        return 0;
+}
+
+static void publish(struct fetch *f) {
+        _cleanup_free_ char *name = NULL;
+        int r;
+
+        f->vfd = safe_close(f->vfd);
+        f->curfd = safe_close(f->curfd);
+        r = path_split(f->version_dir, NULL, &name);
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_OTHER, r, "publishing: %s", strerror(-r));
+        usec_t t0 = now_usec(CLOCK_MONOTONIC);
+        r = atomic_dir_commit(f->dest, f->version_dir, f->keep_versions);
+        f->out.publish_usec = now_usec(CLOCK_MONOTONIC) - t0;
+        /* Once ..data points at it, the directory is no longer ours to remove. */
+        _cleanup_free_ char *current = NULL;
+        if (atomic_dir_current(f->dest, &current) >= 0 && streq(current, name))
+                f->version_dir = mfree(f->version_dir);
+        if (r < 0 && f->version_dir)
+                return fetch_fail(f, FETCH_ERROR_DISK, r, "publishing in %s: %s", f->dest, strerror(-r));
+        /* Published, with only the tidying after the swap incomplete: the next commit or the
+         * cleanup at start finishes it. */
+        f->out.version_dir = TAKE_PTR(name);
+        f->out.result = FETCH_CHANGED;
+        fetch_finish(f);
+}
+
+static void files_pump(struct fetch *f) {
+        const struct manifest *m = f->out.manifest;
+        int r;
+
+        if (f->phase != PHASE_FILES)
+                return;
+        while (f->n_active < f->parallel && f->next_file < m->n_files) {
+                struct fetch_file *ff = &f->files[f->next_file++];
+                r = file_start(f, ff);
+                if (r < 0) {
+                        enum fetch_error_kind k = r == -ENOSPC || r == -EIO || r == -EDQUOT || r == -EROFS ||
+                                                                  r == -EEXIST || r == -ENOTDIR || r == -EISDIR
+                                                          ? FETCH_ERROR_DISK
+                                                          : FETCH_ERROR_OTHER;
+                        return fetch_fail(f, k, r, "%s: %s", ff->mf->path, strerror(-r));
+                }
+        }
+        if (f->n_finished == m->n_files)
+                publish(f);
+}
+
+static void files_begin(struct fetch *f) {
+        const struct manifest *m = f->out.manifest;
+        int r;
+
+        if (m->total_size > f->max_size)
+                return fetch_fail(f, FETCH_ERROR_MANIFEST, -EFBIG,
+                                  "manifest: the bundle's %" PRIu64 " bytes exceed max-size (%" PRIu64 ")",
+                                  m->total_size, f->max_size);
+        f->phase = PHASE_FILES;
+        if (m->n_files > 0) {
+                f->files = calloc(m->n_files, sizeof(struct fetch_file));
+                if (!f->files)
+                        return fetch_fail(f, FETCH_ERROR_OTHER, -ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < m->n_files; i++)
+                f->files[i] = (struct fetch_file) { .fetch = f, .mf = &m->files[i], .fd = -EBADF };
+
+        r = atomic_dir_begin(f->dest, &f->version_dir);
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_DISK, r, "creating a version directory in %s: %s", f->dest,
+                                  strerror(-r));
+        f->vfd = open_directory(f->version_dir);
+        if (f->vfd < 0)
+                return fetch_fail(f, FETCH_ERROR_DISK, f->vfd, "opening %s: %s", f->version_dir, strerror(-f->vfd));
+        if (f->current && f->current_dir) {
+                _cleanup_free_ char *p = path_join(f->dest, f->current_dir);
+                f->curfd = p ? open_directory(p) : -ENOMEM;
+        }
+        files_pump(f);
+}
+
+/* ---- manifest and signature ---- */
+
+static void manifest_accept(struct fetch *f) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = manifest_parse(f->out.manifest_text, f->out.manifest_size, &f->out.manifest, &error);
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_MANIFEST, r, "manifest: %s", error ? error : strerror(-r));
+        if (f->have_current_sha && memcmp(f->current_sha256, f->out.manifest_sha256, 32) == 0) {
+                f->out.result = FETCH_SAME;
+                return fetch_finish(f);
+        }
+        files_begin(f);
+}
+
+static void signature_done(struct http_client *c, const struct http_response *resp, void *userdata) {
+        struct fetch *f = userdata;
+        uint8_t sig[SIGNATURE_ED25519_SIZE];
+        int r;
+
+        f->transfer = NULL;
+        f->out.bytes += resp->body_size;
+        if (resp->error == -EFBIG)
+                return fetch_fail(f, FETCH_ERROR_SIGNATURE, -EBADMSG, "signature: larger than %u bytes",
+                                  SIGNATURE_MAX_TEXT);
+        if (resp->error != 0 || resp->status != 200)
+                return fail_response(f, "signature", resp);
+        r = signature_decode(resp->body, resp->body_size, sig);
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_SIGNATURE, -EBADMSG, "signature: not the base64 of 64 bytes");
+        r = signature_verify(f->public_key, f->out.manifest_text, f->out.manifest_size, sig);
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_SIGNATURE, r, "signature: %s",
+                                  r == -EBADMSG ? "does not verify with public-key" : strerror(-r));
+        manifest_accept(f);
+}
+
+static void manifest_done(struct http_client *c, const struct http_response *resp, void *userdata) {
+        struct fetch *f = userdata;
+        const char *etag;
+        int r;
+
+        f->transfer = NULL;
+        f->out.bytes += resp->body_size;
+        f->out.http_status = resp->status;
+        if (resp->error == -EFBIG)
+                return fetch_fail(f, FETCH_ERROR_MANIFEST, -EFBIG, "manifest: larger than %u bytes",
+                                  MANIFEST_MAX_SIZE);
+        if (resp->error != 0)
+                return fail_response(f, "manifest", resp);
+        if (resp->status == 304 && f->etag) {
+                f->out.result = FETCH_NOT_MODIFIED;
+                f->out.etag = strdup(f->etag);
+                return fetch_finish(f);
+        }
+        if (resp->status != 200)
+                return fail_response(f, "manifest", resp);
+
+        etag = http_response_header(resp, "ETag");
+        if (etag && !(f->out.etag = strdup(etag)))
+                return fetch_fail(f, FETCH_ERROR_OTHER, -ENOMEM, "out of memory");
+        f->out.manifest_text = malloc(resp->body_size + 1);
+        if (!f->out.manifest_text)
+                return fetch_fail(f, FETCH_ERROR_OTHER, -ENOMEM, "out of memory");
+        memcpy(f->out.manifest_text, resp->body, resp->body_size);
+        f->out.manifest_text[resp->body_size] = 0;
+        f->out.manifest_size = resp->body_size;
+        if (!EVP_Digest(resp->body, resp->body_size, f->out.manifest_sha256, NULL, EVP_sha256(), NULL))
+                return fetch_fail(f, FETCH_ERROR_OTHER, -EIO, "sha256 failed");
+
+        if (!f->public_key)
+                return manifest_accept(f);
+
+        _cleanup_free_ char *sig_url = NULL;
+        CURL *e = NULL;
+        f->phase = PHASE_SIGNATURE;
+        if (asprintf(&sig_url, "%s.sig", f->url) < 0)
+                return fetch_fail(f, FETCH_ERROR_OTHER, -ENOMEM, "out of memory");
+        r = easy_new(f, sig_url, &e);
+        if (r >= 0)
+                r = http_client_submit(f->http, e, SIGNATURE_MAX_TEXT, signature_done, f, &f->transfer);
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_OTHER, r, "signature: %s", strerror(-r));
+}
+
+static int strdup_opt(const char *s, char **ret) {
+        if (!s) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int fetch_start(struct http_client *http, const struct fetch_params *p, fetch_done_fn done, void *userdata,
+                struct fetch **ret) {
+        _cleanup_(fetch_freep) struct fetch *f = NULL;
+        CURL *e = NULL;
+        int r;
+
+        if (!http || !p || !p->url || !p->dest || !done || p->parallel == 0)
+                return -EINVAL;
+        f = calloc(1, sizeof(*f));
+        if (!f)
+                return -ENOMEM;
+        f->vfd = f->curfd = -EBADF;
+        f->http = http;
+        f->done = done;
+        f->userdata = userdata;
+        f->timeout = p->timeout;
+        f->parallel = p->parallel;
+        f->keep_versions = p->keep_versions;
+        f->max_size = p->max_size;
+        f->current = p->current;
+        if (p->current_sha256) {
+                memcpy(f->current_sha256, p->current_sha256, 32);
+                f->have_current_sha = true;
+        }
+        if (strdup_opt(p->url, &f->url) < 0 || strdup_opt(p->ca_file, &f->ca_file) < 0 ||
+            strdup_opt(p->dest, &f->dest) < 0 || strdup_opt(p->etag, &f->etag) < 0 ||
+            strdup_opt(p->current_dir, &f->current_dir) < 0)
+                return -ENOMEM;
+        if (p->public_key) {
+                if (EVP_PKEY_up_ref(p->public_key) != 1)
+                        return -ENOMEM;
+                f->public_key = p->public_key;
+        }
+
+        r = easy_new(f, f->url, &e);
+        if (r < 0)
+                return r;
+        if (f->etag) {
+                _cleanup_free_ char *h = NULL;
+                if (asprintf(&h, "If-None-Match: %s", f->etag) < 0) {
+                        curl_easy_cleanup(e);
+                        return -ENOMEM;
+                }
+                f->headers = curl_slist_append(NULL, h);
+                if (!f->headers || curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers) != CURLE_OK) {
+                        curl_easy_cleanup(e);
+                        return -ENOMEM;
+                }
+        }
+        f->phase = PHASE_MANIFEST;
+        f->started = now_usec(CLOCK_MONOTONIC);
+        r = http_client_submit(http, e, MANIFEST_MAX_SIZE, manifest_done, f, &f->transfer);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(f);
+        return 0;
+}

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+#include <curl/curl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+
+#include "manifest.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
+
+_printf_(2, 3) static int fail(char **ret_error, const char *format, ...) {
+        va_list ap;
+
+        if (ret_error) {
+                char *s = NULL;
+                va_start(ap, format);
+                if (vasprintf(&s, format, ap) < 0)
+                        s = NULL;
+                va_end(ap);
+                free(*ret_error);
+                *ret_error = s;
+        }
+        return -EINVAL;
+}
+
+struct manifest *manifest_free(struct manifest *m) {
+        if (!m)
+                return NULL;
+        for (size_t i = 0; i < m->n_files; i++) {
+                free(m->files[i].path);
+                free(m->files[i].url);
+        }
+        free(m->files);
+        free(m->version);
+        free(m);
+        return NULL;
+}
+
+const char *manifest_check_path(const char *path) {
+        size_t n = strlen(path);
+
+        if (n == 0)
+                return "is empty";
+        if (n > MANIFEST_MAX_PATH)
+                return "is too long";
+        if (path[0] == '/')
+                return "is absolute";
+        for (const char *p = path;;) {
+                size_t len = strcspn(p, "/");
+                if (len == 0)
+                        return "has an empty component";
+                if (len > 255)
+                        return "has a component longer than 255 bytes";
+                if ((len == 1 && p[0] == '.'))
+                        return "has a '.' component";
+                if (len == 2 && p[0] == '.' && p[1] == '.')
+                        return "escapes dest ('..')";
+                /* "..data", "..2026_..." and friends belong to the atomic directory. */
+                if (len >= 2 && p[0] == '.' && p[1] == '.')
+                        return "has a component starting with '..' (reserved)";
+                for (size_t i = 0; i < len; i++)
+                        if ((unsigned char) p[i] < 0x20 || p[i] == 0x7f)
+                                return "has a control character";
+                if (p[len] == 0)
+                        break;
+                p += len + 1;
+        }
+        return NULL;
+}
+
+void sha256_to_hex(const uint8_t sha[32], char ret[65]) {
+        static const char hex[] = "0123456789abcdef";
+        for (size_t i = 0; i < 32; i++) {
+                ret[2 * i] = hex[sha[i] >> 4];
+                ret[2 * i + 1] = hex[sha[i] & 15];
+        }
+        ret[64] = 0;
+}
+
+static int unhex(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+int sha256_from_hex(const char *hex, uint8_t ret[32]) {
+        uint8_t out[32];
+
+        if (strlen(hex) != 64)
+                return -EINVAL;
+        for (size_t i = 0; i < 32; i++) {
+                int hi = unhex(hex[2 * i]), lo = unhex(hex[2 * i + 1]);
+                if (hi < 0 || lo < 0)
+                        return -EINVAL;
+                out[i] = (uint8_t) (hi << 4 | lo);
+        }
+        memcpy(ret, out, 32);
+        return 0;
+}
+
+static int parse_mode(const char *s, mode_t *ret) {
+        unsigned long v = 0;
+        size_t n = strlen(s);
+
+        if (n == 0 || n > 4)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] < '0' || s[i] > '7')
+                        return -EINVAL;
+                v = v * 8 + (unsigned long) (s[i] - '0');
+        }
+        if (v & ~0777UL)
+                return -EPERM;
+        *ret = (mode_t) v;
+        return 0;
+}
+
+static int cmp_paths(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static bool has_path(char **sorted, size_t n, const char *key) {
+        return bsearch(&key, sorted, n, sizeof(char *), cmp_paths) != NULL;
+}
+
+/* No two entries with one path, and no file where another entry needs a directory ("a" and
+ * "a/b"): either would make the tree depend on the order of writes. */
+static int check_collisions(const struct manifest *m, char **ret_error) {
+        _cleanup_free_ char **sorted = NULL;
+
+        if (m->n_files == 0)
+                return 0;
+        sorted = malloc(m->n_files * sizeof(char *));
+        if (!sorted)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_files; i++)
+                sorted[i] = m->files[i].path;
+        qsort(sorted, m->n_files, sizeof(char *), cmp_paths);
+        for (size_t i = 1; i < m->n_files; i++)
+                if (streq(sorted[i - 1], sorted[i]))
+                        return fail(ret_error, "files: path \"%s\" appears twice", sorted[i]);
+
+        for (size_t i = 0; i < m->n_files; i++) {
+                _cleanup_free_ char *prefix = strdup(m->files[i].path);
+                if (!prefix)
+                        return -ENOMEM;
+                for (char *slash = strrchr(prefix, '/'); slash; slash = strrchr(prefix, '/')) {
+                        *slash = 0;
+                        if (has_path(sorted, m->n_files, prefix))
+                                return fail(ret_error, "files: \"%s\" is a file and a directory of \"%s\"", prefix,
+                                            m->files[i].path);
+                }
+        }
+        return 0;
+}
+
+static int parse_file(const cJSON *o, size_t i, struct manifest_file *f, char **ret_error) {
+        const cJSON *path = cJSON_GetObjectItemCaseSensitive(o, "path");
+        const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
+        const cJSON *size = cJSON_GetObjectItemCaseSensitive(o, "size");
+        const cJSON *sha = cJSON_GetObjectItemCaseSensitive(o, "sha256");
+        const cJSON *mode = cJSON_GetObjectItemCaseSensitive(o, "mode");
+        const char *why;
+
+        if (!cJSON_IsObject(o))
+                return fail(ret_error, "files[%zu]: not an object", i);
+        if (!cJSON_IsString(path))
+                return fail(ret_error, "files[%zu].path: missing or not a string", i);
+        if ((why = manifest_check_path(path->valuestring)))
+                return fail(ret_error, "files[%zu].path: \"%.200s\" %s", i, path->valuestring, why);
+        if (!cJSON_IsString(url) || isempty(url->valuestring) || strlen(url->valuestring) > 8192)
+                return fail(ret_error, "files[%zu].url: missing, empty or not a string", i);
+        if (!cJSON_IsNumber(size) || !(size->valuedouble >= 0) || size->valuedouble > 9007199254740992.0 ||
+            floor(size->valuedouble) != size->valuedouble)
+                return fail(ret_error, "files[%zu].size: not a whole number of bytes", i);
+        if (!cJSON_IsString(sha) || sha256_from_hex(sha->valuestring, f->sha256) < 0)
+                return fail(ret_error, "files[%zu].sha256: not 64 hex digits", i);
+        f->mode = MANIFEST_DEFAULT_MODE;
+        if (mode && !cJSON_IsNull(mode)) {
+                int r = cJSON_IsString(mode) ? parse_mode(mode->valuestring, &f->mode) : -EINVAL;
+                if (r == -EPERM)
+                        return fail(ret_error, "files[%zu].mode: only permission bits (0..0777) are allowed", i);
+                if (r < 0)
+                        return fail(ret_error, "files[%zu].mode: not an octal string like \"0640\"", i);
+        }
+        f->size = (uint64_t) size->valuedouble;
+        f->path = strdup(path->valuestring);
+        f->url = strdup(url->valuestring);
+        if (!f->path || !f->url)
+                return -ENOMEM;
+        return 0;
+}
+
+int manifest_parse(const char *text, size_t size, struct manifest **ret, char **ret_error) {
+        _cleanup_(manifest_freep) struct manifest *m = NULL;
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        const cJSON *version, *files, *f;
+        int r;
+
+        if (size > MANIFEST_MAX_SIZE) {
+                (void) fail(ret_error, "manifest is larger than %u bytes", MANIFEST_MAX_SIZE);
+                return -EFBIG;
+        }
+        if (memchr(text, 0, size))
+                return fail(ret_error, "manifest contains a NUL byte");
+        root = cJSON_ParseWithLength(text, size);
+        if (!root)
+                return fail(ret_error, "manifest is not valid JSON");
+        if (!cJSON_IsObject(root))
+                return fail(ret_error, "manifest is not a JSON object");
+
+        version = cJSON_GetObjectItemCaseSensitive(root, "version");
+        if (!cJSON_IsString(version) || isempty(version->valuestring))
+                return fail(ret_error, "version: missing, empty or not a string");
+        if (strlen(version->valuestring) > MANIFEST_MAX_VERSION)
+                return fail(ret_error, "version: longer than %u bytes", MANIFEST_MAX_VERSION);
+        for (const char *p = version->valuestring; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        return fail(ret_error, "version: contains a control character");
+
+        files = cJSON_GetObjectItemCaseSensitive(root, "files");
+        if (!cJSON_IsArray(files))
+                return fail(ret_error, "files: missing or not an array");
+        int n = cJSON_GetArraySize(files);
+        if ((unsigned) n > MANIFEST_MAX_FILES) {
+                (void) fail(ret_error, "files: more than %u entries", MANIFEST_MAX_FILES);
+                return -E2BIG;
+        }
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->version = strdup(version->valuestring);
+        if (!m->version)
+                return -ENOMEM;
+        if (n > 0) {
+                m->files = calloc((size_t) n, sizeof(struct manifest_file));
+                if (!m->files)
+                        return -ENOMEM;
+        }
+        size_t i = 0;
+        cJSON_ArrayForEach(f, files) {
+                r = parse_file(f, i, &m->files[i], ret_error);
+                m->n_files = i + 1; /* so free() sees what was allocated */
+                if (r < 0)
+                        return r;
+                if (m->total_size > UINT64_MAX - m->files[i].size)
+                        return fail(ret_error, "files: sizes overflow");
+                m->total_size += m->files[i].size;
+                i++;
+        }
+        r = check_collisions(m, ret_error);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+const struct manifest_file *manifest_find(const struct manifest *m, const char *path) {
+        if (!m)
+                return NULL;
+        for (size_t i = 0; i < m->n_files; i++)
+                if (streq(m->files[i].path, path))
+                        return &m->files[i];
+        return NULL;
+}
+
+bool manifest_file_same(const struct manifest_file *a, const struct manifest_file *b) {
+        return a && b && a->size == b->size && a->mode == b->mode && memcmp(a->sha256, b->sha256, 32) == 0 &&
+               streq(a->path, b->path);
+}
+
+int manifest_resolve_url(const char *base, const char *ref, char **ret) {
+        CURLU *u = curl_url();
+        char *out = NULL, *scheme = NULL;
+        int r = 0;
+
+        if (!u)
+                return -ENOMEM;
+        if (curl_url_set(u, CURLUPART_URL, base, 0) != CURLUE_OK ||
+            curl_url_set(u, CURLUPART_URL, ref, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+            curl_url_get(u, CURLUPART_URL, &out, 0) != CURLUE_OK)
+                r = -EINVAL;
+        else if (!streq(scheme, "https") && !streq(scheme, "http"))
+                r = -EPROTONOSUPPORT;
+        if (r == 0) {
+                *ret = strdup(out);
+                if (!*ret)
+                        r = -ENOMEM;
+        }
+        curl_free(out);
+        curl_free(scheme);
+        curl_url_cleanup(u);
+        return r;
+}
+
+int signature_decode(const char *text, size_t size, uint8_t ret[SIGNATURE_ED25519_SIZE]) {
+        _cleanup_free_ char *clean = NULL;
+        unsigned char out[SIGNATURE_MAX_TEXT];
+        size_t n = 0, pad = 0;
+
+        if (size > SIGNATURE_MAX_TEXT)
+                return -EFBIG;
+        clean = malloc(size + 1);
+        if (!clean)
+                return -ENOMEM;
+        for (size_t i = 0; i < size; i++) {
+                char c = text[i];
+                if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+                        continue;
+                if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+                      c == '/' || c == '='))
+                        return -EINVAL;
+                if (c == '=')
+                        pad++;
+                else if (pad > 0)
+                        return -EINVAL; /* data after padding */
+                clean[n++] = c;
+        }
+        if (n == 0 || n % 4 != 0 || pad > 2)
+                return -EINVAL;
+        int len = EVP_DecodeBlock(out, (const unsigned char *) clean, (int) n);
+        if (len < 0)
+                return -EINVAL;
+        /* EVP_DecodeBlock counts the padding as zero bytes. */
+        if ((size_t) len < pad || (size_t) len - pad != SIGNATURE_ED25519_SIZE)
+                return -EINVAL;
+        memcpy(ret, out, SIGNATURE_ED25519_SIZE);
+        return 0;
+}
+
+int public_key_from_pem(const char *pem, size_t size, EVP_PKEY **ret) {
+        BIO *b;
+        EVP_PKEY *k;
+
+        if (size > INT32_MAX)
+                return -EFBIG;
+        b = BIO_new_mem_buf(pem, (int) size);
+        if (!b)
+                return -ENOMEM;
+        k = PEM_read_bio_PUBKEY(b, NULL, NULL, NULL);
+        BIO_free(b);
+        if (!k)
+                return -EINVAL;
+        if (EVP_PKEY_get_base_id(k) != EVP_PKEY_ED25519) {
+                EVP_PKEY_free(k);
+                return -EINVAL;
+        }
+        *ret = k;
+        return 0;
+}
+
+int public_key_load(const char *path, EVP_PKEY **ret) {
+        _cleanup_free_ char *pem = NULL;
+        FILE *f = fopen(path, "re");
+        size_t n;
+
+        if (!f)
+                return negative_errno();
+        pem = malloc(65536);
+        if (!pem) {
+                fclose(f);
+                return -ENOMEM;
+        }
+        n = fread(pem, 1, 65535, f);
+        int err = ferror(f);
+        fclose(f);
+        if (err)
+                return -EIO;
+        return public_key_from_pem(pem, n, ret);
+}
+
+int signature_verify(EVP_PKEY *key, const void *data, size_t size, const uint8_t sig[SIGNATURE_ED25519_SIZE]) {
+        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+        int r;
+
+        if (!ctx)
+                return -ENOMEM;
+        /* Ed25519 is one-shot: no digest, the whole message at once. */
+        if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, key) != 1)
+                r = -EINVAL;
+        else
+                r = EVP_DigestVerify(ctx, sig, SIGNATURE_ED25519_SIZE, data, size) == 1 ? 0 : -EBADMSG;
+        EVP_MD_CTX_free(ctx);
+        return r;
+}

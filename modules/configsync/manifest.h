@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* A config bundle's manifest (DESIGN.md "Config bundles") and what checks it: the JSON parser
+ * with every rule on paths and sizes, the URL resolution of file entries, and the detached
+ * Ed25519 signature (base64 in <manifest url>.sig over the manifest's exact bytes). Outside
+ * input, so no logging here and a fuzz target (tests/fuzz/fuzz-configsync-manifest.c). */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <openssl/evp.h>
+
+#include "macro.h"
+
+#define MANIFEST_MAX_SIZE (16U << 20)      /* bytes of manifest JSON */
+#define MANIFEST_MAX_FILES 100000U
+#define MANIFEST_MAX_PATH 1024U             /* bytes of one path */
+#define MANIFEST_MAX_VERSION 256U           /* bytes of the version string */
+#define MANIFEST_DEFAULT_MODE 0644
+#define SIGNATURE_ED25519_SIZE 64U
+#define SIGNATURE_MAX_TEXT 4096U            /* bytes of a .sig file */
+
+struct manifest_file {
+        char *path;  /* relative to dest, normalised: no "", ".", ".." components, no leading '/' */
+        char *url;   /* as written (relative to the manifest's URL or absolute) */
+        uint64_t size;
+        uint8_t sha256[32];
+        mode_t mode; /* permission bits only (no setuid/setgid/sticky) */
+};
+
+struct manifest {
+        char *version;
+        struct manifest_file *files;
+        size_t n_files;
+        uint64_t total_size;
+};
+
+/* Parses and validates a manifest. -EINVAL (or -E2BIG for too many files, -EFBIG for too much
+ * text) with *ret_error (if not NULL) saying what is wrong, e.g. "files[3].path: escapes dest". */
+int manifest_parse(const char *text, size_t size, struct manifest **ret, char **ret_error);
+struct manifest *manifest_free(struct manifest *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct manifest *, manifest_free);
+
+/* NULL if path is acceptable as a file path inside dest, else why not (a static string). */
+const char *manifest_check_path(const char *path);
+/* Finds a file by path (linear; manifests are small or looked up once per file). */
+const struct manifest_file *manifest_find(const struct manifest *m, const char *path);
+/* True if a and b describe the same bytes and mode at that path. */
+bool manifest_file_same(const struct manifest_file *a, const struct manifest_file *b);
+
+/* Lowercase hex of a sha256 (65 bytes with the NUL). */
+void sha256_to_hex(const uint8_t sha[32], char ret[65]);
+int sha256_from_hex(const char *hex, uint8_t ret[32]);
+
+/* ref resolved against base (RFC 3986, through libcurl's URL API); only http(s) results. */
+int manifest_resolve_url(const char *base, const char *ref, char **ret);
+
+/* The .sig file: base64 (surrounding whitespace and line breaks allowed) of exactly 64 bytes. */
+int signature_decode(const char *text, size_t size, uint8_t ret[SIGNATURE_ED25519_SIZE]);
+/* Loads an Ed25519 public key (PEM SubjectPublicKeyInfo). -EINVAL if it is another kind. */
+int public_key_load(const char *path, EVP_PKEY **ret);
+int public_key_from_pem(const char *pem, size_t size, EVP_PKEY **ret);
+/* 0 if sig is key's Ed25519 signature over data, -EBADMSG if not, other negative errno. */
+int signature_verify(EVP_PKEY *key, const void *data, size_t size, const uint8_t sig[SIGNATURE_ED25519_SIZE]);

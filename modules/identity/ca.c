@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
+
+#include "ca.h"
+#include "fsutil.h"
+
+#define CA_LIFETIME (10ULL * 365 * 24 * USEC_PER_HOUR)
+
+struct ca *ca_free(struct ca *ca) {
+        if (!ca)
+                return NULL;
+        EVP_PKEY_free(ca->key);
+        X509_free(ca->cert);
+        sk_X509_pop_free(ca->chain, X509_free);
+        sk_X509_pop_free(ca->roots, X509_free);
+        free(ca);
+        return NULL;
+}
+
+int ca_new(EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots, struct ca **ret) {
+        struct ca *ca = calloc(1, sizeof(*ca));
+        if (!ca || sk_X509_num(chain) < 1) {
+                free(ca);
+                EVP_PKEY_free(key);
+                sk_X509_pop_free(chain, X509_free);
+                sk_X509_pop_free(roots, X509_free);
+                return ca ? -EINVAL : -ENOMEM;
+        }
+        ca->key = key;
+        ca->chain = chain;
+        ca->roots = roots;
+        ca->cert = sk_X509_value(chain, 0);
+        X509_up_ref(ca->cert);
+        *ret = ca;
+        return 0;
+}
+
+static int add_ext(X509 *cert, X509 *issuer, int nid, const char *value) {
+        X509V3_CTX ctx;
+        X509V3_set_ctx_nodb(&ctx);
+        X509V3_set_ctx(&ctx, issuer, cert, NULL, NULL, 0);
+        X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+        if (!ext)
+                return -ENOMEM;
+        int r = X509_add_ext(cert, ext, -1);
+        X509_EXTENSION_free(ext);
+        return r == 1 ? 0 : -ENOMEM;
+}
+
+static int set_serial(X509 *cert) {
+        unsigned char buf[16];
+        if (RAND_bytes(buf, sizeof(buf)) != 1)
+                return -EIO;
+        buf[0] &= 0x7f; /* positive */
+        buf[0] |= 0x01; /* and never shorter than 16 bytes' worth of randomness suggests */
+        BIGNUM *bn = BN_bin2bn(buf, sizeof(buf), NULL);
+        if (!bn)
+                return -ENOMEM;
+        int ok = BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert)) != NULL;
+        BN_free(bn);
+        return ok ? 0 : -ENOMEM;
+}
+
+/* A certificate skeleton: version 3, random serial, subject, validity [now, now+lifetime]. */
+static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t lifetime, X509 **ret) {
+        X509 *cert = X509_new();
+        X509_NAME *name = X509_NAME_new();
+        int r = -ENOMEM;
+
+        if (!cert || !name)
+                goto fail;
+        if ((s->organization && X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
+                                                           (const unsigned char *) s->organization, -1, -1, 0) != 1) ||
+            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *) s->common_name, -1, -1, 0) != 1) {
+                r = -EINVAL;
+                goto fail;
+        }
+        if (X509_set_version(cert, 2) != 1 || X509_set_subject_name(cert, name) != 1 || X509_set_pubkey(cert, pubkey) != 1)
+                goto fail;
+        r = set_serial(cert);
+        if (r < 0)
+                goto fail;
+        if (!X509_gmtime_adj(X509_getm_notBefore(cert), 0) ||
+            !X509_time_adj_ex(X509_getm_notAfter(cert), 0, (long) (lifetime / USEC_PER_SEC), NULL)) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        X509_NAME_free(name);
+        *ret = cert;
+        return 0;
+fail:
+        ERR_clear_error();
+        X509_NAME_free(name);
+        X509_free(cert);
+        return r;
+}
+
+int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s, enum cert_usage usage,
+             usec_t lifetime, X509 **ret) {
+        _cleanup_(X509_freep) X509 *cert = NULL;
+        int r;
+
+        /* An expired issuer would only make certificates that are dead on arrival. */
+        if (X509_cmp_current_time(X509_get0_notAfter(ca->cert)) <= 0)
+                return -EKEYEXPIRED;
+        /* Never past the issuer's own end: a chain is only as valid as its shortest link. */
+        r = cert_skeleton(pubkey, s, lifetime, &cert);
+        if (r < 0)
+                return r;
+        if (ASN1_TIME_compare(X509_get0_notAfter(cert), X509_get0_notAfter(ca->cert)) > 0 &&
+            X509_set1_notAfter(cert, X509_get0_notAfter(ca->cert)) != 1)
+                return -ENOMEM;
+        if (X509_set_issuer_name(cert, X509_get_subject_name(ca->cert)) != 1)
+                return -ENOMEM;
+
+        const char *bc = "critical,CA:FALSE", *ku = "critical,digitalSignature", *eku = NULL;
+        switch (usage) {
+        case CERT_USAGE_CLIENT:
+                eku = "clientAuth";
+                break;
+        case CERT_USAGE_CLIENT_SERVER:
+                eku = "clientAuth,serverAuth";
+                break;
+        case CERT_USAGE_CA:
+                bc = "critical,CA:TRUE,pathlen:0";
+                ku = "critical,keyCertSign,cRLSign";
+                break;
+        }
+        if ((r = add_ext(cert, ca->cert, NID_basic_constraints, bc)) < 0 ||
+            (r = add_ext(cert, ca->cert, NID_key_usage, ku)) < 0 ||
+            (eku && (r = add_ext(cert, ca->cert, NID_ext_key_usage, eku)) < 0) ||
+            (r = add_ext(cert, ca->cert, NID_subject_key_identifier, "hash")) < 0 ||
+            (r = add_ext(cert, ca->cert, NID_authority_key_identifier, "keyid:always")) < 0)
+                return r;
+        if (s->uri || s->ip) {
+                _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = NULL;
+                r = x509_general_names(s, &gens);
+                if (r < 0)
+                        return r;
+                if (X509_add1_ext_i2d(cert, NID_subject_alt_name, gens, 0, X509V3_ADD_DEFAULT) != 1)
+                        return -ENOMEM;
+        }
+        if (X509_sign(cert, ca->key, EVP_sha256()) <= 0) {
+                ERR_clear_error();
+                return -EINVAL;
+        }
+        *ret = TAKE_PTR(cert);
+        return 0;
+}
+
+static int make_root(const char *common_name, EVP_PKEY **ret_key, X509 **ret_cert) {
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
+        _cleanup_(X509_freep) X509 *cert = NULL;
+        const struct cert_subject s = { .common_name = common_name, .organization = "pinion" };
+        int r;
+
+        r = x509_key_new(&key);
+        if (r < 0)
+                return r;
+        r = cert_skeleton(key, &s, CA_LIFETIME, &cert);
+        if (r < 0)
+                return r;
+        if (X509_set_issuer_name(cert, X509_get_subject_name(cert)) != 1)
+                return -ENOMEM;
+        if ((r = add_ext(cert, cert, NID_basic_constraints, "critical,CA:TRUE")) < 0 ||
+            (r = add_ext(cert, cert, NID_key_usage, "critical,keyCertSign,cRLSign")) < 0 ||
+            (r = add_ext(cert, cert, NID_subject_key_identifier, "hash")) < 0)
+                return r;
+        if (X509_sign(cert, key, EVP_sha256()) <= 0) {
+                ERR_clear_error();
+                return -EINVAL;
+        }
+        *ret_key = TAKE_PTR(key);
+        *ret_cert = TAKE_PTR(cert);
+        return 0;
+}
+
+int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret, bool *ret_created) {
+        _cleanup_free_ char *key_path = path_join(dir, "ca.key"), *cert_path = path_join(dir, "ca.crt");
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL, *roots = NULL;
+        bool created = false;
+        int r;
+
+        if (!key_path || !cert_path)
+                return -ENOMEM;
+        bool have_key = access(key_path, F_OK) >= 0, have_cert = access(cert_path, F_OK) >= 0;
+        if (!have_key && !have_cert) {
+                _cleanup_(X509_freep) X509 *cert = NULL;
+                _cleanup_free_ char *cert_pem = NULL;
+                char *key_pem = NULL;
+
+                r = mkdir_p(dir, 0700);
+                if (r < 0)
+                        return r;
+                r = make_root(common_name, &key, &cert);
+                if (r < 0)
+                        return r;
+                r = x509_key_to_pem(key, &key_pem);
+                if (r < 0)
+                        return r;
+                r = x509_cert_to_pem(cert, &cert_pem);
+                if (r < 0) {
+                        x509_free_secret(key_pem);
+                        return r;
+                }
+                /* The key first: a kill between the two leaves a key without certificate, which
+                 * the next start reports instead of silently making a second CA. */
+                r = write_file_atomic(key_path, key_pem, strlen(key_pem), 0600, (uid_t) -1, (gid_t) -1);
+                x509_free_secret(key_pem);
+                if (r < 0)
+                        return r;
+                r = write_file_atomic(cert_path, cert_pem, strlen(cert_pem), 0644, (uid_t) -1, (gid_t) -1);
+                if (r < 0)
+                        return r;
+                created = true;
+        } else if (!have_key || !have_cert)
+                return -EBADMSG;
+
+        _cleanup_free_ char *cert_pem = NULL;
+        char *key_pem = NULL;
+        size_t n;
+        r = read_file_full(key_path, 64 * 1024, &key_pem, &n);
+        if (r < 0)
+                return r;
+        if (!key)
+                r = x509_key_from_pem(key_pem, n, &key);
+        x509_free_secret(key_pem);
+        if (r < 0)
+                return r;
+        r = read_file_full(cert_path, 1024 * 1024, &cert_pem, &n);
+        if (r < 0)
+                return r;
+        r = x509_chain_from_pem(cert_pem, n, &chain);
+        if (r < 0)
+                return r;
+        if (!x509_key_matches(sk_X509_value(chain, 0), key))
+                return -EBADMSG;
+        /* The root of this chain is the trust anchor (a self-signed CA: itself). */
+        r = x509_chain_from_pem(cert_pem, n, &roots);
+        if (r < 0)
+                return r;
+        while (sk_X509_num(roots) > 1)
+                X509_free(sk_X509_shift(roots));
+        r = ca_new(TAKE_PTR(key), TAKE_PTR(chain), TAKE_PTR(roots), ret);
+        if (r < 0)
+                return r;
+        if (ret_created)
+                *ret_created = created;
+        return 0;
+}
+
+int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret) {
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        int r = x509_cert_to_pem(leaf, &a);
+        if (r < 0)
+                return r;
+        /* A self-signed root is not sent along: the peer has it in its bundle. */
+        if (sk_X509_num(ca->chain) == 1 && X509_check_issued(ca->cert, ca->cert) == X509_V_OK) {
+                *ret = TAKE_PTR(a);
+                return 0;
+        }
+        r = x509_chain_to_pem(ca->chain, &b);
+        if (r < 0)
+                return r;
+        char *s = malloc(strlen(a) + strlen(b) + 1);
+        if (!s)
+                return -ENOMEM;
+        strcpy(stpcpy(s, a), b);
+        *ret = s;
+        return 0;
+}
+
+int ca_roots_pem(const struct ca *ca, char **ret) {
+        return x509_chain_to_pem(ca->roots, ret);
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* An issuer that lives in the agent: a CA key and certificate that sign certificates here, in
+ * process. The local signer's embedded CA (ca-dir) is one, and so is the node intermediate that
+ * signs workload certificates under the cfssl signer. Library-like: no logging. */
+
+#include <stdbool.h>
+
+#include "x509.h"
+
+enum cert_usage {
+        CERT_USAGE_CLIENT,        /* node credentials: clientAuth */
+        CERT_USAGE_CLIENT_SERVER, /* workloads: clientAuth + serverAuth (mTLS both ways) */
+        CERT_USAGE_CA,            /* an intermediate (pathlen 0) */
+};
+
+struct ca {
+        EVP_PKEY *key;
+        X509 *cert;
+        STACK_OF(X509) *chain; /* cert, then its issuers up to (not including) the root */
+        STACK_OF(X509) *roots; /* the trust anchors: the bundle pods get */
+};
+
+struct ca *ca_free(struct ca *ca);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct ca *, ca_free);
+
+/* A CA from its parts (takes ownership of key, chain and roots; chain[0] is the CA cert). */
+int ca_new(EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots, struct ca **ret);
+
+/* Loads dir/ca.key + dir/ca.crt, or creates a self-signed root there (key 0600) when neither
+ * exists. A key without certificate, or a pair that does not match, is -EBADMSG: a CA is never
+ * replaced behind the operator's back. *ret_created says whether it was made now. */
+int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret, bool *ret_created);
+
+/* Signs a certificate for pubkey with the subject and SANs of s, valid from now for lifetime. */
+int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s, enum cert_usage usage,
+             usec_t lifetime, X509 **ret);
+/* The chain a holder presents: leaf followed by ca->chain, as PEM. */
+int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret);
+/* The roots as PEM. */
+int ca_roots_pem(const struct ca *ca, char **ret);

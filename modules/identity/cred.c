@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic-dir.h"
+#include "cred.h"
+#include "fsutil.h"
+#include "json.h"
+#include "log.h"
+#include "strv.h"
+
+#define MODULE "identity"
+#define KEY_MAX (64 * 1024)
+#define CERT_MAX (1024 * 1024)
+
+static const char *const cred_state_table[_CRED_STATE_MAX] = {
+        [CRED_NONE] = "none",
+        [CRED_REQUESTING] = "requesting",
+        [CRED_VALID] = "valid",
+        [CRED_ROTATING] = "rotating",
+        [CRED_EXPIRED] = "expired",
+};
+
+const char *cred_state_to_string(enum cred_state s) {
+        return s >= 0 && s < _CRED_STATE_MAX ? cred_state_table[s] : NULL;
+}
+
+#define log_cred(c, level, error, ...) log_module_full_errno(MODULE, level, error, "%s certificate: " FIRST_ARG(__VA_ARGS__), (c)->name REST_ARGS(__VA_ARGS__))
+#define FIRST_ARG(f, ...) f
+#define REST_ARGS(f, ...) , ##__VA_ARGS__
+
+static void cred_set_state(struct cred *c, enum cred_state s) {
+        if (c->state == s)
+                return;
+        log_cred(c, s == CRED_EXPIRED ? LOG_ERR : LOG_INFO, 0, "%s → %s", cred_state_to_string(c->state),
+                 cred_state_to_string(s));
+        c->state = s;
+        c->on_event(c, CRED_EVENT_STATE, c->userdata);
+}
+
+static void set_error(struct cred *c, const char *reason) {
+        free(c->last_error);
+        c->last_error = reason ? strdup(reason) : NULL;
+}
+
+static void clear_material(struct cred *c) {
+        EVP_PKEY_free(c->key);
+        c->key = NULL;
+        sk_X509_pop_free(c->chain, X509_free);
+        c->chain = NULL;
+        sk_X509_pop_free(c->roots, X509_free);
+        c->roots = NULL;
+        cert_info_done(&c->info);
+}
+
+struct cred *cred_free(struct cred *c) {
+        if (!c)
+                return NULL;
+        signer_cancel(c->signer, c);
+        sd_event_source_disable_unref(c->timer);
+        clear_material(c);
+        EVP_PKEY_free(c->pending_key);
+        free(c->name);
+        free(c->dir);
+        free(c->profile);
+        free(c->cn);
+        free(c->org);
+        free(c->key_file);
+        free(c->cert_file);
+        free(c->ca_file);
+        free(c->last_error);
+        free(c);
+        return NULL;
+}
+
+int cred_new(sd_event *e, struct signer *signer, const struct cred_config *cfg, cred_event_fn on_event, void *userdata,
+             struct cred **ret) {
+        _cleanup_(cred_freep) struct cred *c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->event = e;
+        c->signer = signer;
+        c->usage = cfg->usage;
+        c->lifetime = cfg->lifetime;
+        c->on_event = on_event;
+        c->userdata = userdata;
+        c->name = strdup(cfg->name);
+        c->dir = strdup(cfg->dir);
+        c->profile = strdup(cfg->profile);
+        c->cn = strdup(cfg->subject.common_name);
+        c->org = cfg->subject.organization ? strdup(cfg->subject.organization) : NULL;
+        c->key_file = path_join(cfg->dir, "key.pem");
+        c->cert_file = path_join(cfg->dir, "cert.pem");
+        c->ca_file = path_join(cfg->dir, "ca.pem");
+        if (!c->name || !c->dir || !c->profile || !c->cn || (cfg->subject.organization && !c->org) || !c->key_file ||
+            !c->cert_file || !c->ca_file)
+                return -ENOMEM;
+        backoff_init(&c->backoff, &cfg->backoff, 0);
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+bool cred_usable(const struct cred *c) {
+        return c->chain && c->key && now_usec(CLOCK_REALTIME) < c->info.not_after;
+}
+
+int write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid) {
+        _cleanup_close_ int dfd = open_directory(version_dir);
+        if (dfd < 0)
+                return dfd;
+        _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        if (fchmod(fd, mode) < 0 || ((uid != (uid_t) -1 || gid != (gid_t) -1) && fchown(fd, uid, gid) < 0))
+                return -errno;
+        size_t n = strlen(data);
+        for (size_t done = 0; done < n;) {
+                ssize_t k = write(fd, data + done, n - done);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                done += (size_t) k;
+        }
+        return 0;
+}
+
+/* ---- checking a key and chain (from disk or from the signer) ---- */
+
+static int check_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots,
+                          struct cert_info *ret_info, const char **ret_reason) {
+        X509 *leaf = sk_X509_value(chain, 0);
+        struct cert_info info = {};
+        int r;
+
+        if (!x509_key_matches(leaf, key))
+                return (*ret_reason = "the certificate is not for this key"), -EBADMSG;
+        r = x509_cert_info(leaf, &info);
+        if (r < 0)
+                return (*ret_reason = "the certificate's fields do not parse"), r;
+        _cleanup_free_ char *want = NULL;
+        if (asprintf(&want, "CN=%s%s%s", c->cn, c->org ? ",O=" : "", c->org ? c->org : "") < 0) {
+                cert_info_done(&info);
+                return -ENOMEM;
+        }
+        if (!streq(info.subject, want)) {
+                cert_info_done(&info);
+                return (*ret_reason = "the certificate names another subject"), -EBADMSG;
+        }
+        usec_t now = now_usec(CLOCK_REALTIME);
+        if (info.not_after <= now) {
+                cert_info_done(&info);
+                return (*ret_reason = "the certificate has expired"), -EKEYEXPIRED;
+        }
+        if (!roots || sk_X509_num(roots) == 0) {
+                cert_info_done(&info);
+                return (*ret_reason = "no trust anchor to verify the certificate against"), -EBADMSG;
+        }
+        /* Verified as of its own start, so a certificate whose notBefore is a second ahead of our
+         * clock still counts; expiry was checked above. */
+        r = x509_verify_chain(chain, roots, MAX(info.not_before, now), ret_reason);
+        if (r < 0) {
+                cert_info_done(&info);
+                return r;
+        }
+        *ret_info = info;
+        return 0;
+}
+
+/* ---- timing ---- */
+
+static void schedule(struct cred *c);
+
+/* The rotation point: a jittered 70–90% of the lifetime, so nodes bootstrapped together do not
+ * renew together. The lifetime counts from `from` when that is later than notBefore: CAs backdate
+ * notBefore (cfssl by 5 minutes) against clock skew, and a short-lived certificate's share
+ * must be of the time it is actually ours. */
+static void plan_rotation(struct cred *c, usec_t from) {
+        usec_t start = MIN(MAX(c->info.not_before, from), c->info.not_after);
+        usec_t life = c->info.not_after - start;
+        double share = 0.7 + 0.2 * backoff_random(&c->backoff);
+        c->rotate_at = start + (usec_t) ((double) life * share);
+        c->next_attempt = c->rotate_at;
+}
+
+static void request(struct cred *c);
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct cred *c = userdata;
+        usec_t now = now_usec(CLOCK_REALTIME);
+
+        if (c->chain && now >= c->info.not_after && c->state != CRED_EXPIRED) {
+                log_cred(c, LOG_ERR, 0, "expired (notAfter passed without a renewal%s%s)",
+                         c->last_error ? ": " : "", c->last_error ? c->last_error : "");
+                cred_set_state(c, CRED_EXPIRED);
+        }
+        if (!c->in_flight && c->next_attempt && now >= c->next_attempt)
+                request(c);
+        schedule(c);
+        return 0;
+}
+
+static void schedule(struct cred *c) {
+        usec_t at = USEC_INFINITY;
+        if (!c->in_flight && c->next_attempt)
+                at = c->next_attempt;
+        if (c->chain && c->state != CRED_EXPIRED)
+                at = MIN(at, c->info.not_after);
+        if (at == USEC_INFINITY) {
+                (void) sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
+                return;
+        }
+        if (!c->timer) {
+                int r = sd_event_add_time(c->event, &c->timer, CLOCK_REALTIME, at, 10 * USEC_PER_MSEC, on_timer, c);
+                if (r < 0)
+                        log_cred(c, LOG_ERR, r, "cannot arm its timer: %m");
+                return;
+        }
+        (void) sd_event_source_set_time(c->timer, at);
+        (void) sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+}
+
+/* ---- writing and switching ---- */
+
+static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots) {
+        _cleanup_free_ char *version = NULL, *cert_pem = NULL, *ca_pem = NULL;
+        char *key_pem = NULL;
+        int r;
+
+        r = x509_key_to_pem(key, &key_pem);
+        if (r < 0)
+                return r;
+        if ((r = x509_chain_to_pem(chain, &cert_pem)) < 0 || (r = x509_chain_to_pem(roots, &ca_pem)) < 0)
+                goto finish;
+        r = mkdir_p(c->dir, 0700);
+        if (r < 0)
+                goto finish;
+        (void) atomic_dir_cleanup(c->dir);
+        r = atomic_dir_begin(c->dir, &version);
+        if (r < 0)
+                goto finish;
+        if ((r = write_version_file(version, "key.pem", key_pem, 0600, (uid_t) -1, (gid_t) -1)) < 0 ||
+            (r = write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
+            (r = write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0)
+                goto finish;
+        r = atomic_dir_commit(c->dir, version, 0);
+finish:
+        if (r < 0 && version)
+                (void) rm_rf(version);
+        x509_free_secret(key_pem);
+        return r;
+}
+
+static void on_signed(int error, const char *reason, const char *chain_pem, void *userdata) {
+        struct cred *c = userdata;
+        /* The key stays pending until a certificate for it is in place: a retry asks again with
+         * the same key, which lets the kubernetes signer find the CSR it already made. */
+        EVP_PKEY *key = c->pending_key;
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL, *roots = NULL;
+        struct cert_info info = {};
+        usec_t now = now_usec(CLOCK_REALTIME);
+        const char *why = reason;
+        int r = error;
+
+        c->in_flight = false;
+        if (r >= 0) {
+                r = x509_chain_from_pem(chain_pem, strlen(chain_pem), &chain);
+                why = "the signer's answer is not a PEM certificate chain";
+        }
+        if (r >= 0 && c->signer->roots) {
+                roots = sk_X509_deep_copy(c->signer->roots, X509_dup, X509_free);
+                if (!roots)
+                        r = -ENOMEM;
+        }
+        if (r >= 0)
+                r = check_material(c, key, chain, roots, &info, &why);
+        if (r >= 0 && (r = write_material(c, key, chain, roots)) < 0)
+                why = "cannot write it under state-dir";
+        if (r < 0) {
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg, "%s (%s)", why ? why : "signing failed", strerror(-r)) < 0)
+                        msg = NULL;
+                set_error(c, msg ? msg : why);
+                c->n_failed++;
+                usec_t delay = backoff_next(&c->backoff, now_usec(CLOCK_MONOTONIC), 0);
+                c->next_attempt = now + delay;
+                log_cred(c, LOG_WARNING, 0, "signing failed: %s; retrying in %.1fs%s", c->last_error,
+                         (double) delay / USEC_PER_SEC,
+                         cred_usable(c) ? " (the current certificate keeps serving)" : "");
+                c->on_event(c, CRED_EVENT_FAILED, c->userdata);
+                schedule(c);
+                return;
+        }
+
+        /* On disk first, then in memory: the switch. */
+        bool had = cred_usable(c);
+        clear_material(c);
+        c->key = TAKE_PTR(c->pending_key);
+        c->chain = TAKE_PTR(chain);
+        c->roots = TAKE_PTR(roots);
+        c->info = info;
+        set_error(c, NULL);
+        backoff_reset(&c->backoff);
+        plan_rotation(c, now);
+        had ? c->n_rotated++ : c->n_issued++;
+        char until[64] = "", rot[64] = "";
+        (void) format_rfc3339(c->info.not_after, until, sizeof(until));
+        (void) format_rfc3339(c->rotate_at, rot, sizeof(rot));
+        log_cred(c, LOG_INFO, 0, "%s serial %s, valid until %s, renewal at %s", had ? "rotated to" : "issued",
+                 c->info.serial, until, rot);
+        cred_set_state(c, CRED_VALID);
+        c->on_event(c, had ? CRED_EVENT_ROTATED : CRED_EVENT_ISSUED, c->userdata);
+        schedule(c);
+}
+
+static void request(struct cred *c) {
+        _cleanup_(X509_REQ_freep) X509_REQ *csr = NULL;
+        const struct cert_subject s = { .common_name = c->cn, .organization = c->org };
+        int r;
+
+        c->next_attempt = 0;
+        r = c->pending_key ? 0 : x509_key_new(&c->pending_key);
+        if (r >= 0)
+                r = x509_csr_new(c->pending_key, &s, &csr);
+        if (r < 0) {
+                on_signed(r, "cannot make a key and CSR", NULL, c);
+                return;
+        }
+        if (c->state == CRED_VALID)
+                cred_set_state(c, CRED_ROTATING);
+        else if (c->state == CRED_NONE)
+                cred_set_state(c, CRED_REQUESTING);
+        log_cred(c, LOG_DEBUG, 0, "asking the %s signer", c->signer->ops->name);
+        const struct signer_request req = {
+                .profile = c->profile,
+                .csr = csr,
+                .key = c->pending_key,
+                .subject = &s,
+                .usage = c->usage,
+                .lifetime = c->lifetime,
+        };
+        c->in_flight = true;
+        r = signer_sign(c->signer, &req, on_signed, c);
+        if (r < 0 && c->in_flight)
+                on_signed(r, "cannot send the request", NULL, c);
+}
+
+/* ---- start: reuse what is on disk if it is sound ---- */
+
+static int load(struct cred *c, const char **ret_reason) {
+        _cleanup_free_ char *cert_pem = NULL, *ca_pem = NULL;
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL, *roots = NULL;
+        char *key_pem = NULL;
+        size_t kn, cn, an;
+        int r;
+
+        r = read_file_full(c->key_file, KEY_MAX, &key_pem, &kn);
+        if (r == -ENOENT)
+                return (*ret_reason = "none on disk"), r;
+        if (r < 0)
+                return (*ret_reason = "cannot read key.pem"), r;
+        r = x509_key_from_pem(key_pem, kn, &key);
+        x509_free_secret(key_pem);
+        if (r < 0)
+                return (*ret_reason = "key.pem does not parse"), r;
+        r = read_file_full(c->cert_file, CERT_MAX, &cert_pem, &cn);
+        if (r < 0)
+                return (*ret_reason = "cannot read cert.pem"), r;
+        r = x509_chain_from_pem(cert_pem, cn, &chain);
+        if (r < 0)
+                return (*ret_reason = "cert.pem does not parse"), r;
+        r = read_file_full(c->ca_file, CERT_MAX, &ca_pem, &an);
+        if (r >= 0)
+                r = x509_chain_from_pem(ca_pem, an, &roots);
+        if (r < 0)
+                return (*ret_reason = "ca.pem is missing or does not parse"), r;
+        /* The signer's anchors win when it has them (an operator may have replaced the CA). */
+        if (c->signer->roots) {
+                sk_X509_pop_free(roots, X509_free);
+                roots = sk_X509_deep_copy(c->signer->roots, X509_dup, X509_free);
+                if (!roots)
+                        return -ENOMEM;
+        }
+        struct cert_info info = {};
+        r = check_material(c, key, chain, roots, &info, ret_reason);
+        if (r < 0)
+                return r;
+        c->key = TAKE_PTR(key);
+        c->chain = TAKE_PTR(chain);
+        c->roots = TAKE_PTR(roots);
+        c->info = info;
+        return 0;
+}
+
+int cred_start(struct cred *c) {
+        const char *reason = NULL;
+        int r = load(c, &reason);
+        if (r >= 0) {
+                plan_rotation(c, 0);
+                char until[64] = "";
+                (void) format_rfc3339(c->info.not_after, until, sizeof(until));
+                log_cred(c, LOG_INFO, 0, "reusing serial %s from %s, valid until %s", c->info.serial, c->dir, until);
+                cred_set_state(c, CRED_VALID);
+                c->on_event(c, CRED_EVENT_ISSUED, c->userdata);
+                if (c->rotate_at <= now_usec(CLOCK_REALTIME))
+                        c->next_attempt = now_usec(CLOCK_REALTIME);
+                schedule(c);
+                return 0;
+        }
+        if (r == -ENOENT)
+                log_cred(c, LOG_INFO, 0, "none in %s yet, requesting one", c->dir);
+        else
+                log_cred(c, LOG_WARNING, 0, "ignoring the one in %s: %s; requesting a new one", c->dir, reason);
+        clear_material(c);
+        request(c);
+        schedule(c);
+        return 0;
+}
+
+int cred_status(const struct cred *c, cJSON *o) {
+        if (!cJSON_AddStringToObject(o, "state", cred_state_to_string(c->state)) ||
+            !json_add_string_or_null(o, "lastError", c->last_error) ||
+            !cJSON_AddNumberToObject(o, "issued", c->n_issued) || !cJSON_AddNumberToObject(o, "rotated", c->n_rotated) ||
+            !cJSON_AddNumberToObject(o, "failed", c->n_failed) || !cJSON_AddStringToObject(o, "certFile", c->cert_file) ||
+            !cJSON_AddStringToObject(o, "keyFile", c->key_file))
+                return -ENOMEM;
+        if (!c->chain)
+                return 0;
+        cJSON *sans = cJSON_AddArrayToObject(o, "sans");
+        if (!sans || !cJSON_AddStringToObject(o, "subject", c->info.subject) ||
+            !cJSON_AddStringToObject(o, "serial", c->info.serial) || !json_add_time(o, "notBefore", c->info.not_before) ||
+            !json_add_time(o, "notAfter", c->info.not_after) || !json_add_time(o, "rotateAt", c->rotate_at))
+                return -ENOMEM;
+        STRV_FOREACH(s, c->info.sans)
+                if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*s)))
+                        return -ENOMEM;
+        return 0;
+}

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/* /v1/identity: each pod gets its own identity, attested from the caller's PID (SO_PEERCRED),
+ * its cgroup and its start time (peer-pod.h); nobody else gets a private key.
+ *
+ *   caller inside a pod        → that pod's certificate, key and bundle (?wait=DUR long-polls
+ *                                until the certificate changes)
+ *   root/socket-group, no pod  → the node certificate and a table of workload certificates
+ *                                (never a private key); ?pod=NS/NAME: one pod's status
+ *   anybody else               → 403
+ * /v1/identity/bundle is public. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "identity.h"
+#include "json.h"
+#include "log.h"
+#include "parse-util.h"
+#include "peer-pod.h"
+#include "strv.h"
+
+#define MODULE "identity"
+#define WAIT_MAX (10 * USEC_PER_MINUTE)
+
+struct waiter {
+        struct identity *id;
+        struct waiter *next;
+        struct api_request *req;
+        char *uid;
+        unsigned generation;
+        sd_event_source *timer;
+};
+
+static void waiter_free(struct waiter *wt) {
+        struct waiter **p = &wt->id->waiters;
+        while (*p && *p != wt)
+                p = &(*p)->next;
+        if (*p)
+                *p = wt->next;
+        sd_event_source_disable_unref(wt->timer);
+        free(wt->uid);
+        free(wt);
+}
+
+static int reply_own(struct identity *id, struct api_request *req, const struct workload *w) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *sans;
+        if (!o || !cJSON_AddStringToObject(o, "id", w->spiffe) || !cJSON_AddStringToObject(o, "certificate", w->chain_pem) ||
+            !cJSON_AddStringToObject(o, "subject", w->info.subject) || !(sans = cJSON_AddArrayToObject(o, "sans")) ||
+            !cJSON_AddStringToObject(o, "private_key", w->key_pem) ||
+            !cJSON_AddStringToObject(o, "bundle", id->bundle_pem ? id->bundle_pem : "") ||
+            !json_add_time(o, "not_after", w->info.not_after) || !cJSON_AddStringToObject(o, "serial", w->info.serial) ||
+            !cJSON_AddNumberToObject(o, "generation", w->generation))
+                return api_reply_error(req, 500, "out of memory");
+        STRV_FOREACH(san, w->info.sans)
+                if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*san)))
+                        return api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static int reply_for(struct identity *id, struct api_request *req, const char *uid) {
+        struct workload *w = workload_find(id, uid);
+        if (!w)
+                return api_reply_error(req, 404, "this pod has no identity (annotate it %s: \"true\")", IDENTITY_ANNOTATION);
+        if (!w->chain_pem)
+                return api_reply_error(req, 503, "certificate not issued yet%s%s", w->last_error ? ": " : "",
+                                       w->last_error ? w->last_error : "");
+        return reply_own(id, req, w);
+}
+
+void identity_wake_waiters(struct identity *id, const char *uid) {
+        for (struct waiter *wt = id->waiters, *next; wt; wt = next) {
+                next = wt->next;
+                if (!streq(wt->uid, uid))
+                        continue;
+                struct workload *w = workload_find(id, uid);
+                if (w && w->generation == wt->generation)
+                        continue;
+                struct api_request *req = wt->req;
+                waiter_free(wt);
+                (void) reply_for(id, req, uid);
+        }
+}
+
+void identity_drop_waiters(struct identity *id) {
+        while (id->waiters) {
+                struct api_request *req = id->waiters->req;
+                waiter_free(id->waiters);
+                (void) api_reply_error(req, 503, "the identity module is stopping");
+        }
+}
+
+static void on_abort(struct api_request *req, void *userdata) {
+        waiter_free(userdata);
+}
+
+static int on_wait_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct waiter *wt = userdata;
+        struct identity *id = wt->id;
+        struct api_request *req = wt->req;
+        _cleanup_free_ char *uid = TAKE_PTR(wt->uid);
+        wt->uid = NULL;
+        waiter_free(wt);
+        (void) reply_for(id, req, uid);
+        return 0;
+}
+
+static int overview(struct identity *id, struct api_request *req) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *node, *list;
+        if (!o || !cJSON_AddStringToObject(o, "trustDomain", id->settings->trust_domain) ||
+            !(node = cJSON_AddObjectToObject(o, "node")) || !(list = cJSON_AddArrayToObject(o, "workloads")))
+                return api_reply_error(req, 500, "out of memory");
+        if (id->node && cred_status(id->node, node) < 0)
+                return api_reply_error(req, 500, "out of memory");
+        if (id->node_ca) {
+                cJSON *ca = cJSON_AddObjectToObject(o, "nodeCA");
+                if (!ca || cred_status(id->node_ca, ca) < 0)
+                        return api_reply_error(req, 500, "out of memory");
+        }
+        for (size_t i = 0; i < id->n_workloads; i++) {
+                cJSON *w = cJSON_CreateObject();
+                if (!w || !cJSON_AddItemToArray(list, w) || workload_status(id->workloads[i], w) < 0)
+                        return api_reply_error(req, 500, "out of memory");
+                /* The "identity" pod gate as zkreg sees it: closed until the certificate exists. */
+                const struct pod *p = pod_store_get(id->manager->pods, id->workloads[i]->uid);
+                _cleanup_free_ char *why = NULL;
+                int open = p ? workloads_gate(p, id, &why) : 0;
+                if (!cJSON_AddBoolToObject(w, "gateOpen", open > 0) ||
+                    !json_add_string_or_null(w, "gateReason", open > 0 ? NULL : why))
+                        return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+static int handle_identity(struct api_request *req, void *userdata) {
+        struct identity *id = userdata;
+        const struct api_peer *peer = api_request_peer(req);
+        const char *pod = api_request_query(req, "pod"), *wait = api_request_query(req, "wait");
+        _cleanup_free_ char *uid = NULL;
+        usec_t timeout = 0;
+        int r;
+
+        if (wait && (parse_duration(wait, &timeout) < 0 || timeout > WAIT_MAX))
+                return api_reply_error(req, 400, "wait: expected a duration up to 10m, e.g. 30s");
+
+        r = peer_pod_lookup(NULL, peer->pid, peer->start_time, &uid);
+        if (r < 0) {
+                /* Gone, or its PID now names another process: whatever it was, it gets nothing. */
+                log_module_debug(MODULE, "cannot attest caller pid %d: %s", (int) peer->pid, strerror(-r));
+                return api_reply_error(req, 403, "cannot attest the caller's pod");
+        }
+        if (r == 0) {
+                if (!peer->privileged)
+                        return api_reply_error(req, 403, "the caller is not in a pod of this node");
+                if (pod) {
+                        const char *slash = strchr(pod, '/');
+                        _cleanup_free_ char *ns = slash ? strndup(pod, (size_t) (slash - pod)) : NULL;
+                        struct pod *p = ns ? pod_store_find(id->manager->pods, ns, slash + 1) : NULL;
+                        if (!slash)
+                                return api_reply_error(req, 400, "pod: expected NAMESPACE/NAME");
+                        struct workload *w = p ? workload_find(id, p->uid) : NULL;
+                        if (!w)
+                                return api_reply_error(req, 404, "no identity for pod %s", pod);
+                        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+                        if (!o || workload_status(w, o) < 0)
+                                return api_reply_error(req, 500, "out of memory");
+                        return api_reply_json(req, 200, TAKE_PTR(o));
+                }
+                return overview(id, req);
+        }
+
+        if (!pod_store_get(id->manager->pods, uid))
+                return api_reply_error(req, 403, "the caller's pod is not on this node");
+        if (pod) /* a pod asks about another: none of its business */
+                return api_reply_error(req, 403, "a pod sees only its own identity");
+        struct workload *w = workload_find(id, uid);
+        if (!timeout || !w)
+                return reply_for(id, req, uid);
+
+        struct waiter *wt = calloc(1, sizeof(*wt));
+        if (!wt)
+                return api_reply_error(req, 500, "out of memory");
+        wt->id = id;
+        wt->req = req;
+        wt->uid = TAKE_PTR(uid);
+        wt->generation = w->chain_pem ? w->generation : (unsigned) -1;
+        wt->next = id->waiters;
+        id->waiters = wt;
+        r = sd_event_add_time_relative(id->manager->event, &wt->timer, CLOCK_MONOTONIC, timeout, USEC_PER_MSEC * 10,
+                                       on_wait_timeout, wt);
+        if (r < 0) {
+                waiter_free(wt);
+                return api_reply_error(req, 500, "cannot arm a timer");
+        }
+        api_request_suspend(req, on_abort, wt);
+        return 0;
+}
+
+static int handle_bundle(struct api_request *req, void *userdata) {
+        struct identity *id = userdata;
+        if (!id->bundle_pem)
+                return api_reply_error(req, 503, "no trust bundle yet");
+        char *copy = strdup(id->bundle_pem);
+        if (!copy)
+                return api_reply_error(req, 500, "out of memory");
+        return api_reply_text(req, 200, "application/x-pem-file", copy, strlen(copy));
+}
+
+const struct api_route identity_routes[] = {
+        { "GET", "/v1/identity", handle_identity, false },
+        { "GET", "/v1/identity/bundle", handle_bundle, false },
+};
+const size_t identity_n_routes = ELEMENTSOF(identity_routes);

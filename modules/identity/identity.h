@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The identity module's shared state: the settings (identity.c), the node credentials
+ * (cred.c), the workload certificates (workload.c) and the API routes (identity-api.c). */
+
+#include <stdbool.h>
+
+#include "api.h"
+#include "ca.h"
+#include "cred.h"
+#include "facts.h"
+#include "manager.h"
+#include "metrics.h"
+#include "signer.h"
+
+#define IDENTITY_ANNOTATION "pinion.io/identity"
+
+enum signer_kind {
+        SIGNER_NONE,
+        SIGNER_LOCAL,
+        SIGNER_KUBERNETES,
+        SIGNER_CFSSL,
+};
+
+struct identity_settings {
+        enum signer_kind signer;
+        char *trust_domain;
+        char *ca_dir;
+        char *bootstrap_token_file;
+        char *cfssl_url;
+        char *cfssl_auth_key_file;
+        usec_t node_cert_lifetime;
+        usec_t workload_cert_lifetime;
+        char *pod_tls_dir;
+};
+
+struct waiter;
+
+struct workload {
+        struct identity *id;
+        char *uid, *ns, *name, *sa, *ip;
+        char *spiffe;
+        char *key_pem;   /* private: only ever to the pod itself (and its pod-tls-dir) */
+        char *chain_pem;
+        struct cert_info info;
+        usec_t rotate_at;
+        unsigned generation; /* bumps with every new certificate */
+        bool queued, rotation;
+        char *last_error;
+        sd_event_source *timer;
+        struct workload *queue_next;
+};
+
+struct identity {
+        struct module_instance *mi;
+        struct manager *manager;
+        struct identity_settings *settings;
+
+        struct signer *signer;
+        struct cred *node;    /* the node's client certificate */
+        struct cred *node_ca; /* cfssl: the node CA that signs workload certificates */
+        struct ca *issuer;    /* signs workload certificates in process (NULL: not yet) */
+        char *bundle_pem;     /* the trust bundle pods get */
+        char *issuer_reason;  /* why there is no issuer */
+        struct node_credentials creds;
+        char *kube_url, *kube_ca_file; /* the apiserver, from [apiserver] or the in-cluster environment */
+        bool published, gate_added, observing, routes_added, collector_added, running, issuer_owned;
+
+        struct workload **workloads;
+        size_t n_workloads;
+        struct workload *queue_head, *queue_tail;
+        sd_event_source *defer;
+        struct waiter *waiters;
+        struct backoff jitter; /* random source for rotation points */
+        EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
+
+        struct metric_family *m_issued, *m_rotated, *m_failed, *m_expiry, *m_workloads;
+};
+
+/* workload.c */
+void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata);
+int workloads_gate(const struct pod *p, void *userdata, char **ret_reason);
+struct workload *workload_find(struct identity *id, const char *uid);
+/* The issuer changed: queue every pod that still needs a certificate. */
+void workloads_issuer_changed(struct identity *id);
+void workloads_free_all(struct identity *id);
+usec_t workloads_nearest_expiry(struct identity *id);
+int workload_status(const struct workload *w, cJSON *o);
+
+/* identity-api.c */
+extern const struct api_route identity_routes[];
+extern const size_t identity_n_routes;
+/* Answers the long-polls waiting for w (a new certificate, or w going away: w NULL, uid). */
+void identity_wake_waiters(struct identity *id, const char *uid);
+void identity_drop_waiters(struct identity *id);

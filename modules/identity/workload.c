@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/* Workload certificates: every pod annotated pinion.io/identity=true gets a key and a certificate
+ * naming spiffe://<trust-domain>/ns/<namespace>/sa/<serviceaccount> (plus its IP once known),
+ * signed in process by the node's issuer, rotated at a jittered 70–90% of the lifetime, removed
+ * with the pod.
+ *
+ * Issuing is queued: the pod observer only marks a pod; a deferred event source issues in
+ * batches bounded in count and time (ISSUE_BATCH, ISSUE_SLICE), returning to the loop in
+ * between, so 1,000 pods arriving at once never hold the loop for more than a few ms. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic-dir.h"
+#include "fsutil.h"
+#include "identity.h"
+#include "json.h"
+#include "log.h"
+#include "strv.h"
+
+#define MODULE "identity"
+#define ISSUE_BATCH 64
+#define ISSUE_SLICE (4 * USEC_PER_MSEC)
+#define WORKLOAD_RETRY (5 * USEC_PER_SEC)
+
+#define log_workload(w, level, error, ...)                                                                            \
+        log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (w)->uid, .pod = (w)->spiffe }), \
+                           level, error, __VA_ARGS__)
+
+struct workload *workload_find(struct identity *id, const char *uid) {
+        for (size_t i = 0; i < id->n_workloads; i++)
+                if (streq(id->workloads[i]->uid, uid))
+                        return id->workloads[i];
+        return NULL;
+}
+
+/* Namespace and service account names are DNS labels in Kubernetes; static pods are held to
+ * the same, so nothing odd ends up inside a URI. */
+static bool dns_name_ok(const char *s) {
+        if (!s || !*s || strlen(s) > 253)
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+                        return false;
+        return true;
+}
+
+static bool uid_ok(const char *s) {
+        return s && *s && s[0] != '.' && !strchr(s, '/') && strlen(s) < 128;
+}
+
+static void queue_remove(struct identity *id, struct workload *w) {
+        if (!w->queued)
+                return;
+        struct workload **p = &id->queue_head, *prev = NULL;
+        while (*p && *p != w) {
+                prev = *p;
+                p = &(*p)->queue_next;
+        }
+        if (*p)
+                *p = w->queue_next;
+        if (id->queue_tail == w)
+                id->queue_tail = prev;
+        w->queue_next = NULL;
+        w->queued = false;
+}
+
+static void queue_push(struct identity *id, struct workload *w) {
+        if (w->queued)
+                return;
+        w->queued = true;
+        w->queue_next = NULL;
+        if (id->queue_tail)
+                id->queue_tail->queue_next = w;
+        else
+                id->queue_head = w;
+        id->queue_tail = w;
+        if (id->issuer && id->defer)
+                (void) sd_event_source_set_enabled(id->defer, SD_EVENT_ON);
+}
+
+static struct workload *workload_free(struct workload *w) {
+        if (!w)
+                return NULL;
+        sd_event_source_disable_unref(w->timer);
+        free(w->uid);
+        free(w->ns);
+        free(w->name);
+        free(w->sa);
+        free(w->ip);
+        free(w->spiffe);
+        x509_free_secret(w->key_pem);
+        free(w->chain_pem);
+        cert_info_done(&w->info);
+        free(w->last_error);
+        free(w);
+        return NULL;
+}
+
+static char *tls_dir(struct identity *id, const struct workload *w) {
+        if (!id->settings->pod_tls_dir || !*id->settings->pod_tls_dir || !uid_ok(w->uid))
+                return NULL;
+        return path_join(id->settings->pod_tls_dir, w->uid);
+}
+
+static void workload_remove(struct identity *id, struct workload *w) {
+        queue_remove(id, w);
+        for (size_t i = 0; i < id->n_workloads; i++)
+                if (id->workloads[i] == w) {
+                        id->workloads[i] = id->workloads[--id->n_workloads];
+                        break;
+                }
+        _cleanup_free_ char *dir = tls_dir(id, w);
+        if (dir)
+                (void) rm_rf(dir);
+        log_workload(w, LOG_INFO, 0, "pod gone: certificate dropped");
+        _cleanup_free_ char *uid = strdup(w->uid);
+        workload_free(w);
+        if (uid)
+                identity_wake_waiters(id, uid);
+}
+
+void workloads_free_all(struct identity *id) {
+        for (size_t i = 0; i < id->n_workloads; i++)
+                workload_free(id->workloads[i]);
+        free(id->workloads);
+        id->workloads = NULL;
+        id->n_workloads = 0;
+        id->queue_head = id->queue_tail = NULL;
+}
+
+static void set_error(struct workload *w, const char *e) {
+        free(w->last_error);
+        w->last_error = e ? strdup(e) : NULL;
+}
+
+/* pod-tls-dir/<uid>/{cert.pem,key.pem,bundle.pem} through the ..data swap. The pod model does not
+ * carry the pod's user (runAsUser), so the files are root's (0600 key): a pod that cannot be
+ * root reads its identity from /v1/identity instead. */
+static int write_tls_dir(struct identity *id, struct workload *w) {
+        _cleanup_free_ char *dir = tls_dir(id, w), *version = NULL;
+        int r;
+
+        if (!dir)
+                return 0;
+        if (w->generation <= 1) { /* the first write for this pod: leftovers of an earlier run go */
+                r = mkdir_p(id->settings->pod_tls_dir, 0755);
+                if (r < 0)
+                        return r;
+                (void) atomic_dir_cleanup(dir);
+        }
+        r = atomic_dir_begin(dir, &version);
+        if (r < 0)
+                return r;
+        if ((r = write_version_file(version, "key.pem", w->key_pem, 0600, 0, 0)) >= 0 &&
+            (r = write_version_file(version, "cert.pem", w->chain_pem, 0644, 0, 0)) >= 0 &&
+            (r = write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, 0, 0)) >= 0)
+                r = atomic_dir_commit(dir, version, 0);
+        if (r < 0)
+                (void) rm_rf(version);
+        return r;
+}
+
+static void schedule_rotation(struct identity *id, struct workload *w);
+
+static int issue(struct identity *id, struct workload *w) {
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
+        _cleanup_(X509_freep) X509 *cert = NULL;
+        _cleanup_free_ char *chain = NULL, *cn = NULL;
+        struct cert_info info = {};
+        char *key_pem = NULL;
+        int r;
+
+        if (!dns_name_ok(w->ns) || !dns_name_ok(w->sa)) {
+                set_error(w, "namespace and service account must be DNS names to go into a SPIFFE ID");
+                return -EINVAL;
+        }
+        if (asprintf(&cn, "%s.%s", w->name, w->ns) < 0)
+                return -ENOMEM;
+        if (strlen(cn) > 64)
+                cn[64] = 0; /* the X.520 upper bound on a common name */
+        const struct cert_subject s = { .common_name = cn, .uri = w->spiffe, .ip = w->ip };
+        if ((r = x509_key_generate(id->keygen, &key)) < 0 ||
+            (r = ca_issue(id->issuer, key, &s, CERT_USAGE_CLIENT_SERVER, id->settings->workload_cert_lifetime, &cert)) < 0 ||
+            (r = ca_chain_pem(id->issuer, cert, &chain)) < 0 || (r = x509_cert_info(cert, &info)) < 0 ||
+            (r = x509_key_to_pem(key, &key_pem)) < 0) {
+                set_error(w, r == -EKEYEXPIRED ? "the node's issuer (CA) has expired" : "the node's issuer could not sign");
+                cert_info_done(&info);
+                return r;
+        }
+        x509_free_secret(w->key_pem);
+        free(w->chain_pem);
+        cert_info_done(&w->info);
+        w->key_pem = key_pem;
+        w->chain_pem = TAKE_PTR(chain);
+        w->info = info;
+        w->generation++;
+        set_error(w, NULL);
+        r = write_tls_dir(id, w);
+        if (r < 0)
+                log_workload(w, LOG_WARNING, r, "cannot write its files under %s, ignoring: %m", id->settings->pod_tls_dir);
+        return 0;
+}
+
+static int on_rotation_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct workload *w = userdata;
+        w->rotation = true;
+        queue_push(w->id, w);
+        return 0;
+}
+
+static void schedule_rotation(struct identity *id, struct workload *w) {
+        usec_t life = w->info.not_after - w->info.not_before;
+        w->rotate_at = w->info.not_before + (usec_t) ((double) life * (0.7 + 0.2 * backoff_random(&id->jitter)));
+        if (!w->timer) {
+                int r = sd_event_add_time(id->manager->event, &w->timer, CLOCK_REALTIME, w->rotate_at, USEC_PER_SEC / 10,
+                                          on_rotation_timer, w);
+                if (r < 0)
+                        log_workload(w, LOG_ERR, r, "cannot arm its rotation timer: %m");
+                return;
+        }
+        (void) sd_event_source_set_time(w->timer, w->rotate_at);
+        (void) sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+}
+
+static void retry_rotation(struct identity *id, struct workload *w) {
+        usec_t at = now_usec(CLOCK_REALTIME) + WORKLOAD_RETRY;
+        int r = w->timer ? sd_event_source_set_time(w->timer, at)
+                         : sd_event_add_time(id->manager->event, &w->timer, CLOCK_REALTIME, at, USEC_PER_SEC / 10,
+                                             on_rotation_timer, w);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_workload(w, LOG_ERR, r, "cannot arm its retry timer: %m");
+}
+
+static void issue_one(struct identity *id, struct workload *w) {
+        bool had = w->chain_pem && now_usec(CLOCK_REALTIME) < w->info.not_after;
+        int r = issue(id, w);
+        if (r < 0) {
+                (void) metric_inc(id->m_failed, "workload");
+                log_workload(w, LOG_WARNING, r, "cannot issue its certificate: %s (%m)", w->last_error ? w->last_error : "");
+                /* A later issuer change or pod update tries again; one that still holds a
+                 * certificate also retries on a timer while it lasts. */
+                if (had)
+                        retry_rotation(id, w);
+                return;
+        }
+        (void) metric_inc(had ? id->m_rotated : id->m_issued, "workload");
+        schedule_rotation(id, w);
+        char until[64] = "";
+        (void) format_rfc3339(w->info.not_after, until, sizeof(until));
+        log_workload(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
+                     w->spiffe, until);
+        if (!had)
+                pod_gates_changed(id->manager->pod_gates, w->uid);
+        identity_wake_waiters(id, w->uid);
+}
+
+static int on_defer(sd_event_source *s, void *userdata) {
+        struct identity *id = userdata;
+        usec_t start = now_usec(CLOCK_MONOTONIC);
+        unsigned n = 0;
+
+        while (id->issuer && id->queue_head && n < ISSUE_BATCH && now_usec(CLOCK_MONOTONIC) - start < ISSUE_SLICE) {
+                struct workload *w = id->queue_head;
+                queue_remove(id, w);
+                issue_one(id, w);
+                n++;
+        }
+        if (!id->issuer || !id->queue_head)
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        return 0;
+}
+
+void workloads_issuer_changed(struct identity *id) {
+        if (!id->defer) {
+                int r = sd_event_add_defer(id->manager->event, &id->defer, on_defer, id);
+                if (r < 0) {
+                        log_module_error_errno(MODULE, r, "cannot add the issuing source: %m");
+                        return;
+                }
+                /* Below the API and IO: a batch waits for what is ready to run. */
+                (void) sd_event_source_set_priority(id->defer, SD_EVENT_PRIORITY_IDLE);
+                (void) sd_event_source_set_enabled(id->defer, SD_EVENT_OFF);
+        }
+        for (size_t i = 0; i < id->n_workloads; i++) {
+                struct workload *w = id->workloads[i];
+                if (!w->chain_pem || now_usec(CLOCK_REALTIME) >= w->info.not_after)
+                        queue_push(id, w);
+        }
+        if (id->issuer && id->queue_head)
+                (void) sd_event_source_set_enabled(id->defer, SD_EVENT_ON);
+}
+
+static bool wants_identity(const struct pod *p) {
+        return p && streq_ptr(pod_annotation(p, IDENTITY_ANNOTATION), "true");
+}
+
+static int set_string(char **field, const char *value, bool *changed) {
+        if (streq_ptr(*field, value))
+                return 0;
+        char *copy = NULL;
+        if (value && !(copy = strdup(value)))
+                return -ENOMEM;
+        free(*field);
+        *field = copy;
+        *changed = true;
+        return 0;
+}
+
+void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
+        struct identity *id = userdata;
+        const char *uid = new ? new->uid : old->uid;
+        struct workload *w = workload_find(id, uid);
+
+        if (!wants_identity(new)) {
+                if (w)
+                        workload_remove(id, w);
+                return;
+        }
+        bool created = false, changed = false;
+        if (!w) {
+                w = calloc(1, sizeof(*w));
+                struct workload **a = w ? realloc(id->workloads, (id->n_workloads + 1) * sizeof(*a)) : NULL;
+                if (!w || !a || !(w->uid = strdup(uid))) {
+                        if (a)
+                                id->workloads = a;
+                        workload_free(w);
+                        log_module_error(MODULE, "out of memory tracking pod %s", uid);
+                        return;
+                }
+                id->workloads = a;
+                id->workloads[id->n_workloads++] = w;
+                w->id = id;
+                created = true;
+        }
+        _cleanup_free_ char *spiffe = NULL;
+        if (asprintf(&spiffe, "spiffe://%s/ns/%s/sa/%s", id->settings->trust_domain, new->namespace,
+                     new->service_account) < 0 ||
+            set_string(&w->ns, new->namespace, &changed) < 0 || set_string(&w->name, new->name, &changed) < 0 ||
+            set_string(&w->sa, new->service_account, &changed) < 0 ||
+            set_string(&w->ip, pod_primary_ip(new), &changed) < 0 || set_string(&w->spiffe, spiffe, &changed) < 0) {
+                log_module_error(MODULE, "out of memory tracking pod %s", uid);
+                return;
+        }
+        if (created)
+                log_workload(w, LOG_DEBUG, 0, "pod %s/%s asks for an identity", w->ns, w->name);
+        if (changed || !w->chain_pem)
+                queue_push(id, w);
+        if (created)
+                pod_gates_changed(id->manager->pod_gates, uid);
+}
+
+int workloads_gate(const struct pod *p, void *userdata, char **ret_reason) {
+        struct identity *id = userdata;
+        if (!wants_identity(p))
+                return 1;
+        struct workload *w = workload_find(id, p->uid);
+        if (w && w->chain_pem && now_usec(CLOCK_REALTIME) < w->info.not_after)
+                return 1;
+        const char *why = w && w->last_error ? w->last_error : id->issuer ? "certificate not issued yet" : id->issuer_reason;
+        if (ret_reason)
+                *ret_reason = strdup(why ? why : "certificate not issued yet");
+        return 0;
+}
+
+usec_t workloads_nearest_expiry(struct identity *id) {
+        usec_t t = USEC_INFINITY;
+        for (size_t i = 0; i < id->n_workloads; i++)
+                if (id->workloads[i]->chain_pem)
+                        t = MIN(t, id->workloads[i]->info.not_after);
+        return t;
+}
+
+int workload_status(const struct workload *w, cJSON *o) {
+        if (!cJSON_AddStringToObject(o, "uid", w->uid) || !json_add_string_or_null(o, "namespace", w->ns) ||
+            !json_add_string_or_null(o, "name", w->name) || !json_add_string_or_null(o, "id", w->spiffe) ||
+            !cJSON_AddStringToObject(o, "state", w->chain_pem ? "issued" : w->last_error ? "failed" : "pending") ||
+            !json_add_string_or_null(o, "lastError", w->last_error))
+                return -ENOMEM;
+        if (!w->chain_pem)
+                return 0;
+        cJSON *sans = cJSON_AddArrayToObject(o, "sans");
+        if (!sans || !cJSON_AddStringToObject(o, "subject", w->info.subject) ||
+            !cJSON_AddStringToObject(o, "serial", w->info.serial) || !json_add_time(o, "notBefore", w->info.not_before) ||
+            !json_add_time(o, "notAfter", w->info.not_after) || !json_add_time(o, "rotateAt", w->rotate_at) ||
+            !cJSON_AddNumberToObject(o, "generation", w->generation))
+                return -ENOMEM;
+        STRV_FOREACH(s, w->info.sans)
+                if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*s)))
+                        return -ENOMEM;
+        return 0;
+}

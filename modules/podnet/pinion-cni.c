@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/* pinion-cni: the CNI plugin (spec 1.1.0). A thin client: it checks its environment and the
+ * network config on stdin, forwards the operation to piniond (POST /v1/cni on the agent's Unix
+ * socket) and prints the agent's result or a CNI error on stdout. The agent owns the addresses
+ * and the kernel state; VERSION is answered here, STATUS reports 50 when the agent is away.
+ *
+ * It is exec'd for every operation, so start-up stays cheap: two small libraries (libc, cJSON),
+ * one request on the socket, no config file. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+
+#include "cni.h"
+#include "json.h"
+
+#define DEFAULT_SOCKET "/run/pinion/pinion.sock"
+#define MAX_STDIN (1u << 20)
+#define MAX_RESPONSE (4u << 20)
+/* Long enough for an ADD queued behind many others on a busy node; the runtime has its own. */
+#define REQUEST_TIMEOUT_MS 120000L
+
+struct buffer {
+        char *data;
+        size_t size;
+        bool too_large;
+};
+
+static const char *env_getenv(const char *name, void *userdata) {
+        return getenv(name);
+}
+
+/* Prints a CNI error on stdout (the spec's channel) and a line on stderr for humans. */
+static int fail(const struct cni_error *e, const char *cni_version) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cni_error_to_json(e, cni_version);
+        _cleanup_free_ char *text = o ? cJSON_Print(o) : NULL;
+
+        if (text)
+                printf("%s\n", text);
+        else
+                printf("{\"cniVersion\":\"%s\",\"code\":%d,\"msg\":\"out of memory\"}\n", CNI_SPEC_VERSION, e->code);
+        fprintf(stderr, "pinion-cni: %s%s%s (code %d)\n", e->msg ? e->msg : "error", e->details ? ": " : "",
+                e->details ? e->details : "", e->code);
+        fflush(stdout);
+        return EXIT_FAILURE;
+}
+
+static int fail_oom(void) {
+        struct cni_error e = { .code = CNI_ERR_INTERNAL, .msg = (char *) "out of memory" };
+        return fail(&e, NULL);
+}
+
+static int read_stdin(struct buffer *b) {
+        size_t cap = 0;
+
+        for (;;) {
+                if (b->size + 1 >= cap) {
+                        if (cap >= MAX_STDIN + 2)
+                                return -EFBIG;
+                        cap = cap ? cap * 2 : 8192;
+                        char *grown = realloc(b->data, cap);
+                        if (!grown)
+                                return -ENOMEM;
+                        b->data = grown;
+                }
+                ssize_t n = read(STDIN_FILENO, b->data + b->size, cap - b->size - 1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                b->size += (size_t) n;
+        }
+        if (b->size > MAX_STDIN)
+                return -EFBIG;
+        if (b->data)
+                b->data[b->size] = '\0';
+        return 0;
+}
+
+/* ---- the request to the agent ----
+ *
+ * One HTTP/1.1 POST on the agent's Unix socket, "Connection: close", read to EOF. Written out
+ * here rather than through libcurl on purpose: the plugin is exec'd for every operation, and
+ * merely linking libcurl (and the TLS, LDAP, Kerberos, SSH libraries it pulls in) costs ~6ms of
+ * library constructors per exec on Debian 12 — more than the whole rest of a DEL. The reply is
+ * always from our own agent (libmicrohttpd, Content-Length framing). */
+
+static int set_timeouts(int fd) {
+        struct timeval tv = { .tv_sec = REQUEST_TIMEOUT_MS / 1000 };
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+                return -errno;
+        return 0;
+}
+
+static int write_all(int fd, const char *data, size_t size) {
+        while (size > 0) {
+                ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
+                }
+                data += n;
+                size -= (size_t) n;
+        }
+        return 0;
+}
+
+static int read_all(int fd, struct buffer *b) {
+        for (;;) {
+                if (b->size + 4096 + 1 > MAX_RESPONSE) {
+                        b->too_large = true;
+                        return -EFBIG;
+                }
+                char *grown = realloc(b->data, b->size + 4096 + 1);
+                if (!grown)
+                        return -ENOMEM;
+                b->data = grown;
+                ssize_t n = recv(fd, b->data + b->size, 4096, 0);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
+                }
+                if (n == 0)
+                        break;
+                b->size += (size_t) n;
+        }
+        if (b->data)
+                b->data[b->size] = '\0';
+        return 0;
+}
+
+/* Splits "HTTP/1.1 200 OK\r\n...\r\n\r\nBODY" into status and body (in place). */
+static int parse_response(struct buffer *b, long *ret_status, char **ret_body, size_t *ret_size) {
+        char *end, *cl;
+        long status;
+
+        if (!b->data || b->size < 12 || strncmp(b->data, "HTTP/1.", 7) != 0)
+                return -EBADMSG;
+        status = strtol(b->data + 9, &end, 10);
+        if (end != b->data + 12 || status < 100 || status > 599)
+                return -EBADMSG;
+        end = strstr(b->data, "\r\n\r\n");
+        if (!end)
+                return -EBADMSG;
+        *end = '\0';
+        if (strcasestr(b->data, "\r\nTransfer-Encoding:"))
+                return -EBADMSG; /* the agent frames with Content-Length */
+        *ret_body = end + 4;
+        *ret_size = b->size - (size_t) (end + 4 - b->data);
+        cl = strcasestr(b->data, "\r\nContent-Length:");
+        if (cl) {
+                unsigned long long n = strtoull(cl + 17, NULL, 10);
+                if (n > *ret_size)
+                        return -EBADMSG; /* cut short */
+                *ret_size = (size_t) n;
+        }
+        (*ret_body)[*ret_size] = '\0';
+        *ret_status = status;
+        return 0;
+}
+
+/* Returns 0 with the HTTP status and body, -ECONNREFUSED/-ENOENT/... if the agent is not
+ * there, -ETIMEDOUT, -EBADMSG for a garbled answer. */
+static int agent_post(const char *socket_path, const char *body, struct buffer *resp, long *ret_status,
+                      char **ret_body, size_t *ret_size) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *head = NULL;
+        size_t len = strlen(body);
+        int r;
+
+        if (strlen(socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, socket_path, strlen(socket_path));
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        r = set_timeouts(fd);
+        if (r < 0)
+                return r;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return errno == EAGAIN ? -ETIMEDOUT : -errno;
+        if (asprintf(&head,
+                     "POST /v1/cni HTTP/1.1\r\nHost: pinion\r\nUser-Agent: pinion-cni/" PACKAGE_VERSION "\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                     len) < 0)
+                return -ENOMEM;
+        r = write_all(fd, head, strlen(head));
+        if (r >= 0)
+                r = write_all(fd, body, len);
+        if (r >= 0)
+                r = read_all(fd, resp);
+        if (r < 0)
+                return r;
+        if (resp->size == 0)
+                return -ECONNRESET; /* the agent went away before answering */
+        return parse_response(resp, ret_status, ret_body, ret_size);
+}
+
+/* The agent answered with an error: {"error", "code": HTTP, "cni": {"code", "msg", "details"}}. */
+static int report_agent_error(const struct cni_request *req, long status, const char *body, size_t size) {
+        _cleanup_(cJSON_Deletep) cJSON *root = cJSON_ParseWithLength(body, size);
+        const cJSON *cni = cJSON_GetObjectItemCaseSensitive(root, "cni");
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(cni, "code");
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cni, "msg");
+        const cJSON *details = cJSON_GetObjectItemCaseSensitive(cni, "details");
+        const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
+        struct cni_error e = {};
+        int ret;
+
+        if (cJSON_IsNumber(code) && cJSON_IsString(msg))
+                (void) cni_error_set(&e, code->valueint, msg->valuestring, "%s",
+                                     cJSON_IsString(details) ? details->valuestring : "");
+        else
+                /* Not from the podnet module (an old agent, a proxy): the HTTP status says it all. */
+                (void) cni_error_set(&e, status == 403 ? CNI_ERR_INVALID_ENV : CNI_ERR_TRY_AGAIN_LATER,
+                                     "the agent refused the request", "HTTP %ld: %s", status,
+                                     cJSON_IsString(error) ? error->valuestring : "no explanation");
+        if (e.details && !e.details[0])
+                e.details = mfree(e.details);
+        ret = fail(&e, req->cni_version);
+        cni_error_done(&e);
+        return ret;
+}
+
+static int call_agent(const struct cni_request *req) {
+        _cleanup_(cJSON_Deletep) cJSON *body = cni_request_to_json(req);
+        _cleanup_free_ char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+        const char *socket_path = req->socket ? req->socket : DEFAULT_SOCKET;
+        struct buffer resp = {};
+        struct cni_error e = {};
+        char *rbody = NULL;
+        size_t rsize = 0;
+        long status = 0;
+        int r, ret;
+
+        if (!text)
+                return fail_oom();
+        r = agent_post(socket_path, text, &resp, &status, &rbody, &rsize);
+        if (r < 0) {
+                bool unreachable = r == -ENOENT || r == -ECONNREFUSED || r == -ETIMEDOUT || r == -ECONNRESET ||
+                                   r == -EPIPE || r == -ENOTSOCK;
+                /* STATUS: the plugin cannot serve ADDs while the agent is away (50). Everything else
+                 * is worth retrying once the agent is back (11). */
+                (void) cni_error_set(&e,
+                                     req->command == CNI_STATUS ? CNI_ERR_NOT_AVAILABLE
+                                     : unreachable              ? CNI_ERR_TRY_AGAIN_LATER
+                                                                : CNI_ERR_IO,
+                                     unreachable ? "the pinion agent is not reachable" : "request to the pinion agent failed",
+                                     "%s: %s", socket_path, r == -EBADMSG ? "garbled answer" : strerror(-r));
+                free(resp.data);
+                ret = fail(&e, req->cni_version);
+                cni_error_done(&e);
+                return ret;
+        }
+        if (status < 200 || status >= 300) {
+                ret = report_agent_error(req, status, rbody, rsize);
+                free(resp.data);
+                return ret;
+        }
+
+        /* Success: ADD prints its result; DEL, CHECK, GC and STATUS print nothing. */
+        if (req->command == CNI_ADD) {
+                _cleanup_(cJSON_Deletep) cJSON *root = cJSON_ParseWithLength(rbody, rsize);
+                const cJSON *result = cJSON_GetObjectItemCaseSensitive(root, "result");
+                _cleanup_free_ char *out = cJSON_IsObject(result) ? cJSON_Print(result) : NULL;
+                free(resp.data);
+                if (!out) {
+                        (void) cni_error_set(&e, CNI_ERR_IO, "the agent sent no result", NULL);
+                        ret = fail(&e, req->cni_version);
+                        cni_error_done(&e);
+                        return ret;
+                }
+                printf("%s\n", out);
+                fflush(stdout);
+                return EXIT_SUCCESS;
+        }
+        free(resp.data);
+        return EXIT_SUCCESS;
+}
+
+int main(int argc, char *argv[]) {
+        struct cni_request req = { .command = _CNI_COMMAND_INVALID };
+        struct cni_error e = {};
+        struct buffer in = {};
+        int r, ret;
+
+        if (argc > 1 && (streq(argv[1], "--version") || streq(argv[1], "--help"))) {
+                printf("pinion-cni %s: the CNI plugin of pinion (CNI %s). Run by a container runtime with\n"
+                       "CNI_COMMAND=ADD|DEL|CHECK|STATUS|GC|VERSION and the network config on stdin; it\n"
+                       "forwards to piniond on the socket named by the config's \"socket\" (default %s).\n",
+                       PACKAGE_VERSION, CNI_SPEC_VERSION, DEFAULT_SOCKET);
+                return EXIT_SUCCESS;
+        }
+
+        r = cni_request_from_env(&req, env_getenv, NULL, &e);
+        if (r < 0) {
+                if (r == -ENOMEM)
+                        return fail_oom();
+                ret = fail(&e, NULL);
+                goto out;
+        }
+
+        r = read_stdin(&in);
+        if (r < 0) {
+                (void) cni_error_set(&e, r == -EFBIG ? CNI_ERR_DECODE : CNI_ERR_IO, "cannot read the network config",
+                                     "stdin: %s", strerror(-r));
+                ret = fail(&e, NULL);
+                goto out;
+        }
+        if (req.command == CNI_VERSION && in.size == 0) {
+                /* Some callers ask without a config; answer in the newest version. */
+                _cleanup_(cJSON_Deletep) cJSON *v = cni_version_result(NULL);
+                _cleanup_free_ char *t = v ? cJSON_Print(v) : NULL;
+                ret = t ? (printf("%s\n", t), EXIT_SUCCESS) : fail_oom();
+                goto out;
+        }
+        r = cni_request_parse_config(&req, in.data, in.size, &e);
+        if (r < 0) {
+                if (r == -ENOMEM)
+                        return fail_oom();
+                ret = fail(&e, req.cni_version);
+                goto out;
+        }
+        if (req.command == CNI_VERSION) {
+                _cleanup_(cJSON_Deletep) cJSON *v = cni_version_result(req.cni_version);
+                _cleanup_free_ char *t = v ? cJSON_Print(v) : NULL;
+                ret = t ? (printf("%s\n", t), EXIT_SUCCESS) : fail_oom();
+                goto out;
+        }
+        ret = call_agent(&req);
+out:
+        cni_error_done(&e);
+        cni_request_done(&req);
+        free(in.data);
+        return ret;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Deletes host veths off the loop. Measured: RTM_DELLINK of a veth blocks its caller 20-30 ms
+ * (the kernel's netdev_run_todo waits for RCU and references after rtnl is released, so other
+ * netlink work, e.g. the next ADD's veth, is not held up meanwhile). A CNI DEL would spend most
+ * of its time there; instead the loop unroutes the pod at once, hands the deletion to this one
+ * worker thread and answers. The thread only calls wire_del(); each result comes back to the
+ * loop through an eventfd (DESIGN.md: threads only when measured, results through an eventfd),
+ * where done() runs. The names being deleted are persisted by the caller (ipam), so a deletion
+ * interrupted by a crash is retried at the next start. */
+
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+
+struct reaper;
+
+/* Runs on the loop for every finished deletion (error: 0 or negative errno; a missing link is 0). */
+typedef void (*reaper_done_fn)(struct reaper *r, const char *name, int error, void *userdata);
+
+int reaper_new(sd_event *e, reaper_done_fn done, void *userdata, struct reaper **ret);
+/* Stops the thread after the deletion in progress; queued ones are dropped (still persisted). */
+struct reaper *reaper_free(struct reaper *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct reaper *, reaper_free);
+
+int reaper_queue(struct reaper *r, const char *name);
+/* Deletions queued or in progress. */
+unsigned reaper_pending(const struct reaper *r);
+/* Blocks until every queued deletion is done (bounded: each is one netlink request), then runs
+ * the done callbacks. For an ADD that needs a name or an interface still being deleted. */
+void reaper_flush(struct reaper *r);

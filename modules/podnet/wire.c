@@ -1,0 +1,598 @@
+/* SPDX-License-Identifier: MIT */
+/* veth + routed /32 over rtnetlink with libmnl. See wire.h. */
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libmnl/libmnl.h>
+#include <linux/if_link.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <linux/veth.h>
+
+#include "wire.h"
+
+#define NL_BUF_SIZE 32768
+#define MSG_BUF_SIZE 4096 /* one request: a few attributes */
+
+struct nl {
+        struct mnl_socket *sock;
+        unsigned portid;
+        unsigned seq;
+};
+
+static void nl_close(struct nl *nl) {
+        if (nl->sock)
+                mnl_socket_close(nl->sock);
+        nl->sock = NULL;
+}
+
+static int nl_open(struct nl *nl) {
+        nl->sock = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+        if (!nl->sock)
+                return negative_errno();
+        if (mnl_socket_bind(nl->sock, 0, MNL_SOCKET_AUTOPID) < 0) {
+                int r = negative_errno();
+                nl_close(nl);
+                return r;
+        }
+        nl->portid = mnl_socket_get_portid(nl->sock);
+        nl->seq = (unsigned) time(NULL);
+        return 0;
+}
+
+/* A netlink socket in the namespace at path: setns there, open, setns back. If going back
+ * fails the thread is stranded in a pod's namespace, which nothing can repair: abort. */
+static int nl_open_in(struct nl *nl, int host_netns_fd, const char *netns_path) {
+        _cleanup_close_ int fd = open(netns_path, O_RDONLY | O_CLOEXEC);
+        int r;
+
+        if (fd < 0)
+                return negative_errno();
+        if (setns(fd, CLONE_NEWNET) < 0)
+                return negative_errno(); /* not a network namespace (EINVAL), or no permission */
+        r = nl_open(nl);
+        if (setns(host_netns_fd, CLONE_NEWNET) < 0)
+                abort();
+        return r;
+}
+
+/* Sends one request and reads until its ACK (or the end of its dump), calling cb per message. */
+static int nl_talk(struct nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data) {
+        _cleanup_free_ char *buf = malloc(NL_BUF_SIZE);
+        unsigned seq = ++nl->seq;
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        nlh->nlmsg_seq = seq;
+        if (mnl_socket_sendto(nl->sock, nlh, nlh->nlmsg_len) < 0)
+                return negative_errno();
+        for (;;) {
+                ssize_t n = mnl_socket_recvfrom(nl->sock, buf, NL_BUF_SIZE);
+                if (n < 0)
+                        return negative_errno();
+                r = mnl_cb_run(buf, (size_t) n, seq, nl->portid, cb, data);
+                if (r < 0)
+                        return negative_errno();
+                if (r == MNL_CB_STOP)
+                        return 0;
+        }
+}
+
+static struct nlmsghdr *msg_new(char *buf, uint16_t type, uint16_t flags) {
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        nlh->nlmsg_type = type;
+        nlh->nlmsg_flags = NLM_F_REQUEST | flags;
+        return nlh;
+}
+
+/* ---- links ---- */
+
+struct link_info {
+        int index;
+        unsigned flags;
+        unsigned mtu;
+        char mac[18];
+};
+
+static int link_attr_cb(const struct nlattr *a, void *data) {
+        struct link_info *li = data;
+        switch (mnl_attr_get_type(a)) {
+        case IFLA_MTU:
+                if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                        li->mtu = mnl_attr_get_u32(a);
+                break;
+        case IFLA_ADDRESS:
+                if (mnl_attr_get_payload_len(a) == 6) {
+                        const uint8_t *m = mnl_attr_get_payload(a);
+                        snprintf(li->mac, sizeof(li->mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3],
+                                 m[4], m[5]);
+                }
+                break;
+        }
+        return MNL_CB_OK;
+}
+
+static int link_cb(const struct nlmsghdr *nlh, void *data) {
+        struct link_info *li = data;
+        const struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
+        li->index = ifi->ifi_index;
+        li->flags = ifi->ifi_flags;
+        mnl_attr_parse(nlh, sizeof(*ifi), link_attr_cb, li);
+        return MNL_CB_OK;
+}
+
+static int link_get(struct nl *nl, const char *name, struct link_info *ret) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_GETLINK, NLM_F_ACK); /* the link, then the ACK */
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+        struct link_info li = {};
+        int r;
+
+        ifi->ifi_family = AF_UNSPEC;
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+        r = nl_talk(nl, nlh, link_cb, &li);
+        if (r < 0)
+                return r;
+        if (li.index <= 0)
+                return -ENODEV;
+        *ret = li;
+        return 0;
+}
+
+static int link_set_up(struct nl *nl, int index, unsigned mtu) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+
+        ifi->ifi_family = AF_UNSPEC;
+        ifi->ifi_index = index;
+        ifi->ifi_flags = IFF_UP;
+        ifi->ifi_change = IFF_UP;
+        if (mtu > 0)
+                mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+static int link_del(struct nl *nl, const char *name) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_DELLINK, NLM_F_ACK);
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+        int r;
+
+        ifi->ifi_family = AF_UNSPEC;
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+        r = nl_talk(nl, nlh, NULL, NULL);
+        return r == -ENODEV ? 0 : r;
+}
+
+/* veth host_ifname <-> ifname, the peer created inside the namespace netns_fd. */
+static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+        struct nlattr *linkinfo, *data, *peer;
+        struct ifinfomsg *pifi;
+
+        ifi->ifi_family = AF_UNSPEC;
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, host_ifname);
+        mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
+        linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+        mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
+        data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
+        peer = mnl_attr_nest_start(nlh, VETH_INFO_PEER);
+        /* The peer's attributes follow its own struct ifinfomsg. */
+        pifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*pifi));
+        pifi->ifi_family = AF_UNSPEC;
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
+        mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
+        mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t) netns_fd);
+        mnl_attr_nest_end(nlh, peer);
+        mnl_attr_nest_end(nlh, data);
+        mnl_attr_nest_end(nlh, linkinfo);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+/* ---- addresses, routes, neighbours ---- */
+
+static int addr_add(struct nl *nl, int index, uint32_t addr) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
+        struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+        uint32_t be = htonl(addr);
+
+        ifa->ifa_family = AF_INET;
+        ifa->ifa_prefixlen = 32;
+        ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+        ifa->ifa_index = (unsigned) index;
+        mnl_attr_put_u32(nlh, IFA_LOCAL, be);
+        mnl_attr_put_u32(nlh, IFA_ADDRESS, be);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+static int route_add(struct nl *nl, uint32_t dst, unsigned dst_len, uint32_t gw, int oif, unsigned char scope) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
+        struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+
+        rtm->rtm_family = AF_INET;
+        rtm->rtm_dst_len = (unsigned char) dst_len;
+        rtm->rtm_table = RT_TABLE_MAIN;
+        rtm->rtm_protocol = RTPROT_STATIC;
+        rtm->rtm_scope = scope;
+        rtm->rtm_type = RTN_UNICAST;
+        if (gw)
+                rtm->rtm_flags = RTNH_F_ONLINK; /* the gateway is on the link, not in a subnet */
+        if (dst_len > 0)
+                mnl_attr_put_u32(nlh, RTA_DST, htonl(dst));
+        if (gw)
+                mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gw));
+        mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t) oif);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+static int parse_mac(const char *s, uint8_t mac[6]) {
+        unsigned m[6];
+        if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
+                return -EINVAL;
+        for (int i = 0; i < 6; i++)
+                mac[i] = (uint8_t) m[i];
+        return 0;
+}
+
+static int neigh_add(struct nl *nl, int index, uint32_t addr, const char *mac) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
+        struct ndmsg *nd = mnl_nlmsg_put_extra_header(nlh, sizeof(*nd));
+        uint8_t ll[6];
+
+        if (parse_mac(mac, ll) < 0)
+                return -EINVAL;
+        nd->ndm_family = AF_INET;
+        nd->ndm_ifindex = index;
+        nd->ndm_state = NUD_PERMANENT;
+        mnl_attr_put_u32(nlh, NDA_DST, htonl(addr));
+        mnl_attr_put(nlh, NDA_LLADDR, sizeof(ll), ll);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+/* ---- dumps, for CHECK ---- */
+
+struct route_query {
+        uint32_t dst;
+        unsigned dst_len;
+        uint32_t gw; /* 0: any / none */
+        int oif;
+        bool found;
+};
+
+struct route_attrs {
+        uint32_t dst, gw, table;
+        int oif;
+};
+
+static int route_attr_cb(const struct nlattr *a, void *data) {
+        struct route_attrs *ra = data;
+        if (mnl_attr_validate(a, MNL_TYPE_U32) < 0)
+                return MNL_CB_OK;
+        switch (mnl_attr_get_type(a)) {
+        case RTA_DST:
+                ra->dst = ntohl(mnl_attr_get_u32(a));
+                break;
+        case RTA_GATEWAY:
+                ra->gw = ntohl(mnl_attr_get_u32(a));
+                break;
+        case RTA_OIF:
+                ra->oif = (int) mnl_attr_get_u32(a);
+                break;
+        case RTA_TABLE:
+                ra->table = mnl_attr_get_u32(a);
+                break;
+        }
+        return MNL_CB_OK;
+}
+
+static int route_cb(const struct nlmsghdr *nlh, void *data) {
+        struct route_query *q = data;
+        const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+        struct route_attrs ra = {};
+
+        if (rtm->rtm_family != AF_INET || rtm->rtm_dst_len != q->dst_len)
+                return MNL_CB_OK;
+        ra.table = rtm->rtm_table;
+        mnl_attr_parse(nlh, sizeof(*rtm), route_attr_cb, &ra);
+        if (ra.table == RT_TABLE_MAIN && ra.dst == q->dst && ra.oif == q->oif && ra.gw == q->gw)
+                q->found = true;
+        return MNL_CB_OK;
+}
+
+static int route_exists(struct nl *nl, uint32_t dst, unsigned dst_len, uint32_t gw, int oif, bool *ret) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_GETROUTE, NLM_F_DUMP);
+        struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+        struct route_query q = { .dst = dst_len ? dst : 0, .dst_len = dst_len, .gw = gw, .oif = oif };
+        int r;
+
+        rtm->rtm_family = AF_INET;
+        r = nl_talk(nl, nlh, route_cb, &q);
+        if (r < 0)
+                return r;
+        *ret = q.found;
+        return 0;
+}
+
+struct addr_query {
+        int index;
+        uint32_t addr;
+        bool found;
+};
+
+static int addr_attr_cb(const struct nlattr *a, void *data) {
+        uint32_t *local = data;
+        if (mnl_attr_get_type(a) == IFA_LOCAL && mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                *local = ntohl(mnl_attr_get_u32(a));
+        return MNL_CB_OK;
+}
+
+static int addr_cb(const struct nlmsghdr *nlh, void *data) {
+        struct addr_query *q = data;
+        const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
+        uint32_t local = 0;
+
+        if (ifa->ifa_family != AF_INET || (int) ifa->ifa_index != q->index || ifa->ifa_prefixlen != 32)
+                return MNL_CB_OK;
+        mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, &local);
+        if (local == q->addr)
+                q->found = true;
+        return MNL_CB_OK;
+}
+
+static int addr_exists(struct nl *nl, int index, uint32_t addr, bool *ret) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_GETADDR, NLM_F_DUMP);
+        struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+        struct addr_query q = { .index = index, .addr = addr };
+        int r;
+
+        ifa->ifa_family = AF_INET;
+        r = nl_talk(nl, nlh, addr_cb, &q);
+        if (r < 0)
+                return r;
+        *ret = q.found;
+        return 0;
+}
+
+/* ---- sysctls ---- */
+
+int wire_sysctl_write(const char *key, const char *value) {
+        char path[256];
+        _cleanup_close_ int fd = -EBADF;
+        size_t n = strlen(value);
+
+        if (snprintf(path, sizeof(path), "/proc/sys/%s", key) >= (int) sizeof(path))
+                return -ENAMETOOLONG;
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (write(fd, value, n) != (ssize_t) n)
+                return errno > 0 ? negative_errno() : -EIO;
+        return 0;
+}
+
+int wire_sysctl_read(const char *key, char *buf, size_t size) {
+        char path[256];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        if (size == 0 || snprintf(path, sizeof(path), "/proc/sys/%s", key) >= (int) sizeof(path))
+                return -EINVAL;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        n = read(fd, buf, size - 1);
+        if (n < 0)
+                return negative_errno();
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+                n--;
+        buf[n] = '\0';
+        return 0;
+}
+
+static int host_sysctls(const char *host_ifname) {
+        char key[128];
+        int r;
+
+        /* Proxy ARP: the host end answers for every address it routes elsewhere (the pod may ARP
+         * for anything if its neighbour entry is flushed); answer at once, not after up to 0.8s. */
+        snprintf(key, sizeof(key), "net/ipv4/conf/%s/proxy_arp", host_ifname);
+        r = wire_sysctl_write(key, "1");
+        if (r < 0)
+                return r;
+        snprintf(key, sizeof(key), "net/ipv4/neigh/%s/proxy_delay", host_ifname);
+        (void) wire_sysctl_write(key, "0");
+        /* The host end carries no IPv6: no router solicitations, no link-local noise. */
+        snprintf(key, sizeof(key), "net/ipv6/conf/%s/disable_ipv6", host_ifname);
+        (void) wire_sysctl_write(key, "1");
+        return 0;
+}
+
+/* ---- the operations ---- */
+
+int wire_open_host_netns(void) {
+        int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        return fd < 0 ? negative_errno() : fd;
+}
+
+bool wire_link_exists(const char *name) {
+        return if_nametoindex(name) > 0;
+}
+
+int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result *ret) {
+        struct nl host = {}, pod = {};
+        _cleanup_close_ int netns_fd = -EBADF;
+        struct link_info hl, pl;
+        struct stat st;
+        int r;
+
+        netns_fd = open(p->netns_path, O_RDONLY | O_CLOEXEC);
+        if (netns_fd < 0)
+                return negative_errno();
+        if (fstat(netns_fd, &st) < 0)
+                return negative_errno();
+        r = nl_open(&host);
+        if (r < 0)
+                return r;
+
+        /* A leftover host end from an earlier attempt for this attachment goes first. */
+        r = link_del(&host, p->host_ifname);
+        if (r >= 0)
+                r = veth_create(&host, p->host_ifname, p->ifname, netns_fd, p->mtu);
+        if (r < 0) {
+                nl_close(&host);
+                return r;
+        }
+
+        r = link_get(&host, p->host_ifname, &hl);
+        if (r >= 0)
+                r = host_sysctls(p->host_ifname);
+        if (r >= 0)
+                r = link_set_up(&host, hl.index, 0);
+        if (r >= 0)
+                r = route_add(&host, p->addr, 32, 0, hl.index, RT_SCOPE_LINK);
+        if (r >= 0)
+                r = nl_open_in(&pod, host_netns_fd, p->netns_path);
+        if (r >= 0)
+                r = link_get(&pod, p->ifname, &pl);
+        if (r >= 0)
+                r = addr_add(&pod, pl.index, p->addr);
+        if (r >= 0)
+                r = link_set_up(&pod, pl.index, 0);
+        if (r >= 0)
+                r = neigh_add(&pod, pl.index, p->gateway, hl.mac);
+        if (r >= 0)
+                r = route_add(&pod, 0, 0, p->gateway, pl.index, RT_SCOPE_UNIVERSE);
+        nl_close(&pod);
+        if (r < 0) {
+                (void) link_del(&host, p->host_ifname);
+                nl_close(&host);
+                return r;
+        }
+        nl_close(&host);
+        snprintf(ret->host_mac, sizeof(ret->host_mac), "%s", hl.mac);
+        snprintf(ret->pod_mac, sizeof(ret->pod_mac), "%s", pl.mac);
+        return 0;
+}
+
+int wire_del(const char *host_ifname) {
+        struct nl host = {};
+        int r;
+
+        r = nl_open(&host);
+        if (r < 0)
+                return r;
+        r = link_del(&host, host_ifname);
+        nl_close(&host);
+        return r;
+}
+
+_printf_(2, 3) static int drift(char **ret, const char *format, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(ret, format, ap);
+        va_end(ap);
+        if (r < 0) {
+                *ret = NULL;
+                return -ENOMEM;
+        }
+        return -EUCLEAN;
+}
+
+int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift) {
+        struct nl host = {}, pod = {};
+        struct link_info hl, pl;
+        char ip[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN], key[128], val[16];
+        bool ok = false;
+        int r;
+
+        inet_ntop(AF_INET, &(struct in_addr) { htonl(p->addr) }, ip, sizeof(ip));
+        inet_ntop(AF_INET, &(struct in_addr) { htonl(p->gateway) }, gw, sizeof(gw));
+
+        r = nl_open(&host);
+        if (r < 0)
+                return r;
+        r = link_get(&host, p->host_ifname, &hl);
+        if (r == -ENODEV) {
+                r = drift(ret_drift, "host interface %s is missing", p->host_ifname);
+                goto out;
+        }
+        if (r < 0)
+                goto out;
+        if (!(hl.flags & IFF_UP)) {
+                r = drift(ret_drift, "host interface %s is down", p->host_ifname);
+                goto out;
+        }
+        r = route_exists(&host, p->addr, 32, 0, hl.index, &ok);
+        if (r < 0)
+                goto out;
+        if (!ok) {
+                r = drift(ret_drift, "host route %s/32 dev %s is missing", ip, p->host_ifname);
+                goto out;
+        }
+        snprintf(key, sizeof(key), "net/ipv4/conf/%s/proxy_arp", p->host_ifname);
+        if (wire_sysctl_read(key, val, sizeof(val)) < 0 || !streq(val, "1")) {
+                r = drift(ret_drift, "proxy_arp is off on %s", p->host_ifname);
+                goto out;
+        }
+
+        r = nl_open_in(&pod, host_netns_fd, p->netns_path);
+        if (r == -ENOENT) {
+                r = drift(ret_drift, "network namespace %s is gone", p->netns_path);
+                goto out;
+        }
+        if (r < 0)
+                goto out;
+        r = link_get(&pod, p->ifname, &pl);
+        if (r == -ENODEV) {
+                r = drift(ret_drift, "interface %s is missing in %s", p->ifname, p->netns_path);
+                goto out;
+        }
+        if (r < 0)
+                goto out;
+        if (!(pl.flags & IFF_UP)) {
+                r = drift(ret_drift, "interface %s is down in %s", p->ifname, p->netns_path);
+                goto out;
+        }
+        if (p->mtu && pl.mtu != p->mtu) {
+                r = drift(ret_drift, "interface %s has MTU %u, configured %u", p->ifname, pl.mtu, p->mtu);
+                goto out;
+        }
+        r = addr_exists(&pod, pl.index, p->addr, &ok);
+        if (r < 0)
+                goto out;
+        if (!ok) {
+                r = drift(ret_drift, "address %s/32 is missing on %s", ip, p->ifname);
+                goto out;
+        }
+        r = route_exists(&pod, 0, 0, p->gateway, pl.index, &ok);
+        if (r < 0)
+                goto out;
+        if (!ok)
+                r = drift(ret_drift, "default route via %s dev %s is missing", gw, p->ifname);
+out:
+        nl_close(&pod);
+        nl_close(&host);
+        return r;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The kernel side of a pod's network, over rtnetlink (libmnl); no `ip` command.
+ *
+ *   host netns                                    pod netns (CNI_NETNS)
+ *   pinXXXXXXXX (veth, proxy_arp, no address) ──  CNI_IFNAME (veth) 10.x.y.z/32
+ *   route 10.x.y.z/32 dev pinXXXXXXXX             default via 169.254.1.1 dev CNI_IFNAME onlink
+ *                                                 neigh 169.254.1.1 lladdr <host end's MAC>
+ *
+ * The pod end is created directly inside the namespace under its final name (IFLA_NET_NS_FD on
+ * the veth peer), so there is no move or rename step to fail half-way. Work inside the pod's
+ * namespace uses a netlink socket opened there: setns() into it, socket(), setns() back — the
+ * thread spends two syscalls in the pod's namespace and never runs other code there.
+ *
+ * Library-like: no logging; errors are negative errno and, for CHECK, a description of the drift. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "macro.h"
+
+struct wire_params {
+        const char *host_ifname; /* "pin%08x" */
+        const char *ifname;      /* CNI_IFNAME inside the pod */
+        const char *netns_path;  /* CNI_NETNS */
+        uint32_t addr;           /* host byte order */
+        uint32_t gateway;        /* host-gateway, host byte order */
+        unsigned mtu;
+};
+
+struct wire_result {
+        char host_mac[18];
+        char pod_mac[18];
+};
+
+/* The calling thread's network namespace, to come back to. */
+int wire_open_host_netns(void);
+
+/* Creates everything above. On failure what was created is removed again. -ENOENT if the
+ * namespace path does not exist; -EEXIST if ifname already exists in it. */
+int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result *ret);
+/* Deletes the host end (and with it the pod end). Missing is fine: 0. */
+int wire_del(const char *host_ifname);
+/* 0 if everything ADD set up is there, -EUCLEAN with *ret_drift describing the first
+ * difference found (free()), or another negative errno if it could not be checked. */
+int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift);
+/* True if a link by that name exists in the host namespace. */
+bool wire_link_exists(const char *name);
+
+/* Writes a /proc/sys file ("net/ipv4/ip_forward", "1"). */
+int wire_sysctl_write(const char *key, const char *value);
+int wire_sysctl_read(const char *key, char *buf, size_t size);

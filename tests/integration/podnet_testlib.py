@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: MIT
+"""Helpers for the podnet tests: real network namespaces, pinion-cni and the reference CNI
+plugins run as a container runtime runs them (exec with CNI_* in the environment and the network
+config on stdin), and an ICMP echo that needs no `ping` binary.
+
+Everything a test creates is named pinion-podnet-<pid>-... and removed at teardown, also when the
+test fails. Tests talk only to addresses inside namespaces they created."""
+
+import ipaddress
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pinion_testlib import BUILDDIR, diag
+
+PINION_CNI = os.path.join(BUILDDIR, "pinion-cni")
+CNI_PATH = "/usr/lib/cni"
+PREFIX = "pinion-podnet-%d" % os.getpid()
+PYTHON = "/usr/bin/python3"
+
+
+def free_pod_cidr(prefix=24):
+    """A 10.x.y.0/<prefix> that no route on this host overlaps (random, so parallel runs differ)."""
+    routes = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True,
+                            text=True).stdout
+    used = []
+    for line in routes.splitlines():
+        tok = line.split()
+        for t in tok[:2]:
+            try:
+                used.append(ipaddress.ip_network(t, strict=False))
+            except ValueError:
+                pass
+    for _ in range(200):
+        net = ipaddress.ip_network("10.%d.%d.0/%d" % (random.randint(160, 250), random.randint(0, 255), prefix),
+                                   strict=False)
+        if not any(net.overlaps(u) for u in used if u.prefixlen > 0):
+            return str(net)
+    raise RuntimeError("no free 10.x pod CIDR")
+
+
+class Netns:
+    """ip netns add/del; the path a runtime passes as CNI_NETNS."""
+
+    def __init__(self, name):
+        self.name = name
+        self.path = "/var/run/netns/" + name
+        subprocess.run(["ip", "netns", "add", name], check=True)
+
+    def run(self, *cmd, check=True, **kw):
+        return subprocess.run(["ip", "netns", "exec", self.name, *cmd], check=check, capture_output=True,
+                              text=True, **kw)
+
+    def delete(self):
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+class NetnsFactory:
+    def __init__(self):
+        self.made = []
+        self.n = 0
+
+    def __call__(self):
+        self.n += 1
+        ns = Netns("%s-%d" % (PREFIX, self.n))
+        self.made.append(ns)
+        return ns
+
+    def cleanup(self):
+        for ns in self.made:
+            ns.delete()
+
+
+@pytest.fixture
+def netns():
+    """netns() -> a fresh namespace; all are deleted at teardown."""
+    f = NetnsFactory()
+    try:
+        yield f
+    finally:
+        f.cleanup()
+
+
+def host_links(prefix="pin"):
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = []
+    for line in out.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith(prefix):
+            names.append(name)
+    return names
+
+
+def delete_links(names):
+    for n in names:
+        subprocess.run(["ip", "link", "del", n], capture_output=True)
+
+
+class CniResult:
+    def __init__(self, rc, stdout, stderr):
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+        try:
+            self.json = json.loads(stdout) if stdout.strip() else None
+        except ValueError:
+            self.json = None
+
+    @property
+    def code(self):
+        return self.json.get("code") if self.json else None
+
+    def ip(self):
+        return self.json["ips"][0]["address"].split("/")[0]
+
+    def __repr__(self):
+        return "CniResult(rc=%r, stdout=%r, stderr=%r)" % (self.rc, self.stdout, self.stderr)
+
+
+def exec_plugin(plugin, command, conf, container_id=None, netns=None, ifname="eth0", args=None, env=None,
+                stdin=None, timeout=60):
+    """Runs a CNI plugin as the runtime does. conf: dict (or str/bytes for raw stdin)."""
+    e = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND": command, "CNI_PATH": CNI_PATH}
+    if container_id is not None:
+        e["CNI_CONTAINERID"] = container_id
+    if netns is not None:
+        e["CNI_NETNS"] = netns if isinstance(netns, str) else netns.path
+    if ifname is not None and container_id is not None:
+        e["CNI_IFNAME"] = ifname
+    if args is not None:
+        e["CNI_ARGS"] = args
+    e.update(env or {})
+    for k in [k for k, v in e.items() if v is None]:
+        del e[k]
+    data = stdin if stdin is not None else conf
+    if isinstance(data, dict):
+        data = json.dumps(data)
+    if isinstance(data, str):
+        data = data.encode()
+    p = subprocess.run([plugin if "/" in plugin else os.path.join(CNI_PATH, plugin)], input=data, env=e,
+                       capture_output=True, timeout=timeout)
+    return CniResult(p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace"))
+
+
+def pinion_conf(agent, version="1.1.0", **extra):
+    c = {"cniVersion": version, "name": "pinion", "type": "pinion-cni", "socket": agent.socket}
+    c.update(extra)
+    return c
+
+
+def k8s_args(ns, name, uid):
+    return "IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_UID=%s" % (ns, name, uid)
+
+
+def cni(agent, command, container_id=None, netns=None, ifname="eth0", conf=None, **kw):
+    return exec_plugin(PINION_CNI, command, conf or pinion_conf(agent), container_id=container_id, netns=netns,
+                       ifname=ifname, **kw)
+
+
+# An ICMP echo from inside a namespace (or the host): raw socket, no ping binary needed.
+_ICMP = r'''
+import os, socket, struct, sys, time
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b)); s = (s >> 16) + (s & 0xffff); s += s >> 16
+    return ~s & 0xffff
+dst = sys.argv[1]
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); s.settimeout(0.5)
+ident = os.getpid() & 0xffff
+end = time.time() + float(sys.argv[2])
+seq = 0
+while time.time() < end:
+    seq += 1
+    body = struct.pack("!BBHHH", 8, 0, 0, ident, seq) + b"pinion"
+    s.sendto(struct.pack("!BBHHH", 8, 0, csum(body), ident, seq) + b"pinion", (dst, 0))
+    try:
+        while True:
+            data, addr = s.recvfrom(2048)
+            ihl = (data[0] & 0xf) * 4
+            t, c, _, i, q = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+            if t == 0 and i == ident and addr[0] == dst:
+                sys.exit(0)
+    except socket.timeout:
+        pass
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+'''
+
+
+def ping(dst, netns=None, timeout=3):
+    """True if dst answers an ICMP echo (sent from netns, or from the host)."""
+    cmd = [PYTHON, "-c", _ICMP, dst, str(timeout)]
+    if netns is not None:
+        cmd = ["ip", "netns", "exec", netns.name] + cmd
+    return subprocess.run(cmd, capture_output=True, timeout=timeout + 10).returncode == 0
+
+
+def podnet_status(agent):
+    for m in agent.status()["modules"]:
+        if m["name"] == "podnet":
+            return m
+    raise KeyError("podnet")

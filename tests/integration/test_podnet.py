@@ -1,0 +1,502 @@
+# SPDX-License-Identifier: MIT
+"""podnet and pinion-cni against real network namespaces: pinion-cni is exec'd as a container
+runtime would (CNI_* environment, network config on stdin), the agent wires veths over netlink,
+and the tests check the kernel state, ping between namespaces and chain the reference
+portmap/tuning plugins. Every namespace is removed at teardown (its veth goes with it)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from pinion_testlib import SRCDIR, BUILDDIR, make_pod, unix_request_as, wait_until
+from podnet_testlib import (PINION_CNI, CniResult, cni, delete_links, exec_plugin, free_pod_cidr, host_links,
+                            k8s_args, netns, ping, pinion_conf, podnet_status)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+
+@pytest.fixture
+def podnet_agent(agent_factory):
+    def make(cidr=None, quarantine="30s", agent=None, **kw):
+        cidr = cidr or free_pod_cidr()
+        a = agent_factory(config={"network": {"pod-cidr": cidr, "address-quarantine": quarantine},
+                                  "agent": dict(agent or {})}, **kw)
+        a.pod_cidr = cidr
+        return a
+    return make
+
+
+def fnv_host_ifname(container_id, ifname):
+    """The host end's name the agent derives (ipam.c: FNV-1a, salt 0)."""
+    h = 2166136261
+    for b in (container_id + "/" + ifname).encode():
+        h = ((h ^ b) * 16777619) & 0xffffffff
+    h = (h * 16777619) & 0xffffffff
+    return "pin%08x" % h
+
+
+def route_exists(dst):
+    return dst in subprocess.run(["ip", "-4", "route", "show", dst], capture_output=True, text=True).stdout
+
+
+def test_two_pods_reach_each_other_and_the_host(podnet_agent, netns):
+    a = podnet_agent()
+    n1, n2 = netns(), netns()
+    pod = make_pod("web", uid="uid-web-1", ip=None)  # a static pod: no IP of its own
+    a.write_pod("web", pod)
+    a.wait_pod("default", "web")
+
+    r1 = cni(a, "ADD", "c1", n1, args=k8s_args("default", "web", "uid-web-1"))
+    r2 = cni(a, "ADD", "c2", n2, args=k8s_args("default", "db", "uid-db-1"))
+    assert r1.rc == 0 and r2.rc == 0, (r1, r2)
+    ip1, ip2 = r1.ip(), r2.ip()
+    assert ip1 != ip2
+    res = r1.json
+    assert res["cniVersion"] == "1.1.0"
+    assert res["ips"][0]["address"] == ip1 + "/32" and res["ips"][0]["gateway"] == "169.254.1.1"
+    assert res["interfaces"][res["ips"][0]["interface"]]["sandbox"] == n1.path
+    assert res["routes"] == [{"dst": "0.0.0.0/0", "gw": "169.254.1.1"}]
+    host_if = res["interfaces"][0]["name"]
+
+    # The kernel state: /32 inside, default route via the link-local gateway, host route, proxy ARP.
+    assert ip1 + "/32" in n1.run("ip", "-4", "addr", "show", "eth0").stdout
+    assert "default via 169.254.1.1 dev eth0" in n1.run("ip", "-4", "route").stdout
+    assert "mtu 1500" in n1.run("ip", "link", "show", "eth0").stdout
+    assert route_exists(ip1)
+    assert open("/proc/sys/net/ipv4/conf/%s/proxy_arp" % host_if).read().strip() == "1"
+    assert open("/proc/sys/net/ipv4/ip_forward").read().strip() == "1"
+
+    assert ping(ip2, netns=n1), "pod 1 cannot reach pod 2"
+    assert ping(ip1, netns=n2), "pod 2 cannot reach pod 1"
+    assert ping(ip1), "the host cannot reach pod 1"
+    assert ping(ip2), "the host cannot reach pod 2"
+
+    # The pod's IP is the store's IP (the pods-dir pod has none of its own).
+    a.wait_pod("default", "web", lambda p: p.get("ips") == [ip1])
+    st = podnet_status(a)
+    assert st["state"] == "running"
+    pool = st["details"]["pool"]
+    assert pool["allocated"] == 2 and pool["free"] == 252
+    owners = {x["ip"]: x for x in pool["allocations"]}
+    assert owners[ip1]["namespace"] == "default" and owners[ip1]["name"] == "web" and owners[ip1]["uid"] == "uid-web-1"
+    m = a.metrics()
+    assert m.value("pinion_podnet_operations_total", verb="ADD", result="ok") == 2
+    assert m.value("pinion_podnet_setup_seconds_count") == 2
+    assert m.value("pinion_podnet_pool_addresses", state="allocated") == 2
+
+    # DEL, twice: both fine; the veth, the route and the store's IP go.
+    for _ in range(2):
+        d = cni(a, "DEL", "c1", n1)
+        assert d.rc == 0 and d.stdout.strip() == "", d
+    # The veth is deleted off the loop (a kernel veth deletion takes 20-30 ms): gone right after.
+    wait_until(lambda: host_if not in host_links() and not route_exists(ip1), timeout=5)
+    wait_until(lambda: "eth0" not in n1.run("ip", "link").stdout, timeout=5)
+    wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
+    a.wait_pod("default", "web", lambda p: not p.get("ips"))
+    # DEL after the namespace is gone, without CNI_NETNS: fine too.
+    n2.delete()
+    assert cni(a, "DEL", "c2", None).rc == 0
+    assert cni(a, "DEL", "c2", None).rc == 0
+    pool = podnet_status(a)["details"]["pool"]
+    assert pool["allocated"] == 0 and pool["quarantined"] == 2
+    # A released address is quarantined: the next pod gets another one.
+    n3 = netns()
+    r3 = cni(a, "ADD", "c3", n3)
+    assert r3.rc == 0 and r3.ip() not in (ip1, ip2)
+    assert cni(a, "DEL", "c3", n3).rc == 0
+
+
+def test_check_reports_drift(podnet_agent, netns):
+    a = podnet_agent()
+    n = netns()
+    r = cni(a, "ADD", "c1", n)
+    assert r.rc == 0, r
+    conf = pinion_conf(a, prevResult=r.json)
+    ok = cni(a, "CHECK", "c1", n, conf=conf)
+    assert ok.rc == 0, ok
+
+    subprocess.run(["ip", "route", "del", r.ip()], check=True)
+    bad = cni(a, "CHECK", "c1", n, conf=conf)
+    assert bad.rc != 0 and bad.code == 101, bad
+    assert "route" in bad.json["details"], bad
+
+    # Inside the pod too: a deleted default route is drift.
+    r2 = cni(a, "ADD", "c1", n, conf=pinion_conf(a))  # the runtime re-ADDs: same address, rewired
+    assert r2.rc == 0 and r2.ip() == r.ip(), r2
+    assert cni(a, "CHECK", "c1", n, conf=conf).rc == 0
+    n.run("ip", "route", "del", "default")
+    bad = cni(a, "CHECK", "c1", n, conf=conf)
+    assert bad.code == 101 and "default route" in bad.json["details"], bad
+    # prevResult that does not name our address, and an unknown attachment.
+    other = dict(r.json, ips=[{"address": "10.255.255.1/32", "gateway": "169.254.1.1", "interface": 1}])
+    assert cni(a, "CHECK", "c1", n, conf=pinion_conf(a, prevResult=other)).code == 101
+    assert cni(a, "CHECK", "nope", n, conf=conf).code == 3
+    assert cni(a, "DEL", "c1", n).rc == 0
+
+
+def test_gc_releases_leaked_addresses(podnet_agent, netns):
+    a = podnet_agent()
+    n1, n2 = netns(), netns()
+    r1, r2 = cni(a, "ADD", "keep", n1), cni(a, "ADD", "leak", n2)
+    assert r1.rc == 0 and r2.rc == 0
+    leaked_if = r2.json["interfaces"][0]["name"]
+    gc = cni(a, "GC", conf=pinion_conf(a, **{"cni.dev/valid-attachments": [{"containerID": "keep", "ifname": "eth0"}]}))
+    assert gc.rc == 0, gc
+    pool = podnet_status(a)["details"]["pool"]
+    assert [x["containerID"] for x in pool["allocations"]] == ["keep"]
+    wait_until(lambda: leaked_if not in host_links(), timeout=5)
+    assert ping(r1.ip())
+    # GC without the key releases nothing; with an empty list, everything.
+    assert cni(a, "GC", conf=pinion_conf(a)).rc == 0
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 1
+    assert cni(a, "GC", conf=pinion_conf(a, **{"cni.dev/valid-attachments": []})).rc == 0
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 0
+    assert a.metrics().value("pinion_podnet_operations_total", verb="GC", result="ok") == 3
+
+
+def run_concurrently(commands):
+    """Starts every (args, env, stdin) at once; returns the CniResults in order."""
+    procs = []
+    for argv, env, data in commands:
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs.append((p, data))
+    out = []
+    threads = []
+    results = [None] * len(procs)
+
+    def talk(i, p, data):
+        o, e = p.communicate(data, timeout=120)
+        results[i] = CniResult(p.returncode, o.decode(), e.decode())
+
+    for i, (p, data) in enumerate(procs):
+        t = threading.Thread(target=talk, args=(i, p, data))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    return results
+
+
+def add_command(a, cid, ns):
+    env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": cid, "CNI_NETNS": ns.path, "CNI_IFNAME": "eth0",
+           "CNI_PATH": "/usr/lib/cni", "CNI_ARGS": k8s_args("load", cid, "uid-" + cid)}
+    return [PINION_CNI], env, json.dumps(pinion_conf(a)).encode()
+
+
+def test_100_concurrent_adds_get_distinct_working_addresses(podnet_agent, netns):
+    a = podnet_agent()
+    nss = [netns() for _ in range(100)]
+    results = run_concurrently([add_command(a, "load%d" % i, ns) for i, ns in enumerate(nss)])
+    assert all(r.rc == 0 for r in results), [r for r in results if r.rc != 0][:3]
+    ips = [r.ip() for r in results]
+    assert len(set(ips)) == 100
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 100
+    # Every address works: each pod answers the host, and a few pods reach each other.
+    dead = [ip for ip in ips if not ping(ip, timeout=2)]
+    assert not dead, dead
+    for i in (0, 37, 99):
+        assert ping(ips[(i + 1) % 100], netns=nss[i])
+    for i, ns in enumerate(nss):
+        assert cni(a, "DEL", "load%d" % i, ns).rc == 0
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 0
+
+
+def test_restart_keeps_allocations(podnet_agent, netns):
+    a = podnet_agent()
+    n1, n2 = netns(), netns()
+    r1 = cni(a, "ADD", "c1", n1, args=k8s_args("default", "web", "uid-r1"))
+    assert r1.rc == 0
+    a.sigterm()
+    a.start()
+    pool = podnet_status(a)["details"]["pool"]
+    assert [(x["containerID"], x["ip"]) for x in pool["allocations"]] == [("c1", r1.ip())]
+    # The pod still works, CHECK agrees, and the store learns the IP again.
+    assert ping(r1.ip())
+    assert cni(a, "CHECK", "c1", n1, conf=pinion_conf(a, prevResult=r1.json)).rc == 0
+    a.write_pod("web", make_pod("web", uid="uid-r1"))
+    a.wait_pod("default", "web", lambda p: p.get("ips") == [r1.ip()])
+    # A new pod never gets the same address; a repeated ADD of the old one does.
+    r2 = cni(a, "ADD", "c2", n2)
+    assert r2.rc == 0 and r2.ip() != r1.ip()
+    again = cni(a, "ADD", "c1", n1)
+    assert again.rc == 0 and again.ip() == r1.ip(), again
+    for cid, ns in (("c1", n1), ("c2", n2)):
+        assert cni(a, "DEL", cid, ns).rc == 0
+
+
+def test_kill9_during_adds_leaks_nothing_after_gc(podnet_agent, netns):
+    a = podnet_agent()
+    nss = [netns() for _ in range(30)]
+    cids = ["k%d" % i for i in range(30)]
+    commands = [add_command(a, cid, ns) for cid, ns in zip(cids, nss)]
+    done = []
+
+    def killer():
+        # Kill once some ADDs have been answered (and others are still queued).
+        wait_until(lambda: podnet_status(a)["details"]["pool"]["allocated"] >= 3, timeout=30, interval=0.005)
+        a.kill9()
+        done.append(True)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    results = run_concurrently(commands)
+    t.join()
+    assert done
+    succeeded = [r for r in results if r.rc == 0]
+    failed = [r for r in results if r.rc != 0]
+    assert failed, "the agent died before any ADD was left"
+    assert all(r.code == 11 for r in failed), failed[:3]  # try again later
+
+    a.start()
+    # The runtime's GC: none of these attachments is valid any more.
+    gc = cni(a, "GC", conf=pinion_conf(a, **{"cni.dev/valid-attachments": []}))
+    assert gc.rc == 0, gc
+    pool = podnet_status(a)["details"]["pool"]
+    assert pool["allocated"] == 0, pool
+    ours = {fnv_host_ifname(c, "eth0") for c in cids}
+    wait_until(lambda: not (set(host_links()) & ours), timeout=10, desc="the killed agent's veths deleted")
+    wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
+    assert len(succeeded) >= 3
+
+
+def test_chain_with_reference_portmap_and_tuning(podnet_agent, netns):
+    a = podnet_agent()
+    n = netns()
+    # The shipped conflist, pointed at this agent, plus the reference tuning plugin.
+    conflist = json.load(open(os.path.join(SRCDIR, "conf", "cni", "10-pinion.conflist")))
+    assert [p["type"] for p in conflist["plugins"]] == ["pinion-cni", "portmap"]
+    # Debian's reference plugins speak CNI up to 1.0.0; the shipped list uses that.
+    assert conflist["cniVersion"] == "1.0.0"
+    conflist["plugins"][0]["socket"] = a.socket
+    conflist["plugins"].insert(1, {"type": "tuning", "sysctl": {"net.ipv4.conf.eth0.rp_filter": "2"}})
+    port = 20000 + os.getpid() % 20000
+    runtime = {"portMappings": [{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]}
+    cid = "chain%d" % os.getpid()
+    prev = None
+    try:
+        for p in conflist["plugins"]:
+            conf = dict(p, cniVersion=conflist["cniVersion"], name=conflist["name"])
+            if p["type"] == "portmap":
+                conf["runtimeConfig"] = runtime
+            if prev:
+                conf["prevResult"] = prev
+            plugin = PINION_CNI if p["type"] == "pinion-cni" else p["type"]
+            r = exec_plugin(plugin, "ADD", conf, container_id=cid, netns=n)
+            assert r.rc == 0, (p["type"], r)
+            prev = r.json
+        ip = prev["ips"][0]["address"].split("/")[0]
+        assert n.run("cat", "/proc/sys/net/ipv4/conf/eth0/rp_filter").stdout.strip() == "2"
+        nat = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True).stdout
+        assert "--dport %d" % port in nat and ip in nat, nat
+        assert ping(ip)
+        # CHECK with the final result (portmap 1.1 of Debian fails its own CHECK when ip6tables
+        # exists but the pod has no IPv6: "could not check ipv6 dnat"; not ours to test).
+        for p in conflist["plugins"]:
+            if p["type"] == "portmap":
+                continue
+            conf = dict(p, cniVersion=conflist["cniVersion"], name=conflist["name"], prevResult=prev)
+            if p["type"] == "portmap":
+                conf["runtimeConfig"] = runtime
+            plugin = PINION_CNI if p["type"] == "pinion-cni" else p["type"]
+            r = exec_plugin(plugin, "CHECK", conf, container_id=cid, netns=n)
+            assert r.rc == 0, (p["type"], r)
+    finally:
+        for p in reversed(conflist["plugins"]):
+            conf = dict(p, cniVersion=conflist["cniVersion"], name=conflist["name"])
+            if p["type"] == "portmap":
+                conf["runtimeConfig"] = runtime
+            if prev:
+                conf["prevResult"] = prev
+            plugin = PINION_CNI if p["type"] == "pinion-cni" else p["type"]
+            r = exec_plugin(plugin, "DEL", conf, container_id=cid, netns=n)
+            assert r.rc == 0, (p["type"], r)
+    nat = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True).stdout
+    assert "--dport %d" % port not in nat
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 0
+
+
+def test_malformed_input_gets_the_spec_codes(podnet_agent, netns):
+    a = podnet_agent(agent={"socket-mode": "0666"})
+    n = netns()
+    good = pinion_conf(a)
+    cases = [
+        ("no CNI_COMMAND", dict(command=None), good, 4),
+        ("unknown command", dict(command="FROB"), good, 4),
+        ("no container id", dict(container_id=None), good, 4),
+        ("bad container id", dict(container_id="../x"), good, 4),
+        ("no netns", dict(netns=None), good, 4),
+        ("bad ifname", dict(ifname="a/b"), good, 4),
+        ("bad CNI_ARGS", dict(args="K8S_POD_NAME"), good, 4),
+        ("stdin not JSON", {}, "{not json", 6),
+        ("empty stdin", {}, "", 6),
+        ("no name", {}, {"cniVersion": "1.1.0", "type": "pinion-cni"}, 7),
+        ("socket not a path", {}, dict(good, socket=7), 7),
+        ("unsupported version", {}, dict(good, cniVersion="9.0.0"), 1),
+    ]
+    for what, env, conf, code in cases:
+        kw = dict(command="ADD", container_id="m1", netns=n, ifname="eth0", args=None)
+        kw.update(env)
+        cmd = kw.pop("command")
+        r = exec_plugin(PINION_CNI, cmd, None, stdin=conf if not isinstance(conf, dict) else json.dumps(conf),
+                        container_id=kw["container_id"], netns=kw["netns"], ifname=kw["ifname"], args=kw["args"],
+                        env={"CNI_COMMAND": cmd})
+        assert r.rc != 0 and r.code == code, (what, r)
+        assert r.json["msg"] and r.json["cniVersion"], (what, r)
+    v = exec_plugin(PINION_CNI, "VERSION", {"cniVersion": "1.0.0"})
+    assert v.rc == 0 and v.json["cniVersion"] == "1.0.0"
+    assert set(v.json["supportedVersions"]) >= {"0.4.0", "1.0.0", "1.1.0"}
+    assert cni(a, "STATUS").rc == 0
+    # An ADD into a namespace that does not exist: 3 (unknown container), nothing kept.
+    r = cni(a, "ADD", "m2", "/var/run/netns/pinion-podnet-does-not-exist")
+    assert r.code == 3, r
+    assert podnet_status(a)["details"]["pool"]["allocated"] == 0
+    # Only root may call /v1/cni.
+    st = unix_request_as(65534, a.socket, "POST", "/v1/cni", body=b"{}")
+    assert st[0] == 403, st
+    # The agent away: STATUS 50, ADD 11 (try again later).
+    a.sigterm()
+    assert cni(a, "STATUS").code == 50
+    assert cni(a, "ADD", "m3", n).code == 11
+    assert cni(a, "DEL", "m3", n).code == 11
+
+
+def test_status_reports_degraded_pool_as_unavailable(podnet_agent, netns):
+    a = podnet_agent(cidr=free_pod_cidr(prefix=30), quarantine="1h")
+    n1, n2, n3 = netns(), netns(), netns()
+    assert cni(a, "ADD", "p1", n1).rc == 0
+    assert cni(a, "ADD", "p2", n2).rc == 0
+    full = cni(a, "ADD", "p3", n3)
+    assert full.rc != 0 and full.code == 100, full
+    assert cni(a, "STATUS").code == 50
+    assert cni(a, "DEL", "p1", n1).rc == 0
+    # Released but quarantined: still nothing to hand out.
+    assert cni(a, "ADD", "p3", n3).code == 100
+    assert cni(a, "DEL", "p2", n2).rc == 0
+    m = a.metrics()
+    assert m.value("pinion_podnet_operations_total", verb="ADD", result="error") == 2
+    assert m.value("pinion_podnet_operations_total", verb="ADD", result="ok") == 2
+    assert m.value("pinion_podnet_operations_total", verb="STATUS", result="error") == 1
+    assert m.value("pinion_podnet_pool_addresses", state="quarantined") == 2
+
+
+def test_bench_smoke(podnet_agent):
+    """A short run of `make bench-podnet` (no assertion on speed: that is the benchmark's job)."""
+    p = subprocess.run([sys.executable, os.path.join(SRCDIR, "tests", "bench", "podnet-cycles.py"), "--cycles", "3"],
+                       capture_output=True, text=True, timeout=240, env=dict(os.environ, PINION_BUILDDIR=BUILDDIR))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "ratio" in p.stdout and "ptp" in p.stdout and "bridge" in p.stdout, p.stdout
+
+
+def test_pod_cidr_from_the_node_object(agent_factory, netns, tmp_dir):
+    """No [network] pod-cidr: the apiserver module reads the Node's spec.podCIDR (through its
+    rate limit, after the first pod list, retrying until the Node has one) and podnet uses it."""
+    sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
+    from kube_apiserver import FakeApiserver
+    token = "podnet-token"
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(token + "\n")
+    fake = FakeApiserver(tls=True, token=token).start()
+    try:
+        a = agent_factory(config={"apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
+                                                "backoff-initial": "100ms", "backoff-max": "1s"}})
+        # The Node has no pod CIDR yet: podnet waits, says why, and refuses ADDs with 11.
+        wait_until(lambda: podnet_status(a)["reason"] == "waiting for the Node's spec.podCIDR from the apiserver",
+                   timeout=10)
+        assert podnet_status(a)["state"] == "starting"
+        n = netns()
+        assert cni(a, "ADD", "c1", n).code == 11
+        assert cni(a, "STATUS").code == 50
+        cidr = free_pod_cidr()
+        fake.set_node("test-node", pod_cidr=cidr)
+        wait_until(lambda: podnet_status(a)["state"] == "running", timeout=30)
+        st = podnet_status(a)["details"]
+        assert st["podCIDR"] == cidr and st["podCIDRFrom"] == "node"
+        r = cni(a, "ADD", "c1", n)
+        assert r.rc == 0, r
+        assert r.ip().rsplit(".", 1)[0] == cidr.rsplit(".", 1)[0]
+        assert ping(r.ip())
+        assert cni(a, "DEL", "c1", n).rc == 0
+        a.wait_log(r"Node test-node has pod CIDR " + cidr.replace(".", r"\."))
+    finally:
+        fake.stop()
+
+
+def test_make_install_ships_the_plugin_and_the_conflist(tmp_dir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE") and k != "DESTDIR"}
+    p = subprocess.run(["make", "-s", "-C", BUILDDIR, "install", "DESTDIR=" + tmp_dir, "prefix=/usr",
+                        "sysconfdir=/etc", "cnibindir=/opt/cni/bin"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    plugin = os.path.join(tmp_dir, "opt/cni/bin/pinion-cni")
+    assert os.access(plugin, os.X_OK)
+    conflist = json.load(open(os.path.join(tmp_dir, "etc/cni/net.d/10-pinion.conflist")))
+    assert conflist["plugins"][0] == {"type": "pinion-cni", "socket": "/run/pinion/pinion.sock"}
+    assert conflist["plugins"][1]["type"] == "portmap"
+    # The installed plugin runs on its own (VERSION needs no agent).
+    v = exec_plugin(plugin, "VERSION", {"cniVersion": "1.0.0"})
+    assert v.rc == 0 and "1.1.0" in v.json["supportedVersions"]
+
+
+def test_reload_applies_mtu_and_refuses_a_new_cidr_while_pods_hold_addresses(podnet_agent, netns):
+    a = podnet_agent()
+    n1, n2 = netns(), netns()
+    assert cni(a, "ADD", "c1", n1).rc == 0
+    other = free_pod_cidr()
+    mark = a.log_mark()
+    a.write_config(sections={"network": {"pod-cidr": other}})
+    a.sighup()
+    a.wait_log(r"\[podnet\] refused the new config, keeping its old one: \[network\] pod-cidr cannot change "
+               r"while 1 pod\(s\) hold addresses", since=mark)
+    assert podnet_status(a)["details"]["podCIDR"] == a.pod_cidr
+    assert podnet_status(a)["state"] == "running"
+    # The MTU applies to the next pod; CHECK of the old one now reports the difference.
+    mark = a.log_mark()
+    a.write_config(sections={"network": {"pod-cidr": a.pod_cidr, "mtu": "1400"}})
+    a.sighup()
+    a.wait_log(r"Configuration reloaded", since=mark)
+    r2 = cni(a, "ADD", "c2", n2)
+    assert r2.rc == 0
+    assert "mtu 1400" in n2.run("ip", "link", "show", "eth0").stdout
+    for cid, ns in (("c1", n1), ("c2", n2)):
+        assert cni(a, "DEL", cid, ns).rc == 0
+
+
+def test_re_add_into_the_same_namespace_right_after_del(podnet_agent, netns):
+    """The pod end of a deleted veth may still exist for a few ms (deleted off the loop); an ADD
+    into the same namespace with the same name waits for it instead of failing."""
+    a = podnet_agent(quarantine="0s")
+    n = netns()
+    for i in range(5):
+        r = cni(a, "ADD", "same%d" % i, n)
+        assert r.rc == 0, r
+        assert ping(r.ip())
+        assert cni(a, "DEL", "same%d" % i, n).rc == 0
+    wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
+
+
+def test_deletions_interrupted_by_a_crash_are_retried_at_start(podnet_agent, netns):
+    a = podnet_agent()
+    nss = [netns() for _ in range(10)]
+    for i, ns in enumerate(nss):
+        assert cni(a, "ADD", "d%d" % i, ns).rc == 0
+    # DEL them all concurrently and kill the agent right after: some veths may still be queued.
+    cmds = []
+    for i, ns in enumerate(nss):
+        env = {"CNI_COMMAND": "DEL", "CNI_CONTAINERID": "d%d" % i, "CNI_NETNS": ns.path, "CNI_IFNAME": "eth0",
+               "CNI_PATH": "/usr/lib/cni"}
+        cmds.append(([PINION_CNI], env, json.dumps(pinion_conf(a)).encode()))
+    run_concurrently(cmds)
+    a.kill9()
+    state = json.load(open(os.path.join(a.state_dir, "podnet", "allocations.json")))
+    assert state["allocations"] == []
+    a.start()
+    ours = {fnv_host_ifname("d%d" % i, "eth0") for i in range(10)}
+    wait_until(lambda: not (set(host_links()) & ours), timeout=10)
+    wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)

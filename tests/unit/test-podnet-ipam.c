@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/* The pod address pool (modules/podnet/ipam.c): allocation, quarantine, persistence. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fsutil.h"
+#include "ipam.h"
+
+#define SEC USEC_PER_SEC
+
+static const struct ipam_owner owner = { .host_ifname = "pin00000000", .pod_namespace = "ns", .pod_name = "p", .pod_uid = "u" };
+
+static char *addr_of(const struct ipam_allocation *a) {
+        static char buf[16];
+        ipam_format_addr(a->addr, buf);
+        return buf;
+}
+
+static void test_allocate_release(void **state) {
+        _cleanup_(ipam_freep) struct ipam *p = NULL;
+        const struct ipam_allocation *a, *b;
+        struct ipam_usage u;
+
+        assert_int_equal(ipam_new("10.9.0.0/30", 10 * SEC, NULL, &p, NULL), 0);
+        ipam_usage(p, 0, &u);
+        assert_int_equal(u.size, 2); /* .1 and .2: not the network, not the broadcast */
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &owner, 100 * SEC, &a), 1);
+        assert_string_equal(addr_of(a), "10.9.0.1");
+        /* The same attachment again: the same address. */
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &owner, 100 * SEC, &b), 0);
+        assert_ptr_equal(a, b);
+        assert_int_equal(ipam_allocate(p, "c2", "eth0", &owner, 100 * SEC, &b), 1);
+        assert_string_equal(addr_of(b), "10.9.0.2");
+        assert_int_equal(ipam_allocate(p, "c3", "eth0", &owner, 100 * SEC, &b), -ENOSPC);
+
+        /* Released addresses wait out the quarantine. */
+        assert_int_equal(ipam_release(p, "c1", "eth0", 100 * SEC, false), 1);
+        assert_int_equal(ipam_release(p, "c1", "eth0", 100 * SEC, false), 0);
+        ipam_usage(p, 105 * SEC, &u);
+        assert_int_equal(u.allocated, 1);
+        assert_int_equal(u.quarantined, 1);
+        assert_int_equal(u.free, 0);
+        assert_int_equal(ipam_allocate(p, "c3", "eth0", &owner, 105 * SEC, &b), -ENOSPC);
+        assert_int_equal(ipam_allocate(p, "c3", "eth0", &owner, 111 * SEC, &b), 1);
+        assert_string_equal(addr_of(b), "10.9.0.1");
+        assert_null(ipam_find(p, "c1", "eth0"));
+        assert_non_null(ipam_find(p, "c3", "eth0"));
+}
+
+static void test_distinct_many(void **state) {
+        _cleanup_(ipam_freep) struct ipam *p = NULL;
+        const struct ipam_allocation *a;
+        char id[32];
+
+        assert_int_equal(ipam_new("10.10.0.0/24", 30 * SEC, NULL, &p, NULL), 0);
+        for (int i = 0; i < 254; i++) {
+                snprintf(id, sizeof(id), "c%d", i);
+                assert_int_equal(ipam_allocate(p, id, "eth0", &owner, SEC, &a), 1);
+        }
+        for (size_t i = 0; i < ipam_count(p); i++)
+                for (size_t j = i + 1; j < ipam_count(p); j++)
+                        assert_int_not_equal(ipam_get(p, i)->addr, ipam_get(p, j)->addr);
+        assert_int_equal(ipam_allocate(p, "more", "eth0", &owner, SEC, &a), -ENOSPC);
+}
+
+static void test_persistence(void **state) {
+        char dir[] = "/tmp/test-podnet-ipam.XXXXXX";
+        _cleanup_free_ char *file = NULL;
+        const struct ipam_allocation *a;
+        struct ipam *p = NULL;
+        char *error = NULL;
+
+        assert_non_null(mkdtemp(dir));
+        file = path_join(dir, "allocations.json");
+        assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, NULL), 0);
+        struct ipam_owner o = owner;
+        o.netns = "/var/run/netns/x";
+        o.host_ifname = "pin12345678";
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &o, 50 * SEC, &a), 1);
+        assert_int_equal(ipam_allocate(p, "c2", "eth0", &o, 50 * SEC, &a), 1);
+        assert_int_equal(ipam_release(p, "c1", "eth0", 60 * SEC, true), 1);
+        p = ipam_free(p);
+
+        /* A restart: the allocation, its owner, the quarantine and the cursor come back. */
+        assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, NULL), 0);
+        assert_int_equal(ipam_count(p), 1);
+        a = ipam_find(p, "c2", "eth0");
+        assert_non_null(a);
+        assert_string_equal(addr_of(a), "10.11.0.2");
+        assert_string_equal(a->host_ifname, "pin12345678");
+        assert_string_equal(a->pod_uid, "u");
+        assert_string_equal(a->netns, "/var/run/netns/x");
+        /* c1's host interface was still being deleted: recorded, its name not handed out. */
+        assert_int_equal(ipam_n_deleting(p), 1);
+        assert_string_equal(ipam_deleting(p, 0), "pin12345678");
+        char name[16];
+        assert_int_equal(ipam_host_ifname(p, "c9", "eth0", name), 0);
+        assert_int_equal(ipam_link_deleted(p, "pin12345678"), 1);
+        assert_int_equal(ipam_link_deleted(p, "pin12345678"), 0);
+        assert_int_equal(ipam_n_deleting(p), 0);
+        assert_int_equal(ipam_allocate(p, "c3", "eth0", &o, 70 * SEC, &a), 1);
+        assert_string_equal(addr_of(a), "10.11.0.3"); /* .1 is quarantined; next-fit from .2 */
+        p = ipam_free(p);
+
+        /* A damaged file is refused, never overwritten. */
+        assert_int_equal(write_file_atomic(file, "{\"version\":1,\"allocations\":7}", 30, 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, &error), -EBADMSG);
+        assert_non_null(error);
+        free(error);
+        error = NULL;
+        assert_int_equal(write_file_atomic(file, "garbage", 7, 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, &error), -EBADMSG);
+        free(error);
+        assert_int_equal(rm_rf(dir), 0);
+}
+
+static void test_host_ifname(void **state) {
+        _cleanup_(ipam_freep) struct ipam *p = NULL;
+        const struct ipam_allocation *a;
+        char n1[16], n2[16];
+
+        assert_int_equal(ipam_new("10.12.0.0/24", 0, NULL, &p, NULL), 0);
+        assert_int_equal(ipam_host_ifname(p, "c1", "eth0", n1), 0);
+        assert_int_equal(strlen(n1), 11);
+        assert_int_equal(ipam_host_ifname(p, "c1", "eth0", n2), 0);
+        assert_string_equal(n1, n2); /* stable */
+        assert_int_equal(ipam_host_ifname(p, "c1", "eth1", n2), 0);
+        assert_string_not_equal(n1, n2);
+        struct ipam_owner o = owner;
+        o.host_ifname = n2;
+        assert_int_equal(ipam_allocate(p, "c1", "eth1", &o, SEC, &a), 1);
+        /* Another attachment that hashed to a taken name would get another one. */
+        assert_int_equal(ipam_host_ifname(p, "c1", "eth1", n1), 0);
+        assert_string_equal(n1, n2);
+        uint32_t net;
+        unsigned prefix;
+        assert_int_equal(ipam_parse_cidr("10.1.2.3/16", &net, &prefix), 0);
+        assert_int_equal(net, 0x0a010000);
+        assert_int_equal(prefix, 16);
+        assert_int_equal(ipam_parse_cidr("10.1.2.3/31", &net, &prefix), -EINVAL);
+        assert_int_equal(ipam_parse_cidr("10.1.2/24", &net, &prefix), -EINVAL);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_allocate_release),
+                cmocka_unit_test(test_distinct_many),
+                cmocka_unit_test(test_persistence),
+                cmocka_unit_test(test_host_ifname),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
