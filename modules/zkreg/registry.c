@@ -206,6 +206,9 @@ static void reg_update_state(struct registration *reg, enum op_kind busy_kind) {
                         reg_set_state(reg, REG_REGISTERING);
         } else if (desired && reg->znode && streq_ptr(reg->written, desired) && znode_under(reg->znode, reg->parent))
                 reg_set_state(reg, reg->draining ? REG_STOPPING : REG_REGISTERED);
+        else if (desired && reg->znode && !reg->draining && reg->state == REG_REGISTERED &&
+                 znode_under(reg->znode, reg->parent))
+                ; /* registered, its data about to be rewritten (endpoint change): still registered */
         else if (reg->want || reg->znode || reg->uncertain)
                 reg_set_state(reg, REG_PENDING);
         else

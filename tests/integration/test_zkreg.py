@@ -186,6 +186,9 @@ def test_unready_pod_disappears_and_returns(agent_factory, zk, kz, base):
     # endpoint change: the member's data follows (one member, new data)
     a.write_pod("p2", web_pod("p2", path, ip="10.0.0.2", ports=[("http", 8081)], ready=True))
     wait_endpoints(kz, path, ["10.0.0.1:8080", "10.0.0.2:8081"])
+    # rewritten in place: the member was never away, and the state never left "registered"
+    assert "Registration registered → pending (pod default/p2)" not in a.log_text()
+    assert registrations(a)["default/p2"]["state"] == "registered"
     # pod deleted: gone
     a.remove_pod("p2")
     wait_endpoints(kz, path, ["10.0.0.1:8080"])
