@@ -82,10 +82,12 @@ static char *uid_from_segment(const char *seg, size_t n) {
         return NULL;
 }
 
-/* The pod UID of one cgroup path: the deepest segment that names one (a pod's containers sit
- * below the pod's directory). */
-static char *uid_from_path(const char *path, size_t len) {
-        char *found = NULL;
+/* The pod UID of one cgroup path: the OUTERMOST segment that names one, which is the kubelet's
+ * pod directory. Below it the container may own its cgroup (delegation, privileged pods) and
+ * could create "pod<other uid>" there: a path that names two different pods is -EBADMSG, never
+ * the inner one. */
+static int uid_from_path(const char *path, size_t len, char **ret) {
+        _cleanup_free_ char *found = NULL;
         size_t i = 0;
 
         while (i < len) {
@@ -93,15 +95,16 @@ static char *uid_from_path(const char *path, size_t len) {
                 while (j < len && path[j] != '/')
                         j++;
                 if (j > i) {
-                        char *uid = uid_from_segment(path + i, j - i);
-                        if (uid) {
-                                free(found);
-                                found = uid;
-                        }
+                        _cleanup_free_ char *uid = uid_from_segment(path + i, j - i);
+                        if (uid && !found)
+                                found = TAKE_PTR(uid);
+                        else if (uid && !streq(uid, found))
+                                return -EBADMSG;
                 }
                 i = j + 1;
         }
-        return found;
+        *ret = TAKE_PTR(found);
+        return 0;
 }
 
 int pod_uid_from_proc_cgroup(const char *text, char **ret_uid) {
@@ -117,7 +120,9 @@ int pod_uid_from_proc_cgroup(const char *text, char **ret_uid) {
                         path = memchr(path + 1, ':', (size_t) (end - path - 1));
                 if (path) {
                         path++;
-                        _cleanup_free_ char *here = uid_from_path(path, (size_t) (end - path));
+                        _cleanup_free_ char *here = NULL;
+                        if (uid_from_path(path, (size_t) (end - path), &here) < 0)
+                                return -EBADMSG;
                         if (here) {
                                 if (uid && !streq(uid, here))
                                         return -EBADMSG;

@@ -7,7 +7,9 @@
  * container of a pod below one directory named for the pod's UID:
  *   cgroupfs  .../kubepods/burstable/pod<uid>/<container>
  *   systemd   .../kubepods-burstable-pod<uid with '_' for '-'>.slice/cri-containerd-<id>.scope
- * on any v1 hierarchy line ("N:controller:/path") or the v2 line ("0::/path").
+ * on any v1 hierarchy line ("N:controller:/path") or the v2 line ("0::/path"). The outermost
+ * such segment is the pod: a container that owns its cgroup could make "pod<other uid>" below
+ * it, so a path naming two different pods attests nothing (-EBADMSG).
  *
  * A PID can be reused: the process that connected may exit and another take its number before
  * we read /proc. So the caller records the process's start time when the connection is accepted
@@ -22,7 +24,7 @@
 int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret);
 
 /* Parses the text of a /proc/PID/cgroup file. 1: *ret_uid is the pod's UID (lowercase, with
- * dashes). 0: the process is in no pod. -EBADMSG: lines name different pods. */
+ * dashes). 0: the process is in no pod. -EBADMSG: the lines, or one path, name different pods. */
 int pod_uid_from_proc_cgroup(const char *text, char **ret_uid);
 
 /* The pod of process pid, whose start time must be start_time (from proc_start_time() when

@@ -450,6 +450,64 @@ int print_pod(const cJSON *pod) {
         return print_table(header, keys, ELEMENTSOF(header), json_get(pod, "ports"));
 }
 
+/* ---- reclaim ---- */
+
+/* Bytes as "48.0M" (binary units, like the config's sizes); "-" for null. */
+static char *format_bytes_json(const cJSON *v) {
+        static const char units[] = "KMGTP";
+        char *s = NULL;
+        if (!cJSON_IsNumber(v))
+                return strdup("-");
+        double b = v->valuedouble;
+        int u = -1;
+        while (b >= 1024 && u < (int) sizeof(units) - 2) {
+                b /= 1024;
+                u++;
+        }
+        if (u < 0 ? asprintf(&s, "%.0f", b) < 0 : asprintf(&s, "%.1f%c", b, units[u]) < 0)
+                return NULL;
+        return s;
+}
+
+int print_reclaim(const cJSON *root) {
+        static const char *const header[] = { "NAME", "CGROUP", "STATE", "LIMIT", "USAGE", "FILE", "ANON",
+                                              "RECLAIMS", "RECLAIMED", "LAST REACTION", "REASON" };
+        static const char *const bytes[] = { "limit", "usage", "file", "anon" };
+        _cleanup_(table_done) struct table t = { .n_columns = ELEMENTSOF(header) };
+        const cJSON *item;
+
+        print_field_json("state:", json_get(root, "state"));
+        if (json_str(root, "reason"))
+                print_field_json("reason:", json_get(root, "reason"));
+        print_field_json("cgroup:", json_get(root, "cgroup_version"));
+        cJSON_ArrayForEach(item, json_get(root, "pod_errors"))
+                print_field_json("pod error:", item);
+        printf("\n");
+        for (size_t i = 0; i < ELEMENTSOF(header); i++)
+                if (table_add(&t, header[i]) < 0)
+                        return log_oom();
+        cJSON_ArrayForEach(item, json_get(root, "targets")) {
+                char *cell;
+                if (table_add_json(&t, json_get(item, "name")) < 0 || table_add_json(&t, json_get(item, "cgroup")) < 0 ||
+                    table_add_json(&t, json_get(item, "state")) < 0)
+                        return log_oom();
+                for (size_t i = 0; i < ELEMENTSOF(bytes); i++)
+                        if (!(cell = format_bytes_json(json_get(item, bytes[i]))) || table_add_take(&t, cell) < 0)
+                                return log_oom();
+                if (table_add_json(&t, json_get(item, "reclaims")) < 0 ||
+                    !(cell = format_bytes_json(json_get(item, "bytes_reclaimed"))) || table_add_take(&t, cell) < 0)
+                        return log_oom();
+                const cJSON *r = json_get(item, "last_reaction_seconds");
+                if (cJSON_IsNumber(r) ? asprintf(&cell, "%.1fms", r->valuedouble * 1000) < 0 : !(cell = strdup("-")))
+                        return log_oom();
+                if (table_add_take(&t, cell) < 0 || table_add_json(&t, json_get(item, "reason")) < 0)
+                        return log_oom();
+        }
+        if (table_print(&t) < 0)
+                return log_oom();
+        return EXIT_OK;
+}
+
 int print_identity(const cJSON *root) {
         /* A pod's own identity (never the key: that is for --json and the pod's own use). */
         if (json_get(root, "private_key")) {

@@ -43,6 +43,9 @@ int print_pod(const cJSON *pod);
 int print_registrations(const cJSON *root);
 /* POST /v1/registrations/drain or undrain: what the agent did. */
 int print_drain(const cJSON *root);
+/* /v1/reclaim: the module's state, then one row per watched cgroup (sizes in K/M/G). */
+int print_reclaim(const cJSON *root);
+
 /* /v1/identity: a pod's own identity (id, subject, SANs, expiry; not the key), or for root the
  * node certificate and a table of workload certificates. */
 int print_identity(const cJSON *root);

@@ -500,7 +500,7 @@ static const struct verb verbs[] = {
         { "registrations", 0, 0, verb_show, "/v1/registrations", print_registrations },
         { "drain", 0, 0, verb_drain, "/v1/registrations/drain", NULL },
         { "undrain", 0, 0, verb_drain, "/v1/registrations/undrain", NULL },
-        { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_generic },
+        { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_reclaim },
         { "metrics", 0, 0, verb_metrics, NULL, NULL },
 };
 

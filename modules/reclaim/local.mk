@@ -1,4 +1,39 @@
-# reclaim (included by Makefile.am).
+# reclaim: page cache reclaim for memory cgroups (included by Makefile.am).
 MODULE_SOURCES += \
-	modules/reclaim/reclaim.c
+	modules/reclaim/reclaim.c \
+	modules/reclaim/target.c modules/reclaim/target.h \
+	modules/reclaim/plan.c modules/reclaim/plan.h \
+	modules/reclaim/memcg.c modules/reclaim/memcg.h
 EXTRA_DIST += modules/reclaim/local.mk
+INTEGRATION_TESTS += tests/integration/test_reclaim.py
+EXTRA_DIST += tests/integration/reclaim_testlib.py
+
+UNIT_TESTS += tests/unit/test-reclaim-plan
+tests_unit_test_reclaim_plan_SOURCES = tests/unit/test-reclaim-plan.c modules/reclaim/plan.c \
+	modules/reclaim/memcg.c agent/parse-util.c agent/fsutil.c
+tests_unit_test_reclaim_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/reclaim
+tests_unit_test_reclaim_plan_LDADD = $(UNIT_LIBS)
+
+# `make bench-reclaim`: reaction time, writer throughput and the anonymous burst in a real v1
+# memory cgroup, with and without the agent (tests/bench/reclaim-bench.py; needs root).
+# The table goes to stdout and reclaim-bench.md. BENCH_RECLAIM_FLAGS='--reps 5 --limit 128M'.
+bench-reclaim: piniond$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' $(PYTHON3) \
+		$(srcdir)/tests/bench/reclaim-bench.py --md reclaim-bench.md $(BENCH_RECLAIM_FLAGS)
+.PHONY: bench-reclaim
+CLEANFILES += reclaim-bench.md
+EXTRA_DIST += tests/bench/reclaim-bench.py
+
+# A libFuzzer target for the levels pods hand us (annotations) and the plan's invariants; its
+# corpus replays as a unit test.
+FUZZ_TARGETS += reclaim-plan
+FUZZ_REPLAY_TESTS += tests/fuzz/replay-reclaim-plan
+FUZZ_RECLAIM_PLAN_SOURCES = tests/fuzz/fuzz-reclaim-plan.c modules/reclaim/plan.c agent/parse-util.c
+tests_fuzz_replay_reclaim_plan_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_RECLAIM_PLAN_SOURCES)
+tests_fuzz_replay_reclaim_plan_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/reclaim \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/reclaim-plan\"
+tests_fuzz_replay_reclaim_plan_CFLAGS = $(AM_CFLAGS)
+tests/fuzz/fuzz-reclaim-plan: $(FUZZ_RECLAIM_PLAN_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/reclaim -o $@ \
+		`for f in $(filter %.c,$(FUZZ_RECLAIM_PLAN_SOURCES)); do echo $(srcdir)/$$f; done`

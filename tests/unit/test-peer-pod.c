@@ -76,6 +76,26 @@ static void test_conflicting_pods(void **state) {
         assert_null(uid);
 }
 
+static void test_nested_pod_segment_attests_nothing(void **state) {
+        _cleanup_free_ char *uid = NULL;
+        (void) state;
+        /* A container that owns its cgroup makes a "pod<victim>" directory below its own pod and
+         * moves itself there: the outer (kubelet's) pod counts, and two pods in one path are an
+         * error, never the inner one. */
+        assert_int_equal(pod_uid_from_proc_cgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
+                                                  ".slice/cri-containerd-0123.scope/pod11111111-2222-3333-4444-555555555555\n",
+                                                  &uid),
+                         -EBADMSG);
+        assert_null(uid);
+        assert_int_equal(pod_uid_from_proc_cgroup("4:memory:/kubepods/burstable/pod" UID
+                                                  "/0123abcd/x-pod11111111_2222_3333_4444_555555555555.slice\n",
+                                                  &uid),
+                         -EBADMSG);
+        assert_null(uid);
+        /* The same pod named twice (a nested slice of its own) is still that pod. */
+        expect_uid("0::/kubepods/pod" UID "/c/pod" UID "\n", UID);
+}
+
 static void test_start_time_of_self(void **state) {
         uint64_t a, b;
         (void) state;
@@ -136,6 +156,7 @@ int main(void) {
                 cmocka_unit_test(test_systemd_driver),
                 cmocka_unit_test(test_not_a_pod),
                 cmocka_unit_test(test_conflicting_pods),
+                cmocka_unit_test(test_nested_pod_segment_attests_nothing),
                 cmocka_unit_test(test_start_time_of_self),
                 cmocka_unit_test(test_lookup_checks_start_time),
         };

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+
+#include "parse-util.h"
+#include "plan.h"
+
+int reclaim_parse_level(const char *v, void *ret, const char **reason) {
+        struct reclaim_level l = {};
+        if (v && strchr(v, '%')) {
+                if (parse_percent(v, &l.percent) < 0 || l.percent == 0 || l.percent > 100) {
+                        *reason = "expected a percentage of the limit (1%..100%) or a size (e.g. 900M)";
+                        return -EINVAL;
+                }
+                l.is_percent = true;
+        } else if (!v || parse_size(v, &l.bytes) < 0 || l.bytes == 0) {
+                *reason = "expected a percentage of the limit (1%..100%) or a size (e.g. 900M)";
+                return -EINVAL;
+        }
+        *(struct reclaim_level *) ret = l;
+        return 0;
+}
+
+int reclaim_level_resolve(const struct reclaim_level *l, uint64_t limit, uint64_t *ret) {
+        if (!l->is_percent) {
+                *ret = l->bytes;
+                return 0;
+        }
+        if (limit == UINT64_MAX)
+                return -ERANGE;
+        /* limit / 100 * percent, without overflow for any 64-bit limit */
+        *ret = limit / 100 * l->percent + limit % 100 * l->percent / 100;
+        return 0;
+}
+
+int reclaim_bounds_resolve(const struct reclaim_level *high, const struct reclaim_level *target,
+                           uint64_t min_file, uint64_t step, uint64_t limit, struct reclaim_bounds *ret,
+                           const char **ret_reason) {
+        struct reclaim_bounds b = { .limit = limit, .min_file = min_file, .step = step };
+
+        if (reclaim_level_resolve(high, limit, &b.high) < 0 || reclaim_level_resolve(target, limit, &b.target) < 0) {
+                *ret_reason = "the cgroup has no memory limit: give high and target as sizes";
+                return -ERANGE;
+        }
+        if (b.target >= b.high) {
+                *ret_reason = "target is not below high";
+                return -EINVAL;
+        }
+        if (limit != UINT64_MAX && b.high > limit) {
+                *ret_reason = "high is above the cgroup's limit";
+                return -EINVAL;
+        }
+        /* Room for anonymous memory to grow during the moment a v1 limit is lowered: 1/64 of
+         * the limit (or of high), at least 1 MiB. */
+        uint64_t base = limit != UINT64_MAX ? limit : b.high;
+        b.headroom = MAX(base / 64, UINT64_C(1) << 20);
+        if (b.step == 0)
+                b.step = UINT64_MAX;
+        *ret = b;
+        return 0;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b) {
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
+                  struct reclaim_step *ret) {
+        struct reclaim_step st = {};
+        uint64_t keep_file = MIN(s->file, b->min_file);
+        uint64_t reclaimable = s->file - keep_file;
+
+        st.floor = add_sat(add_sat(s->anon, keep_file), b->headroom);
+        st.goal = MAX(b->target, st.floor);
+        st.partial = st.goal > b->target;
+
+        if (!in_episode && s->usage < b->high)
+                st.verdict = RECLAIM_IDLE;
+        else if (s->usage <= st.goal)
+                st.verdict = st.goal >= b->high ? RECLAIM_UNREACHABLE : RECLAIM_DONE;
+        else if (st.goal >= b->high || reclaimable == 0)
+                /* Reclaiming would not get usage under high (or there is nothing to take):
+                 * leave the workload alone rather than thrash what it needs. */
+                st.verdict = RECLAIM_UNREACHABLE;
+        else {
+                uint64_t want = s->usage - st.goal;
+                st.verdict = RECLAIM_STEP;
+                st.amount = MIN(MIN(want, b->step), reclaimable);
+                st.new_limit = s->usage - st.amount;
+                st.last = st.amount == want;
+        }
+        *ret = st;
+}
+
+static const char *const verdict_table[_RECLAIM_VERDICT_MAX] = {
+        [RECLAIM_IDLE] = "idle",
+        [RECLAIM_STEP] = "step",
+        [RECLAIM_DONE] = "done",
+        [RECLAIM_UNREACHABLE] = "unreachable",
+};
+
+const char *reclaim_verdict_to_string(enum reclaim_verdict v) {
+        return v >= 0 && v < _RECLAIM_VERDICT_MAX ? verdict_table[v] : NULL;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* plan: the pure decisions of reclaim, apart from any cgroup, so they can be unit tested.
+ * Given the settings resolved against the cgroup's limit and one sample of its memory, what is
+ * the next step: nothing, reclaim N bytes (toward which goal), done, or give up because the
+ * non-reclaimable part (anonymous memory + the min-file floor + headroom) is above high. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "memcg.h"
+
+/* A level written as a percentage of the limit ("90%") or as a size ("900M"). */
+struct reclaim_level {
+        bool is_percent;
+        unsigned percent;
+        uint64_t bytes;
+};
+
+/* Config parser (config_parser_t) for struct reclaim_level. */
+int reclaim_parse_level(const char *v, void *ret, const char **reason);
+/* The level in bytes for this limit. -ERANGE for a percentage of no limit. */
+int reclaim_level_resolve(const struct reclaim_level *l, uint64_t limit, uint64_t *ret);
+
+struct reclaim_bounds {
+        uint64_t limit;    /* the original limit (UINT64_MAX: none) */
+        uint64_t high;     /* reclaim starts at or above this usage */
+        uint64_t target;   /* and brings usage down to this */
+        uint64_t min_file; /* page cache never reclaimed below this */
+        uint64_t step;     /* at most this much per step (bounds how long one write blocks) */
+        uint64_t headroom; /* kept free for anonymous growth while a v1 limit is lowered */
+};
+
+/* Resolves high/target against limit. -ERANGE if a percentage meets no limit, -EINVAL if the
+ * result is inconsistent (target >= high, high > limit); *ret_reason says which. */
+int reclaim_bounds_resolve(const struct reclaim_level *high, const struct reclaim_level *target,
+                           uint64_t min_file, uint64_t step, uint64_t limit, struct reclaim_bounds *ret,
+                           const char **ret_reason);
+
+enum reclaim_verdict {
+        RECLAIM_IDLE,        /* usage below high: nothing to do */
+        RECLAIM_STEP,        /* reclaim step.amount bytes */
+        RECLAIM_DONE,        /* the goal is reached */
+        RECLAIM_UNREACHABLE, /* anon + min-file + headroom keep usage at or above high */
+        _RECLAIM_VERDICT_MAX,
+};
+
+struct reclaim_step {
+        enum reclaim_verdict verdict;
+        uint64_t goal;      /* max(target, floor) */
+        uint64_t floor;     /* anon + min(file, min-file) + headroom: never reclaimed below */
+        uint64_t amount;    /* RECLAIM_STEP: bytes to reclaim now */
+        uint64_t new_limit; /* RECLAIM_STEP: the v1 limit that makes the kernel reclaim amount */
+        bool last;          /* RECLAIM_STEP: this step reaches the goal */
+        bool partial;       /* the goal is above target: target itself is unreachable */
+};
+
+/* in_episode: a reclaim is under way (then usage below high does not stop it before the goal). */
+void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
+                  struct reclaim_step *ret);
+const char *reclaim_verdict_to_string(enum reclaim_verdict v);

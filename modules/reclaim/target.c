@@ -1,0 +1,875 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/inotify.h>
+
+#include "fsutil.h"
+#include "json.h"
+#include "log.h"
+#include "target.h"
+
+#define MODULE "reclaim"
+/* An episode that has not reached its goal after this many steps yields to the next wake-up
+ * (a writer faster than reclaim); the safety-net timer or the next event starts another. */
+#define EPISODE_MAX_STEPS 64u
+/* A reclaim write slower than this halves the step size (not below STEP_MIN). */
+#define STEP_SLOW (20 * USEC_PER_MSEC)
+#define STEP_MIN (UINT64_C(1) << 20)
+/* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
+#define POD_SEARCH_DEPTH 6u
+
+struct reclaim_target {
+        struct reclaim_ctx *ctx;
+        struct reclaim_target_settings settings;
+        char *pod_uid, *pod; /* opted-in pod, else NULL */
+        char *cgroup;        /* the path in use (found by uid for pods) */
+        char *record_path;   /* state-dir/reclaim/<name>.json */
+
+        struct memcg *cg;
+        bool bounds_ok;
+        struct reclaim_bounds bounds;
+        struct memcg_sample last;
+        bool have_sample;
+
+        enum target_state state;
+        char *reason;
+
+        /* The original limit recorded durably before the first v1 write (0: none recorded). */
+        uint64_t recorded_limit;
+        bool limit_lowered; /* a restore failed: retried on every wake-up and at free */
+        char *record_error; /* the last record_write() failure: the state stays error until one works */
+
+        sd_event_source *threshold_src, *pressure_src, *psi_src, *events_src;
+        sd_event_source *timer, *step_src;
+
+        /* the episode under way */
+        bool in_episode;
+        usec_t episode_start; /* CLOCK_MONOTONIC of the wake-up that saw usage >= high */
+        unsigned episode_steps;
+        uint64_t episode_bytes;
+        uint64_t episode_usage_start;
+
+        /* totals */
+        uint64_t n_reclaims, bytes_reclaimed, n_steps, n_unreachable, n_step_errors;
+        /* v1: failcnt increments during our steps (charges that met the briefly lowered limit,
+         * not the original one: usage stayed below it). */
+        uint64_t lowered_limit_hits;
+        uint64_t wakeups[_WAKE_SOURCE_MAX];
+        usec_t last_reaction;         /* µs; 0: none yet */
+        usec_t last_reclaim_realtime; /* when the last episode ended */
+        usec_t last_step, max_step;   /* µs one write blocked */
+        uint64_t step_now;            /* the step size in use: halved after a slow write */
+};
+
+static const char *const state_table[_TARGET_STATE_MAX] = {
+        [TARGET_MISSING] = "missing",
+        [TARGET_OK] = "ok",
+        [TARGET_RECLAIMING] = "reclaiming",
+        [TARGET_UNREACHABLE] = "unreachable",
+        [TARGET_UNLIMITED] = "unlimited",
+        [TARGET_ERROR] = "error",
+};
+
+const char *target_state_to_string(enum target_state s) {
+        return s >= 0 && s < _TARGET_STATE_MAX ? state_table[s] : NULL;
+}
+
+static const char *const wake_table[_WAKE_SOURCE_MAX] = {
+        [WAKE_THRESHOLD] = "threshold",
+        [WAKE_PRESSURE] = "pressure-level",
+        [WAKE_PSI] = "psi",
+        [WAKE_EVENTS] = "memory-events",
+        [WAKE_TIMER] = "timer",
+        [WAKE_START] = "start",
+};
+
+const char *wake_source_to_string(enum wake_source s) {
+        return s >= 0 && s < _WAKE_SOURCE_MAX ? wake_table[s] : NULL;
+}
+
+#define log_target_full_errno(t, level, error, fmt, ...)                                                   \
+        log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (t)->pod_uid, .pod = (t)->pod }), \
+                           level, error, "%s: " fmt, (t)->settings.name, ##__VA_ARGS__)
+#define log_target_debug(t, ...) (void) log_target_full_errno(t, LOG_DEBUG, 0, __VA_ARGS__)
+#define log_target_info(t, ...) (void) log_target_full_errno(t, LOG_INFO, 0, __VA_ARGS__)
+#define log_target_warning(t, ...) (void) log_target_full_errno(t, LOG_WARNING, 0, __VA_ARGS__)
+#define log_target_warning_errno(t, e, ...) log_target_full_errno(t, LOG_WARNING, e, __VA_ARGS__)
+#define log_target_error_errno(t, e, ...) log_target_full_errno(t, LOG_ERR, e, __VA_ARGS__)
+
+/* ---- settings ---- */
+
+void reclaim_settings_done(struct reclaim_target_settings *s) {
+        s->name = mfree(s->name);
+        s->cgroup = mfree(s->cgroup);
+        s->pressure_level = mfree(s->pressure_level);
+        s->psi = mfree(s->psi);
+}
+
+static int strdup_or_null(const char *s, char **ret) {
+        if (!s) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int reclaim_settings_copy(const struct reclaim_target_settings *s, struct reclaim_target_settings *ret) {
+        struct reclaim_target_settings c = *s;
+        c.name = c.cgroup = c.pressure_level = c.psi = NULL;
+        if (strdup_or_null(s->name, &c.name) < 0 || strdup_or_null(s->cgroup, &c.cgroup) < 0 ||
+            strdup_or_null(s->pressure_level, &c.pressure_level) < 0 || strdup_or_null(s->psi, &c.psi) < 0) {
+                reclaim_settings_done(&c);
+                return -ENOMEM;
+        }
+        *ret = c;
+        return 0;
+}
+
+static bool level_equal(const struct reclaim_level *a, const struct reclaim_level *b) {
+        return a->is_percent == b->is_percent && a->percent == b->percent && a->bytes == b->bytes;
+}
+
+bool reclaim_settings_equal(const struct reclaim_target_settings *a, const struct reclaim_target_settings *b) {
+        return streq_ptr(a->name, b->name) && streq_ptr(a->cgroup, b->cgroup) && level_equal(&a->high, &b->high) &&
+               level_equal(&a->target, &b->target) && a->min_file == b->min_file && a->step == b->step &&
+               a->interval == b->interval && streq_ptr(a->pressure_level, b->pressure_level) &&
+               streq_ptr(a->psi, b->psi);
+}
+
+/* ---- state ---- */
+
+static bool state_is_notable(enum target_state s) {
+        return s != TARGET_OK && s != TARGET_RECLAIMING;
+}
+
+/* The one place the state changes. Every transition is logged: at info when the operator has
+ * something to look at (missing, unreachable, unlimited, error, and back), at debug for the
+ * ok ⇄ reclaiming rhythm of normal work. */
+static void set_state(struct reclaim_target *t, enum target_state s, const char *reason_format, ...)
+        _printf_(3, 4);
+static void set_state(struct reclaim_target *t, enum target_state s, const char *reason_format, ...) {
+        _cleanup_free_ char *reason = NULL;
+        if (reason_format) {
+                va_list ap;
+                va_start(ap, reason_format);
+                if (vasprintf(&reason, reason_format, ap) < 0)
+                        reason = NULL;
+                va_end(ap);
+        }
+        if (t->state == s) {
+                /* Not a transition: the figures in the reason moved. */
+                if (!streq_ptr(t->reason, reason))
+                        log_target_debug(t, "%s: %s", target_state_to_string(s), strempty(reason));
+                free(t->reason);
+                t->reason = TAKE_PTR(reason);
+                return;
+        }
+        int level = state_is_notable(s) || state_is_notable(t->state) ? LOG_INFO : LOG_DEBUG;
+        (void) log_target_full_errno(t, level, 0, "%s -> %s%s%s", target_state_to_string(t->state),
+                                     target_state_to_string(s), reason ? ": " : "", strempty(reason));
+        if (s == TARGET_UNREACHABLE && t->state != TARGET_UNREACHABLE) {
+                t->n_unreachable++;
+                (void) metric_inc(t->ctx->metrics.unreachable, t->settings.name);
+        }
+        t->state = s;
+        free(t->reason);
+        t->reason = TAKE_PTR(reason);
+        if (t->ctx->state_changed)
+                t->ctx->state_changed(t->ctx->userdata);
+}
+
+/* ---- the durable record of the original limit (v1) ---- */
+
+static int record_write(struct reclaim_target *t, uint64_t limit) {
+        if (t->recorded_limit == limit)
+                return 0;
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        /* "max" for no limit; a number otherwise (exact: limits are far below 2^53 bytes). */
+        if (!o || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) ||
+            !(limit == UINT64_MAX ? cJSON_AddStringToObject(o, "limit", "max")
+                                  : cJSON_AddNumberToObject(o, "limit", (double) limit)))
+                return -ENOMEM;
+        _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
+        if (!text)
+                return -ENOMEM;
+        int r = mkdir_p(t->ctx->record_dir, 0700);
+        if (r < 0)
+                return r;
+        r = write_file_atomic(t->record_path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+        if (r < 0)
+                return r;
+        t->recorded_limit = limit;
+        return 0;
+}
+
+static void record_remove(struct reclaim_target *t) {
+        if (!t->recorded_limit)
+                return;
+        if (unlink(t->record_path) < 0 && errno != ENOENT) {
+                log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->record_path);
+                return;
+        }
+        (void) fsync_directory_of(t->record_path);
+        t->recorded_limit = 0;
+}
+
+/* Puts the recorded original limit back if it is not there. */
+static int restore_limit(struct reclaim_target *t) {
+        if (!t->cg || !t->recorded_limit || t->cg->version != MEMCG_V1)
+                return 0;
+        int r = memcg_set_limit(t->cg, t->recorded_limit);
+        if (r < 0) {
+                t->limit_lowered = true;
+                if (!memcg_exists(t->cg)) {
+                        t->limit_lowered = false;
+                        return 0;
+                }
+                return log_target_error_errno(t, r, "Failed to restore memory.limit_in_bytes to %" PRIu64 " (retrying): %m",
+                                              t->recorded_limit);
+        }
+        if (t->limit_lowered)
+                log_target_info(t, "memory.limit_in_bytes restored to %" PRIu64, t->recorded_limit);
+        t->limit_lowered = false;
+        return 0;
+}
+
+int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
+        _cleanup_close_ int dfd = open_directory(ctx->record_dir);
+        int n = 0;
+        if (dfd == -ENOENT)
+                return 0;
+        if (dfd < 0)
+                return log_module_error_errno(MODULE, dfd, "Failed to open %s: %m", ctx->record_dir);
+        (void) fsutil_cleanup_temp(ctx->record_dir);
+        DIR *d = opendir_at(dfd, ".");
+        if (!d)
+                return log_module_error_errno(MODULE, errno, "Failed to read %s: %m", ctx->record_dir);
+        struct dirent *de;
+        while (read_entry(d, &de) > 0) {
+                size_t len = strlen(de->d_name);
+                if (len < 6 || !streq(de->d_name + len - 5, ".json"))
+                        continue;
+                _cleanup_free_ char *p = path_join(ctx->record_dir, de->d_name), *text = NULL;
+                _cleanup_(cJSON_Deletep) cJSON *o = NULL;
+                _cleanup_(memcg_freep) struct memcg *cg = NULL;
+                if (!p || read_file_full(p, 4096, &text, NULL) < 0 || !(o = cJSON_Parse(text))) {
+                        log_module_warning(MODULE, "Ignoring unreadable record %s", p ? p : de->d_name);
+                        if (p)
+                                (void) unlink(p);
+                        continue;
+                }
+                const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
+                const cJSON *limit = cJSON_GetObjectItemCaseSensitive(o, "limit");
+                uint64_t cur, want = 0;
+                if (cJSON_IsString(limit) && streq(limit->valuestring, "max"))
+                        want = UINT64_MAX;
+                else if (cJSON_IsNumber(limit) && limit->valuedouble >= 1 && limit->valuedouble < 9.0e15)
+                        want = (uint64_t) limit->valuedouble;
+                if (!cJSON_IsString(cgroup) || want == 0) {
+                        log_module_warning(MODULE, "Ignoring malformed record %s", p);
+                } else if (memcg_open(cgroup->valuestring, &cg) < 0) {
+                        log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
+                                        cgroup->valuestring);
+                } else if (memcg_read_limit(cg, &cur) >= 0 && cur < want) {
+                        int r = memcg_set_limit(cg, want);
+                        if (r < 0) {
+                                log_module_error_errno(MODULE, r, "Failed to restore the limit of %s to %" PRIu64 ": %m",
+                                                       cgroup->valuestring, want);
+                                continue; /* keep the record: the next start tries again */
+                        }
+                        char buf[32];
+                        if (want == UINT64_MAX)
+                                snprintf(buf, sizeof(buf), "max");
+                        else
+                                snprintf(buf, sizeof(buf), "%" PRIu64, want);
+                        log_module_info(MODULE, "Restored the memory limit of %s to %s (was %" PRIu64
+                                        ", left lowered by an interrupted reclaim)",
+                                        cgroup->valuestring, buf, cur);
+                        n++;
+                }
+                (void) unlinkat(dfd, de->d_name, 0);
+        }
+        closedir(d);
+        (void) fsync_fd(dfd);
+        return n;
+}
+
+/* ---- sources ---- */
+
+static void detach(struct reclaim_target *t) {
+        t->threshold_src = sd_event_source_disable_unref(t->threshold_src);
+        t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
+        t->psi_src = sd_event_source_disable_unref(t->psi_src);
+        t->events_src = sd_event_source_disable_unref(t->events_src);
+        if (t->step_src)
+                (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
+        t->in_episode = false;
+        t->cg = memcg_free(t->cg);
+        t->bounds_ok = false;
+}
+
+static void check(struct reclaim_target *t, enum wake_source source);
+
+static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct reclaim_target *t = userdata;
+        uint64_t v;
+        (void) revents;
+        (void) read(fd, &v, sizeof(v));
+        check(t, s == t->threshold_src ? WAKE_THRESHOLD : WAKE_PRESSURE);
+        return 0;
+}
+
+static int on_psi(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct reclaim_target *t = userdata;
+        (void) s;
+        (void) fd;
+        if (revents & EPOLLERR) {
+                /* The cgroup went away under the trigger. */
+                t->psi_src = sd_event_source_disable_unref(t->psi_src);
+        }
+        check(t, WAKE_PSI);
+        return 0;
+}
+
+static int on_memory_events(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
+        struct reclaim_target *t = userdata;
+        (void) s;
+        if (ev->mask & (IN_IGNORED | IN_DELETE_SELF))
+                t->events_src = sd_event_source_disable_unref(t->events_src);
+        check(t, WAKE_EVENTS);
+        return 0;
+}
+
+/* Registers the wake-ups for the current bounds; the v1 threshold is re-registered when high
+ * changes (a new limit). Failures leave the timer as the only wake-up and are reported. */
+static int arm_events(struct reclaim_target *t) {
+        int r, fd = -EBADF;
+
+        t->threshold_src = sd_event_source_disable_unref(t->threshold_src);
+        if (t->cg->version == MEMCG_V1) {
+                if (t->bounds_ok) {
+                        r = memcg_v1_threshold_fd(t->cg, t->bounds.high, &fd);
+                        if (r < 0)
+                                return log_target_warning_errno(t, r, "Failed to register the usage threshold: %m");
+                        r = sd_event_add_io(t->ctx->event, &t->threshold_src, fd, EPOLLIN, on_eventfd, t);
+                        if (r < 0) {
+                                safe_close(fd);
+                                return r;
+                        }
+                        (void) sd_event_source_set_io_fd_own(t->threshold_src, true);
+                        (void) sd_event_source_set_priority(t->threshold_src, SD_EVENT_PRIORITY_IMPORTANT);
+                }
+                if (!t->pressure_src && !isempty(t->settings.pressure_level)) {
+                        r = memcg_v1_pressure_fd(t->cg, t->settings.pressure_level, &fd);
+                        if (r < 0)
+                                return log_target_warning_errno(t, r, "Failed to register memory.pressure_level: %m");
+                        r = sd_event_add_io(t->ctx->event, &t->pressure_src, fd, EPOLLIN, on_eventfd, t);
+                        if (r < 0) {
+                                safe_close(fd);
+                                return r;
+                        }
+                        (void) sd_event_source_set_io_fd_own(t->pressure_src, true);
+                }
+                return 0;
+        }
+        if (!t->psi_src && !isempty(t->settings.psi)) {
+                r = memcg_v2_psi_fd(t->cg, t->settings.psi, &fd);
+                if (r < 0)
+                        log_target_warning_errno(t, r, "Failed to set the PSI trigger '%s' on memory.pressure: %m",
+                                                 t->settings.psi);
+                else {
+                        r = sd_event_add_io(t->ctx->event, &t->psi_src, fd, EPOLLPRI, on_psi, t);
+                        if (r < 0) {
+                                safe_close(fd);
+                                return r;
+                        }
+                        (void) sd_event_source_set_io_fd_own(t->psi_src, true);
+                        (void) sd_event_source_set_priority(t->psi_src, SD_EVENT_PRIORITY_IMPORTANT);
+                }
+        }
+        if (!t->events_src) {
+                _cleanup_free_ char *p = memcg_file(t->cg, "memory.events");
+                if (!p)
+                        return -ENOMEM;
+                r = sd_event_add_inotify(t->ctx->event, &t->events_src, p, IN_MODIFY, on_memory_events, t);
+                if (r < 0)
+                        return log_target_warning_errno(t, r, "Failed to watch %s: %m", p);
+        }
+        return 0;
+}
+
+/* (Re)computes the bounds from the limit now in force. */
+static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
+        const char *reason = NULL;
+        struct reclaim_bounds b;
+        int r = reclaim_bounds_resolve(&t->settings.high, &t->settings.target, t->settings.min_file, t->settings.step,
+                                       limit, &b, &reason);
+        if (r < 0) {
+                t->bounds_ok = false;
+                set_state(t, r == -ERANGE ? TARGET_UNLIMITED : TARGET_ERROR, "%s", reason);
+                return r;
+        }
+        bool changed = !t->bounds_ok || b.high != t->bounds.high;
+        t->bounds = b;
+        t->bounds_ok = true;
+        if (changed)
+                log_target_debug(t, "limit %" PRIu64 ", high %" PRIu64 ", target %" PRIu64 ", min-file %" PRIu64, limit,
+                                 b.high, b.target, b.min_file);
+        return changed ? 1 : 0;
+}
+
+static int attach(struct reclaim_target *t) {
+        int r;
+
+        if (t->pod_uid) {
+                _cleanup_free_ char *path = NULL;
+                r = memcg_find_pod(t->pod_uid, POD_SEARCH_DEPTH, &path);
+                if (r == -ENOENT) {
+                        set_state(t, TARGET_MISSING, "no memory cgroup for pod uid %s yet", t->pod_uid);
+                        return 0;
+                }
+                if (r < 0) {
+                        set_state(t, TARGET_ERROR, "cannot search the memory hierarchy: %s", strerror(-r));
+                        return 0;
+                }
+                free(t->cgroup);
+                t->cgroup = TAKE_PTR(path);
+        }
+        r = memcg_open(t->cgroup, &t->cg);
+        if (r == -ENOENT) {
+                set_state(t, TARGET_MISSING, "cgroup %s does not exist", t->cgroup);
+                return 0;
+        }
+        if (r < 0) {
+                set_state(t, TARGET_ERROR, "cannot open cgroup %s: %s", t->cgroup, strerror(-r));
+                return 0;
+        }
+        uint64_t limit;
+        r = memcg_read_limit(t->cg, &limit);
+        if (r < 0) {
+                set_state(t, TARGET_ERROR, "cannot read the limit of %s: %s", t->cgroup, strerror(-r));
+                t->cg = memcg_free(t->cg);
+                return 0;
+        }
+        log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
+        (void) resolve_bounds(t, limit);
+        r = arm_events(t);
+        if (r < 0)
+                set_state(t, TARGET_ERROR, "cannot register memory events: %s (the %s check still runs)", strerror(-r),
+                          "periodic");
+        check(t, WAKE_START);
+        return 0;
+}
+
+static void schedule_step(struct reclaim_target *t) {
+        (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_ONESHOT);
+}
+
+/* ok, or unreachable saying why, from a plan. */
+static void set_state_from_plan(struct reclaim_target *t, const struct reclaim_step *p) {
+        if (t->record_error) {
+                set_state(t, TARGET_ERROR, "%s", t->record_error);
+                return;
+        }
+        if (p->verdict != RECLAIM_UNREACHABLE && !p->partial) {
+                set_state(t, TARGET_OK, NULL);
+                return;
+        }
+        bool high = p->verdict == RECLAIM_UNREACHABLE;
+        set_state(t, TARGET_UNREACHABLE,
+                  "anonymous memory %" PRIu64 "M + min-file %" PRIu64 "M + headroom %" PRIu64 "M leave no room to reach %s (%" PRIu64 "M)",
+                  t->last.anon >> 20, MIN(t->last.file, t->bounds.min_file) >> 20, t->bounds.headroom >> 20,
+                  high ? "high" : "target", (high ? t->bounds.high : t->bounds.target) >> 20);
+}
+
+static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, const char *why) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        t->in_episode = false;
+        t->last_reclaim_realtime = now_usec(CLOCK_REALTIME);
+        if (t->episode_steps > 0) {
+                t->n_reclaims++;
+                t->last_reaction = now - t->episode_start;
+                (void) metric_inc(t->ctx->metrics.reclaims, t->settings.name);
+                (void) metric_observe(t->ctx->metrics.reaction, (double) t->last_reaction / USEC_PER_SEC, t->settings.name);
+        }
+        log_target_debug(t, "episode done after %u steps, %" PRIu64 " bytes in %.1f ms: %s", t->episode_steps,
+                         t->episode_bytes, (double) (now - t->episode_start) / USEC_PER_MSEC, why);
+        set_state_from_plan(t, p);
+}
+
+/* One bounded step of an episode. */
+static int on_step(sd_event_source *s, void *userdata) {
+        struct reclaim_target *t = userdata;
+        struct memcg_sample before, after;
+        struct reclaim_step p;
+        int r;
+        (void) s;
+
+        if (!t->in_episode || !t->cg || !t->bounds_ok)
+                return 0;
+        r = memcg_read(t->cg, &before);
+        if (r < 0) {
+                check(t, WAKE_TIMER); /* finds out what happened to the cgroup */
+                return 0;
+        }
+        t->last = before;
+        t->have_sample = true;
+        if (before.limit != t->bounds.limit && !t->limit_lowered) {
+                /* Someone changed the limit: start over from the new one. */
+                t->in_episode = false;
+                check(t, WAKE_TIMER);
+                return 0;
+        }
+        struct reclaim_bounds b = t->bounds;
+        if (t->step_now == 0 || t->step_now > b.step)
+                t->step_now = b.step;
+        b.step = t->step_now;
+        reclaim_plan(&b, &before, true, &p);
+        if (p.verdict != RECLAIM_STEP) {
+                end_episode(t, &p, reclaim_verdict_to_string(p.verdict));
+                return 0;
+        }
+
+        if (t->cg->version == MEMCG_V1) {
+                /* Record the original before touching it, so a crash cannot leave it lowered. */
+                r = record_write(t, t->bounds.limit);
+                if (r < 0) {
+                        log_target_error_errno(t, r, "Failed to record the original limit in %s, not reclaiming: %m",
+                                               t->record_path);
+                        free(t->record_error);
+                        if (asprintf(&t->record_error, "cannot record the original limit in %s: %s", t->record_path,
+                                     strerror(-r)) < 0)
+                                t->record_error = NULL;
+                        t->in_episode = false; /* nothing was touched */
+                        set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
+                        return 0;
+                }
+                t->record_error = mfree(t->record_error);
+        }
+        usec_t t0 = now_usec(CLOCK_MONOTONIC);
+        if (t->cg->version == MEMCG_V1) {
+                r = memcg_set_limit(t->cg, p.new_limit);
+                int q = restore_limit(t); /* at once, also after a failure */
+                if (r >= 0 && q < 0)
+                        r = q;
+        } else
+                r = memcg_reclaim(t->cg, p.amount);
+        usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
+        /* Keep one write short: dirty or busy cache makes the kernel wait (writeback), so a
+         * slow write halves the next step (down to 1 MiB) and a quick one lets it grow back. */
+        if (took > STEP_SLOW && t->step_now > STEP_MIN)
+                t->step_now = MAX(t->step_now / 2, STEP_MIN);
+        else if (took < STEP_SLOW / 4 && t->step_now < t->bounds.step)
+                t->step_now = t->step_now > t->bounds.step / 2 ? t->bounds.step : t->step_now * 2;
+        t->last_step = took;
+        t->max_step = MAX(t->max_step, took);
+        t->n_steps++;
+        t->episode_steps++;
+        (void) metric_inc(t->ctx->metrics.steps, t->settings.name);
+        (void) metric_observe(t->ctx->metrics.step_seconds, (double) took / USEC_PER_SEC, t->settings.name);
+
+        if (memcg_read(t->cg, &after) >= 0) {
+                t->last = after;
+                if (t->cg->version == MEMCG_V1 && after.failcnt > before.failcnt) {
+                        t->lowered_limit_hits += after.failcnt - before.failcnt;
+                        (void) metric_add(t->ctx->metrics.lowered_hits, (double) (after.failcnt - before.failcnt),
+                                          t->settings.name);
+                }
+                if (after.usage < before.usage) {
+                        uint64_t got = before.usage - after.usage;
+                        t->episode_bytes += got;
+                        t->bytes_reclaimed += got;
+                        (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
+                }
+        }
+        if (r == -EBUSY || r == -EAGAIN) {
+                /* The kernel could not reclaim that much (dirty or busy pages, or the workload
+                 * faster than us): stop here; the next wake-up tries again. */
+                t->n_step_errors++;
+                (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, r == -EBUSY ? "busy" : "again");
+                end_episode(t, &p, r == -EBUSY ? "the kernel could not reclaim enough (EBUSY)"
+                                               : "the kernel reclaimed less than asked (EAGAIN)");
+                return 0;
+        }
+        if (r < 0) {
+                t->n_step_errors++;
+                (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, "error");
+                log_target_warning_errno(t, r, "Reclaim step failed: %m");
+                end_episode(t, &p, "step failed");
+                check(t, WAKE_TIMER);
+                return 0;
+        }
+        if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
+                end_episode(t, &p, p.last ? "goal reached" : "step budget used");
+                return 0;
+        }
+        schedule_step(t);
+        return 0;
+}
+
+/* Every wake-up ends here: sample, compare with high, start an episode if needed. */
+static void check(struct reclaim_target *t, enum wake_source source) {
+        struct memcg_sample s;
+        struct reclaim_step p;
+        int r;
+
+        t->wakeups[source]++;
+        (void) metric_inc(t->ctx->metrics.wakeups, t->settings.name, wake_source_to_string(source));
+        if (t->in_episode)
+                return; /* the episode's next step samples anyway */
+
+        if (!t->cg) {
+                if (source == WAKE_TIMER || source == WAKE_START)
+                        (void) attach(t);
+                return;
+        }
+        if (t->limit_lowered)
+                (void) restore_limit(t);
+
+        r = memcg_read(t->cg, &s);
+        if (r < 0) {
+                if (!memcg_exists(t->cg)) {
+                        detach(t);
+                        set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
+                        /* A pod's cgroup may come back elsewhere; a named one at the same path. */
+                        return;
+                }
+                set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
+                return;
+        }
+        t->last = s;
+        t->have_sample = true;
+        if (!t->bounds_ok || s.limit != t->bounds.limit) {
+                r = resolve_bounds(t, s.limit);
+                if (r < 0)
+                        return;
+                if (r > 0)
+                        (void) arm_events(t);
+                if (t->recorded_limit && t->recorded_limit != s.limit && t->cg->version == MEMCG_V1)
+                        (void) record_write(t, s.limit); /* an operator's new limit is the original now */
+        }
+        reclaim_plan(&t->bounds, &s, false, &p);
+        switch (p.verdict) {
+        case RECLAIM_IDLE:
+        case RECLAIM_DONE:
+        case RECLAIM_UNREACHABLE:
+                /* Unreachable: left alone, not thrashed; the state says why. */
+                set_state_from_plan(t, &p);
+                return;
+        case RECLAIM_STEP:
+                t->in_episode = true;
+                /* The wake-up is the crossing (events) or the first sign of it (the timer). */
+                (void) sd_event_now(t->ctx->event, CLOCK_MONOTONIC, &t->episode_start);
+                t->episode_steps = 0;
+                t->episode_bytes = 0;
+                t->episode_usage_start = s.usage;
+                set_state(t, TARGET_RECLAIMING, NULL);
+                log_target_debug(t, "usage %" PRIu64 " >= high %" PRIu64 " (%s): reclaiming toward %" PRIu64, s.usage,
+                                 t->bounds.high, wake_source_to_string(source), p.goal);
+                schedule_step(t);
+                return;
+        case _RECLAIM_VERDICT_MAX:
+                break;
+        }
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct reclaim_target *t = userdata;
+        (void) usec;
+        check(t, WAKE_TIMER);
+        (void) sd_event_source_set_time_relative(s, t->settings.interval);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+/* ---- lifecycle ---- */
+
+int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
+                       const char *pod_uid, const char *pod, struct reclaim_target **ret) {
+        _cleanup_(reclaim_target_freep) struct reclaim_target *t = calloc(1, sizeof(*t));
+        int r;
+
+        if (!t)
+                return -ENOMEM;
+        t->ctx = ctx;
+        t->state = TARGET_MISSING;
+        r = reclaim_settings_copy(settings, &t->settings);
+        if (r < 0)
+                return r;
+        if (strdup_or_null(pod_uid, &t->pod_uid) < 0 || strdup_or_null(pod, &t->pod) < 0)
+                return -ENOMEM;
+        if (!pod_uid) {
+                r = memcg_path_normalize(settings->cgroup, &t->cgroup);
+                if (r < 0)
+                        return r;
+        }
+        /* A pod's record is named by its uid: its name may come back as another pod. */
+        if ((pod_uid ? asprintf(&t->record_path, "%s/pod-%s.json", ctx->record_dir, pod_uid)
+                     : asprintf(&t->record_path, "%s/%s.json", ctx->record_dir, settings->name)) < 0) {
+                t->record_path = NULL;
+                return -ENOMEM;
+        }
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
+        if (!t)
+                return NULL;
+        if (restore_limit(t) >= 0)
+                record_remove(t);
+        detach(t);
+        t->timer = sd_event_source_disable_unref(t->timer);
+        t->step_src = sd_event_source_disable_unref(t->step_src);
+        reclaim_settings_done(&t->settings);
+        free(t->pod_uid);
+        free(t->pod);
+        free(t->cgroup);
+        free(t->record_path);
+        free(t->record_error);
+        free(t->reason);
+        free(t);
+        return NULL;
+}
+
+int reclaim_target_start(struct reclaim_target *t) {
+        int r;
+        if (!t->step_src) {
+                r = sd_event_add_defer(t->ctx->event, &t->step_src, on_step, t);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
+        }
+        if (!t->timer) {
+                r = sd_event_add_time_relative(t->ctx->event, &t->timer, CLOCK_MONOTONIC, t->settings.interval,
+                                               t->settings.interval / 10, on_timer, t);
+                if (r < 0)
+                        return r;
+        }
+        return attach(t);
+}
+
+int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_settings *settings) {
+        struct reclaim_target_settings s;
+        int r = reclaim_settings_copy(settings, &s);
+        if (r < 0)
+                return r;
+        bool same_cgroup = streq_ptr(s.cgroup, t->settings.cgroup);
+        if (!same_cgroup && !t->pod_uid) {
+                _cleanup_free_ char *path = NULL;
+                r = memcg_path_normalize(s.cgroup, &path);
+                if (r < 0) {
+                        reclaim_settings_done(&s);
+                        return r;
+                }
+                /* The old cgroup gets its limit back before we let go of it. */
+                if (restore_limit(t) >= 0)
+                        record_remove(t);
+                free(t->cgroup);
+                t->cgroup = TAKE_PTR(path);
+        }
+        reclaim_settings_done(&t->settings);
+        t->settings = s;
+        detach(t);
+        (void) sd_event_source_set_time_relative(t->timer, t->settings.interval);
+        (void) sd_event_source_set_enabled(t->timer, SD_EVENT_ONESHOT);
+        return attach(t);
+}
+
+const char *reclaim_target_name(const struct reclaim_target *t) {
+        return t->settings.name;
+}
+
+const char *reclaim_target_pod_uid(const struct reclaim_target *t) {
+        return t->pod_uid;
+}
+
+const struct reclaim_target_settings *reclaim_target_settings(const struct reclaim_target *t) {
+        return &t->settings;
+}
+
+enum target_state reclaim_target_state(const struct reclaim_target *t) {
+        return t->state;
+}
+
+static cJSON *add_bytes(cJSON *o, const char *key, uint64_t v) {
+        if (v == UINT64_MAX)
+                return cJSON_AddNullToObject(o, key);
+        return cJSON_AddNumberToObject(o, key, (double) v);
+}
+
+cJSON *reclaim_target_to_json(struct reclaim_target *t) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        cJSON *w;
+        if (!o)
+                return NULL;
+        /* Fresh numbers for the reader (cheap: a few small files). */
+        if (t->cg && !t->in_episode) {
+                struct memcg_sample s;
+                if (memcg_read(t->cg, &s) >= 0) {
+                        t->last = s;
+                        t->have_sample = true;
+                }
+        }
+        if (!cJSON_AddStringToObject(o, "name", t->settings.name) || !json_add_string_or_null(o, "cgroup", t->cgroup) ||
+            !json_add_string_or_null(o, "pod_uid", t->pod_uid) || !json_add_string_or_null(o, "pod", t->pod) ||
+            !cJSON_AddStringToObject(o, "state", target_state_to_string(t->state)) ||
+            !json_add_string_or_null(o, "reason", t->reason))
+                return NULL;
+        if (t->cg)
+                cJSON_AddNumberToObject(o, "cgroup_version", t->cg->version);
+        else
+                cJSON_AddNullToObject(o, "cgroup_version");
+        bool s = t->have_sample && t->cg;
+        add_bytes(o, "limit", s ? t->last.limit : UINT64_MAX);
+        add_bytes(o, "usage", s ? t->last.usage : UINT64_MAX);
+        add_bytes(o, "file", s ? t->last.file : UINT64_MAX);
+        add_bytes(o, "anon", s ? t->last.anon : UINT64_MAX);
+        add_bytes(o, "peak", s && t->last.peak ? t->last.peak : UINT64_MAX);
+        add_bytes(o, "failcnt", s ? t->last.failcnt : UINT64_MAX);
+        add_bytes(o, "high", t->bounds_ok ? t->bounds.high : UINT64_MAX);
+        add_bytes(o, "target", t->bounds_ok ? t->bounds.target : UINT64_MAX);
+        add_bytes(o, "min_file", t->settings.min_file);
+        cJSON_AddNumberToObject(o, "reclaims", (double) t->n_reclaims);
+        cJSON_AddNumberToObject(o, "bytes_reclaimed", (double) t->bytes_reclaimed);
+        cJSON_AddNumberToObject(o, "steps", (double) t->n_steps);
+        cJSON_AddNumberToObject(o, "step_errors", (double) t->n_step_errors);
+        cJSON_AddNumberToObject(o, "unreachable", (double) t->n_unreachable);
+        cJSON_AddNumberToObject(o, "lowered_limit_hits", (double) t->lowered_limit_hits);
+        if (t->n_reclaims) {
+                cJSON_AddNumberToObject(o, "last_reaction_seconds", (double) t->last_reaction / USEC_PER_SEC);
+                json_add_time(o, "last_reclaim", t->last_reclaim_realtime);
+        } else {
+                cJSON_AddNullToObject(o, "last_reaction_seconds");
+                cJSON_AddNullToObject(o, "last_reclaim");
+        }
+        cJSON_AddNumberToObject(o, "max_step_seconds", (double) t->max_step / USEC_PER_SEC);
+        cJSON_AddNumberToObject(o, "step_bytes", (double) (t->step_now ? t->step_now : t->settings.step));
+        cJSON_AddBoolToObject(o, "original_limit_recorded", t->recorded_limit != 0);
+        if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
+                return NULL;
+        for (int i = 0; i < _WAKE_SOURCE_MAX; i++)
+                cJSON_AddNumberToObject(w, wake_source_to_string(i), (double) t->wakeups[i]);
+        return TAKE_PTR(o);
+}
+
+void reclaim_target_collect(struct reclaim_target *t) {
+        struct reclaim_metrics *m = &t->ctx->metrics;
+        const char *n = t->settings.name;
+        for (int i = 0; i < _TARGET_STATE_MAX; i++)
+                (void) metric_set(m->state, t->state == i ? 1 : 0, n, target_state_to_string(i));
+        if (!t->cg)
+                return;
+        struct memcg_sample s;
+        if (!t->in_episode && memcg_read(t->cg, &s) >= 0)
+                t->last = s;
+        if (t->last.limit != UINT64_MAX)
+                (void) metric_set(m->limit, (double) t->last.limit, n);
+        (void) metric_set(m->usage, (double) t->last.usage, n);
+        (void) metric_set(m->file, (double) t->last.file, n);
+        (void) metric_set(m->anon, (double) t->last.anon, n);
+}

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* target: one watched memory cgroup ([reclaim.NAME] or an opted-in pod) and its state machine.
+ *
+ *   missing ──cgroup appears──▶ ok ◀──episode done── reclaiming
+ *      ▲                         │ ──usage ≥ high──▶     │
+ *      └──cgroup removed─────────┴───────────────────────┘
+ *   unreachable: anon + min-file keep usage at/above high (or the goal above target): reported,
+ *                never reclaimed into; unlimited: percentages of no limit; error: reads fail.
+ *
+ * Wake-ups are events: v1 a usage threshold at high and memory.pressure_level (eventfds through
+ * cgroup.event_control); v2 a PSI trigger on memory.pressure and inotify on memory.events. A
+ * slow timer (interval) is the safety net and retries a missing cgroup. An episode is a few
+ * bounded steps from a deferred source (one write each: v1 lowers memory.limit_in_bytes to make
+ * the kernel reclaim, then puts the original back at once; v2 writes memory.reclaim). Before the
+ * first v1 write the original limit is recorded durably under state-dir/reclaim/, so a crash
+ * never leaves a lowered limit behind: reclaim_restore_leftovers() puts it back at start. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <systemd/sd-event.h>
+
+#include "macro.h"
+#include "memcg.h"
+#include "metrics.h"
+#include "plan.h"
+
+struct reclaim_target_settings {
+        char *name; /* first: set by config_parse_instances() */
+        char *cgroup;
+        struct reclaim_level high;
+        struct reclaim_level target;
+        uint64_t min_file;
+        uint64_t step;
+        usec_t interval;
+        char *pressure_level; /* v1 memory.pressure_level level */
+        char *psi;            /* v2 PSI trigger */
+};
+
+enum target_state {
+        TARGET_MISSING,
+        TARGET_OK,
+        TARGET_RECLAIMING,
+        TARGET_UNREACHABLE,
+        TARGET_UNLIMITED,
+        TARGET_ERROR,
+        _TARGET_STATE_MAX,
+        _TARGET_STATE_INVALID = -EINVAL,
+};
+
+enum wake_source {
+        WAKE_THRESHOLD, /* v1 usage threshold */
+        WAKE_PRESSURE,  /* v1 memory.pressure_level */
+        WAKE_PSI,       /* v2 memory.pressure trigger */
+        WAKE_EVENTS,    /* v2 memory.events changed */
+        WAKE_TIMER,     /* the safety net */
+        WAKE_START,     /* attaching */
+        _WAKE_SOURCE_MAX,
+};
+
+struct reclaim_metrics {
+        struct metric_family *limit, *usage, *file, *anon, *state;                /* gauges */
+        struct metric_family *reclaims, *bytes, *steps, *unreachable, *wakeups;  /* counters */
+        struct metric_family *step_errors, *lowered_hits;
+        struct metric_family *reaction, *step_seconds;                           /* histograms */
+};
+
+/* What every target shares: the loop, the metrics, where originals are recorded. */
+struct reclaim_ctx {
+        sd_event *event;
+        char *record_dir; /* state-dir/reclaim */
+        struct reclaim_metrics metrics;
+        /* Called after a target's state changed (the module sums them up). */
+        void (*state_changed)(void *userdata);
+        void *userdata;
+};
+
+struct reclaim_target;
+
+/* settings are copied. pod_uid non-NULL: the cgroup is found by the pod's uid (settings->cgroup
+ * unused); pod names the pod for logs ("namespace/name"). */
+int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
+                       const char *pod_uid, const char *pod, struct reclaim_target **ret);
+/* Restores any lowered limit, forgets the record, closes every source. */
+struct reclaim_target *reclaim_target_free(struct reclaim_target *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct reclaim_target *, reclaim_target_free);
+
+int reclaim_target_start(struct reclaim_target *t);
+/* Applies new settings (same name); re-arms everything. */
+int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_settings *settings);
+
+const char *reclaim_target_name(const struct reclaim_target *t);
+const char *reclaim_target_pod_uid(const struct reclaim_target *t);
+const struct reclaim_target_settings *reclaim_target_settings(const struct reclaim_target *t);
+enum target_state reclaim_target_state(const struct reclaim_target *t);
+cJSON *reclaim_target_to_json(struct reclaim_target *t);
+/* Refreshes the gauges of this target (collector). */
+void reclaim_target_collect(struct reclaim_target *t);
+
+/* At start: puts back every original limit recorded under record_dir (a crash mid-step) and
+ * removes the records. Returns how many limits were restored; logs each. */
+int reclaim_restore_leftovers(struct reclaim_ctx *ctx);
+
+int reclaim_settings_copy(const struct reclaim_target_settings *s, struct reclaim_target_settings *ret);
+void reclaim_settings_done(struct reclaim_target_settings *s);
+bool reclaim_settings_equal(const struct reclaim_target_settings *a, const struct reclaim_target_settings *b);
+
+const char *target_state_to_string(enum target_state s);
+const char *wake_source_to_string(enum wake_source s);

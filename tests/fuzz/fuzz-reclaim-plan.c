@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* reclaim's levels (pod annotations pinion.io/reclaim-high/-target reach reclaim_parse_level
+ * unfiltered) and its plan over any sample: whatever the input, a step never asks for more
+ * than the cache above min-file, never lowers a limit below anon + min(file, min-file) +
+ * headroom, and never goes below target. Input: "HIGH\nTARGET\nmin_file step limit usage file". */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "plan.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        char *text = malloc(size + 1);
+        if (!text)
+                return 0;
+        memcpy(text, data, size);
+        text[size] = 0;
+
+        char *save = NULL;
+        char *high_s = strtok_r(text, "\n", &save), *target_s = strtok_r(NULL, "\n", &save);
+        char *nums = strtok_r(NULL, "", &save);
+        struct reclaim_level high, target;
+        const char *reason = NULL;
+        uint64_t min_file = 0, step = 0, limit = 0, usage = 0, file = 0;
+
+        if (!high_s || !target_s || reclaim_parse_level(high_s, &high, &reason) < 0 ||
+            reclaim_parse_level(target_s, &target, &reason) < 0) {
+                free(text);
+                return 0;
+        }
+        if (nums)
+                (void) sscanf(nums, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, &min_file, &step, &limit,
+                              &usage, &file);
+        struct reclaim_bounds b;
+        if (reclaim_bounds_resolve(&high, &target, min_file, step, limit, &b, &reason) >= 0) {
+                if (file > usage)
+                        file = usage;
+                struct memcg_sample s = { .limit = limit, .usage = usage, .file = file, .anon = usage - file };
+                for (int ep = 0; ep < 2; ep++) {
+                        struct reclaim_step p;
+                        reclaim_plan(&b, &s, ep, &p);
+                        if (!reclaim_verdict_to_string(p.verdict))
+                                abort();
+                        if (p.verdict != RECLAIM_STEP)
+                                continue;
+                        uint64_t keep = file < b.min_file ? file : b.min_file;
+                        if (p.amount == 0 || p.amount > b.step || p.amount > file - keep ||
+                            p.new_limit != usage - p.amount || p.new_limit < b.target ||
+                            p.new_limit < s.anon || p.new_limit - s.anon < keep ||
+                            p.new_limit - s.anon - keep < b.headroom)
+                                abort();
+                }
+        }
+        free(text);
+        return 0;
+}

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/* reclaim's pure decisions (plan.c) and the cgroup path rules (memcg.c) without any cgroup. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "memcg.h"
+#include "plan.h"
+
+#define MiB (UINT64_C(1) << 20)
+
+static struct reclaim_level pct(unsigned p) {
+        return (struct reclaim_level) { .is_percent = true, .percent = p };
+}
+
+static struct reclaim_level bytes(uint64_t b) {
+        return (struct reclaim_level) { .bytes = b };
+}
+
+static struct reclaim_bounds bounds(uint64_t limit, unsigned high, unsigned target, uint64_t min_file, uint64_t step) {
+        struct reclaim_bounds b;
+        const char *reason = NULL;
+        struct reclaim_level h = pct(high), t = pct(target);
+        assert_int_equal(reclaim_bounds_resolve(&h, &t, min_file, step, limit, &b, &reason), 0);
+        return b;
+}
+
+static struct memcg_sample sample(uint64_t usage, uint64_t file) {
+        return (struct memcg_sample) { .limit = 64 * MiB, .usage = usage, .file = file, .anon = usage - file };
+}
+
+static void test_parse_level(_unused_ void **state) {
+        struct reclaim_level l;
+        const char *reason = NULL;
+
+        assert_int_equal(reclaim_parse_level("90%", &l, &reason), 0);
+        assert_true(l.is_percent);
+        assert_int_equal(l.percent, 90);
+        assert_int_equal(reclaim_parse_level("900M", &l, &reason), 0);
+        assert_false(l.is_percent);
+        assert_true(l.bytes == 900 * MiB);
+        const char *bad[] = { "0%", "101%", "0", "lots", "", "-5M", "%", "50%%" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                reason = NULL;
+                assert_int_equal(reclaim_parse_level(bad[i], &l, &reason), -EINVAL);
+                assert_non_null(reason);
+        }
+}
+
+static void test_resolve(_unused_ void **state) {
+        struct reclaim_bounds b;
+        const char *reason = NULL;
+        struct reclaim_level h = pct(90), t = pct(80), hb = bytes(40 * MiB), tb = bytes(50 * MiB);
+        uint64_t v;
+
+        b = bounds(64 * MiB, 75, 50, 4 * MiB, 32 * MiB);
+        assert_true(b.high == 48 * MiB && b.target == 32 * MiB && b.headroom == 1 * MiB);
+        /* No overflow for huge limits. */
+        assert_int_equal(reclaim_level_resolve(&h, UINT64_C(1) << 62, &v), 0);
+        assert_true(v > (UINT64_C(1) << 61) && v < (UINT64_C(1) << 62));
+        /* Percentages of no limit cannot be resolved; sizes can. */
+        assert_int_equal(reclaim_bounds_resolve(&h, &t, 0, 0, UINT64_MAX, &b, &reason), -ERANGE);
+        assert_non_null(strstr(reason, "no memory limit"));
+        assert_int_equal(reclaim_bounds_resolve(&tb, &hb, 0, 0, UINT64_MAX, &b, &reason), 0);
+        assert_true(b.step == UINT64_MAX && b.high == 50 * MiB);
+        /* target >= high, high > limit */
+        assert_int_equal(reclaim_bounds_resolve(&hb, &tb, 0, 0, UINT64_MAX, &b, &reason), -EINVAL);
+        assert_int_equal(reclaim_bounds_resolve(&tb, &hb, 0, 0, 45 * MiB, &b, &reason), -EINVAL);
+        assert_non_null(strstr(reason, "above the cgroup's limit"));
+}
+
+static void test_plan_idle_and_step(_unused_ void **state) {
+        struct reclaim_bounds b = bounds(64 * MiB, 75, 50, 4 * MiB, 8 * MiB);
+        struct reclaim_step p;
+        struct memcg_sample s = sample(40 * MiB, 36 * MiB);
+
+        reclaim_plan(&b, &s, false, &p);
+        assert_int_equal(p.verdict, RECLAIM_IDLE);
+        assert_false(p.partial);
+
+        /* At high with mostly cache: a bounded step toward target, limit = usage - step. */
+        s = sample(50 * MiB, 46 * MiB);
+        reclaim_plan(&b, &s, false, &p);
+        assert_int_equal(p.verdict, RECLAIM_STEP);
+        assert_true(p.goal == 32 * MiB);
+        assert_true(p.amount == 8 * MiB);
+        assert_true(p.new_limit == 42 * MiB);
+        assert_false(p.last);
+
+        /* The last step reaches the goal exactly. */
+        s = sample(38 * MiB, 34 * MiB);
+        reclaim_plan(&b, &s, true, &p);
+        assert_int_equal(p.verdict, RECLAIM_STEP);
+        assert_true(p.amount == 6 * MiB && p.new_limit == 32 * MiB && p.last);
+
+        /* In an episode, below the goal is done. */
+        s = sample(31 * MiB, 27 * MiB);
+        reclaim_plan(&b, &s, true, &p);
+        assert_int_equal(p.verdict, RECLAIM_DONE);
+}
+
+static void test_plan_never_below_the_floor(_unused_ void **state) {
+        struct reclaim_bounds b = bounds(64 * MiB, 75, 50, 4 * MiB, 64 * MiB);
+        struct reclaim_step p;
+
+        /* 40 MiB anon: the floor is 40 + 4 + 1 = 45 MiB, above target: reclaim to the floor
+         * only, and say the target is unreachable. */
+        struct memcg_sample s = sample(50 * MiB, 10 * MiB);
+        reclaim_plan(&b, &s, false, &p);
+        assert_int_equal(p.verdict, RECLAIM_STEP);
+        assert_true(p.partial);
+        assert_true(p.floor == 45 * MiB && p.goal == 45 * MiB);
+        assert_true(p.new_limit == 45 * MiB && p.amount == 5 * MiB);
+        assert_true(p.new_limit >= s.anon + b.min_file);
+
+        /* 46 MiB anon: the floor (51) is above high: leave it alone. */
+        s = sample(50 * MiB, 4 * MiB);
+        reclaim_plan(&b, &s, false, &p);
+        assert_int_equal(p.verdict, RECLAIM_UNREACHABLE);
+        assert_int_equal(p.amount, 0);
+
+        /* Cache at or below min-file is never taken. */
+        b = bounds(64 * MiB, 60, 10, 16 * MiB, 64 * MiB);
+        s = sample(40 * MiB, 16 * MiB);
+        reclaim_plan(&b, &s, false, &p);
+        assert_int_equal(p.verdict, RECLAIM_UNREACHABLE);
+
+        /* Property: for every sample, a step never asks for more than the cache above
+         * min-file and never lowers the limit below anon + min-file. */
+        b = bounds(64 * MiB, 80, 40, 8 * MiB, 16 * MiB);
+        for (uint64_t usage = 0; usage <= 64 * MiB; usage += MiB / 2)
+                for (uint64_t file = 0; file <= usage; file += MiB / 2) {
+                        s = sample(usage, file);
+                        for (int ep = 0; ep < 2; ep++) {
+                                reclaim_plan(&b, &s, ep, &p);
+                                if (p.verdict != RECLAIM_STEP)
+                                        continue;
+                                assert_true(p.amount > 0);
+                                assert_true(p.amount <= b.step);
+                                assert_true(file > b.min_file && p.amount <= file - b.min_file);
+                                assert_true(p.new_limit >= s.anon + MIN(file, b.min_file) + b.headroom);
+                                assert_true(p.new_limit >= b.target);
+                                assert_true(p.new_limit < b.high || ep);
+                        }
+                }
+}
+
+static void test_path_normalize(_unused_ void **state) {
+        const struct {
+                const char *in, *out;
+        } good[] = {
+                { "/", "/" }, { "a", "/a" }, { "//a//b/", "/a/b" }, { "/kubepods/burstable/podx", "/kubepods/burstable/podx" },
+                { "/a.b/..c", "/a.b/..c" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                char *p = NULL;
+                assert_int_equal(memcg_path_normalize(good[i].in, &p), 0);
+                assert_string_equal(p, good[i].out);
+                free(p);
+        }
+        const char *bad[] = { "", "/a/../b", "..", "/./a" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                char *p = NULL;
+                assert_int_equal(memcg_path_normalize(bad[i], &p), -EINVAL);
+                assert_null(p);
+        }
+}
+
+static void test_pod_dir(_unused_ void **state) {
+        const char *uid = "3f2a1c9e-0b1d-4c6e-9a7b-000000000001";
+        assert_true(memcg_is_pod_dir("pod3f2a1c9e-0b1d-4c6e-9a7b-000000000001", uid));
+        assert_true(memcg_is_pod_dir("kubepods-burstable-pod3f2a1c9e_0b1d_4c6e_9a7b_000000000001.slice", uid));
+        assert_true(memcg_is_pod_dir("kubepods-pod3f2a1c9e_0b1d_4c6e_9a7b_000000000001.slice", uid));
+        assert_true(memcg_is_pod_dir("pod3f2a1c9e_0b1d_4c6e_9a7b_000000000001.slice", uid));
+        assert_false(memcg_is_pod_dir("pod3f2a1c9e-0b1d-4c6e-9a7b-0000000000012", uid));
+        assert_false(memcg_is_pod_dir("xpod3f2a1c9e_0b1d_4c6e_9a7b_000000000001.slice", uid));
+        assert_false(memcg_is_pod_dir("pod3f2a1c9e-0b1d-4c6e-9a7b-000000000001.slice", uid));
+        assert_false(memcg_is_pod_dir("pod", ""));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_parse_level),
+                cmocka_unit_test(test_resolve),
+                cmocka_unit_test(test_plan_idle_and_step),
+                cmocka_unit_test(test_plan_never_below_the_floor),
+                cmocka_unit_test(test_path_normalize),
+                cmocka_unit_test(test_pod_dir),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
