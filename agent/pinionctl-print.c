@@ -388,6 +388,28 @@ int print_status(const cJSON *root) {
         return print_table(header, keys, ELEMENTSOF(header), json_get(root, "modules"));
 }
 
+int print_registrations(const cJSON *root) {
+        static const char *const header[] = { "POD", "STATE", "ENDPOINT", "ZNODE", "LAST CHANGE", "LAST ERROR" };
+        static const char *const keys[] = { "pod", "state", "endpoint", "znode", "last_change", "last_error" };
+
+        print_field_json("session:", json_get(root, "session"));
+        print_field_json("session id:", json_get(root, "session_id"));
+        print_field_json("drained:", json_get(root, "drained"));
+        printf("\n");
+        return print_table(header, keys, ELEMENTSOF(header), json_get(root, "registrations"));
+}
+
+int print_drain(const cJSON *root) {
+        const cJSON *n = json_get(root, "stopping");
+
+        if (cJSON_IsNumber(n))
+                printf("%.0f registrations marked STOPPING; removed after %.0fms; no new registrations until undrain\n",
+                       n->valuedouble, json_num(root, "drain_delay_ms"));
+        else
+                printf("undrained: ready pods are registered again\n");
+        return EXIT_OK;
+}
+
 int print_pods(const cJSON *root) {
         static const char *const header[] = { "NAMESPACE", "NAME", "READY", "PHASE", "IP", "SOURCE" };
         static const char *const keys[] = { "namespace", "name", "ready", "phase", "ips", "source" };

@@ -39,6 +39,10 @@ int print_status(const cJSON *root);
 int print_pods(const cJSON *root);
 /* /v1/pods/NS/NAME: the pod's fields, conditions, annotations and a table of its ports. */
 int print_pod(const cJSON *pod);
+/* /v1/registrations: the session, then one row per registration. */
+int print_registrations(const cJSON *root);
+/* POST /v1/registrations/drain or undrain: what the agent did. */
+int print_drain(const cJSON *root);
 /* /v1/reclaim: the module's state, then one row per watched cgroup (sizes in K/M/G). */
 int print_reclaim(const cJSON *root);
 

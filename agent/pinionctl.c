@@ -63,6 +63,8 @@ static void help(FILE *f) {
                 "  configs                 the config bundles and their versions\n"
                 "  wait-config NAME        wait until config NAME is in place (--timeout, default 30s)\n"
                 "  registrations           the ZooKeeper ServerSet registrations\n"
+                "  drain                   mark this node's registrations STOPPING, then remove them\n"
+                "  undrain                 register ready pods again after a drain\n"
                 "  reclaim                 the memory reclaim groups\n"
                 "  metrics                 the Prometheus metrics, as text\n\n"
                 "Options:\n"
@@ -192,9 +194,9 @@ static int report_curl_error(const struct options *o, CURL *c, CURLcode code, co
         return curl_code_is_unreachable(code) ? EXIT_UNREACHABLE : EXIT_AGENT;
 }
 
-/* GETs path from the agent. Returns an exit status; on EXIT_OK *ret holds the answer, whatever
- * its HTTP status. */
-static int agent_get(const struct options *o, const char *path, usec_t timeout, struct response *ret) {
+/* GETs (or POSTs, with an empty body) path from the agent. Returns an exit status; on EXIT_OK
+ * *ret holds the answer, whatever its HTTP status. */
+static int agent_request(const struct options *o, bool post, const char *path, usec_t timeout, struct response *ret) {
         _cleanup_(curl_easy_cleanupp) CURL *c = NULL;
         _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
@@ -215,7 +217,8 @@ static int agent_get(const struct options *o, const char *path, usec_t timeout, 
             curl_easy_setopt(c, CURLOPT_USERAGENT, "pinionctl/" PACKAGE_VERSION) != CURLE_OK ||
             curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf) != CURLE_OK ||
             curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_cb) != CURLE_OK ||
-            curl_easy_setopt(c, CURLOPT_WRITEDATA, &r) != CURLE_OK) {
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, &r) != CURLE_OK ||
+            (post && curl_easy_setopt(c, CURLOPT_POSTFIELDS, "") != CURLE_OK)) {
                 fprintf(stderr, "pinionctl: failed to set up libcurl\n");
                 return EXIT_AGENT;
         }
@@ -228,6 +231,10 @@ static int agent_get(const struct options *o, const char *path, usec_t timeout, 
         (void) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
         *ret = r;
         return EXIT_OK;
+}
+
+static int agent_get(const struct options *o, const char *path, usec_t timeout, struct response *ret) {
+        return agent_request(o, false, path, timeout, ret);
 }
 
 /* Reports a non-2xx answer: the agent's {"error": ...} if it sent one. */
@@ -462,6 +469,27 @@ static int verb_metrics(const struct options *o, _unused_ const struct verb *v, 
         return EXIT_OK;
 }
 
+/* zkreg: POST /v1/registrations/drain (or undrain) and print the answer. */
+static int verb_drain(const struct options *o, const struct verb *v, _unused_ char **args, _unused_ int n_args) {
+        _cleanup_(response_done) struct response r = {};
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        int k;
+
+        k = agent_request(o, true, v->path, request_timeout(o), &r);
+        if (k != EXIT_OK)
+                return k;
+        if (!status_ok(r.status))
+                return report_agent_error(&r, v->path);
+        root = r.body ? cJSON_Parse(r.body) : NULL;
+        if (!root) {
+                fprintf(stderr, "pinionctl: %s: the agent answered %ld with no valid JSON\n", v->path, r.status);
+                return EXIT_AGENT;
+        }
+        if (o->json)
+                return print_json(root);
+        return print_drain(root);
+}
+
 static const struct verb verbs[] = {
         { "health", 0, 0, verb_health, NULL, NULL },
         { "status", 0, 0, verb_show, "/v1/status", print_status },
@@ -469,7 +497,9 @@ static const struct verb verbs[] = {
         { "identity", 0, 0, verb_show, "/v1/identity", print_identity },
         { "configs", 0, 0, verb_show, "/v1/configs", print_configs },
         { "wait-config", 1, 1, verb_wait_config, NULL, NULL },
-        { "registrations", 0, 0, verb_show, "/v1/registrations", print_generic },
+        { "registrations", 0, 0, verb_show, "/v1/registrations", print_registrations },
+        { "drain", 0, 0, verb_drain, "/v1/registrations/drain", NULL },
+        { "undrain", 0, 0, verb_drain, "/v1/registrations/undrain", NULL },
         { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_reclaim },
         { "metrics", 0, 0, verb_metrics, NULL, NULL },
 };

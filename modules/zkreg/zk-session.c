@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "fsutil.h"
 #include "log.h"
 #include "zk-session.h"
 
@@ -17,6 +19,9 @@ struct zk_session {
         sd_event *event;
         char *host; /* servers + chroot, as zookeeper_init wants it */
         usec_t session_timeout;
+        clientid_t resume;
+        bool have_resume, no_restart;
+        char *state_file;
         zhandle_t *zh;
         enum zk_session_state state;
         int64_t session_id;
@@ -31,6 +36,7 @@ struct zk_session {
         sd_event_source *kick;    /* deferred re-arm after operations were queued */
         sd_event_source *restart; /* deferred close + reopen after expiry */
         bool in_process;
+        bool close_pending; /* zk_session_close() was called from inside zookeeper_process() */
 
         zk_session_state_fn fn;
         void *userdata;
@@ -145,6 +151,50 @@ static void session_set_error(struct zk_session *s, const char *error) {
         s->last_error = error ? strdup(error) : NULL;
 }
 
+static void session_save_state(struct zk_session *s, const clientid_t *id) {
+        char text[64 + 2 * sizeof(id->passwd)];
+        _cleanup_free_ char *dir = NULL;
+        int n, r;
+
+        if (!s->state_file)
+                return;
+        n = snprintf(text, sizeof(text), "%016llx ", (unsigned long long) id->client_id);
+        for (size_t i = 0; i < sizeof(id->passwd); i++)
+                n += snprintf(text + n, sizeof(text) - (size_t) n, "%02x", (unsigned char) id->passwd[i]);
+        n += snprintf(text + n, sizeof(text) - (size_t) n, "\n");
+        r = path_split(s->state_file, &dir, NULL);
+        if (r >= 0)
+                r = mkdir_p(dir, 0700);
+        if (r >= 0)
+                r = write_file_atomic(s->state_file, text, (size_t) n, 0600, (uid_t) -1, (gid_t) -1);
+        if (r < 0)
+                log_module_warning_errno(MODULE, r, "Cannot save the session to %s (a restart after a crash will "
+                                         "leave the old members until the session timeout): %m", s->state_file);
+}
+
+int zk_session_load_state(const char *path, clientid_t *ret) {
+        _cleanup_free_ char *data = NULL;
+        unsigned long long sid;
+        char hex[2 * sizeof(ret->passwd) + 1];
+        clientid_t id = {};
+        int r;
+
+        r = read_file_full(path, 4096, &data, NULL);
+        if (r < 0)
+                return r;
+        if (sscanf(data, "%16llx %32s", &sid, hex) != 2 || strlen(hex) != 2 * sizeof(id.passwd) || sid == 0)
+                return -EINVAL;
+        for (size_t i = 0; i < sizeof(id.passwd); i++) {
+                unsigned v;
+                if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+                        return -EINVAL;
+                id.passwd[i] = (char) v;
+        }
+        id.client_id = (int64_t) sid;
+        *ret = id;
+        return 0;
+}
+
 /* The client's session watcher: runs inside zookeeper_process(). */
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
         struct zk_session *s = ctx;
@@ -158,6 +208,8 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
                 if (sid != s->session_id) {
                         s->session_id = sid;
                         s->generation++;
+                        if (id)
+                                session_save_state(s, id);
                 }
                 session_set_error(s, NULL);
                 session_set_state(s, ZK_SESSION_CONNECTED);
@@ -171,7 +223,7 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
                 session_set_error(s, state == ZOO_EXPIRED_SESSION_STATE ? "session expired by the server"
                                                                          : "authentication failed");
                 session_set_state(s, ZK_SESSION_EXPIRED);
-                if (s->restart)
+                if (s->restart && !s->no_restart)
                         (void) sd_event_source_set_enabled(s->restart, SD_EVENT_ONESHOT);
         }
 }
@@ -201,6 +253,8 @@ static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
         s->in_process = true;
         (void) zookeeper_process(s->zh, events);
         s->in_process = false;
+        if (s->close_pending)
+                zk_session_close(s);
         session_rearm(s);
         return 0;
 }
@@ -218,6 +272,8 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         s->in_process = true;
         (void) zookeeper_process(s->zh, 0);
         s->in_process = false;
+        if (s->close_pending)
+                zk_session_close(s);
         session_rearm(s);
         return 0;
 }
@@ -250,7 +306,7 @@ static void session_rearm(struct zk_session *s) {
         if (rc == ZINVALIDSTATE) {
                 /* Expired or auth failed: the restart source takes it from here; no IO. */
                 io_drop(s);
-                if (s->restart)
+                if (s->restart && !s->no_restart)
                         (void) sd_event_source_set_enabled(s->restart, SD_EVENT_ONESHOT);
                 return;
         }
@@ -295,7 +351,9 @@ static int session_open(struct zk_session *s) {
 
         s->session_id = 0;
         errno = 0;
-        s->zh = zookeeper_init2(s->host, session_watcher, ms, NULL, s, 0, zk_log_callback);
+        s->zh = zookeeper_init2(s->host, session_watcher, ms, s->have_resume ? &s->resume : NULL, s, 0,
+                                zk_log_callback);
+        s->have_resume = false; /* a new handle after expiry starts a new session */
         if (!s->zh) {
                 int r = errno > 0 ? -errno : -EINVAL;
                 char buf[256];
@@ -354,6 +412,13 @@ int zk_session_new(sd_event *e, const struct zk_session_config *config, zk_sessi
         s->io_fd = -1;
         s->session_timeout = config->session_timeout;
         s->state = ZK_SESSION_CONNECTING;
+        s->no_restart = config->no_restart;
+        if (config->resume) {
+                s->resume = *config->resume;
+                s->have_resume = true;
+        }
+        if (config->state_file && !(s->state_file = strdup(config->state_file)))
+                return -ENOMEM;
         if (asprintf(&s->host, "%s%s", config->servers,
                      config->chroot && !streq(config->chroot, "/") ? config->chroot : "") < 0) {
                 s->host = NULL;
@@ -385,7 +450,18 @@ int zk_session_new(sd_event *e, const struct zk_session_config *config, zk_sessi
 void zk_session_close(struct zk_session *s) {
         if (!s || s->state == ZK_SESSION_CLOSED)
                 return;
+        if (s->in_process) {
+                /* Not from inside the client's own call: right after it returns. */
+                s->close_pending = true;
+                return;
+        }
+        s->close_pending = false;
         session_close_handle(s);
+        if (s->state_file && s->session_id != 0) {
+                /* Closed cleanly: nothing left for a successor to end. */
+                if (unlink(s->state_file) < 0 && errno != ENOENT)
+                        log_module_warning_errno(MODULE, -errno, "Cannot remove %s: %m", s->state_file);
+        }
         s->timer = sd_event_source_disable_unref(s->timer);
         (void) sd_event_source_set_enabled(s->restart, SD_EVENT_OFF);
         session_set_error(s, NULL);
@@ -402,6 +478,7 @@ struct zk_session *zk_session_free(struct zk_session *s) {
         s->restart = sd_event_source_disable_unref(s->restart);
         sd_event_unref(s->event);
         free(s->host);
+        free(s->state_file);
         free(s->last_error);
         free(s);
         return NULL;

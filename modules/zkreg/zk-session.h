@@ -47,7 +47,18 @@ struct zk_session_config {
         const char *servers;   /* "h1:p1,h2:p2" */
         const char *chroot;    /* "/pinion" or NULL */
         usec_t session_timeout;
+        /* Resume this session instead of starting one (the server says EXPIRED if it is gone). */
+        const clientid_t *resume;
+        /* Do not open a new session after expiry: stay EXPIRED (for a one-shot resume). */
+        bool no_restart;
+        /* Where to keep the established session's id and password (0600, written on every new
+         * session, removed by zk_session_close()), so that the next agent can end a session a
+         * killed one left behind — and with it that agent's members — at once. NULL: nowhere. */
+        const char *state_file;
 };
+
+/* Reads a state_file written by a session: -ENOENT if there is none, -EINVAL if garbled. */
+int zk_session_load_state(const char *path, clientid_t *ret);
 
 /* Opens a handle and starts connecting (the first transition comes from the loop). */
 int zk_session_new(sd_event *e, const struct zk_session_config *config, zk_session_state_fn fn,
@@ -56,7 +67,8 @@ int zk_session_new(sd_event *e, const struct zk_session_config *config, zk_sessi
 struct zk_session *zk_session_free(struct zk_session *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct zk_session *, zk_session_free);
 
-/* Ends the session (the server deletes our ephemeral nodes at once) → CLOSED. */
+/* Ends the session (the server deletes our ephemeral nodes at once) → CLOSED. Called from a
+ * completion or watcher (inside zookeeper_process()), it takes effect when that returns. */
 void zk_session_close(struct zk_session *s);
 
 enum zk_session_state zk_session_state(const struct zk_session *s);

@@ -2,10 +2,11 @@
 /* zkreg: registers ready, healthy pods in ZooKeeper as ServerSet members over one
  * single-threaded ZooKeeper session on the loop (zk-session.c), and publishes that session's
  * node watches to other modules (FACT_ZOOKEEPER, zk-watch.c). The registrations themselves
- * land next. */
+ * are in registry.c, health checks in health.c, the ServerSet format in serverset.c. */
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config.h"
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "manager.h"
 #include "module.h"
+#include "registry.h"
 #include "zk-session.h"
 #include "zk-watch.h"
 
@@ -32,12 +34,17 @@ struct zkreg {
         struct zkreg_settings *settings;
         struct zk_session *session;
         struct zk_watches *watches;
+        struct registry *registry;
         struct zookeeper_fact fact;
         bool published;
         bool collector_added;
         bool routes_added;
         bool stopping;
         sd_event_source *sync_timer; /* READY=1 does not wait for a ZooKeeper that is away */
+        char *state_file;            /* <state-dir>/zkreg/session: our session, for a successor */
+        struct zk_session *reaper;   /* ends the session a killed predecessor left behind */
+        int64_t reap_id;
+        sd_event_source *reap_timer, *reap_done;
         struct metric_family *m_session_state, *m_session_transitions;
 };
 
@@ -98,6 +105,11 @@ static struct zkreg *zkreg_free_data(struct zkreg *z) {
         if (!z)
                 return NULL;
         z->sync_timer = sd_event_source_disable_unref(z->sync_timer);
+        z->reap_timer = sd_event_source_disable_unref(z->reap_timer);
+        z->reap_done = sd_event_source_disable_unref(z->reap_done);
+        z->reaper = zk_session_free(z->reaper);
+        free(z->state_file);
+        z->registry = registry_free(z->registry);
         z->session = zk_session_free(z->session); /* closes the handle: no watcher fires after */
         z->watches = zk_watches_free(z->watches);
         config_object_free(zkreg_keys, z->settings);
@@ -158,6 +170,7 @@ static void on_session_state(struct zk_session *s, enum zk_session_state old, en
         for (enum zk_session_state i = 0; i < _ZK_SESSION_STATE_MAX; i++)
                 (void) metric_set(z->m_session_state, i == new ? 1 : 0, zk_session_state_to_string(i));
         zk_watches_session_changed(z->watches, new);
+        registry_session_changed(z->registry, old, new);
         zkreg_update_state(z);
 }
 
@@ -181,6 +194,8 @@ static void collect_zkreg(struct metrics *metrics, void *userdata) {
 
         (void) metrics;
         (void) z;
+        if (z && z->registry)
+                registry_collect_metrics(z->registry);
 }
 
 static int zkreg_register_metrics(struct zkreg *z) {
@@ -203,6 +218,79 @@ static int zkreg_register_metrics(struct zkreg *z) {
         return 0;
 }
 
+/* ---- the predecessor's session ----
+ * An agent killed with -9 leaves its session (and members) alive until the session timeout; a
+ * restarted agent would register next to them. So each agent keeps its session's id and
+ * password in <state-dir>/zkreg/session; the next one resumes that session if it still lives
+ * and closes it, which deletes the old members at once. */
+
+static int on_reap_done(sd_event_source *src, void *userdata) {
+        struct zkreg *z = userdata;
+        (void) src;
+        z->reap_timer = sd_event_source_disable_unref(z->reap_timer);
+        z->reaper = zk_session_free(z->reaper);
+        return 0;
+}
+
+static void on_reaper_state(struct zk_session *s, enum zk_session_state old, enum zk_session_state new,
+                            void *userdata) {
+        struct zkreg *z = userdata;
+
+        (void) old;
+        if (new == ZK_SESSION_CONNECTED) {
+                if (zk_session_id(s) == z->reap_id)
+                        log_module_info(MODULE, "Closing session 0x%llx left by the previous agent: its members go now",
+                                        (unsigned long long) z->reap_id);
+                zk_session_close(s);
+        } else if (new == ZK_SESSION_EXPIRED) {
+                log_module_debug(MODULE, "The previous agent's session 0x%llx has already expired",
+                                 (unsigned long long) z->reap_id);
+                (void) sd_event_source_set_enabled(z->reap_done, SD_EVENT_ONESHOT);
+        } else if (new == ZK_SESSION_CLOSED)
+                (void) sd_event_source_set_enabled(z->reap_done, SD_EVENT_ONESHOT);
+}
+
+static int on_reap_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct zkreg *z = userdata;
+        (void) src;
+        (void) usec;
+        log_module_debug(MODULE, "Giving up on the previous agent's session 0x%llx (it expires by itself)",
+                         (unsigned long long) z->reap_id);
+        return on_reap_done(NULL, z);
+}
+
+static void zkreg_reap_previous(struct zkreg *z, const char *servers) {
+        struct manager *m = z->mi->manager;
+        clientid_t id;
+        int r;
+
+        r = zk_session_load_state(z->state_file, &id);
+        if (r == -ENOENT)
+                return;
+        if (r < 0) {
+                log_module_warning_errno(MODULE, r, "Ignoring %s: %m", z->state_file);
+                return;
+        }
+        z->reap_id = id.client_id;
+        struct zk_session_config cfg = {
+                .servers = servers,
+                .chroot = z->settings->chroot,
+                .session_timeout = z->settings->session_timeout,
+                .resume = &id,
+                .no_restart = true,
+        };
+        if (sd_event_add_defer(m->event, &z->reap_done, on_reap_done, z) < 0 ||
+            sd_event_add_time_relative(m->event, &z->reap_timer, CLOCK_MONOTONIC, z->settings->session_timeout + 5 * USEC_PER_SEC,
+                                       0, on_reap_timeout, z) < 0 ||
+            zk_session_new(m->event, &cfg, on_reaper_state, z, &z->reaper) < 0) {
+                log_module_warning(MODULE, "Cannot try to close the previous agent's session 0x%llx; its members expire by themselves",
+                                   (unsigned long long) z->reap_id);
+                z->reap_timer = sd_event_source_disable_unref(z->reap_timer);
+                return;
+        }
+        (void) sd_event_source_set_enabled(z->reap_done, SD_EVENT_OFF);
+}
+
 static int zkreg_open_session(struct zkreg *z) {
         struct manager *m = z->mi->manager;
         _cleanup_free_ char *servers = NULL;
@@ -219,10 +307,16 @@ static int zkreg_open_session(struct zkreg *z) {
                         strcat(servers, ",");
                 strcat(servers, *sv);
         }
+        if (!z->state_file && asprintf(&z->state_file, "%s/zkreg/session", m->settings.state_dir) < 0) {
+                z->state_file = NULL;
+                return -ENOMEM;
+        }
+        zkreg_reap_previous(z, servers);
         struct zk_session_config cfg = {
                 .servers = servers,
                 .chroot = z->settings->chroot,
                 .session_timeout = z->settings->session_timeout,
+                .state_file = z->state_file,
         };
         r = zk_session_new(m->event, &cfg, on_session_state, z, &z->session);
         if (r < 0)
@@ -233,6 +327,86 @@ static int zkreg_open_session(struct zkreg *z) {
                         return r;
         }
         return 0;
+}
+
+/* ---- API: /v1/registrations ---- */
+
+/* The routes stay registered for the daemon's life (the API has no removal): they look the
+ * module up through its instance, which outlives them. */
+static struct zkreg *zkreg_from_api(void *userdata) {
+        struct module_instance *mi = userdata;
+        struct zkreg *z = mi->data;
+        return z && z->registry ? z : NULL;
+}
+
+static int api_registrations(struct api_request *req, void *userdata) {
+        struct zkreg *z = zkreg_from_api(userdata);
+        cJSON *list = NULL, *body;
+        char sid[32];
+        int r;
+
+        if (!z)
+                return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        r = registry_list_json(z->registry, &list);
+        if (r < 0)
+                return api_reply_error(req, 500, "cannot list registrations: %s", strerror(-r));
+        body = cJSON_CreateObject();
+        snprintf(sid, sizeof(sid), "0x%llx", (unsigned long long) zk_session_id(z->session));
+        if (!body || !cJSON_AddItemToObject(body, "registrations", list) ||
+            !cJSON_AddStringToObject(body, "session", zk_session_state_to_string(zk_session_state(z->session))) ||
+            !cJSON_AddStringToObject(body, "session_id", sid) ||
+            !cJSON_AddBoolToObject(body, "drained", registry_drained(z->registry))) {
+                if (body && !cJSON_GetObjectItem(body, "registrations"))
+                        cJSON_Delete(list);
+                cJSON_Delete(body);
+                return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 200, body);
+}
+
+static int api_drain(struct api_request *req, void *userdata) {
+        struct zkreg *z = zkreg_from_api(userdata);
+        cJSON *body;
+
+        if (!z)
+                return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        size_t n = registry_drain(z->registry);
+        body = cJSON_CreateObject();
+        if (!body || !cJSON_AddNumberToObject(body, "stopping", (double) n) ||
+            !cJSON_AddNumberToObject(body, "drain_delay_ms", (double) (z->settings->drain_delay / USEC_PER_MSEC))) {
+                cJSON_Delete(body);
+                return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 200, body);
+}
+
+static int api_undrain(struct api_request *req, void *userdata) {
+        struct zkreg *z = zkreg_from_api(userdata);
+        cJSON *body;
+
+        if (!z)
+                return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        registry_undrain(z->registry);
+        body = cJSON_CreateObject();
+        if (!body || !cJSON_AddBoolToObject(body, "drained", false)) {
+                cJSON_Delete(body);
+                return api_reply_error(req, 500, "out of memory");
+        }
+        return api_reply_json(req, 200, body);
+}
+
+static const struct api_route zkreg_routes[] = {
+        { "GET", "/v1/registrations", api_registrations, false },
+        { "POST", "/v1/registrations/drain", api_drain, true },
+        { "POST", "/v1/registrations/undrain", api_undrain, true },
+};
+
+static struct registry_config registry_config_from(const struct zkreg_settings *s) {
+        return (struct registry_config) {
+                .write_qps = s->write_qps,
+                .drain_delay = s->drain_delay,
+                .flap_damping = s->flap_damping,
+        };
 }
 
 static int zkreg_start(struct module_instance *mi) {
@@ -252,11 +426,21 @@ static int zkreg_start(struct module_instance *mi) {
         if (r < 0)
                 return r;
 
+        struct registry_config rc = registry_config_from(z->settings);
+        r = registry_new(m, z->session, &rc, &z->registry);
+        if (r < 0)
+                return r;
         if (!z->collector_added) {
                 r = metrics_add_collector(m->metrics, collect_zkreg, mi);
                 if (r < 0)
                         return r;
                 z->collector_added = true;
+        }
+        if (!z->routes_added && m->api) {
+                r = api_add_routes(m->api, zkreg_routes, ELEMENTSOF(zkreg_routes), mi);
+                if (r < 0)
+                        return r;
+                z->routes_added = true;
         }
 
         z->fact = (struct zookeeper_fact) {
@@ -304,7 +488,18 @@ static int zkreg_reload(struct module_instance *mi, struct config *c, char **ret
         }
         config_object_free(zkreg_keys, z->settings);
         z->settings = s;
+        struct registry_config rc = registry_config_from(s);
+        registry_set_config(z->registry, &rc);
         return 0;
+}
+
+static void on_registry_drained(struct registry *r, void *userdata) {
+        struct zkreg *z = userdata;
+
+        (void) r;
+        /* Every node of ours is deleted: close the session, so nothing of ours lingers. */
+        zk_session_close(z->session);
+        module_stopped(z->mi);
 }
 
 static int zkreg_stop(struct module_instance *mi) {
@@ -318,8 +513,17 @@ static int zkreg_stop(struct module_instance *mi) {
                 (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
                 z->published = false;
         }
-        zk_session_close(z->session);
-        return 0;
+        if (zk_session_state(z->session) != ZK_SESSION_CONNECTED) {
+                /* Nothing can be deleted now; closing the handle ends what it can. */
+                registry_abandon(z->registry);
+                zk_session_close(z->session);
+                return 0;
+        }
+        if (registry_shutdown(z->registry, on_registry_drained, z) == 0) {
+                zk_session_close(z->session);
+                return 0;
+        }
+        return 1;
 }
 
 static int zkreg_status(struct module_instance *mi, cJSON *obj) {
@@ -342,7 +546,7 @@ static int zkreg_status(struct module_instance *mi, cJSON *obj) {
         if (zk_session_last_error(z->session) &&
             !cJSON_AddStringToObject(obj, "session_error", zk_session_last_error(z->session)))
                 return -ENOMEM;
-        return 0;
+        return registry_status(z->registry, obj);
 }
 
 static void zkreg_free(struct module_instance *mi) {

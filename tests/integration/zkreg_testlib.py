@@ -187,27 +187,58 @@ class ZkStandalone:
 
 
 class ZkEnsemble:
-    """n servers on loopback, each with its client, quorum and election port."""
+    """n servers on loopback, each with its client, quorum and election port.
+
+    Ports are picked free and then released before java binds them, so a test running at the
+    same time may take one in between; start() checks every server's log for a bind failure
+    (a server without its election port could not take part in the next election) and starts
+    over on fresh ports."""
 
     def __init__(self, n=3, **kw):
+        self.n, self.kw = n, kw
         self.dir = tempfile.mkdtemp(prefix="zkreg-ens-")
-        peers = {i: (free_port(), free_port()) for i in range(1, n + 1)}
+        self.servers = {}
+        self.attempt = 0
+
+    def _make(self):
+        self.attempt += 1
+        peers = {i: (free_port(), free_port()) for i in range(1, self.n + 1)}
         self.servers = {}
         for i in peers:
-            root = os.path.join(self.dir, f"zk{i}")
+            root = os.path.join(self.dir, f"try{self.attempt}", f"zk{i}")
             os.makedirs(root)
-            self.servers[i] = ZkServer(root, free_port(), myid=i, peers=peers, **kw)
+            self.servers[i] = ZkServer(root, free_port(), myid=i, peers=peers, **self.kw)
 
     @property
     def hosts(self):
         return ",".join(s.hostport for s in self.servers.values())
 
-    def start(self, timeout=90):
+    def _bind_failed(self):
         for s in self.servers.values():
-            s.start()
-        for s in self.servers.values():
-            s.wait_serving(timeout)
-        return self
+            text = s.log_tail(400)
+            if "BindException" in text or "Address already in use" in text:
+                return True
+        return False
+
+    def start(self, timeout=90, attempts=3):
+        for _ in range(attempts):
+            self._make()
+            for s in self.servers.values():
+                s.start()
+            try:
+                for s in self.servers.values():
+                    s.wait_serving(timeout)
+                deadline = time.time() + timeout
+                while self.leader() is None and time.time() < deadline:
+                    time.sleep(0.1)
+                if self.leader() is not None and not self._bind_failed():
+                    return self
+            except (RuntimeError, TimeoutError):
+                pass
+            for s in self.servers.values():
+                s.stop()
+        raise RuntimeError("could not start a ZooKeeper ensemble: " +
+                           " | ".join(s.log_tail(5) for s in self.servers.values()))
 
     def leader(self):
         for i, s in self.servers.items():
@@ -229,3 +260,103 @@ def kazoo_client(hosts, timeout=10):
     c = KazooClient(hosts=hosts, timeout=timeout)
     c.start(timeout=30)
     return c
+
+
+def members(kz, path):
+    """{child: parsed JSON} of the member_ nodes under path (empty if the path is missing)."""
+    import json
+    from kazoo.exceptions import NoNodeError
+    out = {}
+    try:
+        children = kz.get_children(path)
+    except NoNodeError:
+        return out
+    for c in children:
+        if not c.startswith("member_"):
+            continue
+        try:
+            data, _ = kz.get(f"{path}/{c}")
+        except NoNodeError:
+            continue
+        out[c] = json.loads(data)
+    return out
+
+
+def member_raw(kz, path):
+    """[(child, raw bytes, stat)] of the member_ nodes under path."""
+    from kazoo.exceptions import NoNodeError
+    out = []
+    try:
+        children = sorted(kz.get_children(path))
+    except NoNodeError:
+        return out
+    for c in children:
+        if c.startswith("member_"):
+            try:
+                data, stat = kz.get(f"{path}/{c}")
+            except NoNodeError:
+                continue
+            out.append((c, data, stat))
+    return out
+
+
+def endpoints(kz, path):
+    """Sorted list of "host:port" of the members under path (duplicates kept)."""
+    return sorted(f'{m["serviceEndpoint"]["host"]}:{m["serviceEndpoint"]["port"]}'
+                  for m in members(kz, path).values())
+
+
+class Prometheus:
+    """Debian's prometheus with a serverset_sd_configs job, on a loopback port."""
+
+    def __init__(self, zk_hosts, paths, binary="/usr/bin/prometheus"):
+        self.dir = tempfile.mkdtemp(prefix="zkreg-prom-")
+        self.port = free_port()
+        servers = ", ".join(f"'{h}'" for h in zk_hosts.split(","))
+        plist = ", ".join(f"'{p}'" for p in paths)
+        with open(os.path.join(self.dir, "prometheus.yml"), "w") as f:
+            f.write("global:\n  scrape_interval: 1h\n  evaluation_interval: 1h\n"
+                    "scrape_configs:\n"
+                    "  - job_name: serverset\n"
+                    "    serverset_sd_configs:\n"
+                    f"      - servers: [{servers}]\n"
+                    f"        paths: [{plist}]\n"
+                    "        timeout: 10s\n")
+        self.log = open(os.path.join(self.dir, "prometheus.log"), "wb")
+        self.proc = subprocess.Popen(
+            PDEATHSIG + [binary, f"--config.file={self.dir}/prometheus.yml",
+                         f"--storage.tsdb.path={self.dir}/data",
+                         f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def targets(self):
+        """The discovered targets' __address__ (active targets, sorted), or None if not up."""
+        import json
+        import urllib.request
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/targets?state=active",
+                                        timeout=2) as r:
+                doc = json.load(r)
+        except OSError:
+            return None
+        return sorted(t["discoveredLabels"]["__address__"] for t in doc["data"]["activeTargets"])
+
+    def active(self):
+        import json
+        import urllib.request
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/targets?state=active", timeout=2) as r:
+            return json.load(r)["data"]["activeTargets"]
+
+    def close(self):
+        try:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            self.log.close()
+        finally:
+            if os.environ.get("PINION_KEEP_TMP") != "1":
+                shutil.rmtree(self.dir, ignore_errors=True)

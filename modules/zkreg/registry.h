@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The registrations: one per pod with pinion.io/serverset, reconciled against ZooKeeper.
+ *
+ * Each registration has a wanted side (is the pod registrable: Ready, every pod gate open,
+ * health checks passing, an IP and a port; and the ServerSet data) and a known side (our
+ * member znode, the data written there, and whether a create's outcome is unknown). One step
+ * function compares them and issues at most one operation at a time; writes go through the
+ * token bucket (write-qps). Registration state machine, as shown by /v1/registrations:
+ *
+ *   unready        not registrable; last_error says why (not Ready, gate, health, no IP, ...)
+ *   pending        wants to be registered (or updated/removed) and waits: session down,
+ *                  token bucket, backoff after an error, flap damping
+ *   registering    a create (or the check of an uncertain create) is in flight
+ *   registered     our member znode holds the wanted data
+ *   stopping       drained: the data says STOPPING; removed after drain-delay
+ *   deregistering  a delete is in flight
+ *
+ * No duplicates: after a connection loss during a create, the step lists the path and adopts
+ * a member whose ephemeralOwner is our session and whose endpoint is ours, instead of creating
+ * again. After expiry the old session's nodes are gone with it; members are created anew. */
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "api.h"
+#include "macro.h"
+#include "zk-session.h"
+
+struct manager;
+struct registry;
+
+enum reg_state {
+        REG_UNREADY,
+        REG_PENDING,
+        REG_REGISTERING,
+        REG_REGISTERED,
+        REG_STOPPING,
+        REG_DEREGISTERING,
+        _REG_STATE_MAX,
+        _REG_STATE_INVALID = -EINVAL,
+};
+
+const char *reg_state_to_string(enum reg_state s);
+
+struct registry_config {
+        double write_qps;
+        usec_t drain_delay;
+        usec_t flap_damping;
+};
+
+int registry_new(struct manager *m, struct zk_session *session, const struct registry_config *config,
+                 struct registry **ret);
+struct registry *registry_free(struct registry *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct registry *, registry_free);
+
+void registry_set_config(struct registry *r, const struct registry_config *config);
+void registry_session_changed(struct registry *r, enum zk_session_state old, enum zk_session_state new);
+
+/* Shutdown: deregister everything now (no damping, no token wait). Returns 0 if nothing of ours
+ * is left in ZooKeeper, else 1 and calls done once that is so (or the session is lost). */
+typedef void (*registry_done_fn)(struct registry *r, void *userdata);
+int registry_shutdown(struct registry *r, registry_done_fn done, void *userdata);
+/* Shutdown without a session: forget everything (the session's close removes our nodes). */
+void registry_abandon(struct registry *r);
+
+/* Drain: mark every registered entry STOPPING, remove it after drain-delay, and register
+ * nothing until undrained. Returns how many entries were marked. */
+size_t registry_drain(struct registry *r);
+void registry_undrain(struct registry *r);
+bool registry_drained(const struct registry *r);
+
+/* /v1/registrations */
+int registry_list_json(struct registry *r, cJSON **ret);
+int registry_status(struct registry *r, cJSON *obj);
+void registry_collect_metrics(struct registry *r);

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The ServerSet member format (DESIGN.md), as Finagle, Aurora, Synapse and Prometheus'
+ * serverset_sd read it:
+ *   {"serviceEndpoint":{"host":IP,"port":N},
+ *    "additionalEndpoints":{"name":{"host":IP,"port":N},...},
+ *    "status":"ALIVE","shard":N}
+ * serverset_build() derives it from a pod; serverset_parse() reads one back (the agent reads
+ * the members it finds under a path to recognise its own after a connection loss). Pure code:
+ * no logging. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pods.h"
+
+#define ANNOTATION_SERVERSET "pinion.io/serverset"
+#define ANNOTATION_PORT "pinion.io/port"
+#define ANNOTATION_SHARD "pinion.io/shard"
+
+struct serverset_member {
+        char host[64];
+        uint16_t port;
+        char status[16]; /* "ALIVE", "STOPPING", ... (truncated if longer) */
+        int64_t shard;   /* -1 if absent */
+};
+
+/* Builds the member data for pod p with the given status ("ALIVE" or "STOPPING"). Returns the
+ * JSON text in *ret_json and "host:port" in *ret_endpoint. -EADDRNOTAVAIL (no IP yet), -EINVAL
+ * (bad annotation, unknown port name, no port) with *ret_error saying why. */
+int serverset_build(const struct pod *p, const char *status, char **ret_json, char **ret_endpoint, char **ret_error);
+
+/* Parses member data of any origin (size bytes, not NUL-terminated). -EINVAL if it is not a
+ * ServerSet member with a serviceEndpoint of a host string and a port in 1..65535. */
+int serverset_parse(const char *data, size_t size, struct serverset_member *ret);
+
+/* Checks a pinion.io/serverset value: an absolute ZooKeeper path, no trailing '/', no empty,
+ * "." or ".." segment, no control characters. */
+bool serverset_path_valid(const char *path);
