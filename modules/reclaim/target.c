@@ -29,6 +29,13 @@ struct reclaim_target {
         char *pod_cgroup_id; /* what the kubelet names its cgroup by: the uid, or a static pod's config hash */
         char *cgroup;        /* the path in use (found by uid for pods) */
         char *record_path;   /* state-dir/reclaim/<name>.json */
+        /* state-dir/reclaim/<name>.lowered: the lowered limit written last, rewritten in place
+         * (one pwrite, no fsync: a kill -9 keeps it in the page cache, and a machine crash
+         * takes the cgroups with it) before each lowering write. It tells a restore whether the
+         * limit in force is still ours, or someone else's to leave alone. */
+        char *lowered_path;
+        int lowered_fd;
+        uint64_t last_lowered; /* 0: unknown */
 
         struct memcg *cg;
         uint64_t cg_inode; /* of the directory we attached to (0: unknown) */
@@ -227,9 +234,49 @@ static int record_write(struct reclaim_target *t, uint64_t limit) {
         return 0;
 }
 
+static uint64_t page_size(void) {
+        long p = sysconf(_SC_PAGESIZE);
+        return p > 0 ? (uint64_t) p : 4096;
+}
+
+/* The value we are about to lower the limit to, before the write. On failure the value is
+ * unknown (0): a restore then takes any limit below the original for ours. */
+static void note_lowered(struct reclaim_target *t, uint64_t value) {
+        char buf[24];
+        int n = snprintf(buf, sizeof(buf), "%020" PRIu64 "\n", value);
+        if (t->lowered_fd < 0)
+                t->lowered_fd = open(t->lowered_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (t->lowered_fd < 0 || pwrite(t->lowered_fd, buf, (size_t) n, 0) != n) {
+                log_target_debug(t, "Failed to note the lowered limit in %s: %m", t->lowered_path);
+                t->last_lowered = 0;
+                return;
+        }
+        t->last_lowered = value;
+}
+
+static int read_lowered(const char *path, uint64_t *ret) {
+        _cleanup_free_ char *text = NULL;
+        int r = read_file_full(path, 64, &text, NULL);
+        if (r < 0)
+                return r;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (errno != 0 || end == text || (*end != 0 && *end != '\n'))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
 /* Forgets the record: only once the original is in place or the cgroup is gone. */
 static void record_remove(struct reclaim_target *t) {
-        if (!t->recorded_limit || t->limit_lowered)
+        if (t->limit_lowered || !t->lowered_path || (!t->recorded_limit && t->lowered_fd < 0))
+                return; /* still needed, or nothing of ours (a record of another cgroup stays) */
+        t->lowered_fd = safe_close(t->lowered_fd);
+        if (unlink(t->lowered_path) < 0 && errno != ENOENT)
+                log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->lowered_path);
+        t->last_lowered = 0;
+        if (!t->recorded_limit)
                 return;
         if (unlink(t->record_path) < 0 && errno != ENOENT) {
                 log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->record_path);
@@ -291,6 +338,14 @@ static int restore_limit(struct reclaim_target *t) {
                 return 0;
         }
         r = memcg_read_limit(cg, &cur);
+        if (r >= 0 && cur < t->recorded_limit && !reclaim_limit_is_ours(cur, t->recorded_limit, t->last_lowered, page_size())) {
+                /* Someone set another limit since our write: theirs stays. */
+                log_target_info(t, "memory.limit_in_bytes of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, not restoring %" PRIu64,
+                                t->cgroup, cur, t->last_lowered, t->recorded_limit);
+                t->restore_failed = false;
+                t->limit_lowered = false;
+                return 0;
+        }
         if (r >= 0 && cur >= t->recorded_limit)
                 r = 0; /* the original (or more) is in force already */
         else
@@ -334,6 +389,8 @@ static void record_load(struct reclaim_target *t) {
         }
         log_target_info(t, "Recorded original limit %" PRIu64 " of %s found: restoring it before anything else", limit,
                         t->cgroup);
+        if (read_lowered(t->lowered_path, &t->last_lowered) < 0)
+                t->last_lowered = 0;
         t->recorded_limit = limit;
         t->limit_lowered = true;
 }
@@ -366,14 +423,29 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                         (void) unlinkat(dfd, de->d_name, 0);
                         continue;
                 }
+                /* The sibling .lowered: the value we wrote last (absent: unknown). */
+                _cleanup_free_ char *lowered = NULL;
+                uint64_t written = 0;
+                if (asprintf(&lowered, "%.*s.lowered", (int) (len - 5), de->d_name) < 0)
+                        lowered = NULL;
+                if (lowered) {
+                        _cleanup_free_ char *lp = path_join(ctx->record_dir, lowered);
+                        if (!lp || read_lowered(lp, &written) < 0)
+                                written = 0;
+                }
                 int ro = memcg_open(cgroup, &cg);
                 int rr = ro >= 0 ? memcg_read_limit(cg, &cur) : 0;
-                switch (reclaim_leftover_action(ro, rr, cur, want)) {
+                switch (reclaim_leftover_action(ro, rr, cur, want, written, page_size())) {
                 case LEFTOVER_KEEP:
                         log_module_error_errno(MODULE, ro < 0 ? ro : rr,
                                                "Cannot %s cgroup %s to check the limit recorded in %s, keeping the record: %m",
                                                ro < 0 ? "open" : "read", cgroup, de->d_name);
                         continue;
+                case LEFTOVER_NOT_OURS:
+                        log_module_info(MODULE, "The memory limit of %s is %" PRIu64 ", not the %" PRIu64
+                                        " an interrupted reclaim wrote: set by someone else since, not restoring %" PRIu64,
+                                        cgroup, cur, written, want);
+                        break;
                 case LEFTOVER_FORGET:
                         if (ro == -ENOENT)
                                 log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
@@ -400,6 +472,8 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                 case _LEFTOVER_ACTION_MAX:
                         continue;
                 }
+                if (lowered)
+                        (void) unlinkat(dfd, lowered, 0);
                 (void) unlinkat(dfd, de->d_name, 0);
         }
         closedir(d);
@@ -739,6 +813,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
         if (t->cg->version == MEMCG_V1) {
                 t->limit_lowered = true; /* from the write on, ours may be in force */
+                note_lowered(t, p.new_limit);
                 r = memcg_set_limit(t->cg, p.new_limit);
                 int q = restore_limit(t); /* at once, also after a failure */
                 if (r >= 0 && q < 0)
@@ -927,6 +1002,7 @@ int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_sett
                 return -ENOMEM;
         t->ctx = ctx;
         t->state = TARGET_MISSING;
+        t->lowered_fd = -EBADF;
         /* After a hard error: 1 s, doubling up to 5 min; a healthy 10 min starts again at 1 s. */
         backoff_init(&t->err_backoff,
                      &(const struct backoff_config) { .initial = USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
@@ -947,6 +1023,10 @@ int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_sett
         if ((pod_uid ? asprintf(&t->record_path, "%s/pod-%s.json", ctx->record_dir, pod_uid)
                      : asprintf(&t->record_path, "%s/%s.json", ctx->record_dir, settings->name)) < 0) {
                 t->record_path = NULL;
+                return -ENOMEM;
+        }
+        if (asprintf(&t->lowered_path, "%.*s.lowered", (int) (strlen(t->record_path) - 5), t->record_path) < 0) {
+                t->lowered_path = NULL;
                 return -ENOMEM;
         }
         *ret = TAKE_PTR(t);
@@ -972,6 +1052,8 @@ struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
         free(t->pod);
         free(t->cgroup);
         free(t->record_path);
+        free(t->lowered_path);
+        safe_close(t->lowered_fd);
         free(t->record_error);
         free(t->reason);
         free(t);

@@ -155,8 +155,12 @@ def test_kill9_mid_stream_then_restart_restores_the_limit(agent_factory, memcg_f
         w.wait()
     record = os.path.join(a.state_dir, "reclaim", "kill.json")
     assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+    # The value of the last lowering write, noted before it (a restore puts back only that).
+    lowered = int(open(os.path.join(a.state_dir, "reclaim", "kill.lowered")).read())
+    assert 0 < lowered < LIMIT, lowered
     a.start()
     wait_until(lambda: g.limit() == LIMIT)
+    assert not os.path.exists(os.path.join(a.state_dir, "reclaim", "kill.lowered"))
     assert target(a, "kill")["state"] in ("ok", "reclaiming")
 
 
@@ -177,6 +181,27 @@ def test_restart_restores_a_limit_left_lowered(agent_factory, memcg_factory):
     a.wait_log(r"Restored the memory limit of %s to %d \(was %d" % (g.name, LIMIT, 40 * MiB))
     a.wait_log(r"Ignoring unreadable record")
     assert target(a, "left")["state"] == "ok"
+
+
+def test_a_restore_puts_back_only_a_limit_that_is_still_ours(agent_factory, memcg_factory):
+    """A crash left records: where the limit is still the one we wrote, the original comes back;
+    where someone set another limit since, theirs stays."""
+    ours = memcg_factory("ours", 40 * MiB)
+    theirs = memcg_factory("theirs", 44 * MiB)
+    a = agent_factory(config=section("ours", ours.name), start=False)
+    _write_record(a, "ours", ours.name, LIMIT)
+    _write_record(a, "theirs", theirs.name, LIMIT)
+    d = os.path.join(a.state_dir, "reclaim")
+    for name in ("ours", "theirs"):
+        with open(os.path.join(d, name + ".lowered"), "w") as f:
+            f.write("%020d\n" % (40 * MiB + 1000))  # the kernel keeps it rounded down to a page
+    a.start()
+    assert ours.limit() == LIMIT
+    assert theirs.limit() == 44 * MiB
+    a.wait_log(r"The memory limit of %s is %d, not the %d an interrupted reclaim wrote: set by someone else"
+               % (theirs.name, 44 * MiB, 40 * MiB + 1000))
+    a.wait_log(r"Restored the memory limit of %s to %d \(was %d" % (ours.name, LIMIT, 40 * MiB))
+    assert os.listdir(d) == []
 
 
 def test_no_limit_is_touched_when_the_original_cannot_be_recorded(agent_factory, memcg_factory, stream_dir):
@@ -424,12 +449,14 @@ def test_sizes_work_without_a_limit(agent_factory, memcg_factory, stream_dir):
     assert g.limit() == unlimited
     record = os.path.join(a.state_dir, "reclaim", "sizes.json")
     assert json.load(open(record)) == {"cgroup": g.name, "limit": "max"}
-    # A crash between lowering and restoring: the next start lifts the limit again.
+    # A crash between lowering and restoring (the limit is the last value written, as noted in
+    # sizes.lowered): the next start lifts the limit again.
     a.kill9()
-    g.write("memory.limit_in_bytes", 100 * MiB)
+    lowered = int(open(os.path.join(a.state_dir, "reclaim", "sizes.lowered")).read())
+    g.write("memory.limit_in_bytes", lowered)
     a.start()
     assert g.limit() == unlimited
-    a.wait_log(r"Restored the memory limit of %s to max \(was %d" % (g.name, 100 * MiB))
+    a.wait_log(r"Restored the memory limit of %s to max \(was %d" % (g.name, lowered - lowered % 4096))
 
 
 def test_pod_opts_in_by_annotation(agent_factory, memcg_factory, stream_dir):
