@@ -168,10 +168,17 @@ static int write_temp(int fd, const void *data, size_t size, mode_t mode, uid_t 
 }
 
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid) {
+        return write_file_atomic_full(path, data, size, mode, uid, gid, NULL);
+}
+
+int write_file_atomic_full(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid,
+                           bool *ret_renamed) {
         _cleanup_free_ char *dir = NULL, *base = NULL, *tmp = NULL;
         _cleanup_close_ int dfd = -EBADF, fd = -EBADF;
         int r;
 
+        if (ret_renamed)
+                *ret_renamed = false;
         if (isempty(path) || (!data && size > 0))
                 return -EINVAL;
         if (path[strlen(path) - 1] == '/')
@@ -204,6 +211,8 @@ int write_file_atomic(const char *path, const void *data, size_t size, mode_t mo
                 return r;
         }
 
+        if (ret_renamed)
+                *ret_renamed = true;
         /* The rename itself is only durable once the directory is. */
         return fsync_fd(dfd);
 }

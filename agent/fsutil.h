@@ -18,6 +18,12 @@
 
 /* uid/gid (uid_t)-1 / (gid_t)-1 keep the current owner. */
 int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid);
+/* The same, telling the two kinds of failure apart: *ret_renamed false, nothing changed;
+ * *ret_renamed true, the new content is in place for every reader and only the directory's fsync
+ * failed (the rename may not survive a power loss). A caller that must not roll back what is
+ * already visible uses this. */
+int write_file_atomic_full(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid,
+                           bool *ret_renamed);
 /* Reads a whole file, at most max_size bytes (-EFBIG if larger); adds a NUL after the data. */
 int read_file_full(const char *path, size_t max_size, char **ret_data, size_t *ret_size);
 /* mkdir -p with mode for the directories it creates. */

@@ -83,20 +83,41 @@ static char *bundle_state_path(const struct bundle *b) {
         return p;
 }
 
+/* What verified the published tree: the sha256 of the raw public key (hex), "" without one.
+ * Saved with the state and compared at start, so a public-key added or rotated while the
+ * daemon was down is enforced (no 304 against a tree no key checked). */
+static int key_fingerprint(EVP_PKEY *key, char ret[65]) {
+        uint8_t raw[64], digest[32];
+        size_t n = sizeof(raw);
+
+        if (!key) {
+                ret[0] = 0;
+                return 0;
+        }
+        if (EVP_PKEY_get_raw_public_key(key, raw, &n) != 1 || !EVP_Digest(raw, n, digest, NULL, EVP_sha256(), NULL))
+                return -EIO;
+        sha256_to_hex(digest, ret);
+        return 0;
+}
+
 static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manifest_size) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
-        char sha[65];
+        char sha[65], fp[65];
         int r;
 
         if (!o || !path)
                 return -ENOMEM;
+        r = key_fingerprint(b->public_key, fp);
+        if (r < 0)
+                return r;
         sha256_to_hex(b->manifest_sha256, sha);
         if (!cJSON_AddStringToObject(o, "url", b->settings->url) ||
             !cJSON_AddStringToObject(o, "dest", b->settings->dest) ||
             !cJSON_AddStringToObject(o, "version_dir", b->version_dir) ||
             !json_add_string_or_null(o, "etag", b->etag) || !cJSON_AddStringToObject(o, "manifest_sha256", sha) ||
             !cJSON_AddNumberToObject(o, "published", (double) b->published) ||
+            !cJSON_AddStringToObject(o, "public_key_sha256", fp) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
             !cJSON_AddItemToObject(o, "manifest", cJSON_CreateStringReference("")))
                 return -ENOMEM;
         /* The manifest's exact bytes (JSON-escaped): a string keeps them whole. */
@@ -117,9 +138,10 @@ static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t
 static void bundle_load_state(struct bundle *b) {
         _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
         _cleanup_(cJSON_Deletep) cJSON *o = NULL;
-        const cJSON *url, *dest, *dir, *etag, *sha, *man, *pub;
+        const cJSON *url, *dest, *dir, *etag, *sha, *man, *pub, *key, *ca;
         _cleanup_(manifest_freep) struct manifest *m = NULL;
         uint8_t digest[32], declared[32];
+        char fp[65];
         size_t size;
 
         if (!path || read_file_full(path, STATE_MAX_SIZE, &text, &size) < 0)
@@ -132,11 +154,19 @@ static void bundle_load_state(struct bundle *b) {
         sha = cJSON_GetObjectItemCaseSensitive(o, "manifest_sha256");
         man = cJSON_GetObjectItemCaseSensitive(o, "manifest");
         pub = cJSON_GetObjectItemCaseSensitive(o, "published");
+        key = cJSON_GetObjectItemCaseSensitive(o, "public_key_sha256");
+        ca = cJSON_GetObjectItemCaseSensitive(o, "ca_file");
         if (!cJSON_IsString(url) || !cJSON_IsString(dest) || !cJSON_IsString(dir) || !cJSON_IsString(sha) ||
             !cJSON_IsString(man) || !streq(url->valuestring, b->settings->url) ||
             !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||
             sha256_from_hex(sha->valuestring, declared) < 0)
                 return bundle_debug(b, "state file does not describe the published tree, ignoring it");
+        /* A state file from before public-key/ca-file were recorded counts as "no key, system CAs". */
+        if (key_fingerprint(b->public_key, fp) < 0 || !streq(cJSON_IsString(key) ? key->valuestring : "", fp) ||
+            !streq_ptr(cJSON_IsString(ca) ? ca->valuestring : NULL, b->settings->ca_file))
+                return bundle_info(b, "public-key or ca-file changed since the published tree was verified: "
+                                      "it stays (last known good) but counts as unverified until the manifest is "
+                                      "fetched and checked again in full");
         size = strlen(man->valuestring);
         if (!EVP_Digest(man->valuestring, size, digest, NULL, EVP_sha256(), NULL) || memcmp(digest, declared, 32) != 0 ||
             manifest_parse(man->valuestring, size, &m, NULL) < 0)
@@ -153,6 +183,7 @@ static void bundle_load_state(struct bundle *b) {
                 b->published = (usec_t) pub->valuedouble;
         manifest_free(b->manifest);
         b->manifest = TAKE_PTR(m);
+        b->verified = true;
 }
 
 /* ---- scheduling ---- */
@@ -290,15 +321,24 @@ static void on_run_done(struct runner *r, const struct runner_result *res, void 
         }
 }
 
+static int env_push(char ***env, const char *key, const char *value) {
+        char *s = NULL;
+        if (asprintf(&s, "%s=%s", key, value) < 0)
+                return -ENOMEM;
+        if (strv_push(env, s) < 0) {
+                free(s);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static void bundle_trigger_on_change(struct bundle *b) {
         _cleanup_strv_free_ char **env = NULL;
-        char *s = NULL;
 
         if (!b->runner)
                 return;
-        if (asprintf(&s, "PINION_CONFIG=%s", b->name) < 0 || strv_push(&env, s) < 0 ||
-            asprintf(&s, "PINION_CONFIG_DIR=%s", b->settings->dest) < 0 || strv_push(&env, s) < 0 ||
-            asprintf(&s, "PINION_CONFIG_VERSION=%s", strempty(b->version)) < 0 || strv_push(&env, s) < 0)
+        if (env_push(&env, "PINION_CONFIG", b->name) < 0 || env_push(&env, "PINION_CONFIG_DIR", b->settings->dest) < 0 ||
+            env_push(&env, "PINION_CONFIG_VERSION", strempty(b->version)) < 0)
                 return bundle_warning(b, "on-change: out of memory");
         if (runner_trigger(b->runner, env) < 0)
                 bundle_warning(b, "on-change: cannot arm its timer");
@@ -332,22 +372,30 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 return;
         }
         case FETCH_NOT_MODIFIED:
+                /* Only asked with the ETag of a manifest checked under the current settings. */
+                b->verified = true;
                 b->n_not_modified++;
                 (void) metric_inc(mt->not_modified, b->name);
                 bundle_debug(b, "not modified");
                 break;
-        case FETCH_SAME:
+        case FETCH_SAME: {
+                /* The same bytes (and their signature checked, with public-key): the state file
+                 * changes only if the ETag did; rewriting (and fsyncing) a manifest of up to
+                 * MANIFEST_MAX_SIZE on every poll would stall the loop for nothing. */
+                bool etag_changed = !streq_ptr(b->etag, o->etag);
                 free(b->etag);
                 b->etag = TAKE_PTR(o->etag);
-                bundle_debug(b, "manifest unchanged");
-                if (b->version_dir)
-                        (void) bundle_save_state(b, o->manifest_text, o->manifest_size);
+                b->verified = true;
+                bundle_debug(b, "manifest unchanged%s", etag_changed ? " (new ETag)" : "");
+                if (b->version_dir && etag_changed && bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
+                        bundle_warning(b, "cannot save its state (the next start downloads the manifest again)");
                 break;
+        }
         case FETCH_CHANGED:
                 free(b->etag);
                 b->etag = TAKE_PTR(o->etag);
                 free(b->version);
-                b->version = strdup(o->manifest->version);
+                b->version = strdup(o->manifest->version); /* NULL (unknown) if out of memory: logged as such */
                 free(b->version_dir);
                 b->version_dir = TAKE_PTR(o->version_dir);
                 memcpy(b->manifest_sha256, o->manifest_sha256, 32);
@@ -357,6 +405,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 manifest_free(b->manifest);
                 b->manifest = TAKE_PTR(o->manifest);
                 b->present = true;
+                b->verified = true;
                 b->published = now_usec(CLOCK_REALTIME);
                 b->last_change = b->published;
                 b->n_changes++;
@@ -364,8 +413,12 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                         bundle_warning(b, "cannot save its state (the next start downloads it again)");
                 bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
                             "%.3fs, of which %.3fs fsync and swap)",
-                            b->version, b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
+                            b->version ? b->version : "(unknown)", b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
                             (double) o->total_usec / USEC_PER_SEC, (double) o->publish_usec / USEC_PER_SEC);
+                if (o->files_damaged > 0)
+                        bundle_warning(b, "%u unchanged file(s) were missing or no longer matched their size, mode "
+                                          "or sha256 in the published version (changed in place?) and were "
+                                          "downloaded again", o->files_damaged);
                 bundle_trigger_on_change(b);
                 break;
         case _FETCH_RESULT_MAX:
@@ -403,6 +456,7 @@ static void bundle_sync(struct bundle *b) {
         /* What is published now decides what may be skipped: the cache describes it or goes. */
         r = atomic_dir_current(b->settings->dest, &current);
         if (r < 0 || !streq_ptr(current, b->version_dir)) {
+                bool was_present = b->present;
                 if (b->have_sha)
                         bundle_warning(b, "the published tree in %s changed behind our back, syncing from scratch",
                                        b->settings->dest);
@@ -411,6 +465,16 @@ static void bundle_sync(struct bundle *b) {
                 b->version_dir = r >= 0 ? TAKE_PTR(current) : NULL;
                 b->version = mfree(b->version);
                 b->present = r >= 0;
+                b->verified = false;
+                if (b->present != was_present) {
+                        if (b->present)
+                                bundle_info(b, "a version appeared in %s (not ours): present, unverified until the next sync",
+                                            b->settings->dest);
+                        else
+                                bundle_warning(b, "no version is published in %s any more (%s gone): not present",
+                                               b->settings->dest, ATOMIC_DIR_DATA);
+                        configsync_bundle_changed(b->cs, b, true);
+                }
         }
 
         r = manager_http(bundle_manager(b), &http);
@@ -539,13 +603,22 @@ int bundle_update(struct bundle *b, size_t index) {
                 bundle_info(b, "source changed: the next sync is a full one");
                 b->fetch = fetch_free(b->fetch);
                 bundle_forget_cache(b);
+                b->verified = false;
                 backoff_reset(&b->backoff);
         }
         if (!streq_ptr(old->zk_version_node, s->zk_version_node))
                 bundle_unwatch(b);
-        if (runner_changed && !runner_running(b->runner))
+        if (runner_changed && !runner_running(b->runner)) {
+                /* Idle, but maybe in its quiescence window: the pending run goes to the new
+                 * runner (with a fresh window), it is not lost. */
+                bool pending = runner_pending(b->runner);
                 r = bundle_make_runner(b);
-        else if (runner_changed) {
+                if (r >= 0 && pending && b->runner) {
+                        bundle_info(b, "on-change changed while a run was pending: the new command runs instead");
+                        bundle_trigger_on_change(b);
+                } else if (r >= 0 && pending)
+                        bundle_info(b, "on-change removed while a run was pending: nothing runs");
+        } else if (runner_changed) {
                 bundle_info(b, "on-change changed while the old command runs: the new one takes over when it ends");
                 b->runner_stale = true;
         }
@@ -596,6 +669,10 @@ cJSON *bundle_to_json(const struct bundle *b) {
         cJSON_AddStringToObject(o, "url", b->settings->url);
         cJSON_AddStringToObject(o, "dest", b->settings->dest);
         cJSON_AddBoolToObject(o, "signed", b->public_key != NULL);
+        /* The published tree was checked (manifest, signature with public-key, every file) under
+         * the current settings; false for a tree found at start without a matching state file or
+         * kept across a change of url/dest/ca-file/public-key until the next good sync. */
+        cJSON_AddBoolToObject(o, "verified", b->present && b->verified);
         json_add_time(o, "published", b->published);
         if (b->present && b->published)
                 cJSON_AddNumberToObject(o, "age_seconds",

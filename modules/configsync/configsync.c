@@ -84,6 +84,17 @@ static struct configsync_settings *configsync_settings_free(struct configsync_se
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct configsync_settings *, configsync_settings_free);
 
+/* True if path is dir or inside it (absolute paths as config_parse_path leaves them; trailing
+ * slashes ignored). */
+static bool path_within(const char *path, const char *dir) {
+        size_t n = strlen(dir), m = strlen(path);
+        while (n > 1 && dir[n - 1] == '/')
+                n--;
+        while (m > 1 && path[m - 1] == '/')
+                m--;
+        return m >= n && strncmp(path, dir, n) == 0 && (m == n || path[n] == '/');
+}
+
 static int configsync_parse(struct config *c, struct configsync_settings **ret, char **ret_error) {
         _cleanup_(configsync_settings_freep) struct configsync_settings *s = calloc(1, sizeof(*s));
         int r;
@@ -118,10 +129,19 @@ static int configsync_parse(struct config *c, struct configsync_settings **ret, 
                         if (r < 0)
                                 return r == -ENOMEM ? r : config_section_error(c, section, ret_error, "on-change: %s", reason);
                 }
-                for (size_t j = 0; j < i; j++)
-                        if (streq(s->bundles[j]->dest, b->dest))
+                for (size_t j = 0; j < i; j++) {
+                        const char *other = s->bundles[j]->dest;
+                        bool inside = path_within(b->dest, other), outside = path_within(other, b->dest);
+                        if (inside && outside)
                                 return config_section_error(c, section, ret_error, "dest %s is also [config.%s]'s dest",
                                                             b->dest, s->bundles[j]->name);
+                        /* One bundle's swap or cleanup would replace or remove the other's tree. */
+                        if (inside || outside)
+                                return config_section_error(c, section, ret_error,
+                                                            "dest %s is %s [config.%s]'s dest %s (nested dests are refused)",
+                                                            b->dest, inside ? "inside" : "the parent of",
+                                                            s->bundles[j]->name, other);
+                }
         }
         *ret = TAKE_PTR(s);
         return 0;
@@ -139,6 +159,13 @@ int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret
 
         if (isempty(list))
                 return 1;
+        if (cs->stopping) {
+                char *reason = strdup("the config module is stopping");
+                if (!reason)
+                        return -ENOMEM;
+                *ret_reason = reason;
+                return 0;
+        }
         r = strv_split(list, ", \t", &names);
         if (r < 0)
                 return r;
@@ -242,7 +269,7 @@ static int configsync_register_metrics(struct configsync *cs) {
                 const char *const *labels;
                 struct metric_family **f;
         } families[] = {
-                { METRIC_COUNTER, "pinion_configsync_fetches_total", "Syncs of a config bundle by result (changed, not-modified, same, or the failure kind: connect, timeout, tls, http, truncated, manifest, signature, size, checksum, disk, other).", config_result, &mt->fetches },
+                { METRIC_COUNTER, "pinion_configsync_fetches_total", "Syncs of a config bundle by result (changed, not-modified, same, or the failure kind: connect, timeout, tls, http, truncated, manifest, signature, size, checksum, disk, dest, other).", config_result, &mt->fetches },
                 { METRIC_COUNTER, "pinion_configsync_bytes_total", "Bytes received for a config bundle (manifest, signature and files).", config, &mt->bytes },
                 { METRIC_COUNTER, "pinion_configsync_not_modified_total", "Manifest requests answered 304 Not Modified.", config, &mt->not_modified },
                 { METRIC_COUNTER, "pinion_configsync_verification_failures_total", "Files or manifests refused by verification, by kind (size, checksum, signature).", config_kind, &mt->verify_fail },
@@ -297,6 +324,13 @@ static int configsync_init(struct module_instance *mi, struct config *c, char **
         return 0;
 }
 
+static void configsync_drop_bundles(struct configsync *cs) {
+        for (size_t i = 0; i < cs->n_bundles; i++)
+                cs->bundles[i] = bundle_free(cs->bundles[i]);
+        cs->bundles = mfree(cs->bundles);
+        cs->n_bundles = 0;
+}
+
 static int configsync_make_bundles(struct configsync *cs) {
         cs->bundles = calloc(MAX(cs->settings->n_bundles, (size_t) 1), sizeof(struct bundle *));
         if (!cs->bundles)
@@ -341,13 +375,16 @@ static int configsync_start(struct module_instance *mi) {
         if (r < 0)
                 return r;
         r = configsync_make_bundles(cs);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < cs->n_bundles; i++) {
+        for (size_t i = 0; r >= 0 && i < cs->n_bundles; i++) {
                 r = bundle_start(cs->bundles[i]);
                 if (r < 0)
-                        return log_module_error_errno(CONFIGSYNC_MODULE, r, "config %s: cannot start: %m",
-                                                      cs->bundles[i]->name);
+                        log_module_error_errno(CONFIGSYNC_MODULE, r, "config %s: cannot start: %m", cs->bundles[i]->name);
+        }
+        if (r < 0) {
+                /* The module is FAILED and not started: nothing of it may keep running (a later
+                 * reload would free the settings those bundles borrow). */
+                configsync_drop_bundles(cs);
+                return r;
         }
         cs->started = true;
         configsync_update_state(cs);
@@ -358,8 +395,9 @@ static int configsync_start(struct module_instance *mi) {
 static int configsync_reload(struct module_instance *mi, struct config *c, char **ret_error) {
         struct configsync *cs = mi->data;
         _cleanup_(configsync_settings_freep) struct configsync_settings *s = NULL, *old = NULL;
-        struct bundle **bundles;
-        size_t n = 0;
+        _cleanup_free_ struct bundle **bundles = NULL, **gone = NULL;
+        _cleanup_free_ bool *kept = NULL;
+        size_t n = 0, n_gone = 0;
         int r;
 
         r = configsync_parse(c, &s, ret_error);
@@ -372,19 +410,26 @@ static int configsync_reload(struct module_instance *mi, struct config *c, char 
         }
 
         bundles = calloc(MAX(s->n_bundles, (size_t) 1), sizeof(struct bundle *));
-        if (!bundles)
+        kept = calloc(MAX(cs->n_bundles, (size_t) 1), sizeof(bool));
+        gone = calloc(MAX(cs->n_bundles, (size_t) 1), sizeof(struct bundle *));
+        if (!bundles || !kept || !gone)
                 return -ENOMEM;
         old = cs->settings;
         cs->settings = TAKE_PTR(s);
         /* Keep the bundles that stay (their runtime state, waiters and watch), make the new
          * ones, drop the ones that went (their files stay on disk: removing a section is not a
-         * request to delete what pods may be reading). */
+         * request to delete what pods may be reading). The new array is built aside and
+         * cs->bundles stays whole until it is swapped in: lookups (the gate, the API) never see
+         * a half-moved array. */
         for (size_t i = 0; i < cs->settings->n_bundles; i++) {
-                struct bundle *b = configsync_find(cs, cs->settings->bundles[i]->name);
+                struct bundle *b = NULL;
+                for (size_t j = 0; j < cs->n_bundles; j++)
+                        if (!kept[j] && streq(cs->bundles[j]->name, cs->settings->bundles[i]->name)) {
+                                kept[j] = true;
+                                b = cs->bundles[j];
+                                break;
+                        }
                 if (b) {
-                        for (size_t j = 0; j < cs->n_bundles; j++)
-                                if (cs->bundles[j] == b)
-                                        cs->bundles[j] = NULL;
                         r = bundle_update(b, i);
                         bundles[n++] = b;
                         if (r < 0)
@@ -401,15 +446,17 @@ static int configsync_reload(struct module_instance *mi, struct config *c, char 
                                                  cs->settings->bundles[i]->name);
         }
         for (size_t j = 0; j < cs->n_bundles; j++)
-                if (cs->bundles[j]) {
-                        log_module_info(CONFIGSYNC_MODULE, "config %s removed from the configuration (its files stay in %s)",
-                                        cs->bundles[j]->name, cs->bundles[j]->settings->dest);
-                        configsync_waiters_fail(cs->bundles[j], 404, "config is no longer configured");
-                        bundle_free(cs->bundles[j]);
-                }
+                if (!kept[j])
+                        gone[n_gone++] = cs->bundles[j];
         free(cs->bundles);
-        cs->bundles = bundles;
+        cs->bundles = TAKE_PTR(bundles);
         cs->n_bundles = n;
+        for (size_t j = 0; j < n_gone; j++) {
+                log_module_info(CONFIGSYNC_MODULE, "config %s removed from the configuration (its files stay in %s)",
+                                gone[j]->name, gone[j]->settings->dest);
+                configsync_waiters_fail(gone[j], 404, "config is no longer configured");
+                bundle_free(gone[j]);
+        }
 
         /* SIGHUP is also "look again now". */
         for (size_t i = 0; i < cs->n_bundles; i++)
@@ -424,13 +471,10 @@ static int configsync_stop(struct module_instance *mi) {
 
         /* Downloads in flight are abandoned (their version directories removed); the published
          * trees stay as they are. */
-        for (size_t i = 0; i < cs->n_bundles; i++)
-                cs->bundles[i] = bundle_free(cs->bundles[i]);
-        cs->n_bundles = 0;
-        if (cs->gate_added) {
-                pod_gates_remove(mi->manager->pod_gates, CONFIGSYNC_GATE);
-                cs->gate_added = false;
-        }
+        configsync_drop_bundles(cs);
+        /* The gate stays registered until free, closed for every pod that declares configs
+         * ("stopping"): modules stopped after this one (zkreg) must not see it open. */
+        cs->stopping = true;
         cs->started = false;
         return 0;
 }

@@ -84,6 +84,7 @@ struct bundle {
 
         enum bundle_state state;
         bool present;          /* dest/..data points at a version */
+        bool verified;         /* that version was checked under the current url/ca-file/public-key */
         bool attempted;        /* a first sync finished (well or not) */
         char *version;         /* the manifest's version, NULL if unknown (tree from before a restart without state) */
         char *version_dir;     /* "..2026_..." */
@@ -125,7 +126,7 @@ struct configsync {
         size_t n_bundles;
         struct configsync_metrics metrics;
         char *state_dir; /* <state-dir>/configsync */
-        bool started, gate_added, collector_added, routes_added;
+        bool started, stopping, gate_added, collector_added, routes_added;
 };
 
 const char *bundle_state_to_string(enum bundle_state s);

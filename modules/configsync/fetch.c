@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <openssl/evp.h>
@@ -47,6 +48,7 @@ struct fetch {
         bool have_current_sha;
         uint8_t current_sha256[32];
         const struct manifest *current; /* borrowed: the caller keeps it until done */
+        const struct manifest_file **current_index; /* current's files sorted by path */
 
         enum fetch_phase phase;
         struct http_transfer *transfer; /* manifest or signature */
@@ -80,6 +82,7 @@ static const char *const kind_names[_FETCH_ERROR_KIND_MAX] = {
         [FETCH_ERROR_SIZE] = "size",
         [FETCH_ERROR_CHECKSUM] = "checksum",
         [FETCH_ERROR_DISK] = "disk",
+        [FETCH_ERROR_DEST] = "dest",
         [FETCH_ERROR_OTHER] = "other",
 };
 
@@ -110,6 +113,7 @@ static void fetch_release(struct fetch *f) {
         }
         f->vfd = safe_close(f->vfd);
         f->curfd = safe_close(f->curfd);
+        f->current_index = mfree(f->current_index);
         if (f->version_dir) {
                 /* Never published: it goes, whatever it holds. */
                 (void) rm_rf(f->version_dir);
@@ -202,7 +206,9 @@ static int easy_new(struct fetch *f, const char *url, CURL **ret) {
             curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+            /* An https source never redirects to plain http (which would bypass its TLS). */
+            curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR,
+                             strncasecmp(f->url, "https:", 6) == 0 ? "https" : "http,https") != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_USERAGENT, FETCH_USER_AGENT) != CURLE_OK ||
             curl_easy_setopt(e, CURLOPT_BUFFERSIZE, FETCH_BUFFER_SIZE) != CURLE_OK ||
             (f->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, f->ca_file) != CURLE_OK)) {
@@ -312,17 +318,77 @@ static int make_parents(int vfd, const char *path) {
         return 0;
 }
 
-/* Hard-links an unchanged file from the published version. 1 if done, 0 if not possible. */
-static int file_reuse(struct fetch *f, struct fetch_file *ff) {
-        struct stat st;
+/* sha256 of what fd holds from its start; -EBADMSG if that is not exactly size bytes (it stops
+ * reading as soon as there are more). */
+static int hash_fd(int fd, uint64_t size, uint8_t ret[32]) {
+        _cleanup_free_ uint8_t *buf = malloc(FETCH_BUFFER_SIZE);
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        uint64_t total = 0;
+        unsigned len = 0;
+        int r = 0;
 
-        if (f->curfd < 0 || !manifest_file_same(manifest_find(f->current, ff->mf->path), ff->mf))
+        if (!buf || !md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+                EVP_MD_CTX_free(md);
+                return -ENOMEM;
+        }
+        for (;;) {
+                ssize_t n = read(fd, buf, FETCH_BUFFER_SIZE);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = negative_errno();
+                        break;
+                }
+                if (n == 0)
+                        break;
+                total += (uint64_t) n;
+                if (total > size) {
+                        r = -EFBIG;
+                        break;
+                }
+                if (EVP_DigestUpdate(md, buf, (size_t) n) != 1) {
+                        r = -ENOMEM;
+                        break;
+                }
+        }
+        if (r >= 0 && (total != size || EVP_DigestFinal_ex(md, ret, &len) != 1 || len != 32))
+                r = -EBADMSG;
+        EVP_MD_CTX_free(md);
+        return r;
+}
+
+/* Hard-links an unchanged file from the published version, after checking that its bytes on
+ * disk still have the manifest's sha256 (a file changed or damaged in place since it was
+ * published is downloaded again, never carried into the new version). 1 if done, 0 if not. */
+static int file_reuse(struct fetch *f, struct fetch_file *ff) {
+        const struct manifest_file *cur;
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st, linked;
+        uint8_t sha[32];
+
+        if (f->curfd < 0)
                 return 0;
-        if (fstatat(f->curfd, ff->mf->path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-            (uint64_t) st.st_size != ff->mf->size || (st.st_mode & 07777) != ff->mf->mode)
+        cur = manifest_index_find(f->current_index, f->current->n_files, ff->mf->path);
+        if (!manifest_file_same(cur, ff->mf))
                 return 0;
+        fd = openat(f->curfd, ff->mf->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                f->out.files_damaged++;
+                return 0;
+        }
+        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != ff->mf->size || (st.st_mode & 07777) != ff->mf->mode ||
+            hash_fd(fd, ff->mf->size, sha) < 0 || memcmp(sha, ff->mf->sha256, 32) != 0) {
+                f->out.files_damaged++;
+                return 0;
+        }
         if (linkat(f->curfd, ff->mf->path, f->vfd, ff->mf->path, 0) < 0)
                 return 0;
+        /* The name still led to the inode just checked (nothing swapped it meanwhile)? */
+        if (fstatat(f->vfd, ff->mf->path, &linked, AT_SYMLINK_NOFOLLOW) < 0 || linked.st_ino != st.st_ino ||
+            linked.st_dev != st.st_dev) {
+                (void) unlinkat(f->vfd, ff->mf->path, 0);
+                return 0;
+        }
         return 1;
 }
 
@@ -412,6 +478,20 @@ static void files_pump(struct fetch *f) {
                 publish(f);
 }
 
+/* -EPERM if dest exists and others than its owner may write into it (they could swap what we
+ * publish); -ENOENT if it does not exist yet (atomic_dir_begin makes it 0755). */
+static int check_dest(const char *dest) {
+        struct stat st;
+
+        if (stat(dest, &st) < 0)
+                return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        if (st.st_mode & (S_IWGRP | S_IWOTH))
+                return -EPERM;
+        return 0;
+}
+
 static void files_begin(struct fetch *f) {
         const struct manifest *m = f->out.manifest;
         int r;
@@ -429,16 +509,35 @@ static void files_begin(struct fetch *f) {
         for (size_t i = 0; i < m->n_files; i++)
                 f->files[i] = (struct fetch_file) { .fetch = f, .mf = &m->files[i], .fd = -EBADF };
 
+        r = check_dest(f->dest);
+        if (r == -EPERM)
+                return fetch_fail(f, FETCH_ERROR_DEST, r,
+                                  "dest %s is group- or world-writable: refusing to publish there (chmod go-w %s)",
+                                  f->dest, f->dest);
+        if (r < 0 && r != -ENOENT)
+                return fetch_fail(f, FETCH_ERROR_DEST, r, "dest %s: %s", f->dest, strerror(-r));
         r = atomic_dir_begin(f->dest, &f->version_dir);
         if (r < 0)
                 return fetch_fail(f, FETCH_ERROR_DISK, r, "creating a version directory in %s: %s", f->dest,
                                   strerror(-r));
-        f->vfd = open_directory(f->version_dir);
-        if (f->vfd < 0)
-                return fetch_fail(f, FETCH_ERROR_DISK, f->vfd, "opening %s: %s", f->version_dir, strerror(-f->vfd));
+        /* Opened below dest without following a link: what was just made, not what a swap
+         * after the mkdir could put at that name. */
+        _cleanup_close_ int destfd = open_directory(f->dest);
+        _cleanup_free_ char *name = NULL;
+        r = destfd < 0 ? destfd : path_split(f->version_dir, NULL, &name);
+        if (r >= 0) {
+                f->vfd = openat(destfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                r = f->vfd < 0 ? negative_errno() : 0;
+        }
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_DISK, r, "opening %s: %s", f->version_dir, strerror(-r));
         if (f->current && f->current_dir) {
-                _cleanup_free_ char *p = path_join(f->dest, f->current_dir);
-                f->curfd = p ? open_directory(p) : -ENOMEM;
+                r = manifest_index(f->current, &f->current_index);
+                if (r < 0)
+                        return fetch_fail(f, FETCH_ERROR_OTHER, r, "out of memory");
+                f->curfd = openat(destfd, f->current_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (f->curfd < 0)
+                        f->curfd = -errno;
         }
         files_pump(f);
 }

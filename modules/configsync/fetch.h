@@ -57,6 +57,7 @@ enum fetch_error_kind {
         FETCH_ERROR_SIZE,      /* a body larger or smaller than declared */
         FETCH_ERROR_CHECKSUM,
         FETCH_ERROR_DISK,      /* writing or publishing failed (ENOSPC, EIO, ...) */
+        FETCH_ERROR_DEST,      /* dest is unusable or unsafe (group- or world-writable, not a directory) */
         FETCH_ERROR_OTHER,
         _FETCH_ERROR_KIND_MAX,
 };
@@ -76,6 +77,7 @@ struct fetch_outcome {
         char *version_dir;     /* CHANGED: the published directory's name */
         uint64_t bytes;        /* body bytes received (manifest, signature, files) */
         unsigned files_downloaded, files_reused;
+        unsigned files_damaged; /* unchanged in the manifest but not on disk: downloaded again */
         usec_t total_usec;     /* from the manifest request to the outcome */
         usec_t publish_usec;   /* CHANGED: fsync + swap + prune */
 };

@@ -8,7 +8,7 @@ MODULE_SOURCES += \
 	modules/configsync/runner.c modules/configsync/runner.h \
 	modules/configsync/zk-trigger.c modules/configsync/zk-trigger.h
 EXTRA_DIST += modules/configsync/local.mk
-INTEGRATION_TESTS += tests/integration/test_configsync.py
+INTEGRATION_TESTS += tests/integration/test_configsync.py tests/integration/test_configsync_lifecycle.py
 EXTRA_DIST += tests/integration/configsync_testlib.py
 
 # Unit tests: each links only what it needs.
@@ -24,6 +24,16 @@ tests_unit_test_configsync_runner_SOURCES = tests/unit/test-configsync-runner.c 
 	agent/strv.c agent/fsutil.c
 tests_unit_test_configsync_runner_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_runner_LDADD = $(UNIT_LIBS)
+# The module against a real manager (config, loop, gates, API); runner_new is wrapped so a
+# test can make a bundle's start fail.
+UNIT_TESTS += tests/unit/test-configsync-module
+tests_unit_test_configsync_module_SOURCES = tests/unit/test-configsync-module.c \
+	modules/configsync/configsync.c modules/configsync/configsync-api.c modules/configsync/bundle.c \
+	modules/configsync/fetch.c modules/configsync/manifest.c modules/configsync/runner.c \
+	modules/configsync/zk-trigger.c
+tests_unit_test_configsync_module_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
+tests_unit_test_configsync_module_LDFLAGS = -Wl,--wrap=runner_new
+tests_unit_test_configsync_module_LDADD = libpinion-core.a $(UNIT_LIBS)
 tests_unit_test_configsync_zk_SOURCES = tests/unit/test-configsync-zk.c modules/configsync/zk-trigger.c
 tests_unit_test_configsync_zk_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_zk_LDADD = $(UNIT_LIBS)

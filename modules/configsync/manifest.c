@@ -274,6 +274,34 @@ const struct manifest_file *manifest_find(const struct manifest *m, const char *
         return NULL;
 }
 
+static int cmp_entries(const void *a, const void *b) {
+        return strcmp((*(const struct manifest_file *const *) a)->path, (*(const struct manifest_file *const *) b)->path);
+}
+
+int manifest_index(const struct manifest *m, const struct manifest_file ***ret) {
+        const struct manifest_file **index;
+
+        index = malloc(MAX(m ? m->n_files : 0, (size_t) 1) * sizeof(*index));
+        if (!index)
+                return -ENOMEM;
+        for (size_t i = 0; m && i < m->n_files; i++)
+                index[i] = &m->files[i];
+        if (m && m->n_files > 1)
+                qsort(index, m->n_files, sizeof(*index), cmp_entries);
+        *ret = index;
+        return 0;
+}
+
+const struct manifest_file *manifest_index_find(const struct manifest_file *const *index, size_t n, const char *path) {
+        struct manifest_file key = { .path = (char *) path };
+        const struct manifest_file *k = &key, *const *hit;
+
+        if (!index || n == 0)
+                return NULL;
+        hit = bsearch(&k, index, n, sizeof(*index), cmp_entries);
+        return hit ? *hit : NULL;
+}
+
 bool manifest_file_same(const struct manifest_file *a, const struct manifest_file *b) {
         return a && b && a->size == b->size && a->mode == b->mode && memcmp(a->sha256, b->sha256, 32) == 0 &&
                streq(a->path, b->path);

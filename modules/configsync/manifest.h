@@ -15,7 +15,10 @@
 #include "macro.h"
 
 #define MANIFEST_MAX_SIZE (16U << 20)      /* bytes of manifest JSON */
-#define MANIFEST_MAX_FILES 100000U
+/* Files per bundle. Publishing fsyncs every file on the loop (atomic_dir_commit), measured on
+ * the CI VM: 0.44 s for 1,000 files, 5.5 s for 10,000, 22 s for 20,000. 10,000 keeps the worst
+ * stall of the loop at a few seconds; split larger trees into several [config.NAME]. */
+#define MANIFEST_MAX_FILES 10000U
 #define MANIFEST_MAX_PATH 1024U             /* bytes of one path */
 #define MANIFEST_MAX_VERSION 256U           /* bytes of the version string */
 #define MANIFEST_DEFAULT_MODE 0644
@@ -45,8 +48,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct manifest *, manifest_free);
 
 /* NULL if path is acceptable as a file path inside dest, else why not (a static string). */
 const char *manifest_check_path(const char *path);
-/* Finds a file by path (linear; manifests are small or looked up once per file). */
+/* Finds a file by path (linear: for one-off lookups; a sync looks up every file through
+ * manifest_index()). */
 const struct manifest_file *manifest_find(const struct manifest *m, const char *path);
+/* An array of pointers to m's files sorted by path (free() it; m must outlive it), and a
+ * binary search in it: n lookups in O(n log n) instead of O(n^2). */
+int manifest_index(const struct manifest *m, const struct manifest_file ***ret);
+const struct manifest_file *manifest_index_find(const struct manifest_file *const *index, size_t n, const char *path);
 /* True if a and b describe the same bytes and mode at that path. */
 bool manifest_file_same(const struct manifest_file *a, const struct manifest_file *b);
 

@@ -68,7 +68,7 @@ static int set_serial(X509 *cert) {
         return ok ? 0 : -ENOMEM;
 }
 
-/* A certificate skeleton: version 3, random serial, subject, validity [now, now+lifetime]. */
+/* A certificate skeleton: version 3, random serial, subject, validity [now-CA_BACKDATE, now+lifetime]. */
 static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t lifetime, X509 **ret) {
         X509 *cert = X509_new();
         X509_NAME *name = X509_NAME_new();
@@ -87,7 +87,8 @@ static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t 
         r = set_serial(cert);
         if (r < 0)
                 goto fail;
-        if (!X509_gmtime_adj(X509_getm_notBefore(cert), 0) ||
+        /* notBefore a little in the past: a peer whose clock is behind ours still accepts it. */
+        if (!X509_gmtime_adj(X509_getm_notBefore(cert), -(long) (CA_BACKDATE / USEC_PER_SEC)) ||
             !X509_time_adj_ex(X509_getm_notAfter(cert), 0, (long) (lifetime / USEC_PER_SEC), NULL)) {
                 r = -ENOMEM;
                 goto fail;
@@ -255,6 +256,21 @@ int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret,
         if (ret_created)
                 *ret_created = created;
         return 0;
+}
+
+int ca_verify_issued(const struct ca *ca, X509 *leaf, const char **ret_reason) {
+        STACK_OF(X509) *chain = sk_X509_new_null();
+        int r = -ENOMEM;
+        if (chain && sk_X509_push(chain, leaf)) {
+                r = 0;
+                for (int i = 0; r == 0 && i < sk_X509_num(ca->chain); i++)
+                        if (!sk_X509_push(chain, sk_X509_value(ca->chain, i)))
+                                r = -ENOMEM;
+                if (r == 0)
+                        r = x509_verify_chain(chain, ca->roots, 0, ret_reason);
+        }
+        sk_X509_free(chain); /* borrowed certificates */
+        return r;
 }
 
 int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret) {

@@ -33,9 +33,17 @@ int ca_new(EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots, struct c
  * replaced behind the operator's back. *ret_created says whether it was made now. */
 int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret, bool *ret_created);
 
-/* Signs a certificate for pubkey with the subject and SANs of s, valid from now for lifetime. */
+/* How far back notBefore is set (clock skew between peers). */
+#define CA_BACKDATE (2 * USEC_PER_MINUTE)
+
+/* Signs a certificate for pubkey with the subject and SANs of s, valid from now - CA_BACKDATE to
+ * now + lifetime. */
 int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s, enum cert_usage usage,
              usec_t lifetime, X509 **ret);
+/* Verifies leaf + ca->chain against ca->roots now: what a peer holding the bundle will do. A
+ * chain that would not verify (an "intermediate" that is no CA, an expired link) is never
+ * served. 0 or -EBADMSG with a static *ret_reason. */
+int ca_verify_issued(const struct ca *ca, X509 *leaf, const char **ret_reason);
 /* The chain a holder presents: leaf followed by ca->chain, as PEM. */
 int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret);
 /* The roots as PEM. */

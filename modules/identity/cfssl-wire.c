@@ -26,6 +26,7 @@ int cfssl_parse_hex_key(const char *text, unsigned char **ret, size_t *ret_size)
         if (!copy)
                 return -ENOMEM;
         unsigned char *buf = OPENSSL_hexstr2buf(copy, &len);
+        OPENSSL_cleanse(copy, n); /* the key, in hex */
         if (!buf)
                 return -EINVAL;
         unsigned char *out = malloc((size_t) len);

@@ -73,6 +73,8 @@ struct cred *cred_free(struct cred *c) {
         free(c->key_file);
         free(c->cert_file);
         free(c->ca_file);
+        free(c->version_key_file);
+        free(c->version_cert_file);
         free(c->last_error);
         free(c);
         return NULL;
@@ -134,7 +136,7 @@ int write_version_file(const char *version_dir, const char *name, const char *da
 /* ---- checking a key and chain (from disk or from the signer) ---- */
 
 static int check_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots,
-                          struct cert_info *ret_info, const char **ret_reason) {
+                          usec_t current_not_after, struct cert_info *ret_info, const char **ret_reason) {
         X509 *leaf = sk_X509_value(chain, 0);
         struct cert_info info = {};
         int r;
@@ -162,8 +164,20 @@ static int check_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
                 cert_info_done(&info);
                 return (*ret_reason = "no trust anchor to verify the certificate against"), -EBADMSG;
         }
-        /* Verified as of its own start, so a certificate whose notBefore is a second ahead of our
-         * clock still counts; expiry was checked above. */
+        /* Not far in the future, and a replacement must outlive what it replaces. */
+        r = cert_check_times(&info, current_not_after, now, ret_reason);
+        if (r < 0) {
+                cert_info_done(&info);
+                return r;
+        }
+        /* A node CA must be able to sign what we will issue with it. */
+        if (c->usage == CERT_USAGE_CA && !x509_is_issuing_ca(leaf)) {
+                cert_info_done(&info);
+                return (*ret_reason = "the node CA certificate is not a CA (needs CA:TRUE and keyCertSign)"), -EBADMSG;
+        }
+        /* Verified as of its own start (at most CERT_MAX_FUTURE ahead, checked above), so a
+         * certificate whose notBefore is a second ahead of our clock still counts; expiry was
+         * checked above. */
         r = x509_verify_chain(chain, roots, MAX(info.not_before, now), ret_reason);
         if (r < 0) {
                 cert_info_done(&info);
@@ -228,6 +242,33 @@ static void schedule(struct cred *c) {
 
 /* ---- writing and switching ---- */
 
+/* Resolves ..data once: version_{key,cert}_file name the current version's files. Falls back to
+ * the stable paths if the link cannot be read (a pair then only as safe as those). */
+static void pin_version(struct cred *c) {
+        _cleanup_free_ char *name = NULL, *vdir = NULL;
+        char *k = NULL, *ce = NULL;
+        if (atomic_dir_current(c->dir, &name) >= 0 && strncmp(name, "..", 2) == 0 && !strchr(name, '/') &&
+            (vdir = path_join(c->dir, name))) {
+                k = path_join(vdir, "key.pem");
+                ce = path_join(vdir, "cert.pem");
+        }
+        if (!k || !ce) {
+                free(k);
+                free(ce);
+                k = strdup(c->key_file);
+                ce = strdup(c->cert_file);
+        }
+        if (!k || !ce) { /* keep the old ones */
+                free(k);
+                free(ce);
+                return;
+        }
+        free(c->version_key_file);
+        free(c->version_cert_file);
+        c->version_key_file = k;
+        c->version_cert_file = ce;
+}
+
 static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots) {
         _cleanup_free_ char *version = NULL, *cert_pem = NULL, *ca_pem = NULL;
         char *key_pem = NULL;
@@ -249,7 +290,7 @@ static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
             (r = write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
             (r = write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0)
                 goto finish;
-        r = atomic_dir_commit(c->dir, version, 0);
+        r = atomic_dir_commit(c->dir, version, 1); /* the previous pair stays (version_*_file) */
 finish:
         if (r < 0 && version)
                 (void) rm_rf(version);
@@ -279,7 +320,8 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
                         r = -ENOMEM;
         }
         if (r >= 0)
-                r = check_material(c, key, chain, roots, &info, &why);
+                r = check_material(c, key, chain, roots, cred_usable(c) ? c->info.not_after : 0, &info, &why);
+        bool bad_answer = error >= 0 && r < 0; /* the signer answered, and we cannot use it */
         if (r >= 0 && (r = write_material(c, key, chain, roots)) < 0)
                 why = "cannot write it under state-dir";
         if (r < 0) {
@@ -288,6 +330,13 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
                         msg = NULL;
                 set_error(c, msg ? msg : why);
                 c->n_failed++;
+                /* A refusal (a denied CSR, a CA that said no) or an answer we cannot use is final
+                 * for this key: asking again with it would find the same CSR and the same answer.
+                 * A new key makes a new request; transport errors keep the key (and the CSR). */
+                if (error == -EPERM || bad_answer) {
+                        EVP_PKEY_free(c->pending_key);
+                        c->pending_key = NULL;
+                }
                 usec_t delay = backoff_next(&c->backoff, now_usec(CLOCK_MONOTONIC), 0);
                 c->next_attempt = now + delay;
                 log_cred(c, LOG_WARNING, 0, "signing failed: %s; retrying in %.1fs%s", c->last_error,
@@ -305,6 +354,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         c->chain = TAKE_PTR(chain);
         c->roots = TAKE_PTR(roots);
         c->info = info;
+        pin_version(c);
         set_error(c, NULL);
         backoff_reset(&c->backoff);
         plan_rotation(c, now);
@@ -344,6 +394,10 @@ static void request(struct cred *c) {
                 .subject = &s,
                 .usage = c->usage,
                 .lifetime = c->lifetime,
+                /* Renew with what we hold while it is valid; the bootstrap secret only for the
+                 * first certificate or after an expiry. */
+                .client_cert_file = !cred_usable(c) ? NULL : c->version_cert_file ? c->version_cert_file : c->cert_file,
+                .client_key_file = !cred_usable(c) ? NULL : c->version_key_file ? c->version_key_file : c->key_file,
         };
         c->in_flight = true;
         r = signer_sign(c->signer, &req, on_signed, c);
@@ -389,13 +443,14 @@ static int load(struct cred *c, const char **ret_reason) {
                         return -ENOMEM;
         }
         struct cert_info info = {};
-        r = check_material(c, key, chain, roots, &info, ret_reason);
+        r = check_material(c, key, chain, roots, 0, &info, ret_reason);
         if (r < 0)
                 return r;
         c->key = TAKE_PTR(key);
         c->chain = TAKE_PTR(chain);
         c->roots = TAKE_PTR(roots);
         c->info = info;
+        pin_version(c);
         return 0;
 }
 

@@ -58,6 +58,11 @@ struct cred_config {
 struct cred {
         char *name, *dir, *profile, *cn, *org;
         char *key_file, *cert_file, *ca_file; /* stable paths through ..data */
+        /* key.pem and cert.pem inside the current version directory (..data resolved once):
+         * two opens of these can never straddle a rotation and get a mismatched pair. The
+         * previous version is kept until the next rotation, so a reader holding these paths has
+         * a whole rotation period to pick up the new ones. */
+        char *version_key_file, *version_cert_file;
         enum cert_usage usage;
         usec_t lifetime;
         sd_event *event;

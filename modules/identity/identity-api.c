@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "identity.h"
 #include "json.h"
 #include "log.h"
@@ -56,7 +58,27 @@ static int reply_own(struct identity *id, struct api_request *req, const struct 
         STRV_FOREACH(san, w->info.sans)
                 if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*san)))
                         return api_reply_error(req, 500, "out of memory");
-        return api_reply_json(req, 200, TAKE_PTR(o));
+        /* Rendered here rather than by api_reply_json so the copies of the key this function made
+         * (cJSON's string, the first rendering) are wiped. The reply text itself is freed by
+         * libmicrohttpd after sending (MHD_RESPMEM_MUST_FREE in the core API), unwiped. */
+        char *text = cJSON_PrintUnformatted(o);
+        cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "private_key");
+        if (cJSON_IsString(k))
+                OPENSSL_cleanse(k->valuestring, strlen(k->valuestring));
+        if (!text)
+                return api_reply_error(req, 500, "out of memory");
+        size_t n = strlen(text);
+        char *line = malloc(n + 2);
+        if (line) {
+                memcpy(line, text, n);
+                line[n] = '\n';
+                line[n + 1] = 0;
+        }
+        OPENSSL_cleanse(text, n);
+        free(text);
+        if (!line)
+                return api_reply_error(req, 500, "out of memory");
+        return api_reply_text(req, 200, "application/json", line, n + 1);
 }
 
 static int reply_for(struct identity *id, struct api_request *req, const char *uid) {

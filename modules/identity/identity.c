@@ -36,14 +36,26 @@ static int parse_signer(const char *v, void *ret, const char **reason) {
         return -EINVAL;
 }
 
+/* cfssl-url: https, or plain http only to a loopback address (a cfssl on the same machine):
+ * anything else would send the node's CSRs and take its certificates over a network in clear. */
+static int parse_cfssl_url(const char *v, void *ret, const char **reason) {
+        if (!signer_url_ok(v)) {
+                *reason = "plain http:// only to a loopback address (127.0.0.0/8, [::1], localhost); "
+                          "use https:// for a remote cfssl";
+                return -EINVAL;
+        }
+        return config_parse_url(v, ret, reason);
+}
+
 #define FIELD(f) offsetof(struct identity_settings, f)
 static const struct config_key identity_keys[] = {
         { "signer", parse_signer, FIELD(signer), "" },
         { "trust-domain", config_parse_string, FIELD(trust_domain), NULL, config_free_string },
         { "ca-dir", config_parse_path, FIELD(ca_dir), NULL, config_free_string },
         { "bootstrap-token-file", config_parse_path, FIELD(bootstrap_token_file), NULL, config_free_string },
-        { "cfssl-url", config_parse_url, FIELD(cfssl_url), NULL, config_free_string },
+        { "cfssl-url", parse_cfssl_url, FIELD(cfssl_url), NULL, config_free_string },
         { "cfssl-auth-key-file", config_parse_path, FIELD(cfssl_auth_key_file), NULL, config_free_string },
+        { "cfssl-ca-file", config_parse_path, FIELD(cfssl_ca_file), NULL, config_free_string },
         { "node-cert-lifetime", config_parse_duration, FIELD(node_cert_lifetime), "24h" },
         { "workload-cert-lifetime", config_parse_duration, FIELD(workload_cert_lifetime), "1h" },
         { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), "/run/pinion/pods", config_free_string },
@@ -63,6 +75,7 @@ static const char *identity_missing(const struct identity_settings *s) {
         case SIGNER_CFSSL:
                 return !s->cfssl_url            ? "signer=cfssl needs cfssl-url"
                        : !s->cfssl_auth_key_file ? "signer=cfssl needs cfssl-auth-key-file (the hex HMAC key of its authsign endpoint)"
+                       : !s->cfssl_ca_file       ? "signer=cfssl needs cfssl-ca-file (the pinned CA certificate cfssl signs with, PEM)"
                                                  : NULL;
         }
         return NULL;
@@ -136,6 +149,12 @@ static void update_state(struct identity *id) {
                                  n->last_error);
         else if (id->node_ca && id->node_ca->last_error)
                 module_set_state(mi, MODULE_DEGRADED, "node CA for workload certificates: %s", id->node_ca->last_error);
+        else if (!id->issuer && id->node_ca) /* (kubernetes without ca-dir has none by design) */
+                module_set_state(mi, MODULE_DEGRADED, "no issuer for workload certificates: %s",
+                                 id->issuer_reason ? id->issuer_reason : "not yet");
+        else if (id->issuer && X509_cmp_current_time(X509_get0_notAfter(id->issuer->cert)) <= 0)
+                module_set_state(mi, MODULE_DEGRADED, "the issuer of workload certificates (%s) has expired",
+                                 id->node_ca ? "the node CA" : "the local CA");
         else
                 module_set_state(mi, MODULE_RUNNING, NULL);
 }
@@ -163,10 +182,18 @@ static void set_issuer(struct identity *id, struct ca *ca, bool owned, const cha
 /* cfssl: the node CA's key and chain become the in-process issuer of workload certificates. */
 static void node_ca_to_issuer(struct identity *id, struct cred *c) {
         struct ca *ca = NULL;
-        EVP_PKEY *key = c->key;
         STACK_OF(X509) *chain = sk_X509_deep_copy(c->chain, X509_dup, X509_free);
         STACK_OF(X509) *roots = sk_X509_deep_copy(c->roots, X509_dup, X509_free);
-        if (!chain || !roots || EVP_PKEY_up_ref(key) != 1 || ca_new(key, chain, roots, &ca) < 0) {
+        if (!chain || !roots || EVP_PKEY_up_ref(c->key) != 1) {
+                /* Nothing was handed over: free what was made. */
+                if (chain)
+                        sk_X509_pop_free(chain, X509_free);
+                if (roots)
+                        sk_X509_pop_free(roots, X509_free);
+                log_module_error(MODULE, "out of memory switching to the new node CA");
+                return;
+        }
+        if (ca_new(c->key, chain, roots, &ca) < 0) { /* ca_new frees its arguments on failure */
                 log_module_error(MODULE, "out of memory switching to the new node CA");
                 return;
         }
@@ -184,6 +211,12 @@ static void on_cred_event(struct cred *c, enum cred_event ev, void *userdata) {
                 if (c->n_issued + c->n_rotated > 0)
                         (void) metric_inc(ev == CRED_EVENT_ISSUED ? id->m_issued : id->m_rotated, kind);
                 if (c == id->node) {
+                        /* The version directory's own files, not the ..data paths: the apiserver
+                         * module hands curl the key and the certificate as two paths, and two
+                         * opens through ..data could straddle a rotation. Picked up at its next
+                         * lookup; the previous version stays on disk until the next rotation. */
+                        id->creds.cert_file = c->version_cert_file ? c->version_cert_file : c->cert_file;
+                        id->creds.key_file = c->version_key_file ? c->version_key_file : c->key_file;
                         if (!id->published && manager_publish(id->manager, FACT_NODE_CREDENTIALS, &id->creds) >= 0)
                                 id->published = true;
                         if (!id->bundle_pem)
@@ -324,6 +357,28 @@ static int new_cred(struct identity *id, const char *name, const char *profile, 
         return cred_new(id->manager->event, id->signer, &cfg, on_cred_event, id, ret);
 }
 
+/* The pod-tls-dir sweep waits for a complete pod store: the pods-dir is read before modules
+ * start, and the apiserver module must have listed its pods (RUNNING; DEGRADED may mean it
+ * never listed them, and sweeping then would take the files of running pods). */
+static int on_sweep_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct identity *id = userdata;
+        struct module_instance *api = manager_find_module(id->manager, "apiserver");
+        if (api && api->state != MODULE_RUNNING && api->state != MODULE_DISABLED) {
+                (void) sd_event_source_set_time_relative(s, USEC_PER_SEC);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        unsigned n = 0;
+        int r = workloads_sweep_tls_dir(id, &n);
+        if (r < 0)
+                log_module_warning_errno(MODULE, r, "cannot sweep %s: %m", id->settings->pod_tls_dir);
+        if (n > 0)
+                log_module_info(MODULE, "removed %u leftover pod directories from %s (pods gone while the agent was down)",
+                                n, id->settings->pod_tls_dir);
+        id->sweep_timer = sd_event_source_disable_unref(id->sweep_timer);
+        return 0;
+}
+
 static int identity_start(struct module_instance *mi) {
         struct identity *id = mi->data;
         struct identity_settings *s = id->settings;
@@ -380,11 +435,17 @@ static int identity_start(struct module_instance *mi) {
                 const struct cfssl_settings cs = {
                         .url = s->cfssl_url,
                         .auth_key_file = s->cfssl_auth_key_file,
+                        .ca_file = s->cfssl_ca_file,
                         .timeout = 10 * USEC_PER_SEC,
                 };
                 r = signer_cfssl_new(http, &cs, &id->signer, &error);
-                if (r < 0)
+                if (r == -ENOMEM)
                         return r;
+                if (r < 0) {
+                        module_set_state(mi, MODULE_FAILED, "%s", error ? error : strerror(-r));
+                        module_set_synced(mi);
+                        return 0;
+                }
                 break;
         }
         }
@@ -462,6 +523,12 @@ static int identity_start(struct module_instance *mi) {
                 for (size_t i = 0; i < n; i++)
                         workloads_on_pod(m->pods, NULL, pods[i], id);
         workloads_issuer_changed(id);
+        if (s->pod_tls_dir && *s->pod_tls_dir && !id->sweep_timer) {
+                r = sd_event_add_time_relative(m->event, &id->sweep_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC / 10,
+                                               on_sweep_timer, id);
+                if (r < 0)
+                        log_module_warning_errno(MODULE, r, "cannot arm the pod-tls-dir sweep, skipping it: %m");
+        }
         r = cred_start(id->node);
         if (r >= 0 && id->node_ca)
                 r = cred_start(id->node_ca);
@@ -485,6 +552,7 @@ static void identity_teardown(struct identity *id) {
                 id->observing = false;
         }
         id->defer = sd_event_source_disable_unref(id->defer);
+        id->sweep_timer = sd_event_source_disable_unref(id->sweep_timer);
         workloads_free_all(id);
         id->node = cred_free(id->node);
         id->node_ca = cred_free(id->node_ca);
@@ -506,6 +574,7 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
         bool same = s->signer == o->signer && streq_ptr(s->trust_domain, o->trust_domain) &&
                     streq_ptr(s->ca_dir, o->ca_dir) && streq_ptr(s->cfssl_url, o->cfssl_url) &&
                     streq_ptr(s->cfssl_auth_key_file, o->cfssl_auth_key_file) &&
+                    streq_ptr(s->cfssl_ca_file, o->cfssl_ca_file) &&
                     streq_ptr(s->bootstrap_token_file, o->bootstrap_token_file) && streq_ptr(s->pod_tls_dir, o->pod_tls_dir);
         if (!same && o->signer != SIGNER_NONE) {
                 identity_settings_free(s);

@@ -30,6 +30,7 @@ struct identity_settings {
         char *bootstrap_token_file;
         char *cfssl_url;
         char *cfssl_auth_key_file;
+        char *cfssl_ca_file;
         usec_t node_cert_lifetime;
         usec_t workload_cert_lifetime;
         char *pod_tls_dir;
@@ -49,6 +50,7 @@ struct workload {
         bool queued, rotation;
         char *last_error;
         sd_event_source *timer;
+        sd_event_source *expiry_timer; /* at notAfter: the gate closes, listeners are told */
         struct workload *queue_next;
 };
 
@@ -71,6 +73,7 @@ struct identity {
         size_t n_workloads;
         struct workload *queue_head, *queue_tail;
         sd_event_source *defer;
+        sd_event_source *sweep_timer; /* the one pod-tls-dir sweep, once the pod store is complete */
         struct waiter *waiters;
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
@@ -85,6 +88,9 @@ struct workload *workload_find(struct identity *id, const char *uid);
 /* The issuer changed: queue every pod that still needs a certificate. */
 void workloads_issuer_changed(struct identity *id);
 void workloads_free_all(struct identity *id);
+/* Removes pod-tls-dir/<uid>/ of pods that are not workloads (deleted while the agent was down).
+ * Only once the pod store is complete. */
+int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed);
 usec_t workloads_nearest_expiry(struct identity *id);
 int workload_status(const struct workload *w, cJSON *o);
 

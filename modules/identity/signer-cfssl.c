@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The cfssl signer: a CFSSL CA server's authenticated sign endpoint (/api/v1/cfssl/authsign,
- * HMAC-SHA256 over the request with a key from a file), and /api/v1/cfssl/info for its root.
+ * HMAC-SHA256 over the request with a key from a file).
+ *
+ * Trust comes from the operator, never from the server: cfssl-ca-file is the pinned CA, the
+ * anchor every answer is verified against and the TLS trust for https. Before each sign request
+ * the server's /api/v1/cfssl/info certificate must chain to it (a server with another CA is a
+ * signing failure that says so, before any CSR is sent). The file is re-read on every attempt,
+ * so a CA rollover needs only a new file: the next retry picks it up.
  * Profiles "pinion-node" (the node's client certificate) and "pinion-intermediate" (the node CA
  * that signs workload certificates here) must exist in the server's signing config. */
 
@@ -36,6 +42,7 @@ struct cfssl_signer {
         struct http_client *http;
         char *url;
         char *auth_key_file;
+        char *ca_file;
         usec_t timeout;
         struct cfssl_op *ops;
 };
@@ -88,6 +95,7 @@ static int op_post(struct cfssl_op *op, const char *path, const char *body) {
         curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long) (s->timeout / USEC_PER_MSEC));
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long) (s->timeout / USEC_PER_MSEC));
         curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file);
         return http_client_submit(s->http, easy, CFSSL_MAX_BODY, on_response, op, &op->transfer);
 }
 
@@ -133,18 +141,41 @@ static void on_response(struct http_client *c, const struct http_response *resp,
                 return op_finish(op, r, full, NULL);
         }
         if (op->fetching_info) {
-                _cleanup_(x509_chain_freep) STACK_OF(X509) *roots = NULL;
-                r = x509_chain_from_pem(cert, strlen(cert), &roots);
+                _cleanup_(x509_chain_freep) STACK_OF(X509) *info = NULL;
+                const char *why = NULL;
+                r = x509_chain_from_pem(cert, strlen(cert), &info);
                 if (r < 0)
                         return op_finish(op, r, "the CA's info has no parsable certificate", NULL);
-                sk_X509_pop_free(s->base.roots, X509_free);
-                s->base.roots = TAKE_PTR(roots);
+                /* The server's CA must be the pinned one (or chain to it): otherwise whoever
+                 * answers on that address could make us trust any root. */
+                if (x509_verify_chain(info, s->base.roots, 0, &why) < 0) {
+                        _cleanup_free_ char *msg = NULL;
+                        if (asprintf(&msg, "%s serves a CA that is not the pinned cfssl-ca-file %s (%s)", s->url,
+                                     s->ca_file, why ? why : "does not verify") < 0)
+                                msg = NULL;
+                        return op_finish(op, -EBADMSG, msg, NULL);
+                }
                 r = op_send_sign(op);
                 if (r < 0)
                         return op_finish(op, r, "cannot send the sign request", NULL);
                 return;
         }
         op_finish(op, 0, NULL, cert);
+}
+
+/* (Re-)reads the pinned CA: a new file (CA rollover) applies from the next attempt on. */
+static int load_roots(struct cfssl_signer *s) {
+        _cleanup_free_ char *pem = NULL;
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *roots = NULL;
+        size_t n;
+        int r = read_file_full(s->ca_file, CFSSL_MAX_BODY, &pem, &n);
+        if (r >= 0)
+                r = x509_chain_from_pem(pem, n, &roots);
+        if (r < 0)
+                return r;
+        sk_X509_pop_free(s->base.roots, X509_free);
+        s->base.roots = TAKE_PTR(roots);
+        return 0;
 }
 
 static int cfssl_sign(struct signer *base, const struct signer_request *req, signer_done_fn done, void *userdata) {
@@ -172,12 +203,19 @@ static int cfssl_sign(struct signer *base, const struct signer_request *req, sig
                 op_free(op);
                 return -ENOMEM;
         }
-        /* The root first (once): every answer is verified against it. */
-        if (!s->base.roots) {
-                op->fetching_info = true;
-                r = op_post(op, "/api/v1/cfssl/info", "{}");
-        } else
-                r = op_send_sign(op);
+        /* The pinned CA (re-read), then the server's CA checked against it, then the request. */
+        r = load_roots(s);
+        if (r < 0) {
+                op_free(op);
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg, "cannot read the pinned cfssl-ca-file %s: %s", s->ca_file,
+                             r == -EBADMSG ? "not a PEM certificate" : strerror(-r)) < 0)
+                        msg = NULL;
+                done(r, msg, NULL, userdata);
+                return 0;
+        }
+        op->fetching_info = true;
+        r = op_post(op, "/api/v1/cfssl/info", "{}");
         if (r < 0)
                 op_free(op);
         return r;
@@ -198,6 +236,7 @@ static void cfssl_free(struct signer *base) {
                 op_free(s->ops);
         free(s->url);
         free(s->auth_key_file);
+        free(s->ca_file);
         free(s);
 }
 
@@ -217,10 +256,19 @@ int signer_cfssl_new(struct http_client *http, const struct cfssl_settings *sett
         s->http = http;
         s->url = strdup(settings->url);
         s->auth_key_file = strdup(settings->auth_key_file);
+        s->ca_file = strdup(settings->ca_file);
         s->timeout = settings->timeout;
-        if (!s->url || !s->auth_key_file) {
+        if (!s->url || !s->auth_key_file || !s->ca_file) {
                 signer_free(&s->base);
                 return -ENOMEM;
+        }
+        int r = load_roots(s);
+        if (r < 0) {
+                if (asprintf(ret_error, "cfssl-ca-file %s: %s", settings->ca_file,
+                             r == -EBADMSG ? "not a PEM certificate" : strerror(-r)) < 0)
+                        *ret_error = NULL;
+                signer_free(&s->base);
+                return r;
         }
         *ret = &s->base;
         return 0;

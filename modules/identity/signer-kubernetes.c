@@ -30,6 +30,7 @@ struct kube_op {
         sd_event_source *timer;
         char *name;
         char *body; /* the POST body */
+        char *cert_file, *key_file; /* authenticate with the node's certificate, else the token */
         usec_t deadline, poll_delay;
         bool created;
         signer_done_fn done;
@@ -45,6 +46,14 @@ struct kube_signer {
         struct kube_op *ops;
 };
 
+/* The header list holds the bearer token: wiped before it is freed. */
+static void wipe_headers(struct kube_op *op) {
+        for (struct curl_slist *l = op->headers; l; l = l->next)
+                OPENSSL_cleanse(l->data, strlen(l->data));
+        curl_slist_free_all(op->headers);
+        op->headers = NULL;
+}
+
 static void op_free(struct kube_op *op) {
         if (!op)
                 return;
@@ -54,10 +63,12 @@ static void op_free(struct kube_op *op) {
         if (*p)
                 *p = op->next;
         http_transfer_cancel(op->transfer);
-        curl_slist_free_all(op->headers);
+        wipe_headers(op);
         sd_event_source_disable_unref(op->timer);
         free(op->name);
         free(op->body);
+        free(op->cert_file);
+        free(op->key_file);
         free(op);
 }
 
@@ -77,25 +88,36 @@ static int op_request(struct kube_op *op, bool post) {
         size_t n;
         int r;
 
-        r = read_file_full(s->token_file, 4096, &token, &n);
-        if (r < 0)
-                return r;
-        token[strcspn(token, "\r\n")] = 0;
-        r = asprintf(&auth, "Authorization: Bearer %s", token);
-        OPENSSL_cleanse(token, n);
-        if (r < 0)
+        if (!op->cert_file) {
+                r = read_file_full(s->token_file, 4096, &token, &n);
+                if (r < 0)
+                        return r;
+                token[strcspn(token, "\r\n")] = 0;
+                r = asprintf(&auth, "Authorization: Bearer %s", token);
+                OPENSSL_cleanse(token, n);
+                if (r < 0)
+                        return -ENOMEM;
+        }
+        if (post ? asprintf(&url, "%s" KUBE_CSR_PATH, s->url) < 0 : asprintf(&url, "%s" KUBE_CSR_PATH "/%s", s->url, op->name) < 0) {
+                if (auth)
+                        OPENSSL_cleanse(auth, strlen(auth));
                 return -ENOMEM;
-        if (post ? asprintf(&url, "%s" KUBE_CSR_PATH, s->url) < 0 : asprintf(&url, "%s" KUBE_CSR_PATH "/%s", s->url, op->name) < 0)
-                return -ENOMEM;
+        }
         CURL *easy = curl_easy_init();
-        if (!easy)
+        if (!easy) {
+                if (auth)
+                        OPENSSL_cleanse(auth, strlen(auth));
                 return -ENOMEM;
-        curl_slist_free_all(op->headers);
-        op->headers = curl_slist_append(NULL, auth);
-        OPENSSL_cleanse(auth, strlen(auth));
-        struct curl_slist *h = op->headers ? curl_slist_append(op->headers, "Accept: application/json") : NULL;
-        if (h)
-                h = curl_slist_append(h, "Content-Type: application/json");
+        }
+        wipe_headers(op);
+        op->headers = curl_slist_append(NULL, "Accept: application/json");
+        if (auth) {
+                struct curl_slist *h = op->headers ? curl_slist_append(op->headers, auth) : NULL;
+                OPENSSL_cleanse(auth, strlen(auth));
+                if (!h)
+                        wipe_headers(op);
+        }
+        struct curl_slist *h = op->headers ? curl_slist_append(op->headers, "Content-Type: application/json") : NULL;
         if (!h) {
                 curl_easy_cleanup(easy);
                 return -ENOMEM;
@@ -107,6 +129,11 @@ static int op_request(struct kube_op *op, bool post) {
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
         if (s->ca_file)
                 curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file);
+        if (op->cert_file) {
+                /* Both read in the same handshake, on the loop that also rotates them: a pair. */
+                curl_easy_setopt(easy, CURLOPT_SSLCERT, op->cert_file);
+                curl_easy_setopt(easy, CURLOPT_SSLKEY, op->key_file);
+        }
         if (post)
                 curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, op->body);
         return http_client_submit(s->http, easy, KUBE_MAX_BODY, on_response, op, &op->transfer);
@@ -192,6 +219,11 @@ static int kube_sign(struct signer *base, const struct signer_request *req, sign
         op->deadline = now_usec(CLOCK_MONOTONIC) + s->deadline;
         op->next = s->ops;
         s->ops = op;
+        if (req->client_cert_file && req->client_key_file &&
+            (!(op->cert_file = strdup(req->client_cert_file)) || !(op->key_file = strdup(req->client_key_file)))) {
+                op_free(op);
+                return -ENOMEM;
+        }
         r = kube_csr_name(req->key, req->subject->common_name, req->subject->organization, &op->name);
         if (r >= 0)
                 r = kube_csr_body(op->name, csr, KUBE_SIGNER_KUBELET_CLIENT, req->lifetime, &op->body);
@@ -236,6 +268,11 @@ int signer_kubernetes_new(sd_event *e, struct http_client *http, const struct ku
 
         if (!settings->url) {
                 *ret_error = strdup("signer=kubernetes needs the apiserver: [apiserver] url, or the in-cluster environment");
+                return -EINVAL;
+        }
+        if (!signer_url_ok(settings->url)) {
+                if (asprintf(ret_error, "signer=kubernetes: %s is plain http to a non-loopback address; use https", settings->url) < 0)
+                        *ret_error = NULL;
                 return -EINVAL;
         }
         if (!settings->ca_file) {

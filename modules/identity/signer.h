@@ -9,6 +9,9 @@
  * CA answers at once). The chain handed to done is the signer's raw answer (PEM): the caller
  * checks it (parse, key match, verification against signer_roots()) before it trusts it. */
 
+#include <stdbool.h>
+#include <string.h>
+
 #include <systemd/sd-event.h>
 
 #include "ca.h"
@@ -24,6 +27,10 @@ struct signer_request {
         const struct cert_subject *subject;
         enum cert_usage usage;
         usec_t lifetime;
+        /* The requester's current, still valid certificate and key (stable paths), or NULL: a
+         * signer that can authenticate with them (kubernetes) renews with them instead of the
+         * bootstrap secret. */
+        const char *client_cert_file, *client_key_file;
 };
 
 /* error 0: chain_pem is the answer. Otherwise reason says what failed (for logs and status). */
@@ -45,6 +52,7 @@ struct signer {
 struct cfssl_settings {
         const char *url;
         const char *auth_key_file; /* hex HMAC key as cfssl's "standard" auth keys take it */
+        const char *ca_file;       /* the pinned CA (PEM): TLS trust for https and the anchor of answers */
         usec_t timeout;
 };
 
@@ -60,6 +68,18 @@ struct kube_settings {
 int signer_kubernetes_new(sd_event *e, struct http_client *http, const struct kube_settings *s, struct signer **ret,
                           char **ret_error);
 int signer_cfssl_new(struct http_client *http, const struct cfssl_settings *s, struct signer **ret, char **ret_error);
+
+/* True unless url is plain http:// to something other than a loopback address (127.0.0.0/8,
+ * [::1], localhost): CSRs, certificates and credentials do not cross a network in clear. */
+static inline bool signer_url_ok(const char *url) {
+        if (strncmp(url, "http://", 7) != 0)
+                return true;
+        const char *host = url + 7;
+        size_t n = strcspn(host, "/?#"), hl = strcspn(host, ":/?#"); /* authority, host */
+        return (hl == 9 && strncmp(host, "localhost", 9) == 0) ||
+               (n >= 5 && strncmp(host, "[::1]", 5) == 0 && (n == 5 || host[5] == ':')) ||
+               (hl >= 4 && strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == hl);
+}
 
 static inline int signer_sign(struct signer *s, const struct signer_request *req, signer_done_fn done, void *userdata) {
         return s->ops->sign(s, req, done, userdata);

@@ -8,10 +8,13 @@
  * batches bounded in count and time (ISSUE_BATCH, ISSUE_SLICE), returning to the loop in
  * between, so 1,000 pods arriving at once never hold the loop for more than a few ms. */
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "atomic-dir.h"
 #include "fsutil.h"
@@ -85,6 +88,7 @@ static struct workload *workload_free(struct workload *w) {
         if (!w)
                 return NULL;
         sd_event_source_disable_unref(w->timer);
+        sd_event_source_disable_unref(w->expiry_timer);
         free(w->uid);
         free(w->ns);
         free(w->name);
@@ -118,8 +122,53 @@ static void workload_remove(struct identity *id, struct workload *w) {
         log_workload(w, LOG_INFO, 0, "pod gone: certificate dropped");
         _cleanup_free_ char *uid = strdup(w->uid);
         workload_free(w);
-        if (uid)
+        if (uid) {
+                /* The gate no longer concerns the pod (it is gone or wants no identity). */
+                pod_gates_changed(id->manager->pod_gates, uid);
                 identity_wake_waiters(id, uid);
+        }
+}
+
+/* A pod UID as Kubernetes (a UUID) or a static pod's hash spells it. */
+static bool looks_like_pod_uid(const char *s) {
+        size_t n = strlen(s);
+        return n >= 8 && n <= 64 && strspn(s, "0123456789abcdef-") == n && s[0] != '-';
+}
+
+int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
+        const char *base = id->settings->pod_tls_dir;
+        unsigned removed = 0;
+        int ret = 0;
+
+        *ret_removed = 0;
+        if (!base || !*base)
+                return 0;
+        _cleanup_close_ int dfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dfd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        DIR *d = opendir_at(dfd, ".");
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        int r;
+        while ((r = read_entry(d, &de)) > 0) {
+                struct stat st;
+                /* Only real directories named like a pod UID that no current workload owns; a
+                 * symlink is never followed nor touched. */
+                if (!looks_like_pod_uid(de->d_name) || workload_find(id, de->d_name) ||
+                    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                        continue;
+                r = rm_rf_at(dfd, de->d_name);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                else if (r >= 0)
+                        removed++;
+        }
+        if (r < 0 && ret == 0)
+                ret = r;
+        closedir(d);
+        *ret_removed = removed;
+        return ret;
 }
 
 void workloads_free_all(struct identity *id) {
@@ -170,6 +219,7 @@ static int issue(struct identity *id, struct workload *w) {
         _cleanup_(X509_freep) X509 *cert = NULL;
         _cleanup_free_ char *chain = NULL, *cn = NULL;
         struct cert_info info = {};
+        const char *why = NULL;
         char *key_pem = NULL;
         int r;
 
@@ -184,9 +234,13 @@ static int issue(struct identity *id, struct workload *w) {
         const struct cert_subject s = { .common_name = cn, .uri = w->spiffe, .ip = w->ip };
         if ((r = x509_key_generate(id->keygen, &key)) < 0 ||
             (r = ca_issue(id->issuer, key, &s, CERT_USAGE_CLIENT_SERVER, id->settings->workload_cert_lifetime, &cert)) < 0 ||
+            (r = ca_verify_issued(id->issuer, cert, &why)) < 0 ||
             (r = ca_chain_pem(id->issuer, cert, &chain)) < 0 || (r = x509_cert_info(cert, &info)) < 0 ||
             (r = x509_key_to_pem(key, &key_pem)) < 0) {
-                set_error(w, r == -EKEYEXPIRED ? "the node's issuer (CA) has expired" : "the node's issuer could not sign");
+                _cleanup_free_ char *msg = NULL;
+                if (why && asprintf(&msg, "the node's issuer made a chain that does not verify against the bundle: %s", why) < 0)
+                        msg = NULL;
+                set_error(w, r == -EKEYEXPIRED ? "the node's issuer (CA) has expired" : msg ? msg : "the node's issuer could not sign");
                 cert_info_done(&info);
                 return r;
         }
@@ -212,8 +266,12 @@ static int on_rotation_timer(sd_event_source *s, uint64_t usec, void *userdata) 
 }
 
 static void schedule_rotation(struct identity *id, struct workload *w) {
-        usec_t life = w->info.not_after - w->info.not_before;
-        w->rotate_at = w->info.not_before + (usec_t) ((double) life * (0.7 + 0.2 * backoff_random(&id->jitter)));
+        /* The share is of the time it is actually ours: from now (just issued), not from a
+         * backdated notBefore. */
+        usec_t now = now_usec(CLOCK_REALTIME);
+        usec_t start = MIN(MAX(w->info.not_before, now), w->info.not_after);
+        usec_t life = w->info.not_after - start;
+        w->rotate_at = start + (usec_t) ((double) life * (0.7 + 0.2 * backoff_random(&id->jitter)));
         if (!w->timer) {
                 int r = sd_event_add_time(id->manager->event, &w->timer, CLOCK_REALTIME, w->rotate_at, USEC_PER_SEC / 10,
                                           on_rotation_timer, w);
@@ -236,6 +294,30 @@ static void retry_rotation(struct identity *id, struct workload *w) {
                 log_workload(w, LOG_ERR, r, "cannot arm its retry timer: %m");
 }
 
+/* notAfter passed without a renewal: the gate (which compares with the clock) is closed now, and
+ * whoever acts on it must hear so without waiting for some other event. */
+static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct workload *w = userdata;
+        struct identity *id = w->id;
+        log_workload(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
+                     w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
+        (void) metric_inc(id->m_failed, "workload");
+        pod_gates_changed(id->manager->pod_gates, w->uid);
+        identity_wake_waiters(id, w->uid);
+        queue_push(id, w); /* issue again as soon as the issuer can */
+        return 0;
+}
+
+static void arm_expiry(struct identity *id, struct workload *w) {
+        int r = w->expiry_timer ? sd_event_source_set_time(w->expiry_timer, w->info.not_after)
+                                : sd_event_add_time(id->manager->event, &w->expiry_timer, CLOCK_REALTIME, w->info.not_after,
+                                                    USEC_PER_SEC / 10, on_expiry_timer, w);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(w->expiry_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_workload(w, LOG_ERR, r, "cannot arm its expiry timer: %m");
+}
+
 static void issue_one(struct identity *id, struct workload *w) {
         bool had = w->chain_pem && now_usec(CLOCK_REALTIME) < w->info.not_after;
         int r = issue(id, w);
@@ -250,6 +332,7 @@ static void issue_one(struct identity *id, struct workload *w) {
         }
         (void) metric_inc(had ? id->m_rotated : id->m_issued, "workload");
         schedule_rotation(id, w);
+        arm_expiry(id, w);
         char until[64] = "";
         (void) format_rfc3339(w->info.not_after, until, sizeof(until));
         log_workload(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
@@ -378,7 +461,8 @@ usec_t workloads_nearest_expiry(struct identity *id) {
 int workload_status(const struct workload *w, cJSON *o) {
         if (!cJSON_AddStringToObject(o, "uid", w->uid) || !json_add_string_or_null(o, "namespace", w->ns) ||
             !json_add_string_or_null(o, "name", w->name) || !json_add_string_or_null(o, "id", w->spiffe) ||
-            !cJSON_AddStringToObject(o, "state", w->chain_pem ? "issued" : w->last_error ? "failed" : "pending") ||
+            !cJSON_AddStringToObject(o, "state", !w->chain_pem ? (w->last_error ? "failed" : "pending")
+                                                 : now_usec(CLOCK_REALTIME) >= w->info.not_after ? "expired" : "issued") ||
             !json_add_string_or_null(o, "lastError", w->last_error))
                 return -ENOMEM;
         if (!w->chain_pem)

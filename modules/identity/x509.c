@@ -400,6 +400,22 @@ finish:
         return r;
 }
 
+int x509_is_issuing_ca(X509 *cert) {
+        int ok = cert && X509_check_ca(cert) == 1 && (X509_get_extension_flags(cert) & EXFLAG_KUSAGE) &&
+                 (X509_get_key_usage(cert) & KU_KEY_CERT_SIGN);
+        ERR_clear_error();
+        return ok;
+}
+
+int cert_check_times(const struct cert_info *i, usec_t current_not_after, usec_t now, const char **ret_reason) {
+        if (i->not_before > now + CERT_MAX_FUTURE)
+                return (*ret_reason = "the certificate's notBefore is more than 5 minutes ahead of this node's clock"),
+                       -EBADMSG;
+        if (current_not_after > 0 && i->not_after <= current_not_after)
+                return (*ret_reason = "the new certificate would expire no later than the one it replaces"), -EBADMSG;
+        return 0;
+}
+
 int x509_key_fingerprint(EVP_PKEY *key, size_t n, char **ret) {
         unsigned char *der = NULL, md[SHA256_DIGEST_LENGTH];
         int len = i2d_PUBKEY(key, &der);

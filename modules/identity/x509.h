@@ -74,6 +74,15 @@ int x509_key_matches(X509 *cert, EVP_PKEY *key);
 /* Verifies chain[0] through chain[1..] up to one of roots (each a trust anchor, self-signed or
  * not), at time `at` (CLOCK_REALTIME; 0 = now). 0 or -EBADMSG with *ret_reason (static string from OpenSSL) if given. */
 int x509_verify_chain(STACK_OF(X509) *chain, STACK_OF(X509) *roots, usec_t at, const char **ret_reason);
+/* 1 if cert may issue certificates: basicConstraints CA:TRUE (X509_check_ca() == 1) and a
+ * keyUsage extension with keyCertSign; 0 if not. */
+int x509_is_issuing_ca(X509 *cert);
+/* The clock rules for a newly issued certificate: notBefore at most CERT_MAX_FUTURE ahead of now
+ * (a CA with a clock far ahead must not replace a certificate that works today), and, when it is
+ * to replace one that is still valid (current_not_after > 0), a later notAfter than that one's.
+ * 0, or -EBADMSG with a static *ret_reason. */
+#define CERT_MAX_FUTURE (5 * USEC_PER_MINUTE)
+int cert_check_times(const struct cert_info *i, usec_t current_not_after, usec_t now, const char **ret_reason);
 /* A SHA-256 fingerprint of the public key, hex, first `n` bytes (for stable names). */
 int x509_key_fingerprint(EVP_PKEY *key, size_t n, char **ret);
 /* Hex of buf. */

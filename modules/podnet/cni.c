@@ -329,10 +329,14 @@ static int request_set_config(struct cni_request *r, cJSON *obj, struct cni_erro
 
         prev = field(obj, "prevResult");
         if (prev && !cJSON_IsNull(prev)) {
-                const cJSON *ifs = field(prev, "interfaces"), *ips = field(prev, "ips");
-                if (!cJSON_IsObject(prev) || (ifs && !cJSON_IsArray(ifs)) || (ips && !cJSON_IsArray(ips)))
+                const cJSON *ifs = field(prev, "interfaces"), *ips = field(prev, "ips"), *routes = field(prev, "routes"),
+                            *dns = field(prev, "dns");
+                /* Everything an ADD extends, checked here: nothing is wired for a bad one. */
+                if (!cJSON_IsObject(prev) || (ifs && !cJSON_IsArray(ifs)) || (ips && !cJSON_IsArray(ips)) ||
+                    (routes && !cJSON_IsArray(routes)) || (dns && !cJSON_IsObject(dns)))
                         return cni_error_set(err, CNI_ERR_INVALID_CONFIG, "invalid network config",
-                                             "prevResult must be a result object (interfaces and ips arrays)");
+                                             "prevResult must be a result object (interfaces, ips and routes arrays, "
+                                             "dns an object)");
                 r->prev_result = prev;
         }
         if (r->command == CNI_CHECK && !r->prev_result && cni_version_compare(r->cni_version, "1.0.0") >= 0)

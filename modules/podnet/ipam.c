@@ -32,6 +32,7 @@ struct ipam {
         char **deleting; /* host interface names released, deletion not confirmed */
         size_t n_deleting;
         uint32_t cursor; /* the last address handed out */
+        int not_durable; /* the last write was renamed into place but its directory fsync failed */
 };
 
 void ipam_format_addr(uint32_t addr, char buf[16]) {
@@ -69,6 +70,7 @@ static void allocation_done(struct ipam_allocation *a) {
         free(a->pod_namespace);
         free(a->pod_name);
         free(a->pod_uid);
+        free(a->network);
 }
 
 struct ipam *ipam_free(struct ipam *p) {
@@ -155,10 +157,17 @@ static int ipam_load(struct ipam *p, char **ret_error) {
                     set_string(&a.host_ifname, opt_string(item, "hostIfname")) < 0 ||
                     set_string(&a.pod_namespace, opt_string(item, "namespace")) < 0 ||
                     set_string(&a.pod_name, opt_string(item, "name")) < 0 ||
-                    set_string(&a.pod_uid, opt_string(item, "uid")) < 0) {
+                    set_string(&a.pod_uid, opt_string(item, "uid")) < 0 ||
+                    set_string(&a.network, opt_string(item, "network")) < 0) {
                         allocation_done(&a);
                         return -ENOMEM;
                 }
+                const cJSON *mtu = cJSON_GetObjectItemCaseSensitive(item, "mtu");
+                if (mtu && (!cJSON_IsNumber(mtu) || mtu->valuedouble < 0 || mtu->valuedouble > 65535)) {
+                        allocation_done(&a);
+                        return load_error(ret_error, "an allocation's mtu is not a number from 0 to 65535");
+                }
+                a.mtu = mtu ? (unsigned) mtu->valuedouble : 0;
                 a.since = cJSON_IsNumber(since) && since->valuedouble > 0 ? (usec_t) (since->valuedouble * USEC_PER_SEC) : 0;
                 p->allocs[p->n_allocs++] = a;
         }
@@ -212,13 +221,14 @@ static cJSON *allocation_to_json(const struct ipam_allocation *a) {
         if (!o || !cJSON_AddStringToObject(o, "ip", ip) || !cJSON_AddStringToObject(o, "containerID", a->container_id) ||
             !cJSON_AddStringToObject(o, "ifname", a->ifname) || !add_opt(o, "netns", a->netns) ||
             !cJSON_AddStringToObject(o, "hostIfname", a->host_ifname) || !add_opt(o, "namespace", a->pod_namespace) ||
-            !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) ||
+            !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) || !add_opt(o, "network", a->network) ||
+            (a->mtu > 0 && !cJSON_AddNumberToObject(o, "mtu", a->mtu)) ||
             !cJSON_AddNumberToObject(o, "since", (double) a->since / USEC_PER_SEC))
                 return NULL;
         return TAKE_PTR(o);
 }
 
-static int ipam_save(const struct ipam *p) {
+static int ipam_save(struct ipam *p) {
         _cleanup_(cJSON_Deletep) cJSON *root = cJSON_CreateObject();
         _cleanup_free_ char *text = NULL;
         cJSON *list, *q, *d;
@@ -247,7 +257,22 @@ static int ipam_save(const struct ipam *p) {
         text = cJSON_Print(root);
         if (!text)
                 return -ENOMEM;
-        return write_file_atomic(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+        bool renamed = false;
+        int r = write_file_atomic_full(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1, &renamed);
+        if (r < 0 && renamed) {
+                /* Every reader (a restart included) sees the new state already: rolling back in
+                 * memory would make memory and disk disagree. Only a power loss could lose it. */
+                p->not_durable = r;
+                return 0;
+        }
+        return r;
+}
+
+int ipam_take_not_durable(struct ipam *p) {
+        int r = p ? p->not_durable : 0;
+        if (p)
+                p->not_durable = 0;
+        return r;
 }
 
 int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct ipam **ret, char **ret_error) {
@@ -352,8 +377,9 @@ static int owner_apply(struct ipam_allocation *a, const struct ipam_owner *o) {
                 return 0;
         if (set_string(&a->netns, o->netns) < 0 || set_string(&a->host_ifname, o->host_ifname) < 0 ||
             set_string(&a->pod_namespace, o->pod_namespace) < 0 || set_string(&a->pod_name, o->pod_name) < 0 ||
-            set_string(&a->pod_uid, o->pod_uid) < 0)
+            set_string(&a->pod_uid, o->pod_uid) < 0 || set_string(&a->network, o->network) < 0)
                 return -ENOMEM;
+        a->mtu = o->mtu;
         return 0;
 }
 
@@ -369,13 +395,8 @@ int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, 
         if (!owner || isempty(owner->host_ifname))
                 return -EINVAL;
         if (existing) {
-                /* A repeated ADD (the runtime retrying after a failure): same address. */
-                r = owner_apply(existing, owner);
-                if (r < 0)
-                        return r;
-                r = ipam_save(p);
-                if (r < 0)
-                        return r;
+                /* A repeated ADD (the runtime retrying after a failure): same address, nothing
+                 * changed yet (ipam_update_owner() once the repeated ADD worked). */
                 *ret = existing;
                 return 0;
         }
@@ -413,6 +434,35 @@ int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, 
         }
         *ret = &p->allocs[p->n_allocs - 1];
         return 1;
+}
+
+int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner) {
+        struct ipam_allocation *existing = (struct ipam_allocation *) ipam_find(p, container_id, ifname);
+        struct ipam_allocation updated = {}, old;
+        int r;
+
+        if (!existing)
+                return -ENOENT;
+        if (!owner || isempty(owner->host_ifname))
+                return -EINVAL;
+        /* A copy first: a failure half-way leaves the allocation as it was. */
+        updated.addr = existing->addr;
+        updated.since = existing->since;
+        if (set_string(&updated.container_id, existing->container_id) < 0 ||
+            set_string(&updated.ifname, existing->ifname) < 0 || owner_apply(&updated, owner) < 0) {
+                allocation_done(&updated);
+                return -ENOMEM;
+        }
+        old = *existing;
+        *existing = updated;
+        r = ipam_save(p);
+        if (r < 0) {
+                allocation_done(existing);
+                *existing = old;
+                return r;
+        }
+        allocation_done(&old);
+        return 0;
 }
 
 int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now, bool link_pending) {

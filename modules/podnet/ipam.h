@@ -29,12 +29,16 @@ struct ipam_allocation {
         char *netns;        /* CNI_NETNS at ADD (for CHECK and the operator) */
         char *host_ifname;  /* the host end of the veth */
         char *pod_namespace, *pod_name, *pod_uid; /* from CNI_ARGS, may be NULL */
+        char *network;      /* the network config's name (NULL: from before it was recorded) */
+        unsigned mtu;       /* the MTU it was wired with (0: unknown, from before it was recorded) */
         usec_t since;
 };
 
 struct ipam_owner {
         const char *netns, *host_ifname;
         const char *pod_namespace, *pod_name, *pod_uid;
+        const char *network;
+        unsigned mtu;
 };
 
 struct ipam;
@@ -57,10 +61,14 @@ const struct ipam_allocation *ipam_find_addr(const struct ipam *p, uint32_t addr
 int ipam_host_ifname(const struct ipam *p, const char *container_id, const char *ifname, char ret[16]);
 
 /* Allocates (and persists) an address for the attachment. If it already has one, that one is
- * returned with 0 (its owner fields updated); a new one gives 1. -ENOSPC when the pool is
- * exhausted, or the write error (nothing changed then). */
+ * returned with 0, unchanged (a repeated ADD that fails must not alter it; see
+ * ipam_update_owner()); a new one gives 1. -ENOSPC when the pool is exhausted, or the write
+ * error (nothing changed then). */
 int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                   usec_t now, const struct ipam_allocation **ret);
+/* Replaces the owner fields of an existing allocation (a repeated ADD that worked) and persists;
+ * on a write error nothing changed. -ENOENT if the attachment has no allocation. */
+int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner);
 /* Releases the attachment's address into quarantine and persists. With link_pending, its host
  * interface name is recorded as still being deleted (in the same write), until
  * ipam_link_deleted(): a deletion a crash interrupted is found again at the next start, and the
@@ -72,6 +80,11 @@ int ipam_link_deleted(struct ipam *p, const char *host_ifname);
 /* Host interfaces released but not known to be deleted yet. */
 size_t ipam_n_deleting(const struct ipam *p);
 const char *ipam_deleting(const struct ipam *p, size_t i);
+
+/* A write whose rename succeeded but whose directory fsync failed counts as done (the file is
+ * what every reader sees; rolling back in memory would disagree with it). This returns that
+ * fsync's error since the last call (0: none), for the caller to warn about. */
+int ipam_take_not_durable(struct ipam *p);
 
 /* Iteration over the allocations (index order is stable until the next change). */
 size_t ipam_count(const struct ipam *p);

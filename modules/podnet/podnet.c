@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cni.h"
@@ -35,6 +36,15 @@ struct podnet_settings {
         unsigned mtu;
         char *host_gateway;
         usec_t address_quarantine;
+        usec_t gc_grace;
+};
+
+/* A host veth handed to the reaper, and where its pod end was: an ADD into that namespace with
+ * that interface name fails with EEXIST until the deletion is done. */
+struct pending_deletion {
+        char *host_ifname;
+        char *netns;  /* CNI_NETNS of the released attachment, may be NULL */
+        char *ifname;
 };
 
 struct podnet {
@@ -46,6 +56,8 @@ struct podnet {
         char *cidr;                    /* in use: pod-cidr, or the Node's spec.podCIDR */
         struct reaper *reaper;         /* deletes host veths off the loop; NULL: inline */
         sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
+        struct pending_deletion *pending; /* what the reaper is deleting for this run */
+        size_t n_pending;
         bool routes_added, collector_added, stopped;
         bool failed; /* the request being answered failed (for the metric) */
 
@@ -83,9 +95,22 @@ static const struct config_key podnet_keys[] = {
         { "mtu", config_parse_uint, FIELD(mtu), "1500" },
         { "host-gateway", parse_ipv4, FIELD(host_gateway), "169.254.1.1", config_free_string },
         { "address-quarantine", config_parse_duration, FIELD(address_quarantine), "30s" },
+        { "gc-grace", config_parse_duration, FIELD(gc_grace), "60s" },
         {}
 };
 #undef FIELD
+
+/* The pods route everything via host-gateway: inside their own CIDR it would be a pod's address. */
+static bool gateway_in_cidr(const char *gateway, const char *cidr) {
+        uint32_t net, gw;
+        unsigned prefix;
+        struct in_addr in;
+
+        if (ipam_parse_cidr(cidr, &net, &prefix) < 0 || inet_pton(AF_INET, gateway, &in) != 1)
+                return false;
+        gw = ntohl(in.s_addr);
+        return (gw & (UINT32_MAX << (32 - prefix))) == net;
+}
 
 static struct podnet_settings *podnet_settings_free(struct podnet_settings *s) {
         return config_object_free(podnet_keys, s);
@@ -106,18 +131,14 @@ static int podnet_parse(struct config *c, struct podnet_settings **ret, char **r
                 config_object_free(podnet_keys, s);
                 return config_section_error(c, "network", ret_error, "address-quarantine must be at most 24h");
         }
-        if (s->pod_cidr) {
-                uint32_t net, gw;
-                unsigned prefix;
-                struct in_addr in;
-                (void) ipam_parse_cidr(s->pod_cidr, &net, &prefix);
-                (void) inet_pton(AF_INET, s->host_gateway, &in);
-                gw = ntohl(in.s_addr);
-                if ((gw & (UINT32_MAX << (32 - prefix))) == net) {
-                        config_object_free(podnet_keys, s);
-                        return config_section_error(c, "network", ret_error,
-                                                    "host-gateway must lie outside pod-cidr (use a link-local address)");
-                }
+        if (s->gc_grace > 24 * USEC_PER_HOUR) {
+                config_object_free(podnet_keys, s);
+                return config_section_error(c, "network", ret_error, "gc-grace must be at most 24h");
+        }
+        if (s->pod_cidr && gateway_in_cidr(s->host_gateway, s->pod_cidr)) {
+                config_object_free(podnet_keys, s);
+                return config_section_error(c, "network", ret_error,
+                                            "host-gateway must lie outside pod-cidr (use a link-local address)");
         }
         *ret = s;
         return 0;
@@ -136,18 +157,51 @@ static int podnet_parse(struct config *c, struct podnet_settings **ret, char **r
 
 /* ---- pod store integration ---- */
 
+static bool names_pod(const struct ipam_allocation *a) {
+        return a->pod_uid || (a->pod_namespace && a->pod_name);
+}
+
+/* Whether two allocations belong to the same pod, as the store keys its overlay (uid, else
+ * namespace/name). */
+static bool same_pod(const struct ipam_allocation *a, const struct ipam_allocation *b) {
+        if (a->pod_uid || b->pod_uid)
+                return streq_ptr(a->pod_uid, b->pod_uid);
+        return a->pod_namespace && a->pod_name && streq_ptr(a->pod_namespace, b->pod_namespace) &&
+               streq_ptr(a->pod_name, b->pod_name);
+}
+
 /* The pod's address becomes the store's IP for it (so registration and identity see it). */
 static void store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set) {
         char ip[16];
         char *ips[] = { ip, NULL };
         int r;
 
-        if (!a->pod_uid && !(a->pod_namespace && a->pod_name))
+        if (!names_pod(a))
                 return; /* CNI_ARGS named no pod: nothing to record */
         ipam_format_addr(a->addr, ip);
         r = pod_store_set_ips(mi->manager->pods, a->pod_uid, a->pod_namespace, a->pod_name, set ? ips : NULL);
         if (r < 0)
                 (void) log_attachment(LOG_WARNING, r, a, "Failed to record the pod's IP in the pod store, ignoring: %m");
+}
+
+/* a is about to be released: the store forgets the pod's IP only if a is the pod's newest
+ * attachment. An older sandbox of the same pod (a restart made a new one, B, and the runtime
+ * now deletes or GCs the old one, A) must not take B's address out of the store. */
+static bool store_forget_ip(struct module_instance *mi, const struct ipam_allocation *a) {
+        struct podnet *p = mi->data;
+
+        if (!names_pod(a))
+                return false;
+        for (size_t i = 0; i < ipam_count(p->ipam); i++) {
+                const struct ipam_allocation *o = ipam_get(p->ipam, i);
+                if (o != a && same_pod(o, a) && o->since >= a->since) {
+                        (void) log_attachment(LOG_DEBUG, 0, a, "The pod has a newer attachment (%s/%s); keeping its IP",
+                                              o->container_id, o->ifname);
+                        return false;
+                }
+        }
+        store_set_ip(mi, a, false);
+        return true;
 }
 
 /* ---- replies ---- */
@@ -242,27 +296,119 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
         return TAKE_PTR(o);
 }
 
+/* A state write that is in place but whose directory fsync failed: kept (see ipam.h), told. */
+static void warn_not_durable(struct podnet *p) {
+        int r = ipam_take_not_durable(p->ipam);
+        if (r < 0)
+                log_module_warning(MODULE, "%s was updated but syncing its directory failed (%s): a power loss could "
+                                   "lose the last change", p->state_file, strerror(-r));
+}
+
+/* ---- deletions in flight ---- */
+
+static void pending_done(struct pending_deletion *d) {
+        free(d->host_ifname);
+        free(d->netns);
+        free(d->ifname);
+}
+
+static void pending_clear(struct podnet *p) {
+        for (size_t i = 0; i < p->n_pending; i++)
+                pending_done(&p->pending[i]);
+        p->pending = mfree(p->pending);
+        p->n_pending = 0;
+}
+
+/* Best effort: without the record, an ADD that hits the old pod end answers "try again later"
+ * instead of waiting for it. */
+static void pending_add(struct podnet *p, const char *host_ifname, const char *netns, const char *ifname) {
+        struct pending_deletion d = {};
+        struct pending_deletion *grown = realloc(p->pending, (p->n_pending + 1) * sizeof(struct pending_deletion));
+
+        if (!grown)
+                return;
+        p->pending = grown;
+        d.host_ifname = strdup(host_ifname);
+        d.netns = netns ? strdup(netns) : NULL;
+        d.ifname = strdup(ifname);
+        if (!d.host_ifname || !d.ifname || (netns && !d.netns)) {
+                pending_done(&d);
+                return;
+        }
+        p->pending[p->n_pending++] = d;
+}
+
+static void pending_remove(struct podnet *p, const char *host_ifname) {
+        for (size_t i = 0; i < p->n_pending; i++)
+                if (streq(p->pending[i].host_ifname, host_ifname)) {
+                        pending_done(&p->pending[i]);
+                        memmove(&p->pending[i], &p->pending[i + 1], (p->n_pending - i - 1) * sizeof(struct pending_deletion));
+                        p->n_pending--;
+                        return;
+                }
+}
+
+/* The deletion that explains an EEXIST for this ADD: its own host end, or an earlier pod end by
+ * the same name in the same namespace (the runtime reused the namespace right after a DEL). */
+static const char *pending_blocking(const struct podnet *p, const char *host_ifname, const char *netns,
+                                    const char *ifname) {
+        for (size_t i = 0; i < p->n_pending; i++) {
+                const struct pending_deletion *d = &p->pending[i];
+                if (streq(d->host_ifname, host_ifname) || (streq_ptr(d->netns, netns) && streq(d->ifname, ifname)))
+                        return d->host_ifname;
+        }
+        return NULL;
+}
+
 /* ---- the operations ---- */
 
-static struct wire_params wire_params_of(const struct podnet *p, const struct ipam_allocation *a, const char *netns) {
+static struct wire_params wire_params_of(const struct podnet *p, const struct ipam_allocation *a, const char *netns,
+                                         int netns_fd) {
         return (struct wire_params) {
                 .host_ifname = a->host_ifname,
                 .ifname = a->ifname,
                 .netns_path = netns ? netns : a->netns,
+                .netns_fd = netns_fd,
                 .addr = a->addr,
                 .gateway = p->gateway,
                 .mtu = p->settings->mtu,
         };
 }
 
+
+/* CNI_NETNS that wire_netns_open() refused. Not a namespace (or the host's own) is the spec's
+ * code 4, "invalid necessary environment variable", which names the variable; a path that does
+ * not exist is 3 (the container is unknown, as before). */
+static int reply_netns_error(struct podnet *p, struct api_request *req, const struct cni_request *cr, int error) {
+        if (error == -ENOENT)
+                return reply_error(p, req, 404, cr, CNI_ERR_UNKNOWN_CONTAINER, "the network namespace does not exist",
+                                   "CNI_NETNS %s does not exist", cr->netns);
+        log_module_warning(MODULE, "Refusing CNI_NETNS %s for %s/%s: %s", cr->netns, cr->container_id, cr->ifname,
+                           error == -EMEDIUMTYPE ? "not a network namespace"
+                           : error == -EBUSY     ? "the host's own network namespace"
+                                                 : strerror(-error));
+        return reply_error(p, req, 400, cr, CNI_ERR_INVALID_ENV, "invalid CNI_NETNS", "CNI_NETNS %s %s", cr->netns,
+                           error == -EMEDIUMTYPE ? "is not a network namespace"
+                           : error == -EBUSY     ? "is the host's own network namespace"
+                                                 : strerror(-error));
+}
+
+static int attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error);
+
 static int cni_add(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         const struct ipam_allocation *a;
         struct wire_result w = {};
+        _cleanup_close_ int netns_fd = -EBADF;
         char host_ifname[16], ip[16];
         usec_t start = now_usec(CLOCK_MONOTONIC);
+        bool fresh;
         int r;
 
+        /* Opened once, checked, and that descriptor is what gets wired (no reopening). */
+        r = wire_netns_open(cr->netns, p->host_netns_fd, &netns_fd);
+        if (r < 0)
+                return reply_netns_error(p, req, cr, r);
         r = ipam_host_ifname(p->ipam, cr->container_id, cr->ifname, host_ifname);
         if (r < 0)
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "no free host interface name", "%s", strerror(-r));
@@ -272,6 +418,8 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 .pod_namespace = cr->k8s_namespace,
                 .pod_name = cr->k8s_name,
                 .pod_uid = cr->k8s_uid,
+                .network = cr->network_name,
+                .mtu = p->settings->mtu,
         };
         r = ipam_allocate(p->ipam, cr->container_id, cr->ifname, &owner, now_usec(CLOCK_REALTIME), &a);
         if (r == -ENOSPC) {
@@ -285,29 +433,54 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot record the allocation", "%s: %s",
                                    p->state_file, strerror(-r));
         }
+        fresh = r > 0; /* a repeated ADD (r == 0) must leave the allocation it found as it was */
 
-        struct wire_params wp = wire_params_of(p, a, cr->netns);
+        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd);
         r = wire_add(p->host_netns_fd, &wp, &w);
-        if (r == -EEXIST && p->reaper && reaper_pending(p->reaper) > 0) {
-                /* The namespace is being reused and its old interface is still being deleted
-                 * (a DEL just before): wait for the deletions, then once more. */
-                reaper_flush(p->reaper);
-                a = ipam_find(p->ipam, cr->container_id, cr->ifname);
-                if (!a)
-                        return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "the allocation vanished", "%s",
-                                           cr->container_id);
-                wp = wire_params_of(p, a, cr->netns);
-                r = wire_add(p->host_netns_fd, &wp, &w);
+        if (r == -EEXIST && p->reaper) {
+                const char *blocking = pending_blocking(p, a->host_ifname, cr->netns, cr->ifname);
+                if (blocking) {
+                        /* The namespace is being reused and its old interface is still being
+                         * deleted (a DEL just before): wait for that deletion alone, once more. */
+                        _cleanup_free_ char *name = strdup(blocking);
+                        if (!name)
+                                r = -ENOMEM;
+                        else {
+                                (void) reaper_wait(p->reaper, name);
+                                pending_remove(p, name); /* done, whatever on_reaped() saw */
+                                a = ipam_find(p->ipam, cr->container_id, cr->ifname);
+                                if (!a)
+                                        return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "the allocation vanished", "%s",
+                                                           cr->container_id);
+                                wp = wire_params_of(p, a, cr->netns, netns_fd);
+                                r = wire_add(p->host_netns_fd, &wp, &w);
+                        }
+                } else if (reaper_pending(p->reaper) > 0) {
+                        /* Deletions whose pod ends we cannot place (from before a restart) may be
+                         * what is in the way: rather than block on the whole backlog, ask again. */
+                        if (fresh && ipam_release(p->ipam, cr->container_id, cr->ifname, now_usec(CLOCK_REALTIME), false) < 0)
+                                log_module_warning(MODULE, "Failed to release the address again; GC or DEL will");
+                        return reply_error(p, req, 503, cr, CNI_ERR_TRY_AGAIN_LATER, "an interface is still being deleted",
+                                           "%s exists in %s; %u deletion(s) in progress", cr->ifname, cr->netns,
+                                           reaper_pending(p->reaper));
+                }
         }
         if (r < 0) {
-                int code = r == -ENOENT ? CNI_ERR_UNKNOWN_CONTAINER : CNI_ERR_INTERNAL;
                 (void) log_attachment(LOG_WARNING, r, a, "Failed to wire %s in %s: %m", cr->ifname, cr->netns);
-                _cleanup_free_ char *cid = strdup(cr->container_id), *ifn = strdup(cr->ifname);
-                if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), false) < 0)
-                        log_module_warning(MODULE, "Failed to release the address again; GC or DEL will");
-                return reply_error(p, req, code == CNI_ERR_UNKNOWN_CONTAINER ? 404 : 500, cr, code,
-                                   r == -ENOENT ? "the network namespace does not exist" : "failed to wire the pod",
-                                   "%s %s: %s", cr->netns, cr->ifname, r == -EEXIST ? "interface exists already" : strerror(-r));
+                if (fresh) {
+                        _cleanup_free_ char *cid = strdup(cr->container_id), *ifn = strdup(cr->ifname);
+                        if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), false) < 0)
+                                log_module_warning(MODULE, "Failed to release the address again; GC or DEL will");
+                }
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to wire the pod", "%s %s: %s", cr->netns,
+                                   cr->ifname, r == -EEXIST ? "interface exists already" : strerror(-r));
+        }
+        if (!fresh) {
+                /* Rewired, maybe into another namespace or for another pod: record it. */
+                r = ipam_update_owner(p->ipam, cr->container_id, cr->ifname, &owner);
+                if (r < 0)
+                        (void) log_attachment(LOG_WARNING, r, a, "Failed to record the repeated ADD's owner, keeping the old: %m");
+                a = ipam_find(p->ipam, cr->container_id, cr->ifname);
         }
 
         store_set_ip(mi, a, true);
@@ -315,8 +488,16 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         (void) metric_observe(p->m_setup, (double) (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC);
         (void) log_attachment(LOG_INFO, 0, a, "Wired %s in %s: %s/32 via %s", a->ifname, cr->netns, ip, a->host_ifname);
         cJSON *result = build_result(p, cr, a, &w);
-        if (!result)
-                return api_reply_error(req, 500, "out of memory");
+        if (!result) {
+                /* Out of memory: the runtime sees a failure, so nothing may stay wired for it. */
+                if (fresh) {
+                        _cleanup_free_ char *error = NULL;
+                        if (attachment_remove(mi, cr->container_id, cr->ifname, &error) < 0)
+                                log_module_warning(MODULE, "Failed to undo %s/%s (%s); GC or DEL will", cr->container_id,
+                                                   cr->ifname, strempty(error));
+                }
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot build the result", "%s", "out of memory");
+        }
         return reply_ok(req, result);
 }
 
@@ -330,7 +511,8 @@ static int attachment_remove(struct module_instance *mi, const char *container_i
         if (!a)
                 return 0;
         /* Copies: the release frees the allocation's strings. */
-        _cleanup_free_ char *cid = strdup(container_id), *ifn = strdup(ifname), *host = strdup(a->host_ifname);
+        _cleanup_free_ char *cid = strdup(container_id), *ifn = strdup(ifname), *host = strdup(a->host_ifname),
+                            *netns = a->netns ? strdup(a->netns) : NULL;
         if (!cid || !ifn || !host)
                 return -ENOMEM;
         if (!p->reaper) {
@@ -342,18 +524,21 @@ static int attachment_remove(struct module_instance *mi, const char *container_i
                 }
         }
         /* The store forgets the IP while a (freed by the release) still names the pod. */
-        store_set_ip(mi, a, false);
+        bool forgot = store_forget_ip(mi, a);
         ipam_format_addr(a->addr, ip);
         (void) log_attachment(LOG_INFO, 0, a, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
         /* With the reaper, the name is recorded as being deleted in the same write. */
         r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
         if (r < 0) {
-                store_set_ip(mi, a, true); /* still allocated: a is unchanged */
+                if (forgot)
+                        store_set_ip(mi, a, true); /* still allocated: a is unchanged */
                 if (asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
                         *ret_error = NULL;
                 return r;
         }
-        if (p->reaper && reaper_queue(p->reaper, host) < 0) {
+        if (p->reaper && reaper_queue(p->reaper, host) >= 0)
+                pending_add(p, host, netns, ifn);
+        else if (p->reaper) {
                 /* Cannot queue (out of memory): do it here. */
                 r = wire_del(host);
                 if (r >= 0)
@@ -368,6 +553,7 @@ static void on_reaped(struct reaper *r, const char *name, int error, void *userd
         struct podnet *p = mi->data;
         int k;
 
+        pending_remove(p, name);
         if (error < 0) {
                 log_module_warning(MODULE, "Failed to delete host interface %s (%s); retrying at the next start", name,
                                    strerror(-error));
@@ -377,6 +563,7 @@ static void on_reaped(struct reaper *r, const char *name, int error, void *userd
         k = p->ipam ? ipam_link_deleted(p->ipam, name) : 0;
         if (k < 0)
                 log_module_warning(MODULE, "Failed to record that %s is deleted (%s), ignoring", name, strerror(-k));
+        warn_not_durable(p);
 }
 
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
@@ -417,7 +604,18 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
                 return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "prevResult does not match",
                                    "the agent gave %s to %s/%s; prevResult does not list it", addr, cr->container_id,
                                    cr->ifname);
-        struct wire_params wp = wire_params_of(p, a, cr->netns);
+        _cleanup_close_ int netns_fd = -EBADF;
+        r = wire_netns_open(cr->netns, p->host_netns_fd, &netns_fd);
+        if (r == -ENOENT) {
+                (void) log_attachment(LOG_WARNING, 0, a, "CHECK found drift: network namespace %s is gone", cr->netns);
+                return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "the pod network drifted", "network namespace %s is gone",
+                                   cr->netns);
+        }
+        if (r < 0)
+                return reply_netns_error(p, req, cr, r);
+        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd);
+        if (a->mtu > 0)
+                wp.mtu = a->mtu; /* what ADD set up, not what the config says now */
         r = wire_check(p->host_netns_fd, &wp, &drift);
         if (r == -EUCLEAN) {
                 (void) log_attachment(LOG_WARNING, 0, a, "CHECK found drift: %s", strempty(drift));
@@ -435,18 +633,31 @@ static bool attachment_valid(const struct cni_request *cr, const struct ipam_all
         return false;
 }
 
-/* GC: every attachment the runtime does not list as valid is a leak (a DEL that never came). */
+/* GC: every attachment the runtime does not list as valid is a leak (a DEL that never came).
+ * Except a young one: the runtime computes the list before it sends GC, and an ADD answered in
+ * between is not on it yet. gc-grace (default 60s) is far longer than that window; a real leak
+ * is released by the next GC after it. */
 static int cni_gc(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         _cleanup_free_ char *first_error = NULL;
-        unsigned released = 0, failed = 0;
+        unsigned released = 0, failed = 0, young = 0;
+        usec_t now = now_usec(CLOCK_REALTIME);
 
         if (!cr->has_valid)
                 return reply_ok(req, NULL);
         for (size_t i = 0; i < ipam_count(p->ipam);) {
                 const struct ipam_allocation *a = ipam_get(p->ipam, i);
                 _cleanup_free_ char *error = NULL;
-                if (attachment_valid(cr, a)) {
+                /* CNI names an attachment by network, container and interface: another
+                 * network's GC does not know ours. (No network recorded: from before it was.) */
+                if (attachment_valid(cr, a) || (a->network && !streq_ptr(a->network, cr->network_name))) {
+                        i++;
+                        continue;
+                }
+                /* (Within gc-grace either way: a clock stepped back must not make a pod wired a
+                 * moment ago look old.) */
+                if (a->since + p->settings->gc_grace > now && a->since < now + p->settings->gc_grace) {
+                        young++;
                         i++;
                         continue;
                 }
@@ -465,6 +676,8 @@ static int cni_gc(struct module_instance *mi, struct api_request *req, const str
         }
         if (released > 0 || failed > 0)
                 log_module_info(MODULE, "GC released %u leaked attachment(s)%s", released, failed ? ", some failed" : "");
+        if (young > 0)
+                log_module_info(MODULE, "GC kept %u attachment(s) not listed as valid but younger than gc-grace", young);
         if (failed > 0)
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "GC could not release every leak", "%u failed; first: %s",
                                    failed, strempty(first_error));
@@ -499,6 +712,12 @@ static int handle_cni(struct api_request *req, void *userdata) {
         int r;
 
         p->failed = false;
+        /* Wiring namespaces is root's business (DESIGN.md): socket-group reads status, no more. */
+        const struct api_peer *peer = api_request_peer(req);
+        if (!peer || peer->uid != 0) {
+                (void) metric_inc(p->m_ops, "invalid", "error");
+                return api_reply_error(req, 403, "POST /v1/cni is for root only (pinion-cni run by the container runtime)");
+        }
         r = cni_request_from_json(&cr, body, size, &e);
         if (r < 0) {
                 if (r == -ENOMEM)
@@ -539,6 +758,7 @@ static int handle_cni(struct api_request *req, void *userdata) {
                         break;
                 }
         (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 && !p->failed ? "ok" : "error");
+        warn_not_durable(p);
 out:
         cni_error_done(&e);
         cni_request_done(&cr);
@@ -566,7 +786,8 @@ static int podnet_register(struct module_instance *mi) {
         static const char *const state[] = { "state", NULL };
         static const double buckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5 };
         static const struct api_route routes[] = {
-                { "POST", "/v1/cni", handle_cni, .privileged = true },
+                /* Privileged lets socket-group in too: handle_cni() lets only root through. */
+        { "POST", "/v1/cni", handle_cni, .privileged = true },
         };
         struct podnet *p = mi->data;
         struct manager *m = mi->manager;
@@ -684,6 +905,14 @@ static int podnet_open(struct module_instance *mi) {
         if (!p->cidr)
                 return -ENOMEM;
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
+        /* The config parser checks a configured pod-cidr; the Node's is checked here. */
+        if (gateway_in_cidr(p->settings->host_gateway, p->cidr)) {
+                module_set_state(mi, MODULE_FAILED,
+                                 "host-gateway %s lies inside the Node's spec.podCIDR %s; set [network] host-gateway "
+                                 "outside it (a link-local address)",
+                                 p->settings->host_gateway, p->cidr);
+                return 0;
+        }
         dir = path_join(state_dir, "podnet");
         free(p->state_file);
         p->state_file = path_join(dir, "allocations.json");
@@ -767,7 +996,15 @@ static int podnet_reload(struct module_instance *mi, struct config *c, char **re
                         *ret_error = NULL;
                 return -EBUSY;
         }
-        bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr;
+        if (!s->pod_cidr && p->cidr && !streq_ptr(s->host_gateway, p->settings->host_gateway) &&
+            gateway_in_cidr(s->host_gateway, p->cidr)) {
+                if (asprintf(ret_error, "[network] host-gateway %s lies inside the Node's spec.podCIDR %s", s->host_gateway,
+                             p->cidr) < 0)
+                        *ret_error = NULL;
+                podnet_settings_free(s);
+                return -EINVAL;
+        }
+        bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr || mi->state == MODULE_FAILED;
         podnet_settings_free(p->settings);
         p->settings = s;
         if (!reopen) {
@@ -785,6 +1022,7 @@ static int podnet_stop(struct module_instance *mi) {
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         /* The deletion in progress finishes; queued ones stay recorded for the next start. */
         p->reaper = reaper_free(p->reaper);
+        pending_clear(p);
         return 0;
 }
 
@@ -816,6 +1054,7 @@ static void podnet_free(struct module_instance *mi) {
         if (p->collector_added)
                 metrics_remove_collector(mi->manager->metrics, collect_podnet, mi);
         p->reaper = reaper_free(p->reaper);
+        pending_clear(p);
         p->ipam = ipam_free(p->ipam);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         free(p->cidr);

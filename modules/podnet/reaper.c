@@ -33,6 +33,7 @@ struct reaper {
         struct job *todo;
         size_t n_todo;
         bool busy;
+        const char *current;     /* the name being deleted (owned by the thread) while busy */
         struct job *finished;
         size_t n_finished;
 };
@@ -59,12 +60,14 @@ static void *reaper_thread(void *userdata) {
                 memmove(r->todo, r->todo + 1, (r->n_todo - 1) * sizeof(struct job));
                 r->n_todo--;
                 r->busy = true;
+                r->current = j.name;
                 pthread_mutex_unlock(&r->lock);
 
                 j.error = wire_del(j.name);
 
                 pthread_mutex_lock(&r->lock);
                 r->busy = false;
+                r->current = NULL;
                 if (push(&r->finished, &r->n_finished, j) < 0)
                         free(j.name); /* lost: retried at the next start (persisted) */
                 pthread_cond_broadcast(&r->idle);
@@ -176,10 +179,30 @@ unsigned reaper_pending(const struct reaper *r) {
         return n;
 }
 
-void reaper_flush(struct reaper *r) {
+static ssize_t todo_index(const struct reaper *r, const char *name) {
+        for (size_t i = 0; i < r->n_todo; i++)
+                if (streq(r->todo[i].name, name))
+                        return (ssize_t) i;
+        return -1;
+}
+
+int reaper_wait(struct reaper *r, const char *name) {
+        ssize_t i;
+        bool waited = false;
+
         pthread_mutex_lock(&r->lock);
-        while (r->n_todo > 0 || r->busy)
+        i = todo_index(r, name);
+        if (i > 0) {
+                /* To the front: it is next, after at most the one in progress. */
+                struct job j = r->todo[i];
+                memmove(r->todo + 1, r->todo, (size_t) i * sizeof(struct job));
+                r->todo[0] = j;
+        }
+        while (todo_index(r, name) >= 0 || (r->busy && streq(r->current, name))) {
+                waited = true;
                 pthread_cond_wait(&r->idle, &r->lock);
+        }
         pthread_mutex_unlock(&r->lock);
         reaper_dispatch(r);
+        return waited ? 0 : -ENOENT;
 }

@@ -27,6 +27,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct reaper *, reaper_free);
 int reaper_queue(struct reaper *r, const char *name);
 /* Deletions queued or in progress. */
 unsigned reaper_pending(const struct reaper *r);
-/* Blocks until every queued deletion is done (bounded: each is one netlink request), then runs
- * the done callbacks. For an ADD that needs a name or an interface still being deleted. */
-void reaper_flush(struct reaper *r);
+/* Blocks until the deletion of name (queued or in progress) is done, then runs the done
+ * callbacks: name goes to the front of the queue, so this waits for at most two deletions (the
+ * one in progress and name's), not the whole backlog. -ENOENT if name was not pending. */
+int reaper_wait(struct reaper *r, const char *name);

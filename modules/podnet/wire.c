@@ -10,13 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <libmnl/libmnl.h>
 #include <linux/if_link.h>
+#include <linux/magic.h>
 #include <linux/neighbour.h>
+#include <linux/nsfs.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
@@ -24,6 +28,9 @@
 
 #define NL_BUF_SIZE 32768
 #define MSG_BUF_SIZE 4096 /* one request: a few attributes */
+/* The kernel answers a request at once; a reply that does not come in this time is lost (the
+ * loop must not wait for it forever). */
+#define NL_RECV_TIMEOUT_SEC 5
 
 struct nl {
         struct mnl_socket *sock;
@@ -46,21 +53,25 @@ static int nl_open(struct nl *nl) {
                 nl_close(nl);
                 return r;
         }
+        struct timeval tv = { .tv_sec = NL_RECV_TIMEOUT_SEC };
+        if (setsockopt(mnl_socket_get_fd(nl->sock), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+                int r = negative_errno();
+                nl_close(nl);
+                return r;
+        }
         nl->portid = mnl_socket_get_portid(nl->sock);
         nl->seq = (unsigned) time(NULL);
         return 0;
 }
 
-/* A netlink socket in the namespace at path: setns there, open, setns back. If going back
- * fails the thread is stranded in a pod's namespace, which nothing can repair: abort. */
-static int nl_open_in(struct nl *nl, int host_netns_fd, const char *netns_path) {
-        _cleanup_close_ int fd = open(netns_path, O_RDONLY | O_CLOEXEC);
+/* A netlink socket in the namespace netns_fd (from wire_netns_open()): setns there, open, setns
+ * back. If going back fails the thread is stranded in a pod's namespace, which nothing can
+ * repair: abort. */
+static int nl_open_in(struct nl *nl, int host_netns_fd, int netns_fd) {
         int r;
 
-        if (fd < 0)
+        if (setns(netns_fd, CLONE_NEWNET) < 0)
                 return negative_errno();
-        if (setns(fd, CLONE_NEWNET) < 0)
-                return negative_errno(); /* not a network namespace (EINVAL), or no permission */
         r = nl_open(nl);
         if (setns(host_netns_fd, CLONE_NEWNET) < 0)
                 abort();
@@ -81,7 +92,7 @@ static int nl_talk(struct nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
         for (;;) {
                 ssize_t n = mnl_socket_recvfrom(nl->sock, buf, NL_BUF_SIZE);
                 if (n < 0)
-                        return negative_errno();
+                        return (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : negative_errno();
                 r = mnl_cb_run(buf, (size_t) n, seq, nl->portid, cb, data);
                 if (r < 0)
                         return negative_errno();
@@ -127,6 +138,8 @@ static int link_attr_cb(const struct nlattr *a, void *data) {
 static int link_cb(const struct nlmsghdr *nlh, void *data) {
         struct link_info *li = data;
         const struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
+        if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifi))
+                return MNL_CB_OK; /* truncated: not ours to read */
         li->index = ifi->ifi_index;
         li->flags = ifi->ifi_flags;
         mnl_attr_parse(nlh, sizeof(*ifi), link_attr_cb, li);
@@ -308,6 +321,8 @@ static int route_cb(const struct nlmsghdr *nlh, void *data) {
         const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
         struct route_attrs ra = {};
 
+        if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*rtm))
+                return MNL_CB_OK;
         if (rtm->rtm_family != AF_INET || rtm->rtm_dst_len != q->dst_len)
                 return MNL_CB_OK;
         ra.table = rtm->rtm_table;
@@ -350,6 +365,8 @@ static int addr_cb(const struct nlmsghdr *nlh, void *data) {
         const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
         uint32_t local = 0;
 
+        if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifa))
+                return MNL_CB_OK;
         if (ifa->ifa_family != AF_INET || (int) ifa->ifa_index != q->index || ifa->ifa_prefixlen != 32)
                 return MNL_CB_OK;
         mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, &local);
@@ -434,22 +451,47 @@ int wire_open_host_netns(void) {
         return fd < 0 ? negative_errno() : fd;
 }
 
+int wire_netns_open(const char *path, int host_netns_fd, int *ret_fd) {
+        _cleanup_close_ int opath = -EBADF, fd = -EBADF;
+        struct stat st, host;
+        struct statfs sfs;
+        char proc[64];
+
+        /* O_PATH first: opening a FIFO, a device or anything else but a namespace file for real
+         * could block (a FIFO without a writer) or have side effects (some devices). */
+        opath = open(path, O_PATH | O_CLOEXEC);
+        if (opath < 0)
+                return negative_errno();
+        if (fstatfs(opath, &sfs) < 0)
+                return negative_errno();
+        if ((unsigned long) sfs.f_type != (unsigned long) NSFS_MAGIC)
+                return -EMEDIUMTYPE;
+        /* The very inode the O_PATH descriptor holds, now readable (setns() needs that). */
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", opath);
+        fd = open(proc, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET)
+                return -EMEDIUMTYPE; /* another kind of namespace (mnt, pid, ...) */
+        if (fstat(fd, &st) < 0 || fstat(host_netns_fd, &host) < 0)
+                return negative_errno();
+        if (st.st_dev == host.st_dev && st.st_ino == host.st_ino)
+                return -EBUSY; /* the host's own: wiring it would replace the host's default route */
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
 bool wire_link_exists(const char *name) {
         return if_nametoindex(name) > 0;
 }
 
 int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result *ret) {
         struct nl host = {}, pod = {};
-        _cleanup_close_ int netns_fd = -EBADF;
         struct link_info hl, pl;
-        struct stat st;
         int r;
 
-        netns_fd = open(p->netns_path, O_RDONLY | O_CLOEXEC);
-        if (netns_fd < 0)
-                return negative_errno();
-        if (fstat(netns_fd, &st) < 0)
-                return negative_errno();
+        if (p->netns_fd < 0)
+                return -EBADF;
         r = nl_open(&host);
         if (r < 0)
                 return r;
@@ -457,7 +499,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         /* A leftover host end from an earlier attempt for this attachment goes first. */
         r = link_del(&host, p->host_ifname);
         if (r >= 0)
-                r = veth_create(&host, p->host_ifname, p->ifname, netns_fd, p->mtu);
+                r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu);
         if (r < 0) {
                 nl_close(&host);
                 return r;
@@ -471,7 +513,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         if (r >= 0)
                 r = route_add(&host, p->addr, 32, 0, hl.index, RT_SCOPE_LINK);
         if (r >= 0)
-                r = nl_open_in(&pod, host_netns_fd, p->netns_path);
+                r = nl_open_in(&pod, host_netns_fd, p->netns_fd);
         if (r >= 0)
                 r = link_get(&pod, p->ifname, &pl);
         if (r >= 0)
@@ -557,11 +599,7 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
                 goto out;
         }
 
-        r = nl_open_in(&pod, host_netns_fd, p->netns_path);
-        if (r == -ENOENT) {
-                r = drift(ret_drift, "network namespace %s is gone", p->netns_path);
-                goto out;
-        }
+        r = nl_open_in(&pod, host_netns_fd, p->netns_fd);
         if (r < 0)
                 goto out;
         r = link_get(&pod, p->ifname, &pl);
@@ -576,7 +614,7 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
                 goto out;
         }
         if (p->mtu && pl.mtu != p->mtu) {
-                r = drift(ret_drift, "interface %s has MTU %u, configured %u", p->ifname, pl.mtu, p->mtu);
+                r = drift(ret_drift, "interface %s has MTU %u, ADD set %u", p->ifname, pl.mtu, p->mtu);
                 goto out;
         }
         r = addr_exists(&pod, pl.index, p->addr, &ok);

@@ -23,7 +23,8 @@
 struct wire_params {
         const char *host_ifname; /* "pin%08x" */
         const char *ifname;      /* CNI_IFNAME inside the pod */
-        const char *netns_path;  /* CNI_NETNS */
+        const char *netns_path;  /* CNI_NETNS (for messages) */
+        int netns_fd;            /* CNI_NETNS opened by wire_netns_open() */
         uint32_t addr;           /* host byte order */
         uint32_t gateway;        /* host-gateway, host byte order */
         unsigned mtu;
@@ -37,8 +38,15 @@ struct wire_result {
 /* The calling thread's network namespace, to come back to. */
 int wire_open_host_netns(void);
 
-/* Creates everything above. On failure what was created is removed again. -ENOENT if the
- * namespace path does not exist; -EEXIST if ifname already exists in it. */
+/* Opens CNI_NETNS once; everything after uses the descriptor (no check-then-reopen). It must be
+ * a network namespace (nsfs, NS_GET_NSTYPE CLONE_NEWNET) other than host_netns_fd's. A FIFO, a
+ * device, a regular file or any other path is never opened for reading (O_PATH first), so it
+ * cannot block. -ENOENT: no such path; -EMEDIUMTYPE: not a network namespace; -EBUSY: the
+ * host's own network namespace. */
+int wire_netns_open(const char *path, int host_netns_fd, int *ret_fd);
+
+/* Creates everything above. On failure what was created is removed again. -EEXIST if ifname
+ * already exists in the namespace. */
 int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result *ret);
 /* Deletes the host end (and with it the pod end). Missing is fine: 0. */
 int wire_del(const char *host_ifname);

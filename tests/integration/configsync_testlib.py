@@ -101,6 +101,8 @@ http {
         ssl_certificate_key %(key)s;
         root %(root)s;
         location = /error500/manifest.json { return 500; }
+        location = /app/redirect-to-https.json { return 302 https://127.0.0.1:%(port)d/app/manifest.json; }
+        location = /app/redirect-to-http.json { return 302 http://127.0.0.1:%(port)d/app/manifest.json; }
 %(extra)s
     }
 }

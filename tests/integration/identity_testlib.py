@@ -107,7 +107,17 @@ class CfsslServer:
 
     def config(self):
         return {"signer": "cfssl", "trust-domain": "example.org", "cfssl-url": self.url,
-                "cfssl-auth-key-file": self.key_file}
+                "cfssl-auth-key-file": self.key_file, "cfssl-ca-file": self.ca_file}
+
+
+def other_root(path):
+    """A self-signed EC root that is not the server's (a wrong pin), written to path."""
+    key = path + ".key"
+    run("openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key)
+    run("openssl", "req", "-x509", "-new", "-key", key, "-subj", "/O=test/CN=identity test impostor root",
+        "-days", "2", "-out", path)
+    os.unlink(key)
+    return path
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ Every chain is checked with `openssl verify`."""
 import glob
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -14,10 +15,11 @@ import time
 import pytest
 
 from identity_testlib import (PodCgroup, cert_dates, cert_sans, cert_text, cfssl_server, key_matches,
-                              new_uid, openssl_verify, request_from)
+                              new_uid, openssl_verify, other_root, request_from)
 from pinion_testlib import SRCDIR, T, make_pod, wait_until
 
 TD = "example.org"
+BACKDATE = 120  # the local CA sets notBefore 2 minutes back (clock skew between peers)
 
 
 def local_config(a_dir=None, **kw):
@@ -107,7 +109,7 @@ def test_local_node_certificate_and_workloads(agent_factory):
     assert stat.S_IMODE(os.stat(os.path.join(a.dir, "ca", "ca.key")).st_mode) == 0o600
     assert key_matches(cert, read(key_file))
     nb, na = cert_dates(cert)
-    assert na - nb == 2 * 3600
+    assert na - nb == 2 * 3600 + BACKDATE
     # The files sit in an atomic directory (..data swap).
     assert os.path.islink(os.path.join(d, "..data"))
 
@@ -123,7 +125,7 @@ def test_local_node_certificate_and_workloads(agent_factory):
     openssl_verify(wcert, ca, purpose="sslclient")
     assert cert_sans(wcert) == sorted(["URI:spiffe://example.org/ns/shop/sa/front", "IP Address:10.9.8.7"])
     nb, na = cert_dates(wcert)
-    assert na - nb == 30 * 60
+    assert na - nb == 30 * 60 + BACKDATE
     assert key_matches(wcert, read(os.path.join(tls, "key.pem")))
     assert stat.S_IMODE(os.stat(os.path.join(tls, "..data", "key.pem")).st_mode) == 0o600
 
@@ -187,23 +189,48 @@ def test_restart_reuses_a_valid_certificate_and_replaces_a_corrupt_one(agent_fac
     assert "PRIVATE KEY" not in a.log_text(since_start=False)
 
 
+def test_leftover_pod_dirs_are_swept_at_start(agent_factory, tmp_path):
+    """pod-tls-dir/<uid>/ of a pod deleted while the agent was down goes once the pod store is
+    complete; a live pod's directory, names that are no pod UID, and symlinks stay untouched."""
+    a = start_local(agent_factory, start=False)
+    tls = a.sections["identity"]["pod-tls-dir"]
+    live, gone, link = new_uid(), new_uid(), new_uid()
+    os.makedirs(os.path.join(tls, gone, "..2026_01_01"))
+    with open(os.path.join(tls, gone, "..2026_01_01", "key.pem"), "w") as f:
+        f.write("old key\n")
+    os.makedirs(os.path.join(tls, "not-a-pod"))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("x")
+    os.symlink(str(outside), os.path.join(tls, link))
+    a.write_pod("live", identity_pod("live", live))
+    a.start()
+    a.wait_log(r"removed 1 leftover pod directories from " + re.escape(tls), timeout=10)
+    assert not os.path.exists(os.path.join(tls, gone))
+    assert os.path.isdir(os.path.join(tls, "not-a-pod"))
+    assert os.path.islink(os.path.join(tls, link)) and (outside / "precious").read_text() == "x"
+    wait_workload(a, "live")
+    assert os.path.exists(os.path.join(tls, live, "cert.pem"))
+
+
 def test_rotation_happens_in_the_window(agent_factory):
     a = start_local(agent_factory, identity={"node-cert-lifetime": "10s", "workload-cert-lifetime": "10s"})
     a.write_pod("rot", identity_pod("rot", new_uid()))
     n = wait_node(a)
     w = wait_workload(a, "rot")
-    nb = rfc3339(n["notBefore"])
+    def issued(item):  # when it was made: notBefore is backdated
+        return rfc3339(item["notBefore"]) + BACKDATE
     for item in (n, w):
-        start, end, rot = rfc3339(item["notBefore"]), rfc3339(item["notAfter"]), rfc3339(item["rotateAt"])
+        start, end, rot = issued(item), rfc3339(item["notAfter"]), rfc3339(item["rotateAt"])
         assert end - start == 10
-        # 70-90% of the lifetime (RFC 3339 has whole seconds: 7..9 inclusive).
+        # 70-90% of the lifetime from issuance (RFC 3339 has whole seconds: 7..9 inclusive).
         assert start + 7 <= rot <= start + 9, item
     n2 = wait_node(a, lambda x: x.get("state") == "valid" and x["serial"] != n["serial"], timeout=15)
     # The new one came when the old one said it would, before the old one ended.
-    assert rfc3339(n["rotateAt"]) - 1 <= rfc3339(n2["notBefore"]) <= rfc3339(n["notAfter"])
-    assert rfc3339(n2["notBefore"]) >= nb + 7
+    assert rfc3339(n["rotateAt"]) - 1 <= issued(n2) <= rfc3339(n["notAfter"])
+    assert issued(n2) >= issued(n) + 7
     w2 = wait_workload(a, "rot", lambda x: x.get("serial") not in (None, w["serial"]), timeout=15)
-    assert rfc3339(w["rotateAt"]) - 1 <= rfc3339(w2["notBefore"]) <= rfc3339(w["notAfter"])
+    assert rfc3339(w["rotateAt"]) - 1 <= issued(w2) <= rfc3339(w["notAfter"])
     m = a.metrics()
     assert m.value("pinion_identity_certificates_rotated_total", kind="node") >= 1
     assert m.value("pinion_identity_certificates_rotated_total", kind="workload") >= 1
@@ -225,7 +252,7 @@ def test_kill9_during_renewals_leaves_a_matching_pair(agent_factory):
         a.start()
         n = wait_node(a)
         assert key_matches(read(cert_file), read(key_file))
-        assert n["serial"] == cert_field_serial(read(cert_file))
+        assert n["serial"].lstrip("0") == cert_field_serial(read(cert_file))  # hex, leading zeros aside
 
 
 def cert_field_serial(pem):
@@ -243,7 +270,7 @@ def test_reload_applies_lifetimes_and_refuses_a_new_signer(agent_factory):
     a.wait_log("Configuration reloaded")
     a.write_pod("w", identity_pod("w", new_uid()))
     w = wait_workload(a, "w")
-    assert rfc3339(w["notAfter"]) - rfc3339(w["notBefore"]) == 7200
+    assert rfc3339(w["notAfter"]) - rfc3339(w["notBefore"]) == 7200 + BACKDATE
     ident["trust-domain"] = "other.example"
     a.write_config(sections={"identity": ident})
     a.sighup()
@@ -426,6 +453,8 @@ def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
         a = start_cfssl_agent(agent_factory, srv)
         n = wait_node(a)
         serial = n["serial"]
+        a.write_pod("web", identity_pod("web", new_uid()))
+        w = wait_workload(a, "web", lambda w: w["state"] == "issued" and w["gateOpen"])
         srv.stop()
         # Past the rotation point the agent retries with growing pauses, degraded, and the old
         # certificate is what it has and serves until it expires.
@@ -444,6 +473,12 @@ def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
                    timeout=max(0, rfc3339(n["notAfter"]) - time.time()) + T(10), desc="health fails on expiry")
         h = a.get("/v1/health").body
         assert any(f["module"] == "identity" and "expired" in f["reason"] for f in h["failing"]), h
+        # The workload certificate (capped at the node CA's end) expired with nothing to renew
+        # it: its gate closed at that instant, announced by the expiry timer (no other event).
+        a.wait_log(r"certificate for spiffe://example.org/ns/default/sa/default expired without a renewal "
+                   r"\(.*\): identity gate closed", timeout=max(0, rfc3339(w["notAfter"]) - time.time()) + T(5))
+        w = workload(a, "web")
+        assert w["state"] == "expired" and w["gateOpen"] is False, w
         delays = [float(x) for x in re.findall(r"node certificate: signing failed: .*retrying in ([0-9.]+)s",
                                                 a.log_text())]
         assert len(delays) >= 2 and delays[-1] > delays[0], delays
@@ -454,6 +489,7 @@ def test_cfssl_down_retries_with_backoff_and_keeps_serving(agent_factory):
                                                 a.log_text())]
         wait_node(a, lambda x: x.get("state") == "valid" and x["serial"] != serial, timeout=delays[-1] + T(15))
         wait_until(lambda: a.get("/v1/health").status == 200, timeout=10, desc="healthy again")
+        wait_workload(a, "web", lambda w: w["state"] == "issued" and w["gateOpen"], timeout=15)
 
 
 def test_pod_gate_holds_pods_until_their_certificate_exists(agent_factory):
@@ -471,6 +507,33 @@ def test_pod_gate_holds_pods_until_their_certificate_exists(agent_factory):
         srv.start()
         w = wait_workload(a, "web", lambda w: w["state"] == "issued" and w["gateOpen"], timeout=30)
         assert w["gateReason"] is None
+
+
+def test_cfssl_answers_are_checked_against_the_pinned_ca(agent_factory, tmp_path):
+    # The pin is the operator's: a server whose CA is not cfssl-ca-file gets no CSR from us and
+    # its answers are never trusted; what is on disk stays as it was.
+    with cfssl_server() as srv:
+        pin = str(tmp_path / "pinned-ca.pem")
+        shutil.copy(srv.ca_file, pin)
+        a = start_cfssl_agent(agent_factory, srv, **{"cfssl-ca-file": pin})
+        n = wait_node(a)
+        cert_before = read(node_files(a)[2])
+        a.stop()
+        other_root(pin)  # the pin now names another CA: the server is an impostor to us
+        a.start()
+        wait_until(lambda: {x["name"]: x for x in a.status()["modules"]}["identity"]["state"] == "degraded",
+                   timeout=15, desc="degraded")
+        reason = {x["name"]: x for x in a.status()["modules"]}["identity"]["reason"]
+        assert "serves a CA that is not the pinned cfssl-ca-file " + pin in reason, reason
+        assert node_status(a)["state"] == "requesting"
+        assert read(node_files(a)[2]) == cert_before  # nothing replaced
+        assert a.metrics().value("pinion_identity_failures_total", kind="node") >= 1
+        # The operator puts the right CA back (a rollover is the same move): the next retry
+        # re-reads the file and gets a certificate that verifies against it.
+        shutil.copy(srv.ca_file, pin)
+        n2 = wait_node(a, timeout=30)
+        assert n2["serial"] != n["serial"]
+        openssl_verify(read(node_files(a)[2]), read(srv.ca_file), purpose="sslclient")
 
 
 def test_cfssl_refusal_is_reported(agent_factory):
@@ -574,6 +637,54 @@ def test_kubernetes_node_certificate_authenticates_the_pod_watch(agent_factory, 
         fake.stop()
 
 
+def approve_short(fake, name, seconds):
+    """Approves a CSR with a certificate valid for `seconds` (the CSR API's floor is 10 minutes,
+    too long to wait for a rotation in a test), signed by the fake's CA as approve_csr does."""
+    import base64
+    obj = fake._csr_condition(name, "Approved", "TestApproved", "approved by the test")
+    pem = fake._csr_sign(base64.b64decode(obj["spec"]["request"]), seconds)
+    with fake._lock:
+        obj["status"]["certificate"] = base64.b64encode(pem).decode()
+        fake._rv += 1
+        obj["metadata"]["resourceVersion"] = str(fake._rv)
+
+
+def test_kubernetes_renews_with_the_node_certificate_not_the_token(agent_factory, tmp_path):
+    """The bootstrap token is for the first certificate: once the node holds a valid one, the
+    renewal CSR is made with it (TLS client certificate), so revoking the token stops nothing."""
+    kube = kube_fake()
+    tok = tmp_path / "bootstrap-token"
+    tok.write_text("abcdef.0123456789abcdef\n")
+    fake = kube.FakeApiserver(tls=True, token="abcdef.0123456789abcdef").start()
+    try:
+        a = agent_factory(start=False)
+        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "backoff-max": "1s"}
+        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
+        a.write_config()
+        a.start()
+        (first, _), = wait_until(lambda: fake.csrs() or None, timeout=10, desc="the bootstrap CSR").items()
+        approve_short(fake, first, 20)
+        n = wait_node(a, timeout=15)
+        fake.set_token("revoked.0000000000000000")  # the bootstrap token is gone
+        second = wait_until(lambda: [k for k in fake.csrs() if k != first] or None,
+                            timeout=max(0, rfc3339(n["rotateAt"]) - time.time()) + T(10),
+                            desc="the renewal CSR, made without the token")[0]
+        fake.approve_csr(second)
+        n2 = wait_node(a, lambda x: x.get("state") == "valid" and x["serial"] != n["serial"], timeout=15)
+        openssl_verify(read(node_files(a)[2]), read(fake.ca_file), purpose="sslclient")
+        assert rfc3339(n2["notAfter"]) > rfc3339(n["notAfter"])
+        # The previous version directory stays until the next rotation (a reader given the
+        # version's own paths, as FACT_NODE_CREDENTIALS gives them, keeps a matching pair).
+        d = node_files(a)[0]
+        versions = sorted(glob.glob(os.path.join(d, "..20*")))
+        assert len(versions) == 2, versions
+        for v in versions:
+            assert key_matches(read(os.path.join(v, "cert.pem")), read(os.path.join(v, "key.pem")))
+        assert "node certificate: signing failed" not in a.log_text()  # no 401 from the revoked token
+    finally:
+        fake.stop()
+
+
 def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
     kube = kube_fake()
     tok = tmp_path / "bootstrap-token"
@@ -591,6 +702,13 @@ def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
                    timeout=15)
         mods = {x["name"]: x for x in a.status()["modules"]}
         assert mods["identity"]["state"] == "degraded" and "denied" in mods["identity"]["reason"], mods["identity"]
+        # The denied request is final for its key: the retry makes a new key and so a new CSR
+        # (the denied object is still there; nobody had to delete it).
+        second = wait_until(lambda: [k for k in fake.csrs() if k != name] or None, timeout=15,
+                            desc="a new CSR after the denial")[0]
+        assert name in fake.csrs()
+        fake.approve_csr(second)
+        wait_node(a, timeout=15)
     finally:
         fake.stop()
 
@@ -601,6 +719,12 @@ def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
 @pytest.mark.parametrize("text,reason", [
     ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://127.0.0.1:1\n",
      "signer=cfssl needs cfssl-auth-key-file"),
+    ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://127.0.0.1:1\ncfssl-auth-key-file=/k\n",
+     "signer=cfssl needs cfssl-ca-file"),
+    ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://ca.example.org:8888\n"
+     "cfssl-auth-key-file=/k\ncfssl-ca-file=/c\n", "plain http:// only to a loopback address"),
+    ("[identity]\nsigner=cfssl\ntrust-domain=example.org\ncfssl-url=http://127.0.0.1.evil.net:8888\n"
+     "cfssl-auth-key-file=/k\ncfssl-ca-file=/c\n", "plain http:// only to a loopback address"),
     ("[identity]\nsigner=local\ntrust-domain=Example_Org\nca-dir=/tmp/x\n", "trust-domain must be"),
     ("[identity]\nsigner=local\ntrust-domain=example.org\nca-dir=/tmp/x\nnode-cert-lifetime=5s\n",
      "at least 10s"),

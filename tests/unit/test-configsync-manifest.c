@@ -55,6 +55,38 @@ static void test_parse_good(_unused_ void **state) {
         assert_int_equal(empty->n_files, 0);
 }
 
+/* The sorted index a sync uses to find every published file: same answers as the linear
+ * search, for every path of a manifest written in non-sorted order. */
+static void test_index(_unused_ void **state) {
+        _cleanup_(manifest_freep) struct manifest *m = NULL;
+        _cleanup_free_ const struct manifest_file **index = NULL, **none = NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t n = 2000, len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        assert_non_null(f);
+        fputs("{\"version\": \"v\", \"files\": [", f);
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%s{\"path\": \"d%zu/f%zu\", \"url\": \"u\", \"size\": %zu, \"sha256\": \"" SHA_A "\"}",
+                        i ? "," : "", (i * 7919) % 97, (i * 104729) % n, i);
+        fputs("]}", f);
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(manifest_parse(text, len, &m, NULL), 0);
+        assert_int_equal(m->n_files, n);
+        assert_int_equal(manifest_index(m, &index), 0);
+        for (size_t i = 1; i < n; i++)
+                assert_true(strcmp(index[i - 1]->path, index[i]->path) < 0);
+        for (size_t i = 0; i < n; i++)
+                assert_ptr_equal(manifest_index_find(index, n, m->files[i].path), &m->files[i]);
+        assert_null(manifest_index_find(index, n, "d0"));
+        assert_null(manifest_index_find(index, n, "zzz"));
+        assert_null(manifest_index_find(index, n, ""));
+        assert_null(manifest_index_find(NULL, 0, "d0/f0"));
+        /* No manifest (nothing published yet): an empty index. */
+        assert_int_equal(manifest_index(NULL, &none), 0);
+        assert_null(manifest_index_find(none, 0, "d0/f0"));
+}
+
 #define FILE1(path) "{\"version\": \"v\", \"files\": [{\"path\": " path ", \"url\": \"u\", \"size\": 1, \"sha256\": \"" SHA_A "\"}]}"
 
 static void test_parse_refuses(_unused_ void **state) {
@@ -218,6 +250,7 @@ int main(void) {
                 cmocka_unit_test(test_paths),
                 cmocka_unit_test(test_resolve),
                 cmocka_unit_test(test_hex),
+                cmocka_unit_test(test_index),
                 cmocka_unit_test(test_signature),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -223,6 +223,20 @@ static void test_write_atomic_failures(void **state) {
         assert_content(old, "old content");
         assert_int_equal(count_prefixed(f->root, ".#"), 0);
 
+        /* write_file_atomic_full() says whether the rename happened: not for these failures. */
+        bool renamed = true;
+        assert_int_equal(write_file_atomic_full(target, "new", 3, 0644, (uid_t) -1, (gid_t) -1, &renamed), -EISDIR);
+        assert_false(renamed);
+        assert_content(inside, "keep me");
+        renamed = true;
+        assert_int_equal(write_file_atomic_full(missing, "x", 1, 0644, (uid_t) -1, (gid_t) -1, &renamed), -ENOENT);
+        assert_false(renamed);
+        /* (A directory fsync failing after the rename: tests/unit/test-podnet-ipam.c wraps fsync.) */
+        assert_int_equal(write_file_atomic_full(old, "newer", 5, 0644, (uid_t) -1, (gid_t) -1, &renamed), 0);
+        assert_true(renamed);
+        assert_content(old, "newer");
+        assert_int_equal(count_prefixed(f->root, ".#"), 0);
+
         /* No directory. */
         assert_int_equal(write_file_atomic(missing, "x", 1, 0644, (uid_t) -1, (gid_t) -1), -ENOENT);
         assert_int_equal(write_file_atomic(target, NULL, 1, 0644, (uid_t) -1, (gid_t) -1), -EINVAL);

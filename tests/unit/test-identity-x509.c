@@ -18,6 +18,7 @@
 #include "cfssl-wire.h"
 #include "fsutil.h"
 #include "kube-csr.h"
+#include "signer.h"
 #include "strv.h"
 #include "x509.h"
 
@@ -75,7 +76,9 @@ static void test_workload_certificate(_unused_ void **state) {
         assert_int_equal(strv_length(info.sans), 2);
         assert_string_equal(info.sans[0], "URI:spiffe://example.org/ns/shop/sa/front");
         assert_string_equal(info.sans[1], "IP:10.9.8.7");
-        assert_int_equal(info.not_after - info.not_before, 3600 * USEC_PER_SEC);
+        /* notBefore backdated against clock skew; notAfter counts from now. */
+        assert_int_equal(info.not_after - info.not_before, 3600 * USEC_PER_SEC + CA_BACKDATE);
+        assert_true(info.not_before <= now_usec(CLOCK_REALTIME) - CA_BACKDATE + USEC_PER_SEC);
         assert_true(X509_check_purpose(cert, X509_PURPOSE_SSL_SERVER, 0) == 1);
         assert_true(X509_check_purpose(cert, X509_PURPOSE_SSL_CLIENT, 0) == 1);
         assert_int_equal(X509_check_ca(cert), 0);
@@ -132,6 +135,86 @@ static void test_workload_certificate(_unused_ void **state) {
         assert_non_null(strstr(pem, "BEGIN CERTIFICATE"));
         assert_int_equal(rm_rf(d), 0);
         assert_int_equal(rm_rf(d2), 0);
+}
+
+/* An issuer whose "intermediate" is no CA (a signer's mistake or a hostile answer): it is not
+ * taken as a node CA, and what it signs does not verify, so it is never served. */
+static void test_non_ca_intermediate_is_refused(_unused_ void **state) {
+        _cleanup_free_ char *d = tmpdir();
+        _cleanup_(ca_freep) struct ca *root = NULL;
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *ikey = NULL, *key = NULL;
+        _cleanup_(X509_freep) X509 *notca = NULL, *realca = NULL, *leaf = NULL, *good = NULL;
+        const struct cert_subject is = { .common_name = "pinion node CA n1", .organization = "pinion" };
+        const struct cert_subject s = { .common_name = "web.shop", .uri = "spiffe://example.org/ns/shop/sa/front" };
+        const char *reason = NULL;
+
+        assert_int_equal(ca_load_or_create(d, "pinion CA test", &root, NULL), 0);
+        assert_true(x509_is_issuing_ca(root->cert));
+        assert_int_equal(x509_key_new(&ikey), 0);
+        assert_int_equal(x509_key_new(&key), 0);
+        assert_int_equal(ca_issue(root, ikey, &is, CERT_USAGE_CLIENT, 3600 * USEC_PER_SEC, &notca), 0);
+        assert_int_equal(ca_issue(root, ikey, &is, CERT_USAGE_CA, 3600 * USEC_PER_SEC, &realca), 0);
+        assert_false(x509_is_issuing_ca(notca));
+        assert_true(x509_is_issuing_ca(realca));
+
+        /* Signing with the non-CA works mechanically; verification against the bundle fails. */
+        STACK_OF(X509) *chain = sk_X509_new_null(), *roots = sk_X509_deep_copy(root->roots, X509_dup, X509_free);
+        assert_true(X509_up_ref(notca) == 1 && sk_X509_push(chain, notca));
+        assert_int_equal(EVP_PKEY_up_ref(ikey), 1);
+        struct ca *bad = NULL;
+        assert_int_equal(ca_new(ikey, chain, roots, &bad), 0);
+        assert_int_equal(ca_issue(bad, key, &s, CERT_USAGE_CLIENT_SERVER, 600 * USEC_PER_SEC, &leaf), 0);
+        assert_int_equal(ca_verify_issued(bad, leaf, &reason), -EBADMSG);
+        assert_non_null(reason);
+        ca_free(bad);
+
+        /* The same with a real intermediate verifies. */
+        chain = sk_X509_new_null();
+        roots = sk_X509_deep_copy(root->roots, X509_dup, X509_free);
+        assert_true(X509_up_ref(realca) == 1 && sk_X509_push(chain, realca));
+        assert_int_equal(EVP_PKEY_up_ref(ikey), 1);
+        struct ca *inter = NULL;
+        assert_int_equal(ca_new(ikey, chain, roots, &inter), 0);
+        assert_int_equal(ca_issue(inter, key, &s, CERT_USAGE_CLIENT_SERVER, 600 * USEC_PER_SEC, &good), 0);
+        assert_int_equal(ca_verify_issued(inter, good, NULL), 0);
+        ca_free(inter);
+        assert_int_equal(rm_rf(d), 0);
+}
+
+/* The clock rules a new certificate must pass before it replaces anything. */
+static void test_cert_times(_unused_ void **state) {
+        usec_t now = 1700000000 * USEC_PER_SEC;
+        const char *reason = NULL;
+        struct cert_info i = { .not_before = now - USEC_PER_MINUTE, .not_after = now + 3600 * USEC_PER_SEC };
+
+        assert_int_equal(cert_check_times(&i, 0, now, &reason), 0);
+        i.not_before = now + 4 * USEC_PER_MINUTE; /* a little ahead: clock skew, accepted */
+        assert_int_equal(cert_check_times(&i, 0, now, &reason), 0);
+        i.not_before = now + 6 * USEC_PER_MINUTE; /* far ahead: refused */
+        assert_int_equal(cert_check_times(&i, 0, now, &reason), -EBADMSG);
+        assert_non_null(strstr(reason, "notBefore"));
+        i.not_before = now;
+        /* A replacement must outlive the certificate it replaces. */
+        assert_int_equal(cert_check_times(&i, now + 1800 * USEC_PER_SEC, now, &reason), 0);
+        assert_int_equal(cert_check_times(&i, now + 3600 * USEC_PER_SEC, now, &reason), -EBADMSG);
+        assert_int_equal(cert_check_times(&i, now + 7200 * USEC_PER_SEC, now, &reason), -EBADMSG);
+        assert_non_null(strstr(reason, "no later"));
+}
+
+/* Which signer URLs may be plain http (CSRs, certificates and credentials in clear). */
+static void test_signer_url_ok(_unused_ void **state) {
+        assert_true(signer_url_ok("https://ca.example.org:8888"));
+        assert_true(signer_url_ok("http://127.0.0.1:8888"));
+        assert_true(signer_url_ok("http://127.1.2.3"));
+        assert_true(signer_url_ok("http://localhost:8888/"));
+        assert_true(signer_url_ok("http://[::1]:8888"));
+        assert_false(signer_url_ok("http://ca.example.org:8888"));
+        assert_false(signer_url_ok("http://10.0.0.1:6443"));
+        assert_false(signer_url_ok("http://127.0.0.1.evil.net:8888"));
+        assert_false(signer_url_ok("http://127.0.0.1@evil.net/"));
+        assert_false(signer_url_ok("http://localhost.evil.net"));
+        assert_false(signer_url_ok("http://[::1]@evil.net"));
+        assert_false(signer_url_ok("http://[::2]:80"));
 }
 
 static void test_keys_and_csr(_unused_ void **state) {
@@ -259,6 +342,9 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ca_created_reloaded_and_never_replaced),
                 cmocka_unit_test(test_workload_certificate),
+                cmocka_unit_test(test_non_ca_intermediate_is_refused),
+                cmocka_unit_test(test_cert_times),
+                cmocka_unit_test(test_signer_url_ok),
                 cmocka_unit_test(test_keys_and_csr),
                 cmocka_unit_test(test_cfssl_wire),
                 cmocka_unit_test(test_kube_csr),

@@ -109,6 +109,16 @@ static void test_config(void **state) {
         expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\"}", CNI_ERR_INVALID_CONFIG);
         expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"socket\":\"rel\"}", CNI_ERR_INVALID_CONFIG);
         expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"prevResult\":[]}", CNI_ERR_INVALID_CONFIG);
+        /* routes and dns are extended by ADD: their shape is checked before anything is wired. */
+        expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"prevResult\":{\"routes\":\"x\"}}",
+                    CNI_ERR_INVALID_CONFIG);
+        expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"prevResult\":{\"routes\":{}}}",
+                    CNI_ERR_INVALID_CONFIG);
+        expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"prevResult\":{\"dns\":[]}}",
+                    CNI_ERR_INVALID_CONFIG);
+        expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"prevResult\":{\"dns\":\"x\"}}",
+                    CNI_ERR_INVALID_CONFIG);
+        expect_conf(CNI_ADD, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"prevResult\":{\"routes\":[],\"dns\":{}}}", 0);
         expect_conf(CNI_CHECK, "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\"}", CNI_ERR_INVALID_CONFIG);
         expect_conf(CNI_CHECK, "{\"cniVersion\":\"0.3.1\",\"name\":\"n\",\"type\":\"t\"}", CNI_ERR_INCOMPATIBLE_VERSION);
         expect_conf(CNI_GC, "{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"type\":\"t\"}", CNI_ERR_INCOMPATIBLE_VERSION);

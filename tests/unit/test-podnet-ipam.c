@@ -9,11 +9,25 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sys/stat.h>
 
 #include "fsutil.h"
 #include "ipam.h"
 
 #define SEC USEC_PER_SEC
+
+/* Linked with -Wl,--wrap=fsync: a directory's fsync fails while fail_dir_fsync is set. */
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+static bool fail_dir_fsync;
+int __wrap_fsync(int fd) {
+        struct stat st;
+        if (fail_dir_fsync && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+                errno = EIO;
+                return -1;
+        }
+        return __real_fsync(fd);
+}
 
 static const struct ipam_owner owner = { .host_ifname = "pin00000000", .pod_namespace = "ns", .pod_name = "p", .pod_uid = "u" };
 
@@ -148,12 +162,103 @@ static void test_host_ifname(void **state) {
         assert_int_equal(ipam_parse_cidr("10.1.2/24", &net, &prefix), -EINVAL);
 }
 
+/* A repeated allocation leaves the allocation as it was (a repeated ADD that then fails must not
+ * change it); ipam_update_owner() records the owner of one that worked, on disk too. */
+static void test_repeated_allocate_and_update_owner(void **state) {
+        _cleanup_(ipam_freep) struct ipam *p = NULL, *again = NULL;
+        char dir[] = "/tmp/test-podnet-ipam-XXXXXX";
+        _cleanup_free_ char *file = NULL;
+        const struct ipam_allocation *a, *b;
+        struct ipam_owner o1 = owner, o2 = owner;
+
+        assert_non_null(mkdtemp(dir));
+        assert_true(asprintf(&file, "%s/state.json", dir) > 0);
+        o1.netns = "/var/run/netns/one";
+        o2.netns = "/var/run/netns/two";
+        o2.pod_uid = "u2";
+        o1.network = "net1";
+        o1.mtu = 1500;
+        o2.network = "net2";
+        o2.mtu = 1400;
+        assert_int_equal(ipam_new("10.13.0.0/24", 0, file, &p, NULL), 0);
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &o1, SEC, &a), 1);
+        uint32_t addr = a->addr;
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &o2, 2 * SEC, &b), 0);
+        assert_ptr_equal(a, b);
+        assert_string_equal(b->netns, "/var/run/netns/one");
+        assert_string_equal(b->pod_uid, "u");
+        assert_string_equal(b->network, "net1");
+        assert_int_equal(b->mtu, 1500);
+        assert_int_equal(b->since, SEC);
+
+        assert_int_equal(ipam_update_owner(p, "c1", "eth0", &o2), 0);
+        b = ipam_find(p, "c1", "eth0");
+        assert_int_equal(b->addr, addr);
+        assert_string_equal(b->netns, "/var/run/netns/two");
+        assert_string_equal(b->pod_uid, "u2");
+        assert_int_equal(b->since, SEC);
+        assert_int_equal(ipam_update_owner(p, "nope", "eth0", &o2), -ENOENT);
+
+        assert_int_equal(ipam_new("10.13.0.0/24", 0, file, &again, NULL), 0);
+        b = ipam_find(again, "c1", "eth0");
+        assert_non_null(b);
+        assert_string_equal(b->netns, "/var/run/netns/two");
+        assert_string_equal(b->pod_uid, "u2");
+        /* The network and the MTU it was wired with survive a restart (GC and CHECK use them). */
+        assert_string_equal(b->network, "net2");
+        assert_int_equal(b->mtu, 1400);
+        assert_int_equal(unlink(file), 0);
+        assert_int_equal(rmdir(dir), 0);
+}
+
+/* The state file was renamed into place but its directory's fsync failed: the change stands in
+ * memory as on disk (no rollback), and the caller learns of it once. */
+static void test_renamed_but_not_durable(void **state) {
+        _cleanup_(ipam_freep) struct ipam *p = NULL, *again = NULL;
+        char dir[] = "/tmp/test-podnet-ipam-XXXXXX";
+        _cleanup_free_ char *file = NULL;
+        const struct ipam_allocation *a;
+        bool renamed = false;
+
+        assert_non_null(mkdtemp(dir));
+        assert_true(asprintf(&file, "%s/state.json", dir) > 0);
+        /* The core function first: the failure after the rename is told apart. */
+        fail_dir_fsync = true;
+        assert_int_equal(write_file_atomic_full(file, "{}", 2, 0600, (uid_t) -1, (gid_t) -1, &renamed), -EIO);
+        assert_true(renamed);
+        assert_int_equal(unlink(file), 0);
+
+        assert_int_equal(ipam_new("10.14.0.0/24", 0, file, &p, NULL), 0);
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &owner, SEC, &a), 1);
+        assert_int_equal(ipam_take_not_durable(p), -EIO);
+        assert_int_equal(ipam_take_not_durable(p), 0);
+        assert_int_equal(ipam_count(p), 1);
+        assert_int_equal(ipam_release(p, "c1", "eth0", 2 * SEC, false), 1);
+        assert_int_equal(ipam_take_not_durable(p), -EIO);
+        assert_int_equal(ipam_count(p), 0);
+        assert_int_equal(ipam_allocate(p, "c2", "eth0", &owner, 3 * SEC, &a), 1);
+        fail_dir_fsync = false;
+        assert_int_equal(ipam_take_not_durable(p), -EIO);
+        /* Memory and disk agree. */
+        assert_int_equal(ipam_new("10.14.0.0/24", 0, file, &again, NULL), 0);
+        assert_int_equal(ipam_count(again), 1);
+        assert_non_null(ipam_find(again, "c2", "eth0"));
+        assert_null(ipam_find(again, "c1", "eth0"));
+        /* And a write that works reports nothing. */
+        assert_int_equal(ipam_release(p, "c2", "eth0", 4 * SEC, false), 1);
+        assert_int_equal(ipam_take_not_durable(p), 0);
+        assert_int_equal(unlink(file), 0);
+        assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_allocate_release),
                 cmocka_unit_test(test_distinct_many),
                 cmocka_unit_test(test_persistence),
                 cmocka_unit_test(test_host_ifname),
+                cmocka_unit_test(test_repeated_allocate_and_update_owner),
+                cmocka_unit_test(test_renamed_but_not_durable),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

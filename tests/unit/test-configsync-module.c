@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/* The configsync module's contract with a real manager (config, event loop, pod gates, API):
+ * a start that fails half-way leaves nothing running (review finding 6), and a stopped module
+ * keeps its gate, closed, until it is freed (finding 9). runner_new is wrapped (-Wl,--wrap) so
+ * a test can make the second bundle's start fail. */
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "configsync.h"
+#include "fsutil.h"
+#include "manager.h"
+#include "pod-gates.h"
+#include "pods.h"
+
+/* The module table of this test: configsync and a stand-in for its dependency. */
+static int zk_init(struct module_instance *mi, struct config *c, char **ret_error) {
+        mi->data = mi;
+        return 0;
+}
+static int zk_start(struct module_instance *mi) {
+        return 0;
+}
+static int zk_reload(struct module_instance *mi, struct config *c, char **ret_error) {
+        return 0;
+}
+static int zk_stop(struct module_instance *mi) {
+        return 0;
+}
+static int zk_status(struct module_instance *mi, cJSON *o) {
+        return 0;
+}
+static void zk_free(struct module_instance *mi) {
+        mi->data = NULL;
+}
+static const struct module fake_zkreg = {
+        .name = "zkreg",
+        .deps = (const char *const[]) { NULL },
+        .init = zk_init, .start = zk_start, .reload = zk_reload, .stop = zk_stop, .status = zk_status, .free = zk_free,
+};
+extern const struct module configsync_module;
+const struct module *const module_table[] = { &configsync_module, &fake_zkreg };
+const unsigned module_table_size = ELEMENTSOF(module_table);
+
+/* runner_new: the real one, except that call number fail_at (1-based) fails with -EIO. */
+int __real_runner_new(sd_event *e, char **argv, usec_t quiescence, usec_t timeout, runner_done_fn done,
+                      void *userdata, struct runner **ret);
+int __wrap_runner_new(sd_event *e, char **argv, usec_t quiescence, usec_t timeout, runner_done_fn done,
+                      void *userdata, struct runner **ret);
+static unsigned runner_calls, fail_at;
+int __wrap_runner_new(sd_event *e, char **argv, usec_t quiescence, usec_t timeout, runner_done_fn done,
+                      void *userdata, struct runner **ret) {
+        if (++runner_calls == fail_at)
+                return -EIO;
+        return __real_runner_new(e, argv, quiescence, timeout, done, userdata, ret);
+}
+
+struct fixture {
+        char dir[64];
+        struct manager *m;
+        struct module_instance *mi;
+};
+
+/* Two bundles (each with an on-change, so each start makes a runner) from a server that is not
+ * there (port 1): nothing in these tests needs a download to succeed. */
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        _cleanup_free_ char *conf = NULL, *text = NULL, *sock = NULL;
+        _cleanup_free_ char *error = NULL;
+        struct manager_options opts = {};
+
+        assert_non_null(f);
+        snprintf(f->dir, sizeof(f->dir), "/tmp/test-configsync-module.XXXXXX");
+        assert_non_null(mkdtemp(f->dir));
+        assert_true(asprintf(&text,
+                             "[agent]\nstate-dir=%1$s/state\nruntime-dir=%1$s/run\nsocket=%1$s/run/pinion.sock\n"
+                             "pods-dir=%1$s/pods\nlog-level=warning\n"
+                             "[config.a]\nurl=http://127.0.0.1:1/a/manifest.json\ndest=%1$s/a\non-change=/bin/true\n"
+                             "[config.b]\nurl=http://127.0.0.1:1/b/manifest.json\ndest=%1$s/b\non-change=/bin/true\n",
+                             f->dir) > 0);
+        conf = path_join(f->dir, "pinion.conf");
+        assert_non_null(conf);
+        assert_int_equal(write_file_atomic(conf, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1), 0);
+        opts.config_file = conf;
+        assert_int_equal(manager_new(&opts, &f->m, &error), 0);
+        assert_int_equal(mkdir_p(f->m->settings.runtime_dir, 0755), 0);
+        assert_int_equal(mkdir_p(f->m->settings.state_dir, 0700), 0);
+        struct api_options ao = { .socket_path = f->m->settings.socket, .socket_mode = 0600,
+                                  .socket_gid = (gid_t) -1, .listen_fd = -1 };
+        assert_int_equal(api_new(f->m->event, &ao, f->m->metrics, &f->m->api), 0);
+        f->mi = manager_find_module(f->m, "configsync");
+        assert_non_null(f->mi);
+        runner_calls = fail_at = 0;
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        f->m = manager_free(f->m);
+        assert_int_equal(rm_rf(f->dir), 0);
+        free(f);
+        return 0;
+}
+
+static void run_loop(struct manager *m, usec_t usec) {
+        usec_t end = now_usec(CLOCK_MONOTONIC) + usec;
+        while (now_usec(CLOCK_MONOTONIC) < end)
+                assert_true(sd_event_run(m->event, 50 * USEC_PER_MSEC) >= 0);
+}
+
+static struct pod *mkpod(const char *uid, const char *annotation) {
+        _cleanup_free_ char *error = NULL;
+        struct pod *p = NULL;
+        char text[512];
+
+        (void) snprintf(text, sizeof(text),
+                        "{\"metadata\":{\"uid\":\"%s\",\"namespace\":\"default\",\"name\":\"p-%s\","
+                        "\"annotations\":{\"pinion.io/configs\":\"%s\"}}}",
+                        uid, uid, annotation);
+        assert_int_equal(pod_from_json_text(text, strlen(text), NULL, &p, &error), 0);
+        return p;
+}
+
+static void test_failed_start_leaves_nothing_running(void **state) {
+        struct fixture *f = *state;
+        struct configsync *cs = f->mi->data;
+        _cleanup_free_ char *error = NULL;
+
+        fail_at = 2; /* [config.a] starts, [config.b]'s runner cannot be made */
+        assert_int_equal(f->mi->module->start(f->mi), -EIO);
+        assert_int_equal(runner_calls, 2);
+        assert_false(cs->started);
+        assert_int_equal(cs->n_bundles, 0);
+        assert_null(cs->bundles);
+        assert_null(configsync_find(cs, "a"));
+        /* A reload of the failed module swaps the settings; nothing may still use the old ones
+         * (under ASan a bundle left running is a use-after-free as soon as its timer fires). */
+        assert_int_equal(f->mi->module->reload(f->mi, f->m->config, &error), 0);
+        run_loop(f->m, 300 * USEC_PER_MSEC);
+        assert_int_equal(cs->n_bundles, 0);
+        assert_int_equal(runner_calls, 2);
+}
+
+static void test_stopped_module_keeps_its_gate_closed(void **state) {
+        struct fixture *f = *state;
+        struct configsync *cs = f->mi->data;
+        _cleanup_(pod_unrefp) struct pod *wants = mkpod("u1", "a"), *plain = mkpod("u2", "");
+        _cleanup_free_ char *reason = NULL;
+
+        assert_int_equal(f->mi->module->start(f->mi), 0);
+        assert_true(cs->started);
+        assert_int_equal(cs->n_bundles, 2);
+        assert_int_equal(pod_gates_count(f->m->pod_gates), 1);
+        run_loop(f->m, 100 * USEC_PER_MSEC);
+        /* Nothing published (no server): closed, "not present yet". */
+        assert_int_equal(pod_gates_check(f->m->pod_gates, wants, &reason), 0);
+        assert_non_null(strstr(reason, "config a is not present yet"));
+        reason = mfree(reason);
+
+        assert_int_equal(f->mi->module->stop(f->mi), 0);
+        assert_int_equal(cs->n_bundles, 0);
+        /* Still registered, and closed for a pod that declares configs, open for one that does not. */
+        assert_int_equal(pod_gates_count(f->m->pod_gates), 1);
+        assert_int_equal(pod_gates_check(f->m->pod_gates, wants, &reason), 0);
+        assert_string_equal(reason, "configs: the config module is stopping");
+        reason = mfree(reason);
+        assert_int_equal(pod_gates_check(f->m->pod_gates, plain, &reason), 1);
+
+        /* Gone with the module. */
+        f->mi->module->free(f->mi);
+        assert_int_equal(pod_gates_count(f->m->pod_gates), 0);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_failed_start_leaves_nothing_running, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stopped_module_keeps_its_gate_closed, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
