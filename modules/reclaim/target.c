@@ -1188,6 +1188,7 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
         cJSON_AddNumberToObject(o, "max_step_seconds", (double) t->max_step / USEC_PER_SEC);
         cJSON_AddNumberToObject(o, "step_bytes", (double) (t->step_now ? t->step_now : t->settings.step));
         cJSON_AddBoolToObject(o, "original_limit_recorded", t->recorded_limit != 0);
+        cJSON_AddBoolToObject(o, "restore_pending", t->limit_lowered);
         if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
                 return NULL;
         for (int i = 0; i < _WAKE_SOURCE_MAX; i++)

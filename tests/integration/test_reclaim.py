@@ -328,7 +328,7 @@ def test_a_leftover_whose_restore_fails_is_kept_retried_and_never_overwritten(ag
     t = target(a, "stuck")
     assert 1 <= attempts <= 4, (attempts, log[-2000:])
     assert t["wakeups"]["timer"] >= 10, t
-    assert t["steps"] == 0 and t["state"] == "error", t
+    assert t["steps"] == 0 and t["state"] == "error" and t["restore_pending"], t
     assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
     assert g.limit() == 40 * MiB
     m = a.metrics()
@@ -338,6 +338,7 @@ def test_a_leftover_whose_restore_fails_is_kept_retried_and_never_overwritten(ag
     wait_until(lambda: g.limit() == LIMIT, timeout=15, desc="restored")
     a.wait_log(r"stuck: memory.limit_in_bytes of %s restored to %d" % (g.name, LIMIT))
     wait_until(lambda: target(a, "stuck")["state"] == "ok", desc="ok")
+    assert not target(a, "stuck")["restore_pending"]
     g.reset_peak()
     stream(g, stream_dir, 2 * LIMIT)
     t = target(a, "stuck")
