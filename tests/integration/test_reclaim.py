@@ -517,6 +517,8 @@ def test_a_cgroup_is_watched_by_one_target_only(agent_factory, memcg_factory):
     assert "ignoring the pod: its cgroup %s is watched by [reclaim.sec]" % g.name in t["reason"], t
     a.wait_log(r"pod/default/dup: \w+ -> error: ignoring the pod")
     assert target(a, "sec")["state"] == "ok"
+    details = {m["name"]: m for m in a.status()["modules"]}["reclaim"]["details"]
+    assert details["pods"] == 1 and details["targets"] == ["sec"], details
 
 
 def test_pod_cgroup_systemd_spelling(agent_factory, memcg_factory):
