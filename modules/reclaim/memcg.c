@@ -145,6 +145,16 @@ bool memcg_exists(const struct memcg *g) {
         return stat(g->dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+int memcg_inode(const struct memcg *g, uint64_t *ret) {
+        struct stat st;
+        if (stat(g->dir, &st) < 0)
+                return negative_errno();
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        *ret = (uint64_t) st.st_ino;
+        return 0;
+}
+
 char *memcg_file(const struct memcg *g, const char *name) {
         return path_join(g->dir, name);
 }
@@ -279,8 +289,20 @@ int memcg_set_limit(const struct memcg *g, uint64_t limit) {
         return r;
 }
 
+/* Kernels before the swappiness= argument of memory.reclaim (Linux 6.9) refuse it with
+ * EINVAL: then plain "N" (reclaim by the cgroup's swappiness) from the first refusal on. A
+ * process-wide fact of the running kernel, not per cgroup. */
+static bool reclaim_swappiness_refused;
+
+static int write_reclaim(int fd, uint64_t bytes, bool file_only) {
+        char buf[48];
+        int n = snprintf(buf, sizeof(buf), "%" PRIu64 "%s", bytes, file_only ? " swappiness=0" : "");
+        return write(fd, buf, (size_t) n) < 0 ? negative_errno() : 0;
+}
+
 /* Direct write: memory.reclaim is an action, not a value, and its EAGAIN ("reclaimed less than
- * asked") must reach us as such; libcgroup's value writer reports through stdio buffering. */
+ * asked") must reach us as such; libcgroup's value writer reports through stdio buffering.
+ * "N swappiness=0" asks for page cache, not anonymous memory (which would go to swap). */
 int memcg_reclaim(const struct memcg *g, uint64_t bytes) {
         if (g->version != MEMCG_V2)
                 return -EOPNOTSUPP;
@@ -290,11 +312,13 @@ int memcg_reclaim(const struct memcg *g, uint64_t bytes) {
         _cleanup_close_ int fd = open(p, O_WRONLY | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
-        char buf[32];
-        int n = snprintf(buf, sizeof(buf), "%" PRIu64, bytes);
-        if (write(fd, buf, (size_t) n) < 0)
-                return negative_errno();
-        return 0;
+        if (!reclaim_swappiness_refused) {
+                int r = write_reclaim(fd, bytes, true);
+                if (r != -EINVAL)
+                        return r;
+                reclaim_swappiness_refused = true;
+        }
+        return write_reclaim(fd, bytes, false);
 }
 
 /* Direct file access: libcgroup has no call for cgroup.event_control. The kernel takes its own

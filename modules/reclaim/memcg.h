@@ -48,6 +48,9 @@ struct memcg *memcg_free(struct memcg *g);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct memcg *, memcg_free);
 
 bool memcg_exists(const struct memcg *g);
+/* The inode of the cgroup's directory: a cgroup removed and made again at the same path has
+ * another one (its event registrations died with the old one). */
+int memcg_inode(const struct memcg *g, uint64_t *ret);
 int memcg_read(const struct memcg *g, struct memcg_sample *ret);
 /* Reads just the limit (cheaper than memcg_read). */
 int memcg_read_limit(const struct memcg *g, uint64_t *ret);

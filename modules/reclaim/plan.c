@@ -101,3 +101,53 @@ static const char *const verdict_table[_RECLAIM_VERDICT_MAX] = {
 const char *reclaim_verdict_to_string(enum reclaim_verdict v) {
         return v >= 0 && v < _RECLAIM_VERDICT_MAX ? verdict_table[v] : NULL;
 }
+
+uint64_t reclaim_limit_as_kernel_keeps(uint64_t written, uint64_t page_size) {
+        if (page_size == 0 || written == UINT64_MAX)
+                return written;
+        return written - written % page_size;
+}
+
+bool reclaim_limit_is_ours(uint64_t current, uint64_t original, uint64_t written, uint64_t page_size) {
+        if (current >= original)
+                return false; /* nothing lowered in force */
+        if (written == 0)
+                return true;
+        return current == reclaim_limit_as_kernel_keeps(written, page_size);
+}
+
+enum reclaim_leftover_action reclaim_leftover_action(int open_error, int read_error, uint64_t current,
+                                                     uint64_t original, uint64_t written, uint64_t page_size) {
+        if (open_error == -ENOENT)
+                return LEFTOVER_FORGET; /* the cgroup is gone: nothing holds the lowered limit */
+        if (open_error < 0 || read_error < 0 || original == 0)
+                return LEFTOVER_KEEP;
+        if (current >= original)
+                return LEFTOVER_FORGET;
+        return reclaim_limit_is_ours(current, original, written, page_size) ? LEFTOVER_RESTORE : LEFTOVER_NOT_OURS;
+}
+
+static const char *const leftover_table[_LEFTOVER_ACTION_MAX] = {
+        [LEFTOVER_RESTORE] = "restore",
+        [LEFTOVER_FORGET] = "forget",
+        [LEFTOVER_KEEP] = "keep",
+        [LEFTOVER_NOT_OURS] = "not-ours",
+};
+
+const char *reclaim_leftover_action_to_string(enum reclaim_leftover_action a) {
+        return a >= 0 && a < _LEFTOVER_ACTION_MAX ? leftover_table[a] : NULL;
+}
+
+bool reclaim_limit_is_new_original(bool lowered, uint64_t recorded, uint64_t current) {
+        return !lowered && recorded != 0 && current != 0 && current != recorded;
+}
+
+bool reclaim_record_may_write(bool lowered, uint64_t recorded, uint64_t limit) {
+        if (limit == 0)
+                return false;
+        return !lowered || recorded == 0 || limit >= recorded;
+}
+
+bool reclaim_step_error_is_transient(int error) {
+        return error == -EBUSY || error == -EAGAIN;
+}

@@ -60,3 +60,42 @@ struct reclaim_step {
 void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
                   struct reclaim_step *ret);
 const char *reclaim_verdict_to_string(enum reclaim_verdict v);
+
+/* ---- the durable record of a v1 original limit: when it may be written, used and forgotten ---- */
+
+enum reclaim_leftover_action {
+        LEFTOVER_RESTORE, /* the limit is below the recorded original: write the original back */
+        LEFTOVER_FORGET,  /* nothing to restore (the original is in place, or the cgroup is gone) */
+        LEFTOVER_KEEP,    /* cannot tell (the cgroup could not be opened or read): keep the record */
+        LEFTOVER_NOT_OURS, /* below the original but not the value we wrote: someone else's, left alone */
+        _LEFTOVER_ACTION_MAX,
+};
+
+/* A record found at start (or held by a target): open_error is memcg_open()'s result, read_error
+ * memcg_read_limit()'s, current the limit read, written the lowered limit we wrote last (0:
+ * unknown). Only a confirmed -ENOENT of the cgroup, a limit already at (or above) the original,
+ * or one that is not ours (reclaim_limit_is_ours) lets the record go without a restore. */
+enum reclaim_leftover_action reclaim_leftover_action(int open_error, int read_error, uint64_t current,
+                                                     uint64_t original, uint64_t written, uint64_t page_size);
+const char *reclaim_leftover_action_to_string(enum reclaim_leftover_action a);
+
+/* A limit read in a check differs from the recorded original: is it an operator's new original
+ * to record? Never while our lowered limit may still be in force (lowered: a restore failed or
+ * is pending), and never 0 or "nothing recorded". */
+bool reclaim_limit_is_new_original(bool lowered, uint64_t recorded, uint64_t current);
+
+/* May the record be overwritten with limit? Never with a value below the recorded original
+ * while our lowered limit may be in force. */
+bool reclaim_record_may_write(bool lowered, uint64_t recorded, uint64_t limit);
+
+/* A failed reclaim write: transient (EBUSY/EAGAIN: the kernel could not take that much now; the
+ * next wake-up tries again) or hard (EROFS, EACCES, ENOENT, EINVAL...: retried only after a
+ * backoff, never at once). */
+bool reclaim_step_error_is_transient(int error);
+
+/* v1 keeps limits in pages: the limit read back after writing `written` bytes. */
+uint64_t reclaim_limit_as_kernel_keeps(uint64_t written, uint64_t page_size);
+/* Is the limit in force the one we lowered it to (and so ours to put back)? written 0: unknown
+ * (a record from before the lowered value was kept): any limit below the original is taken for
+ * ours. */
+bool reclaim_limit_is_ours(uint64_t current, uint64_t original, uint64_t written, uint64_t page_size);

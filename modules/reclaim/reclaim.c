@@ -26,6 +26,10 @@
 #define ANNOTATION_HIGH "pinion.io/reclaim-high"
 #define ANNOTATION_TARGET "pinion.io/reclaim-target"
 #define ANNOTATION_MIN_FILE "pinion.io/reclaim-min-file"
+/* A static pod's cgroup is named by its config hash, not by metadata.uid (the mirror pod the
+ * apiserver shows has another uid): the kubelet sets these to that hash. */
+#define ANNOTATION_CONFIG_HASH "kubernetes.io/config.hash"
+#define ANNOTATION_CONFIG_MIRROR "kubernetes.io/config.mirror"
 
 struct reclaim_settings {
         struct reclaim_target_settings **targets;
@@ -99,6 +103,8 @@ static const char *target_check(const void *object) {
         _cleanup_free_ char *norm = NULL;
         if (memcg_path_normalize(t->cgroup, &norm) < 0)
                 return "cgroup must be a path under the memory hierarchy without '.' or '..' components";
+        if (streq(norm, "/"))
+                return "cgroup must not be the root of the memory hierarchy (it has no limit to reclaim toward, and v1 refuses to set one)";
         return settings_check(t);
 }
 
@@ -109,6 +115,8 @@ static struct reclaim_settings *reclaim_settings_free(struct reclaim_settings *s
         free(s);
         return NULL;
 }
+
+static struct reclaim_settings *reclaim_settings_free(struct reclaim_settings *s);
 
 static int reclaim_parse(struct config *c, struct reclaim_settings **ret, char **ret_error) {
         struct reclaim_settings *s = calloc(1, sizeof(*s));
@@ -122,6 +130,20 @@ static int reclaim_parse(struct config *c, struct reclaim_settings **ret, char *
                 free(s);
                 return r;
         }
+        /* Two sections on one cgroup would fight over its limit and its record. */
+        for (size_t j = 1; j < s->n_targets; j++)
+                for (size_t i = 0; i < j; i++) {
+                        _cleanup_free_ char *a = NULL, *b = NULL, *section = NULL;
+                        if (memcg_path_normalize(s->targets[i]->cgroup, &a) < 0 ||
+                            memcg_path_normalize(s->targets[j]->cgroup, &b) < 0 || !streq(a, b))
+                                continue;
+                        r = asprintf(&section, "reclaim.%s", s->targets[j]->name) < 0
+                                    ? -ENOMEM
+                                    : config_section_error(c, section, ret_error, "cgroup %s is already watched by [reclaim.%s]",
+                                                           b, s->targets[i]->name);
+                        reclaim_settings_free(s);
+                        return r;
+                }
         *ret = s;
         return 0;
 }
@@ -144,9 +166,10 @@ static void remove_target_at(struct reclaim *rc, size_t i) {
         rc->n_targets--;
 }
 
-static int add_target(struct reclaim *rc, const struct reclaim_target_settings *s, const char *pod_uid, const char *pod) {
+static int add_target(struct reclaim *rc, const struct reclaim_target_settings *s, const char *pod_uid,
+                      const char *pod_cgroup_id, const char *pod) {
         _cleanup_(reclaim_target_freep) struct reclaim_target *t = NULL;
-        int r = reclaim_target_new(&rc->ctx, s, pod_uid, pod, &t);
+        int r = reclaim_target_new(&rc->ctx, s, pod_uid, pod_cgroup_id, pod, &t);
         if (r < 0)
                 return r;
         struct reclaim_target **a = realloc(rc->targets, (rc->n_targets + 1) * sizeof(*a));
@@ -183,6 +206,15 @@ static void update_module_state(void *userdata) {
                 }
         }
         module_set_state(mi, MODULE_RUNNING, NULL);
+}
+
+/* A pod's cgroup that a section watches already: the section wins, the pod is ignored. */
+static const char *cgroup_taken(void *userdata, const char *path) {
+        struct reclaim *rc = userdata;
+        for (size_t i = 0; i < rc->n_targets; i++)
+                if (!reclaim_target_pod_uid(rc->targets[i]) && streq_ptr(reclaim_target_cgroup(rc->targets[i]), path))
+                        return reclaim_target_name(rc->targets[i]);
+        return NULL;
 }
 
 /* ---- pods ---- */
@@ -247,6 +279,14 @@ fail:
         return -EINVAL;
 }
 
+/* What the kubelet names the pod's cgroup by: a static pod's config hash, else its uid. */
+static const char *pod_cgroup_id(const struct pod *p) {
+        const char *v = pod_annotation(p, ANNOTATION_CONFIG_HASH);
+        if (isempty(v))
+                v = pod_annotation(p, ANNOTATION_CONFIG_MIRROR);
+        return isempty(v) ? p->uid : v;
+}
+
 static void pod_error_forget(struct reclaim *rc, const char *pod) {
         size_t n = strlen(pod);
         for (char **e = rc->pod_errors; e && *e; e++)
@@ -270,6 +310,21 @@ static void on_pod(struct pod_store *store, const struct pod *old, const struct 
         const char *reason = NULL;
         int r = new ? pod_settings(new, &s, &reason) : 0;
         struct reclaim_target *t = find_target(rc, NULL, p->uid);
+        const char *cgroup_id = new ? pod_cgroup_id(new) : NULL;
+        if (r > 0 && !valid_uid(cgroup_id)) {
+                r = -EINVAL;
+                reason = ANNOTATION_CONFIG_HASH " is not a config hash";
+                reclaim_settings_done(&s);
+        }
+        if (r > 0 && t && !streq_ptr(reclaim_target_pod_cgroup_id(t), cgroup_id)) {
+                /* Another cgroup name: a new target (the old one restores and goes). */
+                for (size_t i = 0; i < rc->n_targets; i++)
+                        if (rc->targets[i] == t) {
+                                remove_target_at(rc, i);
+                                break;
+                        }
+                t = NULL;
+        }
 
         if (r < 0) {
                 log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = p->uid, .pod = pod }), LOG_WARNING,
@@ -298,7 +353,7 @@ static void on_pod(struct pod_store *store, const struct pod *old, const struct 
         } else {
                 log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = p->uid, .pod = pod }), LOG_INFO, 0,
                                    "Pod %s opted in to page cache reclaim", pod);
-                r = add_target(rc, &s, p->uid, pod);
+                r = add_target(rc, &s, p->uid, cgroup_id, pod);
         }
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "Failed to watch the memory cgroup of pod %s: %m", pod);
@@ -444,11 +499,17 @@ static int apply_sections(struct reclaim *rc) {
                 struct reclaim_target *t = find_target(rc, s->name, NULL);
                 int r;
                 if (!t)
-                        r = add_target(rc, s, NULL, NULL);
+                        r = add_target(rc, s, NULL, NULL, NULL);
                 else if (!reclaim_settings_equal(s, reclaim_target_settings(t)))
                         r = reclaim_target_update(t, s);
                 else
                         continue;
+                if (r == -EBUSY) {
+                        /* check_moves() saw it restored; it failed again since: stay put. */
+                        log_module_warning(MODULE, "%s: stays on %s: its original memory limit could not be restored",
+                                           s->name, reclaim_target_cgroup(t));
+                        continue;
+                }
                 if (r < 0)
                         return r;
         }
@@ -469,6 +530,7 @@ static int reclaim_start(struct module_instance *mi) {
         rc->have_hierarchy = true;
         rc->ctx.event = m->event;
         rc->ctx.state_changed = update_module_state;
+        rc->ctx.cgroup_taken = cgroup_taken;
         rc->ctx.userdata = rc;
         rc->ctx.record_dir = path_join(m->settings.state_dir, "reclaim");
         if (!rc->ctx.record_dir)
@@ -511,12 +573,36 @@ static int reclaim_start(struct module_instance *mi) {
         return 0;
 }
 
+/* A section moving its target to another cgroup while the original limit of the old one could
+ * not be put back yet: refused (the old cgroup would keep our lowered limit for good). */
+static int check_moves(struct reclaim *rc, struct config *c, const struct reclaim_settings *s, char **ret_error) {
+        for (size_t j = 0; j < s->n_targets; j++) {
+                struct reclaim_target *t = find_target(rc, s->targets[j]->name, NULL);
+                _cleanup_free_ char *norm = NULL, *section = NULL;
+                if (!t || !reclaim_target_restore_pending(t))
+                        continue;
+                if (memcg_path_normalize(s->targets[j]->cgroup, &norm) < 0 || streq_ptr(norm, reclaim_target_cgroup(t)))
+                        continue;
+                if (asprintf(&section, "reclaim.%s", s->targets[j]->name) < 0)
+                        return -ENOMEM;
+                return config_section_error(c, section, ret_error,
+                                            "cannot move to cgroup %s: the original memory limit of %s could not be restored yet",
+                                            norm, reclaim_target_cgroup(t));
+        }
+        return 0;
+}
+
 static int reclaim_reload(struct module_instance *mi, struct config *c, char **ret_error) {
         struct reclaim *rc = mi->data;
         struct reclaim_settings *s = NULL;
         int r = reclaim_parse(c, &s, ret_error);
         if (r < 0)
                 return r;
+        r = check_moves(rc, c, s, ret_error);
+        if (r < 0) {
+                reclaim_settings_free(s);
+                return r;
+        }
         reclaim_settings_free(rc->settings);
         rc->settings = s;
         if (!rc->have_hierarchy)
@@ -548,12 +634,14 @@ static int reclaim_status(struct module_instance *mi, cJSON *obj) {
                 if (!cJSON_AddItemToArray(names, cJSON_CreateString(rc->settings->targets[i]->name)))
                         return -ENOMEM;
         if (rc->have_hierarchy) {
-                size_t counts[_TARGET_STATE_MAX] = {};
-                for (size_t i = 0; i < rc->n_targets; i++)
+                size_t counts[_TARGET_STATE_MAX] = {}, pods = 0;
+                for (size_t i = 0; i < rc->n_targets; i++) {
                         counts[reclaim_target_state(rc->targets[i])]++;
+                        pods += reclaim_target_pod_uid(rc->targets[i]) != NULL;
+                }
                 cJSON *c = cJSON_AddObjectToObject(obj, "states");
                 if (!c || !cJSON_AddNumberToObject(obj, "cgroup_version", rc->version) ||
-                    !cJSON_AddNumberToObject(obj, "pods", (double) (rc->n_targets - rc->settings->n_targets)))
+                    !cJSON_AddNumberToObject(obj, "pods", (double) pods))
                         return -ENOMEM;
                 for (int i = 0; i < _TARGET_STATE_MAX; i++)
                         if (counts[i] && !cJSON_AddNumberToObject(c, target_state_to_string(i), (double) counts[i]))

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <sys/inotify.h>
 
+#include "backoff.h"
 #include "fsutil.h"
 #include "json.h"
 #include "log.h"
@@ -25,10 +26,19 @@ struct reclaim_target {
         struct reclaim_ctx *ctx;
         struct reclaim_target_settings settings;
         char *pod_uid, *pod; /* opted-in pod, else NULL */
+        char *pod_cgroup_id; /* what the kubelet names its cgroup by: the uid, or a static pod's config hash */
         char *cgroup;        /* the path in use (found by uid for pods) */
         char *record_path;   /* state-dir/reclaim/<name>.json */
+        /* state-dir/reclaim/<name>.lowered: the lowered limit written last, rewritten in place
+         * (one pwrite, no fsync: a kill -9 keeps it in the page cache, and a machine crash
+         * takes the cgroups with it) before each lowering write. It tells a restore whether the
+         * limit in force is still ours, or someone else's to leave alone. */
+        char *lowered_path;
+        int lowered_fd;
+        uint64_t last_lowered; /* 0: unknown */
 
         struct memcg *cg;
+        uint64_t cg_inode; /* of the directory we attached to (0: unknown) */
         bool bounds_ok;
         struct reclaim_bounds bounds;
         struct memcg_sample last;
@@ -37,10 +47,20 @@ struct reclaim_target {
         enum target_state state;
         char *reason;
 
-        /* The original limit recorded durably before the first v1 write (0: none recorded). */
+        /* The original limit recorded durably before the first v1 write (0: none recorded),
+         * always of t->cgroup: reset whenever t->cgroup changes. */
         uint64_t recorded_limit;
-        bool limit_lowered; /* a restore failed: retried on every wake-up and at free */
+        /* Our lowered limit may be in force: set before each lowering write, cleared once the
+         * original is back (or the cgroup is gone); when a restore failed it is retried after a
+         * backoff and at free. While set, the limit read is never taken for an operator's. */
+        bool limit_lowered;
+        bool restore_failed; /* the last restore failed (the next success is logged) */
         char *record_error; /* the last record_write() failure: the state stays error until one works */
+
+        /* After a hard error (a write the kernel refuses, a failed restore): no new episode and
+         * no restore attempt before hold_until (CLOCK_MONOTONIC), growing by err_backoff. */
+        struct backoff err_backoff;
+        usec_t hold_until;
 
         sd_event_source *threshold_src, *pressure_src, *psi_src, *events_src;
         sd_event_source *timer, *step_src;
@@ -97,6 +117,7 @@ const char *wake_source_to_string(enum wake_source s) {
 #define log_target_info(t, ...) (void) log_target_full_errno(t, LOG_INFO, 0, __VA_ARGS__)
 #define log_target_warning(t, ...) (void) log_target_full_errno(t, LOG_WARNING, 0, __VA_ARGS__)
 #define log_target_warning_errno(t, e, ...) log_target_full_errno(t, LOG_WARNING, e, __VA_ARGS__)
+#define log_target_error(t, ...) (void) log_target_full_errno(t, LOG_ERR, 0, __VA_ARGS__)
 #define log_target_error_errno(t, e, ...) log_target_full_errno(t, LOG_ERR, e, __VA_ARGS__)
 
 /* ---- settings ---- */
@@ -187,6 +208,13 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
 static int record_write(struct reclaim_target *t, uint64_t limit) {
         if (t->recorded_limit == limit)
                 return 0;
+        /* Our lowered limit is never taken for the original (it would stay lowered for good). */
+        if (!reclaim_record_may_write(t->limit_lowered, t->recorded_limit, limit))
+                return -EBUSY;
+        /* A record we do not hold belongs to a cgroup whose restore failed at start (the
+         * section named another cgroup then): it is not ours to overwrite. */
+        if (t->recorded_limit == 0 && access(t->record_path, F_OK) == 0)
+                return -EEXIST;
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         /* "max" for no limit; a number otherwise (exact: limits are far below 2^53 bytes). */
         if (!o || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) ||
@@ -206,7 +234,48 @@ static int record_write(struct reclaim_target *t, uint64_t limit) {
         return 0;
 }
 
+static uint64_t page_size(void) {
+        long p = sysconf(_SC_PAGESIZE);
+        return p > 0 ? (uint64_t) p : 4096;
+}
+
+/* The value we are about to lower the limit to, before the write. On failure the value is
+ * unknown (0): a restore then takes any limit below the original for ours. */
+static void note_lowered(struct reclaim_target *t, uint64_t value) {
+        char buf[24];
+        int n = snprintf(buf, sizeof(buf), "%020" PRIu64 "\n", value);
+        if (t->lowered_fd < 0)
+                t->lowered_fd = open(t->lowered_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (t->lowered_fd < 0 || pwrite(t->lowered_fd, buf, (size_t) n, 0) != n) {
+                log_target_debug(t, "Failed to note the lowered limit in %s: %m", t->lowered_path);
+                t->last_lowered = 0;
+                return;
+        }
+        t->last_lowered = value;
+}
+
+static int read_lowered(const char *path, uint64_t *ret) {
+        _cleanup_free_ char *text = NULL;
+        int r = read_file_full(path, 64, &text, NULL);
+        if (r < 0)
+                return r;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (errno != 0 || end == text || (*end != 0 && *end != '\n'))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* Forgets the record: only once the original is in place or the cgroup is gone. */
 static void record_remove(struct reclaim_target *t) {
+        if (t->limit_lowered || !t->lowered_path || (!t->recorded_limit && t->lowered_fd < 0))
+                return; /* still needed, or nothing of ours (a record of another cgroup stays) */
+        t->lowered_fd = safe_close(t->lowered_fd);
+        if (unlink(t->lowered_path) < 0 && errno != ENOENT)
+                log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->lowered_path);
+        t->last_lowered = 0;
         if (!t->recorded_limit)
                 return;
         if (unlink(t->record_path) < 0 && errno != ENOENT) {
@@ -217,24 +286,113 @@ static void record_remove(struct reclaim_target *t) {
         t->recorded_limit = 0;
 }
 
-/* Puts the recorded original limit back if it is not there. */
+/* {"cgroup": "/a/b", "limit": N | "max"} → the cgroup and the limit (UINT64_MAX for max). */
+static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_limit) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_Parse(text);
+        if (!o)
+                return -EBADMSG;
+        const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
+        const cJSON *limit = cJSON_GetObjectItemCaseSensitive(o, "limit");
+        uint64_t want = 0;
+        if (cJSON_IsString(limit) && streq(limit->valuestring, "max"))
+                want = UINT64_MAX;
+        else if (cJSON_IsNumber(limit) && limit->valuedouble >= 1 && limit->valuedouble < 9.0e15)
+                want = (uint64_t) limit->valuedouble;
+        if (!cJSON_IsString(cgroup) || want == 0)
+                return -EINVAL;
+        int r = memcg_path_normalize(cgroup->valuestring, ret_cgroup);
+        if (r < 0)
+                return r;
+        *ret_limit = want;
+        return 0;
+}
+
+/* Puts the recorded original limit back while our lowered one may be in force (limit_lowered).
+ * Reads the limit first: one at or above the original needs no write. Returns 0 when the
+ * original is in place (or the cgroup is gone: limit_lowered cleared), <0 when the restore
+ * failed (limit_lowered stays set: the record must stay). */
 static int restore_limit(struct reclaim_target *t) {
-        if (!t->cg || !t->recorded_limit || t->cg->version != MEMCG_V1)
+        _cleanup_(memcg_freep) struct memcg *tmp = NULL;
+        const struct memcg *cg = t->cg;
+        uint64_t cur;
+        int r;
+
+        if (!t->limit_lowered)
                 return 0;
-        int r = memcg_set_limit(t->cg, t->recorded_limit);
-        if (r < 0) {
-                t->limit_lowered = true;
-                if (!memcg_exists(t->cg)) {
+        if (!t->recorded_limit) {
+                t->limit_lowered = false; /* nothing was recorded, so nothing was lowered */
+                return 0;
+        }
+        if (!cg) {
+                r = memcg_open(t->cgroup, &tmp);
+                if (r == -ENOENT) {
                         t->limit_lowered = false;
                         return 0;
                 }
-                return log_target_error_errno(t, r, "Failed to restore memory.limit_in_bytes to %" PRIu64 " (retrying): %m",
-                                              t->recorded_limit);
+                if (r < 0)
+                        return log_target_error_errno(t, r, "Cannot open %s to restore its limit: %m", t->cgroup);
+                cg = tmp;
         }
-        if (t->limit_lowered)
-                log_target_info(t, "memory.limit_in_bytes restored to %" PRIu64, t->recorded_limit);
+        if (cg->version != MEMCG_V1) {
+                t->limit_lowered = false;
+                return 0;
+        }
+        r = memcg_read_limit(cg, &cur);
+        if (r >= 0 && cur < t->recorded_limit && !reclaim_limit_is_ours(cur, t->recorded_limit, t->last_lowered, page_size())) {
+                /* Someone set another limit since our write: theirs stays. */
+                log_target_info(t, "memory.limit_in_bytes of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, not restoring %" PRIu64,
+                                t->cgroup, cur, t->last_lowered, t->recorded_limit);
+                t->restore_failed = false;
+                t->limit_lowered = false;
+                return 0;
+        }
+        if (r >= 0 && cur >= t->recorded_limit)
+                r = 0; /* the original (or more) is in force already */
+        else
+                r = memcg_set_limit(cg, t->recorded_limit);
+        if (r < 0) {
+                if (!memcg_exists(cg)) {
+                        t->limit_lowered = false;
+                        return 0;
+                }
+                t->restore_failed = true;
+                return log_target_error_errno(t, r, "Failed to restore memory.limit_in_bytes of %s to %" PRIu64 ": %m",
+                                              t->cgroup, t->recorded_limit);
+        }
+        if (t->restore_failed)
+                log_target_info(t, "memory.limit_in_bytes of %s restored to %" PRIu64, t->cgroup, t->recorded_limit);
+        t->restore_failed = false;
         t->limit_lowered = false;
         return 0;
+}
+
+/* A target starting on a cgroup whose record survived (its restore failed at start, or a
+ * reload/attach in this run): the record's original is the original, and our lowered limit
+ * may be in force. Never overwritten with the limit read now. */
+static void record_load(struct reclaim_target *t) {
+        _cleanup_free_ char *text = NULL, *cgroup = NULL;
+        uint64_t limit;
+
+        if (t->recorded_limit)
+                return;
+        int r = read_file_full(t->record_path, 4096, &text, NULL);
+        if (r == -ENOENT)
+                return;
+        if (r < 0 || record_parse(text, &cgroup, &limit) < 0) {
+                log_target_warning(t, "Ignoring unreadable record %s", t->record_path);
+                return; /* record_write() refuses to overwrite it: the state says error */
+        }
+        if (!streq(cgroup, t->cgroup)) {
+                log_target_warning(t, "The record %s names cgroup %s, not %s: kept until that limit is restored", t->record_path,
+                                   cgroup, t->cgroup);
+                return;
+        }
+        log_target_info(t, "Recorded original limit %" PRIu64 " of %s found: restoring it before anything else", limit,
+                        t->cgroup);
+        if (read_lowered(t->lowered_path, &t->last_lowered) < 0)
+                t->last_lowered = 0;
+        t->recorded_limit = limit;
+        t->limit_lowered = true;
 }
 
 int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
@@ -253,33 +411,52 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                 size_t len = strlen(de->d_name);
                 if (len < 6 || !streq(de->d_name + len - 5, ".json"))
                         continue;
-                _cleanup_free_ char *p = path_join(ctx->record_dir, de->d_name), *text = NULL;
-                _cleanup_(cJSON_Deletep) cJSON *o = NULL;
+                _cleanup_free_ char *p = path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
                 _cleanup_(memcg_freep) struct memcg *cg = NULL;
-                if (!p || read_file_full(p, 4096, &text, NULL) < 0 || !(o = cJSON_Parse(text))) {
-                        log_module_warning(MODULE, "Ignoring unreadable record %s", p ? p : de->d_name);
-                        if (p)
-                                (void) unlink(p);
+                uint64_t cur = 0, want = 0;
+                int q = !p ? -ENOMEM : read_file_full(p, 4096, &text, NULL);
+                if (q >= 0)
+                        q = record_parse(text, &cgroup, &want);
+                if (q < 0) {
+                        log_module_warning(MODULE, "Ignoring %s record %s", q == -EINVAL ? "malformed" : "unreadable",
+                                           p ? p : de->d_name);
+                        (void) unlinkat(dfd, de->d_name, 0);
                         continue;
                 }
-                const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
-                const cJSON *limit = cJSON_GetObjectItemCaseSensitive(o, "limit");
-                uint64_t cur, want = 0;
-                if (cJSON_IsString(limit) && streq(limit->valuestring, "max"))
-                        want = UINT64_MAX;
-                else if (cJSON_IsNumber(limit) && limit->valuedouble >= 1 && limit->valuedouble < 9.0e15)
-                        want = (uint64_t) limit->valuedouble;
-                if (!cJSON_IsString(cgroup) || want == 0) {
-                        log_module_warning(MODULE, "Ignoring malformed record %s", p);
-                } else if (memcg_open(cgroup->valuestring, &cg) < 0) {
-                        log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
-                                        cgroup->valuestring);
-                } else if (memcg_read_limit(cg, &cur) >= 0 && cur < want) {
+                /* The sibling .lowered: the value we wrote last (absent: unknown). */
+                _cleanup_free_ char *lowered = NULL;
+                uint64_t written = 0;
+                if (asprintf(&lowered, "%.*s.lowered", (int) (len - 5), de->d_name) < 0)
+                        lowered = NULL;
+                if (lowered) {
+                        _cleanup_free_ char *lp = path_join(ctx->record_dir, lowered);
+                        if (!lp || read_lowered(lp, &written) < 0)
+                                written = 0;
+                }
+                int ro = memcg_open(cgroup, &cg);
+                int rr = ro >= 0 ? memcg_read_limit(cg, &cur) : 0;
+                switch (reclaim_leftover_action(ro, rr, cur, want, written, page_size())) {
+                case LEFTOVER_KEEP:
+                        log_module_error_errno(MODULE, ro < 0 ? ro : rr,
+                                               "Cannot %s cgroup %s to check the limit recorded in %s, keeping the record: %m",
+                                               ro < 0 ? "open" : "read", cgroup, de->d_name);
+                        continue;
+                case LEFTOVER_NOT_OURS:
+                        log_module_info(MODULE, "The memory limit of %s is %" PRIu64 ", not the %" PRIu64
+                                        " an interrupted reclaim wrote: set by someone else since, not restoring %" PRIu64,
+                                        cgroup, cur, written, want);
+                        break;
+                case LEFTOVER_FORGET:
+                        if (ro == -ENOENT)
+                                log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
+                                                cgroup);
+                        break;
+                case LEFTOVER_RESTORE: {
                         int r = memcg_set_limit(cg, want);
                         if (r < 0) {
                                 log_module_error_errno(MODULE, r, "Failed to restore the limit of %s to %" PRIu64 ": %m",
-                                                       cgroup->valuestring, want);
-                                continue; /* keep the record: the next start tries again */
+                                                       cgroup, want);
+                                continue; /* keep the record: its target (or the next start) tries again */
                         }
                         char buf[32];
                         if (want == UINT64_MAX)
@@ -288,9 +465,15 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                                 snprintf(buf, sizeof(buf), "%" PRIu64, want);
                         log_module_info(MODULE, "Restored the memory limit of %s to %s (was %" PRIu64
                                         ", left lowered by an interrupted reclaim)",
-                                        cgroup->valuestring, buf, cur);
+                                        cgroup, buf, cur);
                         n++;
+                        break;
                 }
+                case _LEFTOVER_ACTION_MAX:
+                        continue;
+                }
+                if (lowered)
+                        (void) unlinkat(dfd, lowered, 0);
                 (void) unlinkat(dfd, de->d_name, 0);
         }
         closedir(d);
@@ -402,6 +585,14 @@ static int arm_events(struct reclaim_target *t) {
         return 0;
 }
 
+/* A wake-up source that should be there and is not (its registration failed, or the kernel
+ * dropped it): check() arms it again. */
+static bool sources_missing(const struct reclaim_target *t) {
+        if (t->cg->version == MEMCG_V1)
+                return (t->bounds_ok && !t->threshold_src) || (!t->pressure_src && !isempty(t->settings.pressure_level));
+        return (!t->psi_src && !isempty(t->settings.psi)) || !t->events_src;
+}
+
 /* (Re)computes the bounds from the limit now in force. */
 static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
         const char *reason = NULL;
@@ -422,22 +613,51 @@ static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
         return changed ? 1 : 0;
 }
 
+/* Moves the target to another cgroup (*path, taken on success). The record and the flags
+ * belong to one cgroup: a pending restore of the old one is tried once more, and if it still
+ * fails the move is refused (-EBUSY; the target stays on the old cgroup). */
+static int set_cgroup(struct reclaim_target *t, char **path) {
+        if (streq_ptr(t->cgroup, *path))
+                return 0;
+        if (t->limit_lowered) {
+                (void) restore_limit(t);
+                if (t->limit_lowered)
+                        return -EBUSY;
+        }
+        record_remove(t);
+        t->recorded_limit = 0;
+        t->restore_failed = false;
+        free(t->cgroup);
+        t->cgroup = TAKE_PTR(*path);
+        return 0;
+}
+
 static int attach(struct reclaim_target *t) {
         int r;
 
         if (t->pod_uid) {
                 _cleanup_free_ char *path = NULL;
-                r = memcg_find_pod(t->pod_uid, POD_SEARCH_DEPTH, &path);
+                r = memcg_find_pod(t->pod_cgroup_id, POD_SEARCH_DEPTH, &path);
                 if (r == -ENOENT) {
-                        set_state(t, TARGET_MISSING, "no memory cgroup for pod uid %s yet", t->pod_uid);
+                        set_state(t, TARGET_MISSING, "no memory cgroup for pod %s %s yet",
+                                  streq(t->pod_cgroup_id, t->pod_uid) ? "uid" : "config hash", t->pod_cgroup_id);
                         return 0;
                 }
                 if (r < 0) {
                         set_state(t, TARGET_ERROR, "cannot search the memory hierarchy: %s", strerror(-r));
                         return 0;
                 }
-                free(t->cgroup);
-                t->cgroup = TAKE_PTR(path);
+                const char *by = t->ctx->cgroup_taken ? t->ctx->cgroup_taken(t->ctx->userdata, path) : NULL;
+                if (by) {
+                        set_state(t, TARGET_ERROR, "ignoring the pod: its cgroup %s is watched by [reclaim.%s]", path, by);
+                        return 0;
+                }
+                r = set_cgroup(t, &path);
+                if (r < 0) {
+                        set_state(t, TARGET_ERROR, "the pod's cgroup moved to %s, but the original limit of %s could not be restored yet",
+                                  path, t->cgroup);
+                        return 0;
+                }
         }
         r = memcg_open(t->cgroup, &t->cg);
         if (r == -ENOENT) {
@@ -448,6 +668,8 @@ static int attach(struct reclaim_target *t) {
                 set_state(t, TARGET_ERROR, "cannot open cgroup %s: %s", t->cgroup, strerror(-r));
                 return 0;
         }
+        if (memcg_inode(t->cg, &t->cg_inode) < 0)
+                t->cg_inode = 0;
         uint64_t limit;
         r = memcg_read_limit(t->cg, &limit);
         if (r < 0) {
@@ -456,7 +678,12 @@ static int attach(struct reclaim_target *t) {
                 return 0;
         }
         log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
-        (void) resolve_bounds(t, limit);
+        if (t->cg->version == MEMCG_V1)
+                record_load(t);
+        /* With our lowered limit possibly in force the limit read is not the original: the
+         * bounds wait for check() to restore it. */
+        if (!t->limit_lowered)
+                (void) resolve_bounds(t, limit);
         r = arm_events(t);
         if (r < 0)
                 set_state(t, TARGET_ERROR, "cannot register memory events: %s (the %s check still runs)", strerror(-r),
@@ -495,10 +722,36 @@ static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, 
                 t->last_reaction = now - t->episode_start;
                 (void) metric_inc(t->ctx->metrics.reclaims, t->settings.name);
                 (void) metric_observe(t->ctx->metrics.reaction, (double) t->last_reaction / USEC_PER_SEC, t->settings.name);
+                backoff_reset(&t->err_backoff); /* writes work again */
         }
         log_target_debug(t, "episode done after %u steps, %" PRIu64 " bytes in %.1f ms: %s", t->episode_steps,
                          t->episode_bytes, (double) (now - t->episode_start) / USEC_PER_MSEC, why);
         set_state_from_plan(t, p);
+}
+
+/* Every way out of an episode that is not its end (the cgroup went away, the limit changed
+ * under us, an error): the one-shot step source is off and check() may start another. */
+static void abort_episode(struct reclaim_target *t, const char *why) {
+        if (t->step_src)
+                (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
+        if (t->in_episode)
+                log_target_debug(t, "episode aborted after %u steps: %s", t->episode_steps, why);
+        t->in_episode = false;
+}
+
+/* A hard error: error state, and neither a new episode nor a restore attempt before a backoff
+ * delay (the timer is moved up to its end if it would fire later). */
+static void hold_after_error(struct reclaim_target *t) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        usec_t delay = backoff_next(&t->err_backoff, now, 0);
+        t->hold_until = now + delay;
+        uint64_t next = 0;
+        if (t->timer && (sd_event_source_get_time(t->timer, &next) < 0 || next > t->hold_until ||
+                         sd_event_source_get_enabled(t->timer, NULL) == 0)) {
+                (void) sd_event_source_set_time(t->timer, t->hold_until);
+                (void) sd_event_source_set_enabled(t->timer, SD_EVENT_ONESHOT);
+        }
+        log_target_debug(t, "holding off for %.1f s after the error", (double) delay / USEC_PER_SEC);
 }
 
 /* One bounded step of an episode. */
@@ -509,18 +762,23 @@ static int on_step(sd_event_source *s, void *userdata) {
         int r;
         (void) s;
 
-        if (!t->in_episode || !t->cg || !t->bounds_ok)
+        if (!t->in_episode)
                 return 0;
+        if (!t->cg || !t->bounds_ok) {
+                abort_episode(t, "the cgroup or its bounds are gone");
+                return 0;
+        }
         r = memcg_read(t->cg, &before);
         if (r < 0) {
+                abort_episode(t, "cannot read the cgroup");
                 check(t, WAKE_TIMER); /* finds out what happened to the cgroup */
                 return 0;
         }
         t->last = before;
         t->have_sample = true;
-        if (before.limit != t->bounds.limit && !t->limit_lowered) {
-                /* Someone changed the limit: start over from the new one. */
-                t->in_episode = false;
+        if (t->limit_lowered || before.limit != t->bounds.limit) {
+                /* Someone changed the limit (or ours is still in force): start over from check(). */
+                abort_episode(t, "the limit changed");
                 check(t, WAKE_TIMER);
                 return 0;
         }
@@ -542,16 +800,20 @@ static int on_step(sd_event_source *s, void *userdata) {
                                                t->record_path);
                         free(t->record_error);
                         if (asprintf(&t->record_error, "cannot record the original limit in %s: %s", t->record_path,
-                                     strerror(-r)) < 0)
+                                     r == -EEXIST ? "it holds the record of another cgroup, not restored yet"
+                                                  : strerror(-r)) < 0)
                                 t->record_error = NULL;
-                        t->in_episode = false; /* nothing was touched */
+                        abort_episode(t, "no record"); /* nothing was touched */
                         set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
+                        hold_after_error(t);
                         return 0;
                 }
                 t->record_error = mfree(t->record_error);
         }
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
         if (t->cg->version == MEMCG_V1) {
+                t->limit_lowered = true; /* from the write on, ours may be in force */
+                note_lowered(t, p.new_limit);
                 r = memcg_set_limit(t->cg, p.new_limit);
                 int q = restore_limit(t); /* at once, also after a failure */
                 if (r >= 0 && q < 0)
@@ -586,7 +848,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                         (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
                 }
         }
-        if (r == -EBUSY || r == -EAGAIN) {
+        if (reclaim_step_error_is_transient(r) && !t->limit_lowered) {
                 /* The kernel could not reclaim that much (dirty or busy pages, or the workload
                  * faster than us): stop here; the next wake-up tries again. */
                 t->n_step_errors++;
@@ -595,12 +857,23 @@ static int on_step(sd_event_source *s, void *userdata) {
                                                : "the kernel reclaimed less than asked (EAGAIN)");
                 return 0;
         }
+        if (r < 0 && !memcg_exists(t->cg)) {
+                abort_episode(t, "the cgroup was removed");
+                check(t, WAKE_TIMER); /* detaches, says missing */
+                return 0;
+        }
         if (r < 0) {
+                /* A hard error (the write refused, or the original could not be put back): no
+                 * new episode at once — that would fail the same way, in a loop — but after a
+                 * backoff, from the timer. */
                 t->n_step_errors++;
                 (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, "error");
                 log_target_warning_errno(t, r, "Reclaim step failed: %m");
-                end_episode(t, &p, "step failed");
-                check(t, WAKE_TIMER);
+                abort_episode(t, "step failed");
+                set_state(t, TARGET_ERROR, "%s: %s",
+                          t->limit_lowered ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
+                          strerror(-r));
+                hold_after_error(t);
                 return 0;
         }
         if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
@@ -621,24 +894,53 @@ static void check(struct reclaim_target *t, enum wake_source source) {
         (void) metric_inc(t->ctx->metrics.wakeups, t->settings.name, wake_source_to_string(source));
         if (t->in_episode)
                 return; /* the episode's next step samples anyway */
+        if (t->hold_until) {
+                if (now_usec(CLOCK_MONOTONIC) < t->hold_until)
+                        return; /* after a hard error: the timer comes back at the end of the hold */
+                t->hold_until = 0;
+        }
 
         if (!t->cg) {
                 if (source == WAKE_TIMER || source == WAKE_START)
                         (void) attach(t);
                 return;
         }
-        if (t->limit_lowered)
+        uint64_t ino;
+        if (t->cg_inode && memcg_inode(t->cg, &ino) >= 0 && ino != t->cg_inode) {
+                /* Removed and made again at the same path between two wake-ups: the event
+                 * registrations died with the old cgroup, and our record is of the old one. */
+                log_target_info(t, "cgroup %s was made again: watching the new one", t->cgroup);
+                t->limit_lowered = false;
+                record_remove(t);
+                detach(t);
+                (void) attach(t); /* checks */
+                return;
+        }
+        if (t->limit_lowered) {
                 (void) restore_limit(t);
+                if (t->limit_lowered) {
+                        /* Our lowered limit may still be in force: never plan from it, never
+                         * take it for the original. */
+                        set_state(t, TARGET_ERROR, "cannot restore memory.limit_in_bytes of %s to %" PRIu64 " (retrying)",
+                                  t->cgroup, t->recorded_limit);
+                        hold_after_error(t);
+                        return;
+                }
+        }
 
         r = memcg_read(t->cg, &s);
         if (r < 0) {
                 if (!memcg_exists(t->cg)) {
+                        /* Gone: nothing holds a lowered limit, the record can go. */
+                        t->limit_lowered = false;
+                        record_remove(t);
                         detach(t);
                         set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
                         /* A pod's cgroup may come back elsewhere; a named one at the same path. */
                         return;
                 }
                 set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
+                hold_after_error(t);
                 return;
         }
         t->last = s;
@@ -649,9 +951,12 @@ static void check(struct reclaim_target *t, enum wake_source source) {
                         return;
                 if (r > 0)
                         (void) arm_events(t);
-                if (t->recorded_limit && t->recorded_limit != s.limit && t->cg->version == MEMCG_V1)
+                if (t->cg->version == MEMCG_V1 &&
+                    reclaim_limit_is_new_original(t->limit_lowered, t->recorded_limit, s.limit))
                         (void) record_write(t, s.limit); /* an operator's new limit is the original now */
         }
+        if (source == WAKE_TIMER && sources_missing(t))
+                (void) arm_events(t); /* a registration that failed or that the kernel dropped */
         reclaim_plan(&t->bounds, &s, false, &p);
         switch (p.verdict) {
         case RECLAIM_IDLE:
@@ -680,16 +985,16 @@ static void check(struct reclaim_target *t, enum wake_source source) {
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct reclaim_target *t = userdata;
         (void) usec;
-        check(t, WAKE_TIMER);
         (void) sd_event_source_set_time_relative(s, t->settings.interval);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        check(t, WAKE_TIMER); /* may move the timer up (hold_after_error) */
         return 0;
 }
 
 /* ---- lifecycle ---- */
 
 int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
-                       const char *pod_uid, const char *pod, struct reclaim_target **ret) {
+                       const char *pod_uid, const char *pod_cgroup_id, const char *pod, struct reclaim_target **ret) {
         _cleanup_(reclaim_target_freep) struct reclaim_target *t = calloc(1, sizeof(*t));
         int r;
 
@@ -697,10 +1002,17 @@ int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_sett
                 return -ENOMEM;
         t->ctx = ctx;
         t->state = TARGET_MISSING;
+        t->lowered_fd = -EBADF;
+        /* After a hard error: 1 s, doubling up to 5 min; a healthy 10 min starts again at 1 s. */
+        backoff_init(&t->err_backoff,
+                     &(const struct backoff_config) { .initial = USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
+                                                      .factor = 2.0, .jitter = 0.2, .reset_after = 10 * USEC_PER_MINUTE },
+                     0);
         r = reclaim_settings_copy(settings, &t->settings);
         if (r < 0)
                 return r;
-        if (strdup_or_null(pod_uid, &t->pod_uid) < 0 || strdup_or_null(pod, &t->pod) < 0)
+        if (strdup_or_null(pod_uid, &t->pod_uid) < 0 || strdup_or_null(pod, &t->pod) < 0 ||
+            strdup_or_null(pod_uid ? (pod_cgroup_id ? pod_cgroup_id : pod_uid) : NULL, &t->pod_cgroup_id) < 0)
                 return -ENOMEM;
         if (!pod_uid) {
                 r = memcg_path_normalize(settings->cgroup, &t->cgroup);
@@ -713,6 +1025,10 @@ int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_sett
                 t->record_path = NULL;
                 return -ENOMEM;
         }
+        if (asprintf(&t->lowered_path, "%.*s.lowered", (int) (strlen(t->record_path) - 5), t->record_path) < 0) {
+                t->lowered_path = NULL;
+                return -ENOMEM;
+        }
         *ret = TAKE_PTR(t);
         return 0;
 }
@@ -720,16 +1036,24 @@ int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_sett
 struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
         if (!t)
                 return NULL;
-        if (restore_limit(t) >= 0)
-                record_remove(t);
+        /* The record goes only once the original is back (or the cgroup is gone); otherwise it
+         * stays for the next start to restore. */
+        (void) restore_limit(t);
+        if (t->limit_lowered)
+                log_target_error(t, "The original limit of %s (%" PRIu64 ") could not be restored: keeping %s for the next start",
+                                 t->cgroup, t->recorded_limit, t->record_path);
+        record_remove(t);
         detach(t);
         t->timer = sd_event_source_disable_unref(t->timer);
         t->step_src = sd_event_source_disable_unref(t->step_src);
         reclaim_settings_done(&t->settings);
         free(t->pod_uid);
+        free(t->pod_cgroup_id);
         free(t->pod);
         free(t->cgroup);
         free(t->record_path);
+        free(t->lowered_path);
+        safe_close(t->lowered_fd);
         free(t->record_error);
         free(t->reason);
         free(t);
@@ -766,11 +1090,13 @@ int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_
                         reclaim_settings_done(&s);
                         return r;
                 }
-                /* The old cgroup gets its limit back before we let go of it. */
-                if (restore_limit(t) >= 0)
-                        record_remove(t);
-                free(t->cgroup);
-                t->cgroup = TAKE_PTR(path);
+                /* The old cgroup gets its limit back before we let go of it; if it cannot, the
+                 * target stays on it (reclaim_target_restore_pending() lets a reload refuse). */
+                r = set_cgroup(t, &path);
+                if (r < 0) {
+                        reclaim_settings_done(&s);
+                        return r;
+                }
         }
         reclaim_settings_done(&t->settings);
         t->settings = s;
@@ -780,12 +1106,24 @@ int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_
         return attach(t);
 }
 
+bool reclaim_target_restore_pending(const struct reclaim_target *t) {
+        return t->limit_lowered;
+}
+
+const char *reclaim_target_cgroup(const struct reclaim_target *t) {
+        return t->cgroup;
+}
+
 const char *reclaim_target_name(const struct reclaim_target *t) {
         return t->settings.name;
 }
 
 const char *reclaim_target_pod_uid(const struct reclaim_target *t) {
         return t->pod_uid;
+}
+
+const char *reclaim_target_pod_cgroup_id(const struct reclaim_target *t) {
+        return t->pod_cgroup_id;
 }
 
 const struct reclaim_target_settings *reclaim_target_settings(const struct reclaim_target *t) {
@@ -850,6 +1188,7 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
         cJSON_AddNumberToObject(o, "max_step_seconds", (double) t->max_step / USEC_PER_SEC);
         cJSON_AddNumberToObject(o, "step_bytes", (double) (t->step_now ? t->step_now : t->settings.step));
         cJSON_AddBoolToObject(o, "original_limit_recorded", t->recorded_limit != 0);
+        cJSON_AddBoolToObject(o, "restore_pending", t->limit_lowered);
         if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
                 return NULL;
         for (int i = 0; i < _WAKE_SOURCE_MAX; i++)

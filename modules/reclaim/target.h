@@ -75,15 +75,18 @@ struct reclaim_ctx {
         struct reclaim_metrics metrics;
         /* Called after a target's state changed (the module sums them up). */
         void (*state_changed)(void *userdata);
+        /* The name of the section that watches this cgroup already, or NULL (pods only). */
+        const char *(*cgroup_taken)(void *userdata, const char *path);
         void *userdata;
 };
 
 struct reclaim_target;
 
-/* settings are copied. pod_uid non-NULL: the cgroup is found by the pod's uid (settings->cgroup
- * unused); pod names the pod for logs ("namespace/name"). */
+/* settings are copied. pod_uid non-NULL: the cgroup is found by pod_cgroup_id (the uid if
+ * NULL; a static pod's config hash: the kubelet names its cgroup by that) and settings->cgroup
+ * is unused; pod names the pod for logs ("namespace/name"). */
 int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
-                       const char *pod_uid, const char *pod, struct reclaim_target **ret);
+                       const char *pod_uid, const char *pod_cgroup_id, const char *pod, struct reclaim_target **ret);
 /* Restores any lowered limit, forgets the record, closes every source. */
 struct reclaim_target *reclaim_target_free(struct reclaim_target *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct reclaim_target *, reclaim_target_free);
@@ -93,7 +96,13 @@ int reclaim_target_start(struct reclaim_target *t);
 int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_settings *settings);
 
 const char *reclaim_target_name(const struct reclaim_target *t);
+/* The cgroup path in use (NULL for a pod whose cgroup was not found yet). */
+const char *reclaim_target_cgroup(const struct reclaim_target *t);
+/* Our lowered limit may still be in force on the cgroup (a restore failed): the target cannot
+ * move to another cgroup until it is put back. */
+bool reclaim_target_restore_pending(const struct reclaim_target *t);
 const char *reclaim_target_pod_uid(const struct reclaim_target *t);
+const char *reclaim_target_pod_cgroup_id(const struct reclaim_target *t);
 const struct reclaim_target_settings *reclaim_target_settings(const struct reclaim_target *t);
 enum target_state reclaim_target_state(const struct reclaim_target *t);
 cJSON *reclaim_target_to_json(struct reclaim_target *t);

@@ -7,6 +7,7 @@ of anonymous memory) and removes everything afterwards, also on failure (reclaim
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from pinion_testlib import make_pod, wait_until
-from reclaim_testlib import (MiB, anon_argv, memcg_factory, stream_dir, v2_skip_reason,  # noqa: F401
+from reclaim_testlib import (V1_ROOT, MiB, anon_argv, memcg_factory, stream_dir, v2_skip_reason,  # noqa: F401
                              writer_argv)
 
 LIMIT = 64 * MiB
@@ -154,8 +155,12 @@ def test_kill9_mid_stream_then_restart_restores_the_limit(agent_factory, memcg_f
         w.wait()
     record = os.path.join(a.state_dir, "reclaim", "kill.json")
     assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+    # The value of the last lowering write, noted before it (a restore puts back only that).
+    lowered = int(open(os.path.join(a.state_dir, "reclaim", "kill.lowered")).read())
+    assert 0 < lowered < LIMIT, lowered
     a.start()
     wait_until(lambda: g.limit() == LIMIT)
+    assert not os.path.exists(os.path.join(a.state_dir, "reclaim", "kill.lowered"))
     assert target(a, "kill")["state"] in ("ok", "reclaiming")
 
 
@@ -176,6 +181,27 @@ def test_restart_restores_a_limit_left_lowered(agent_factory, memcg_factory):
     a.wait_log(r"Restored the memory limit of %s to %d \(was %d" % (g.name, LIMIT, 40 * MiB))
     a.wait_log(r"Ignoring unreadable record")
     assert target(a, "left")["state"] == "ok"
+
+
+def test_a_restore_puts_back_only_a_limit_that_is_still_ours(agent_factory, memcg_factory):
+    """A crash left records: where the limit is still the one we wrote, the original comes back;
+    where someone set another limit since, theirs stays."""
+    ours = memcg_factory("ours", 40 * MiB)
+    theirs = memcg_factory("theirs", 44 * MiB)
+    a = agent_factory(config=section("ours", ours.name), start=False)
+    _write_record(a, "ours", ours.name, LIMIT)
+    _write_record(a, "theirs", theirs.name, LIMIT)
+    d = os.path.join(a.state_dir, "reclaim")
+    for name in ("ours", "theirs"):
+        with open(os.path.join(d, name + ".lowered"), "w") as f:
+            f.write("%020d\n" % (40 * MiB + 1000))  # the kernel keeps it rounded down to a page
+    a.start()
+    assert ours.limit() == LIMIT
+    assert theirs.limit() == 44 * MiB
+    a.wait_log(r"The memory limit of %s is %d, not the %d an interrupted reclaim wrote: set by someone else"
+               % (theirs.name, 44 * MiB, 40 * MiB + 1000))
+    a.wait_log(r"Restored the memory limit of %s to %d \(was %d" % (ours.name, LIMIT, 40 * MiB))
+    assert os.listdir(d) == []
 
 
 def test_no_limit_is_touched_when_the_original_cannot_be_recorded(agent_factory, memcg_factory, stream_dir):
@@ -209,6 +235,198 @@ def test_removed_cgroup_is_reported_and_picked_up_again(agent_factory, memcg_fac
     assert g.peak() < LIMIT and target(a, "gone")["reclaims"] >= 1
 
 
+def test_a_cgroup_removed_mid_episode_is_picked_up_again(agent_factory, memcg_factory, stream_dir):
+    """The cgroup goes away while an episode is under way: the episode ends, the target says
+    missing and takes the cgroup up again when it comes back. The agent is frozen (SIGSTOP) at
+    a moment its log shows an episode under way (1M steps toward a low target make episodes
+    long while the writer streams) and the cgroup goes while it is stopped. Repeated until a
+    removal met the start of a step (its read fails: the path that used to leave the target
+    stuck in its episode for good), not just a write."""
+    g = memcg_factory("midep", LIMIT)
+    a = agent_factory(config=section("midep", g.name, step="1M", target="10%", interval="300ms"))
+    wait_until(lambda: target(a, "midep")["state"] == "ok")
+    transition = re.compile(r"midep: (\w+) -> (\w+)")
+    read_path = False
+    for attempt in range(25):
+        w = g.run(writer_argv(stream_dir, 256 * LIMIT), stdout=subprocess.DEVNULL)
+        mid = False
+        try:
+            before = target(a, "midep")["reclaims"]
+            wait_until(lambda: target(a, "midep")["reclaims"] >= before + 2, desc="reclaiming")
+            for _ in range(200):
+                a.send_signal(signal.SIGSTOP)
+                states = transition.findall(a.log_text())
+                if states and states[-1][1] == "reclaiming":
+                    mid = True
+                    break
+                a.send_signal(signal.SIGCONT)
+                time.sleep(0.01)
+            assert mid, "never caught an episode under way"
+            mark = a.log_mark()
+            with open(os.path.join(V1_ROOT, "cgroup.procs"), "w") as f:
+                f.write(str(w.pid))  # out of the cgroup: it can go with its cache still charged
+            os.rmdir(g.dir)
+        finally:
+            a.send_signal(signal.SIGCONT)
+            w.kill()
+            w.wait()
+        a.wait_log(r"midep: reclaiming -> (missing|error)", since=mark)
+        wait_until(lambda: target(a, "midep")["state"] == "missing", desc="missing")
+        read_path = bool(re.search(r"midep: episode aborted after \d+ steps: cannot read the cgroup",
+                                   a.log_text(since_start=False)[mark:]))
+        g.create(LIMIT)
+        wait_until(lambda: target(a, "midep")["state"] == "ok", desc="back")
+        if read_path:
+            break
+    assert read_path, "no removal met the start of a step in 25 tries"
+    # Back to work: the recreated cgroup is reclaimed again, never reaching its limit.
+    before = target(a, "midep")["reclaims"]
+    g.reset_peak()
+    stream(g, stream_dir, 2 * LIMIT)
+    t = target(a, "midep")
+    assert t["reclaims"] > before and g.peak() < LIMIT, (t, g.peak())
+    assert g.limit() == LIMIT
+
+
+def _write_record(a, name, cgroup, limit):
+    d = os.path.join(a.state_dir, "reclaim")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    path = os.path.join(d, name + ".json")
+    with open(path, "w") as f:
+        json.dump({"cgroup": cgroup, "limit": limit}, f)
+    return path
+
+
+def _refuse_limits_above(g, limit):
+    """v1 refuses memory.limit_in_bytes above memory.memsw.limit_in_bytes (EINVAL): the honest
+    way to make a restore fail."""
+    g.write("memory.memsw.limit_in_bytes", limit)
+
+
+def test_a_leftover_whose_restore_fails_is_kept_retried_and_never_overwritten(agent_factory, memcg_factory,
+                                                                              stream_dir):
+    """A crash left the limit lowered (40M of 64M) and the kernel refuses the original for now:
+    the record keeps the original (the target must not take 40M for it), the target stays in
+    error without reclaiming and retries with a backoff, not in a loop; once the kernel takes
+    the original, it is restored and reclaim resumes."""
+    g = memcg_factory("stuck", 40 * MiB)
+    _refuse_limits_above(g, 40 * MiB)
+    a = agent_factory(config=section("stuck", g.name, interval="200ms"), start=False)
+    record = _write_record(a, "stuck", g.name, LIMIT)
+    a.start()
+    a.wait_log(r"Failed to restore the limit of %s to %d" % (g.name, LIMIT))
+    t = wait_until(lambda: (lambda t: t if t["state"] == "error" else None)(target(a, "stuck")), desc="error")
+    assert "cannot restore memory.limit_in_bytes" in t["reason"], t
+    mark = a.log_mark()
+    time.sleep(0.5)
+    # Stream through it: wake-ups come (the timer every 200 ms), but no reclaim into the
+    # lowered limit, no record of it, and restore attempts only at the backoff's pace.
+    stream(g, stream_dir, 2 * 40 * MiB)
+    time.sleep(3)
+    log = a.log_text(since_start=False)[mark:]
+    attempts = len(re.findall(r"stuck: Failed to restore memory.limit_in_bytes", log))
+    t = target(a, "stuck")
+    assert 1 <= attempts <= 4, (attempts, log[-2000:])
+    assert t["wakeups"]["timer"] >= 10, t
+    assert t["steps"] == 0 and t["state"] == "error" and t["restore_pending"], t
+    assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+    assert g.limit() == 40 * MiB
+    m = a.metrics()
+    assert m.value("pinion_reclaim_target_state", target="stuck", state="error") == 1
+    # The kernel takes the original again: restored at the next attempt, and reclaim resumes.
+    _refuse_limits_above(g, LIMIT)
+    wait_until(lambda: g.limit() == LIMIT, timeout=15, desc="restored")
+    a.wait_log(r"stuck: memory.limit_in_bytes of %s restored to %d" % (g.name, LIMIT))
+    wait_until(lambda: target(a, "stuck")["state"] == "ok", desc="ok")
+    assert not target(a, "stuck")["restore_pending"]
+    g.reset_peak()
+    stream(g, stream_dir, 2 * LIMIT)
+    t = target(a, "stuck")
+    assert t["reclaims"] >= 1 and g.peak() < LIMIT and g.limit() == LIMIT, t
+    assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+
+
+def test_a_record_is_kept_when_its_cgroup_cannot_be_checked(agent_factory, memcg_factory):
+    """Only a confirmed ENOENT forgets a record without a restore; a section whose record names
+    another cgroup does not overwrite it."""
+    g = memcg_factory("other", LIMIT)
+    other = memcg_factory("other-lowered", 40 * MiB)
+    _refuse_limits_above(other, 40 * MiB)
+    a = agent_factory(config=section("other", g.name, interval="200ms"), start=False)
+    record = _write_record(a, "other", other.name, LIMIT)
+    a.start()
+    a.wait_log(r"Failed to restore the limit of %s" % other.name)
+    a.wait_log(r"names cgroup %s, not %s" % (other.name, g.name))
+    a.sigterm()
+    a.assert_exit(a.wait_exit(10), 0)
+    assert json.load(open(record)) == {"cgroup": other.name, "limit": LIMIT}
+    assert other.limit() == 40 * MiB and g.limit() == LIMIT
+    _refuse_limits_above(other, LIMIT)
+    a.start()
+    assert other.limit() == LIMIT and not os.path.exists(record)
+
+
+def test_reload_does_not_move_a_target_whose_restore_is_pending(agent_factory, memcg_factory, stream_dir):
+    old = memcg_factory("movefrom", 40 * MiB)
+    _refuse_limits_above(old, 40 * MiB)
+    new = memcg_factory("moveto", 48 * MiB)
+    a = agent_factory(config=section("mv", old.name, interval="200ms"), start=False)
+    record = _write_record(a, "mv", old.name, LIMIT)
+    a.start()
+    wait_until(lambda: target(a, "mv")["state"] == "error", desc="error")
+    mark = a.log_mark()
+    a.sections["reclaim.mv"]["cgroup"] = new.name
+    a.write_config()
+    a.sighup()
+    a.wait_log(r"\[reclaim\] refused the new config, keeping its old one: %s:\d+: \[reclaim.mv\] cannot move to cgroup %s: the original memory limit of %s could not"
+               % (re.escape(a.config_file), new.name, old.name), since=mark)
+    t = target(a, "mv")
+    assert t["cgroup"] == old.name, t
+    assert new.limit() == 48 * MiB and old.limit() == 40 * MiB
+    assert json.load(open(record)) == {"cgroup": old.name, "limit": LIMIT}
+    # Once the old cgroup has its original back, the move goes through; the new cgroup keeps
+    # its own limit (the old one's original is never written into it).
+    _refuse_limits_above(old, LIMIT)
+    wait_until(lambda: old.limit() == LIMIT, timeout=15, desc="restored")
+    a.sighup()
+    wait_until(lambda: target(a, "mv")["cgroup"] == new.name and target(a, "mv")["state"] == "ok", desc="moved")
+    assert not os.path.exists(record)
+    stream(new, stream_dir, 2 * 48 * MiB)
+    t = target(a, "mv")
+    assert t["reclaims"] >= 1 and t["limit"] == 48 * MiB, t
+    assert new.limit() == 48 * MiB and old.limit() == LIMIT
+    assert json.load(open(record)) == {"cgroup": new.name, "limit": 48 * MiB}
+
+
+def test_a_cgroup_made_again_between_wakeups_gets_its_events_again(agent_factory, memcg_factory, stream_dir):
+    """Removed and made again at once (the agent may never see it missing): the new cgroup has
+    another inode, the agent registers its threshold on it, and the threshold event — not the
+    timer — drives reclaim again."""
+    g = memcg_factory("again", LIMIT)
+    a = agent_factory(config=section("again", g.name, interval="1s"))
+    wait_until(lambda: target(a, "again")["state"] == "ok")
+    seen = False
+    for _ in range(10):
+        mark = a.log_mark()
+        os.rmdir(g.dir)
+        g.create(LIMIT)
+        time.sleep(0.3)
+        if re.search(r"again: cgroup %s was made again" % g.name, a.log_text(since_start=False)[mark:]):
+            seen = True
+            break
+        wait_until(lambda: target(a, "again")["state"] == "ok", desc="back")
+    assert seen, "the agent saw the cgroup missing every time; never the quick remove+create"
+    wait_until(lambda: target(a, "again")["state"] == "ok", desc="ok")
+    t0 = target(a, "again")
+    g.reset_peak()
+    stream(g, stream_dir, 4 * LIMIT)
+    t = target(a, "again")
+    reclaims = t["reclaims"] - t0["reclaims"]
+    assert reclaims >= 2, (t0, t)
+    assert t["wakeups"]["threshold"] - t0["wakeups"]["threshold"] >= reclaims - 1, (t0, t)
+    assert g.peak() < LIMIT and g.limit() == LIMIT
+
+
 def test_missing_cgroup_at_start_and_no_limit(agent_factory, memcg_factory):
     unlimited = memcg_factory("unlimited")
     a = agent_factory(config=dict(section("nope", "/pinion-test-%d-absent" % os.getpid()),
@@ -232,12 +450,14 @@ def test_sizes_work_without_a_limit(agent_factory, memcg_factory, stream_dir):
     assert g.limit() == unlimited
     record = os.path.join(a.state_dir, "reclaim", "sizes.json")
     assert json.load(open(record)) == {"cgroup": g.name, "limit": "max"}
-    # A crash between lowering and restoring: the next start lifts the limit again.
+    # A crash between lowering and restoring (the limit is the last value written, as noted in
+    # sizes.lowered): the next start lifts the limit again.
     a.kill9()
-    g.write("memory.limit_in_bytes", 100 * MiB)
+    lowered = int(open(os.path.join(a.state_dir, "reclaim", "sizes.lowered")).read())
+    g.write("memory.limit_in_bytes", lowered)
     a.start()
     assert g.limit() == unlimited
-    a.wait_log(r"Restored the memory limit of %s to max \(was %d" % (g.name, 100 * MiB))
+    a.wait_log(r"Restored the memory limit of %s to max \(was %d" % (g.name, lowered - lowered % 4096))
 
 
 def test_pod_opts_in_by_annotation(agent_factory, memcg_factory, stream_dir):
@@ -267,6 +487,38 @@ def test_pod_opts_in_by_annotation(agent_factory, memcg_factory, stream_dir):
     wait_until(lambda: not [t for t in a.get_json("/v1/reclaim")["targets"] if t["name"] == "pod/default/web"])
     assert pod_cg.limit() == LIMIT
     assert base.exists()
+
+
+def test_static_pod_is_found_by_its_config_hash(agent_factory, memcg_factory):
+    """The kubelet names a static pod's cgroup by its config hash (the mirror pod has another
+    uid); a section's cgroup is not taken by a pod too."""
+    uid = "7a7a7a7a-1111-4222-8333-%012d" % os.getpid()
+    config_hash = "c0ffee%026x" % os.getpid()
+    memcg_factory("kubepods")
+    memcg_factory("kubepods/burstable")
+    g = memcg_factory("kubepods/burstable/pod" + config_hash, LIMIT)
+    memcg_factory("kubepods/burstable/pod" + uid, LIMIT)  # a decoy named by the uid
+    a = agent_factory()
+    a.write_pod("etcd", make_pod("etcd", namespace="kube-system", uid=uid, annotations={
+        "pinion.io/reclaim": "true", "kubernetes.io/config.mirror": config_hash,
+        "kubernetes.io/config.hash": config_hash}))
+    t = wait_until(lambda: (lambda t: t if t["state"] == "ok" else None)(target(a, "pod/kube-system/etcd")))
+    assert t["cgroup"] == g.name and t["pod_uid"] == uid, t
+
+
+def test_a_cgroup_is_watched_by_one_target_only(agent_factory, memcg_factory):
+    uid = "5b5b5b5b-1111-4222-8333-%012d" % os.getpid()
+    memcg_factory("kubepods")
+    g = memcg_factory("kubepods/pod" + uid, LIMIT)
+    a = agent_factory(config=section("sec", g.name))
+    wait_until(lambda: target(a, "sec")["state"] == "ok")
+    a.write_pod("dup", make_pod("dup", uid=uid, annotations={"pinion.io/reclaim": "true"}))
+    t = wait_until(lambda: (lambda t: t if t["state"] == "error" else None)(target(a, "pod/default/dup")))
+    assert "ignoring the pod: its cgroup %s is watched by [reclaim.sec]" % g.name in t["reason"], t
+    a.wait_log(r"pod/default/dup: \w+ -> error: ignoring the pod")
+    assert target(a, "sec")["state"] == "ok"
+    details = {m["name"]: m for m in a.status()["modules"]}["reclaim"]["details"]
+    assert details["pods"] == 1 and details["targets"] == ["sec"], details
 
 
 def test_pod_cgroup_systemd_spelling(agent_factory, memcg_factory):
@@ -328,8 +580,17 @@ BAD = [
     ("interval", "interval=10ms", "interval must be at least 100ms"),
     ("step", "step=4K", "step must be at least 1M"),
     ("dotdot", "cgroup=/a/../b", "without '.' or '..'"),
+    ("root", "cgroup=//", "must not be the root of the memory hierarchy"),
     ("sizes", "high=100M\ntarget=200M", "target must be below high"),
 ]
+
+
+def test_two_sections_on_one_cgroup_are_refused(agent_factory):
+    a = agent_factory(extra="[reclaim.a]\ncgroup=/x/y\n\n[reclaim.b]\ncgroup=//x//y/\n", start=False)
+    rc, out, err = a.check_config()
+    assert rc == 78, (rc, out, err)
+    assert err.startswith(a.config_file + ":"), err
+    assert "[reclaim.b] cgroup /x/y is already watched by [reclaim.a]" in err, err
 
 
 @pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])

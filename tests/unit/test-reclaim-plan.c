@@ -181,6 +181,72 @@ static void test_pod_dir(_unused_ void **state) {
         assert_false(memcg_is_pod_dir("pod", ""));
 }
 
+static void test_leftover_action(_unused_ void **state) {
+        /* Only a confirmed ENOENT of the cgroup, or the original (or more) in force, lets a record
+         * go without a restore; any other failure keeps it. */
+        assert_int_equal(reclaim_leftover_action(-ENOENT, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(reclaim_leftover_action(-EACCES, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(reclaim_leftover_action(-ENOMEDIUM, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(reclaim_leftover_action(-EIO, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(reclaim_leftover_action(0, -EIO, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(reclaim_leftover_action(0, -ENOENT, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, 64 * MiB, 0, 4096), LEFTOVER_RESTORE);
+        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, UINT64_MAX, 0, 4096), LEFTOVER_RESTORE);
+        assert_int_equal(reclaim_leftover_action(0, 0, 64 * MiB, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(reclaim_leftover_action(0, 0, 80 * MiB, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(reclaim_leftover_action(0, 0, UINT64_MAX, UINT64_MAX, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, 0, 0, 4096), LEFTOVER_KEEP);
+        /* With the value we wrote known: restored only if it is still in force (page-rounded). */
+        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, 64 * MiB, 40 * MiB + 100, 4096), LEFTOVER_RESTORE);
+        assert_int_equal(reclaim_leftover_action(0, 0, 44 * MiB, 64 * MiB, 40 * MiB, 4096), LEFTOVER_NOT_OURS);
+        assert_int_equal(reclaim_leftover_action(0, 0, 64 * MiB, 64 * MiB, 40 * MiB, 4096), LEFTOVER_FORGET);
+        assert_int_equal(reclaim_leftover_action(-ENOENT, 0, 0, 64 * MiB, 40 * MiB, 4096), LEFTOVER_FORGET);
+        assert_int_equal(reclaim_leftover_action(0, -EIO, 0, 64 * MiB, 40 * MiB, 4096), LEFTOVER_KEEP);
+        assert_string_equal(reclaim_leftover_action_to_string(LEFTOVER_KEEP), "keep");
+        assert_string_equal(reclaim_leftover_action_to_string(LEFTOVER_NOT_OURS), "not-ours");
+        assert_null(reclaim_leftover_action_to_string(_LEFTOVER_ACTION_MAX));
+}
+
+static void test_record_never_takes_the_lowered_limit(_unused_ void **state) {
+        /* A failed restore leaves our 40M in force: it is not an operator's change... */
+        assert_false(reclaim_limit_is_new_original(true, 64 * MiB, 40 * MiB));
+        assert_false(reclaim_limit_is_new_original(true, 64 * MiB, 80 * MiB));
+        /* ...and never recorded over the original, whoever asks. */
+        assert_false(reclaim_record_may_write(true, 64 * MiB, 40 * MiB));
+        assert_true(reclaim_record_may_write(true, 64 * MiB, 64 * MiB));
+        assert_true(reclaim_record_may_write(true, 64 * MiB, 80 * MiB));
+        assert_false(reclaim_record_may_write(false, 64 * MiB, 0));
+        /* With the original back, a different limit is the operator's: the new original. */
+        assert_true(reclaim_limit_is_new_original(false, 64 * MiB, 40 * MiB));
+        assert_true(reclaim_record_may_write(false, 64 * MiB, 40 * MiB));
+        assert_false(reclaim_limit_is_new_original(false, 64 * MiB, 64 * MiB));
+        /* Nothing recorded yet: nothing to replace (the first step records). */
+        assert_false(reclaim_limit_is_new_original(false, 0, 40 * MiB));
+        assert_true(reclaim_record_may_write(false, 0, 40 * MiB));
+        assert_true(reclaim_record_may_write(true, 0, 40 * MiB));
+}
+
+static void test_limit_is_ours(_unused_ void **state) {
+        assert_true(reclaim_limit_as_kernel_keeps(40 * MiB + 4095, 4096) == 40 * MiB);
+        assert_true(reclaim_limit_as_kernel_keeps(40 * MiB, 4096) == 40 * MiB);
+        assert_true(reclaim_limit_as_kernel_keeps(UINT64_MAX, 4096) == UINT64_MAX);
+        assert_true(reclaim_limit_is_ours(40 * MiB, 64 * MiB, 40 * MiB + 123, 4096));
+        assert_false(reclaim_limit_is_ours(40 * MiB + 4096, 64 * MiB, 40 * MiB, 4096)); /* someone else's */
+        assert_false(reclaim_limit_is_ours(64 * MiB, 64 * MiB, 40 * MiB, 4096));        /* the original is back */
+        assert_false(reclaim_limit_is_ours(80 * MiB, 64 * MiB, 0, 4096));
+        assert_true(reclaim_limit_is_ours(10 * MiB, 64 * MiB, 0, 4096)); /* unknown: below the original is ours */
+        assert_true(reclaim_limit_is_ours(40 * MiB, UINT64_MAX, 40 * MiB, 4096));
+}
+
+static void test_step_errors(_unused_ void **state) {
+        /* Transient: the next wake-up tries again. Hard: only after a backoff. */
+        assert_true(reclaim_step_error_is_transient(-EBUSY));
+        assert_true(reclaim_step_error_is_transient(-EAGAIN));
+        const int hard[] = { -EROFS, -EACCES, -EPERM, -ENOENT, -EINVAL, -EIO, -ENOMEM, -EOPNOTSUPP };
+        for (size_t i = 0; i < ELEMENTSOF(hard); i++)
+                assert_false(reclaim_step_error_is_transient(hard[i]));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_level),
@@ -189,6 +255,10 @@ int main(void) {
                 cmocka_unit_test(test_plan_never_below_the_floor),
                 cmocka_unit_test(test_path_normalize),
                 cmocka_unit_test(test_pod_dir),
+                cmocka_unit_test(test_leftover_action),
+                cmocka_unit_test(test_record_never_takes_the_lowered_limit),
+                cmocka_unit_test(test_step_errors),
+                cmocka_unit_test(test_limit_is_ours),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
