@@ -32,6 +32,18 @@ int metrics_family(struct metrics *m, enum metric_type type, const char *name, c
                    const char *const *label_names, const double *buckets, size_t n_buckets,
                    struct metric_family **ret);
 
+/* A module's metric families as a table: metrics_families() registers each row and stores the
+ * family in *f. Rows with buckets NULL use the default latency buckets (histograms only). */
+struct metric_def {
+        enum metric_type type;
+        const char *name, *help;
+        const char *const *labels;
+        const double *buckets;
+        size_t n_buckets;
+        struct metric_family **f;
+};
+int metrics_families(struct metrics *m, const struct metric_def *defs, size_t n);
+
 /* The label values follow in the order of label_names given at creation. They are copied and
  * escaped on output. Unknown series are created on first use. Errors (ENOMEM, wrong number of
  * values: pass exactly as many as there are label names) are returned but callers usually

@@ -324,28 +324,17 @@ static int apiserver_register_metrics(struct manager *m, struct reflector_metric
         static const char *const verb_code[] = { "verb", "code", NULL };
         static const char *const type[] = { "type", NULL };
         static const char *const kind[] = { "kind", NULL };
-        const struct {
-                enum metric_type t;
-                const char *name, *help;
-                const char *const *labels;
-                struct metric_family **f;
-        } families[] = {
-                { METRIC_COUNTER, "pinion_apiserver_requests_total", "Requests to the apiserver by verb (list, watch) and HTTP code (or error).", verb_code, &ret->requests },
-                { METRIC_COUNTER, "pinion_apiserver_backoff_seconds_total", "Seconds spent backing off after apiserver failures.", NULL, &ret->backoff },
-                { METRIC_COUNTER, "pinion_apiserver_relists_total", "Lists after the first (a watch too old to resume: 410 Gone).", NULL, &ret->relists },
-                { METRIC_COUNTER, "pinion_apiserver_watch_restarts_total", "Watches the server ended normally and the agent resumed without a list.", NULL, &ret->watch_restarts },
-                { METRIC_COUNTER, "pinion_apiserver_watch_events_total", "Watch events received by type.", type, &ret->events },
-                { METRIC_COUNTER, "pinion_apiserver_errors_total", "Apiserver failures by kind (connect, status, decode, short-watch, invalid-object, oversized-event, ...).", kind, &ret->errors },
-                { METRIC_GAUGE, "pinion_apiserver_cache_pods", "Pods of this node known from the apiserver.", NULL, &ret->cache_pods },
-                { METRIC_GAUGE, "pinion_apiserver_last_sync_timestamp_seconds", "When the last list or watch event arrived, seconds since the Unix epoch.", NULL, &ret->last_sync },
+        const struct metric_def families[] = {
+                { METRIC_COUNTER, "pinion_apiserver_requests_total", "Requests to the apiserver by verb (list, watch) and HTTP code (or error).", verb_code, NULL, 0, &ret->requests },
+                { METRIC_COUNTER, "pinion_apiserver_backoff_seconds_total", "Seconds spent backing off after apiserver failures.", NULL, NULL, 0, &ret->backoff },
+                { METRIC_COUNTER, "pinion_apiserver_relists_total", "Lists after the first (a watch too old to resume: 410 Gone).", NULL, NULL, 0, &ret->relists },
+                { METRIC_COUNTER, "pinion_apiserver_watch_restarts_total", "Watches the server ended normally and the agent resumed without a list.", NULL, NULL, 0, &ret->watch_restarts },
+                { METRIC_COUNTER, "pinion_apiserver_watch_events_total", "Watch events received by type.", type, NULL, 0, &ret->events },
+                { METRIC_COUNTER, "pinion_apiserver_errors_total", "Apiserver failures by kind (connect, status, decode, short-watch, invalid-object, oversized-event, ...).", kind, NULL, 0, &ret->errors },
+                { METRIC_GAUGE, "pinion_apiserver_cache_pods", "Pods of this node known from the apiserver.", NULL, NULL, 0, &ret->cache_pods },
+                { METRIC_GAUGE, "pinion_apiserver_last_sync_timestamp_seconds", "When the last list or watch event arrived, seconds since the Unix epoch.", NULL, NULL, 0, &ret->last_sync },
         };
-        for (size_t i = 0; i < ELEMENTSOF(families); i++) {
-                int r = metrics_family(m->metrics, families[i].t, families[i].name, families[i].help, families[i].labels,
-                                       NULL, 0, families[i].f);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        return metrics_families(m->metrics, families, ELEMENTSOF(families));
 }
 
 static int apiserver_start_reflector(struct module_instance *mi) {

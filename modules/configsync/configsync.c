@@ -263,31 +263,20 @@ static int configsync_register_metrics(struct configsync *cs) {
         static const char *const config_kind[] = { "config", "kind", NULL };
         static const char *const config_version[] = { "config", "version", NULL };
         struct configsync_metrics *mt = &cs->metrics;
-        const struct {
-                enum metric_type t;
-                const char *name, *help;
-                const char *const *labels;
-                struct metric_family **f;
-        } families[] = {
-                { METRIC_COUNTER, "pinion_configsync_fetches_total", "Syncs of a config bundle by result (changed, not-modified, same, or the failure kind: connect, timeout, tls, http, truncated, manifest, signature, size, checksum, disk, dest, other).", config_result, &mt->fetches },
-                { METRIC_COUNTER, "pinion_configsync_bytes_total", "Bytes received for a config bundle (manifest, signature and files).", config, &mt->bytes },
-                { METRIC_COUNTER, "pinion_configsync_not_modified_total", "Manifest requests answered 304 Not Modified.", config, &mt->not_modified },
-                { METRIC_COUNTER, "pinion_configsync_verification_failures_total", "Files or manifests refused by verification, by kind (size, checksum, signature).", config_kind, &mt->verify_fail },
-                { METRIC_GAUGE, "pinion_configsync_version_info", "The published version of each config (value 1).", config_version, &mt->version },
-                { METRIC_GAUGE, "pinion_configsync_version_timestamp_seconds", "When the published version was published, seconds since the Unix epoch.", config, &mt->published },
-                { METRIC_GAUGE, "pinion_configsync_version_age_seconds", "Seconds since the published version was published.", config, &mt->age },
-                { METRIC_GAUGE, "pinion_configsync_present", "1 if a version of the config is published in its dest.", config, &mt->present },
-                { METRIC_COUNTER, "pinion_configsync_on_change_runs_total", "on-change command runs by result (success, failure, timeout, spawn-failed).", config_result, &mt->on_change },
+        const struct metric_def families[] = {
+                { METRIC_COUNTER, "pinion_configsync_fetches_total", "Syncs of a config bundle by result (changed, not-modified, same, or the failure kind: connect, timeout, tls, http, truncated, manifest, signature, size, checksum, disk, dest, other).", config_result, NULL, 0, &mt->fetches },
+                { METRIC_COUNTER, "pinion_configsync_bytes_total", "Bytes received for a config bundle (manifest, signature and files).", config, NULL, 0, &mt->bytes },
+                { METRIC_COUNTER, "pinion_configsync_not_modified_total", "Manifest requests answered 304 Not Modified.", config, NULL, 0, &mt->not_modified },
+                { METRIC_COUNTER, "pinion_configsync_verification_failures_total", "Files or manifests refused by verification, by kind (size, checksum, signature).", config_kind, NULL, 0, &mt->verify_fail },
+                { METRIC_GAUGE, "pinion_configsync_version_info", "The published version of each config (value 1).", config_version, NULL, 0, &mt->version },
+                { METRIC_GAUGE, "pinion_configsync_version_timestamp_seconds", "When the published version was published, seconds since the Unix epoch.", config, NULL, 0, &mt->published },
+                { METRIC_GAUGE, "pinion_configsync_version_age_seconds", "Seconds since the published version was published.", config, NULL, 0, &mt->age },
+                { METRIC_GAUGE, "pinion_configsync_present", "1 if a version of the config is published in its dest.", config, NULL, 0, &mt->present },
+                { METRIC_COUNTER, "pinion_configsync_on_change_runs_total", "on-change command runs by result (success, failure, timeout, spawn-failed).", config_result, NULL, 0, &mt->on_change },
         };
         struct metrics *m = cs->mi->manager->metrics;
 
-        for (size_t i = 0; i < ELEMENTSOF(families); i++) {
-                int r = metrics_family(m, families[i].t, families[i].name, families[i].help, families[i].labels, NULL, 0,
-                                       families[i].f);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        return metrics_families(m, families, ELEMENTSOF(families));
 }
 
 /* ---- the module contract ---- */

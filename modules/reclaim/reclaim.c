@@ -371,14 +371,7 @@ static int register_metrics(struct manager *m, struct reclaim_metrics *ret) {
         /* Reaction times: the goal is well under 100 ms; steps are single writes. */
         static const double reaction_buckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10 };
         static const double step_buckets[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1 };
-        const struct {
-                enum metric_type t;
-                const char *name, *help;
-                const char *const *labels;
-                const double *buckets;
-                size_t n_buckets;
-                struct metric_family **f;
-        } families[] = {
+        const struct metric_def families[] = {
                 { METRIC_GAUGE, "pinion_reclaim_limit_bytes", "The memory limit of the target's cgroup.", target, NULL, 0, &ret->limit },
                 { METRIC_GAUGE, "pinion_reclaim_usage_bytes", "Memory charged to the target's cgroup.", target, NULL, 0, &ret->usage },
                 { METRIC_GAUGE, "pinion_reclaim_file_bytes", "Reclaimable page cache (active + inactive file) of the target's cgroup.", target, NULL, 0, &ret->file },
@@ -394,13 +387,7 @@ static int register_metrics(struct manager *m, struct reclaim_metrics *ret) {
                 { METRIC_HISTOGRAM, "pinion_reclaim_reaction_seconds", "From the wake-up that saw usage at or above high to the end of the reclaim.", target, reaction_buckets, ELEMENTSOF(reaction_buckets), &ret->reaction },
                 { METRIC_HISTOGRAM, "pinion_reclaim_step_seconds", "How long one reclaim write blocked the loop.", target, step_buckets, ELEMENTSOF(step_buckets), &ret->step_seconds },
         };
-        for (size_t i = 0; i < ELEMENTSOF(families); i++) {
-                int r = metrics_family(m->metrics, families[i].t, families[i].name, families[i].help, families[i].labels,
-                                       families[i].buckets, families[i].n_buckets, families[i].f);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        return metrics_families(m->metrics, families, ELEMENTSOF(families));
 }
 
 static void collect_reclaim(struct metrics *metrics, void *userdata) {
