@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -20,18 +19,12 @@ import time
 
 import pytest
 
-from pinion_testlib import wait_until
+from pinion_testlib import free_port, wait_until
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run(*cmd, **kw):
@@ -389,62 +382,3 @@ class PodCgroup:
                     break
                 except OSError:
                     time.sleep(0.1)
-
-
-# ---- a real ZooKeeper (Debian's zookeeper.jar run by java) for the zk-version-node trigger ----
-ZK_JAR = "/usr/share/java/zookeeper.jar"
-JAVA = shutil.which("java") or "/usr/bin/java"
-
-
-def zookeeper_available():
-    return os.path.exists(ZK_JAR) and os.path.exists(JAVA)
-
-
-class ZooKeeper:
-    """One standalone server on a free loopback port, data in its own temp dir."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="configsync-zk-")
-        self.port = free_port()
-        cfg = os.path.join(self.dir, "zoo.cfg")
-        with open(cfg, "w") as f:
-            f.write("tickTime=200\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"
-                    "admin.enableServer=false\n4lw.commands.whitelist=ruok\nmaxClientCnxns=0\n"
-                    % (os.path.join(self.dir, "data"), self.port))
-        cp = ":".join(p for p in (ZK_JAR, "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar")
-                      if os.path.exists(p))
-        setpriv = shutil.which("setpriv")
-        cmd = ([setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []) + [
-            JAVA, "-Xmx128m", "-Dzookeeper.jmx.log4j.disable=true", "-cp", cp,
-            "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg]
-        self.log = open(os.path.join(self.dir, "zk.log"), "wb")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        wait_until(self._ok, 60, interval=0.2, desc="zookeeper serving on %d" % self.port)
-
-    def _ok(self):
-        if self.proc.poll() is not None:
-            raise AssertionError("zookeeper exited: %s" % open(os.path.join(self.dir, "zk.log")).read()[-2000:])
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                s.sendall(b"ruok")
-                return s.recv(16) == b"imok"
-        except OSError:
-            return False
-
-    @property
-    def hosts(self):
-        return "127.0.0.1:%d" % self.port
-
-    def client(self):
-        from kazoo.client import KazooClient
-        c = KazooClient(hosts=self.hosts, timeout=10)
-        c.start(timeout=30)
-        return c
-
-    def close(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)

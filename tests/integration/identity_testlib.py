@@ -12,18 +12,12 @@ import tempfile
 import time
 import uuid
 
-from pinion_testlib import wait_until
+from pinion_testlib import free_port, wait_until
 
 CFSSL = shutil.which("cfssl") or "/usr/bin/cfssl"
 AUTH_KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def run(*cmd, input=None, check=True):

@@ -147,6 +147,15 @@ def collected_diagnostics():
 # ---------------------------------------------------------------------------------------------
 # Polling
 
+def free_port(host="127.0.0.1"):
+    """A TCP port free on host right now (the caller binds it soon after)."""
+    s = socket.socket()
+    s.bind((host, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def wait_until(fn, timeout=10, interval=0.05, desc=None):
     """Calls fn() until it returns something truthy and returns that. Exceptions of type
     AssertionError/OSError/HTTPException count as "not yet". On timeout, raises AssertionError

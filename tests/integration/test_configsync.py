@@ -526,13 +526,13 @@ def test_wait_config_progress_on_a_terminal_quiet_otherwise(agent_factory, nginx
 
 
 def test_zk_version_node_triggers_a_sync_after_a_splay(agent_factory, nginx, test_ca, dest):
-    from configsync_testlib import ZooKeeper, zookeeper_available
-    if not zookeeper_available():
+    import zkreg_testlib
+    if not zkreg_testlib.zookeeper_available():
         pytest.skip("zookeeper not installed")
-    zk = ZooKeeper()
+    zk = zkreg_testlib.ZkStandalone().start()
     kz = None
     try:
-        kz = zk.client()
+        kz = zkreg_testlib.kazoo_client(zk.hosts)
         kz.create("/config/app/version", b"1", makepath=True)
         write_bundle(nginx.root, "app", FILES_V1, "v1")
         a = agent_factory(config={

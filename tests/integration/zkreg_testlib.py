@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 import time
 
+from pinion_testlib import free_port  # noqa: F401 (also used by the zkreg tests)
+
 JAVA = shutil.which("java") or "/usr/bin/java"
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 # zookeeper.jar's manifest lists its runtime dependencies; a logging binding is not among them,
@@ -32,12 +34,6 @@ def zookeeper_available():
     return os.path.exists(ZK_JAR) and os.path.exists(JAVA)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def four_letter(port, word, timeout=2):
