@@ -25,7 +25,8 @@ struct zookeeper_fact {
         /* Starts watching path (absolute, under the session's chroot); *ret_watch identifies the
          * watch for unwatch_node(). Negative errno on bad arguments or OOM. */
         int (*watch_node)(void *zk, const char *path, zookeeper_node_fn fn, void *userdata, void **ret_watch);
-        /* Stops a watch; fn is never called for it afterwards. NULL is a no-op. */
+        /* Stops a watch; fn is never called for it afterwards. NULL is a no-op. When the fact is
+         * unpublished every watch ends likewise (fn never called again; do not unwatch then). */
         void (*unwatch_node)(void *zk, void *watch);
 };
 
