@@ -28,12 +28,14 @@ struct node_watch {
         bool pending;        /* a zoo_awexists() is in flight */
         bool notify_notconn; /* -ENOTCONN is owed from the deferred source */
         bool notconn_told;   /* -ENOTCONN was reported since the last good read */
+        bool notify_einval;  /* -EINVAL (bad path) is owed from the deferred source */
 };
 
 struct zk_watches {
         struct zk_session *session;
         struct node_watch *head;
         size_t n;
+        unsigned walking;    /* > 0 while a loop over the list calls fn: frees wait for its end */
         sd_event_source *defer;
 };
 
@@ -54,8 +56,23 @@ static void watch_free(struct node_watch *nw) {
 }
 
 static void watch_maybe_free(struct node_watch *nw) {
-        if (nw->cancelled && !nw->armed && !nw->pending)
+        if (nw->cancelled && !nw->armed && !nw->pending && nw->owner->walking == 0)
                 watch_free(nw);
+}
+
+/* A loop over the list calls fn, which may unwatch any watch (also the next one): nothing is
+ * unlinked until the loop ends, then every watch that may go is freed. */
+static void walk_begin(struct zk_watches *w) {
+        w->walking++;
+}
+
+static void walk_end(struct zk_watches *w) {
+        if (--w->walking > 0)
+                return;
+        for (struct node_watch *nw = w->head, *next; nw; nw = next) {
+                next = nw->next;
+                watch_maybe_free(nw);
+        }
 }
 
 static void watch_tell_notconn(struct node_watch *nw) {
@@ -120,7 +137,10 @@ static void watch_read(struct node_watch *nw) {
                 nw->pending = true;
                 zk_session_kick(nw->owner->session);
         } else if (rc == ZBADARGUMENTS) {
-                nw->fn(nw->path, 0, -EINVAL, nw->userdata);
+                /* Told from the deferred source: never before watch_node() returned the handle. */
+                nw->notify_einval = true;
+                if (nw->owner->defer)
+                        (void) sd_event_source_set_enabled(nw->owner->defer, SD_EVENT_ONESHOT);
         } else
                 log_module_debug(MODULE, "Cannot watch %s now (%s); again on the next connect", nw->path, zerror(rc));
 }
@@ -129,14 +149,20 @@ static int on_defer(sd_event_source *src, void *userdata) {
         struct zk_watches *w = userdata;
 
         (void) src;
-        for (struct node_watch *nw = w->head, *next; nw; nw = next) {
-                next = nw->next;
+        walk_begin(w);
+        for (struct node_watch *nw = w->head; nw; nw = nw->next) {
+                if (nw->notify_einval) {
+                        nw->notify_einval = false;
+                        if (!nw->cancelled)
+                                nw->fn(nw->path, 0, -EINVAL, nw->userdata);
+                }
                 if (!nw->notify_notconn)
                         continue;
                 nw->notify_notconn = false;
                 if (zk_session_state(w->session) != ZK_SESSION_CONNECTED)
                         watch_tell_notconn(nw);
         }
+        walk_end(w);
         return 0;
 }
 
@@ -173,8 +199,8 @@ struct zk_watches *zk_watches_free(struct zk_watches *w) {
 void zk_watches_session_changed(struct zk_watches *w, enum zk_session_state state) {
         if (!w)
                 return;
-        for (struct node_watch *nw = w->head, *next; nw; nw = next) {
-                next = nw->next;
+        walk_begin(w);
+        for (struct node_watch *nw = w->head; nw; nw = nw->next) {
                 switch (state) {
                 case ZK_SESSION_CONNECTED:
                         watch_read(nw);
@@ -202,6 +228,7 @@ void zk_watches_session_changed(struct zk_watches *w, enum zk_session_state stat
                         break;
                 }
         }
+        walk_end(w);
 }
 
 int zk_watches_watch_node(void *zk, const char *path, zookeeper_node_fn fn, void *userdata, void **ret_watch) {
@@ -246,6 +273,21 @@ void zk_watches_unwatch_node(void *zk, void *watch) {
                 return;
         nw->cancelled = true;
         watch_maybe_free(nw);
+}
+
+void zk_watches_cancel_all(struct zk_watches *w) {
+        if (!w)
+                return;
+        /* Freeing a watch unlinks only that one: fetch the next entry first. */
+        for (struct node_watch *nw = w->head, *next; nw; nw = next) {
+                next = nw->next;
+                nw->cancelled = true;
+                nw->fn = NULL;
+                nw->userdata = NULL;
+                watch_maybe_free(nw);
+        }
+        if (w->defer)
+                (void) sd_event_source_set_enabled(w->defer, SD_EVENT_OFF);
 }
 
 size_t zk_watches_count(const struct zk_watches *w) {

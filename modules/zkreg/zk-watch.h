@@ -27,4 +27,9 @@ void zk_watches_session_changed(struct zk_watches *w, enum zk_session_state stat
 int zk_watches_watch_node(void *zk, const char *path, zookeeper_node_fn fn, void *userdata, void **ret_watch);
 void zk_watches_unwatch_node(void *zk, void *watch);
 
+/* The fact is going away: cancel every watch (its fn is never called again), as if each were
+ * unwatched; the watches are freed by the usual rules once ZooKeeper holds none of them. A
+ * watcher of the fact must not unwatch them afterwards (facts.h). */
+void zk_watches_cancel_all(struct zk_watches *w);
+
 size_t zk_watches_count(const struct zk_watches *w);

@@ -512,6 +512,8 @@ static int zkreg_stop(struct module_instance *mi) {
         if (z->published) {
                 (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
                 z->published = false;
+                /* A watcher treats a vanished fact as having taken its watches (facts.h). */
+                zk_watches_cancel_all(z->watches);
         }
         if (zk_session_state(z->session) != ZK_SESSION_CONNECTED) {
                 /* Nothing can be deleted now; closing the handle ends what it can. */
@@ -552,8 +554,11 @@ static int zkreg_status(struct module_instance *mi, cJSON *obj) {
 static void zkreg_free(struct module_instance *mi) {
         struct zkreg *z = mi->data;
 
-        if (z && z->published)
+        if (z && z->published) {
                 (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
+                z->published = false;
+                zk_watches_cancel_all(z->watches);
+        }
         if (z && z->collector_added)
                 metrics_remove_collector(mi->manager->metrics, collect_zkreg, mi);
         mi->data = zkreg_free_data(z);

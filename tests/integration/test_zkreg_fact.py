@@ -117,6 +117,36 @@ def test_watch_reports_mzxid_and_every_change(zk, kz):
         p.close()
 
 
+def test_unpublish_ends_every_watch(zk, kz):
+    """When zkreg unpublishes the fact, a watcher frees its state without unwatching (agent/
+    facts.h): no watch may call it afterwards, neither on a change (armed watcher) nor when the
+    session closes (-ENOTCONN), also for a read still in flight. The probe frees the watcher's
+    state at "unpublish": a late call fails here and is a use-after-free in the ASan build."""
+    for n in ("u1", "u2", "u3"):
+        kz.ensure_path("/fact/" + n)
+    p = Probe(zk.hosts, ["/fact/u1", "/fact/u2"])
+    try:
+        for _ in range(2):
+            p.expect(lambda w: w[0] == "watch" and int(w[3]) == 0, desc="first reports")
+        # a third watch whose read may still be in flight at unpublish
+        p.send("watch /fact/u3")
+        p.send("unpublish")
+        p.expect(lambda w: w[0] == "unpublished", desc="unpublished")
+        mark = len(p.all)
+        kz.set("/fact/u1", b"changed")
+        kz.delete("/fact/u2")
+        kz.set("/fact/u3", b"changed")
+        p.send("close")
+        p.expect(lambda w: w[0] == "session" and w[1] == "closed", desc="session closed")
+        time.sleep(T(0.5))
+        while not p.lines.empty():
+            p.all.append(p.lines.get())
+        late = [w for w in p.all[mark:] if w[0] == "watch"]
+        assert late == [], f"watcher called after the fact was unpublished: {late}"
+    finally:
+        p.close()
+
+
 def test_watch_rearmed_after_server_restart_and_reports_missed_change(zk, kz):
     kz.ensure_path("/fact/b")
     p = Probe(zk.hosts, ["/fact/b"])

@@ -4,7 +4,10 @@
  * prints one line per report on stdout:
  *     watch PATH MZXID ERROR        (ERROR is 0 or a negative errno)
  *     session STATE SESSION-ID      (on every session transition)
- * Lines on stdin: "unwatch PATH" stops a watch, "watch PATH" adds one; EOF exits.
+ * Lines on stdin: "unwatch PATH" stops a watch, "watch PATH" adds one; "unpublish" does what
+ * zkreg does when it unpublishes the fact (every watch ends; the watchers' state is freed, so
+ * a later call is a use-after-free the ASan build reports) and prints "unpublished"; "close"
+ * closes the session; EOF exits.
  * tests/integration/test_zkreg_fact.py drives it against a real ZooKeeper. */
 
 #include <errno.h>
@@ -26,10 +29,12 @@ struct probe {
         char *paths[64];
         void *handles[64];
         size_t n;
+        struct probe *watcher; /* what on_node gets: a copy that "unpublish" frees */
 };
 
 static void on_node(const char *path, int64_t mzxid, int error, void *userdata) {
-        (void) userdata;
+        struct probe *p = userdata;
+        (void) p->n; /* a watcher's state: freed at "unpublish" (see main) */
         printf("watch %s %lld %d\n", path, (long long) mzxid, error);
         fflush(stdout);
 }
@@ -46,7 +51,7 @@ static int add_watch(struct probe *p, const char *path) {
         if (p->n >= 64)
                 return -ENOSPC;
         p->paths[p->n] = strdup(path);
-        int r = p->fact.watch_node(p->fact.zk, path, on_node, p, &p->handles[p->n]);
+        int r = p->fact.watch_node(p->fact.zk, path, on_node, p->watcher, &p->handles[p->n]);
         if (r < 0) {
                 printf("error watch %s %d\n", path, r);
                 fflush(stdout);
@@ -76,6 +81,16 @@ static int on_stdin(sd_event_source *src, int fd, uint32_t revents, void *userda
                         fflush(stdout);
                 } else if (strncmp(line, "watch ", 6) == 0)
                         (void) add_watch(p, line + 6);
+                else if (strcmp(line, "unpublish") == 0) {
+                        /* As configsync does when the fact is gone: free, never unwatch. */
+                        zk_watches_cancel_all(p->watches);
+                        p->watcher = mfree(p->watcher);
+                        for (size_t i = 0; i < p->n; i++)
+                                p->handles[i] = NULL;
+                        printf("unpublished\n");
+                        fflush(stdout);
+                } else if (strcmp(line, "close") == 0)
+                        zk_session_close(p->session);
         }
         return 0;
 }
@@ -91,6 +106,9 @@ int main(int argc, char **argv) {
                 return 2;
         }
         log_setup(getenv("PROBE_DEBUG") ? LOG_DEBUG : LOG_WARNING, LOG_TARGET_TEXT);
+        p.watcher = calloc(1, sizeof(*p.watcher));
+        if (!p.watcher)
+                return 1;
         if (sd_event_default(&e) < 0)
                 return 1;
         struct zk_session_config cfg = { .servers = argv[1], .chroot = getenv("PROBE_CHROOT"),
@@ -113,6 +131,7 @@ int main(int argc, char **argv) {
         p.watches = zk_watches_free(p.watches);
         for (size_t i = 0; i < p.n; i++)
                 free(p.paths[i]);
+        free(p.watcher);
         sd_event_unref(e);
         return r < 0 ? 1 : 0;
 }
