@@ -13,6 +13,7 @@
 #include "manager.h"
 #include "registry.h"
 #include "serverset.h"
+#include "strv.h"
 
 #define MODULE "zkreg"
 #define FLAP_WINDOW (60 * USEC_PER_SEC)
@@ -65,6 +66,7 @@ struct registration {
         /* wanted */
         bool want;
         char *parent;   /* pinion.io/serverset */
+        char *parent_floor; /* the allowed prefix it is under (NULL: none set): created by others */
         char *data;     /* ALIVE member data */
         char *stopping_data;
         char *endpoint; /* "ip:port" */
@@ -104,6 +106,7 @@ struct registry {
         sd_event *event;
         struct zk_session *session;
         struct registry_config config;
+        char **allowed_prefixes; /* config.allowed_prefixes points here */
         struct token_bucket tb;
 
         struct registration *regs;
@@ -343,12 +346,15 @@ static void create_done(int rc, const char *value, const void *data) {
                  * the member again. ZooKeeper runs one session's requests in order. */
                 zhandle_t *zh = registry_handle(r);
                 _cleanup_free_ char *prefix = strdup(reg->parent ? reg->parent : "");
+                size_t floor_len = reg->parent_floor ? strlen(reg->parent_floor) : 0;
                 for (char *slash = prefix ? strchr(prefix + 1, '/') : NULL;; slash = strchr(slash + 1, '/')) {
                         if (!zh || !prefix)
                                 break;
                         if (slash)
                                 *slash = 0;
-                        struct zk_op *p = op_new(r, NULL, OP_CREATE_PARENT, prefix, NULL);
+                        /* Only below the allowed prefix: the prefix and above are the operator's. */
+                        struct zk_op *p = strlen(prefix) <= floor_len ? NULL :
+                                          op_new(r, NULL, OP_CREATE_PARENT, prefix, NULL);
                         if (p && zoo_acreate(zh, prefix, "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, parent_done, p) != ZOK) {
                                 op_finish(p, ZINVALIDSTATE);
                                 op_free(p);
@@ -359,7 +365,12 @@ static void create_done(int rc, const char *value, const void *data) {
                 }
                 if (!zh)
                         reg_set_error(reg, "ZooKeeper session lost while creating the path");
-                else if (++reg->parent_attempts > 2)
+                else if (reg->parent_floor && ++reg->parent_attempts > 2) {
+                        char buf[512];
+                        snprintf(buf, sizeof(buf), "the allowed prefix %s must exist (zkreg creates only the nodes "
+                                 "below it)", reg->parent_floor);
+                        reg_backoff(reg, buf, rc);
+                } else if (!reg->parent_floor && ++reg->parent_attempts > 2)
                         /* Created the parents and still no node: something else is wrong. */
                         reg_backoff(reg, "creating the parent path", rc);
                 else
@@ -771,6 +782,16 @@ static void reg_compute(struct registration *reg, char **ret_why) {
                         *ret_why = NULL;
                 return;
         }
+        {
+                _cleanup_free_ char *floor = NULL;
+                k = serverset_path_allowed(reg->parent, r->allowed_prefixes, p->namespace, &floor, &error);
+                if (k < 0) {
+                        *ret_why = error ? TAKE_PTR(error) : strdup(strerror(-k));
+                        return;
+                }
+                free(reg->parent_floor);
+                reg->parent_floor = TAKE_PTR(floor);
+        }
         k = serverset_build(p, "ALIVE", &json, &endpoint, &error);
         if (k < 0) {
                 *ret_why = error ? TAKE_PTR(error) : strdup(strerror(-k));
@@ -917,6 +938,7 @@ static void registry_free_reg(struct registration *reg) {
         free(reg->uid);
         free(reg->name);
         free(reg->parent);
+        free(reg->parent_floor);
         free(reg->data);
         free(reg->stopping_data);
         free(reg->endpoint);
@@ -1046,6 +1068,10 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
         r->event = sd_event_ref(m->event);
         r->session = session;
         r->config = *config;
+        k = strv_copy(config->allowed_prefixes, &r->allowed_prefixes);
+        if (k < 0)
+                return k;
+        r->config.allowed_prefixes = r->allowed_prefixes;
         token_bucket_init(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
                           now_usec(CLOCK_MONOTONIC));
         k = registry_register_metrics(r);
@@ -1101,14 +1127,29 @@ struct registry *registry_free(struct registry *r) {
         sd_event_source_disable_unref(r->dispatch);
         sd_event_source_disable_unref(r->dispatch_timer);
         sd_event_unref(r->event);
+        strv_free(r->allowed_prefixes);
         free(r);
         return NULL;
 }
 
-void registry_set_config(struct registry *r, const struct registry_config *config) {
+int registry_set_config(struct registry *r, const struct registry_config *config) {
+        char **prefixes = NULL;
+        int k = strv_copy(config->allowed_prefixes, &prefixes);
+        if (k < 0)
+                return k;
+        strv_free(r->allowed_prefixes);
+        r->allowed_prefixes = prefixes;
         r->config = *config;
+        r->config.allowed_prefixes = r->allowed_prefixes;
         token_bucket_set_rate(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
                               now_usec(CLOCK_MONOTONIC));
+        /* allowed-prefixes may have changed: check every path again. */
+        for (struct registration *reg = r->regs, *next; reg; reg = next) {
+                next = reg->next;
+                if (!reg->removed)
+                        reg_evaluate(reg);
+        }
+        return 0;
 }
 
 void registry_session_changed(struct registry *r, enum zk_session_state old, enum zk_session_state new) {

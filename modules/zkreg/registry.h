@@ -49,6 +49,8 @@ struct registry_config {
         double write_qps;
         usec_t drain_delay;
         usec_t flap_damping;
+        /* [zookeeper] allowed-prefixes (NULL or empty: any path); the registry keeps a copy. */
+        char *const *allowed_prefixes;
 };
 
 int registry_new(struct manager *m, struct zk_session *session, const struct registry_config *config,
@@ -56,7 +58,8 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
 struct registry *registry_free(struct registry *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct registry *, registry_free);
 
-void registry_set_config(struct registry *r, const struct registry_config *config);
+/* Takes the new settings (a copy of allowed_prefixes) and re-checks every registration. */
+int registry_set_config(struct registry *r, const struct registry_config *config);
 void registry_session_changed(struct registry *r, enum zk_session_state old, enum zk_session_state new);
 
 /* Shutdown: deregister everything now (no damping, no token wait). Returns 0 if nothing of ours

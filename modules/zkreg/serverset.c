@@ -175,3 +175,106 @@ bool serverset_path_valid(const char *path) {
         }
         return strcmp(path, "/zookeeper") != 0 && strncmp(path, "/zookeeper/", 11) != 0;
 }
+
+#define NAMESPACE_TEMPLATE "${namespace}"
+
+static size_t path_depth(const char *path) {
+        size_t n = 0;
+        for (const char *c = path; *c; c++)
+                if (*c == '/')
+                        n++;
+        return n;
+}
+
+/* prefix with every "${namespace}" replaced by namespace; NULL on OOM. */
+static char *prefix_expand(const char *prefix, const char *namespace) {
+        size_t tl = strlen(NAMESPACE_TEMPLATE), nl = strlen(namespace), n = 0;
+        const char *p, *hit;
+        char *out, *o;
+
+        for (p = prefix; (hit = strstr(p, NAMESPACE_TEMPLATE)); p = hit + tl)
+                n++;
+        out = malloc(strlen(prefix) + n * nl + 1);
+        if (!out)
+                return NULL;
+        o = out;
+        for (p = prefix; (hit = strstr(p, NAMESPACE_TEMPLATE)); p = hit + tl) {
+                memcpy(o, p, (size_t) (hit - p));
+                o += hit - p;
+                memcpy(o, namespace, nl);
+                o += nl;
+        }
+        strcpy(o, p);
+        return out;
+}
+
+/* path is prefix or below it, comparing whole segments ("/a/bc" is not below "/a/b"). */
+static bool path_at_or_below(const char *path, const char *prefix) {
+        size_t n = strlen(prefix);
+        if (streq(prefix, "/"))
+                return true;
+        return strncmp(path, prefix, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
+bool serverset_prefix_valid(const char *prefix) {
+        _cleanup_free_ char *x = NULL;
+        if (!prefix)
+                return false;
+        if (streq(prefix, "/"))
+                return true;
+        x = prefix_expand(prefix, "ns");
+        return x && serverset_path_valid(x) && path_depth(x) <= SERVERSET_MAX_DEPTH;
+}
+
+int serverset_path_allowed(const char *path, char *const *prefixes, const char *namespace, char **ret_floor,
+                           char **ret_error) {
+        size_t depth = path ? path_depth(path) : 0;
+
+        if (ret_floor)
+                *ret_floor = NULL;
+        if (ret_error)
+                *ret_error = NULL;
+        if (!path)
+                return -EINVAL;
+        if (depth > SERVERSET_MAX_DEPTH) {
+                if (ret_error && asprintf(ret_error, ANNOTATION_SERVERSET "=%s has %zu path segments, more than %d",
+                                          path, depth, SERVERSET_MAX_DEPTH) < 0)
+                        *ret_error = NULL;
+                return -E2BIG;
+        }
+        if (!prefixes || !prefixes[0])
+                return 0;
+        /* A namespace that is not one path segment matches no template (Kubernetes never makes one). */
+        bool ns_ok = namespace && namespace[0] && !strchr(namespace, '/') && !streq(namespace, ".") &&
+                     !streq(namespace, "..");
+        for (size_t i = 0; prefixes[i]; i++) {
+                _cleanup_free_ char *x = NULL;
+                if (strstr(prefixes[i], NAMESPACE_TEMPLATE) && !ns_ok)
+                        continue;
+                x = prefix_expand(prefixes[i], ns_ok ? namespace : "");
+                if (!x)
+                        return -ENOMEM;
+                if (path_at_or_below(path, x)) {
+                        if (ret_floor)
+                                *ret_floor = TAKE_PTR(x);
+                        return 0;
+                }
+        }
+        if (ret_error) {
+                _cleanup_free_ char *list = NULL;
+                size_t len = 0;
+                for (size_t i = 0; prefixes[i]; i++)
+                        len += strlen(prefixes[i]) + 2;
+                list = calloc(1, len + 1);
+                if (list)
+                        for (size_t i = 0; prefixes[i]; i++) {
+                                if (i > 0)
+                                        strcat(list, ", ");
+                                strcat(list, prefixes[i]);
+                        }
+                if (asprintf(ret_error, ANNOTATION_SERVERSET "=%s is outside [zookeeper] allowed-prefixes (%s) "
+                             "for namespace %s", path, strempty(list), strempty(namespace)) < 0)
+                        *ret_error = NULL;
+        }
+        return -EPERM;
+}

@@ -38,3 +38,17 @@ int serverset_parse(const char *data, size_t size, struct serverset_member *ret)
 /* Checks a pinion.io/serverset value: an absolute ZooKeeper path, no trailing '/', no empty,
  * "." or ".." segment, no control characters. */
 bool serverset_path_valid(const char *path);
+
+/* The deepest ServerSet path accepted, in segments, whatever allowed-prefixes says. */
+#define SERVERSET_MAX_DEPTH 16
+
+/* Checks a valid path against the deployment's rules: at most SERVERSET_MAX_DEPTH segments
+ * (-E2BIG), and, when prefixes is a non-empty list, at or below one of them, segment-wise
+ * (-EPERM). A prefix may hold "${namespace}", which stands for namespace (the pod's). On
+ * success *ret_floor (if given) is the expanded prefix that matched (NULL with no list): the
+ * deepest node that zkreg must not create. On failure *ret_error says why. */
+int serverset_path_allowed(const char *path, char *const *prefixes, const char *namespace, char **ret_floor,
+                           char **ret_error);
+
+/* Checks an allowed-prefixes entry: "/" or a valid path once "${namespace}" is replaced. */
+bool serverset_prefix_valid(const char *prefix);

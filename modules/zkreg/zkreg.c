@@ -15,6 +15,7 @@
 #include "manager.h"
 #include "module.h"
 #include "registry.h"
+#include "serverset.h"
 #include "zk-session.h"
 #include "zk-watch.h"
 
@@ -27,6 +28,7 @@ struct zkreg_settings {
         double write_qps;
         usec_t drain_delay;
         usec_t flap_damping;
+        char **allowed_prefixes;
 };
 
 struct zkreg {
@@ -56,6 +58,7 @@ static const struct config_key zkreg_keys[] = {
         { "write-qps", config_parse_double, FIELD(write_qps), "50" },
         { "drain-delay", config_parse_duration, FIELD(drain_delay), "5s" },
         { "flap-damping", config_parse_duration, FIELD(flap_damping), "1s" },
+        { "allowed-prefixes", config_parse_strv, FIELD(allowed_prefixes), NULL, config_free_strv },
         {}
 };
 #undef FIELD
@@ -79,6 +82,10 @@ static int zkreg_parse(struct config *c, struct zkreg_settings **ret, char **ret
                 problem = "drain-delay must be at most 10m";
         if (s->flap_damping > 10 * USEC_PER_MINUTE)
                 problem = "flap-damping must be at most 10m";
+        STRV_FOREACH(prefix, s->allowed_prefixes)
+                if (!serverset_prefix_valid(*prefix))
+                        problem = "allowed-prefixes must be absolute ZooKeeper paths (\"/\" or /a/b, "
+                                  "optionally with ${namespace}), at most 16 segments deep";
         if (problem) {
                 config_object_free(zkreg_keys, s);
                 return config_section_error(c, "zookeeper", ret_error, "%s", problem);
@@ -406,6 +413,7 @@ static struct registry_config registry_config_from(const struct zkreg_settings *
                 .write_qps = s->write_qps,
                 .drain_delay = s->drain_delay,
                 .flap_damping = s->flap_damping,
+                .allowed_prefixes = s->allowed_prefixes,
         };
 }
 
@@ -486,10 +494,14 @@ static int zkreg_reload(struct module_instance *mi, struct config *c, char **ret
                                             "(a new session would drop every registration at once)");
                 return -EBUSY;
         }
+        struct registry_config rc = registry_config_from(s);
+        int k = registry_set_config(z->registry, &rc);
+        if (k < 0) {
+                config_object_free(zkreg_keys, s);
+                return k;
+        }
         config_object_free(zkreg_keys, z->settings);
         z->settings = s;
-        struct registry_config rc = registry_config_from(s);
-        registry_set_config(z->registry, &rc);
         return 0;
 }
 

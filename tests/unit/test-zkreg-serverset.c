@@ -155,6 +155,63 @@ static void test_path_valid(void **state) {
         assert_false(serverset_path_valid("/zookeeper/quota"));
 }
 
+static void check_allowed(const char *path, char *const *prefixes, const char *ns, int want, const char *want_floor) {
+        char *floor = (char *) 1, *error = (char *) 1;
+        int r = serverset_path_allowed(path, prefixes, ns, &floor, &error);
+        if (r != want)
+                fail_msg("%s in namespace %s: %d, wanted %d (%s)", path, ns, r, want, error ? error : "");
+        if (want == 0) {
+                assert_null(error);
+                if (want_floor)
+                        assert_string_equal(floor, want_floor);
+                else
+                        assert_null(floor);
+        } else {
+                assert_null(floor);
+                assert_non_null(error);
+                assert_non_null(strstr(error, path));
+        }
+        free(floor);
+        free(error);
+}
+
+static void test_path_allowed(void **state) {
+        char *const none[] = { NULL };
+        char *const list[] = { "/services/${namespace}", "/shared/web", NULL };
+        char *const root[] = { "/", NULL };
+        (void) state;
+
+        /* no list: any path, but never deeper than the cap */
+        check_allowed("/anything/at/all", NULL, "ns", 0, NULL);
+        check_allowed("/anything/at/all", none, "ns", 0, NULL);
+        check_allowed("/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16", NULL, "ns", 0, NULL);
+        check_allowed("/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17", NULL, "ns", -E2BIG, NULL);
+        check_allowed("/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17", root, "ns", -E2BIG, NULL);
+        /* ${namespace} is the pod's namespace */
+        check_allowed("/services/team-a/web", list, "team-a", 0, "/services/team-a");
+        check_allowed("/services/team-a", list, "team-a", 0, "/services/team-a");
+        check_allowed("/services/team-b/web", list, "team-a", -EPERM, NULL);
+        /* segment-wise: /services/team-ab is not below /services/team-a */
+        check_allowed("/services/team-ab/web", list, "team-a", -EPERM, NULL);
+        check_allowed("/shared/webx/a", list, "team-a", -EPERM, NULL);
+        check_allowed("/shared/web/a/b", list, "x", 0, "/shared/web");
+        check_allowed("/shared", list, "x", -EPERM, NULL);
+        /* a namespace that is not one segment matches no template */
+        check_allowed("/services/a/b/web", list, "a/b", -EPERM, NULL);
+        check_allowed("/services/web", list, "", -EPERM, NULL);
+        check_allowed("/x/y", root, "ns", 0, "/");
+
+        assert_true(serverset_prefix_valid("/"));
+        assert_true(serverset_prefix_valid("/services/${namespace}"));
+        assert_true(serverset_prefix_valid("/a"));
+        assert_false(serverset_prefix_valid("services"));
+        assert_false(serverset_prefix_valid("/a/"));
+        assert_false(serverset_prefix_valid("/a/../b"));
+        assert_false(serverset_prefix_valid(""));
+        assert_false(serverset_prefix_valid(NULL));
+        assert_false(serverset_prefix_valid("/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17"));
+}
+
 static void test_health_spec(void **state) {
         struct health_spec s;
         char *error = NULL;
@@ -213,6 +270,7 @@ int main(void) {
                 cmocka_unit_test(test_build_errors),
                 cmocka_unit_test(test_parse_roundtrip_and_rejects),
                 cmocka_unit_test(test_path_valid),
+                cmocka_unit_test(test_path_allowed),
                 cmocka_unit_test(test_health_spec),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
