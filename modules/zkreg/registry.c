@@ -81,6 +81,7 @@ struct registration {
         int64_t znode_session;
         bool uncertain;    /* a create's outcome is unknown: verify before creating */
         char *uncertain_data;
+        char *uncertain_parent; /* the path that create used (the annotation may change since) */
         unsigned busy;     /* operations in flight */
         unsigned parent_attempts;
         bool verify_adopted, verify_failed;
@@ -380,6 +381,10 @@ static void create_done(int rc, const char *value, const void *data) {
                 /* Did it happen? Find out on reconnect instead of creating again. */
                 reg->uncertain = true;
                 (void) set_string(&reg->uncertain_data, op->data);
+                /* op->path is PARENT/member_: the check lists PARENT, whatever the annotation
+                 * says by then (a member adopted outside the current path is deleted next). */
+                free(reg->uncertain_parent);
+                reg->uncertain_parent = strndup(op->path, strlen(op->path) - strlen("/member_"));
                 reg_set_error(reg, "connection lost during create: checking for our member on reconnect");
         } else if (is_connection_error(rc)) {
                 /* Session gone: a member it created went with it. */
@@ -470,6 +475,7 @@ static void verify_finished(struct registration *reg) {
         }
         reg->uncertain = false;
         reg->uncertain_data = mfree(reg->uncertain_data);
+        reg->uncertain_parent = mfree(reg->uncertain_parent);
 }
 
 static bool same_endpoint(const char *a, size_t na, const char *b) {
@@ -514,6 +520,7 @@ static void list_done(int rc, const struct String_vector *strings, const void *d
         if (reg && rc == ZNONODE) {
                 reg->uncertain = false; /* no path, no member */
                 reg->uncertain_data = mfree(reg->uncertain_data);
+                reg->uncertain_parent = mfree(reg->uncertain_parent);
         } else if (reg && rc == ZOK && strings) {
                 zhandle_t *zh = registry_handle(r);
                 unsigned issued = 0;
@@ -639,11 +646,13 @@ static bool reg_do_step(struct registration *reg, bool *ret_need_token) {
         }
 
         switch (kind) {
-        case OP_LIST:
-                op = op_new(r, reg, kind, reg->parent, NULL);
+        case OP_LIST: {
+                const char *where = reg->uncertain_parent ? reg->uncertain_parent : reg->parent;
+                op = op_new(r, reg, kind, where, NULL);
                 if (op)
-                        rc = zoo_aget_children(zh, reg->parent, 0, list_done, op);
+                        rc = zoo_aget_children(zh, where, 0, list_done, op);
                 break;
+        }
         case OP_DELETE:
                 op = op_new(r, reg, kind, reg->znode, NULL);
                 if (op)
@@ -947,6 +956,7 @@ static void registry_free_reg(struct registration *reg) {
         free(reg->znode);
         free(reg->written);
         free(reg->uncertain_data);
+        free(reg->uncertain_parent);
         free(reg->last_error);
         free(reg);
 }
@@ -1169,6 +1179,7 @@ void registry_session_changed(struct registry *r, enum zk_session_state old, enu
                         if (new != ZK_SESSION_CONNECTED) {
                                 reg->uncertain = false;
                                 reg->uncertain_data = mfree(reg->uncertain_data);
+                                reg->uncertain_parent = mfree(reg->uncertain_parent);
                         }
                 }
         }
