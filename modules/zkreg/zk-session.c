@@ -365,13 +365,15 @@ static int session_open(struct zk_session *s) {
         return 0;
 }
 
-static void session_close_handle(struct zk_session *s) {
+/* Returns zookeeper_close()'s result (ZOK: the server acknowledged the close), or ZOK with no handle. */
+static int session_close_handle(struct zk_session *s) {
         zhandle_t *zh = s->zh;
 
         io_drop(s);
         s->zh = NULL; /* completions run inside zookeeper_close() with ZCLOSING: they see no handle */
         if (zh)
-                (void) zookeeper_close(zh);
+                return zookeeper_close(zh);
+        return ZOK;
 }
 
 static int on_restart(sd_event_source *src, void *userdata) {
@@ -382,7 +384,7 @@ static int on_restart(sd_event_source *src, void *userdata) {
                 return 0;
         /* The old handle is useless after expiry: close it and start a new session; the owner
          * re-registers everything when it reports CONNECTED. */
-        session_close_handle(s);
+        (void) session_close_handle(s);
         if (session_open(s) < 0) {
                 /* No handle: the timer runs this again (on_timer sees no handle). */
                 log_module_warning(MODULE, "%s; retrying in 1s", strempty(s->last_error));
@@ -456,11 +458,21 @@ void zk_session_close(struct zk_session *s) {
                 return;
         }
         s->close_pending = false;
-        session_close_handle(s);
+        bool was_connected = s->state == ZK_SESSION_CONNECTED && s->zh;
+        int rc = session_close_handle(s);
         if (s->state_file && s->session_id != 0) {
-                /* Closed cleanly: nothing left for a successor to end. */
-                if (unlink(s->state_file) < 0 && errno != ENOENT)
-                        log_module_warning_errno(MODULE, -errno, "Cannot remove %s: %m", s->state_file);
+                if (was_connected && rc == ZOK) {
+                        /* Closed cleanly: nothing left for a successor to end. */
+                        if (unlink(s->state_file) < 0 && errno != ENOENT)
+                                log_module_warning_errno(MODULE, -errno, "Cannot remove %s: %m", s->state_file);
+                } else
+                        /* The server may still hold the session (and our members) until it
+                         * expires: the next agent ends it from this file. */
+                        log_module_info(MODULE, "ZooKeeper session 0x%llx not closed on the server (%s); %s "
+                                        "kept for the next start to end it",
+                                        (unsigned long long) s->session_id,
+                                        was_connected ? zerror(rc) : zk_session_state_to_string(s->state),
+                                        s->state_file);
         }
         s->timer = sd_event_source_disable_unref(s->timer);
         (void) sd_event_source_set_enabled(s->restart, SD_EVENT_OFF);
@@ -472,7 +484,7 @@ struct zk_session *zk_session_free(struct zk_session *s) {
         if (!s)
                 return NULL;
         s->fn = NULL;
-        session_close_handle(s);
+        (void) session_close_handle(s);
         s->timer = sd_event_source_disable_unref(s->timer);
         s->kick = sd_event_source_disable_unref(s->kick);
         s->restart = sd_event_source_disable_unref(s->restart);
