@@ -485,12 +485,23 @@ static bool same_endpoint(const char *a, size_t na, const char *b) {
         return streq(ma.host, mb.host) && ma.port == mb.port;
 }
 
+/* Another registration's member (two pods may share an endpoint, e.g. host network): never
+ * adopted nor deleted as "a second member of ours". */
+static bool znode_claimed_by_other(const struct registry *r, const struct registration *reg, const char *path) {
+        for (const struct registration *o = r->regs; o; o = o->next)
+                if (o != reg && streq_ptr(o->znode, path))
+                        return true;
+        return false;
+}
+
 static void get_done(int rc, const char *value, int value_len, const struct Stat *stat, const void *data) {
         struct zk_op *op = (struct zk_op *) data;
         struct registration *reg = op_finish(op, rc);
         struct registry *r = op->registry;
 
-        if (reg && rc == ZOK && stat && value && value_len > 0 && stat->ephemeralOwner == zk_session_id(r->session) &&
+        if (reg && rc == ZOK && znode_claimed_by_other(r, reg, op->path))
+                (void) reg_log(reg, LOG_DEBUG, 0, "%s is another registration's member: not ours to adopt", op->path);
+        else if (reg && rc == ZOK && stat && value && value_len > 0 && stat->ephemeralOwner == zk_session_id(r->session) &&
             same_endpoint(value, (size_t) value_len, reg->uncertain_data)) {
                 if (!reg->verify_adopted) {
                         reg->verify_adopted = true;

@@ -6,6 +6,7 @@ someone else."""
 
 import json
 import os
+import signal
 import socket
 import time
 
@@ -204,3 +205,28 @@ def test_sigterm_without_server_keeps_session_file_and_restart_reaps(agent_facto
             c.stop()
             c.close()
         s.close()
+
+
+def test_uncertain_create_does_not_adopt_another_registrations_member(agent_factory, zk, kz, base):
+    """Two pods with one endpoint in one path (host network): after a connection loss during
+    the second pod's create, its check must neither adopt the first pod's member nor delete it
+    as "a second member of ours": each pod keeps its own member."""
+    a = agent_factory(config=zk_config(zk, session_timeout="9s", write_qps="100000"))
+    path = base + "/h"
+    a.write_pod("first", web_pod("first", path, ip="10.0.7.1"))
+    wait_endpoints(kz, path, ["10.0.7.1:8080"])
+    first = wait_reg(a, "default/first", lambda r: r["state"] == "registered")["znode"]
+    os.kill(zk.server.proc.pid, signal.SIGSTOP)
+    try:
+        a.write_pod("second", web_pod("second", path, ip="10.0.7.1"))
+        wait_until(lambda: a.get_json("/v1/registrations")["session"] == "suspended", timeout=T(15))
+        a.wait_log(r"connection lost during create", timeout=T(5))
+    finally:
+        os.kill(zk.server.proc.pid, signal.SIGCONT)
+    wait_endpoints(kz, path, ["10.0.7.1:8080", "10.0.7.1:8080"], timeout=30)
+    second = wait_reg(a, "default/second", lambda r: r["state"] == "registered", timeout=30)["znode"]
+    assert registrations(a)["default/first"]["znode"] == first
+    assert second != first, "the second pod adopted the first pod's member"
+    time.sleep(1.5)
+    assert sorted(n for n, _, _ in zt.member_raw(kz, path)) == sorted([first.rsplit("/", 1)[1],
+                                                                      second.rsplit("/", 1)[1]])
