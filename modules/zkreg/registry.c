@@ -58,6 +58,7 @@ struct registration {
         struct registration *prev, *next;       /* all registrations */
         struct registration *q_next;            /* work queue */
         bool queued;
+        bool q_urgent;                          /* queued in the registry's urgent queue */
 
         char *uid;
         char *name; /* namespace/name */
@@ -112,7 +113,11 @@ struct registry {
 
         struct registration *regs;
         size_t n_regs;
-        struct registration *q_head, *q_tail;
+        /* Work queues: urgent (deletes and STOPPING updates: taking a member away must not
+         * wait behind creates for write tokens), then normal; each FIFO. */
+        struct reg_queue {
+                struct registration *head, *tail;
+        } q[2];
         struct zk_op *ops;
         sd_event_source *dispatch;       /* deferred: drains the queue */
         sd_event_source *dispatch_timer; /* the token bucket's wait */
@@ -717,22 +722,28 @@ static int on_dispatch(sd_event_source *src, void *userdata) {
         struct registry *r = userdata;
 
         (void) src;
-        while (r->q_head) {
-                struct registration *reg = r->q_head;
-                bool need_token = false;
+        for (;;) {
+                struct reg_queue *q = r->q[1].head ? &r->q[1] : &r->q[0];
+                struct registration *reg = q->head;
+                bool need_token = false, urgent;
 
-                r->q_head = reg->q_next;
-                if (!r->q_head)
-                        r->q_tail = NULL;
+                if (!reg)
+                        break;
+                urgent = reg->q_urgent;
+                q->head = reg->q_next;
+                if (!q->head)
+                        q->tail = NULL;
                 reg->q_next = NULL;
                 reg->queued = false;
+                reg->q_urgent = false;
                 if (!reg_do_step(reg, &need_token) && need_token) {
-                        /* No token: back to the head of the queue; the timer resumes. */
+                        /* No token: back to the head of its queue; the timer resumes. */
                         reg->queued = true;
-                        reg->q_next = r->q_head;
-                        r->q_head = reg;
-                        if (!r->q_tail)
-                                r->q_tail = reg;
+                        reg->q_urgent = urgent;
+                        reg->q_next = q->head;
+                        q->head = reg;
+                        if (!q->tail)
+                                q->tail = reg;
                         reg_update_state(reg, _OP_KIND_MAX);
                         return 0;
                 }
@@ -745,17 +756,49 @@ static int on_dispatch_timer(sd_event_source *src, uint64_t usec, void *userdata
         return on_dispatch(src, userdata);
 }
 
+/* The next step takes a member away (a delete, or the STOPPING update of a drain). */
+static bool reg_is_urgent(const struct registration *reg) {
+        if (!reg->znode)
+                return false;
+        return !reg_desired_data(reg) || !znode_under(reg->znode, reg->parent) || reg->draining;
+}
+
+static void reg_unqueue(struct registration *reg) {
+        struct reg_queue *q = &reg->registry->q[reg->q_urgent];
+        struct registration **pp = &q->head, *prev = NULL;
+
+        if (!reg->queued)
+                return;
+        while (*pp && *pp != reg) {
+                prev = *pp;
+                pp = &(*pp)->q_next;
+        }
+        if (*pp)
+                *pp = reg->q_next;
+        if (q->tail == reg)
+                q->tail = prev;
+        reg->q_next = NULL;
+        reg->queued = false;
+        reg->q_urgent = false;
+}
+
 static void reg_kick(struct registration *reg) {
         struct registry *r = reg->registry;
 
+        bool urgent = reg_is_urgent(reg);
+
+        if (reg->queued && urgent && !reg->q_urgent)
+                reg_unqueue(reg); /* moves to the urgent queue below */
         if (!reg->queued) {
+                struct reg_queue *q = &r->q[urgent];
                 reg->queued = true;
+                reg->q_urgent = urgent;
                 reg->q_next = NULL;
-                if (r->q_tail)
-                        r->q_tail->q_next = reg;
+                if (q->tail)
+                        q->tail->q_next = reg;
                 else
-                        r->q_head = reg;
-                r->q_tail = reg;
+                        q->head = reg;
+                q->tail = reg;
         }
         if (r->dispatch && !(r->dispatch_timer && sd_event_source_get_enabled(r->dispatch_timer, NULL) > 0))
                 (void) sd_event_source_set_enabled(r->dispatch, SD_EVENT_ONESHOT);
@@ -930,18 +973,7 @@ static struct registration *registry_find(struct registry *r, const char *uid) {
 static void registry_free_reg(struct registration *reg) {
         struct registry *r = reg->registry;
 
-        /* unlink from the queue */
-        if (reg->queued) {
-                struct registration **pp = &r->q_head, *prev = NULL;
-                while (*pp && *pp != reg) {
-                        prev = *pp;
-                        pp = &(*pp)->q_next;
-                }
-                if (*pp)
-                        *pp = reg->q_next;
-                if (r->q_tail == reg)
-                        r->q_tail = prev;
-        }
+        reg_unqueue(reg);
         for (struct zk_op *op = r->ops; op; op = op->next)
                 if (op->reg == reg)
                         op->reg = NULL;

@@ -230,3 +230,23 @@ def test_uncertain_create_does_not_adopt_another_registrations_member(agent_fact
     time.sleep(1.5)
     assert sorted(n for n, _, _ in zt.member_raw(kz, path)) == sorted([first.rsplit("/", 1)[1],
                                                                       second.rsplit("/", 1)[1]])
+
+
+def test_deregistration_goes_before_queued_creates(agent_factory, zk, kz, base):
+    """write-qps low and many creates waiting for tokens: a pod that goes unready loses its
+    member at once (deletes go first), not after every create queued before it."""
+    a = agent_factory(config=zk_config(zk, write_qps="2"))
+    path = base + "/q"
+    a.write_pod("victim", web_pod("victim", path, ip="10.0.9.250"))
+    wait_endpoints(kz, path, ["10.0.9.250:8080"])
+    wait_reg(a, "default/victim", lambda r: r["state"] == "registered")
+    time.sleep(T(5))  # refill the bucket: the burst below spends it
+    for i in range(40):
+        a.write_pod(f"p{i}", web_pod(f"p{i}", path, ip=f"10.0.9.{i + 1}"))
+    wait_until(lambda: len(registrations(a)) == 41, T(10), desc="41 registrations")
+    a.write_pod("victim", web_pod("victim", path, ip="10.0.9.250", ready=False))
+    wait_until(lambda: "10.0.9.250:8080" not in zt.endpoints(kz, path), T(30), desc="the victim's member gone")
+    regs = registrations(a)
+    waiting = [p for p, r in regs.items() if p != "default/victim" and r["state"] != "registered"]
+    assert len(waiting) >= 10, f"the delete waited behind the creates: only {len(waiting)} still queued"
+    assert regs["default/victim"]["state"] == "unready", regs["default/victim"]
