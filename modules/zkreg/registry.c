@@ -26,6 +26,7 @@ enum op_kind {
         OP_DELETE,
         OP_LIST,
         OP_GET,
+        OP_EXISTS,
         _OP_KIND_MAX,
 };
 
@@ -36,6 +37,7 @@ static const char *const op_kind_table[_OP_KIND_MAX] = {
         [OP_DELETE] = "delete",
         [OP_LIST] = "get_children",
         [OP_GET] = "get",
+        [OP_EXISTS] = "exists",
 };
 
 struct registration;
@@ -213,8 +215,19 @@ static void reg_update_state(struct registration *reg, enum op_kind busy_kind) {
                         ; /* an update: still registered */
                 else
                         reg_set_state(reg, REG_REGISTERING);
-        } else if (desired && reg->znode && streq_ptr(reg->written, desired) && znode_under(reg->znode, reg->parent))
+        } else if (desired && reg->znode && znode_under(reg->znode, reg->parent) &&
+                   zk_session_state(reg->registry->session) != ZK_SESSION_CONNECTED) {
+                /* The member may be gone (the session may expire meanwhile): not "registered". */
+                if (!reg->last_error || reg->error_is_wait) {
+                        reg_set_error(reg, "session suspended");
+                        reg->error_is_wait = true;
+                }
+                reg_set_state(reg, REG_PENDING);
+        } else if (desired && reg->znode && streq_ptr(reg->written, desired) && znode_under(reg->znode, reg->parent)) {
+                if (reg->error_is_wait)
+                        reg_set_error(reg, NULL);
                 reg_set_state(reg, reg->draining ? REG_STOPPING : REG_REGISTERED);
+        }
         else if (desired && reg->znode && !reg->draining && reg->state == REG_REGISTERED &&
                  znode_under(reg->znode, reg->parent))
                 ; /* registered, its data about to be rewritten (endpoint change): still registered */
@@ -317,6 +330,7 @@ static void reg_after_op(struct registration *reg) {
 }
 
 static void delete_orphan(struct registry *r, const char *path);
+static void member_watch(struct registry *r, const char *path);
 
 static void parent_done(int rc, const char *value, const void *data) {
         struct zk_op *op = (struct zk_op *) data;
@@ -344,6 +358,7 @@ static void create_done(int rc, const char *value, const void *data) {
                 reg->znode_session = zk_session_id(r->session);
                 reg->uncertain = false;
                 reg->parent_attempts = 0;
+                member_watch(r, value);
                 backoff_reset(&reg->backoff);
                 reg_set_error(reg, NULL);
                 (void) metric_inc(r->m_registered_total);
@@ -443,6 +458,74 @@ static void delete_orphan(struct registry *r, const char *path) {
         zk_session_kick(r->session);
 }
 
+/* ---- our members deleted by someone else: an exists watch on each (watch=1: the session's
+ * node events) ---- */
+
+static bool delete_in_flight(const struct registry *r, const char *path) {
+        for (const struct zk_op *op = r->ops; op; op = op->next)
+                if (op->kind == OP_DELETE && streq(op->path, path))
+                        return true;
+        return false;
+}
+
+static void member_deleted(struct registry *r, const char *path) {
+        if (delete_in_flight(r, path))
+                return; /* our own deregistration */
+        for (struct registration *reg = r->regs; reg; reg = reg->next) {
+                if (!streq_ptr(reg->znode, path) || reg->znode_session != zk_session_id(r->session))
+                        continue;
+                reg->znode = mfree(reg->znode);
+                reg->written = mfree(reg->written);
+                reg_set_error(reg, "our member was deleted by someone else: registering again");
+                (void) reg_log(reg, LOG_WARNING, 0, "Member %s was deleted by someone else: registering again", path);
+                reg_after_op(reg);
+                return;
+        }
+}
+
+static void member_watch_done(int rc, const struct Stat *stat, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+        struct registry *r = op->registry;
+
+        (void) stat;
+        (void) op_finish(op, rc);
+        if (r && rc == ZNONODE)
+                member_deleted(r, op->path); /* gone before the watch was set */
+        op_free(op);
+}
+
+static void member_watch(struct registry *r, const char *path) {
+        zhandle_t *zh = registry_handle(r);
+        struct zk_op *op;
+
+        if (!zh || !path)
+                return;
+        op = op_new(r, NULL, OP_EXISTS, path, NULL);
+        if (!op)
+                return;
+        if (zoo_aexists(zh, path, 1, member_watch_done, op) != ZOK) {
+                op_finish(op, ZINVALIDSTATE);
+                op_free(op);
+                return;
+        }
+        zk_session_kick(r->session);
+}
+
+static void on_node_event(int type, const char *path, void *userdata) {
+        struct registry *r = userdata;
+
+        if (type == ZOO_DELETED_EVENT) {
+                member_deleted(r, path);
+                return;
+        }
+        /* The one-shot watch fired on a change (our own update): watch on while it is ours. */
+        for (struct registration *reg = r->regs; reg; reg = reg->next)
+                if (streq_ptr(reg->znode, path)) {
+                        member_watch(r, path);
+                        return;
+                }
+}
+
 static void set_done(int rc, const struct Stat *stat, const void *data) {
         struct zk_op *op = (struct zk_op *) data;
         struct registration *reg = op_finish(op, rc);
@@ -515,6 +598,7 @@ static void get_done(int rc, const char *value, int value_len, const struct Stat
                         reg->written = strndup(value, (size_t) value_len);
                         reg->znode_session = stat->ephemeralOwner;
                         (void) reg_log(reg, LOG_INFO, 0, "The create before the connection loss happened: adopting %s", op->path);
+                        member_watch(r, op->path);
                 } else {
                         (void) reg_log(reg, LOG_WARNING, 0, "Deleting a second member of ours, %s", op->path);
                         delete_orphan(r, op->path);
@@ -691,6 +775,7 @@ static bool reg_do_step(struct registration *reg, bool *ret_need_token) {
                 break;
         case OP_CREATE_PARENT:
         case OP_GET:
+        case OP_EXISTS:
         case _OP_KIND_MAX:
                 break;
         }
@@ -1146,6 +1231,7 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
         if (k < 0)
                 return k;
         r->listening = true;
+        zk_session_set_node_event(session, on_node_event, r);
 
         /* The pods already in the store. */
         struct pod **pods = NULL;
@@ -1167,6 +1253,7 @@ struct registry *registry_free(struct registry *r) {
                 pod_store_remove_observer(r->manager->pods, on_pod, r);
         if (r->listening)
                 pod_gates_remove_listener(r->manager->pod_gates, on_gates, r);
+        zk_session_set_node_event(r->session, NULL, NULL);
         /* Operations still in flight complete when the session's handle closes: detach them. */
         for (struct zk_op *op = r->ops; op; op = op->next) {
                 op->registry = NULL;

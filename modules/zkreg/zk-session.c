@@ -40,6 +40,8 @@ struct zk_session {
 
         zk_session_state_fn fn;
         void *userdata;
+        zk_node_event_fn node_fn;
+        void *node_userdata;
 };
 
 static const char *const zk_session_state_table[_ZK_SESSION_STATE_MAX] = {
@@ -199,7 +201,10 @@ int zk_session_load_state(const char *path, clientid_t *ret) {
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
         struct zk_session *s = ctx;
 
-        (void) path;
+        if (type != ZOO_SESSION_EVENT && zh == s->zh && s->node_fn && path) {
+                s->node_fn(type, path, s->node_userdata);
+                return;
+        }
         if (type != ZOO_SESSION_EVENT || zh != s->zh)
                 return;
         if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE) {
@@ -478,6 +483,13 @@ void zk_session_close(struct zk_session *s) {
         (void) sd_event_source_set_enabled(s->restart, SD_EVENT_OFF);
         session_set_error(s, NULL);
         session_set_state(s, ZK_SESSION_CLOSED);
+}
+
+void zk_session_set_node_event(struct zk_session *s, zk_node_event_fn fn, void *userdata) {
+        if (!s)
+                return;
+        s->node_fn = fn;
+        s->node_userdata = userdata;
 }
 
 struct zk_session *zk_session_free(struct zk_session *s) {

@@ -71,6 +71,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct zk_session *, zk_session_free);
  * completion or watcher (inside zookeeper_process()), it takes effect when that returns. */
 void zk_session_close(struct zk_session *s);
 
+/* Node events of watches set with watch=1 (e.g. zoo_aexists(zh, path, 1, ...)): type is
+ * ZOO_DELETED_EVENT etc. Runs inside zookeeper_process(), like a completion. NULL: none. */
+typedef void (*zk_node_event_fn)(int type, const char *path, void *userdata);
+void zk_session_set_node_event(struct zk_session *s, zk_node_event_fn fn, void *userdata);
+
 enum zk_session_state zk_session_state(const struct zk_session *s);
 /* The handle, or NULL when there is none (CLOSED, or between expiry and the new handle). */
 zhandle_t *zk_session_handle(struct zk_session *s);

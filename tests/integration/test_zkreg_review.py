@@ -250,3 +250,56 @@ def test_deregistration_goes_before_queued_creates(agent_factory, zk, kz, base):
     waiting = [p for p, r in regs.items() if p != "default/victim" and r["state"] != "registered"]
     assert len(waiting) >= 10, f"the delete waited behind the creates: only {len(waiting)} still queued"
     assert regs["default/victim"]["state"] == "unready", regs["default/victim"]
+
+
+def test_registration_is_pending_while_session_suspended(agent_factory, zk, kz, base):
+    """Without a connection the member may be gone at any moment (expiry): the registration
+    shows pending with last_error "session suspended", and registered again once connected."""
+    a = agent_factory(config=zk_config(zk, session_timeout="9s"))
+    path = base + "/s"
+    a.write_pod("s", web_pod("s", path, ip="10.0.10.1"))
+    wait_endpoints(kz, path, ["10.0.10.1:8080"])
+    wait_reg(a, "default/s", lambda r: r["state"] == "registered")
+    os.kill(zk.server.proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: a.get_json("/v1/registrations")["session"] == "suspended", timeout=T(15))
+        r = wait_reg(a, "default/s", lambda r: r["state"] == "pending", timeout=3)
+        assert r["last_error"] == "session suspended", r
+        assert a.metrics().value("pinion_zookeeper_registrations", state="registered") == 0
+    finally:
+        os.kill(zk.server.proc.pid, signal.SIGCONT)
+    r = wait_reg(a, "default/s", lambda r: r["state"] == "registered", timeout=30)
+    assert r["last_error"] is None, r
+    wait_endpoints(kz, path, ["10.0.10.1:8080"], timeout=20)
+
+
+def test_member_deleted_by_someone_else_is_recreated(agent_factory, zk, kz, base):
+    a = agent_factory(config=zk_config(zk))
+    path = base + "/d"
+    a.write_pod("d", web_pod("d", path, ip="10.0.11.1"))
+    a.write_pod("e", web_pod("e", path, ip="10.0.11.2"))
+    wait_endpoints(kz, path, ["10.0.11.1:8080", "10.0.11.2:8080"])
+    old = wait_reg(a, "default/d", lambda r: r["state"] == "registered")["znode"]
+    other = wait_reg(a, "default/e", lambda r: r["state"] == "registered")["znode"]
+    # an update first (the watch is one-shot: it must be re-armed after our own write)
+    a.write_pod("d", make_pod("d", annotations={"pinion.io/serverset": path, "pinion.io/shard": "4"},
+                              ports=[("http", 8080)], ip="10.0.11.1"))
+    wait_until(lambda: b'"shard":4' in kz.get(old)[0], T(10), desc="member updated")
+    mark = a.log_mark()
+    kz.delete(old)
+    a.wait_log(r"Member .* was deleted by someone else: registering again", since=mark, timeout=T(10))
+    new = wait_reg(a, "default/d", lambda r: r["state"] == "registered" and r["znode"] != old)["znode"]
+    wait_endpoints(kz, path, ["10.0.11.1:8080", "10.0.11.2:8080"])
+    assert kz.exists(new) is not None and kz.exists(old) is None
+    assert registrations(a)["default/e"]["znode"] == other
+    # our own deregistration is not mistaken for someone else's delete
+    mark = a.log_mark()
+    a.write_pod("e", web_pod("e", path, ip="10.0.11.2", ready=False))
+    wait_endpoints(kz, path, ["10.0.11.1:8080"])
+    time.sleep(T(1))
+    with open(a.log_file, "rb") as f:
+        f.seek(mark)
+        since = f.read().decode("utf-8", "replace")
+    assert "deleted by someone else" not in since, since
+    assert "Deregistered" in since
+    assert registrations(a)["default/e"]["state"] == "unready"
