@@ -205,6 +205,20 @@ static void health_schedule(struct health *h, usec_t delay) {
         (void) sd_event_source_set_enabled(h->timer, SD_EVENT_ONESHOT);
 }
 
+bool health_update_timing(struct health *h, const struct health_spec *spec) {
+        if (!h || !spec || h->spec.kind != spec->kind || !streq(h->spec.path, spec->path))
+                return false;
+        bool resched = h->spec.interval != spec->interval && sd_event_source_get_enabled(h->timer, NULL) > 0;
+        h->spec.interval = spec->interval;
+        h->spec.timeout = spec->timeout;
+        h->spec.rise = spec->rise;
+        h->spec.fall = spec->fall;
+        /* The verdict stays; the counters go on under the new rise/fall. */
+        if (resched)
+                health_schedule(h, h->spec.interval);
+        return true;
+}
+
 int health_new(sd_event *e, struct http_client *http, const struct health_spec *spec, const char *ip,
                unsigned port, health_result_fn fn, void *userdata, struct health **ret) {
         _cleanup_(health_freep) struct health *h = NULL;

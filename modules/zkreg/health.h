@@ -50,6 +50,9 @@ typedef void (*health_result_fn)(struct health *h, bool ok, const char *error, b
 int health_new(sd_event *e, struct http_client *http, const struct health_spec *spec, const char *ip,
                unsigned port, health_result_fn fn, void *userdata, struct health **ret);
 struct health *health_free(struct health *h);
+/* Takes new interval/timeout/rise/fall of the same check (kind and path unchanged), keeping
+ * the healthy/unhealthy verdict. false if kind or path differ (make a new checker then). */
+bool health_update_timing(struct health *h, const struct health_spec *spec);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct health *, health_free);
 
 bool health_is_healthy(const struct health *h);

@@ -100,6 +100,7 @@ struct registration {
 
         struct backoff backoff;
         usec_t not_before; /* CLOCK_MONOTONIC: backoff, damping, drain delay */
+        usec_t error_until; /* CLOCK_MONOTONIC: the error backoff alone (kept while shutting down) */
         sd_event_source *timer;
         unsigned flaps;
         usec_t last_down; /* CLOCK_MONOTONIC of the last want true → false */
@@ -311,6 +312,7 @@ static void reg_backoff(struct registration *reg, const char *what, int rc) {
         reg_set_error(reg, buf);
         (void) reg_log(reg, LOG_WARNING, 0, "%s", buf);
         reg->not_before = now + wait;
+        reg->error_until = now + wait;
 }
 
 static bool is_connection_error(int rc) {
@@ -625,19 +627,25 @@ static void list_done(int rc, const struct String_vector *strings, const void *d
                 zhandle_t *zh = registry_handle(r);
                 unsigned issued = 0;
                 reg->verify_adopted = false;
-                reg->verify_failed = false;
+                reg->verify_failed = !zh; /* every member unread is a failed check: look again */
                 for (int32_t i = 0; zh && i < strings->count; i++) {
                         _cleanup_free_ char *path = NULL;
                         if (strncmp(strings->data[i], "member_", 7) != 0)
                                 continue;
-                        if (asprintf(&path, "%s/%s", op->path, strings->data[i]) < 0)
+                        if (asprintf(&path, "%s/%s", op->path, strings->data[i]) < 0) {
+                                path = NULL;
+                                reg->verify_failed = true;
                                 continue;
+                        }
                         struct zk_op *g = op_new(r, reg, OP_GET, path, NULL);
-                        if (!g)
+                        if (!g) {
+                                reg->verify_failed = true;
                                 continue;
+                        }
                         if (zoo_aget(zh, path, 0, get_done, g) != ZOK) {
                                 op_finish(g, ZINVALIDSTATE);
                                 op_free(g);
+                                reg->verify_failed = true;
                                 continue;
                         }
                         issued++;
@@ -697,6 +705,12 @@ static bool reg_do_step(struct registration *reg, bool *ret_need_token) {
                 reg->want = false;
                 (void) set_string(&reg->why_not, "drained");
         }
+        if (reg->draining && reg->want && !reg->znode && !reg->uncertain) {
+                /* Draining and its member is gone (lost with an expired session): not made again. */
+                reg->want = false;
+                (void) set_string(&reg->why_not, "drained");
+                reg_set_error(reg, "drained");
+        }
         desired = reg_desired_data(reg);
         zh = registry_handle(r);
         if (!zh) {
@@ -712,9 +726,11 @@ static bool reg_do_step(struct registration *reg, bool *ret_need_token) {
                 reg_update_state(reg, _OP_KIND_MAX);
                 return true;
         }
-        if (!r->shutting_down && now < reg->not_before) {
+        /* Shutting down skips damping and drain delay, but a failed delete still backs off. */
+        usec_t wait_until = r->shutting_down ? reg->error_until : reg->not_before;
+        if (now < wait_until) {
                 reg_update_state(reg, _OP_KIND_MAX);
-                reg_arm_timer(reg, reg->not_before);
+                reg_arm_timer(reg, wait_until);
                 return true;
         }
 
@@ -967,6 +983,10 @@ static void reg_compute(struct registration *reg, char **ret_why) {
         unsigned port = serverset_parse(json, strlen(json), &m) >= 0 ? m.port : 0;
         if (spec.kind == HEALTH_NONE)
                 reg->health = health_free(reg->health);
+        else if (reg->health && !health_spec_equal(health_get_spec(reg->health), &spec) &&
+                 streq_ptr(reg->health_ip, ip) && reg->health_port == port &&
+                 health_update_timing(reg->health, &spec))
+                ; /* only the timing changed: the same check goes on, healthy stays healthy */
         else if (!reg->health || !health_spec_equal(health_get_spec(reg->health), &spec) ||
                  !streq_ptr(reg->health_ip, ip) || reg->health_port != port) {
                 struct http_client *http = NULL;

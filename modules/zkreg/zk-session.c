@@ -42,6 +42,8 @@ struct zk_session {
         void *userdata;
         zk_node_event_fn node_fn;
         void *node_userdata;
+        unsigned auth_failures; /* in a row: the next session waits 1s << (n-1), at most 64s */
+        bool auth_wait;         /* the restart waits (authentication failed) */
 };
 
 static const char *const zk_session_state_table[_ZK_SESSION_STATE_MAX] = {
@@ -216,6 +218,7 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
                         if (id)
                                 session_save_state(s, id);
                 }
+                s->auth_failures = 0;
                 session_set_error(s, NULL);
                 session_set_state(s, ZK_SESSION_CONNECTED);
         } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE ||
@@ -227,6 +230,10 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
         } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
                 session_set_error(s, state == ZOO_EXPIRED_SESSION_STATE ? "session expired by the server"
                                                                          : "authentication failed");
+                if (state == ZOO_AUTH_FAILED_STATE) {
+                        s->auth_failures++;
+                        s->auth_wait = true;
+                }
                 session_set_state(s, ZK_SESSION_EXPIRED);
                 if (s->restart && !s->no_restart)
                         (void) sd_event_source_set_enabled(s->restart, SD_EVENT_ONESHOT);
@@ -390,6 +397,20 @@ static int on_restart(sd_event_source *src, void *userdata) {
         /* The old handle is useless after expiry: close it and start a new session; the owner
          * re-registers everything when it reports CONNECTED. */
         (void) session_close_handle(s);
+        if (s->auth_wait) {
+                /* Authentication failed: a new session at once would fail the same way. */
+                unsigned shift = s->auth_failures > 7 ? 6 : (s->auth_failures > 0 ? s->auth_failures - 1 : 0);
+                usec_t delay = USEC_PER_SEC << shift;
+                s->auth_wait = false;
+                log_module_warning(MODULE, "ZooKeeper authentication failed; a new session in %llus",
+                                   (unsigned long long) (delay / USEC_PER_SEC));
+                if (s->timer) {
+                        (void) sd_event_source_set_time_relative(s->timer, delay);
+                        (void) sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT);
+                } else
+                        (void) sd_event_add_time_relative(s->event, &s->timer, CLOCK_MONOTONIC, delay, 0, on_timer, s);
+                return 0;
+        }
         if (session_open(s) < 0) {
                 /* No handle: the timer runs this again (on_timer sees no handle). */
                 log_module_warning(MODULE, "%s; retrying in 1s", strempty(s->last_error));

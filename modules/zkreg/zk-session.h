@@ -38,8 +38,9 @@ const char *zk_session_state_to_string(enum zk_session_state s);
 
 struct zk_session;
 
-/* Called after every transition (not from inside the ZooKeeper client's callbacks: from the
- * loop, so the owner may submit operations or even close the session). */
+/* Called after every transition, also from inside the ZooKeeper client's session watcher
+ * (inside zookeeper_process()): the owner may submit operations; zk_session_close() called
+ * there takes effect when the client returns. */
 typedef void (*zk_session_state_fn)(struct zk_session *s, enum zk_session_state old,
                                     enum zk_session_state new, void *userdata);
 

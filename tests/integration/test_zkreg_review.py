@@ -303,3 +303,36 @@ def test_member_deleted_by_someone_else_is_recreated(agent_factory, zk, kz, base
     assert "deleted by someone else" not in since, since
     assert "Deregistered" in since
     assert registrations(a)["default/e"]["state"] == "unready"
+
+
+def test_health_timing_edit_keeps_the_member(agent_factory, zk, kz, base):
+    """Changing only health-interval/-timeout/-rise/-fall keeps the running check and its
+    healthy verdict: the member stays (a new checker would start unknown and deregister)."""
+    port = free_port()
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(64)
+    try:
+        a = agent_factory(config=zk_config(zk))
+        path = base + "/h"
+
+        def pod(interval, rise):
+            return make_pod("h", annotations={"pinion.io/serverset": path, "pinion.io/health": "tcp",
+                                              "pinion.io/health-interval": interval,
+                                              "pinion.io/health-rise": rise, "pinion.io/health-fall": "1"},
+                            ports=[("svc", port)], ip="127.0.0.1")
+        a.write_pod("h", pod("300ms", "1"))
+        wait_endpoints(kz, path, [f"127.0.0.1:{port}"])
+        znode = wait_reg(a, "default/h", lambda r: r["state"] == "registered")["znode"]
+        mark = a.log_mark()
+        a.write_pod("h", pod("200ms", "5"))
+        time.sleep(T(2))
+        with open(a.log_file, "rb") as f:
+            f.seek(mark)
+            since = f.read().decode("utf-8", "replace")
+        assert "Deregistered" not in since and "unhealthy" not in since, since
+        r = registrations(a)["default/h"]
+        assert r["state"] == "registered" and r["znode"] == znode, r
+    finally:
+        ls.close()
