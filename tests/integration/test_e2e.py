@@ -14,31 +14,13 @@ import pytest
 
 from pinion_testlib import make_pod, wait_until
 import configsync_testlib as cs
-import zkreg_testlib as zk
+import zkreg_testlib as zt
+from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
 from configsync_testlib import nginx, test_ca  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.skipif(not zk.zookeeper_available(), reason="ZooKeeper (Debian zookeeper) is not installed")
+pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="ZooKeeper (Debian zookeeper) is not installed")
 
 SERVERSET = "/e2e/web/prod"
-
-
-@pytest.fixture(scope="module")
-def zookeeper():
-    z = zk.ZkStandalone().start()
-    try:
-        yield z
-    finally:
-        z.close()
-
-
-@pytest.fixture
-def kazoo(zookeeper):
-    c = zk.kazoo_client(zookeeper.hosts)
-    try:
-        yield c
-    finally:
-        c.stop()
-        c.close()
 
 
 class Listener:
@@ -62,14 +44,14 @@ def registration(agent, name):
     return None
 
 
-def test_a_pod_is_registered_only_when_configs_identity_and_health_allow(agent_factory, zookeeper, kazoo,
+def test_a_pod_is_registered_only_when_configs_identity_and_health_allow(agent_factory, zk, kz,
                                                                        nginx, test_ca, tmp_dir):
     ca_dir = tempfile.mkdtemp(prefix="e2e-ca-")
     listener = Listener()
     try:
         dest = os.path.join(tmp_dir, "configs", "app")
         a = agent_factory(config={
-            "zookeeper": {"servers": zookeeper.hosts, "session-timeout": "4s"},
+            "zookeeper": {"servers": zk.hosts, "session-timeout": "4s"},
             "config.app": cs.config_section(nginx.url("app/manifest.json"), dest, test_ca),
             "identity": {"signer": "local", "trust-domain": "e2e.test", "ca-dir": ca_dir},
         })
@@ -82,34 +64,34 @@ def test_a_pod_is_registered_only_when_configs_identity_and_health_allow(agent_f
         wait_until(lambda: (registration(a, "web") or {}).get("state") == "unready", 15, desc="web unready")
         wait_until(lambda: "configs" in (registration(a, "web")["last_error"] or ""), 15,
                    desc="held by the configs gate")
-        assert zk.endpoints(kazoo, SERVERSET) == []
+        assert zt.endpoints(kz, SERVERSET) == []
 
         # The bundle appears: the config lands, the certificate is issued, the health check
         # passes: exactly one member with the pod's endpoint.
         cs.write_bundle(nginx.root, "app", {"app.yaml": b"greeting: hi\n"}, "v1")
         assert a.request("POST", "/v1/configs/app/refresh").status in (200, 202)
-        wait_until(lambda: zk.endpoints(kazoo, SERVERSET) == ["127.0.0.1:%d" % listener.port], 20,
+        wait_until(lambda: zt.endpoints(kz, SERVERSET) == ["127.0.0.1:%d" % listener.port], 20,
                    desc="web registered")
         with open(os.path.join(dest, "app.yaml"), "rb") as f:
             assert f.read() == b"greeting: hi\n"
         ident = a.get_json("/v1/identity?pod=default/web")
         assert "spiffe://e2e.test/ns/default/sa/default" in str(ident)
-        (member,) = zk.members(kazoo, SERVERSET).values()
+        (member,) = zt.members(kz, SERVERSET).values()
         assert member["status"] == "ALIVE"
 
         # The health check fails (the listener goes away): the member goes; it comes back when
         # the port answers again.
         listener.close()
-        wait_until(lambda: zk.endpoints(kazoo, SERVERSET) == [], 30, desc="unhealthy web deregistered")
+        wait_until(lambda: zt.endpoints(kz, SERVERSET) == [], 30, desc="unhealthy web deregistered")
         assert "health" in (registration(a, "web")["last_error"] or "").lower() or \
             registration(a, "web")["state"] != "registered"
         listener = Listener(port=member["serviceEndpoint"]["port"])
-        wait_until(lambda: zk.endpoints(kazoo, SERVERSET) == ["127.0.0.1:%d" % listener.port], 30,
+        wait_until(lambda: zt.endpoints(kz, SERVERSET) == ["127.0.0.1:%d" % listener.port], 30,
                    desc="healthy web registered again")
 
         # The pod goes: so does its member, its certificate and nothing else.
         os.unlink(a.pod_path("web"))
-        wait_until(lambda: zk.endpoints(kazoo, SERVERSET) == [], 15, desc="removed pod deregistered")
+        wait_until(lambda: zt.endpoints(kz, SERVERSET) == [], 15, desc="removed pod deregistered")
         assert a.get_json("/v1/health")["status"] == "ok"
     finally:
         listener.close()

@@ -235,6 +235,11 @@ def test_removed_cgroup_is_reported_and_picked_up_again(agent_factory, memcg_fac
     assert g.peak() < LIMIT and target(a, "gone")["reclaims"] >= 1
 
 
+def _proc_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_a_cgroup_removed_mid_episode_is_picked_up_again(agent_factory, memcg_factory, stream_dir):
     """The cgroup goes away while an episode is under way: the episode ends, the target says
     missing and takes the cgroup up again when it comes back. The agent is frozen (SIGSTOP) at
@@ -255,6 +260,9 @@ def test_a_cgroup_removed_mid_episode_is_picked_up_again(agent_factory, memcg_fa
             wait_until(lambda: target(a, "midep")["reclaims"] >= before + 2, desc="reclaiming")
             for _ in range(200):
                 a.send_signal(signal.SIGSTOP)
+                # The signal is asynchronous: read the log only once the agent has stopped, or
+                # it may still write a transition after what we read (and after the mark).
+                wait_until(lambda: _proc_state(a.pid) == "T", 5, interval=0.001, desc="agent stopped")
                 states = transition.findall(a.log_text())
                 if states and states[-1][1] == "reclaiming":
                     mid = True

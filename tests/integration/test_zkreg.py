@@ -16,29 +16,12 @@ import pytest
 
 from pinion_testlib import T, make_pod, wait_until, diag
 import zkreg_testlib as zt
+from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
 
 # ZKREG_OUTAGE_SECONDS=60 runs the outage test with the full minute; CI uses 20 s.
 OUTAGE_SECONDS = float(os.environ.get("ZKREG_OUTAGE_SECONDS") or 20)
-
-
-@pytest.fixture(scope="module")
-def zk():
-    s = zt.ZkStandalone()
-    try:
-        s.start()
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture(scope="module")
-def kz(zk):
-    c = zt.kazoo_client(zk.hosts)
-    yield c
-    c.stop()
-    c.close()
 
 
 @pytest.fixture

@@ -13,28 +13,11 @@ import pytest
 
 from pinion_testlib import BUILDDIR, T
 import zkreg_testlib as zt
+from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
 
 PROBE = os.path.join(BUILDDIR, "tests", "zkreg", "zk-watch-probe")
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
-
-
-@pytest.fixture(scope="module")
-def zk():
-    s = zt.ZkStandalone()
-    try:
-        s.start()
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture(scope="module")
-def kz(zk):
-    c = zt.kazoo_client(zk.hosts)
-    yield c
-    c.stop()
-    c.close()
 
 
 class Probe:

@@ -14,26 +14,9 @@ import pytest
 
 from pinion_testlib import T, make_pod, wait_until, free_port
 import zkreg_testlib as zt
+from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
-
-
-@pytest.fixture(scope="module")
-def zk():
-    s = zt.ZkStandalone()
-    try:
-        s.start()
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture(scope="module")
-def kz(zk):
-    c = zt.kazoo_client(zk.hosts)
-    yield c
-    c.stop()
-    c.close()
 
 
 @pytest.fixture

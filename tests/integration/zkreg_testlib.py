@@ -19,6 +19,8 @@ import subprocess
 import tempfile
 import time
 
+import pytest
+
 from pinion_testlib import free_port  # noqa: F401 (also used by the zkreg tests)
 
 JAVA = shutil.which("java") or "/usr/bin/java"
@@ -356,3 +358,23 @@ class Prometheus:
         finally:
             if os.environ.get("PINION_KEEP_TMP") != "1":
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---- pytest fixtures: one standalone server per test file, and a kazoo client on it ----
+
+@pytest.fixture(scope="module")
+def zk():
+    s = ZkStandalone()
+    try:
+        s.start()
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(scope="module")
+def kz(zk):
+    c = kazoo_client(zk.hosts)
+    yield c
+    c.stop()
+    c.close()
