@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/crypto.h>
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 
@@ -81,23 +82,14 @@ void sha256_to_hex(const uint8_t sha[32], char ret[65]) {
         ret[64] = 0;
 }
 
-static int unhex(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 int sha256_from_hex(const char *hex, uint8_t ret[32]) {
         uint8_t out[32];
 
         if (strlen(hex) != 64)
                 return -EINVAL;
         for (size_t i = 0; i < 32; i++) {
-                int hi = unhex(hex[2 * i]), lo = unhex(hex[2 * i + 1]);
+                int hi = OPENSSL_hexchar2int((unsigned char) hex[2 * i]);
+                int lo = OPENSSL_hexchar2int((unsigned char) hex[2 * i + 1]);
                 if (hi < 0 || lo < 0)
                         return -EINVAL;
                 out[i] = (uint8_t) (hi << 4 | lo);
