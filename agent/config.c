@@ -307,6 +307,14 @@ bool config_has_section(const struct config *c, const char *section) {
         return config_find_section(c, section) != NULL;
 }
 
+const char *config_value(const struct config *c, const char *section, const char *key) {
+        const char *value = NULL;
+        for (size_t i = 0; i < c->n_entries; i++)
+                if (streq(c->entries[i].section, section) && streq(c->entries[i].key, key))
+                        value = c->entries[i].value;
+        return value && value[0] ? value : NULL;
+}
+
 static const struct config_key *config_find_key(const struct config_key *table, const char *key) {
         for (const struct config_key *k = table; k->key; k++)
                 if (streq(k->key, key))

@@ -71,6 +71,9 @@ struct config *config_free(struct config *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct config *, config_free);
 
 bool config_has_section(const struct config *c, const char *section);
+/* The raw value of section/key (the last one wins), NULL if not set or empty. For a module that
+ * must know whether another section configures something, without parsing that section. */
+const char *config_value(const struct config *c, const char *section, const char *key);
 
 /* Sets every table field to its default, then applies the section's entries (last one wins),
  * marking them claimed. Unknown keys in the section are errors. The section need not exist. */

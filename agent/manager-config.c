@@ -54,6 +54,7 @@ static const struct config_key agent_keys[] = {
         { "log-level", parse_log_level, FIELD(log_level), "info", config_free_string },
         { "log-format", parse_log_format, FIELD(log_format), "auto", config_free_string },
         { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },
+        { "drop-capabilities", config_parse_bool, FIELD(drop_capabilities), "yes" },
         {}
 };
 #undef FIELD

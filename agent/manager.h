@@ -37,6 +37,7 @@ struct agent_settings {
         char *log_level;
         char *log_format;
         usec_t stop_timeout;
+        bool drop_capabilities;
 };
 
 struct manager_options {
@@ -89,6 +90,9 @@ struct manager {
         char *last_status; /* last STATUS= sent, to avoid repeats */
         unsigned n_reloads, n_reload_failures;
         int exit_code;
+        uint64_t caps_kept;     /* after the drop at start (agent/caps.h bits) */
+        bool caps_dropped;      /* drop-capabilities took effect */
+        bool caps_bounding;     /* the bounding set was lowered too (CAP_SETPCAP was there) */
 };
 
 /* Loads and validates the config (every module's init runs on a throwaway instance), then

@@ -21,6 +21,7 @@
  * and through facts published on the manager (manager_publish/manager_lookup). */
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -51,6 +52,10 @@ struct module {
         int (*stop)(struct module_instance *mi);
         int (*status)(struct module_instance *mi, cJSON *obj);
         void (*free)(struct module_instance *mi);
+        /* The Linux capabilities (CAP_TO_MASK64 bits, agent/caps.h) the module needs with the
+         * settings init() parsed from c; NULL: none. Asked once before any module starts: the
+         * agent drops every capability no module needs ([agent] drop-capabilities). */
+        uint64_t (*capabilities)(struct module_instance *mi, const struct config *c);
 };
 
 struct module_instance {

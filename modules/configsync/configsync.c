@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "caps.h"
 #include "config.h"
 #include "configsync.h"
 #include "fsutil.h"
@@ -483,6 +484,15 @@ static void configsync_free(struct module_instance *mi) {
         mi->data = configsync_free_data(mi->data);
 }
 
+/* Bundles are handed to pod uids (owner, mode) in dest directories of other owners, and
+ * on-change commands may signal workloads of other uids. */
+static uint64_t configsync_capabilities(struct module_instance *mi, const struct config *c) {
+        const struct configsync *cs = mi->data;
+        return !cs->settings || cs->settings->n_bundles == 0 ? 0
+                : CAP_TO_MASK64(CAP_CHOWN) | CAP_TO_MASK64(CAP_FOWNER) | CAP_TO_MASK64(CAP_DAC_OVERRIDE) |
+                  CAP_TO_MASK64(CAP_KILL);
+}
+
 const struct module configsync_module = {
         .name = "configsync",
         .deps = (const char *const[]) { "zkreg", NULL },
@@ -492,4 +502,5 @@ const struct module configsync_module = {
         .stop = configsync_stop,
         .status = configsync_status,
         .free = configsync_free,
+        .capabilities = configsync_capabilities,
 };

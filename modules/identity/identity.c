@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "caps.h"
 #include "config.h"
 #include "facts.h"
 #include "fsutil.h"
@@ -651,6 +652,13 @@ static void identity_free(struct module_instance *mi) {
         mi->data = NULL;
 }
 
+/* Pod TLS directories and files are handed to the pods' uids and replaced inside them. */
+static uint64_t identity_capabilities(struct module_instance *mi, const struct config *c) {
+        const struct identity *id = mi->data;
+        return id->settings->signer == SIGNER_NONE ? 0
+                : CAP_TO_MASK64(CAP_CHOWN) | CAP_TO_MASK64(CAP_FOWNER) | CAP_TO_MASK64(CAP_DAC_OVERRIDE);
+}
+
 const struct module identity_module = {
         .name = "identity",
         .deps = (const char *const[]) { "apiserver", NULL },
@@ -660,4 +668,5 @@ const struct module identity_module = {
         .stop = identity_stop,
         .status = identity_status,
         .free = identity_free,
+        .capabilities = identity_capabilities,
 };

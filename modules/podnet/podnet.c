@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "caps.h"
 #include "cni.h"
 #include "config.h"
 #include "facts.h"
@@ -1065,6 +1066,15 @@ static void podnet_free(struct module_instance *mi) {
         mi->data = NULL;
 }
 
+/* Links, addresses, routes and sysctls in pod network namespaces, and setns() into them. The
+ * module works once it has a pod CIDR: configured, or the Node's from an apiserver. */
+static uint64_t podnet_capabilities(struct module_instance *mi, const struct config *c) {
+        const struct podnet *p = mi->data;
+        const char *in_cluster = getenv("KUBERNETES_SERVICE_HOST");
+        bool may_work = p->settings->pod_cidr || config_value(c, "apiserver", "url") || (in_cluster && *in_cluster);
+        return may_work ? CAP_TO_MASK64(CAP_NET_ADMIN) | CAP_TO_MASK64(CAP_SYS_ADMIN) : 0;
+}
+
 const struct module podnet_module = {
         .name = "podnet",
         .deps = (const char *const[]) { "apiserver", NULL },
@@ -1074,4 +1084,5 @@ const struct module podnet_module = {
         .stop = podnet_stop,
         .status = podnet_status,
         .free = podnet_free,
+        .capabilities = podnet_capabilities,
 };

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "caps.h"
 #include "config.h"
 #include "fsutil.h"
 #include "json.h"
@@ -653,6 +654,12 @@ static void reclaim_free(struct module_instance *mi) {
         mi->data = NULL;
 }
 
+/* Memory cgroup files may belong to other users (delegated cgroups); any pod may opt in by
+ * annotation, so the need does not depend on the settings. */
+static uint64_t reclaim_capabilities(struct module_instance *mi, const struct config *c) {
+        return CAP_TO_MASK64(CAP_DAC_OVERRIDE);
+}
+
 const struct module reclaim_module = {
         .name = "reclaim",
         .init = reclaim_init,
@@ -661,4 +668,5 @@ const struct module reclaim_module = {
         .stop = reclaim_stop,
         .status = reclaim_status,
         .free = reclaim_free,
+        .capabilities = reclaim_capabilities,
 };
