@@ -3,7 +3,8 @@
 """soak: a long churn run of one piniond, watching for leaks, RSS growth and descriptor growth.
 
     tests/bench/soak.py [--events 100000] [--rate 2000] [--max-pods 300] [--seed 1]
-                        [--bounce-every 5000] [--valgrind] [--json FILE]
+                        [--bounce-every 5000] [--modules zkreg,identity,configsync]
+                        [--valgrind] [--json FILE]
     make bench-soak     # in the build directory (SOAK_FLAGS='--events 20000')
 
 The scenario
@@ -16,6 +17,12 @@ The scenario
   refused-connection outage of a second; the history compacted so the agent's resume gets 410 and
   it relists; the next lists answering 500. At the end the agent must hold exactly the pods the
   server and the pods-dir hold.
+  --modules (default: each whose server is installed) has the other modules work on the same
+  churn: zkreg registers the pods (they carry pinion.io/serverset) in a real ZooKeeper that is
+  restarted as one more kind of disturbance, and at the end ZooKeeper must hold exactly one
+  member per Ready pod; identity (local CA) issues a certificate to every third pod and drops it
+  with the pod; configsync fetches a bundle from a real nginx (HTTPS) that changes every 1,000
+  events, and nginx is restarted as another disturbance; at the end the last version is in place.
 
 What is measured
   The agent's VmRSS and open descriptors, sampled every 0.5 s. "Warm-up" ends after 20% of the
@@ -43,6 +50,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "fakes"))
 
 import pinion_testlib as tl  # noqa: E402
 from kube_apiserver import FakeApiserver, make_pod  # noqa: E402
+import configsync_testlib as cs  # noqa: E402
+import zkreg_testlib as zt  # noqa: E402
+
+MODULES = ("zkreg", "identity", "configsync")
 
 NODE = "soak-node"
 TOKEN = "soak-token"
@@ -82,8 +93,9 @@ class Sampler(threading.Thread):
 class Churn:
     """Draws the changes and applies them to the fake and the pods-dir."""
 
-    def __init__(self, fake, agent, rng, max_pods):
+    def __init__(self, fake, agent, rng, max_pods, servers=None):
         self.fake, self.agent, self.rng, self.max_pods = fake, agent, rng, max_pods
+        self.servers = servers or {}  # "zookeeper" / "nginx" -> an object with restart()
         self.live = {}  # name -> pod dict on the apiserver
         self.static = {}  # file name -> pod name in the pods-dir
         self.serial = 0
@@ -97,8 +109,11 @@ class Churn:
         if not self.live or (len(self.live) < self.max_pods and r < 0.4):
             self.serial += 1
             name = "soak-%06d" % self.serial
+            annotations = {"pinion.io/serverset": "/soak/%d" % (self.serial % 7)}
+            if self.serial % 3 == 0:
+                annotations["pinion.io/identity"] = "true"
             pod = make_pod(name, node=NODE, ip=self._ip(), ready=self.rng.random() < 0.5,
-                           labels={"app": "soak"}, annotations={"pinion.io/serverset": "/soak/%d" % (self.serial % 7)})
+                           labels={"app": "soak"}, annotations=annotations)
             self.fake.add_pod(pod)
             self.live[name] = pod
             self.counts["add"] += 1
@@ -144,9 +159,12 @@ class Churn:
         self.counts["static"] += 1
 
     def bounce(self):
-        kind = self.counts["bounce"] % 4
+        kinds = 4 + len(self.servers)
+        kind = self.counts["bounce"] % kinds
         self.counts["bounce"] += 1
-        if kind == 0:
+        if kind >= 4:
+            sorted(self.servers.items())[kind - 4][1].restart()
+        elif kind == 0:
             self.fake.close_watches(abrupt=True)
         elif kind == 1:
             self.fake.outage("refuse")
@@ -162,6 +180,76 @@ class Churn:
     def expected(self):
         return sorted(["default/" + n for n in self.live] + ["default/" + n for n in self.static.values()])
 
+    def expected_members(self):
+        """{serverset path: sorted endpoints} of the Ready apiserver pods (static pods carry no
+        serverset annotation)."""
+        want = {}
+        for p in self.live.values():
+            conditions = p["status"].get("conditions") or []
+            if conditions and conditions[0]["status"] != "True":
+                continue
+            path = p["metadata"]["annotations"]["pinion.io/serverset"]
+            want.setdefault(path, []).append("%s:8080" % p["status"]["podIP"])
+        return {k: sorted(v) for k, v in want.items()}
+
+
+class NginxServer:
+    """configsync's server: a real nginx over HTTPS; restart() keeps its port."""
+
+    def __init__(self, work):
+        self.ca = cs.TestCA(os.path.join(work, "ca"))
+        d = os.path.join(work, "nginx")
+        os.makedirs(d, mode=0o755)
+        self.nginx = cs.Nginx(d, self.ca)
+        self.version = 0
+
+    def publish(self):
+        self.version += 1
+        cs.write_bundle(self.nginx.root, "soak", {"app.conf": b"generation %d\n" % self.version,
+                                                   "data/blob": os.urandom(2048)}, "v%d" % self.version)
+
+    def restart(self):
+        self.nginx.restart()
+
+    def close(self):
+        self.nginx.stop()
+
+
+class ZooKeeperServer:
+    def __init__(self):
+        self.zk = zt.ZkStandalone().start()
+        self.kz = zt.kazoo_client(self.zk.hosts)
+
+    def restart(self):
+        self.zk.restart()
+
+    def members(self):
+        out = {}
+        if not self.kz.exists("/soak"):
+            return out
+        for child in self.kz.get_children("/soak"):
+            endpoints = zt.endpoints(self.kz, "/soak/" + child)
+            if endpoints:
+                out["/soak/" + child] = sorted(endpoints)
+        return out
+
+    def close(self):
+        try:
+            self.kz.stop()
+            self.kz.close()
+        finally:
+            self.zk.close()
+
+
+def available_modules():
+    have = []
+    if zt.zookeeper_available():
+        have.append("zkreg")
+    have.append("identity")  # the local CA needs nothing outside the agent
+    if os.path.exists(cs.NGINX):
+        have.append("configsync")
+    return have
+
 
 def agent_pods(agent):
     return sorted(p["namespace"] + "/" + p["name"] for p in agent.get_json("/v1/pods")["pods"])
@@ -173,23 +261,40 @@ def run(args, out=sys.stdout):
         os.environ["PINION_VALGRIND"] = "1"
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="pinion-soak-")
+    os.chmod(work, 0o755)
     fake = FakeApiserver(tls=True, token=TOKEN, history_limit=20000, bookmark_interval=5.0).start()
     agent = None
-    result = {"events": args.events, "seed": args.seed}
+    servers = {}
+    result = {"events": args.events, "seed": args.seed, "modules": ["apiserver"] + args.modules}
     try:
         token_file = os.path.join(work, "token")
         with open(token_file, "w") as f:
             f.write(TOKEN + "\n")
-        agent = tl.Agent(config={
+        config = {
             "agent": {"log-level": "info", "stop-timeout": "5s"},
             "apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
                           "qps": "50", "burst": "100", "backoff-initial": "100ms", "backoff-max": "1s",
-                          "watch-timeout-min": "1m"}}, node_name=NODE)
+                          "watch-timeout-min": "1m"}}
+        if "zkreg" in args.modules:
+            servers["zookeeper"] = ZooKeeperServer()
+            config["zookeeper"] = {"servers": servers["zookeeper"].zk.hosts, "session-timeout": "4s",
+                                   "write-qps": "2000", "flap-damping": "100ms", "drain-delay": "0"}
+        if "identity" in args.modules:
+            config["identity"] = {"signer": "local", "trust-domain": "soak.test",
+                                  "ca-dir": os.path.join(work, "identity-ca"),
+                                  "pod-tls-dir": os.path.join(work, "pod-tls")}
+        if "configsync" in args.modules:
+            servers["nginx"] = NginxServer(work)
+            servers["nginx"].publish()
+            config["config.soak"] = cs.config_section(servers["nginx"].nginx.url("soak/manifest.json"),
+                                                      os.path.join(work, "configs", "soak"), servers["nginx"].ca,
+                                                      interval="2s")
+        agent = tl.Agent(config=config, node_name=NODE)
         agent.start(timeout=tl.T(30))
         sampler = Sampler(agent.proc.pid)
         sampler.sample()
         sampler.start()
-        churn = Churn(fake, agent, rng, args.max_pods)
+        churn = Churn(fake, agent, rng, args.max_pods, servers)
         warm_at = int(args.events * 0.2)
         t0 = time.monotonic()
         for i in range(args.events):
@@ -199,6 +304,8 @@ def run(args, out=sys.stdout):
                 churn.apiserver_event()
             if args.bounce_every and i % args.bounce_every == args.bounce_every - 1:
                 churn.bounce()
+            if "nginx" in servers and i % 1000 == 999:
+                servers["nginx"].publish()
             sampler.events_done = i + 1
             if i + 1 == warm_at:
                 sampler.sample()
@@ -213,6 +320,24 @@ def run(args, out=sys.stdout):
         # Converged: the agent holds exactly what the server and the pods-dir hold.
         want = churn.expected()
         tl.wait_until(lambda: agent_pods(agent) == want, tl.T(60), desc="agent converged on %d pods" % len(want))
+        if "zookeeper" in servers:
+            want_members = churn.expected_members()
+            tl.wait_until(lambda: servers["zookeeper"].members() == want_members, tl.T(90),
+                          desc="ZooKeeper holds one member per Ready pod")
+            result["zookeeper_members"] = sum(len(v) for v in want_members.values())
+        if "nginx" in servers:
+            last = "v%d" % servers["nginx"].version
+            agent.request("POST", "/v1/configs/soak/refresh")
+            tl.wait_until(lambda: cs.get_config(agent, "soak")["version"] == last, tl.T(60),
+                          desc="config soak at %s" % last)
+            result["config_versions"] = servers["nginx"].version
+        if "identity" in args.modules:
+            m = agent.metrics()
+            result["certificates_issued"] = int(sum(v for (_, _, v) in m.find(
+                "pinion_identity_certificates_issued_total")))
+            want_certs = sum(1 for p in churn.live.values() if "pinion.io/identity" in p["metadata"]["annotations"])
+            tl.wait_until(lambda: agent.metrics().value("pinion_identity_workload_certificates") == want_certs,
+                          tl.T(60), desc="one workload certificate per pod that asks (%d)" % want_certs)
         sampler.sample()
         sampler.stop.set()
         sampler.join(2)
@@ -236,6 +361,8 @@ def run(args, out=sys.stdout):
     finally:
         problem = agent.close() if agent else None
         fake.stop()
+        for server in servers.values():
+            server.close()
         tl.shutil.rmtree(work, ignore_errors=True)
     result["exit_problem"] = problem
     result["ok"] = bool(result.get("converged")) and problem is None and \
@@ -248,9 +375,15 @@ def run(args, out=sys.stdout):
 
 
 def print_table(r, out):
-    out.write("soak: %d events (%s) in %.1fs, %d/s; %d pods at the end; seed %d\n" % (
+    out.write("soak: %d events (%s) in %.1fs, %d/s; %d pods at the end; seed %d; modules %s\n" % (
         r["events"], ", ".join("%s %d" % kv for kv in r.get("counts", {}).items()), r.get("churn_seconds", 0),
-        r.get("events_per_second", 0), r.get("pods_at_end", 0), r["seed"]))
+        r.get("events_per_second", 0), r.get("pods_at_end", 0), r["seed"], ",".join(r["modules"])))
+    if "zookeeper_members" in r:
+        out.write("zookeeper: %d members at the end, one per Ready pod\n" % r["zookeeper_members"])
+    if "certificates_issued" in r:
+        out.write("identity: %d certificates issued\n" % r["certificates_issued"])
+    if "config_versions" in r:
+        out.write("configsync: %d bundle versions published, the last one in place\n" % r["config_versions"])
     if "rss_kib" in r:
         out.write("| | start | end of warm-up | max after warm-up | end | end / warm-up |\n|---|---|---|---|---|---|\n")
         m, f = r["rss_kib"], r["fds"]
@@ -269,11 +402,16 @@ def main(argv=None):
     ap.add_argument("--max-pods", type=int, default=300)
     ap.add_argument("--bounce-every", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--modules", default=",".join(available_modules()),
+                    help="besides apiserver: any of %s (default: those whose servers are installed)" % ",".join(MODULES))
     ap.add_argument("--valgrind", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if args.events < 10 or args.rate <= 0:
         ap.error("--events must be >= 10 and --rate > 0")
+    args.modules = [m for m in args.modules.split(",") if m]
+    if set(args.modules) - set(MODULES):
+        ap.error("--modules: unknown %s" % ",".join(sorted(set(args.modules) - set(MODULES))))
     return 0 if run(args)["ok"] else 1
 
 

@@ -101,11 +101,20 @@ http {
 }
 """ % dict(user=user, pid=self.pid_file, prefix=self.prefix, tmp=tmp, log=self.access_log,
            port=self.port, cert=ca.cert, key=ca.key, root=self.root, extra=extra_locations))
-        self.proc = subprocess.Popen([NGINX, "-p", self.prefix, "-c", self.conf],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=open(os.path.join(self.prefix, "logs", "stderr"), "wb"),
-                                     start_new_session=True)
+        self._spawn()
+
+    def _spawn(self):
+        with open(os.path.join(self.prefix, "logs", "stderr"), "wb") as err:
+            self.proc = subprocess.Popen([NGINX, "-p", self.prefix, "-c", self.conf],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                         start_new_session=True)
         wait_until(self._listening, 10, desc="nginx listening on %d" % self.port)
+
+    def restart(self):
+        """Stops nginx and starts it again on the same port (clients see refused connections
+        meanwhile)."""
+        self.stop()
+        self._spawn()
 
     def _listening(self):
         if self.proc.poll() is not None:
