@@ -37,6 +37,7 @@ at the end are no more than at warm-up plus 2; 1 otherwise.
 
 import argparse
 import json
+import logging
 import os
 import random
 import sys
@@ -217,6 +218,8 @@ class NginxServer:
 
 class ZooKeeperServer:
     def __init__(self):
+        # kazoo logs every dropped connection on stderr; the restarts are on purpose.
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)
         self.zk = zt.ZkStandalone().start()
         self.kz = zt.kazoo_client(self.zk.hosts)
 
