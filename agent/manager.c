@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -213,6 +214,7 @@ struct manager *manager_free(struct manager *m) {
         metrics_free(m->metrics);
         sd_event_source_unref(m->stop_timer);
         sd_event_source_unref(m->watchdog_timer);
+        sd_event_source_unref(m->heap_trim_timer);
         sd_event_unref(m->event);
 
         for (size_t i = 0; i < m->n_facts; i++)
@@ -538,6 +540,31 @@ static int manager_setup_watchdog(struct manager *m) {
         return 0;
 }
 
+/* ---- heap ---- */
+
+/* glibc keeps what is freed in its arenas: after a burst (a relist of every pod, a ZooKeeper
+ * reconnect, a bundle swap) the process would keep the burst's RSS for good although its live
+ * heap is back to its size (the soak under massif: 1.6-4 MB live, against 16 MB of [heap] RSS
+ * natively after 40,000 changes with restarts of every server). A fixed mmap threshold keeps
+ * large buffers out of the heap (glibc otherwise raises it after every large free, up to
+ * 32 MB), and a periodic malloc_trim() hands free pages back to the kernel. */
+#define HEAP_TRIM_INTERVAL (10 * USEC_PER_SEC)
+#define HEAP_MMAP_THRESHOLD (128 * 1024)
+
+static int on_heap_trim(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) malloc_trim(0);
+        return sd_event_source_set_time_relative(s, HEAP_TRIM_INTERVAL);
+}
+
+static int manager_setup_heap(struct manager *m) {
+        (void) mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD);
+        int r = sd_event_add_time_relative(m->event, &m->heap_trim_timer, CLOCK_MONOTONIC, HEAP_TRIM_INTERVAL,
+                                           USEC_PER_SEC, on_heap_trim, m);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(m->heap_trim_timer, SD_EVENT_ON);
+}
+
 /* ---- start and run ---- */
 
 static int manager_listen_fd(void) {
@@ -638,6 +665,9 @@ int manager_start(struct manager *m) {
         r = manager_setup_watchdog(m);
         if (r < 0)
                 log_warning_errno(r, "Failed to set up the watchdog, ignoring: %m");
+        r = manager_setup_heap(m);
+        if (r < 0)
+                log_warning_errno(r, "Failed to set up heap trimming, ignoring: %m");
 
         r = pod_store_add_observer(m->pods, manager_pod_changed, m);
         if (r >= 0)
