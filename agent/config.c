@@ -280,6 +280,19 @@ struct config *config_free(struct config *c) {
 
 /* ---- applying tables ---- */
 
+static config_table_observer_t table_observer;
+static void *table_observer_userdata;
+
+void config_set_table_observer(config_table_observer_t observer, void *userdata) {
+        table_observer = observer;
+        table_observer_userdata = userdata;
+}
+
+static void config_observe_table(const char *section, const struct config_key *table) {
+        if (table_observer)
+                table_observer(section, table, table_observer_userdata);
+}
+
 int config_error(char **ret_error, const char *file, unsigned line, const char *format, ...) {
         _cleanup_free_ char *reason = NULL;
         va_list ap;
@@ -343,6 +356,7 @@ int config_parse_section(struct config *c, const char *section, const struct con
         const char *reason = NULL;
         int r;
 
+        config_observe_table(section, table);
         for (const struct config_key *k = table; k->key; k++) {
                 if (!k->default_value)
                         continue;
@@ -478,6 +492,12 @@ int config_parse_instances(struct config *c, const char *prefix, const struct co
         };
         int r;
 
+        if (table_observer) {
+                _cleanup_free_ char *template = NULL;
+                if (asprintf(&template, "%sNAME", prefix) < 0)
+                        return -ENOMEM;
+                config_observe_table(template, table);
+        }
         r = config_foreach_section(c, prefix, parse_instance, &ctx);
         if (r < 0) {
                 config_instances_free(table, ctx.objects, ctx.n);

@@ -79,6 +79,12 @@ const char *config_value(const struct config *c, const char *section, const char
  * marking them claimed. Unknown keys in the section are errors. The section need not exist. */
 int config_parse_section(struct config *c, const char *section, const struct config_key *table,
                          void *object, char **ret_error);
+/* For `piniond --list-config-keys`: while an observer is set, config_parse_section() reports
+ * every table it applies, and config_parse_instances() reports its table once as
+ * "<prefix>NAME" (whether or not such sections exist), so the listing comes from the very
+ * tables the modules parse with. NULL turns it off. */
+typedef void (*config_table_observer_t)(const char *section, const struct config_key *table, void *userdata);
+void config_set_table_observer(config_table_observer_t observer, void *userdata);
 /* Frees owned fields of an object parsed with table. */
 void config_free_fields(const struct config_key *table, void *object);
 /* Allocates a zeroed object of `size`, parses the section into it; free it with

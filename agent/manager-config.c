@@ -156,3 +156,49 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
         *ret_settings = s;
         return 0;
 }
+
+/* ---- --list-config-keys ---- */
+
+struct key_listing {
+        FILE *out;
+        char **seen; /* sections already printed */
+        int error;
+};
+
+static void list_table(const char *section, const struct config_key *table, void *userdata) {
+        struct key_listing *l = userdata;
+
+        if (l->error < 0 || strv_contains(l->seen, section))
+                return;
+        if (strv_extend(&l->seen, section) < 0) {
+                l->error = -ENOMEM;
+                return;
+        }
+        fprintf(l->out, "%s[%s]\n", l->seen[1] ? "\n" : "", section);
+        for (const struct config_key *k = table; k->key; k++)
+                fprintf(l->out, "%s=%s\n", k->key, strempty(k->default_value));
+}
+
+int manager_list_config_keys(FILE *out) {
+        _cleanup_(config_freep) struct config *c = NULL;
+        struct key_listing l = { .out = out };
+        struct agent_settings s = {};
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = config_load_string("(empty)", "", &c, &error);
+        if (r < 0)
+                return r;
+        config_set_table_observer(list_table, &l);
+        r = config_parse_section(c, "agent", agent_keys, &s, &error);
+        agent_settings_done(&s);
+        if (r >= 0)
+                r = validate_modules(c, &error);
+        config_set_table_observer(NULL, NULL);
+        strv_free(l.seen);
+        if (r >= 0)
+                r = l.error;
+        if (r >= 0 && fflush(out) != 0)
+                r = -errno;
+        return r;
+}

@@ -5,6 +5,7 @@
  * module's sections (each module's init runs on a throwaway instance, which has no side
  * effects), then anything nobody claimed. Used at start, by --check-config and on SIGHUP. */
 
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "config.h"
@@ -19,3 +20,8 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
 void agent_settings_done(struct agent_settings *s);
 /* The gid of socket-group, or (gid_t)-1 if none. */
 int agent_settings_socket_gid(const struct agent_settings *s, gid_t *ret);
+/* --list-config-keys: prints every section and key the agent accepts, as INI with each key's
+ * built-in default ("key=" when it has none), in the order the agent parses them. Repeated
+ * sections appear once, as [config.NAME] / [reclaim.NAME]. Taken from the parse tables
+ * themselves: [agent]'s and each module's, observed while they parse an empty configuration. */
+int manager_list_config_keys(FILE *out);

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "manager-config.h"
 #include "manager.h"
 
 static void help(void) {
@@ -17,6 +18,9 @@ static void help(void) {
                "  -c, --config FILE    configuration file (default " PINION_DEFAULT_CONFIG ");\n"
                "                       drop-ins are read from conf.d/ beside it\n"
                "      --check-config   validate the configuration and exit (78 if invalid)\n"
+               "      --list-config-keys\n"
+               "                       print every section and key the configuration accepts,\n"
+               "                       with its default, and exit\n"
                "      --version        print the version and exit\n"
                "  -h, --help           print this help and exit\n");
 }
@@ -24,14 +28,16 @@ static void help(void) {
 struct arguments {
         const char *config_file;
         bool check_config;
+        bool list_config_keys;
 };
 
 /* Returns 1 to go on, 0 to exit successfully, negative on a usage error. */
 static int parse_argv(int argc, char *argv[], struct arguments *ret) {
-        enum { ARG_CHECK_CONFIG = 0x100, ARG_VERSION };
+        enum { ARG_CHECK_CONFIG = 0x100, ARG_LIST_CONFIG_KEYS, ARG_VERSION };
         static const struct option options[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
+                { "list-config-keys", no_argument, NULL, ARG_LIST_CONFIG_KEYS },
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "help", no_argument, NULL, 'h' },
                 {}
@@ -45,6 +51,9 @@ static int parse_argv(int argc, char *argv[], struct arguments *ret) {
                         break;
                 case ARG_CHECK_CONFIG:
                         ret->check_config = true;
+                        break;
+                case ARG_LIST_CONFIG_KEYS:
+                        ret->list_config_keys = true;
                         break;
                 case ARG_VERSION:
                         printf("piniond %s\n", PACKAGE_VERSION);
@@ -73,6 +82,14 @@ int main(int argc, char *argv[]) {
                 return r < 0 ? 2 : EXIT_SUCCESS;
 
         log_setup(LOG_INFO, LOG_TARGET_AUTO);
+        if (args.list_config_keys) {
+                r = manager_list_config_keys(stdout);
+                if (r < 0) {
+                        fprintf(stderr, "piniond: cannot list the configuration keys: %s\n", strerror(-r));
+                        return EXIT_FAILURE;
+                }
+                return EXIT_SUCCESS;
+        }
         struct manager_options opts = { .config_file = args.config_file };
 
         if (args.check_config) {

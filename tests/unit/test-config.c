@@ -278,6 +278,51 @@ static void test_repeated_sections(void **state) {
         assert_non_null(strstr(err, "t.conf:2: [config.we/b] the name"));
 }
 
+struct observed {
+        char sections[4][32];
+        const struct config_key *tables[4];
+        unsigned n;
+};
+
+static void record_table(const char *section, const struct config_key *table, void *userdata) {
+        struct observed *o = userdata;
+        assert_true(o->n < ELEMENTSOF(o->sections));
+        snprintf(o->sections[o->n], sizeof(o->sections[0]), "%s", section);
+        o->tables[o->n++] = table;
+}
+
+/* --list-config-keys relies on this: a plain section's table is reported even when the section
+ * is absent, a repeated section's table once as <prefix>NAME even with no instance, and nothing
+ * once the observer is off. */
+static void test_table_observer(void **state) {
+        _cleanup_(config_freep) struct config *c = NULL;
+        _cleanup_free_ char *err = NULL;
+        struct observed o = {};
+        struct named plain = {};
+        void **objects = NULL;
+        size_t n = 0;
+
+        assert_int_equal(config_load_string("t.conf", "", &c, &err), 0);
+        config_set_table_observer(record_table, &o);
+        assert_int_equal(config_parse_section(c, "plain", named_keys, &plain, &err), 0);
+        assert_int_equal(config_parse_instances(c, "config.", named_keys, sizeof(struct named), named_check, &objects,
+                                                &n, &err),
+                         0);
+        config_set_table_observer(NULL, NULL);
+        assert_int_equal(n, 0);
+        assert_int_equal(o.n, 2);
+        assert_string_equal(o.sections[0], "plain");
+        assert_string_equal(o.sections[1], "config.NAME");
+        assert_ptr_equal(o.tables[0], named_keys);
+        assert_ptr_equal(o.tables[1], named_keys);
+        config_free_fields(named_keys, &plain);
+
+        assert_int_equal(config_parse_section(c, "plain", named_keys, &plain, &err), 0);
+        assert_int_equal(o.n, 2);
+        config_free_fields(named_keys, &plain);
+        config_instances_free(named_keys, objects, n);
+}
+
 static void test_parse_helpers(void **state) {
         usec_t u;
         uint64_t sz;
@@ -329,6 +374,7 @@ int main(void) {
                 cmocka_unit_test(test_dropin_error_names_dropin),
                 cmocka_unit_test(test_missing_file),
                 cmocka_unit_test(test_repeated_sections),
+                cmocka_unit_test(test_table_observer),
                 cmocka_unit_test(test_parse_helpers),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
