@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "fakes"))
 
 import pinion_testlib as tl  # noqa: E402
 from kube_apiserver import FakeApiserver, make_pod  # noqa: E402
+from benchjson import BenchJson  # noqa: E402
 
 NODE = "soak-node"
 TOKEN = "soak-token"
@@ -170,11 +171,15 @@ def agent_pods(agent):
 def run(args, out=sys.stdout):
     tl.require_binary(tl.PINIOND)
     if args.valgrind:
+        # pinion_testlib reads PINION_VALGRIND when it is imported, which was before this: set
+        # what it derived from it (and the environment, for anything started later).
         os.environ["PINION_VALGRIND"] = "1"
+        tl.VALGRIND = True
+        tl.TIMEOUT_SCALE = max(tl.TIMEOUT_SCALE, 10)
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="pinion-soak-")
     fake = FakeApiserver(tls=True, token=TOKEN, history_limit=20000, bookmark_interval=5.0).start()
-    agent = None
+    agent = sampler = None
     result = {"events": args.events, "seed": args.seed}
     try:
         token_file = os.path.join(work, "token")
@@ -242,9 +247,57 @@ def run(args, out=sys.stdout):
         result["fds"]["end"] <= result["fds"]["warm"] + 2
     print_table(result, out)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        write_json(args, result, sampler.samples if sampler else [], warm_at)
     return result
+
+
+def leak_checker(args):
+    """What checks for leaks at the agent's exit in this run: valgrind, LeakSanitizer (an ASan
+    build: its runtime's symbols are in the binary) or nothing."""
+    if args.valgrind:
+        return "valgrind --leak-check=full"
+    with open(tl.PINIOND, "rb") as f:
+        return "LeakSanitizer (ASan build)" if b"__asan_init" in f.read() else None
+
+
+def write_json(args, r, samples, warm_at):
+    """The common schema (tests/bench/benchjson.py) on top of the fields above, with the samples
+    as series. The peer of every figure is the agent itself at the end of warm-up."""
+    checker = leak_checker(args)
+    r["leak_checker"] = checker
+    bj = BenchJson(args.name, "Soak: %d pod changes with server disturbances%s" % (
+        r["events"], " (%s)" % checker if checker else ""))
+    if "rss_kib" in r:
+        m, f = r["rss_kib"], r["fds"]
+        warm = "same agent at the end of warm-up (%d events)" % warm_at
+        # Under a leak checker the RSS is the checker's too (valgrind's shadow memory, ASan's
+        # quarantine), so the no-growth goal is judged on the plain run only.
+        bj.row("VmRSS at the end", m["end"], m["warm"], warm, "KiB",
+               goal=None if checker else "no growth after warm-up (<= 1.05)",
+               met=None if checker else m["end"] <= m["warm"] * 1.05)
+        bj.row("VmRSS, max after warm-up", m["max_after_warm"], m["warm"], warm, "KiB")
+        bj.row("open descriptors at the end", f["end"], f["warm"], warm, "", goal="flat (<= warm-up + 2)",
+               met=f["end"] <= f["warm"] + 2)
+        bj.row("open descriptors, max after warm-up", f["max_after_warm"], f["warm"], warm, "")
+        bj.row("changes per second (paced to --rate %g)" % args.rate, r["events_per_second"], unit="/s")
+    if checker:
+        bj.row("leak report at exit (%s)" % checker, None, unit="", goal="none", met=r["exit_problem"] is None)
+        bj.note("The agent ran under %s: its RSS includes the checker's own memory, so the RSS goal is "
+                "judged in the plain run; the descriptors and the leak report are this run's." % checker)
+    warm_t = next((s[0] for s in samples if s[1] >= warm_at), None)
+    bj.note("Agent: %s. Exit: %s; converged on %d pods; changes: %s." % (
+        tl.PINIOND, r["exit_problem"] or "clean (SIGTERM, status 0, no leak report)", r.get("pods_at_end", 0),
+        ", ".join("%s %d" % kv for kv in r.get("counts", {}).items())))
+    if samples:
+        t0 = samples[0][0]
+        xs = [round(s[0] - t0, 2) for s in samples]
+        marks = [] if warm_t is None else [(round(warm_t - t0, 2), "end of warm-up")]
+        bj.series("agent VmRSS over the run (warm-up ends at event %d)" % warm_at, "seconds", "KiB",
+                  [("VmRSS", xs, [s[2] for s in samples])], marks=marks)
+        bj.series("agent open descriptors over the run", "seconds", "descriptors",
+                  [("fds", xs, [s[3] for s in samples])], kind="step", marks=marks)
+        bj.series("changes made over the run", "seconds", "changes", [("changes", xs, [s[1] for s in samples])])
+    bj.write(args.json, ok=r["ok"], extra=r)
 
 
 def print_table(r, out):
@@ -270,7 +323,8 @@ def main(argv=None):
     ap.add_argument("--bounce-every", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--valgrind", action="store_true")
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="the figures (common schema, tests/bench/benchjson.py) and every field")
+    ap.add_argument("--name", default="soak", help="the benchmark's name in the JSON (default soak)")
     args = ap.parse_args(argv)
     if args.events < 10 or args.rate <= 0:
         ap.error("--events must be >= 10 and --rate > 0")
