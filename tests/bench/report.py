@@ -219,7 +219,7 @@ def soak_lines(doc):
         return []
     m, f = r["rss_kib"], r["fds"]
     checker = r.get("leak_checker")
-    return ["Soak in short: %s changes at %s/s; VmRSS %s KiB at the end of warm-up, %s KiB at the end "
+    return during_churn(r) + ["Soak in short: %s changes at %s/s; VmRSS %s KiB at the end of warm-up, %s KiB at the end "
             "(%.3f), max after warm-up %s KiB; descriptors %d → %d; leak check: %s." % (
                 fmt(r["events"]), fmt(r.get("events_per_second")), fmt(m["warm"]), fmt(m["end"]),
                 r["rss_end_over_warm"], fmt(m["max_after_warm"]), f["warm"], f["end"],
@@ -228,12 +228,35 @@ def soak_lines(doc):
                 "not in this run (the agent ran without LeakSanitizer or valgrind; see soak-leak)"), ""]
 
 
+def during_churn(r):
+    """From the soak's own samples (its series: VmRSS and changes made, sampled together): the RSS
+    over the changes after warm-up, apart from the final sample taken after the convergence wait,
+    so that a step at the end is told apart from a growth per change."""
+    try:
+        rss = next(x for x in r["series"] if x["title"].startswith("agent VmRSS"))["lines"][0]["y"]
+        done = next(x for x in r["series"] if x["title"].startswith("changes made"))["lines"][0]["y"]
+    except (KeyError, StopIteration, IndexError):
+        return []
+    warm_at = int(r["events"] * 0.2)
+    during = [kib for kib, n in zip(rss, done) if warm_at <= n < r["events"]]
+    if len(rss) != len(done) or not during:
+        return []
+    warm = r["rss_kib"]["warm"]
+    return ["VmRSS while the changes were made after warm-up (%d samples): %s – %s KiB, the last one "
+            "%s KiB (%.3f of warm-up); the final sample, after the changes stopped and the agent was "
+            "checked for convergence, %s KiB (%.3f)." % (
+                len(during), fmt(min(during)), fmt(max(during)), fmt(during[-1]), during[-1] / max(warm, 1),
+                fmt(rss[-1]), rss[-1] / max(warm, 1)), ""]
+
+
 def write_report(docs, out_dir, start, end, status):
     lines = ["# pinion benchmark report", "",
              "Written by `make bench` (`tests/bench/report.py` from each benchmark's `--json`). Every "
              "figure stands beside the peer it was measured against in the same run, with the ratio "
              "pinion / peer (below 1 is smaller: faster for times, less for sizes); goals are the "
-             "issues' goals. What each benchmark does: the docstring at the top of its script, and the README's Benchmarks section; `make bench BENCH_QUICK=1` is the small version CI runs.", ""]
+             "issues' goals. What each benchmark does: the docstring at the top of its script and the "
+             "README's Benchmarks section. Rerun: `make bench` in a build directory (the settings are "
+             "in `tests/bench/run-all.sh`).", ""]
     lines += machine_lines(start, end)
     lines.append("")
     lines += summary(docs, status)
@@ -255,6 +278,8 @@ def main(argv=None):
     ap.add_argument("--machine", help="the snapshot taken at the start")
     ap.add_argument("--status", help="make bench's status file: name, exit status, seconds per line")
     ap.add_argument("--out", help="directory for REPORT.md and the PNGs")
+    ap.add_argument("--end", help="the snapshot at the end of the run, to rewrite a report from the same "
+                                  "results later (default: now; written to OUT/machine-end.json)")
     ap.add_argument("json", nargs="*")
     args = ap.parse_args(argv)
     if args.snapshot:
@@ -279,7 +304,14 @@ def main(argv=None):
     if args.machine:
         with open(args.machine) as f:
             start = json.load(f)
-    write_report(docs, args.out, start, snapshot(), load_status(args.status))
+    if args.end:
+        with open(args.end) as f:
+            end = json.load(f)
+    else:
+        end = snapshot()
+        with open(os.path.join(args.out, "machine-end.json"), "w") as f:
+            json.dump(end, f, indent=1)
+    write_report(docs, args.out, start, end, load_status(args.status))
     print("report: %s (%d benchmarks)" % (os.path.join(args.out, "REPORT.md"), len(docs)))
     return 0
 

@@ -276,6 +276,12 @@ def write_json(args, r, samples, warm_at):
                goal=None if checker else "no growth after warm-up (<= 1.05)",
                met=None if checker else m["end"] <= m["warm"] * 1.05)
         bj.row("VmRSS, max after warm-up", m["max_after_warm"], m["warm"], warm, "KiB")
+        # The last sample taken while changes were still being made, apart from the end (after
+        # the convergence wait): a growth that only shows at the end is not a growth per change.
+        during = [smp for smp in samples if warm_at <= smp[1] < r["events"]]
+        if during:
+            bj.row("VmRSS, last sample while changes were made (%d events)" % during[-1][1], during[-1][2],
+                   m["warm"], warm, "KiB")
         bj.row("open descriptors at the end", f["end"], f["warm"], warm, "", goal="flat (<= warm-up + 2)",
                met=f["end"] <= f["warm"] + 2)
         bj.row("open descriptors, max after warm-up", f["max_after_warm"], f["warm"], warm, "")
