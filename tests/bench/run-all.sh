@@ -26,7 +26,7 @@ sanitized() {  # is piniond in this build an ASan build?
 	grep -q __asan_init "$1/piniond" 2>/dev/null
 }
 
-# The settings per benchmark: full ones sized so that the whole run takes about 20 minutes on the
+# The settings per benchmark: full ones sized so that the whole run takes 13-20 minutes on the
 # 2-core machine; quick ones only exercise the path from benchmark to report.
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	FLEET="--agents 3 --outage 2s --runs 2 --steady 0.5 --time-limit 30s --backoff-initial 200ms --backoff-max 1s"
