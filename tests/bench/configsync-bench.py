@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from pinion_testlib import Agent, wait_until  # noqa: E402
 from configsync_testlib import Nginx, TestCA, versions_in  # noqa: E402
+from benchjson import BenchJson  # noqa: E402
 
 
 def parse_size(s):
@@ -122,7 +123,9 @@ def main():
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cycles", type=int, default=1000)
+    ap.add_argument("--json", help="the figures in the common schema (tests/bench/benchjson.py)")
     args = ap.parse_args()
+    bj = BenchJson("configsync", "Config sync: a bundle from nginx over HTTPS against curl")
     total = parse_size(args.size)
 
     work = tempfile.mkdtemp(prefix="configsync-bench-")
@@ -182,6 +185,17 @@ def main():
         if nm < args.cycles:
             raise SystemExit("only %d of %d refreshes were 304s" % (nm, args.cycles))
         assert len(versions_in(dest + "-304")) == 1
+        bj.row("download+verify, %d files, %.0f MB (median of %d rounds)" % (args.files, mb, args.rounds),
+               round(p, 3), round(c, 3), "curl --parallel %d + sha256sum -c + sync" % args.parallel, "s")
+        bj.row("download+verify, median of per-round ratios", None, None, "curl", "", goal="ratio <= 1.10",
+               met=paired <= 1.10, ratio=paired)
+        bj.row("throughput (median)", round(mb / p, 1), round(mb / c, 1), "curl", "MB/s")
+        bj.row("CPU per 304 cycle (%d forced refreshes)" % args.cycles, round(net * 1e3, 4), unit="ms",
+               goal="< 1 ms", met=net < 1e-3)
+        bj.series("download+verify per round", "round", "seconds",
+                  [("piniond", range(1, args.rounds + 1), pinion_times),
+                   ("curl + sha256sum", range(1, args.rounds + 1), curl_times)])
+        bj.write(args.json)
     except BaseException:
         if agent:
             sys.stderr.write("--- agent log tail ---\n%s\n" % agent.log_tail(120))

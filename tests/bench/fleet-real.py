@@ -68,6 +68,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.path.abspath(os.environ.get("PINION_SRCDIR") or os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+from benchjson import BenchJson  # noqa: E402
 FAKE = os.path.join(SRCDIR, "tests", "fakes", "kube_apiserver.py")
 TOKEN = "fleet-real-token"
 SETPRIV = shutil.which("setpriv")
@@ -806,6 +808,47 @@ def parse_args(argv):
     return args
 
 
+def write_json(args, real, runs, rows, ok):
+    """Every figure: the common schema (tests/bench/benchjson.py; the peer of each measured figure
+    is the simulation's mean over the seeds, in the same run) with this script's own fields beside
+    it (args, real, sim, and the comparison rows as "comparison")."""
+    bj = BenchJson("fleet", "Fleet: %d real piniond through a %.0f s apiserver outage, against the simulation"
+                   % (args.agents, args.outage))
+    peer = "fleet-sim, mean of %d seeds" % args.runs
+    for r in rows:
+        if r["measured"] is None:
+            continue
+        goal = met = None
+        if r["key"] == "requests_outage":
+            goal, met = "inside the seeds' range widened by 2.5 sd + 2%", r["agrees"]
+        bj.row(r["label"], r["measured"], None if r["sim_mean"] is None else round(r["sim_mean"], 3), peer, "",
+               goal=goal, met=met)
+    bj.row("agents synced again after recovery", real["synced"], args.agents, "agents started", "",
+           goal="all", met=real["synced"] == args.agents)
+    bj.note("Outage mode %s, %s; the measured/simulated rows agree when the measurement lies in the seeds' "
+            "range widened by 2.5 standard deviations plus 2%% of the mean: %s." % (
+                args.outage_mode, "history compacted at recovery (every resume gets 410)" if args.compact
+                else "history kept",
+                ", ".join("%s %s" % (r["key"], "yes" if r["agrees"] else "NO") for r in rows)))
+    keys = sorted(real["series"])
+    sims = [[r["series"].get(k, {"requests": 0, "synced": args.agents - r["unsynced"], "up": 1}) for r in runs]
+            for k in keys]
+    bj.series("requests per second (outage from 0 to %.0f s)" % args.outage, "seconds since the outage began",
+              "requests / s",
+              [("measured", keys, [real["series"][k]["requests"] for k in keys]),
+               ("simulated, mean", keys, [round(statistics.mean(x["requests"] for x in sk), 2) for sk in sims])],
+              marks=[(0, "outage"), (round(args.outage), "recovery")])
+    bj.series("agents synced", "seconds since the outage began", "agents",
+              [("measured", keys, [real["series"][k]["synced"] for k in keys]),
+               ("simulated, mean", keys, [round(statistics.mean(x["synced"] for x in sk), 1) for sk in sims])],
+              kind="step", marks=[(0, "outage"), (round(args.outage), "recovery")])
+    bj.write(args.json, ok=ok, extra={
+        "args": {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, bool, dict, type(None)))},
+        "real": {k: v for k, v in real.items() if k != "series"},
+        "sim": [{k: v for k, v in r.items() if k != "series"} for r in runs],
+        "comparison": rows})
+
+
 def raise_fd_limit(need):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
@@ -844,15 +887,10 @@ def main(argv=None):
             write_csv(csv_path, args, real, runs)
             if args.png:
                 write_png(args.png, csv_path, args)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"args": {k: v for k, v in vars(args).items()
-                                    if isinstance(v, (int, float, str, bool, dict, type(None)))},
-                           "real": {k: v for k, v in real.items() if k != "series"},
-                           "sim": [{k: v for k, v in r.items() if k != "series"} for r in runs],
-                           "rows": rows}, f, indent=1)
         ok = real["synced"] == args.agents and real["alive_at_end"] == args.agents and \
             rows[0]["agrees"]
+        if args.json:
+            write_json(args, real, runs, rows, ok)
         if not ok:
             log("FAILED: %d/%d synced, %d/%d alive, outage requests %s"
                 % (real["synced"], args.agents, real["alive_at_end"], args.agents,

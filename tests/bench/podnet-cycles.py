@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from pinion_testlib import Agent  # noqa: E402
 from podnet_testlib import PINION_CNI, Netns, exec_plugin, free_pod_cidr  # noqa: E402
+from benchjson import BenchJson  # noqa: E402
 
 
 def percentile(values, p):
@@ -34,7 +35,9 @@ def percentile(values, p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=100)
+    ap.add_argument("--json", help="the figures in the common schema (tests/bench/benchjson.py)")
     opts = ap.parse_args()
+    bj = BenchJson("podnet", "Pod network: pinion-cni ADD+DEL cycles against the reference plugins")
 
     tmp = tempfile.mkdtemp(prefix="pinion-bench-podnet-")
     tag = "%d" % (os.getpid() % 100000)
@@ -96,6 +99,17 @@ def main():
         pin = rows[0]
         for name, med, p99 in rows[1:]:
             print("ratio pinion-cni/%s: median %.2f, p99 %.2f" % (name, pin[1] / med, pin[2] / p99))
+        for name, med, p99 in rows[1:]:
+            # Issue 5's goal: pinion's cycle at most half the reference ptp plugin's.
+            goal = "ratio <= 0.5" if name == "ptp" else None
+            bj.row("ADD+DEL cycle, median", round(pin[1], 2), round(med, 2), "%s + host-local" % name, "ms",
+                   goal=goal, met=None if goal is None else pin[1] / med <= 0.5)
+            bj.row("ADD+DEL cycle, p99", round(pin[2], 2), round(p99, 2), "%s + host-local" % name, "ms")
+        bj.note("%d measured cycles per plugin after 3 warm-up cycles each, interleaved cycle by cycle; "
+                "a fresh network namespace per cycle, made outside the timed part." % opts.cycles)
+        bj.series("ADD+DEL cycle times", "cycle time (ms)", "cycles",
+                  [(name, [round(v * 1000, 3) for v in times[name]], []) for name in plugins], kind="hist")
+        bj.write(opts.json)
         return 0
     finally:
         for ns in nss:

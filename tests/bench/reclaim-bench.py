@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests", "integration"))
 
 import pinion_testlib  # noqa: E402
 from reclaim_testlib import MiB, MemCgroup, disk_tmpdir, v1_available, writer_argv  # noqa: E402
+from benchjson import BenchJson  # noqa: E402
 
 # Maps and touches (memset, at C speed: the page faults and their memcg charges are what is
 # timed, not the interpreter) `size` bytes of anonymous memory per line on stdin.
@@ -238,7 +239,9 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--stream-factor", type=int, default=4)
     ap.add_argument("--md", help="also write the table here")
+    ap.add_argument("--json", help="the figures in the common schema (tests/bench/benchjson.py)")
     args = ap.parse_args()
+    bj = BenchJson("reclaim", "Page cache reclaim in a v1 memory cgroup, with and without the agent")
     if not 0 < args.target < args.high <= 100 or args.reps < 1:
         ap.error("need 0 < target < high <= 100 and reps >= 1")
     if os.geteuid() != 0 or not v1_available():
@@ -301,7 +304,47 @@ def main():
     if args.md:
         with open(args.md, "w") as f:
             f.write(text + "\n")
+    write_json(bj, args, off, on, boff, bon, goals)
     return 0
+
+
+def write_json(bj, args, off, on, boff, bon, goals):
+    """The figures in the common schema: pinion is the cgroup with the agent, the peer the same
+    workload in the same run without it."""
+    if not args.json:
+        return
+    MiBf = lambda v: round(v / MiB, 2)  # noqa: E731
+    msf = lambda v: round(v * 1000, 3)  # noqa: E731
+    peer = "same cgroup, no agent"
+    bj.row("peak usage (max_usage_in_bytes), limit %d MiB" % (args.limit // MiB), MiBf(on["peak"]), MiBf(off["peak"]),
+           peer, "MiB", goal="original limit never reached", met=on["peak"] < args.limit)
+    bj.row("failcnt", on["failcnt"], off["failcnt"], peer, "")
+    if on["excursions"]:
+        p99 = pct(on["excursions"], 99)
+        bj.row("time above high, p50 (sampler)", msf(pct(on["excursions"], 50)),
+               None if not off["excursions"] else msf(pct(off["excursions"], 50)), peer, "ms")
+        bj.row("time above high, p99 (sampler)", msf(p99),
+               None if not off["excursions"] else msf(pct(off["excursions"], 99)), peer, "ms",
+               goal="< 100 ms", met=p99 < 0.1)
+    if on.get("agent_ms"):
+        bj.row("reaction p99, agent's own (wake-up → episode done, %d episodes)" % len(on["agent_ms"]),
+               round(pct(on["agent_ms"], 99), 3), unit="ms")
+    bj.row("writer throughput (median)", round(statistics.median(on["rates"]), 1),
+           round(statistics.median(off["rates"]), 1), peer, "MiB/s")
+    bj.row("anon burst 15%, cache full (median)", msf(statistics.median(bon["full"])),
+           msf(statistics.median(boff["full"])), peer, "ms")
+    en, fn = statistics.median(bon["empty"]), statistics.median(bon["full"])
+    bj.row("anon burst with the agent: cache full / cache empty (median)", None, None, "", "",
+           goal="<= 1.10", met=fn <= en * 1.10, ratio=fn / en)
+    if not off["excursions"]:
+        bj.note("Without the agent the usage never came back below high until the files were deleted "
+                "(no excursion to time).")
+    bj.note("%d reps alternating between the two cgroups; goals: %s." % (
+        args.reps, "; ".join("%s: %s" % (g, "met" if ok else "NOT met") for g, ok in goals)))
+    bj.series("writer throughput per rep", "rep", "MiB/s",
+              [("with agent", range(1, len(on["rates"]) + 1), on["rates"]),
+               ("without agent", range(1, len(off["rates"]) + 1), off["rates"])])
+    bj.write(args.json)
 
 
 if __name__ == "__main__":

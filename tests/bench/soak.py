@@ -51,6 +51,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "fakes"))
 
 import pinion_testlib as tl  # noqa: E402
 from kube_apiserver import FakeApiserver, make_pod  # noqa: E402
+from benchjson import BenchJson  # noqa: E402
 import configsync_testlib as cs  # noqa: E402
 import zkreg_testlib as zt  # noqa: E402
 
@@ -64,25 +65,36 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
-def rss_kib(pid):
+def status_kib(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kib(pid):
+    return status_kib(pid, "VmRSS")
+
+
+def rss_anon_kib(pid):
+    """The private anonymous part of the RSS (heap, anonymous maps): what a leak would grow.
+    VmRSS also counts the shared libraries' pages, touched as new code paths run."""
+    return status_kib(pid, "RssAnon")
 
 
 class Sampler(threading.Thread):
     def __init__(self, pid, period=0.5):
         super().__init__(daemon=True)
         self.pid, self.period = pid, period
-        self.samples = []  # (t, events_done, rss_kib, fds)
+        self.samples = []  # (t, events_done, rss_kib, fds, rss_anon_kib)
         self.events_done = 0
         self.stop = threading.Event()
 
     def sample(self):
         try:
-            self.samples.append((time.monotonic(), self.events_done, rss_kib(self.pid), fd_count(self.pid)))
+            self.samples.append((time.monotonic(), self.events_done, rss_kib(self.pid), fd_count(self.pid),
+                                 rss_anon_kib(self.pid)))
         except (FileNotFoundError, ProcessLookupError):
             pass
 
@@ -261,12 +273,16 @@ def agent_pods(agent):
 def run(args, out=sys.stdout):
     tl.require_binary(tl.PINIOND)
     if args.valgrind:
+        # pinion_testlib reads PINION_VALGRIND when it is imported, which was before this: set
+        # what it derived from it (and the environment, for anything started later).
         os.environ["PINION_VALGRIND"] = "1"
+        tl.VALGRIND = True
+        tl.TIMEOUT_SCALE = max(tl.TIMEOUT_SCALE, 10)
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="pinion-soak-")
     os.chmod(work, 0o755)
     fake = FakeApiserver(tls=True, token=TOKEN, history_limit=20000, bookmark_interval=5.0).start()
-    agent = None
+    agent = sampler = None
     servers = {}
     result = {"events": args.events, "seed": args.seed, "modules": ["apiserver"] + args.modules}
     try:
@@ -357,6 +373,8 @@ def run(args, out=sys.stdout):
             "rss_kib": {"start": samples[0][2], "warm": w[2], "max_after_warm": max(s[2] for s in after),
                         "end": end[2]},
             "fds": {"start": samples[0][3], "warm": w[3], "max_after_warm": max(s[3] for s in after), "end": end[3]},
+            "rss_anon_kib": {"start": samples[0][4], "warm": w[4], "max_after_warm": max(s[4] for s in after),
+                             "end": end[4]},
             "apiserver_requests": len(fake.requests()),
         })
         result["rss_end_over_warm"] = round(end[2] / max(w[2], 1), 3)
@@ -372,9 +390,66 @@ def run(args, out=sys.stdout):
         result["fds"]["end"] <= result["fds"]["warm"] + 2
     print_table(result, out)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        write_json(args, result, sampler.samples if sampler else [], warm_at)
     return result
+
+
+def leak_checker(args):
+    """What checks for leaks at the agent's exit in this run: valgrind, LeakSanitizer (an ASan
+    build: its runtime's symbols are in the binary) or nothing."""
+    if args.valgrind:
+        return "valgrind --leak-check=full"
+    with open(tl.PINIOND, "rb") as f:
+        return "LeakSanitizer (ASan build)" if b"__asan_init" in f.read() else None
+
+
+def write_json(args, r, samples, warm_at):
+    """The common schema (tests/bench/benchjson.py) on top of the fields above, with the samples
+    as series. The peer of every figure is the agent itself at the end of warm-up."""
+    checker = leak_checker(args)
+    r["leak_checker"] = checker
+    bj = BenchJson(args.name, "Soak: %d pod changes with server disturbances%s" % (
+        r["events"], " (%s)" % checker if checker else ""))
+    if "rss_kib" in r:
+        m, f = r["rss_kib"], r["fds"]
+        warm = "same agent at the end of warm-up (%d events)" % warm_at
+        # Under a leak checker the RSS is the checker's too (valgrind's shadow memory, ASan's
+        # quarantine), so the no-growth goal is judged on the plain run only.
+        bj.row("VmRSS at the end", m["end"], m["warm"], warm, "KiB",
+               goal=None if checker else "no growth after warm-up (<= 1.05)",
+               met=None if checker else m["end"] <= m["warm"] * 1.05)
+        bj.row("VmRSS, max after warm-up", m["max_after_warm"], m["warm"], warm, "KiB")
+        a = r["rss_anon_kib"]
+        bj.row("RssAnon (heap and anonymous maps) at the end", a["end"], a["warm"], warm, "KiB")
+        # The last sample taken while changes were still being made, apart from the end (after
+        # the convergence wait): a growth that only shows at the end is not a growth per change.
+        during = [smp for smp in samples if warm_at <= smp[1] < r["events"]]
+        if during:
+            bj.row("VmRSS, last sample while changes were made (%d events)" % during[-1][1], during[-1][2],
+                   m["warm"], warm, "KiB")
+        bj.row("open descriptors at the end", f["end"], f["warm"], warm, "", goal="flat (<= warm-up + 2)",
+               met=f["end"] <= f["warm"] + 2)
+        bj.row("open descriptors, max after warm-up", f["max_after_warm"], f["warm"], warm, "")
+        bj.row("changes per second (paced to --rate %g)" % args.rate, r["events_per_second"], unit="/s")
+    if checker:
+        bj.row("leak report at exit (%s)" % checker, None, unit="", goal="none", met=r["exit_problem"] is None)
+        bj.note("The agent ran under %s: its RSS includes the checker's own memory, so the RSS goal is "
+                "judged in the plain run; the descriptors and the leak report are this run's." % checker)
+    warm_t = next((s[0] for s in samples if s[1] >= warm_at), None)
+    bj.note("Agent: %s. Exit: %s; converged on %d pods; changes: %s." % (
+        tl.PINIOND, r["exit_problem"] or "clean (SIGTERM, status 0, no leak report)", r.get("pods_at_end", 0),
+        ", ".join("%s %d" % kv for kv in r.get("counts", {}).items())))
+    if samples:
+        t0 = samples[0][0]
+        xs = [round(s[0] - t0, 2) for s in samples]
+        marks = [] if warm_t is None else [(round(warm_t - t0, 2), "end of warm-up")]
+        bj.series("agent VmRSS over the run (warm-up ends at event %d)" % warm_at, "seconds", "KiB",
+                  [("VmRSS", xs, [s[2] for s in samples]), ("RssAnon", xs, [s[4] for s in samples])],
+                  marks=marks)
+        bj.series("agent open descriptors over the run", "seconds", "descriptors",
+                  [("fds", xs, [s[3] for s in samples])], kind="step", marks=marks)
+        bj.series("changes made over the run", "seconds", "changes", [("changes", xs, [s[1] for s in samples])])
+    bj.write(args.json, ok=r["ok"], extra=r)
 
 
 def print_table(r, out):
@@ -392,6 +467,9 @@ def print_table(r, out):
         m, f = r["rss_kib"], r["fds"]
         out.write("| VmRSS KiB | %d | %d | %d | %d | %.3f |\n" % (m["start"], m["warm"], m["max_after_warm"], m["end"],
                                                              r["rss_end_over_warm"]))
+        a = r["rss_anon_kib"]
+        out.write("| RssAnon KiB | %d | %d | %d | %d | %.3f |\n" % (a["start"], a["warm"], a["max_after_warm"],
+                                                               a["end"], a["end"] / max(a["warm"], 1)))
         out.write("| open fds | %d | %d | %d | %d | %.3f |\n" % (f["start"], f["warm"], f["max_after_warm"], f["end"],
                                                               f["end"] / max(f["warm"], 1)))
     out.write("exit: %s\n" % (r["exit_problem"] or "clean (SIGTERM, status 0, no leak report)"))
@@ -408,7 +486,8 @@ def main(argv=None):
     ap.add_argument("--modules", default=",".join(available_modules()),
                     help="besides apiserver: any of %s (default: those whose servers are installed)" % ",".join(MODULES))
     ap.add_argument("--valgrind", action="store_true")
-    ap.add_argument("--json")
+    ap.add_argument("--json", help="the figures (common schema, tests/bench/benchjson.py) and every field")
+    ap.add_argument("--name", default="soak", help="the benchmark's name in the JSON (default soak)")
     args = ap.parse_args(argv)
     if args.events < 10 or args.rate <= 0:
         ap.error("--events must be >= 10 and --rate > 0")

@@ -1,0 +1,89 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# make bench: every benchmark in tests/bench, one after the other, each with --json into $OUT,
+# its printed table into $OUT/<name>.log, then tests/bench/report.py writes $OUT/REPORT.md and
+# the PNGs. Called by the `bench` target (Makefile.am) with:
+#   PYTHON3, PINION_BUILDDIR, PINION_SRCDIR   as for every benchmark
+#   OUT            where the JSON, logs, REPORT.md and PNGs go
+#   BENCH_QUICK=1  tiny settings (seconds per benchmark: the CI smoke test), not figures to read
+#   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg identity configsync
+#                  podnet reclaim
+#   SOAK_LEAK_BUILDDIR  an --enable-sanitizers build of the same tree: the soak's leak check runs
+#                  there under LeakSanitizer. Without it, in a normal build, the leak check runs
+#                  the same soak with the agent under valgrind; in a sanitizer build the soak
+#                  itself is the leak check and soak-leak is not run.
+#   BENCH_<NAME>_FLAGS, SOAK_FLAGS  appended to the settings below (the last one wins).
+# A benchmark that fails does not stop the others; the report lists it. Exit status: 1 if any
+# failed, 0 otherwise.
+set -u
+: "${PYTHON3:=python3}" "${OUT:?}" "${PINION_BUILDDIR:?}" "${PINION_SRCDIR:?}"
+BENCH="$PINION_SRCDIR/tests/bench"
+ALL="fleet soak soak-leak zkreg identity configsync podnet reclaim"
+ONLY="${BENCH_ONLY:-$ALL}"
+export PINION_BUILDDIR PINION_SRCDIR
+
+sanitized() {  # is piniond in this build an ASan build?
+	grep -q __asan_init "$1/piniond" 2>/dev/null
+}
+
+# The settings per benchmark: full ones sized so that the whole run takes 13-20 minutes on the
+# 2-core machine; quick ones only exercise the path from benchmark to report.
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	FLEET="--agents 3 --outage 2s --runs 2 --steady 0.5 --time-limit 30s --backoff-initial 200ms --backoff-max 1s"
+	SOAK="--events 600 --rate 1000 --max-pods 40 --bounce-every 200"
+	ZKREG="--endpoints 50 --samples 5 --podsdir-samples 3"
+	IDENTITY="--pods 20 --runs 1 --peer-sample 3"
+	CONFIGSYNC="--files 10 --size 1M --rounds 1 --cycles 20"
+	PODNET="--cycles 3"
+	RECLAIM="--reps 1 --limit 32M --stream-factor 2"
+else
+	FLEET=""
+	SOAK="--events 100000"
+	ZKREG=""
+	IDENTITY=""
+	CONFIGSYNC=""
+	PODNET=""
+	RECLAIM="--reps 10"
+fi
+
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/status.txt "$OUT"/REPORT.md "$OUT"/bench-*.png
+"$PYTHON3" "$BENCH/report.py" --snapshot "$OUT/machine.json" || exit 1
+failed=0
+
+# run NAME SCRIPT ARGS...: one benchmark, timed, its output on the terminal and in the log.
+run() {
+	local name=$1 script=$2 t0 rc
+	shift 2
+	case " $ONLY " in *" $name "*) ;; *) return 0 ;; esac
+	echo "=== bench $name: $script $* ($(date -u +%H:%M:%S) UTC)"
+	t0=$(date +%s.%N)
+	"$PYTHON3" "$BENCH/$script" "$@" --json "$OUT/$name.json" 2>&1 | tee "$OUT/$name.log"
+	rc=${PIPESTATUS[0]}
+	echo "$name $rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" >> "$OUT/status.txt"
+	[ "$rc" = 0 ] || { echo "=== bench $name FAILED (exit $rc)"; failed=1; }
+}
+
+# shellcheck disable=SC2086 # the settings are word lists on purpose
+{
+run fleet fleet-real.py --builddir "$PINION_BUILDDIR" $FLEET ${BENCH_FLEET_FLAGS:-}
+run soak soak.py $SOAK ${SOAK_FLAGS:-}
+if [ -n "${SOAK_LEAK_BUILDDIR:-}" ]; then
+	PINION_BUILDDIR="$(cd "$SOAK_LEAK_BUILDDIR" && pwd)" run soak-leak soak.py --name soak-leak $SOAK ${SOAK_FLAGS:-}
+elif ! sanitized "$PINION_BUILDDIR"; then
+	run soak-leak soak.py --name soak-leak --valgrind $SOAK ${SOAK_FLAGS:-}
+fi
+run zkreg zkreg-bench.py $ZKREG ${BENCH_ZKREG_FLAGS:-}
+run identity identity-bench.py $IDENTITY ${BENCH_IDENTITY_FLAGS:-}
+run configsync configsync-bench.py $CONFIGSYNC ${BENCH_CONFIGSYNC_FLAGS:-}
+run podnet podnet-cycles.py $PODNET ${BENCH_PODNET_FLAGS:-}
+run reclaim reclaim-bench.py $RECLAIM ${BENCH_RECLAIM_FLAGS:-}
+}
+
+jsons=()
+for name in $ALL; do
+	jsons+=("$OUT/$name.json")
+done
+"$PYTHON3" "$BENCH/report.py" --machine "$OUT/machine.json" --status "$OUT/status.txt" --out "$OUT" \
+	"${jsons[@]}" || failed=1
+exit $failed
