@@ -379,6 +379,20 @@ def run(args, out=sys.stdout):
         })
         result["rss_end_over_warm"] = round(end[2] / max(w[2], 1), 3)
         result["converged"] = True
+    except AssertionError:
+        # Not converged: what the agent said is the only clue left once its directory is gone.
+        if agent:
+            out.write("--- agent log, last lines ---\n%s\n" % agent.log_tail(120))
+            if "zookeeper" in servers:
+                try:
+                    regs = agent.get_json("/v1/registrations")
+                    states = {}
+                    for reg in regs["registrations"]:
+                        states[reg["state"]] = states.get(reg["state"], 0) + 1
+                    out.write("registrations by state: %r; session %s\n" % (states, regs.get("session")))
+                except Exception as e:  # noqa: BLE001 (a diagnostic only)
+                    out.write("registrations unreadable: %s\n" % e)
+        raise
     finally:
         problem = agent.close() if agent else None
         fake.stop()
