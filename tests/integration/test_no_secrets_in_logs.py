@@ -73,7 +73,10 @@ def with_userinfo(url, password):
     return url.replace("https://", "https://%s:%s@" % (USER, password), 1)
 
 
-def test_no_secret_in_logs_output_metrics_or_errors(agent_factory, zk, kz, private_nginx, test_ca, tmp_dir):
+@pytest.mark.parametrize("signer", ["cfssl", "kubernetes"])
+def test_no_secret_in_logs_output_metrics_or_errors(signer, agent_factory, zk, kz, private_nginx, test_ca, tmp_dir):
+    """signer cfssl: the authsign key and the node CA key; kubernetes: the bootstrap token (the
+    apiserver token here) through the CSR API, and the local CA's key in ca-dir."""
     nginx = private_nginx
     token_a, token_b = "tok-a-" + uuid.uuid4().hex, "tok-b-" + uuid.uuid4().hex
     wrong_password = "wrong-" + uuid.uuid4().hex
@@ -89,11 +92,17 @@ def test_no_secret_in_logs_output_metrics_or_errors(agent_factory, zk, kz, priva
         cs.write_bundle(os.path.join(nginx.root, "private"), "app", {"app.yaml": b"greeting: hi\n"}, "v1")
         manifest = nginx.url("private/app/manifest.json")
         pod_tls = os.path.join(tmp_dir, "pod-tls")
+        ca_dir = os.path.join(tmp_dir, "ca")
+        if signer == "cfssl":
+            identity = dict(cfssl.config(), **{"pod-tls-dir": pod_tls})
+        else:
+            identity = {"signer": "kubernetes", "trust-domain": "secrets.test", "bootstrap-token-file": token_file,
+                        "ca-dir": ca_dir, "pod-tls-dir": pod_tls}
         a = agent_factory(config={
             "agent": {"socket-mode": "0666", "log-level": "debug"},
             "apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
                           "backoff-initial": "100ms", "backoff-max": "1s"},
-            "identity": dict(cfssl.config(), **{"pod-tls-dir": pod_tls}),
+            "identity": identity,
             "config.app": cs.config_section(with_userinfo(manifest, nginx.password),
                                             os.path.join(tmp_dir, "configs", "app"), test_ca),
             "config.bad": cs.config_section(with_userinfo(manifest, wrong_password),
@@ -106,7 +115,11 @@ def test_no_secret_in_logs_output_metrics_or_errors(agent_factory, zk, kz, priva
             "pinion.io/serverset": "/pinion-secrets-%d/web" % os.getpid(), "pinion.io/port": "http",
             "pinion.io/configs": "app", "pinion.io/identity": "true"}))
 
-        # The real work: the bundle through basic auth, certificates from cfssl, the registration.
+        if signer == "kubernetes":  # the node's CSR, made with the bootstrap token, approved
+            (csr, _), = wait_until(lambda: fake.csrs() or None, 20, desc="the node's CSR").items()
+            fake.approve_csr(csr)
+
+        # The real work: the bundle through basic auth, certificates from the CA, the registration.
         wait_until(lambda: a.get_json("/v1/configs/app")["present"], 30, desc="app synced through basic auth")
         wait_until(lambda: a.get_json("/v1/configs/bad")["last_error_kind"] == "http", 30,
                    desc="bad fails with the wrong password")
@@ -132,8 +145,12 @@ def test_no_secret_in_logs_output_metrics_or_errors(agent_factory, zk, kz, priva
         overview = a.get_json("/v1/identity")
         with open(overview["node"]["keyFile"]) as f:
             node_key = f.read()
-        with open(overview["nodeCA"]["keyFile"]) as f:
-            node_ca_key = f.read()
+        if signer == "cfssl":
+            with open(overview["nodeCA"]["keyFile"]) as f:
+                ca_key = f.read()
+        else:
+            with open(os.path.join(ca_dir, "ca.key")) as f:
+                ca_key = f.read()
         with open(os.path.join(pod_tls, pod_uid, "key.pem")) as f:
             pod_key_file = f.read()
         assert pod_key_file == own["private_key"]
@@ -141,8 +158,10 @@ def test_no_secret_in_logs_output_metrics_or_errors(agent_factory, zk, kz, priva
                    "configsync password": nginx.password, "wrong configsync password": wrong_password,
                    "basic auth header": base64.b64encode(("%s:%s" % (USER, nginx.password)).encode()).decode(),
                    "wrong basic auth header": base64.b64encode(("%s:%s" % (USER, wrong_password)).encode()).decode(),
-                   "cfssl auth key": AUTH_KEY}
-        for name, pem in (("node key", node_key), ("node CA key", node_ca_key), ("pod key", own["private_key"])):
+                   }
+        if signer == "cfssl":
+            secrets["cfssl auth key"] = AUTH_KEY
+        for name, pem in (("node key", node_key), ("CA key", ca_key), ("pod key", own["private_key"])):
             for i, frag in enumerate(key_fragments(pem)):
                 secrets["%s line %d" % (name, i + 1)] = frag
 
