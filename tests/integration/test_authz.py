@@ -138,11 +138,11 @@ print(json.dumps(out))
 
 
 class Principal:
-    def __init__(self, name, uid=None, groups=(), cgroup=None):
-        self.name, self.uid, self.groups, self.cgroup = name, uid, list(groups), cgroup
+    def __init__(self, name, uid=None, groups=(), cgroup=None, gid=None):
+        self.name, self.uid, self.groups, self.cgroup, self.gid = name, uid, list(groups), cgroup, gid
 
     def _preexec(self):
-        uid, groups, cg = self.uid, self.groups, self.cgroup
+        uid, gid, groups, cg = self.uid, self.gid, self.groups, self.cgroup
 
         def fn():
             if cg is not None:  # into the pod's cgroup first, while still root
@@ -150,7 +150,7 @@ class Principal:
                     f.write(str(os.getpid()))
             if uid is not None:
                 os.setgroups(groups)
-                os.setgid(uid)
+                os.setgid(gid if gid is not None else uid)
                 os.setuid(uid)
         return fn
 
@@ -393,6 +393,32 @@ class Effects:
         assert self.allocations() == []
 
 
+def check_beyond_the_table(w):
+    """The rules around the table (docs/api.md), on the same agent."""
+    sock = w.agent.socket
+    # A known path with the other method: 405, even for an outsider, before authorization.
+    for method, pattern in sorted(source_routes()):
+        path = pattern.replace("{}/{}", "default/pod-a").replace("{}", "a")
+        other = "POST" if method == "GET" else "GET"
+        status, body, raw = w.principals["outsider"].request(sock, other, path)
+        assert status == 405, (other, path, raw)
+    assert drained(w) is False
+    # A process in a pod this node does not have is no pod: what pods may read, it may not.
+    cg = PodCgroup(str(uuid.uuid4()))
+    try:
+        stranger = Principal("unknown pod", POD_A_UID, cgroup=cg)
+        for path in ("/v1/identity", "/v1/configs", "/v1/configs/a", "/v1/registrations"):
+            status, body, raw = stranger.request(sock, "GET", path)
+            assert status == 403, (path, raw)
+    finally:
+        cg.close()
+    # root is root inside a pod too (no user namespace): privileged, and its pod's identity.
+    root_in_a = Principal("root in pod-a", cgroup=w.cg_a)
+    assert root_in_a.request(sock, "GET", "/v1/status")[0] == 200
+    status, body, raw = root_in_a.request(sock, "GET", "/v1/identity")
+    assert status == 200 and body["id"] == "spiffe://authz.test/ns/default/sa/sa-a", raw[:300]
+
+
 MUTATING = {"/v1/configs/a/refresh", "/v1/registrations/drain", "/v1/registrations/undrain", "/v1/cni"}
 
 
@@ -426,22 +452,12 @@ def test_authorization_matrix(world):
         except Exception:
             pass
         raise
+    check_beyond_the_table(w)
     # The agent survived all of it, and every cell of the table was run.
     assert w.agent.health()["status"] == "ok"
     assert len(cells) == len(doc_matrix()) * len(PRINCIPALS)
     print("authz matrix: %d cells, %d allowed, %d denied" % (
         len(cells), sum(1 for c in cells if c[3] < 400), sum(1 for c in cells if c[3] >= 400)))
-
-
-def test_wrong_method_is_405_for_everyone_before_authorization(world):
-    """A known path with the other method: 405 with Allow, even for an outsider, and no effect."""
-    w = world
-    for method, pattern in sorted(source_routes()):
-        path = pattern.replace("{}/{}", "default/pod-a").replace("{}", "a")
-        other = "POST" if method == "GET" else "GET"
-        status, body, raw = w.principals["outsider"].request(w.agent.socket, other, path)
-        assert status == 405, (other, path, raw)
-    assert drained(w) is False
 
 
 def test_default_socket_mode_keeps_pods_and_outsiders_out(agent_factory, tmp_dir):
@@ -463,3 +479,22 @@ def test_default_socket_mode_keeps_pods_and_outsiders_out(agent_factory, tmp_dir
             assert e.value.errno == errno.EACCES, e.value
     finally:
         cg.close()
+
+
+def test_socket_group_is_read_at_reload_and_counts_as_primary_or_supplementary(agent_factory):
+    """socket-group as a primary or a supplementary group makes a caller privileged; removed by
+    a reload (SIGHUP), it no longer does (for new connections)."""
+    gid = group_gid()
+    a = agent_factory(config={"agent": {"socket-mode": "0666", "socket-group": SOCKET_GROUP}})
+    supplementary = Principal("group", GROUP_UID, groups=[gid])
+    primary = Principal("group (primary)", GROUP_UID, gid=gid)
+    for p in (supplementary, primary):
+        assert p.request(a.socket, "GET", "/v1/status")[0] == 200, p.name
+    assert os.stat(a.socket).st_gid == gid
+    reloads = a.status()["config"]["reloads"]
+    a.write_config(agent={"socket-group": None})
+    a.sighup()
+    wait_until(lambda: a.status()["config"]["reloads"] > reloads, 10, desc="the reload")
+    for p in (supplementary, primary):
+        status, body, raw = p.request(a.socket, "GET", "/v1/status")
+        assert status == 403, (p.name, raw)

@@ -128,6 +128,8 @@ def test_no_secret_in_logs_output_metrics_or_errors(signer, agent_factory, zk, k
         assert a.get_json("/v1/configs/app")["url"] == with_userinfo(manifest, "redacted")
         wait_until(lambda: [r["state"] for r in a.get_json("/v1/registrations")["registrations"]] == ["registered"], 30,
                    desc="web registered")
+        wait_until(lambda: a.get_json("/v1/identity")["node"].get("state") == "valid", 30,
+                   desc="the node certificate issued")
         status, own = request_from(cg, a.socket, "/v1/identity", uid=65534)
         assert status == 200 and "PRIVATE KEY" in own["private_key"], (status, own)
 
