@@ -666,7 +666,11 @@ cJSON *bundle_to_json(const struct bundle *b) {
         cJSON_AddBoolToObject(o, "present", b->present);
         json_add_string_or_null(o, "version", b->version);
         json_add_string_or_null(o, "version_dir", b->version_dir);
-        cJSON_AddStringToObject(o, "url", b->settings->url);
+        /* Shown to operators and to the pods that declare the config: never the password a URL's
+         * userinfo may carry (curl sends it as basic auth). */
+        _cleanup_free_ char *url = NULL;
+        (void) manifest_url_redacted(b->settings->url, &url);
+        cJSON_AddItemToObject(o, "url", url ? cJSON_CreateString(url) : cJSON_CreateNull());
         cJSON_AddStringToObject(o, "dest", b->settings->dest);
         cJSON_AddBoolToObject(o, "signed", b->public_key != NULL);
         /* The published tree was checked (manifest, signature with public-key, every file) under

@@ -324,6 +324,37 @@ int manifest_resolve_url(const char *base, const char *ref, char **ret) {
         return r;
 }
 
+int manifest_url_redacted(const char *url, char **ret) {
+        CURLU *u = curl_url();
+        char *out = NULL, *password = NULL;
+        int r = 0;
+
+        if (!u)
+                return -ENOMEM;
+        if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK)
+                r = -EINVAL;
+        else if (curl_url_get(u, CURLUPART_PASSWORD, &password, 0) == CURLUE_OK &&
+                 (curl_url_set(u, CURLUPART_PASSWORD, "redacted", 0) != CURLUE_OK ||
+                  curl_url_get(u, CURLUPART_URL, &out, 0) != CURLUE_OK))
+                r = -EINVAL;
+        if (r == 0) {
+                /* Without a password there is nothing to hide; a URL curl cannot parse is shown
+                 * only if it has no userinfo at all. */
+                *ret = strdup(out ? out : url);
+                if (!*ret)
+                        r = -ENOMEM;
+        } else if (r == -EINVAL && !strchr(url, '@')) {
+                *ret = strdup(url);
+                r = *ret ? 0 : -ENOMEM;
+        }
+        curl_free(out);
+        if (password)
+                OPENSSL_cleanse(password, strlen(password));
+        curl_free(password);
+        curl_url_cleanup(u);
+        return r;
+}
+
 int signature_decode(const char *text, size_t size, uint8_t ret[SIGNATURE_ED25519_SIZE]) {
         _cleanup_free_ char *clean = NULL;
         unsigned char out[SIGNATURE_MAX_TEXT];

@@ -64,6 +64,10 @@ int sha256_from_hex(const char *hex, uint8_t ret[32]);
 
 /* ref resolved against base (RFC 3986, through libcurl's URL API); only http(s) results. */
 int manifest_resolve_url(const char *base, const char *ref, char **ret);
+/* url for people to read (the API, pinionctl): a password in its userinfo
+ * ("https://user:secret@host/...") is replaced by "redacted". -EINVAL if it cannot be parsed
+ * and has userinfo (then it is not shown at all). */
+int manifest_url_redacted(const char *url, char **ret);
 
 /* The .sig file: base64 (surrounding whitespace and line breaks allowed) of exactly 64 bytes. */
 int signature_decode(const char *text, size_t size, uint8_t ret[SIGNATURE_ED25519_SIZE]);

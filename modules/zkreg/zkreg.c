@@ -14,6 +14,7 @@
 #include "log.h"
 #include "manager.h"
 #include "module.h"
+#include "peer-pod.h"
 #include "registry.h"
 #include "serverset.h"
 #include "zk-session.h"
@@ -346,17 +347,53 @@ static struct zkreg *zkreg_from_api(void *userdata) {
         return z && z->registry ? z : NULL;
 }
 
+/* Who may see which registrations: NULL in *ret_uid means all (root, socket-group); a process
+ * in a pod of this node sees its own pod's only, as with /v1/pods and /v1/configs (a pod must
+ * not enumerate its neighbours' names and endpoints); anyone else nothing (403). 0 or an HTTP
+ * status to refuse with. */
+static unsigned caller_pod(struct module_instance *mi, struct api_request *req, char **ret_uid) {
+        const struct api_peer *peer = api_request_peer(req);
+        _cleanup_free_ char *uid = NULL;
+
+        *ret_uid = NULL;
+        if (peer->privileged)
+                return 0;
+        if (peer_pod_lookup(NULL, peer->pid, peer->start_time, &uid) <= 0)
+                return 403;
+        if (!pod_store_get(mi->manager->pods, uid))
+                return 403;
+        *ret_uid = TAKE_PTR(uid);
+        return 0;
+}
+
+/* Drops the entries of other pods than uid from the list. */
+static void registrations_keep_pod(cJSON *list, const char *uid) {
+        cJSON *item = list ? list->child : NULL;
+        while (item) {
+                cJSON *next = item->next;
+                const cJSON *u = cJSON_GetObjectItemCaseSensitive(item, "uid");
+                if (!cJSON_IsString(u) || !streq(u->valuestring, uid))
+                        cJSON_Delete(cJSON_DetachItemViaPointer(list, item));
+                item = next;
+        }
+}
+
 static int api_registrations(struct api_request *req, void *userdata) {
         struct zkreg *z = zkreg_from_api(userdata);
+        _cleanup_free_ char *only_uid = NULL;
         cJSON *list = NULL, *body;
         char sid[32];
         int r;
 
+        if (caller_pod(userdata, req, &only_uid))
+                return api_reply_error(req, 403, "only root, the socket group and pods may read registrations");
         if (!z)
                 return api_reply_error(req, 503, "ZooKeeper registration is not running");
         r = registry_list_json(z->registry, &list);
         if (r < 0)
                 return api_reply_error(req, 500, "cannot list registrations: %s", strerror(-r));
+        if (only_uid)
+                registrations_keep_pod(list, only_uid);
         body = cJSON_CreateObject();
         snprintf(sid, sizeof(sid), "0x%llx", (unsigned long long) zk_session_id(z->session));
         if (!body || !cJSON_AddItemToObject(body, "registrations", list) ||
