@@ -10,22 +10,39 @@ The activity (each in its own thread, running through every kill and restart):
   podnet      pinion-cni ADDs and DELs attachments for a small pool of network namespaces made by
               the test; an operation the kill interrupted is either DELeted again (as a kubelet
               does) or abandoned to the final GC (its namespace is replaced by a fresh one).
-  identity    the local signer with 10 s node and workload lifetimes: the node certificate
-              rotates every 7-9 s, every pod's certificate too, and every restart issues every
-              pod a fresh one.
+  identity    the local signer with 10 s node and workload lifetimes: the node certificate is
+              renewed every few seconds (also right at start: the CA backdates notBefore, so a
+              restart often finds it past its renewal point), and every restart issues every pod
+              a fresh certificate and key in pod-tls-dir.
   zkreg       four static pods registered in a real ZooKeeper; their Ready condition flips every
               few hundred ms (flap damping off, so every flip is a create or a delete).
   reclaim     a v1 memory cgroup with a writer streaming page cache through it (throttled, files
-              rewritten in a ring), so its limit is lowered and restored in episodes all the time.
+              rewritten in a ring), so its limit is lowered and restored in episodes all the time
+              (2M steps, the 100 ms check: every short-lived agent between two kills reclaims).
 
 The kills: after each start the test waits until /v1/status answers (every restart must come up,
-and the daemon must never exit by itself), then waits a random 0-300 ms and kills; about one in
+and the daemon must never exit by itself), then waits a random 0-250 ms and kills; about one in
 seven kills lands right at startup instead (0-60 ms after exec, before the API is up) to hit the
-recovery code itself. After every kill, before the next start, the whole state-dir (and the
-agent's other directories: configsync's dest, pod-tls-dir, the local CA) is walked and every
-entry classified; a kind the walker does not know fails the test, so a new state file cannot
-escape the check. A leftover temp file or an unpublished version directory is allowed right
-after a kill (the next start removes them) but not at the end.
+recovery code itself, and one in five of the others is aimed at a reclaim step (the test polls
+the cgroup's limit and kills as soon as it sees it lowered: the lowered limit is in force only
+for microseconds between two writes, which random kills almost never meet).
+
+After every kill, before the next start, the whole state-dir and the agent's other directories
+(configsync's dest, pod-tls-dir, the local CA) are walked and every entry classified; a kind the
+walker does not know fails the test, so a new state file cannot escape the check:
+  configsync/NAME.json   parses; its manifest is one the server published, manifest_sha256 fits
+  podnet/allocations.json parses; every address inside the pod CIDR, none and no attachment twice
+  reclaim/NAME.json      parses; names our cgroup and its ORIGINAL limit (never a lowered one)
+  reclaim/NAME.lowered   one fixed-width number (or empty: killed between open and pwrite)
+  zkreg/session          one "<16 hex> <32 hex>" line
+  identity/node/, pod-tls-dir/UID/, configs dest   atomic directories: ..data points at a
+                         version; the published version and every kept older one is whole
+                         (key fits certificate; bundle files byte-equal to the manifest of the
+                         version its version.txt names, modes included: one version, never a
+                         mix); top-level links point through ..data
+  ca-dir                 ca.crt and ca.key, the key fits
+A leftover temp file, an unpublished (newer) version directory, ..data_tmp/..link_tmp or a
+..trash directory is allowed right after a kill (the next start removes them) but not at the end.
 
 After the last kill the agent starts once more and settles; the activity stops in a known final
 state; the runtime's CNI GC runs (valid attachments: the ones the test holds); then:
@@ -132,6 +149,9 @@ class Walk:
         self.final = final
         self.counts = {}
         self.problems = []
+        self.leftovers = []   # (kind, directory)
+        self.bundle_versions = set()
+        self.published = {}   # directory -> the version ..data points at
 
     def count(self, kind):
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -141,6 +161,7 @@ class Walk:
 
     def leftover(self, path, kind):
         self.count(kind)
+        self.leftovers.append((kind, os.path.dirname(path)))
         if self.final:
             self.bad(path, "leftover %s after a clean stop" % kind)
 
@@ -200,6 +221,7 @@ class Walk:
                 why = version_ok(p)
                 if name == current:
                     self.count("published version")
+                    self.published[dest] = name
                     if why:
                         self.bad(p, "the published version is not whole: %s" % why)
                 elif name > current:
@@ -332,6 +354,7 @@ class Walk:
                 version = files["version.txt"][0].decode()
             except KeyError:
                 return "no version.txt"
+            self.bundle_versions.add(version)
             want = self.env.bundles.get(version)
             if want is None:
                 return "version %r was never served" % version
@@ -463,9 +486,9 @@ class Activity:
             self.stop.wait(rng.uniform(0.01, 0.05))
 
     def uncertain(self, s, cid, rng):
-        """An operation the agent may or may not have done: half the time the runtime DELs it
-        again (the slot's next turn), else it forgets it, for the final GC to find."""
-        if rng.random() < 0.5:
+        """An operation the agent may or may not have done: mostly the runtime DELs it again
+        (the slot's next turn); one in four it forgets it, for the final GC to find."""
+        if rng.random() < 0.75:
             s.update(state="uncertain", cid=cid, ip=None)
         else:
             self.env.abandon(s)
@@ -503,6 +526,14 @@ class CrashEnv:
         self.seq = 0
         self.agent = None
         self.cgroup = None
+
+    def place(self, path):
+        """path for a report: relative to the state-dir or the test's dir, pod UIDs folded."""
+        for root, name in ((self.agent.state_dir, "state-dir"), (self.base, "")):
+            if path == root or path.startswith(root + "/"):
+                path = os.path.join(name, os.path.relpath(path, root))
+                break
+        return re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "UID", path)
 
     # configsync
     def publish_bundle(self):
@@ -553,6 +584,7 @@ def crash_env(zk, nginx, test_ca):
     d = tempfile.mkdtemp(prefix="pinion-crash-")
     os.chmod(d, 0o755)
     env = CrashEnv(d, zk, nginx, test_ca)
+    env.base = d
     stream = tempfile.mkdtemp(prefix="pinion-crash-stream-", dir=rl.disk_tmpdir())
     env.stream_dir = stream
     env.cgroup = rl.MemCgroup("/%s-web" % PREFIX)
@@ -570,6 +602,19 @@ def status_up(a):
         return unix_request(a.socket, "GET", "/v1/status", timeout=2).status == 200
     except OSError:
         return False
+
+
+def wait_for_lowered_limit(cgroup, timeout):
+    """Returns as soon as the cgroup's limit is below its original (True), or after timeout."""
+    fd = os.open(os.path.join(cgroup.dir, "memory.limit_in_bytes"), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if int(os.pread(fd, 32, 0)) < LIMIT:
+                return True
+        return False
+    finally:
+        os.close(fd)
 
 
 def reclaim_target(a):
@@ -609,13 +654,15 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
         "identity": {"signer": "local", "trust-domain": "crash.test", "ca-dir": env.ca_dir,
                      "node-cert-lifetime": "10s", "workload-cert-lifetime": "10s", "pod-tls-dir": env.pod_tls_dir},
         "network": {"pod-cidr": env.cidr, "gc-grace": "0s", "address-quarantine": "1s"},
+        # Small steps (many limit writes per episode) and the 100 ms check: each short-lived
+        # agent between two kills still reclaims (the usage threshold fires only on crossing it).
         "reclaim.web": {"cgroup": env.cgroup.name, "high": "60%", "target": "40%", "min-file": "4M",
-                        "interval": "1h"},
+                        "step": "2M", "interval": "100ms"},
     })
     env.agent = a
     for i in range(N_PODS):
         env.write_pod(i)
-    writer = env.cgroup.run([rl.PYTHON, "-c", WRITER, env.stream_dir, "6", str(16 * MiB), str(24 * MiB)],
+    writer = env.cgroup.run([rl.PYTHON, "-c", WRITER, env.stream_dir, "6", str(16 * MiB), str(40 * MiB)],
                             stdout=subprocess.DEVNULL)
     activity = Activity(env, seed)
 
@@ -624,6 +671,7 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
     activity.start()
 
     walked = {"walks": 0, "entries": 0, "leftovers": 0}
+    seen = {"kills aimed at a lowered limit": 0, "kills while the limit was lowered": 0, "leftovers": {}, "versions": {}}
     early = up = 0
     try:
         for k in range(kills):
@@ -635,11 +683,24 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
                 wait_until(lambda: a.proc.poll() is not None or status_up(a), 30, interval=0.01,
                            desc="restart %d answering /v1/status" % k)
                 up += 1
-                time.sleep(rng.uniform(0, 0.3))
+                if rng.random() < 0.2:
+                    # Aimed at a reclaim step: the lowered limit is in force only between two
+                    # writes (microseconds), which a random kill almost never finds.
+                    seen["kills aimed at a lowered limit"] += 1
+                    wait_for_lowered_limit(env.cgroup, rng.uniform(0.05, 0.25))
+                else:
+                    time.sleep(rng.uniform(0, 0.25))
             a.check_alive()  # it never exits on its own: only our kills end it
             rc = a.kill9()
             assert rc == -9, "piniond exited with %d before kill %d" % (rc, k)
+            if env.cgroup.limit() < LIMIT:
+                seen["kills while the limit was lowered"] += 1
             w = Walk(env, final=False).run()
+            for kind, where in w.leftovers:
+                key = "%s in %s" % (kind, env.place(where))
+                seen["leftovers"][key] = seen["leftovers"].get(key, 0) + 1
+            for d, v in w.published.items():
+                seen["versions"].setdefault(env.place(d), set()).add(d + v)
             assert not w.problems, "after kill %d (seed %d):\n%s" % (k, seed, "\n".join(w.problems))
             walked["walks"] += 1
             walked["entries"] += sum(w.counts.values())
@@ -649,6 +710,8 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
         t_kills = time.monotonic() - t_start
         # The last start must come up and settle like any other.
         a.wait_ready(T_SETTLE)
+        session = int(a.get_json("/v1/registrations")["session_id"], 16)
+        seen["stale members at the last start"] = len([m for m in zk_members(kz) if m[1] != session])
         activity.finish()
         final = finish_and_check(env, a, kz, writer, walked)
     finally:
@@ -659,10 +722,13 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
 
     log = open(a.log_file, errors="replace").read()
     assert "AddressSanitizer" not in log and "runtime error" not in log, log[-3000:]
+    seen["limit restores at start"] = len(re.findall(r"Restored the memory limit|found: restoring it before", log))
+    seen["previous sessions closed at start"] = len(re.findall(r"Closing session 0x[0-9a-f]+ left by the previous", log))
+    seen["versions"] = {k: len(v) for k, v in seen["versions"].items()}
     summary = ("crash: %d kills (%d at startup, %d after /v1/status answered) in %.1fs, %.1fs in all; activity %s; "
-               "crash walks %d (%d entries, %d leftovers the next start removed); final %s" % (
+               "crash walks %d (%d entries, %d leftovers the next start removed); seen %s; final %s" % (
                    kills, early, up, t_kills, time.monotonic() - t_start, activity.stats,
-                   walked["walks"], walked["entries"], walked["leftovers"], final))
+                   walked["walks"], walked["entries"], walked["leftovers"], seen, final))
     diag(summary)
     print(summary)
 
@@ -705,9 +771,11 @@ def finish_and_check(env, a, kz, writer, walked):
     for s in env.slots:
         addr = s["ns"].run("ip", "-4", "-o", "addr", "show", "dev", "eth0", check=False).stdout
         if s["state"] == "live":
-            assert " %s/32 " % s["ip"] in addr, (s["cid"], s["ip"], addr)
+            assert " %s/32 " % s["ip"] in addr, "namespace %s (attachment %s) does not carry its address %s: %r" % (
+                s["ns"].name, s["cid"], s["ip"], addr)
         else:
-            assert addr == "", (s, addr)
+            assert addr == "", "namespace %s holds no attachment but is still wired (a leak GC did not find): %r" % (
+                s["ns"].name, addr)
     for ns in abandoned:
         wait_until(lambda: ns.run("ip", "link", "show", "eth0", check=False).returncode != 0, 20,
                    desc="the abandoned attachment in %s removed by GC" % ns.name)
