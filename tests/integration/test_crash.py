@@ -442,10 +442,16 @@ class Activity:
         for t in self.threads:
             t.start()
 
-    def finish(self):
+    def halt(self):
+        """Stops the drivers and waits for them (also on failure: no namespace may be made after
+        the cleanup looked)."""
         self.stop.set()
         for t in self.threads:
-            t.join(60)
+            if t.is_alive():
+                t.join(90)
+
+    def finish(self):
+        self.halt()
         assert not self.failures, "\n".join(self.failures)
 
     def bundles(self):
@@ -725,7 +731,7 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
         activity.finish()
         final = finish_and_check(env, a, kz, writer, walked)
     finally:
-        activity.stop.set()
+        activity.halt()
         if writer.poll() is None:
             writer.kill()
             writer.wait()
