@@ -48,7 +48,8 @@ After the last kill the agent starts once more and settles; the activity stops i
 state; the runtime's CNI GC runs (valid attachments: the ones the test holds); then:
   - podnet: the allocations are exactly the attachments the test holds, no address twice, each
     namespace's eth0 carries its allocation's address and every other namespace has no eth0;
-  - ZooKeeper (read with kazoo): after the session timeout (the members of sessions that a kill
+  - ZooKeeper (read with kazoo): the final start closes the session the last killed agent saved
+    (zkreg's reaper: logged, and that session's members go); after the session timeout (the members of sessions that a kill
     left and the restarted agent could not close expire then) exactly one member per ready pod,
     none for an unready one, each owned by the agent's current session;
   - after SIGTERM: every member deleted, the cgroup's original limit in force, no reclaim record
@@ -632,6 +633,15 @@ def reclaim_target(a):
     return None
 
 
+def saved_session(a):
+    """The ZooKeeper session id the agent saved in state-dir (None if none)."""
+    try:
+        with open(os.path.join(a.state_dir, "zkreg", "session")) as f:
+            return int(f.read().split()[0], 16)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def zk_members(kz):
     """[(pod endpoint, ephemeralOwner)] of every member under SERVERSET."""
     out = []
@@ -722,12 +732,21 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
             walked["entries"] += sum(w.counts.values())
             walked["leftovers"] += sum(v for kk, v in w.counts.items()
                                        if kk in LEFTOVERS)
-            a.start(wait=False)
+            if k < kills - 1:
+                a.start(wait=False)
         t_kills = time.monotonic() - t_start
-        # The last start must come up and settle like any other.
+        # The last start must come up and settle like any other, and close the session the last
+        # killed agent left (its members go at once; older killed sessions just expire).
+        predecessor = saved_session(a)
+        a.start(wait=False)
         a.wait_ready(T_SETTLE)
         session = int(a.get_json("/v1/registrations")["session_id"], 16)
         seen["stale members at the last start"] = len([m for m in zk_members(kz) if m[1] != session])
+        if predecessor:
+            a.wait_log(r"Closing session 0x%x left by the previous agent|previous agent's session 0x%x has "
+                       r"already expired" % (predecessor, predecessor), 20)
+            wait_until(lambda: all(o != predecessor for _, o in zk_members(kz)), 20,
+                       desc="the killed agent's members gone")
         activity.finish()
         final = finish_and_check(env, a, kz, writer, walked)
     finally:
