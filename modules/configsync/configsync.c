@@ -349,6 +349,8 @@ static int configsync_start(struct module_instance *mi) {
         cs->state_dir = path_join(m->settings.state_dir, "configsync");
         if (!cs->state_dir)
                 return -ENOMEM;
+        /* A kill during a state write leaves its temp file; nothing else would ever remove it. */
+        (void) fsutil_cleanup_temp(cs->state_dir);
         r = configsync_register_metrics(cs);
         if (r < 0)
                 return r;

@@ -456,7 +456,12 @@ static int load(struct cred *c, const char **ret_reason) {
 
 int cred_start(struct cred *c) {
         const char *reason = NULL;
-        int r = load(c, &reason);
+        /* What a kill during a rotation left (an unfinished version with a key in it, a stale
+         * ..data_tmp) goes now: a reused pair writes nothing until its renewal, hours away. */
+        int r = atomic_dir_cleanup(c->dir);
+        if (r > 0)
+                log_cred(c, LOG_INFO, 0, "removed %d leftover(s) of an interrupted write in %s", r, c->dir);
+        r = load(c, &reason);
         if (r >= 0) {
                 plan_rotation(c, 0);
                 char until[64] = "";

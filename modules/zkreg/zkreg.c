@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "facts.h"
+#include "fsutil.h"
 #include "log.h"
 #include "manager.h"
 #include "module.h"
@@ -267,6 +268,15 @@ static int on_reap_timeout(sd_event_source *src, uint64_t usec, void *userdata) 
         return on_reap_done(NULL, z);
 }
 
+/* A kill during a write of the session file leaves its temp file; nothing else would ever
+ * remove it (one more after every such kill). */
+static void zkreg_remove_temp_files(const char *state_file) {
+        _cleanup_free_ char *dir = NULL;
+
+        if (path_split(state_file, &dir, NULL) >= 0)
+                (void) fsutil_cleanup_temp(dir);
+}
+
 static void zkreg_reap_previous(struct zkreg *z, const char *servers) {
         struct manager *m = z->mi->manager;
         clientid_t id;
@@ -319,6 +329,7 @@ static int zkreg_open_session(struct zkreg *z) {
                 z->state_file = NULL;
                 return -ENOMEM;
         }
+        zkreg_remove_temp_files(z->state_file);
         zkreg_reap_previous(z, servers);
         struct zk_session_config cfg = {
                 .servers = servers,
