@@ -3,7 +3,7 @@
 """soak: a long churn run of one piniond, watching for leaks, RSS growth and descriptor growth.
 
     tests/bench/soak.py [--events 100000] [--rate 2000] [--max-pods 300] [--seed 1]
-                        [--bounce-every 5000] [--modules zkreg,identity,configsync]
+                        [--bounce-every 5000] [--modules zkreg,identity,configsync] [--settle 11]
                         [--valgrind] [--json FILE]
     make bench-soak     # in the build directory (SOAK_FLAGS='--events 20000')
 
@@ -25,9 +25,11 @@ The scenario
   events, and nginx is restarted as another disturbance; at the end the last version is in place.
 
 What is measured
-  The agent's VmRSS and open descriptors, sampled every 0.5 s. "Warm-up" ends after 20% of the
-  events; the table gives RSS and descriptors at the end of warm-up, their maximum after it, at
-  the end, and the ratio end / warm-up (the peer of this benchmark is the agent itself, earlier in
+  The agent's VmRSS, its RssAnon (heap and anonymous maps: what a leak grows; VmRSS also counts
+  library pages touched as new code paths run) and open descriptors, sampled every 0.5 s.
+  "Warm-up" ends after 20% of the events; the end sample is taken after the convergence checks
+  and --settle seconds of idleness (one heap-trim period of the agent). The table gives RSS and
+  descriptors at the end of warm-up, their maximum after it, at the end, and the ratio end / warm-up (the peer of this benchmark is the agent itself, earlier in
   the same run). Under an ASan build LeakSanitizer checks for leaks at exit (exit status 23 and a
   report on stderr), with --valgrind the agent runs under valgrind --leak-check=full.
 
@@ -357,6 +359,9 @@ def run(args, out=sys.stdout):
             want_certs = sum(1 for p in churn.live.values() if "pinion.io/identity" in p["metadata"]["annotations"])
             tl.wait_until(lambda: agent.metrics().value("pinion_identity_workload_certificates") == want_certs,
                           tl.T(60), desc="one workload certificate per pod that asks (%d)" % want_certs)
+        # The end sample once the agent has been idle for one heap-trim period (agent/manager.c
+        # trims every 10 s): what it holds, not what the convergence checks just allocated.
+        time.sleep(getattr(args, "settle", 0))
         sampler.sample()
         sampler.stop.set()
         sampler.join(2)
@@ -497,6 +502,8 @@ def main(argv=None):
     ap.add_argument("--max-pods", type=int, default=300)
     ap.add_argument("--bounce-every", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--settle", type=float, default=11,
+                    help="seconds the agent idles before the end sample (one heap-trim period)")
     ap.add_argument("--modules", default=",".join(available_modules()),
                     help="besides apiserver: any of %s (default: those whose servers are installed)" % ",".join(MODULES))
     ap.add_argument("--valgrind", action="store_true")
