@@ -370,25 +370,33 @@ try:
     hdrs = {"Content-Type": "application/json"} if body else {}
     c.request(method, url, body=body.encode() if body else None, headers=hdrs)
     r = c.getresponse()
+    # A watch streams forever: its first line is enough.
+    text = r.readline() if "ndjson" in (r.getheader("Content-Type") or "") else r.read()
     out = {"status": r.status, "headers": {k.lower(): v for k, v in r.getheaders()},
-           "body": r.read().decode("utf-8", "replace")}
+           "body": text.decode("utf-8", "replace")}
 except OSError as e:
     out = {"oserror": e.errno, "message": str(e)}
 sys.stdout.write(json.dumps(out))
 """
 
 
-def unix_request_as(uid, path, method, url, body=None, gid=None, timeout=10):
+def request_child(path, method, url, body=None, timeout=10, **credentials):
+    """One request from a child process made with credentials (subprocess.run's user=, group=,
+    extra_groups=, preexec_fn=): {"status", "headers", "body"} or {"oserror", "message"}."""
     if isinstance(body, (dict, list)):
         body = json.dumps(body)
-    gid = uid if gid is None else gid
     p = subprocess.run([sys.executable, "-c", _AS_UID_CHILD, path, method, url, body or "",
                         str(T(timeout))],
-                       user=uid, group=gid, extra_groups=[], capture_output=True, text=True,
-                       timeout=T(timeout) + 10, env=clean_env(), cwd="/")
+                       capture_output=True, text=True, timeout=T(timeout) + 10, env=clean_env(), cwd="/",
+                       **credentials)
     if p.returncode != 0:
-        raise AssertionError("request as uid %d failed to run: rc=%d %s" % (uid, p.returncode, p.stderr))
-    out = json.loads(p.stdout)
+        raise AssertionError("request child (%r) failed to run: rc=%d %s" % (credentials, p.returncode, p.stderr))
+    return json.loads(p.stdout)
+
+
+def unix_request_as(uid, path, method, url, body=None, gid=None, timeout=10):
+    gid = uid if gid is None else gid
+    out = request_child(path, method, url, body, timeout, user=uid, group=gid, extra_groups=[])
     if "oserror" in out:
         raise OSError(out["oserror"], "as uid %d: %s (is the socket reachable for that user? "
                       "set socket-mode=0666 and check the directory modes)" % (uid, out["message"]))

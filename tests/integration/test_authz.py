@@ -17,14 +17,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
 
 import pytest
 
-from pinion_testlib import SRCDIR, make_pod, unix_request, wait_until
+from pinion_testlib import SRCDIR, make_pod, request_child, unix_request, wait_until
 import configsync_testlib as cs
 import podnet_testlib as pt
 import reclaim_testlib as rt
@@ -107,36 +106,6 @@ def test_the_matrix_covers_every_served_route():
 
 # ---- principals: real processes with the principal's credentials ----
 
-CHILD = r"""
-import http.client, json, socket, sys
-path, method, url, body = sys.argv[1:5]
-class C(http.client.HTTPConnection):
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(30)
-        s.connect(path)
-        self.sock = s
-    def send(self, data):
-        # A refusal (403) may come from the headers alone, the body unread: read the answer.
-        try:
-            super().send(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-try:
-    c = C("pinion", timeout=30)
-    c.request(method, url, body=body.encode() if body else None,
-              headers={"Content-Type": "application/json"} if body else {})
-    r = c.getresponse()
-    ctype = r.getheader("Content-Type", "")
-    # A watch streams forever: its first line is enough.
-    text = r.readline() if "ndjson" in ctype else r.read()
-    out = {"status": r.status, "ctype": ctype, "body": text.decode("utf-8", "replace")}
-except OSError as e:
-    out = {"oserror": e.errno, "message": str(e)}
-print(json.dumps(out))
-"""
-
-
 class Principal:
     def __init__(self, name, uid=None, groups=(), cgroup=None, gid=None):
         self.name, self.uid, self.groups, self.cgroup, self.gid = name, uid, list(groups), cgroup, gid
@@ -156,17 +125,12 @@ class Principal:
 
     def request(self, socket_path, method, url, body=None):
         """(status, parsed body or text, raw); raises OSError if it cannot connect."""
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body)
-        p = subprocess.run([sys.executable, "-c", CHILD, socket_path, method, url, body or ""],
-                           preexec_fn=self._preexec(), capture_output=True, text=True, timeout=60, cwd="/")
-        assert p.returncode == 0, p.stderr
-        out = json.loads(p.stdout)
+        out = request_child(socket_path, method, url, body, 30, preexec_fn=self._preexec())
         if "oserror" in out:
             raise OSError(out["oserror"], "%s: %s" % (self.name, out["message"]))
         raw = out["body"]
         try:
-            parsed = json.loads(raw) if "json" in out["ctype"] else raw
+            parsed = json.loads(raw) if "json" in out["headers"].get("content-type", "") else raw
         except ValueError:
             parsed = raw
         return out["status"], parsed, raw
