@@ -52,7 +52,8 @@ enum target_state {
 };
 
 enum wake_source {
-        WAKE_THRESHOLD, /* v1 usage threshold */
+        WAKE_THRESHOLD, /* v1 usage threshold at high */
+        WAKE_BACKSTOP,  /* v1 usage threshold halfway between high and the limit */
         WAKE_PRESSURE,  /* v1 memory.pressure_level */
         WAKE_PSI,       /* v2 memory.pressure trigger */
         WAKE_EVENTS,    /* v2 memory.events changed */

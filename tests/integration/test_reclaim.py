@@ -108,6 +108,12 @@ def test_anonymous_memory_is_not_thrashed_and_reported_unreachable(agent_factory
     assert g.limit() == LIMIT
     assert a.metrics().value("pinion_reclaim_unreachable_total", target="anon") >= 1
     a.wait_log(r"anon: ok -> unreachable: anonymous memory")
+    # The stream took usage up to the limit, past the backstop threshold halfway between high
+    # and the limit (56 MiB): that rise woke the agent too (the timer is 1 h away).
+    assert g.peak() >= HIGH_BYTES + (LIMIT - HIGH_BYTES) // 2, g.peak()
+    t = wait_until(lambda: (lambda t: t if t["wakeups"]["backstop"] >= 1 else None)(target(a, "anon")),
+                   desc="a wake-up from the backstop threshold")
+    assert t["wakeups"]["timer"] == 0, t
 
 
 def test_partially_reachable_target_is_reclaimed_to_the_floor_only(agent_factory, memcg_factory, stream_dir):
