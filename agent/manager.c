@@ -350,7 +350,6 @@ static void manager_reload_failed(struct manager *m, int r, const char *error) {
                 log_error_errno(r, "Reload failed, keeping the running config: %m");
 }
 
-/* Keys that cannot change under a running daemon: tell the operator instead of half-applying. */
 /* ---- capabilities ---- */
 
 /* What the agent needs with its current settings: the core keeps CAP_CHOWN (the API socket's
@@ -411,6 +410,7 @@ static void manager_check_capabilities(struct manager *m) {
         }
 }
 
+/* Keys that cannot change under a running daemon: tell the operator instead of half-applying. */
 static void manager_warn_restart_keys(const struct agent_settings *old, const struct agent_settings *new) {
         if (!streq_ptr(old->socket, new->socket))
                 log_warning("socket changed to %s: takes effect on restart, still serving on %s", new->socket,
