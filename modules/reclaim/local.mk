@@ -1,7 +1,8 @@
 # reclaim: page cache reclaim for memory cgroups (included by Makefile.am).
 MODULE_SOURCES += \
 	modules/reclaim/reclaim.c \
-	modules/reclaim/target.c modules/reclaim/target.h \
+	modules/reclaim/target.c modules/reclaim/target.h modules/reclaim/target-internal.h \
+	modules/reclaim/target-record.c modules/reclaim/target-events.c \
 	modules/reclaim/plan.c modules/reclaim/plan.h \
 	modules/reclaim/memcg.c modules/reclaim/memcg.h
 EXTRA_DIST += modules/reclaim/local.mk

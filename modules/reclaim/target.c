@@ -1,18 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <sys/inotify.h>
 
-#include "backoff.h"
 #include "fsutil.h"
 #include "json.h"
-#include "log.h"
-#include "target.h"
+#include "target-internal.h"
 
-#define MODULE "reclaim"
 /* An episode that has not reached its goal after this many steps yields to the next wake-up
  * (a writer faster than reclaim); the safety-net timer or the next event starts another. */
 #define EPISODE_MAX_STEPS 64u
@@ -21,70 +15,6 @@
 #define STEP_MIN (UINT64_C(1) << 20)
 /* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
 #define POD_SEARCH_DEPTH 6u
-
-struct reclaim_target {
-        struct reclaim_ctx *ctx;
-        struct reclaim_target_settings settings;
-        char *pod_uid, *pod; /* opted-in pod, else NULL */
-        char *pod_cgroup_id; /* what the kubelet names its cgroup by: the uid, or a static pod's config hash */
-        char *cgroup;        /* the path in use (found by uid for pods) */
-        char *record_path;   /* state-dir/reclaim/<name>.json */
-        /* state-dir/reclaim/<name>.lowered: the lowered limit written last, rewritten in place
-         * (one pwrite, no fsync: a kill -9 keeps it in the page cache, and a machine crash
-         * takes the cgroups with it) before each lowering write. It tells a restore whether the
-         * limit in force is still ours, or someone else's to leave alone. */
-        char *lowered_path;
-        int lowered_fd;
-        uint64_t last_lowered; /* 0: unknown */
-
-        struct memcg *cg;
-        uint64_t cg_inode; /* of the directory we attached to (0: unknown) */
-        bool bounds_ok;
-        struct reclaim_bounds bounds;
-        struct memcg_sample last;
-        bool have_sample;
-
-        enum target_state state;
-        char *reason;
-
-        /* The original limit recorded durably before the first v1 write (0: none recorded),
-         * always of t->cgroup: reset whenever t->cgroup changes. */
-        uint64_t recorded_limit;
-        /* Our lowered limit may be in force: set before each lowering write, cleared once the
-         * original is back (or the cgroup is gone); when a restore failed it is retried after a
-         * backoff and at free. While set, the limit read is never taken for an operator's. */
-        bool limit_lowered;
-        bool restore_failed; /* the last restore failed (the next success is logged) */
-        char *record_error; /* the last record_write() failure: the state stays error until one works */
-
-        /* After a hard error (a write the kernel refuses, a failed restore): no new episode and
-         * no restore attempt before hold_until (CLOCK_MONOTONIC), growing by err_backoff. */
-        struct backoff err_backoff;
-        usec_t hold_until;
-
-        /* v1: usage thresholds at high and at the backstop (see backstop_level()) */
-        sd_event_source *threshold_src[2];
-        sd_event_source *pressure_src, *psi_src, *events_src;
-        sd_event_source *timer, *step_src;
-
-        /* the episode under way */
-        bool in_episode;
-        usec_t episode_start; /* CLOCK_MONOTONIC of the wake-up that saw usage >= high */
-        unsigned episode_steps;
-        uint64_t episode_bytes;
-        uint64_t episode_usage_start;
-
-        /* totals */
-        uint64_t n_reclaims, bytes_reclaimed, n_steps, n_unreachable, n_step_errors;
-        /* v1: failcnt increments during our steps (charges that met the briefly lowered limit,
-         * not the original one: usage stayed below it). */
-        uint64_t lowered_limit_hits;
-        uint64_t wakeups[_WAKE_SOURCE_MAX];
-        usec_t last_reaction;         /* µs; 0: none yet */
-        usec_t last_reclaim_realtime; /* when the last episode ended */
-        usec_t last_step, max_step;   /* µs one write blocked */
-        uint64_t step_now;            /* the step size in use: halved after a slow write */
-};
 
 static const char *const state_table[_TARGET_STATE_MAX] = {
         [TARGET_MISSING] = "missing",
@@ -113,15 +43,6 @@ const char *wake_source_to_string(enum wake_source s) {
         return s >= 0 && s < _WAKE_SOURCE_MAX ? wake_table[s] : NULL;
 }
 
-#define log_target_full_errno(t, level, error, fmt, ...)                                                   \
-        log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (t)->pod_uid, .pod = (t)->pod }), \
-                           level, error, "%s: " fmt, (t)->settings.name, ##__VA_ARGS__)
-#define log_target_debug(t, ...) (void) log_target_full_errno(t, LOG_DEBUG, 0, __VA_ARGS__)
-#define log_target_info(t, ...) (void) log_target_full_errno(t, LOG_INFO, 0, __VA_ARGS__)
-#define log_target_warning(t, ...) (void) log_target_full_errno(t, LOG_WARNING, 0, __VA_ARGS__)
-#define log_target_warning_errno(t, e, ...) log_target_full_errno(t, LOG_WARNING, e, __VA_ARGS__)
-#define log_target_error(t, ...) (void) log_target_full_errno(t, LOG_ERR, 0, __VA_ARGS__)
-#define log_target_error_errno(t, e, ...) log_target_full_errno(t, LOG_ERR, e, __VA_ARGS__)
 
 /* ---- settings ---- */
 
@@ -206,293 +127,8 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
                 t->ctx->state_changed(t->ctx->userdata);
 }
 
-/* ---- the durable record of the original limit (v1) ---- */
-
-static int record_write(struct reclaim_target *t, uint64_t limit) {
-        if (t->recorded_limit == limit)
-                return 0;
-        /* Our lowered limit is never taken for the original (it would stay lowered for good). */
-        if (!reclaim_record_may_write(t->limit_lowered, t->recorded_limit, limit))
-                return -EBUSY;
-        /* A record we do not hold belongs to a cgroup whose restore failed at start (the
-         * section named another cgroup then): it is not ours to overwrite. */
-        if (t->recorded_limit == 0 && access(t->record_path, F_OK) == 0)
-                return -EEXIST;
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        /* "max" for no limit; a number otherwise (exact: limits are far below 2^53 bytes). */
-        if (!o || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) ||
-            !(limit == UINT64_MAX ? cJSON_AddStringToObject(o, "limit", "max")
-                                  : cJSON_AddNumberToObject(o, "limit", (double) limit)))
-                return -ENOMEM;
-        _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
-        if (!text)
-                return -ENOMEM;
-        int r = mkdir_p(t->ctx->record_dir, 0700);
-        if (r < 0)
-                return r;
-        r = write_file_atomic(t->record_path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
-        if (r < 0)
-                return r;
-        t->recorded_limit = limit;
-        return 0;
-}
-
-static uint64_t page_size(void) {
-        long p = sysconf(_SC_PAGESIZE);
-        return p > 0 ? (uint64_t) p : 4096;
-}
-
-/* The value we are about to lower the limit to, before the write. On failure the value is
- * unknown (0): a restore then takes any limit below the original for ours. */
-static void note_lowered(struct reclaim_target *t, uint64_t value) {
-        char buf[24];
-        int n = snprintf(buf, sizeof(buf), "%020" PRIu64 "\n", value);
-        if (t->lowered_fd < 0)
-                t->lowered_fd = open(t->lowered_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (t->lowered_fd < 0 || pwrite(t->lowered_fd, buf, (size_t) n, 0) != n) {
-                log_target_debug(t, "Failed to note the lowered limit in %s: %m", t->lowered_path);
-                t->last_lowered = 0;
-                return;
-        }
-        t->last_lowered = value;
-}
-
-static int read_lowered(const char *path, uint64_t *ret) {
-        _cleanup_free_ char *text = NULL;
-        int r = read_file_full(path, 64, &text, NULL);
-        if (r < 0)
-                return r;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(text, &end, 10);
-        if (errno != 0 || end == text || (*end != 0 && *end != '\n'))
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
-/* Forgets the record: only once the original is in place or the cgroup is gone. */
-static void record_remove(struct reclaim_target *t) {
-        if (t->limit_lowered || !t->lowered_path || (!t->recorded_limit && t->lowered_fd < 0))
-                return; /* still needed, or nothing of ours (a record of another cgroup stays) */
-        t->lowered_fd = safe_close(t->lowered_fd);
-        if (unlink(t->lowered_path) < 0 && errno != ENOENT)
-                log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->lowered_path);
-        t->last_lowered = 0;
-        if (!t->recorded_limit)
-                return;
-        if (unlink(t->record_path) < 0 && errno != ENOENT) {
-                log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->record_path);
-                return;
-        }
-        (void) fsync_directory_of(t->record_path);
-        t->recorded_limit = 0;
-}
-
-/* {"cgroup": "/a/b", "limit": N | "max"} → the cgroup and the limit (UINT64_MAX for max). */
-static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_limit) {
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_Parse(text);
-        if (!o)
-                return -EBADMSG;
-        const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
-        const cJSON *limit = cJSON_GetObjectItemCaseSensitive(o, "limit");
-        uint64_t want = 0;
-        if (cJSON_IsString(limit) && streq(limit->valuestring, "max"))
-                want = UINT64_MAX;
-        else if (cJSON_IsNumber(limit) && limit->valuedouble >= 1 && limit->valuedouble < 9.0e15)
-                want = (uint64_t) limit->valuedouble;
-        if (!cJSON_IsString(cgroup) || want == 0)
-                return -EINVAL;
-        int r = memcg_path_normalize(cgroup->valuestring, ret_cgroup);
-        if (r < 0)
-                return r;
-        *ret_limit = want;
-        return 0;
-}
-
-/* Puts the recorded original limit back while our lowered one may be in force (limit_lowered).
- * Reads the limit first: one at or above the original needs no write. Returns 0 when the
- * original is in place (or the cgroup is gone: limit_lowered cleared), <0 when the restore
- * failed (limit_lowered stays set: the record must stay). */
-static int restore_limit(struct reclaim_target *t) {
-        _cleanup_(memcg_freep) struct memcg *tmp = NULL;
-        const struct memcg *cg = t->cg;
-        uint64_t cur;
-        int r;
-
-        if (!t->limit_lowered)
-                return 0;
-        if (!t->recorded_limit) {
-                t->limit_lowered = false; /* nothing was recorded, so nothing was lowered */
-                return 0;
-        }
-        if (!cg) {
-                r = memcg_open(t->cgroup, &tmp);
-                if (r == -ENOENT) {
-                        t->limit_lowered = false;
-                        return 0;
-                }
-                if (r < 0)
-                        return log_target_error_errno(t, r, "Cannot open %s to restore its limit: %m", t->cgroup);
-                cg = tmp;
-        }
-        if (cg->version != MEMCG_V1) {
-                t->limit_lowered = false;
-                return 0;
-        }
-        r = memcg_read_limit(cg, &cur);
-        if (r >= 0 && cur < t->recorded_limit && !reclaim_limit_is_ours(cur, t->recorded_limit, t->last_lowered, page_size())) {
-                /* Someone set another limit since our write: theirs stays. */
-                log_target_info(t, "memory.limit_in_bytes of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, not restoring %" PRIu64,
-                                t->cgroup, cur, t->last_lowered, t->recorded_limit);
-                t->restore_failed = false;
-                t->limit_lowered = false;
-                return 0;
-        }
-        if (r >= 0 && cur >= t->recorded_limit)
-                r = 0; /* the original (or more) is in force already */
-        else
-                r = memcg_set_limit(cg, t->recorded_limit);
-        if (r < 0) {
-                if (!memcg_exists(cg)) {
-                        t->limit_lowered = false;
-                        return 0;
-                }
-                t->restore_failed = true;
-                return log_target_error_errno(t, r, "Failed to restore memory.limit_in_bytes of %s to %" PRIu64 ": %m",
-                                              t->cgroup, t->recorded_limit);
-        }
-        if (t->restore_failed)
-                log_target_info(t, "memory.limit_in_bytes of %s restored to %" PRIu64, t->cgroup, t->recorded_limit);
-        t->restore_failed = false;
-        t->limit_lowered = false;
-        return 0;
-}
-
-/* A target starting on a cgroup whose record survived (its restore failed at start, or a
- * reload/attach in this run): the record's original is the original, and our lowered limit
- * may be in force. Never overwritten with the limit read now. */
-static void record_load(struct reclaim_target *t) {
-        _cleanup_free_ char *text = NULL, *cgroup = NULL;
-        uint64_t limit;
-
-        if (t->recorded_limit)
-                return;
-        int r = read_file_full(t->record_path, 4096, &text, NULL);
-        if (r == -ENOENT)
-                return;
-        if (r < 0 || record_parse(text, &cgroup, &limit) < 0) {
-                log_target_warning(t, "Ignoring unreadable record %s", t->record_path);
-                return; /* record_write() refuses to overwrite it: the state says error */
-        }
-        if (!streq(cgroup, t->cgroup)) {
-                log_target_warning(t, "The record %s names cgroup %s, not %s: kept until that limit is restored", t->record_path,
-                                   cgroup, t->cgroup);
-                return;
-        }
-        log_target_info(t, "Recorded original limit %" PRIu64 " of %s found: restoring it before anything else", limit,
-                        t->cgroup);
-        if (read_lowered(t->lowered_path, &t->last_lowered) < 0)
-                t->last_lowered = 0;
-        t->recorded_limit = limit;
-        t->limit_lowered = true;
-}
-
-int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
-        _cleanup_close_ int dfd = open_directory(ctx->record_dir);
-        int n = 0;
-        if (dfd == -ENOENT)
-                return 0;
-        if (dfd < 0)
-                return log_module_error_errno(MODULE, dfd, "Failed to open %s: %m", ctx->record_dir);
-        (void) fsutil_cleanup_temp(ctx->record_dir);
-        DIR *d = opendir_at(dfd, ".");
-        if (!d)
-                return log_module_error_errno(MODULE, errno, "Failed to read %s: %m", ctx->record_dir);
-        struct dirent *de;
-        while (read_entry(d, &de) > 0) {
-                size_t len = strlen(de->d_name);
-                if (len < 6 || !streq(de->d_name + len - 5, ".json"))
-                        continue;
-                _cleanup_free_ char *p = path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
-                _cleanup_(memcg_freep) struct memcg *cg = NULL;
-                uint64_t cur = 0, want = 0;
-                int q = !p ? -ENOMEM : read_file_full(p, 4096, &text, NULL);
-                if (q >= 0)
-                        q = record_parse(text, &cgroup, &want);
-                if (q < 0) {
-                        log_module_warning(MODULE, "Ignoring %s record %s", q == -EINVAL ? "malformed" : "unreadable",
-                                           p ? p : de->d_name);
-                        (void) unlinkat(dfd, de->d_name, 0);
-                        continue;
-                }
-                /* The sibling .lowered: the value we wrote last (absent: unknown). */
-                _cleanup_free_ char *lowered = NULL;
-                uint64_t written = 0;
-                if (asprintf(&lowered, "%.*s.lowered", (int) (len - 5), de->d_name) < 0)
-                        lowered = NULL;
-                if (lowered) {
-                        _cleanup_free_ char *lp = path_join(ctx->record_dir, lowered);
-                        if (!lp || read_lowered(lp, &written) < 0)
-                                written = 0;
-                }
-                int ro = memcg_open(cgroup, &cg);
-                int rr = ro >= 0 ? memcg_read_limit(cg, &cur) : 0;
-                switch (reclaim_leftover_action(ro, rr, cur, want, written, page_size())) {
-                case LEFTOVER_KEEP:
-                        log_module_error_errno(MODULE, ro < 0 ? ro : rr,
-                                               "Cannot %s cgroup %s to check the limit recorded in %s, keeping the record: %m",
-                                               ro < 0 ? "open" : "read", cgroup, de->d_name);
-                        continue;
-                case LEFTOVER_NOT_OURS:
-                        log_module_info(MODULE, "The memory limit of %s is %" PRIu64 ", not the %" PRIu64
-                                        " an interrupted reclaim wrote: set by someone else since, not restoring %" PRIu64,
-                                        cgroup, cur, written, want);
-                        break;
-                case LEFTOVER_FORGET:
-                        if (ro == -ENOENT)
-                                log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
-                                                cgroup);
-                        break;
-                case LEFTOVER_RESTORE: {
-                        int r = memcg_set_limit(cg, want);
-                        if (r < 0) {
-                                log_module_error_errno(MODULE, r, "Failed to restore the limit of %s to %" PRIu64 ": %m",
-                                                       cgroup, want);
-                                continue; /* keep the record: its target (or the next start) tries again */
-                        }
-                        char buf[32];
-                        if (want == UINT64_MAX)
-                                snprintf(buf, sizeof(buf), "max");
-                        else
-                                snprintf(buf, sizeof(buf), "%" PRIu64, want);
-                        log_module_info(MODULE, "Restored the memory limit of %s to %s (was %" PRIu64
-                                        ", left lowered by an interrupted reclaim)",
-                                        cgroup, buf, cur);
-                        n++;
-                        break;
-                }
-                case _LEFTOVER_ACTION_MAX:
-                        continue;
-                }
-                if (lowered)
-                        (void) unlinkat(dfd, lowered, 0);
-                (void) unlinkat(dfd, de->d_name, 0);
-        }
-        closedir(d);
-        (void) fsync_fd(dfd);
-        return n;
-}
-
-/* ---- sources ---- */
-
-static void drop_thresholds(struct reclaim_target *t) {
-        for (size_t i = 0; i < ELEMENTSOF(t->threshold_src); i++)
-                t->threshold_src[i] = sd_event_source_disable_unref(t->threshold_src[i]);
-}
-
 static void detach(struct reclaim_target *t) {
-        drop_thresholds(t);
+        target_drop_thresholds(t);
         t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
         t->psi_src = sd_event_source_disable_unref(t->psi_src);
         t->events_src = sd_event_source_disable_unref(t->events_src);
@@ -503,129 +139,6 @@ static void detach(struct reclaim_target *t) {
         t->bounds_ok = false;
 }
 
-static void check(struct reclaim_target *t, enum wake_source source);
-
-static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct reclaim_target *t = userdata;
-        uint64_t v;
-        (void) revents;
-        (void) read(fd, &v, sizeof(v));
-        check(t, s == t->pressure_src ? WAKE_PRESSURE : s == t->threshold_src[1] ? WAKE_BACKSTOP : WAKE_THRESHOLD);
-        return 0;
-}
-
-static int on_psi(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct reclaim_target *t = userdata;
-        (void) s;
-        (void) fd;
-        if (revents & EPOLLERR) {
-                /* The cgroup went away under the trigger. */
-                t->psi_src = sd_event_source_disable_unref(t->psi_src);
-        }
-        check(t, WAKE_PSI);
-        return 0;
-}
-
-static int on_memory_events(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
-        struct reclaim_target *t = userdata;
-        (void) s;
-        if (ev->mask & (IN_IGNORED | IN_DELETE_SELF))
-                t->events_src = sd_event_source_disable_unref(t->events_src);
-        check(t, WAKE_EVENTS);
-        return 0;
-}
-
-/* v1: a second usage threshold halfway between high and the limit. The kernel compares usage
- * with the thresholds only every 128 page events per CPU, and now and then it never signals a
- * rise past high after one of our episodes (seen in the benchmark: 2 crossings in ~300 with a
- * 600 MiB/s writer; the next wake-up was the timer's, 10 s later, at the limit). The backstop
- * fires on that rise before the limit. 0: none (no limit above high). */
-static uint64_t backstop_level(const struct reclaim_bounds *b) {
-        if (b->limit == UINT64_MAX || b->limit <= b->high)
-                return 0;
-        return b->high + (b->limit - b->high) / 2;
-}
-
-static int add_threshold(struct reclaim_target *t, uint64_t level, sd_event_source **ret) {
-        int fd = -EBADF, r;
-        r = memcg_v1_threshold_fd(t->cg, level, &fd);
-        if (r < 0)
-                return log_target_warning_errno(t, r, "Failed to register the usage threshold %" PRIu64 ": %m", level);
-        r = sd_event_add_io(t->ctx->event, ret, fd, EPOLLIN, on_eventfd, t);
-        if (r < 0) {
-                safe_close(fd);
-                return r;
-        }
-        (void) sd_event_source_set_io_fd_own(*ret, true);
-        (void) sd_event_source_set_priority(*ret, SD_EVENT_PRIORITY_IMPORTANT);
-        return 0;
-}
-
-/* Registers the wake-ups for the current bounds; the v1 thresholds are re-registered when high
- * changes (a new limit). Failures leave the timer as the only wake-up and are reported. */
-static int arm_events(struct reclaim_target *t) {
-        int r, fd = -EBADF;
-
-        drop_thresholds(t);
-        if (t->cg->version == MEMCG_V1) {
-                if (t->bounds_ok) {
-                        r = add_threshold(t, t->bounds.high, &t->threshold_src[0]);
-                        if (r < 0)
-                                return r;
-                        uint64_t backstop = backstop_level(&t->bounds);
-                        if (backstop > 0) {
-                                r = add_threshold(t, backstop, &t->threshold_src[1]);
-                                if (r < 0)
-                                        return r;
-                        }
-                }
-                if (!t->pressure_src && !isempty(t->settings.pressure_level)) {
-                        r = memcg_v1_pressure_fd(t->cg, t->settings.pressure_level, &fd);
-                        if (r < 0)
-                                return log_target_warning_errno(t, r, "Failed to register memory.pressure_level: %m");
-                        r = sd_event_add_io(t->ctx->event, &t->pressure_src, fd, EPOLLIN, on_eventfd, t);
-                        if (r < 0) {
-                                safe_close(fd);
-                                return r;
-                        }
-                        (void) sd_event_source_set_io_fd_own(t->pressure_src, true);
-                }
-                return 0;
-        }
-        if (!t->psi_src && !isempty(t->settings.psi)) {
-                r = memcg_v2_psi_fd(t->cg, t->settings.psi, &fd);
-                if (r < 0)
-                        log_target_warning_errno(t, r, "Failed to set the PSI trigger '%s' on memory.pressure: %m",
-                                                 t->settings.psi);
-                else {
-                        r = sd_event_add_io(t->ctx->event, &t->psi_src, fd, EPOLLPRI, on_psi, t);
-                        if (r < 0) {
-                                safe_close(fd);
-                                return r;
-                        }
-                        (void) sd_event_source_set_io_fd_own(t->psi_src, true);
-                        (void) sd_event_source_set_priority(t->psi_src, SD_EVENT_PRIORITY_IMPORTANT);
-                }
-        }
-        if (!t->events_src) {
-                _cleanup_free_ char *p = memcg_file(t->cg, "memory.events");
-                if (!p)
-                        return -ENOMEM;
-                r = sd_event_add_inotify(t->ctx->event, &t->events_src, p, IN_MODIFY, on_memory_events, t);
-                if (r < 0)
-                        return log_target_warning_errno(t, r, "Failed to watch %s: %m", p);
-        }
-        return 0;
-}
-
-/* A wake-up source that should be there and is not (its registration failed, or the kernel
- * dropped it): check() arms it again. */
-static bool sources_missing(const struct reclaim_target *t) {
-        if (t->cg->version == MEMCG_V1)
-                return (t->bounds_ok && (!t->threshold_src[0] || (!t->threshold_src[1] && backstop_level(&t->bounds) > 0))) ||
-                       (!t->pressure_src && !isempty(t->settings.pressure_level));
-        return (!t->psi_src && !isempty(t->settings.psi)) || !t->events_src;
-}
 
 /* (Re)computes the bounds from the limit now in force. */
 static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
@@ -654,11 +167,11 @@ static int set_cgroup(struct reclaim_target *t, char **path) {
         if (streq_ptr(t->cgroup, *path))
                 return 0;
         if (t->limit_lowered) {
-                (void) restore_limit(t);
+                (void) target_restore_limit(t);
                 if (t->limit_lowered)
                         return -EBUSY;
         }
-        record_remove(t);
+        target_record_remove(t);
         t->recorded_limit = 0;
         t->restore_failed = false;
         free(t->cgroup);
@@ -713,16 +226,16 @@ static int attach(struct reclaim_target *t) {
         }
         log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
         if (t->cg->version == MEMCG_V1)
-                record_load(t);
+                target_record_load(t);
         /* With our lowered limit possibly in force the limit read is not the original: the
-         * bounds wait for check() to restore it. */
+         * bounds wait for target_check() to restore it. */
         if (!t->limit_lowered)
                 (void) resolve_bounds(t, limit);
-        r = arm_events(t);
+        r = target_arm_events(t);
         if (r < 0)
                 set_state(t, TARGET_ERROR, "cannot register memory events: %s (the %s check still runs)", strerror(-r),
                           "periodic");
-        check(t, WAKE_START);
+        target_check(t, WAKE_START);
         return 0;
 }
 
@@ -764,7 +277,7 @@ static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, 
 }
 
 /* Every way out of an episode that is not its end (the cgroup went away, the limit changed
- * under us, an error): the one-shot step source is off and check() may start another. */
+ * under us, an error): the one-shot step source is off and target_check() may start another. */
 static void abort_episode(struct reclaim_target *t, const char *why) {
         if (t->step_src)
                 (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
@@ -805,15 +318,15 @@ static int on_step(sd_event_source *s, void *userdata) {
         r = memcg_read(t->cg, &before);
         if (r < 0) {
                 abort_episode(t, "cannot read the cgroup");
-                check(t, WAKE_TIMER); /* finds out what happened to the cgroup */
+                target_check(t, WAKE_TIMER); /* finds out what happened to the cgroup */
                 return 0;
         }
         t->last = before;
         t->have_sample = true;
         if (t->limit_lowered || before.limit != t->bounds.limit) {
-                /* Someone changed the limit (or ours is still in force): start over from check(). */
+                /* Someone changed the limit (or ours is still in force): start over from target_check(). */
                 abort_episode(t, "the limit changed");
-                check(t, WAKE_TIMER);
+                target_check(t, WAKE_TIMER);
                 return 0;
         }
         struct reclaim_bounds b = t->bounds;
@@ -828,7 +341,7 @@ static int on_step(sd_event_source *s, void *userdata) {
 
         if (t->cg->version == MEMCG_V1) {
                 /* Record the original before touching it, so a crash cannot leave it lowered. */
-                r = record_write(t, t->bounds.limit);
+                r = target_record_write(t, t->bounds.limit);
                 if (r < 0) {
                         log_target_error_errno(t, r, "Failed to record the original limit in %s, not reclaiming: %m",
                                                t->record_path);
@@ -847,9 +360,9 @@ static int on_step(sd_event_source *s, void *userdata) {
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
         if (t->cg->version == MEMCG_V1) {
                 t->limit_lowered = true; /* from the write on, ours may be in force */
-                note_lowered(t, p.new_limit);
+                target_note_lowered(t, p.new_limit);
                 r = memcg_set_limit(t->cg, p.new_limit);
-                int q = restore_limit(t); /* at once, also after a failure */
+                int q = target_restore_limit(t); /* at once, also after a failure */
                 if (r >= 0 && q < 0)
                         r = q;
         } else
@@ -893,7 +406,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         }
         if (r < 0 && !memcg_exists(t->cg)) {
                 abort_episode(t, "the cgroup was removed");
-                check(t, WAKE_TIMER); /* detaches, says missing */
+                target_check(t, WAKE_TIMER); /* detaches, says missing */
                 return 0;
         }
         if (r < 0) {
@@ -919,7 +432,7 @@ static int on_step(sd_event_source *s, void *userdata) {
 }
 
 /* Every wake-up ends here: sample, compare with high, start an episode if needed. */
-static void check(struct reclaim_target *t, enum wake_source source) {
+void target_check(struct reclaim_target *t, enum wake_source source) {
         struct memcg_sample s;
         struct reclaim_step p;
         int r;
@@ -945,13 +458,13 @@ static void check(struct reclaim_target *t, enum wake_source source) {
                  * registrations died with the old cgroup, and our record is of the old one. */
                 log_target_info(t, "cgroup %s was made again: watching the new one", t->cgroup);
                 t->limit_lowered = false;
-                record_remove(t);
+                target_record_remove(t);
                 detach(t);
                 (void) attach(t); /* checks */
                 return;
         }
         if (t->limit_lowered) {
-                (void) restore_limit(t);
+                (void) target_restore_limit(t);
                 if (t->limit_lowered) {
                         /* Our lowered limit may still be in force: never plan from it, never
                          * take it for the original. */
@@ -967,7 +480,7 @@ static void check(struct reclaim_target *t, enum wake_source source) {
                 if (!memcg_exists(t->cg)) {
                         /* Gone: nothing holds a lowered limit, the record can go. */
                         t->limit_lowered = false;
-                        record_remove(t);
+                        target_record_remove(t);
                         detach(t);
                         set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
                         /* A pod's cgroup may come back elsewhere; a named one at the same path. */
@@ -984,13 +497,13 @@ static void check(struct reclaim_target *t, enum wake_source source) {
                 if (r < 0)
                         return;
                 if (r > 0)
-                        (void) arm_events(t);
+                        (void) target_arm_events(t);
                 if (t->cg->version == MEMCG_V1 &&
                     reclaim_limit_is_new_original(t->limit_lowered, t->recorded_limit, s.limit))
-                        (void) record_write(t, s.limit); /* an operator's new limit is the original now */
+                        (void) target_record_write(t, s.limit); /* an operator's new limit is the original now */
         }
-        if (source == WAKE_TIMER && sources_missing(t))
-                (void) arm_events(t); /* a registration that failed or that the kernel dropped */
+        if (source == WAKE_TIMER && target_sources_missing(t))
+                (void) target_arm_events(t); /* a registration that failed or that the kernel dropped */
         reclaim_plan(&t->bounds, &s, false, &p);
         switch (p.verdict) {
         case RECLAIM_IDLE:
@@ -1021,7 +534,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) usec;
         (void) sd_event_source_set_time_relative(s, t->settings.interval);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        check(t, WAKE_TIMER); /* may move the timer up (hold_after_error) */
+        target_check(t, WAKE_TIMER); /* may move the timer up (hold_after_error) */
         return 0;
 }
 
@@ -1072,11 +585,11 @@ struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
                 return NULL;
         /* The record goes only once the original is back (or the cgroup is gone); otherwise it
          * stays for the next start to restore. */
-        (void) restore_limit(t);
+        (void) target_restore_limit(t);
         if (t->limit_lowered)
                 log_target_error(t, "The original limit of %s (%" PRIu64 ") could not be restored: keeping %s for the next start",
                                  t->cgroup, t->recorded_limit, t->record_path);
-        record_remove(t);
+        target_record_remove(t);
         detach(t);
         t->timer = sd_event_source_disable_unref(t->timer);
         t->step_src = sd_event_source_disable_unref(t->step_src);

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/* The kernel notifications that wake a target: v1 usage thresholds (at high and the backstop)
+ * and memory.pressure_level through cgroup.event_control eventfds; v2 a PSI trigger on
+ * memory.pressure and inotify on memory.events. */
+#include <inttypes.h>
+#include <sys/inotify.h>
+
+#include "target-internal.h"
+
+void target_drop_thresholds(struct reclaim_target *t) {
+        for (size_t i = 0; i < ELEMENTSOF(t->threshold_src); i++)
+                t->threshold_src[i] = sd_event_source_disable_unref(t->threshold_src[i]);
+}
+
+static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct reclaim_target *t = userdata;
+        uint64_t v;
+        (void) revents;
+        (void) read(fd, &v, sizeof(v));
+        target_check(t, s == t->pressure_src ? WAKE_PRESSURE : s == t->threshold_src[1] ? WAKE_BACKSTOP : WAKE_THRESHOLD);
+        return 0;
+}
+
+static int on_psi(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct reclaim_target *t = userdata;
+        (void) s;
+        (void) fd;
+        if (revents & EPOLLERR) {
+                /* The cgroup went away under the trigger. */
+                t->psi_src = sd_event_source_disable_unref(t->psi_src);
+        }
+        target_check(t, WAKE_PSI);
+        return 0;
+}
+
+static int on_memory_events(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
+        struct reclaim_target *t = userdata;
+        (void) s;
+        if (ev->mask & (IN_IGNORED | IN_DELETE_SELF))
+                t->events_src = sd_event_source_disable_unref(t->events_src);
+        target_check(t, WAKE_EVENTS);
+        return 0;
+}
+
+/* v1: a second usage threshold halfway between high and the limit. The kernel compares usage
+ * with the thresholds only every 128 page events per CPU, and now and then it never signals a
+ * rise past high after one of our episodes (seen in the benchmark: 2 crossings in ~300 with a
+ * 600 MiB/s writer; the next wake-up was the timer's, 10 s later, at the limit). The backstop
+ * fires on that rise before the limit. 0: none (no limit above high). */
+uint64_t target_backstop_level(const struct reclaim_bounds *b) {
+        if (b->limit == UINT64_MAX || b->limit <= b->high)
+                return 0;
+        return b->high + (b->limit - b->high) / 2;
+}
+
+static int add_threshold(struct reclaim_target *t, uint64_t level, sd_event_source **ret) {
+        int fd = -EBADF, r;
+        r = memcg_v1_threshold_fd(t->cg, level, &fd);
+        if (r < 0)
+                return log_target_warning_errno(t, r, "Failed to register the usage threshold %" PRIu64 ": %m", level);
+        r = sd_event_add_io(t->ctx->event, ret, fd, EPOLLIN, on_eventfd, t);
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+        (void) sd_event_source_set_io_fd_own(*ret, true);
+        (void) sd_event_source_set_priority(*ret, SD_EVENT_PRIORITY_IMPORTANT);
+        return 0;
+}
+
+/* Registers the wake-ups for the current bounds; the v1 thresholds are re-registered when high
+ * changes (a new limit). Failures leave the timer as the only wake-up and are reported. */
+int target_arm_events(struct reclaim_target *t) {
+        int r, fd = -EBADF;
+
+        target_drop_thresholds(t);
+        if (t->cg->version == MEMCG_V1) {
+                if (t->bounds_ok) {
+                        r = add_threshold(t, t->bounds.high, &t->threshold_src[0]);
+                        if (r < 0)
+                                return r;
+                        uint64_t backstop = target_backstop_level(&t->bounds);
+                        if (backstop > 0) {
+                                r = add_threshold(t, backstop, &t->threshold_src[1]);
+                                if (r < 0)
+                                        return r;
+                        }
+                }
+                if (!t->pressure_src && !isempty(t->settings.pressure_level)) {
+                        r = memcg_v1_pressure_fd(t->cg, t->settings.pressure_level, &fd);
+                        if (r < 0)
+                                return log_target_warning_errno(t, r, "Failed to register memory.pressure_level: %m");
+                        r = sd_event_add_io(t->ctx->event, &t->pressure_src, fd, EPOLLIN, on_eventfd, t);
+                        if (r < 0) {
+                                safe_close(fd);
+                                return r;
+                        }
+                        (void) sd_event_source_set_io_fd_own(t->pressure_src, true);
+                }
+                return 0;
+        }
+        if (!t->psi_src && !isempty(t->settings.psi)) {
+                r = memcg_v2_psi_fd(t->cg, t->settings.psi, &fd);
+                if (r < 0)
+                        log_target_warning_errno(t, r, "Failed to set the PSI trigger '%s' on memory.pressure: %m",
+                                                 t->settings.psi);
+                else {
+                        r = sd_event_add_io(t->ctx->event, &t->psi_src, fd, EPOLLPRI, on_psi, t);
+                        if (r < 0) {
+                                safe_close(fd);
+                                return r;
+                        }
+                        (void) sd_event_source_set_io_fd_own(t->psi_src, true);
+                        (void) sd_event_source_set_priority(t->psi_src, SD_EVENT_PRIORITY_IMPORTANT);
+                }
+        }
+        if (!t->events_src) {
+                _cleanup_free_ char *p = memcg_file(t->cg, "memory.events");
+                if (!p)
+                        return -ENOMEM;
+                r = sd_event_add_inotify(t->ctx->event, &t->events_src, p, IN_MODIFY, on_memory_events, t);
+                if (r < 0)
+                        return log_target_warning_errno(t, r, "Failed to watch %s: %m", p);
+        }
+        return 0;
+}
+
+/* A wake-up source that should be there and is not (its registration failed, or the kernel
+ * dropped it): target_check() arms it again. */
+bool target_sources_missing(const struct reclaim_target *t) {
+        if (t->cg->version == MEMCG_V1)
+                return (t->bounds_ok && (!t->threshold_src[0] || (!t->threshold_src[1] && target_backstop_level(&t->bounds) > 0))) ||
+                       (!t->pressure_src && !isempty(t->settings.pressure_level));
+        return (!t->psi_src && !isempty(t->settings.psi)) || !t->events_src;
+}
