@@ -2,7 +2,7 @@
 MODULE_SOURCES += \
 	modules/reclaim/reclaim.c \
 	modules/reclaim/target.c modules/reclaim/target.h modules/reclaim/target-internal.h \
-	modules/reclaim/target-record.c modules/reclaim/target-events.c \
+	modules/reclaim/target-record.c modules/reclaim/target-events.c modules/reclaim/target-throttle.c \
 	modules/reclaim/plan.c modules/reclaim/plan.h \
 	modules/reclaim/memcg.c modules/reclaim/memcg.h
 EXTRA_DIST += modules/reclaim/local.mk

@@ -238,6 +238,35 @@ int memcg_read_limit(const struct memcg *g, uint64_t *ret) {
         return 0;
 }
 
+int memcg_read_failcnt(const struct memcg *g, uint64_t *ret) {
+        return g->version == MEMCG_V1 ? read_u64(g, "memory.failcnt", ret) : read_events_max(g, ret);
+}
+
+const char *memcg_cap_name(enum memcg_version v) {
+        return v == MEMCG_V1 ? "memory.limit_in_bytes" : "memory.high";
+}
+
+int memcg_read_cap(const struct memcg *g, uint64_t *ret) {
+        if (g->version == MEMCG_V1)
+                return memcg_read_limit(g, ret);
+        return read_u64(g, "memory.high", ret);
+}
+
+int memcg_write_cap(const struct memcg *g, uint64_t value) {
+        if (g->version == MEMCG_V1)
+                return memcg_set_limit(g, value);
+        struct cgroup *cg = cgroup_new_cgroup(g->path);
+        if (!cg)
+                return -ENOMEM;
+        int r = -ENOMEM;
+        struct cgroup_controller *c = cgroup_add_controller(cg, "memory");
+        if (c && (value == UINT64_MAX ? cgroup_add_value_string(c, "memory.high", "max")
+                                      : cgroup_add_value_uint64(c, "memory.high", value)) == 0)
+                r = cg_error(cgroup_modify_cgroup(cg));
+        cgroup_free(&cg);
+        return r;
+}
+
 int memcg_read(const struct memcg *g, struct memcg_sample *ret) {
         struct memcg_sample s = {};
         uint64_t stat[2] = {};
@@ -255,11 +284,14 @@ int memcg_read(const struct memcg *g, struct memcg_sample *ret) {
                         r = read_u64(g, "memory.failcnt", &s.failcnt);
                 if (r >= 0)
                         r = read_stats(g, names, stat, 2);
+                s.cap = s.limit;
         } else {
                 static const char *const names[] = { "active_file", "inactive_file" };
                 r = read_u64(g, "memory.current", &s.usage);
                 if (r >= 0 && read_u64(g, "memory.peak", &s.peak) < 0)
                         s.peak = 0; /* memory.peak came with Linux 5.19 */
+                if (r >= 0)
+                        r = read_u64(g, "memory.high", &s.cap);
                 if (r >= 0)
                         r = read_events_max(g, &s.failcnt);
                 if (r >= 0)

@@ -33,6 +33,7 @@ struct memcg_sample {
         uint64_t anon;    /* usage - file: anonymous, shmem, kernel memory */
         uint64_t peak;    /* memory.max_usage_in_bytes / memory.peak (0 if the kernel lacks it) */
         uint64_t failcnt; /* memory.failcnt / memory.events max */
+        uint64_t cap;     /* what the agent lowers (memcg_read_cap): v1 the limit, v2 memory.high */
 };
 
 /* Initialises libcgroup once (cgroup_init) and finds the memory hierarchy: its mount point and
@@ -52,8 +53,20 @@ bool memcg_exists(const struct memcg *g);
  * another one (its event registrations died with the old one). */
 int memcg_inode(const struct memcg *g, uint64_t *ret);
 int memcg_read(const struct memcg *g, struct memcg_sample *ret);
+/* Reads just the failures: v1 memory.failcnt, v2 the max line of memory.events. */
+int memcg_read_failcnt(const struct memcg *g, uint64_t *ret);
 /* Reads just the limit (cheaper than memcg_read). */
 int memcg_read_limit(const struct memcg *g, uint64_t *ret);
+
+/* The value the agent lowers to make the kernel reclaim, one file per version: v1
+ * memory.limit_in_bytes (a hard limit: the kernel reclaims down to it before a write takes
+ * effect, and a charge it cannot make room for below it fails), v2 memory.high (a throttle: a
+ * task charging over it reclaims in its own context before it returns to user space; never an
+ * OOM). UINT64_MAX: none ("max"). Through libcgroup. */
+int memcg_read_cap(const struct memcg *g, uint64_t *ret);
+int memcg_write_cap(const struct memcg *g, uint64_t value);
+/* The name of that file, for messages. */
+const char *memcg_cap_name(enum memcg_version v);
 
 /* v1: writes memory.limit_in_bytes (through libcgroup). The kernel reclaims synchronously down
  * to the new limit before the write returns; -EBUSY if it could not. */

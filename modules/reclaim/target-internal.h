@@ -17,14 +17,15 @@ struct reclaim_target {
         char *pod_uid, *pod; /* opted-in pod, else NULL */
         char *pod_cgroup_id; /* what the kubelet names its cgroup by: the uid, or a static pod's config hash */
         char *cgroup;        /* the path in use (found by uid for pods) */
-        char *record_path;   /* state-dir/reclaim/<name>.json */
-        /* state-dir/reclaim/<name>.lowered: the lowered limit written last, rewritten in place
-         * (one pwrite, no fsync: a kill -9 keeps it in the page cache, and a machine crash
-         * takes the cgroups with it) before each lowering write. It tells a restore whether the
-         * limit in force is still ours, or someone else's to leave alone. */
+        char *record_path;   /* state-dir/reclaim/<name>.json: the original cap */
+        /* state-dir/reclaim/<name>.lowered: the values of ours that may be in force (the one
+         * about to be written, and the one in force before it), rewritten in place (one
+         * pwrite, no fsync: a kill -9 keeps it in the page cache, and a machine crash takes
+         * the cgroups with it) before each lowering write. It tells a restore whether the cap
+         * in force is still ours, or someone else's to leave alone. */
         char *lowered_path;
         int lowered_fd;
-        uint64_t last_lowered; /* 0: unknown */
+        uint64_t noted[2]; /* 0: unknown */
 
         struct memcg *cg;
         uint64_t cg_inode; /* of the directory we attached to (0: unknown) */
@@ -36,15 +37,21 @@ struct reclaim_target {
         enum target_state state;
         char *reason;
 
-        /* The original limit recorded durably before the first v1 write (0: none recorded),
-         * always of t->cgroup: reset whenever t->cgroup changes. */
-        uint64_t recorded_limit;
-        /* Our lowered limit may be in force: set before each lowering write, cleared once the
-         * original is back (or the cgroup is gone); when a restore failed it is retried after a
-         * backoff and at free. While set, the limit read is never taken for an operator's. */
-        bool limit_lowered;
+        /* The original cap (v1 memory.limit_in_bytes, v2 memory.high; memcg_read_cap())
+         * recorded durably before the first write to it (0: none recorded), always of
+         * t->cgroup: reset whenever t->cgroup changes. */
+        uint64_t recorded_cap;
+        /* A value of ours may be in force: set before the first lowering write, cleared once
+         * the original is back (or the cgroup is gone); when a restore failed it is retried
+         * after a backoff and at free. While set, the cap read is never taken for an
+         * operator's. */
+        bool cap_lowered;
         bool restore_failed; /* the last restore failed (the next success is logged) */
         char *record_error; /* the last record_write() failure: the state stays error until one works */
+        /* The throttle (target-throttle.c): the cap kept in force between steps (0: none, the
+         * original is in force unless a restore is pending). */
+        uint64_t throttle;
+        uint64_t failcnt_seen; /* v1: failcnt at the last read while cap_lowered */
 
         /* After a hard error (a write the kernel refuses, a failed restore): no new episode and
          * no restore attempt before hold_until (CLOCK_MONOTONIC), growing by err_backoff. */
@@ -65,8 +72,8 @@ struct reclaim_target {
 
         /* totals */
         uint64_t n_reclaims, bytes_reclaimed, n_steps, n_unreachable, n_step_errors;
-        /* v1: failcnt increments during our steps (charges that met the briefly lowered limit,
-         * not the original one: usage stayed below it). */
+        /* v1: failcnt increments while a limit of ours was in force (charges that met it, not
+         * the original one: usage stayed below that). */
         uint64_t lowered_limit_hits;
         uint64_t wakeups[_WAKE_SOURCE_MAX];
         usec_t last_reaction;         /* µs; 0: none yet */
@@ -91,18 +98,41 @@ void target_check(struct reclaim_target *t, enum wake_source source);
 
 /* target-record.c */
 uint64_t target_page_size(void);
-/* Records the original limit durably before the first write to it (-EBUSY: our lowered limit
+/* Records the original cap durably before the first write to it (-EBUSY: our lowered value
  * may be in force, it is never taken for the original; -EEXIST: the record of another cgroup). */
-int target_record_write(struct reclaim_target *t, uint64_t limit);
-/* Notes the value about to be written (state-dir/reclaim/NAME.lowered), before the write. */
-void target_note_lowered(struct reclaim_target *t, uint64_t value);
+int target_record_write(struct reclaim_target *t, uint64_t value);
+/* target_record_write() that keeps record_error (the reason the state is error) up to date
+ * and logs a failure. */
+int target_record_original(struct reclaim_target *t, uint64_t value);
+/* Notes, before a lowering write, the value about to be written and the one of ours in force
+ * now (0: the original): either may be in force when a kill -9 comes. */
+void target_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force);
+/* Is the cap read (cur) a value of ours, noted before its write? */
+bool target_cap_is_ours(const struct reclaim_target *t, uint64_t cur);
 /* Forgets the record once the original is in place or the cgroup is gone. */
 void target_record_remove(struct reclaim_target *t);
 /* Takes over a record that survived for this target's cgroup (its original, lowered pending). */
 void target_record_load(struct reclaim_target *t);
-/* Puts the recorded original limit back while ours may be in force: 0 when it is in place (or
- * the cgroup is gone), <0 when the restore failed (limit_lowered stays set). */
-int target_restore_limit(struct reclaim_target *t);
+/* Puts the recorded original cap back while ours may be in force, ending the throttle: 0 when
+ * it is in place (or the cgroup is gone), <0 when the restore failed (cap_lowered stays set). */
+int target_restore_cap(struct reclaim_target *t);
+
+/* target-throttle.c */
+/* Reads the cgroup (memcg_read); while a v1 limit of ours is in force, counts the failures
+ * against it (lowered_limit_hits) and reports the original as the limit. */
+int target_sample(struct reclaim_target *t, struct memcg_sample *ret);
+/* v1: counts the failures since the last read while our limit is in force (before a restore). */
+void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg);
+/* Engages the throttle (or lowers a late one) for a plan p made from sample s, when the floor is
+ * below high. Never while a restore is pending. */
+int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s, const struct reclaim_step *p);
+/* After a v1 step: puts the throttle back over the step's value (stepped: the value the step
+ * put in force, 0 if it did not take), or the original when there is no throttle. */
+int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped);
+/* Ends the throttle: the original back (why: for the debug log). */
+int target_throttle_release(struct reclaim_target *t, const char *why);
+/* Is the cap in force (s->cap) still the throttle we wrote? No: someone else set it. */
+bool target_throttle_in_force(const struct reclaim_target *t, const struct memcg_sample *s);
 
 /* target-events.c */
 void target_drop_thresholds(struct reclaim_target *t);
@@ -110,5 +140,8 @@ void target_drop_thresholds(struct reclaim_target *t);
 uint64_t target_backstop_level(const struct reclaim_bounds *b);
 /* Registers the wake-ups for the current bounds; failures leave the timer as the net. */
 int target_arm_events(struct reclaim_target *t);
+/* v1: the backstop threshold sits where the throttle caps usage: off while the throttle is in
+ * force (usage meeting the cap would cross it with every page the writer reclaims). */
+void target_backstop_enable(struct reclaim_target *t, bool enable);
 /* A wake-up source that should be there and is not. */
 bool target_sources_missing(const struct reclaim_target *t);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The durable record of a v1 original limit under state-dir/reclaim/ (NAME.json, written
- * before the first write to the limit) and the value noted before each lowering write
- * (NAME.lowered): how a restore knows the original, and whether the limit in force is ours. */
+/* The durable record of the original cap (v1 memory.limit_in_bytes, v2 memory.high) under
+ * state-dir/reclaim/ — NAME.json, written before the first write to the cap — and the values
+ * noted before each lowering write (NAME.lowered): how a restore knows the original, and
+ * whether the value in force is still ours. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,21 +12,33 @@
 #include "json.h"
 #include "target-internal.h"
 
-int target_record_write(struct reclaim_target *t, uint64_t limit) {
-        if (t->recorded_limit == limit)
+/* The record's key for the original: "limit" (v1, as it always was) or "high" (v2). */
+static const char *record_key(enum memcg_version v) {
+        return v == MEMCG_V1 ? "limit" : "high";
+}
+
+static void format_cap(uint64_t v, char buf[static 24]) {
+        if (v == UINT64_MAX)
+                snprintf(buf, 24, "max");
+        else
+                snprintf(buf, 24, "%" PRIu64, v);
+}
+
+int target_record_write(struct reclaim_target *t, uint64_t value) {
+        if (t->recorded_cap == value)
                 return 0;
-        /* Our lowered limit is never taken for the original (it would stay lowered for good). */
-        if (!reclaim_record_may_write(t->limit_lowered, t->recorded_limit, limit))
+        /* Our lowered value is never taken for the original (it would stay lowered for good). */
+        if (!reclaim_record_may_write(t->cap_lowered, t->recorded_cap, value))
                 return -EBUSY;
         /* A record we do not hold belongs to a cgroup whose restore failed at start (the
          * section named another cgroup then): it is not ours to overwrite. */
-        if (t->recorded_limit == 0 && access(t->record_path, F_OK) == 0)
+        if (t->recorded_cap == 0 && access(t->record_path, F_OK) == 0)
                 return -EEXIST;
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        /* "max" for no limit; a number otherwise (exact: limits are far below 2^53 bytes). */
+        const char *key = record_key(t->cg->version);
+        /* "max" for none; a number otherwise (exact: limits are far below 2^53 bytes). */
         if (!o || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) ||
-            !(limit == UINT64_MAX ? cJSON_AddStringToObject(o, "limit", "max")
-                                  : cJSON_AddNumberToObject(o, "limit", (double) limit)))
+            !(value == UINT64_MAX ? cJSON_AddStringToObject(o, key, "max") : cJSON_AddNumberToObject(o, key, (double) value)))
                 return -ENOMEM;
         _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
         if (!text)
@@ -36,8 +49,24 @@ int target_record_write(struct reclaim_target *t, uint64_t limit) {
         r = write_file_atomic(t->record_path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
         if (r < 0)
                 return r;
-        t->recorded_limit = limit;
+        t->recorded_cap = value;
         return 0;
+}
+
+int target_record_original(struct reclaim_target *t, uint64_t value) {
+        int r = target_record_write(t, value);
+        if (r >= 0) {
+                t->record_error = mfree(t->record_error);
+                return 0;
+        }
+        log_target_error_errno(t, r, "Failed to record the original %s in %s, not reclaiming: %m",
+                               t->cg->version == MEMCG_V1 ? "limit" : "memory.high", t->record_path);
+        free(t->record_error);
+        if (asprintf(&t->record_error, "cannot record the original %s in %s: %s",
+                     t->cg->version == MEMCG_V1 ? "limit" : "memory.high", t->record_path,
+                     r == -EEXIST ? "it holds the record of another cgroup, not restored yet" : strerror(-r)) < 0)
+                t->record_error = NULL;
+        return r;
 }
 
 uint64_t target_page_size(void) {
@@ -45,146 +74,184 @@ uint64_t target_page_size(void) {
         return p > 0 ? (uint64_t) p : 4096;
 }
 
-/* The value we are about to lower the limit to, before the write. On failure the value is
- * unknown (0): a restore then takes any limit below the original for ours. */
-void target_note_lowered(struct reclaim_target *t, uint64_t value) {
-        char buf[24];
-        int n = snprintf(buf, sizeof(buf), "%020" PRIu64 "\n", value);
+/* On failure the values are unknown (0): a restore then takes any value below the original for
+ * ours. */
+void target_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
+        char buf[48];
+        int n = snprintf(buf, sizeof(buf), "%020" PRIu64 " %020" PRIu64 "\n", value, in_force);
         if (t->lowered_fd < 0)
                 t->lowered_fd = open(t->lowered_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (t->lowered_fd < 0 || pwrite(t->lowered_fd, buf, (size_t) n, 0) != n) {
-                log_target_debug(t, "Failed to note the lowered limit in %s: %m", t->lowered_path);
-                t->last_lowered = 0;
+                log_target_debug(t, "Failed to note the lowered value in %s: %m", t->lowered_path);
+                t->noted[0] = t->noted[1] = 0;
                 return;
         }
-        t->last_lowered = value;
+        t->noted[0] = value;
+        t->noted[1] = in_force;
 }
 
-static int read_lowered(const char *path, uint64_t *ret) {
+/* "<written>[ <throttle>]\n" (a file from before the throttle holds one number). */
+static int read_lowered(const char *path, uint64_t ret[static 2]) {
         _cleanup_free_ char *text = NULL;
+        uint64_t v[2] = {};
         int r = read_file_full(path, 64, &text, NULL);
         if (r < 0)
                 return r;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(text, &end, 10);
-        if (errno != 0 || end == text || (*end != 0 && *end != '\n'))
+        const char *p = text;
+        for (size_t i = 0; i < 2; i++) {
+                char *end;
+                errno = 0;
+                unsigned long long x = strtoull(p, &end, 10);
+                if (errno != 0 || end == p)
+                        return -EINVAL;
+                v[i] = x;
+                p = end;
+                if (*p != ' ')
+                        break;
+                p++;
+        }
+        if (*p != 0 && *p != '\n')
                 return -EINVAL;
-        *ret = v;
+        ret[0] = v[0];
+        ret[1] = v[1];
         return 0;
+}
+
+/* Of the noted values, the one the cap read (cur) is, if any; else the value written last. */
+static uint64_t noted_in_force(uint64_t cur, const uint64_t noted[static 2]) {
+        if (noted[1] != 0 && cur == reclaim_limit_as_kernel_keeps(noted[1], target_page_size()))
+                return noted[1];
+        return noted[0];
+}
+
+bool target_cap_is_ours(const struct reclaim_target *t, uint64_t cur) {
+        return reclaim_limit_is_ours(cur, t->recorded_cap, noted_in_force(cur, t->noted), target_page_size());
 }
 
 /* Forgets the record: only once the original is in place or the cgroup is gone. */
 void target_record_remove(struct reclaim_target *t) {
-        if (t->limit_lowered || !t->lowered_path || (!t->recorded_limit && t->lowered_fd < 0))
+        if (t->cap_lowered || !t->lowered_path || (!t->recorded_cap && t->lowered_fd < 0))
                 return; /* still needed, or nothing of ours (a record of another cgroup stays) */
         t->lowered_fd = safe_close(t->lowered_fd);
         if (unlink(t->lowered_path) < 0 && errno != ENOENT)
                 log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->lowered_path);
-        t->last_lowered = 0;
-        if (!t->recorded_limit)
+        t->noted[0] = t->noted[1] = 0;
+        if (!t->recorded_cap)
                 return;
         if (unlink(t->record_path) < 0 && errno != ENOENT) {
                 log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->record_path);
                 return;
         }
         (void) fsync_directory_of(t->record_path);
-        t->recorded_limit = 0;
+        t->recorded_cap = 0;
 }
 
-/* {"cgroup": "/a/b", "limit": N | "max"} → the cgroup and the limit (UINT64_MAX for max). */
-static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_limit) {
+/* {"cgroup": "/a/b", "limit"|"high": N | "max"} → the cgroup, the original (UINT64_MAX for
+ * max) and the version it belongs to. */
+static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_value, enum memcg_version *ret_version) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_Parse(text);
         if (!o)
                 return -EBADMSG;
         const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
-        const cJSON *limit = cJSON_GetObjectItemCaseSensitive(o, "limit");
+        enum memcg_version version = MEMCG_V1;
+        const cJSON *value = cJSON_GetObjectItemCaseSensitive(o, record_key(MEMCG_V1));
+        if (!value) {
+                version = MEMCG_V2;
+                value = cJSON_GetObjectItemCaseSensitive(o, record_key(MEMCG_V2));
+        }
         uint64_t want = 0;
-        if (cJSON_IsString(limit) && streq(limit->valuestring, "max"))
+        if (cJSON_IsString(value) && streq(value->valuestring, "max"))
                 want = UINT64_MAX;
-        else if (cJSON_IsNumber(limit) && limit->valuedouble >= 1 && limit->valuedouble < 9.0e15)
-                want = (uint64_t) limit->valuedouble;
+        else if (cJSON_IsNumber(value) && value->valuedouble >= 1 && value->valuedouble < 9.0e15)
+                want = (uint64_t) value->valuedouble;
         if (!cJSON_IsString(cgroup) || want == 0)
                 return -EINVAL;
         int r = memcg_path_normalize(cgroup->valuestring, ret_cgroup);
         if (r < 0)
                 return r;
-        *ret_limit = want;
+        *ret_value = want;
+        *ret_version = version;
         return 0;
 }
 
-/* Puts the recorded original limit back while our lowered one may be in force (limit_lowered).
- * Reads the limit first: one at or above the original needs no write. Returns 0 when the
- * original is in place (or the cgroup is gone: limit_lowered cleared), <0 when the restore
- * failed (limit_lowered stays set: the record must stay). */
-int target_restore_limit(struct reclaim_target *t) {
+/* Puts the recorded original back while a lowered value of ours may be in force (cap_lowered),
+ * ending the throttle. Reads the cap first: one at or above the original needs no write.
+ * Returns 0 when the original is in place (or the cgroup is gone: cap_lowered cleared), <0
+ * when the restore failed (cap_lowered stays set: the record must stay). */
+int target_restore_cap(struct reclaim_target *t) {
         _cleanup_(memcg_freep) struct memcg *tmp = NULL;
         const struct memcg *cg = t->cg;
         uint64_t cur;
         int r;
 
-        if (!t->limit_lowered)
+        /* The throttle ends here, whatever happens: a failed restore is retried as such. */
+        t->throttle = 0;
+        if (!t->cap_lowered)
                 return 0;
-        if (!t->recorded_limit) {
-                t->limit_lowered = false; /* nothing was recorded, so nothing was lowered */
+        if (!t->recorded_cap) {
+                t->cap_lowered = false; /* nothing was recorded, so nothing was lowered */
                 return 0;
         }
         if (!cg) {
                 r = memcg_open(t->cgroup, &tmp);
                 if (r == -ENOENT) {
-                        t->limit_lowered = false;
+                        t->cap_lowered = false;
                         return 0;
                 }
                 if (r < 0)
                         return log_target_error_errno(t, r, "Cannot open %s to restore its limit: %m", t->cgroup);
                 cg = tmp;
         }
-        if (cg->version != MEMCG_V1) {
-                t->limit_lowered = false;
-                return 0;
-        }
-        r = memcg_read_limit(cg, &cur);
-        if (r >= 0 && cur < t->recorded_limit && !reclaim_limit_is_ours(cur, t->recorded_limit, t->last_lowered, target_page_size())) {
-                /* Someone set another limit since our write: theirs stays. */
-                log_target_info(t, "memory.limit_in_bytes of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, not restoring %" PRIu64,
-                                t->cgroup, cur, t->last_lowered, t->recorded_limit);
+        const char *file = memcg_cap_name(cg->version);
+        r = memcg_read_cap(cg, &cur);
+        if (r >= 0 && cur < t->recorded_cap && !target_cap_is_ours(t, cur)) {
+                /* Someone set another value since our write: theirs stays. */
+                log_target_info(t, "%s of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, not restoring %" PRIu64,
+                                file, t->cgroup, cur, noted_in_force(cur, t->noted), t->recorded_cap);
                 t->restore_failed = false;
-                t->limit_lowered = false;
+                t->cap_lowered = false;
                 return 0;
         }
-        if (r >= 0 && cur >= t->recorded_limit)
+        if (r >= 0)
+                target_count_lowered_hits(t, cg);
+        if (r >= 0 && cur >= t->recorded_cap)
                 r = 0; /* the original (or more) is in force already */
         else
-                r = memcg_set_limit(cg, t->recorded_limit);
+                r = memcg_write_cap(cg, t->recorded_cap);
         if (r < 0) {
                 if (!memcg_exists(cg)) {
-                        t->limit_lowered = false;
+                        t->cap_lowered = false;
                         return 0;
                 }
                 t->restore_failed = true;
-                return log_target_error_errno(t, r, "Failed to restore memory.limit_in_bytes of %s to %" PRIu64 ": %m",
-                                              t->cgroup, t->recorded_limit);
+                char buf[24];
+                format_cap(t->recorded_cap, buf);
+                return log_target_error_errno(t, r, "Failed to restore %s of %s to %s: %m", file, t->cgroup, buf);
         }
-        if (t->restore_failed)
-                log_target_info(t, "memory.limit_in_bytes of %s restored to %" PRIu64, t->cgroup, t->recorded_limit);
+        if (t->restore_failed) {
+                char buf[24];
+                format_cap(t->recorded_cap, buf);
+                log_target_info(t, "%s of %s restored to %s", file, t->cgroup, buf);
+        }
         t->restore_failed = false;
-        t->limit_lowered = false;
+        t->cap_lowered = false;
         return 0;
 }
 
 /* A target starting on a cgroup whose record survived (its restore failed at start, or a
- * reload/attach in this run): the record's original is the original, and our lowered limit
- * may be in force. Never overwritten with the limit read now. */
+ * reload/attach in this run): the record's original is the original, and our lowered value
+ * may be in force. Never overwritten with the value read now. */
 void target_record_load(struct reclaim_target *t) {
         _cleanup_free_ char *text = NULL, *cgroup = NULL;
-        uint64_t limit;
+        enum memcg_version version;
+        uint64_t value;
 
-        if (t->recorded_limit)
+        if (t->recorded_cap)
                 return;
         int r = read_file_full(t->record_path, 4096, &text, NULL);
         if (r == -ENOENT)
                 return;
-        if (r < 0 || record_parse(text, &cgroup, &limit) < 0) {
+        if (r < 0 || record_parse(text, &cgroup, &value, &version) < 0) {
                 log_target_warning(t, "Ignoring unreadable record %s", t->record_path);
                 return; /* target_record_write() refuses to overwrite it: the state says error */
         }
@@ -193,12 +260,21 @@ void target_record_load(struct reclaim_target *t) {
                                    cgroup, t->cgroup);
                 return;
         }
-        log_target_info(t, "Recorded original limit %" PRIu64 " of %s found: restoring it before anything else", limit,
-                        t->cgroup);
-        if (read_lowered(t->lowered_path, &t->last_lowered) < 0)
-                t->last_lowered = 0;
-        t->recorded_limit = limit;
-        t->limit_lowered = true;
+        if (version != t->cg->version) {
+                /* Made under the other hierarchy (before a reboot): nothing of ours is in force. */
+                log_target_info(t, "The record %s is of cgroup v%d, %s is v%d now: forgetting it", t->record_path,
+                                (int) version, t->cgroup, (int) t->cg->version);
+                (void) unlink(t->record_path);
+                return;
+        }
+        char buf[24];
+        format_cap(value, buf);
+        log_target_info(t, "Recorded original %s %s of %s found: restoring it before anything else",
+                        memcg_cap_name(version), buf, t->cgroup);
+        if (read_lowered(t->lowered_path, t->noted) < 0)
+                t->noted[0] = t->noted[1] = 0;
+        t->recorded_cap = value;
+        t->cap_lowered = true;
 }
 
 int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
@@ -219,59 +295,65 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                         continue;
                 _cleanup_free_ char *p = path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
                 _cleanup_(memcg_freep) struct memcg *cg = NULL;
+                enum memcg_version version = MEMCG_V1;
                 uint64_t cur = 0, want = 0;
                 int q = !p ? -ENOMEM : read_file_full(p, 4096, &text, NULL);
                 if (q >= 0)
-                        q = record_parse(text, &cgroup, &want);
+                        q = record_parse(text, &cgroup, &want, &version);
                 if (q < 0) {
                         log_module_warning(MODULE, "Ignoring %s record %s", q == -EINVAL ? "malformed" : "unreadable",
                                            p ? p : de->d_name);
                         (void) unlinkat(dfd, de->d_name, 0);
                         continue;
                 }
-                /* The sibling .lowered: the value we wrote last (absent: unknown). */
+                /* The sibling .lowered: the values that may be in force (absent: unknown). */
                 _cleanup_free_ char *lowered = NULL;
-                uint64_t written = 0;
+                uint64_t noted[2] = {};
                 if (asprintf(&lowered, "%.*s.lowered", (int) (len - 5), de->d_name) < 0)
                         lowered = NULL;
                 if (lowered) {
                         _cleanup_free_ char *lp = path_join(ctx->record_dir, lowered);
-                        if (!lp || read_lowered(lp, &written) < 0)
-                                written = 0;
+                        if (!lp || read_lowered(lp, noted) < 0)
+                                noted[0] = noted[1] = 0;
                 }
                 int ro = memcg_open(cgroup, &cg);
-                int rr = ro >= 0 ? memcg_read_limit(cg, &cur) : 0;
+                if (ro >= 0 && cg->version != version) {
+                        /* The hierarchy changed under the record (a reboot into the other
+                         * version): nothing of ours can be in force. */
+                        log_module_info(MODULE, "%s: recorded cgroup %s is now cgroup v%d; nothing to restore", de->d_name,
+                                        cgroup, (int) cg->version);
+                        ro = -ENOENT;
+                }
+                int rr = ro >= 0 ? memcg_read_cap(cg, &cur) : 0;
+                uint64_t written = noted_in_force(cur, noted);
+                const char *what = version == MEMCG_V1 ? "the memory limit" : "memory.high";
+                char buf[24];
+                format_cap(want, buf);
                 switch (reclaim_leftover_action(ro, rr, cur, want, written, target_page_size())) {
                 case LEFTOVER_KEEP:
                         log_module_error_errno(MODULE, ro < 0 ? ro : rr,
-                                               "Cannot %s cgroup %s to check the limit recorded in %s, keeping the record: %m",
+                                               "Cannot %s cgroup %s to check the value recorded in %s, keeping the record: %m",
                                                ro < 0 ? "open" : "read", cgroup, de->d_name);
                         continue;
                 case LEFTOVER_NOT_OURS:
-                        log_module_info(MODULE, "The memory limit of %s is %" PRIu64 ", not the %" PRIu64
-                                        " an interrupted reclaim wrote: set by someone else since, not restoring %" PRIu64,
-                                        cgroup, cur, written, want);
+                        log_module_info(MODULE, "The %s of %s is %" PRIu64 ", not the %" PRIu64
+                                        " an interrupted reclaim wrote: set by someone else since, not restoring %s",
+                                        version == MEMCG_V1 ? "memory limit" : "memory.high", cgroup, cur, written, buf);
                         break;
                 case LEFTOVER_FORGET:
-                        if (ro == -ENOENT)
+                        if (ro == -ENOENT && !cg)
                                 log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
                                                 cgroup);
                         break;
                 case LEFTOVER_RESTORE: {
-                        int r = memcg_set_limit(cg, want);
+                        int r = memcg_write_cap(cg, want);
                         if (r < 0) {
-                                log_module_error_errno(MODULE, r, "Failed to restore the limit of %s to %" PRIu64 ": %m",
-                                                       cgroup, want);
+                                log_module_error_errno(MODULE, r, "Failed to restore %s of %s to %s: %m",
+                                                       version == MEMCG_V1 ? "the limit" : "memory.high", cgroup, buf);
                                 continue; /* keep the record: its target (or the next start) tries again */
                         }
-                        char buf[32];
-                        if (want == UINT64_MAX)
-                                snprintf(buf, sizeof(buf), "max");
-                        else
-                                snprintf(buf, sizeof(buf), "%" PRIu64, want);
-                        log_module_info(MODULE, "Restored the memory limit of %s to %s (was %" PRIu64
-                                        ", left lowered by an interrupted reclaim)",
-                                        cgroup, buf, cur);
+                        log_module_info(MODULE, "Restored %s of %s to %s (was %" PRIu64 ", left lowered by an interrupted reclaim)",
+                                        what, cgroup, buf, cur);
                         n++;
                         break;
                 }

@@ -135,6 +135,9 @@ static void detach(struct reclaim_target *t) {
         if (t->step_src)
                 (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
         t->in_episode = false;
+        /* A throttle left in force is a pending restore from here on (target_check() puts
+         * the original back before anything else). */
+        t->throttle = 0;
         t->cg = memcg_free(t->cg);
         t->bounds_ok = false;
 }
@@ -166,13 +169,13 @@ static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
 static int set_cgroup(struct reclaim_target *t, char **path) {
         if (streq_ptr(t->cgroup, *path))
                 return 0;
-        if (t->limit_lowered) {
-                (void) target_restore_limit(t);
-                if (t->limit_lowered)
+        if (t->cap_lowered) {
+                (void) target_restore_cap(t);
+                if (t->cap_lowered)
                         return -EBUSY;
         }
         target_record_remove(t);
-        t->recorded_limit = 0;
+        t->recorded_cap = 0;
         t->restore_failed = false;
         free(t->cgroup);
         t->cgroup = TAKE_PTR(*path);
@@ -225,12 +228,16 @@ static int attach(struct reclaim_target *t) {
                 return 0;
         }
         log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
-        if (t->cg->version == MEMCG_V1)
-                target_record_load(t);
-        /* With our lowered limit possibly in force the limit read is not the original: the
-         * bounds wait for target_check() to restore it. */
-        if (!t->limit_lowered)
+        target_record_load(t);
+        /* With our lowered limit possibly in force (v1) the limit read is not the original:
+         * the bounds wait for target_check() to restore it. */
+        if (!t->cap_lowered || t->cg->version == MEMCG_V2)
                 (void) resolve_bounds(t, limit);
+        /* The original is recorded now, not at the first wake-up: the write and its fsyncs
+         * take milliseconds in which a fast writer runs on toward the limit. */
+        uint64_t original;
+        if (t->bounds_ok && !t->cap_lowered && memcg_read_cap(t->cg, &original) >= 0)
+                (void) target_record_original(t, original);
         r = target_arm_events(t);
         if (r < 0)
                 set_state(t, TARGET_ERROR, "cannot register memory events: %s (the %s check still runs)", strerror(-r),
@@ -315,7 +322,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                 abort_episode(t, "the cgroup or its bounds are gone");
                 return 0;
         }
-        r = memcg_read(t->cg, &before);
+        r = target_sample(t, &before);
         if (r < 0) {
                 abort_episode(t, "cannot read the cgroup");
                 target_check(t, WAKE_TIMER); /* finds out what happened to the cgroup */
@@ -323,8 +330,8 @@ static int on_step(sd_event_source *s, void *userdata) {
         }
         t->last = before;
         t->have_sample = true;
-        if (t->limit_lowered || before.limit != t->bounds.limit) {
-                /* Someone changed the limit (or ours is still in force): start over from target_check(). */
+        if ((t->cap_lowered && !t->throttle) || !target_throttle_in_force(t, &before) || before.limit != t->bounds.limit) {
+                /* Someone changed the limit (or a restore is pending): start over from target_check(). */
                 abort_episode(t, "the limit changed");
                 target_check(t, WAKE_TIMER);
                 return 0;
@@ -339,30 +346,25 @@ static int on_step(sd_event_source *s, void *userdata) {
                 return 0;
         }
 
-        if (t->cg->version == MEMCG_V1) {
-                /* Record the original before touching it, so a crash cannot leave it lowered. */
-                r = target_record_write(t, t->bounds.limit);
-                if (r < 0) {
-                        log_target_error_errno(t, r, "Failed to record the original limit in %s, not reclaiming: %m",
-                                               t->record_path);
-                        free(t->record_error);
-                        if (asprintf(&t->record_error, "cannot record the original limit in %s: %s", t->record_path,
-                                     r == -EEXIST ? "it holds the record of another cgroup, not restored yet"
-                                                  : strerror(-r)) < 0)
-                                t->record_error = NULL;
-                        abort_episode(t, "no record"); /* nothing was touched */
-                        set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
-                        hold_after_error(t);
-                        return 0;
-                }
-                t->record_error = mfree(t->record_error);
+        /* v1: record the original before touching it, so a crash cannot leave it lowered (the
+         * throttle recorded it already, unless there is none). */
+        if (t->cg->version == MEMCG_V1 && target_record_original(t, t->bounds.limit) < 0) {
+                abort_episode(t, "no record"); /* nothing was touched */
+                set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
+                hold_after_error(t);
+                return 0;
         }
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
+        int q = 0;
         if (t->cg->version == MEMCG_V1) {
-                t->limit_lowered = true; /* from the write on, ours may be in force */
-                target_note_lowered(t, p.new_limit);
+                if (!t->cap_lowered) {
+                        t->failcnt_seen = before.failcnt;
+                        t->cap_lowered = true; /* from the write on, ours may be in force */
+                }
+                target_note_lowered(t, p.new_limit, t->throttle);
                 r = memcg_set_limit(t->cg, p.new_limit);
-                int q = target_restore_limit(t); /* at once, also after a failure */
+                /* At once, also after a failure: the throttle, or the original without one. */
+                q = target_throttle_put_back(t, r >= 0 ? p.new_limit : 0);
                 if (r >= 0 && q < 0)
                         r = q;
         } else
@@ -381,13 +383,8 @@ static int on_step(sd_event_source *s, void *userdata) {
         (void) metric_inc(t->ctx->metrics.steps, t->settings.name);
         (void) metric_observe(t->ctx->metrics.step_seconds, (double) took / USEC_PER_SEC, t->settings.name);
 
-        if (memcg_read(t->cg, &after) >= 0) {
+        if (target_sample(t, &after) >= 0) {
                 t->last = after;
-                if (t->cg->version == MEMCG_V1 && after.failcnt > before.failcnt) {
-                        t->lowered_limit_hits += after.failcnt - before.failcnt;
-                        (void) metric_add(t->ctx->metrics.lowered_hits, (double) (after.failcnt - before.failcnt),
-                                          t->settings.name);
-                }
                 if (after.usage < before.usage) {
                         uint64_t got = before.usage - after.usage;
                         t->episode_bytes += got;
@@ -395,7 +392,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                         (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
                 }
         }
-        if (reclaim_step_error_is_transient(r) && !t->limit_lowered) {
+        if (reclaim_step_error_is_transient(r) && q >= 0) {
                 /* The kernel could not reclaim that much (dirty or busy pages, or the workload
                  * faster than us): stop here; the next wake-up tries again. */
                 t->n_step_errors++;
@@ -418,7 +415,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                 log_target_warning_errno(t, r, "Reclaim step failed: %m");
                 abort_episode(t, "step failed");
                 set_state(t, TARGET_ERROR, "%s: %s",
-                          t->limit_lowered ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
+                          q < 0 ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
                           strerror(-r));
                 hold_after_error(t);
                 return 0;
@@ -457,29 +454,30 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 /* Removed and made again at the same path between two wake-ups: the event
                  * registrations died with the old cgroup, and our record is of the old one. */
                 log_target_info(t, "cgroup %s was made again: watching the new one", t->cgroup);
-                t->limit_lowered = false;
+                t->cap_lowered = false;
                 target_record_remove(t);
                 detach(t);
                 (void) attach(t); /* checks */
                 return;
         }
-        if (t->limit_lowered) {
-                (void) target_restore_limit(t);
-                if (t->limit_lowered) {
-                        /* Our lowered limit may still be in force: never plan from it, never
+        if (t->cap_lowered && !t->throttle) {
+                /* A restore failed: retried before anything else. */
+                (void) target_restore_cap(t);
+                if (t->cap_lowered) {
+                        /* Our lowered value may still be in force: never plan from it, never
                          * take it for the original. */
-                        set_state(t, TARGET_ERROR, "cannot restore memory.limit_in_bytes of %s to %" PRIu64 " (retrying)",
-                                  t->cgroup, t->recorded_limit);
+                        set_state(t, TARGET_ERROR, "cannot restore %s of %s to %" PRIu64 " (retrying)",
+                                  memcg_cap_name(t->cg->version), t->cgroup, t->recorded_cap);
                         hold_after_error(t);
                         return;
                 }
         }
 
-        r = memcg_read(t->cg, &s);
+        r = target_sample(t, &s);
         if (r < 0) {
                 if (!memcg_exists(t->cg)) {
                         /* Gone: nothing holds a lowered limit, the record can go. */
-                        t->limit_lowered = false;
+                        t->cap_lowered = false;
                         target_record_remove(t);
                         detach(t);
                         set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
@@ -490,21 +488,45 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 hold_after_error(t);
                 return;
         }
+        if (!target_throttle_in_force(t, &s)) {
+                /* Someone else wrote the cap while our throttle was in force: theirs stays,
+                 * and is the original from now on. */
+                log_target_info(t, "%s of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, taking it as the original",
+                                memcg_cap_name(t->cg->version), t->cgroup, s.cap, t->throttle);
+                t->throttle = 0;
+                t->cap_lowered = false;
+                if (t->cg->version == MEMCG_V2)
+                        (void) target_record_write(t, s.cap);
+        }
         t->last = s;
         t->have_sample = true;
         if (!t->bounds_ok || s.limit != t->bounds.limit) {
                 r = resolve_bounds(t, s.limit);
-                if (r < 0)
+                if (r < 0) {
+                        (void) target_throttle_release(t, "no bounds");
                         return;
+                }
                 if (r > 0)
                         (void) target_arm_events(t);
                 if (t->cg->version == MEMCG_V1 &&
-                    reclaim_limit_is_new_original(t->limit_lowered, t->recorded_limit, s.limit))
+                    reclaim_limit_is_new_original(t->cap_lowered, t->recorded_cap, s.limit))
                         (void) target_record_write(t, s.limit); /* an operator's new limit is the original now */
         }
         if (source == WAKE_TIMER && target_sources_missing(t))
                 (void) target_arm_events(t); /* a registration that failed or that the kernel dropped */
         reclaim_plan(&t->bounds, &s, false, &p);
+        if (p.floor >= t->bounds.high)
+                /* Anonymous memory needs the room: no throttle in its way. */
+                (void) target_throttle_release(t, "the floor reached high");
+        else {
+                /* A writer meets the throttle from now on, not the limit. */
+                r = target_throttle_engage(t, &s, &p);
+                if (r < 0) {
+                        set_state(t, TARGET_ERROR, "%s", t->record_error ?: "cannot lower the cap (see the log)");
+                        hold_after_error(t);
+                        return;
+                }
+        }
         switch (p.verdict) {
         case RECLAIM_IDLE:
         case RECLAIM_DONE:
@@ -585,10 +607,10 @@ struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
                 return NULL;
         /* The record goes only once the original is back (or the cgroup is gone); otherwise it
          * stays for the next start to restore. */
-        (void) target_restore_limit(t);
-        if (t->limit_lowered)
+        (void) target_restore_cap(t);
+        if (t->cap_lowered)
                 log_target_error(t, "The original limit of %s (%" PRIu64 ") could not be restored: keeping %s for the next start",
-                                 t->cgroup, t->recorded_limit, t->record_path);
+                                 t->cgroup, t->recorded_cap, t->record_path);
         target_record_remove(t);
         detach(t);
         t->timer = sd_event_source_disable_unref(t->timer);
@@ -654,7 +676,7 @@ int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_
 }
 
 bool reclaim_target_restore_pending(const struct reclaim_target *t) {
-        return t->limit_lowered;
+        return t->cap_lowered && !t->throttle;
 }
 
 const char *reclaim_target_cgroup(const struct reclaim_target *t) {
@@ -695,7 +717,7 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
         /* Fresh numbers for the reader (cheap: a few small files). */
         if (t->cg && !t->in_episode) {
                 struct memcg_sample s;
-                if (memcg_read(t->cg, &s) >= 0) {
+                if (target_sample(t, &s) >= 0) {
                         t->last = s;
                         t->have_sample = true;
                 }
@@ -734,8 +756,10 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
         }
         cJSON_AddNumberToObject(o, "max_step_seconds", (double) t->max_step / USEC_PER_SEC);
         cJSON_AddNumberToObject(o, "step_bytes", (double) (t->step_now ? t->step_now : t->settings.step));
-        cJSON_AddBoolToObject(o, "original_limit_recorded", t->recorded_limit != 0);
-        cJSON_AddBoolToObject(o, "restore_pending", t->limit_lowered);
+        cJSON_AddBoolToObject(o, "original_limit_recorded", t->recorded_cap != 0);
+        cJSON_AddBoolToObject(o, "restore_pending", reclaim_target_restore_pending(t));
+        /* The cap kept lowered while a writer streams (v1 the limit, v2 memory.high). */
+        add_bytes(o, "throttle", t->throttle ? t->throttle : UINT64_MAX);
         if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
                 return NULL;
         for (int i = 0; i < _WAKE_SOURCE_MAX; i++)
@@ -751,7 +775,7 @@ void reclaim_target_collect(struct reclaim_target *t) {
         if (!t->cg)
                 return;
         struct memcg_sample s;
-        if (!t->in_episode && memcg_read(t->cg, &s) >= 0)
+        if (!t->in_episode && target_sample(t, &s) >= 0)
                 t->last = s;
         if (t->last.limit != UINT64_MAX)
                 (void) metric_set(m->limit, (double) t->last.limit, n);

@@ -10,6 +10,9 @@ workloads that run inside them, and the numbers they leave behind.
                    system (not tmpfs: shmem is not reclaimable cache), fdatasync every chunk so
                    the cache it leaves is clean, keeps the files (the caller removes the directory), and prints
                    its throughput as JSON. Run as `python3 reclaim_testlib.py write DIR BYTES`.
+  dd_argv()        the fastest writer: `dd if=/dev/zero of=FILE bs=1M count=N`, no fsync (its
+                   cache is dirty: reclaim waits for writeback, and nothing throttles it but the
+                   memory cgroup). dd(g, directory, total) runs it in g and returns dd's summary.
   anon_argv()      holds N bytes of touched anonymous memory until killed.
   v2_skip_reason() why cgroup v2 memory tests cannot run here (None if they can).
 """
@@ -172,6 +175,21 @@ class MemCgroup:
 def writer_argv(directory, total, chunk=MiB, file_size=16 * MiB, sync_every=MiB):
     return [PYTHON, os.path.join(HERE, "reclaim_testlib.py"), "write", directory, str(total),
             str(chunk), str(file_size), str(sync_every)]
+
+
+def dd_argv(path, total):
+    return ["dd", "if=/dev/zero", "of=" + path, "bs=1M", "count=%d" % (total // MiB)]
+
+
+def dd(g, directory, total):
+    """Streams total bytes into one file under directory with dd at full speed, inside g; the
+    file stays (deleting it would drop its cache, doing the agent's job). Returns dd's last
+    line (bytes, seconds, rate)."""
+    p = g.run(dd_argv(os.path.join(directory, "dd-%d" % time.monotonic_ns()), total),
+              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    return err.strip().splitlines()[-1]
 
 
 def anon_argv(size):

@@ -17,15 +17,16 @@ The activity (each in its own thread, running through every kill and restart):
   zkreg       four static pods registered in a real ZooKeeper; their Ready condition flips every
               few hundred ms (flap damping off, so every flip is a create or a delete).
   reclaim     a v1 memory cgroup with a writer streaming page cache through it (throttled, files
-              rewritten in a ring), so its limit is lowered and restored in episodes all the time
-              (2M steps, the 100 ms check: every short-lived agent between two kills reclaims).
+              rewritten in a ring), so its limit is lowered (the agent's throttle, and below it
+              a step's value) and put back in episodes all the time (2M steps, the 100 ms check:
+              every short-lived agent between two kills reclaims).
 
 The kills: after each start the test waits until /v1/status answers (every restart must come up,
 and the daemon must never exit by itself), then waits a random 0-150 ms and kills; about one in
 seven kills lands right at startup instead (0-60 ms after exec, before the API is up) to hit the
 recovery code itself, and one in five of the others is aimed at a reclaim step (the test polls
-the cgroup's limit and kills as soon as it sees it lowered: the lowered limit is in force only
-for microseconds between two writes, which random kills almost never meet).
+the cgroup's limit and kills as soon as it sees it below the throttle: a step's value is in
+force only for microseconds between two writes, which random kills almost never meet).
 
 After every kill, before the next start, the whole state-dir and the agent's other directories
 (configsync's dest, pod-tls-dir, the local CA) are walked and every entry classified; a kind the
@@ -33,7 +34,7 @@ walker does not know fails the test, so a new state file cannot escape the check
   configsync/NAME.json   parses; its manifest is one the server published, manifest_sha256 fits
   podnet/allocations.json parses; every address inside the pod CIDR, none and no attachment twice
   reclaim/NAME.json      parses; names our cgroup and its ORIGINAL limit (never a lowered one)
-  reclaim/NAME.lowered   one fixed-width number (or empty: killed between open and pwrite)
+  reclaim/NAME.lowered   two fixed-width numbers (or empty: killed between open and pwrite)
   zkreg/session          one "<16 hex> <32 hex>" line
   identity/node/, pod-tls-dir/UID/, configs dest   atomic directories: ..data points at a
                          version; the published version and every kept older one is whole
@@ -326,7 +327,7 @@ class Walk:
             data = f.read()
         # Written with one pwrite of a fixed width; empty if the kill came between open and pwrite
         # (the value is then unknown, which the restore handles).
-        if data and not re.match(rb"^\d{20}\n$", data):
+        if data and not re.match(rb"^\d{20} \d{20}\n$", data):
             self.bad(path, "torn lowered note %r" % data)
         self.count("reclaim lowered note")
 
@@ -613,13 +614,18 @@ def status_up(a):
         return False
 
 
+# The limit the agent keeps in force between steps (high 60%: halfway to the limit), whole pages.
+THROTTLE = (LIMIT * 60 // 100 + (LIMIT - LIMIT * 60 // 100) // 2) // 4096 * 4096
+
+
 def wait_for_lowered_limit(cgroup, timeout):
-    """Returns as soon as the cgroup's limit is below its original (True), or after timeout."""
+    """Returns as soon as the cgroup's limit is below the throttle (a step's value: True), or
+    after timeout."""
     fd = os.open(os.path.join(cgroup.dir, "memory.limit_in_bytes"), os.O_RDONLY | os.O_CLOEXEC)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if int(os.pread(fd, 32, 0)) < LIMIT:
+            if int(os.pread(fd, 32, 0)) < THROTTLE:
                 return True
         return False
     finally:
@@ -689,7 +695,7 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
     activity.start()
 
     walked = {"walks": 0, "entries": 0, "leftovers": 0}
-    seen = {"seconds to /v1/status": 0.0, "kills after which a pod had 2+ members": 0, "most extra members at once": 0, "kills aimed at a lowered limit": 0, "kills while the limit was lowered": 0, "leftovers": {}, "versions": {}}
+    seen = {"seconds to /v1/status": 0.0, "kills after which a pod had 2+ members": 0, "most extra members at once": 0, "kills aimed at a lowered limit": 0, "kills while a step's limit was in force": 0, "leftovers": {}, "versions": {}}
     early = up = 0
     try:
         for k in range(kills):
@@ -704,7 +710,7 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
                 seen["seconds to /v1/status"] += time.monotonic() - t_up
                 up += 1
                 if rng.random() < 0.2:
-                    # Aimed at a reclaim step: the lowered limit is in force only between two
+                    # Aimed at a reclaim step: a step's limit is in force only between two
                     # writes (microseconds), which a random kill almost never finds.
                     seen["kills aimed at a lowered limit"] += 1
                     wait_for_lowered_limit(env.cgroup, rng.uniform(0.05, 0.15))
@@ -713,8 +719,8 @@ def test_kill9_at_random_moments_leaves_consistent_state(agent_factory, crash_en
             a.check_alive()  # it never exits on its own: only our kills end it
             rc = a.kill9()
             assert rc == -9, "piniond exited with %d before kill %d" % (rc, k)
-            if env.cgroup.limit() < LIMIT:
-                seen["kills while the limit was lowered"] += 1
+            if env.cgroup.limit() < THROTTLE:
+                seen["kills while a step's limit was in force"] += 1
             # What an operator sees meanwhile: members of killed sessions until the next start
             # closes the last one (older ones expire after the session timeout).
             eps = [ep for ep, _ in zk_members(kz)]

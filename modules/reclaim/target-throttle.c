@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* The throttle: a lowered cap kept in force so that a writer faster than the agent's reclaim
+ * reclaims its own page cache, in its own context, before the cgroup reaches its limit.
+ *
+ * Episodes alone cannot keep up with a writer like dd (1 MiB writes, no fsync): its cache is
+ * dirty, so reclaim waits for writeback while the writer charges on at GiB/s, and on v1 the
+ * kernel keeps a lowered limit out of force until usage is under it — the writer meets only
+ * the original limit while a step reclaims. Reacting faster does not help either: at 2 GiB/s
+ * the room between high (90%) and 95% of a 64 MiB limit is 1.6 ms of writing. What stops the
+ * writer is a cap the kernel enforces on it, in place before it gets there:
+ *
+ *   v1  memory.limit_in_bytes at halfway between high and the limit (the backstop level), put
+ *       back after each step. A hard limit: a charge the kernel cannot make room for below it
+ *       fails (at worst an OOM the original limit would not have caused), so it is in force
+ *       only while the floor (anon + min-file + headroom) is below high — the kernel can then
+ *       always make room by reclaiming page cache, and anonymous memory has the room between
+ *       the floor and the cap to grow into before the agent gives the original back.
+ *   v2  memory.high at high, for as long as the floor stays below high: a throttle, never an
+ *       OOM (a task over it reclaims before it returns to user space). It also brings the
+ *       notification at high that v2 otherwise lacks (memory.events "high" changes). When
+ *       anonymous memory makes high unreachable, the original goes back so anon allocations
+ *       are never throttled into a stall.
+ *
+ * The original is recorded durably (target-record.c) before the first write, so stop, a
+ * reload, a removed section and a kill -9 (at the next start) all put it back. */
+#include <inttypes.h>
+
+#include "target-internal.h"
+
+static uint64_t page_up(uint64_t v) {
+        uint64_t p = target_page_size();
+        return v > UINT64_MAX - p ? UINT64_MAX : (v + p - 1) / p * p;
+}
+
+/* The value the throttle keeps in force when it can: v1 the backstop level, v2 high. 0: none
+ * (v1 without a limit above high). */
+static uint64_t throttle_level(const struct reclaim_target *t) {
+        if (t->cg->version == MEMCG_V1)
+                return target_backstop_level(&t->bounds);
+        return t->bounds.high;
+}
+
+/* Writes value over the cap after noting it and what may be in force now. */
+static int write_throttle(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
+        target_note_lowered(t, value, in_force);
+        int r = memcg_write_cap(t->cg, value);
+        if (r < 0)
+                return r;
+        t->throttle = value;
+        return 0;
+}
+
+int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s, const struct reclaim_step *p) {
+        int r;
+
+        if (!t->cg || !t->bounds_ok || t->cap_lowered != (t->throttle != 0))
+                return 0; /* a restore is pending: never lower over it */
+        uint64_t level = throttle_level(t);
+        /* Engaged only with room below high (1/64 of the limit, the headroom): a floor that
+         * hovers at high does not make it come and go with every wake-up. */
+        if (level == 0 || p->floor >= t->bounds.high - MIN(t->bounds.high, t->bounds.headroom))
+                return 0;
+        uint64_t value = reclaim_limit_as_kernel_keeps(level, target_page_size());
+        uint64_t original;
+        if (t->cg->version == MEMCG_V1) {
+                /* A wake-up that came late (usage past the level): cap where usage is now, so
+                 * the write never waits for reclaim; the steps bring it down. */
+                if (s->usage >= value)
+                        value = page_up(s->usage + t->bounds.headroom);
+                original = t->bounds.limit;
+        } else
+                original = t->throttle ? t->recorded_cap : s->cap;
+        if (value >= original || (t->throttle && t->throttle <= value))
+                return 0; /* nothing to lower (v2: the operator's memory.high is lower already) */
+
+        r = target_record_original(t, original);
+        if (r < 0)
+                return r;
+        uint64_t in_force = t->throttle;
+        if (!t->cap_lowered) {
+                (void) memcg_read_failcnt(t->cg, &t->failcnt_seen);
+                t->cap_lowered = true;
+        }
+        r = write_throttle(t, value, in_force);
+        if (r < 0) {
+                log_target_warning_errno(t, r, "Failed to lower %s of %s to %" PRIu64 ": %m",
+                                         memcg_cap_name(t->cg->version), t->cgroup, value);
+                int q = target_restore_cap(t);
+                return q < 0 ? q : r;
+        }
+        log_target_debug(t, "throttle: %s of %s at %" PRIu64 " (original %" PRIu64 ")", memcg_cap_name(t->cg->version),
+                         t->cgroup, value, original);
+        target_backstop_enable(t, false);
+        return 0;
+}
+
+int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped) {
+        if (!t->throttle)
+                return target_restore_cap(t);
+        if (stepped == 0)
+                /* The step did not take: the throttle is still what is in force. */
+                return 0;
+        /* The step's value is in force now (usage is under it): raising the cap to the
+         * throttle (or to the step's value, when a late clamp is still above the level) never
+         * waits for reclaim. */
+        uint64_t value = MIN(t->throttle, MAX(reclaim_limit_as_kernel_keeps(throttle_level(t), target_page_size()), stepped));
+        int r = write_throttle(t, value, stepped);
+        if (r < 0) {
+                log_target_warning_errno(t, r, "Failed to put the throttle back on %s: %m", t->cgroup);
+                return target_restore_cap(t);
+        }
+        return 0;
+}
+
+int target_throttle_release(struct reclaim_target *t, const char *why) {
+        if (!t->throttle)
+                return 0;
+        log_target_debug(t, "throttle released (%s): %s of %s back to the original", why,
+                         memcg_cap_name(t->cg ? t->cg->version : MEMCG_V1), t->cgroup);
+        target_backstop_enable(t, true);
+        return target_restore_cap(t);
+}
+
+bool target_throttle_in_force(const struct reclaim_target *t, const struct memcg_sample *s) {
+        return !t->throttle || target_cap_is_ours(t, s->cap);
+}
+
+/* v1: charges that failed while a limit of ours was in force met that one, not the original
+ * (usage stayed under it): counted as lowered_limit_hits. */
+static void add_hits(struct reclaim_target *t, uint64_t failcnt) {
+        if (failcnt > t->failcnt_seen) {
+                t->lowered_limit_hits += failcnt - t->failcnt_seen;
+                (void) metric_add(t->ctx->metrics.lowered_hits, (double) (failcnt - t->failcnt_seen), t->settings.name);
+        }
+        t->failcnt_seen = failcnt;
+}
+
+void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg) {
+        uint64_t f;
+        if (cg->version == MEMCG_V1 && t->cap_lowered && memcg_read_failcnt(cg, &f) >= 0)
+                add_hits(t, f);
+}
+
+int target_sample(struct reclaim_target *t, struct memcg_sample *ret) {
+        struct memcg_sample s;
+        int r = memcg_read(t->cg, &s);
+        if (r < 0)
+                return r;
+        if (t->cg->version == MEMCG_V1 && t->cap_lowered && t->recorded_cap) {
+                add_hits(t, s.failcnt);
+                /* The workload's limit is the original; s.cap keeps the value in force. */
+                if (target_cap_is_ours(t, s.limit))
+                        s.limit = t->recorded_cap;
+        }
+        *ret = s;
+        return 0;
+}
