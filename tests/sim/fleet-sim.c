@@ -43,9 +43,9 @@
  *   pinion     what modules/apiserver/reflector.c does, with the agent's [apiserver] defaults:
  *              the same backoff, plus the token bucket (qps, burst) in front of every request; a
  *              cut watch or a failed request is retried after the backoff as a watch resume from
- *              the last resourceVersion; only 410 relists, after a pause (gone-pause: the next
- *              backoff step, as the reflector does, or none); a 429's Retry-After is a lower bound
- *              of the wait.
+ *              the last resourceVersion; only 410 relists, after a pause (gone-pause: uniform in
+ *              [0, the current backoff step] as the reflector does, the next backoff step, or
+ *              none); a 429's Retry-After is a lower bound of the wait.
  *
  * The files: sim-model (the constants and their options), sim-policy (the three policies),
  * sim-event (the event queue), sim-random (the model's generator), sim-run (one run: the agents,
