@@ -10,7 +10,7 @@
    forced refreshes answered 304, minus the same number of API requests that start no fetch
    (so the API's own cost is not counted as the sync's).
 
-Goals (issue 7): pinion within 10% of curl (ratio <= 1.10); a 304 cycle under 1 ms of CPU.
+Goals: pinion within 10% of curl (ratio <= 1.10); a 304 cycle under 1 ms of CPU.
 Usage: make bench-configsync  (BENCH_CONFIGSYNC_FLAGS='--files 100 --size 10M')."""
 
 import argparse

@@ -11,7 +11,7 @@
                    makes an API caller wait. Peer: `openssl req -x509 -newkey ec -CA` per
                    certificate (the same SPIFFE URI + IP SANs), timed for a sample and scaled.
 
-Goals (issue 6): node bootstrap < 50 ms on loopback; 1,000 workload certificates < 2 s.
+Goals: node bootstrap < 50 ms on loopback; 1,000 workload certificates < 2 s.
 Usage: identity-bench.py [--pods 1000] [--runs 5]   (PINION_BUILDDIR: where piniond was built)
 """
 

@@ -255,7 +255,7 @@ def write_report(docs, out_dir, start, end, status):
              "figure stands beside the peer it was measured against in the same run, with the ratio "
              "pinion / peer (below 1 is smaller: faster for times, less for sizes); goals are the "
              "issues' goals. What each benchmark does: the docstring at the top of its script and the "
-             "README's Benchmarks section. Rerun: `make bench` in a build directory (the settings are "
+             "docs/benchmarks.md. Rerun: `make bench` in a build directory (the settings are "
              "in `tests/bench/run-all.sh`).", ""]
     lines += machine_lines(start, end)
     lines.append("")

@@ -35,7 +35,7 @@ def pods_view(a):
 
 
 def test_sighup_with_several_bundles(agent_factory, nginx, test_ca, tmp_path):
-    """Review finding 1: a reload with two or more bundles left NULL holes that lookups hit."""
+    """A reload with two or more bundles keeps every bundle reachable by name."""
     names = ("app", "db", "web")
     for n in names:
         write_bundle(nginx.root, n, FILES_V1, n + "-1")
@@ -77,8 +77,8 @@ def test_sighup_with_several_bundles(agent_factory, nginx, test_ca, tmp_path):
 
 
 def test_reload_keeps_a_pending_on_change(agent_factory, nginx, test_ca, tmp_path):
-    """Review finding 2: a reload changing on-change while its run was pending (quiescence timer
-    armed, nothing running) dropped the run."""
+    """A reload that changes on-change while its run is pending (quiescence timer
+    armed, nothing running yet) still runs it."""
     log = str(tmp_path / "runs.log")
     for name in ("old", "new"):
         with open(str(tmp_path / name), "w") as f:
@@ -101,8 +101,8 @@ def test_reload_keeps_a_pending_on_change(agent_factory, nginx, test_ca, tmp_pat
 
 
 def test_public_key_added_while_down_is_enforced(agent_factory, nginx, test_ca, tmp_path):
-    """Review finding 3: the state file did not record which key verified the tree, so after a
-    restart with a new public-key a 304 stood in for the signature check."""
+    """The state file records which key verified the tree: after a restart with a new
+    public-key, a 304 does not stand in for the signature check."""
     key, pub = ed25519_keypair(str(tmp_path))
     dest = str(tmp_path / "dest")
     write_bundle(nginx.root, "app", FILES_V1, "v1")
@@ -144,8 +144,8 @@ def test_public_key_added_while_down_is_enforced(agent_factory, nginx, test_ca, 
 
 
 def test_presence_lost_behind_its_back_closes_the_gate(agent_factory, nginx, test_ca, tmp_path):
-    """Review finding 4: a sync that finds ..data gone must announce it (gate, log), even when
-    the download then fails."""
+    """A sync that finds ..data gone announces it (gate, log), even when the
+    download then fails."""
     dest = str(tmp_path / "dest")
     write_bundle(nginx.root, "app", FILES_V1, "v1")
     a = agent_factory(config={"config.app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
@@ -170,7 +170,7 @@ def test_presence_lost_behind_its_back_closes_the_gate(agent_factory, nginx, tes
 
 
 def test_a_file_damaged_in_place_is_not_reused(agent_factory, nginx, test_ca, tmp_path):
-    """Review finding 8: reused (hard-linked) files are hashed again first."""
+    """Files reused by hard link are hashed again first."""
     dest = str(tmp_path / "dest")
     write_bundle(nginx.root, "app", FILES_V1, "v1")
     a = agent_factory(config={"config.app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
@@ -189,7 +189,7 @@ def test_a_file_damaged_in_place_is_not_reused(agent_factory, nginx, test_ca, tm
 
 
 def test_group_or_world_writable_dest_is_refused(agent_factory, nginx, test_ca, tmp_path):
-    """Review finding 7: others who may write into dest could swap what is published."""
+    """A dest that others may write into is refused: they could swap what is published."""
     dest = str(tmp_path / "dest")
     os.mkdir(dest)
     os.chmod(dest, 0o777)
@@ -212,7 +212,7 @@ def test_group_or_world_writable_dest_is_refused(agent_factory, nginx, test_ca, 
 
 
 def test_https_source_redirects_to_https_only(agent_factory, nginx, test_ca, tmp_path):
-    """Review finding 10: an https manifest URL may be redirected, but not to plain http."""
+    """An https manifest URL may be redirected, but not to plain http."""
     write_bundle(nginx.root, "app", FILES_V1, "v1")
     a = agent_factory(config={
         "config.good": config_section(nginx.url("app/redirect-to-https.json"), str(tmp_path / "good"), test_ca),

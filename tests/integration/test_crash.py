@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Crash consistency (issue 9, point 2): one piniond with every module doing real work at once is
+"""Crash consistency: one piniond with every module doing real work at once is
 killed with SIGKILL at random moments and restarted on the same state-dir, again and again, while
 the activity goes on; afterwards its state must be whole and the world it manages consistent.
 

@@ -517,7 +517,7 @@ def test_deletions_interrupted_by_a_crash_are_retried_at_start(podnet_agent, net
     wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
 
 
-# ---- the review's findings ----
+# ---- interface ownership, netns checks, concurrent and repeated requests ----
 
 def test_only_root_may_call_cni_not_socket_group(podnet_agent):
     """socket-group members may read status, but wiring namespaces is root's (H1)."""

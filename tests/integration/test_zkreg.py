@@ -20,7 +20,7 @@ from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
 
-# ZKREG_OUTAGE_SECONDS=60 runs the outage test with the issue's full minute; CI uses 20 s.
+# ZKREG_OUTAGE_SECONDS=60 runs the outage test for a full minute; CI uses 20 s.
 OUTAGE_SECONDS = float(os.environ.get("ZKREG_OUTAGE_SECONDS") or 20)
 
 
@@ -363,7 +363,7 @@ def test_forced_session_expiry_ends_with_one_entry_per_pod(agent_factory, zk, kz
 
 
 def test_outage_ends_with_everything_registered(agent_factory, zk, kz, base):
-    """ZooKeeper stopped for OUTAGE_SECONDS (20 s in CI; ZKREG_OUTAGE_SECONDS=60 for the issue's
+    """ZooKeeper stopped for OUTAGE_SECONDS (20 s in CI; ZKREG_OUTAGE_SECONDS=60 for a full
     minute), with pods changing meanwhile; afterwards exactly the ready pods, once each."""
     a = agent_factory(config=zk_config(zk, session_timeout="4s"))
     path = base + "/o"

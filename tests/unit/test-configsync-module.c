@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The configsync module's contract with a real manager (config, event loop, pod gates, API):
- * a start that fails half-way leaves nothing running (review finding 6), and a stopped module
+ * a start that fails half-way leaves nothing running, and a stopped module
  * keeps its gate, closed, until it is freed (finding 9). runner_new is wrapped (-Wl,--wrap) so
  * a test can make the second bundle's start fail. */
 

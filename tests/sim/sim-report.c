@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/* The report: the model and the policies, the Markdown table of results, and the two CSV files. */
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "sim-report.h"
+
+static void format_duration(char *buf, size_t size, usec_t u) {
+        if (u == USEC_INFINITY)
+                snprintf(buf, size, "never");
+        else
+                snprintf(buf, size, "%.1f s", (double) u / (double) USEC_PER_SEC);
+}
+
+void print_model(const char *const values[static N_OPTIONS], const struct model *m) {
+        printf("# Fleet simulation: %u agents, %.0f s outage\n\n", m->agents,
+               (double) m->outage / (double) USEC_PER_SEC);
+        printf("Reproduce with `fleet-sim");
+        for (size_t i = 0; i < N_OPTIONS; i++)
+                printf(" --%s %s", option_defs[i].name, values[i]);
+        printf("`\n\n| parameter | value | meaning |\n|---|---|---|\n");
+        for (size_t i = 0; i < N_OPTIONS; i++)
+                printf("| %s | %s | %s |\n", option_defs[i].name, values[i], option_defs[i].help);
+        printf("\nOne cost unit ≈ one object serialized. A node list costs %.0f units, a watch request %.0f. "
+               "The whole fleet relisting costs %.0f units, %.1f s of capacity.\n\n",
+               m->list_base_cost + m->object_cost * m->pods_per_node, m->watch_cost,
+               (double) m->agents * (m->list_base_cost + m->object_cost * m->pods_per_node),
+               (double) m->agents * (m->list_base_cost + m->object_cost * m->pods_per_node) / m->capacity);
+}
+
+void print_policies(const struct policy policies[static _POLICY_MAX]) {
+        const struct policy *l = &policies[POLICY_LEGACY], *p = &policies[POLICY_PINION];
+
+        printf("Policies:\n");
+        printf("- **legacy**: retries %.1f s after every failure, every retry and every watch renewal is a "
+               "full list (%u objects), no rate limit.\n",
+               (double) l->backoff.initial / (double) USEC_PER_SEC, l->list_objects);
+        printf("- **client-go**: reflector defaults (`BACKOFF_CONFIG_CLIENT_GO`: 800 ms ×2 up to 30 s, "
+               "jitter 1.0, reset after 2 min healthy); after a cut watch, a failure or a 410 it backs "
+               "off and relists.\n");
+        printf("- **pinion** (modules/apiserver/reflector.c): `[apiserver]` backoff-initial=%.0fms "
+               "backoff-max=%.0fs backoff-jitter=%.2g backoff-reset=%.0fs (factor %.2g), token bucket "
+               "qps=%.2g burst=%.2g; retries resume from the last resourceVersion, only a 410 relists "
+               "(%s).\n\n",
+               (double) p->backoff.initial / (double) USEC_PER_MSEC,
+               (double) p->backoff.max / (double) USEC_PER_SEC, p->backoff.jitter,
+               (double) p->backoff.reset_after / (double) USEC_PER_SEC, p->backoff.factor, p->qps, p->burst,
+               p->gone_relists_at_once ? "at once"
+               : p->gone_splay        ? "after a pause uniform in [0, the current backoff step]"
+                                      : "after the next backoff step");
+}
+
+void spread_add(struct spread *sp, const struct result *r) {
+        sp->runs++;
+        if (r->falls == 0)
+                sp->survived++;
+        sp->worst_peak = MAX(sp->worst_peak, r->peak_cost);
+        sp->worst_max = MAX(sp->worst_max, r->max);
+}
+
+void print_table(const struct model *m, const struct result *results, const struct spread *spreads,
+                        size_t n, const struct result *legacy) {
+        printf("| policy | requests during outage | vs legacy | peak offered cost after recovery "
+               "| apiserver survived | synced after recovery p50 / p99 / max | total requests "
+               "| %u seeds: survived, worst peak, worst max |\n", m->runs);
+        printf("|---|---:|---:|---:|---|---|---:|---|\n");
+        for (size_t i = 0; i < n; i++) {
+                const struct result *r = &results[i];
+                const struct spread *sp = &spreads[i];
+                char p50[32], p99[32], max[32], worst[32], vs[32] = "—", survived[64];
+
+                format_duration(p50, sizeof(p50), r->p50);
+                format_duration(p99, sizeof(p99), r->p99);
+                format_duration(max, sizeof(max), r->max);
+                format_duration(worst, sizeof(worst), sp->worst_max);
+                if (legacy && r != legacy && legacy->requests_outage > 0)
+                        snprintf(vs, sizeof(vs), "%+.1f%%",
+                                 100.0 * ((double) r->requests_outage / (double) legacy->requests_outage - 1));
+                if (r->falls == 0)
+                        snprintf(survived, sizeof(survived), "yes");
+                else
+                        snprintf(survived, sizeof(survived), "no (fell over %u×)", r->falls);
+
+                printf("| %s | %" PRIu64 " | %s | %.2f× (%.0f/s) | %s | %s / %s / %s | %" PRIu64 "%s "
+                       "| %u/%u, %.2f×, %s |\n",
+                       r->policy, r->requests_outage, vs, r->peak_cost / m->capacity, r->peak_cost, survived,
+                       p50, p99, max, r->requests_total, r->unsynced > 0 ? " (time limit)" : "",
+                       sp->survived, sp->runs, sp->worst_peak / m->capacity, worst);
+        }
+        printf("\nRequests are counted from the outage start; \"never\": not every agent was synced "
+               "when the time limit ran out.\n");
+}
+
+void csv_write(FILE *f, const struct model *m, const struct result *r) {
+        for (size_t i = 0; i < r->n_samples; i++) {
+                const struct sample *x = &r->samples[i];
+                fprintf(f, "%s,%g,%.3f,%g,%u,%u,%u,%u,%d\n", r->policy, x->t, x->offered, m->capacity,
+                        x->requests, x->rejected, x->failed, x->synced, x->up);
+        }
+}
+
+void summary_write(FILE *f, const struct model *m, uint64_t seed, const struct result *r) {
+        fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%u,%u,%.3f,%.3f,%.3f\n", r->policy,
+                seed, r->requests_outage, r->requests_total, r->peak_cost, m->capacity, r->falls, r->unsynced,
+                r->p50 == USEC_INFINITY ? INFINITY : (double) r->p50 / (double) USEC_PER_SEC,
+                r->p99 == USEC_INFINITY ? INFINITY : (double) r->p99 / (double) USEC_PER_SEC,
+                r->max == USEC_INFINITY ? INFINITY : (double) r->max / (double) USEC_PER_SEC);
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The report: the model and the policies as Markdown, the table of results with the spread over
+ * the seeds, the time series CSV (--csv) and the summary CSV (--summary-csv). */
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sim-model.h"
+#include "sim-policy.h"
+#include "sim-run.h"
+
+/* The title, a command line that reproduces the run, and every constant with its meaning. */
+void print_model(const char *const values[static N_OPTIONS], const struct model *m);
+/* What each policy does, with the settings of this run. */
+void print_policies(const struct policy policies[static _POLICY_MAX]);
+
+/* What the runs with other seeds add to the first one. */
+struct spread {
+        unsigned runs;
+        unsigned survived;
+        double worst_peak;
+        usec_t worst_max;
+};
+
+void spread_add(struct spread *sp, const struct result *r);
+/* One row per result, compared with legacy's (NULL: legacy did not run). */
+void print_table(const struct model *m, const struct result *results, const struct spread *spreads,
+                 size_t n, const struct result *legacy);
+
+#define CSV_HEADER "policy,t,offered_cost,capacity,requests,rejected,failed,synced,server_up\n"
+/* One row per 1 s window of the result. */
+void csv_write(FILE *f, const struct model *m, const struct result *r);
+
+#define SUMMARY_HEADER                                                                             \
+        "policy,seed,requests_outage,requests_total,peak_cost,capacity,falls,unsynced,sync_p50,"   \
+        "sync_p99,sync_max\n"
+/* One row for the result of the run with `seed`. */
+void summary_write(FILE *f, const struct model *m, uint64_t seed, const struct result *r);

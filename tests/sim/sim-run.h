@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* One run of one policy through the scenario, and what it yields: the summary numbers and a
+ * sample per 1 s window. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "macro.h"
+#include "sim-model.h"
+#include "sim-policy.h"
+
+struct sample {
+        double t; /* window start, seconds since the outage began */
+        double offered;
+        unsigned requests, rejected, failed, synced;
+        bool up;
+};
+
+struct result {
+        const char *policy;
+        uint64_t requests_outage;
+        uint64_t requests_total; /* from the outage start until the end of the run */
+        double peak_cost;        /* highest 1 s offered cost after the recovery */
+        unsigned falls;          /* fall-overs after the recovery */
+        unsigned unsynced;       /* agents not synced when the run ended */
+        usec_t p50, p99, max;    /* from the recovery until synced; USEC_INFINITY: never */
+        usec_t end;
+        struct sample *samples;
+        size_t n_samples, allocated_samples;
+};
+
+/* Runs policy p on model m (with m->seed) into *ret, which owns its samples afterwards; on
+ * failure (negative errno) *ret holds nothing to free. */
+int run_policy(const struct model *m, const struct policy *p, struct result *ret);
+/* Frees a result's samples. */
+void result_done(struct result *r);
