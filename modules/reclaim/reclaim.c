@@ -655,9 +655,15 @@ static void reclaim_free(struct module_instance *mi) {
 }
 
 /* Memory cgroup files may belong to other users (delegated cgroups); any pod may opt in by
- * annotation, so the need does not depend on the settings. */
+ * annotation, so the need does not depend on the settings. On cgroup v2, CAP_SYS_RESOURCE too:
+ * without it the kernel takes PSI triggers only with windows of whole 2 s, and checks them
+ * only every 2 s. */
 static uint64_t reclaim_capabilities(struct module_instance *mi, const struct config *c) {
-        return CAP_TO_MASK64(CAP_DAC_OVERRIDE);
+        enum memcg_version v;
+        uint64_t caps = CAP_TO_MASK64(CAP_DAC_OVERRIDE);
+        if (memcg_hierarchy(&v, NULL) >= 0 && v == MEMCG_V2)
+                caps |= CAP_TO_MASK64(CAP_SYS_RESOURCE);
+        return caps;
 }
 
 const struct module reclaim_module = {

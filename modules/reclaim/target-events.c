@@ -3,6 +3,7 @@
  * and memory.pressure_level through cgroup.event_control eventfds; v2 a PSI trigger on
  * memory.pressure and inotify on memory.events. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <sys/inotify.h>
 
 #include "target-internal.h"
@@ -68,6 +69,30 @@ static int add_threshold(struct reclaim_target *t, uint64_t level, sd_event_sour
         return 0;
 }
 
+/* The PSI trigger. Kernels with unprivileged PSI triggers (upstream 6.5, and Debian's 6.1)
+ * take a window that is not a multiple of 2 s only from an opener with CAP_SYS_RESOURCE
+ * (EINVAL otherwise): the unit grants it. Without it (a container that does not), the trigger
+ * is tried once more with the window rounded up to whole 2 s and the stall scaled alike —
+ * slower to fire (the kernel checks such triggers every 2 s), but a trigger — and that is
+ * said once at info, not warned about at every check. */
+static int psi_fd(struct reclaim_target *t, int *ret_fd) {
+        unsigned long stall, window;
+        char kind[8], rounded[64];
+        int r = memcg_v2_psi_fd(t->cg, t->settings.psi, ret_fd);
+        if (r != -EINVAL || sscanf(t->settings.psi, "%7s %lu %lu", kind, &stall, &window) != 3 || window % 2000000 == 0)
+                return r;
+        unsigned long w = (window + 1999999) / 2000000 * 2000000;
+        snprintf(rounded, sizeof(rounded), "%s %lu %lu", kind, stall * (w / 1000) / (window / 1000), w);
+        int q = memcg_v2_psi_fd(t->cg, rounded, ret_fd);
+        if (q < 0)
+                return r;
+        if (!t->psi_rounded_said)
+                log_target_info(t, "The kernel refused the PSI trigger '%s' (a window that is not a multiple of 2 s needs CAP_SYS_RESOURCE): using '%s'",
+                                t->settings.psi, rounded);
+        t->psi_rounded_said = true;
+        return 0;
+}
+
 /* Registers the wake-ups for the current bounds; the v1 thresholds are re-registered when high
  * changes (a new limit). Failures leave the timer as the only wake-up and are reported. */
 int target_arm_events(struct reclaim_target *t) {
@@ -101,7 +126,7 @@ int target_arm_events(struct reclaim_target *t) {
                 return 0;
         }
         if (!t->psi_src && !isempty(t->settings.psi)) {
-                r = memcg_v2_psi_fd(t->cg, t->settings.psi, &fd);
+                r = psi_fd(t, &fd);
                 if (r < 0)
                         log_target_warning_errno(t, r, "Failed to set the PSI trigger '%s' on memory.pressure: %m",
                                                  t->settings.psi);

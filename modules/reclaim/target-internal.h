@@ -61,6 +61,7 @@ struct reclaim_target {
         /* v1: usage thresholds at high and at the backstop (see backstop_level()) */
         sd_event_source *threshold_src[2];
         sd_event_source *pressure_src, *psi_src, *events_src;
+        bool psi_rounded_said; /* the rounded PSI window was logged */
         sd_event_source *timer, *step_src;
 
         /* the episode under way */

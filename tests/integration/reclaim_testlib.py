@@ -2,7 +2,8 @@
 """reclaim's test helpers: real v1/v2 memory cgroups made for a test and always removed, the
 workloads that run inside them, and the numbers they leave behind.
 
-  MemCgroup        a cgroup under the memory hierarchy (v1 here): create(limit), read(name),
+  MemCgroup        a cgroup under the memory hierarchy (v1 here, v2 in the VM guest):
+                   create(limit), read(name),
                    write(name, value), run(argv) -> Popen inside it, kill_all(), remove().
   memcg_factory    fixture: make(suffix, limit) -> MemCgroup named pinion-test-<pid>-<suffix>;
                    at teardown every process in it is killed first, then the cgroup removed.
@@ -14,7 +15,6 @@ workloads that run inside them, and the numbers they leave behind.
                    cache is dirty: reclaim waits for writeback, and nothing throttles it but the
                    memory cgroup). dd(g, directory, total) runs it in g and returns dd's summary.
   anon_argv()      holds N bytes of touched anonymous memory until killed.
-  v2_skip_reason() why cgroup v2 memory tests cannot run here (None if they can).
 """
 
 import json
@@ -25,7 +25,6 @@ import sys
 import time
 
 V1_ROOT = "/sys/fs/cgroup/memory"
-V2_ROOTS = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = "/usr/bin/python3"
 MiB = 1 << 20
@@ -33,19 +32,6 @@ MiB = 1 << 20
 
 def v1_available():
     return os.path.exists(os.path.join(V1_ROOT, "memory.limit_in_bytes"))
-
-
-def v2_skip_reason():
-    """None when a cgroup2 hierarchy offers the memory controller, else why not."""
-    for root in V2_ROOTS:
-        ctl = os.path.join(root, "cgroup.controllers")
-        if os.path.exists(ctl):
-            controllers = open(ctl).read().split()
-            if "memory" in controllers:
-                return None
-            return ("cgroup v2 at %s has no memory controller (cgroup.controllers: %s); "
-                    "the kernel binds it to the v1 hierarchy" % (root, " ".join(controllers) or "empty"))
-    return "no cgroup v2 hierarchy mounted"
 
 
 def disk_tmpdir():

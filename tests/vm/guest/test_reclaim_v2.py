@@ -1,0 +1,199 @@
+# SPDX-License-Identifier: MIT
+"""reclaim on cgroup v2, on a systemd node: targets on a service's cgroup and on a scope's,
+each with MemoryMax=64M, and a page-cache stream of 4x the limit written by dd at full speed
+(1 MiB writes, no fsync) and read back.
+
+The agent runs as the installed piniond.service (its sandbox and capability set as shipped).
+It lowers memory.high to high while the floor (anon + min-file + headroom) is below high — the
+kernel then reclaims in the writer's own context before it returns to user space — and
+reclaims toward target on PSI and memory.events wake-ups (the safety-net timer is an hour away
+here). memory.peak (Linux 5.19+) is the measure; it cannot be reset on 6.1, so every test makes
+its own units."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import api, journal, journal_cursor, main_pid, run, start_agent, systemctl, unit_property, wait_for
+
+sys.path.insert(0, os.path.join(os.environ.get("PINION_SRCDIR", "/root/pinion"), "tests", "integration"))
+from reclaim_testlib import MiB, MemCgroup, anon_argv, dd_argv  # noqa: E402
+
+LIMIT = 64 * MiB
+HIGH = LIMIT * 90 // 100
+HIGH_PAGES = HIGH - HIGH % 4096       # memory.high as the kernel keeps it
+ROOT = "/sys/fs/cgroup"
+STREAM_DIR = "/var/tmp"               # ext4 on the root disk: page cache, not shmem
+
+
+def section(name, cgroup, **kw):
+    keys = {"cgroup": cgroup, "high": "90%", "target": "70%", "min-file": "16M", "interval": "1h"}
+    keys.update(kw)
+    return "[reclaim.%s]\n%s\n" % (name, "\n".join("%s=%s" % kv for kv in keys.items()))
+
+
+def service(node, name, *props):
+    """A transient service (sleep) with MemoryMax=64M: its cgroup, as a MemCgroup."""
+    unit = node.transient(name + ".service")
+    run("systemd-run", "--unit=" + name, "-p", "MemoryMax=%d" % LIMIT, *props, "sleep", "infinity")
+    return MemCgroup("/system.slice/" + unit, version=2, root=ROOT)
+
+
+def scope(node, name):
+    """A transient scope (systemd-run --scope around a sleep) with MemoryMax=64M."""
+    unit = node.transient(name + ".scope")
+    subprocess.Popen(["systemd-run", "--scope", "--unit=" + name, "-p", "MemoryMax=%d" % LIMIT,
+                      "sleep", "infinity"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    g = MemCgroup("/system.slice/" + unit, version=2, root=ROOT)
+    wait_for("the scope's cgroup", lambda: os.path.exists(os.path.join(g.dir, "memory.max")))
+    return g
+
+
+def target(name):
+    code, body = api("/v1/reclaim")
+    assert code == 200, body
+    for t in json.loads(body)["targets"]:
+        if t["name"] == name:
+            return t
+    raise AssertionError("no target %s in %s" % (name, body))
+
+
+def events(g):
+    return {k: int(v) for k, v in (line.split() for line in g.read("memory.events").splitlines())}
+
+
+def stream(g, total):
+    """dd at full speed into a new file, then the file read back, both inside g."""
+    path = os.path.join(STREAM_DIR, "pinion-dd-%d" % time.monotonic_ns())
+    try:
+        p = g.run(dd_argv(path, total), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+        p = g.run(["cat", path], stdout=subprocess.DEVNULL)
+        assert p.wait(300) == 0
+        return err.strip().splitlines()[-1]
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def warnings_since(cursor):
+    return [e.get("MESSAGE") for e in journal("-u", "piniond.service", "-p", "warning", cursor=cursor)]
+
+
+def test_without_agent_dd_reaches_the_limit(node):
+    g = service(node, "pinion-test-noagent")
+    stream(g, 4 * LIMIT)
+    assert g.peak() >= LIMIT - MiB, g.peak()
+    assert events(g)["max"] > 0, events(g)
+
+
+@pytest.mark.parametrize("kind", ["service", "scope"])
+def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
+    g = service(node, "pinion-test-w", "-p", "MemoryHigh=62M") if kind == "service" else scope(node, "pinion-test-s")
+    original_high = g.read("memory.high").strip()
+    node.conf("50-reclaim.conf", section("w", g.name))
+    cursor = journal_cursor()
+    start_agent()
+    t = wait_for("target ok", lambda: (lambda t: t if t["state"] == "ok" else None)(target("w")))
+    assert t["cgroup_version"] == 2 and t["limit"] == LIMIT and t["throttle"] == HIGH_PAGES, t
+    assert int(g.read("memory.high")) == HIGH_PAGES
+
+    summary = stream(g, 4 * LIMIT)
+
+    peak, ev = g.peak(), events(g)
+    t = target("w")
+    print("# %s: dd %s; peak %.1f of 64 MiB (%.1f%%), memory.events %s, reclaims %d, wake-ups %s" % (
+        kind, summary, peak / MiB, 100.0 * peak / LIMIT, ev, t["reclaims"], t["wakeups"]))
+    assert peak <= LIMIT * 95 // 100, "peak %.1f%% of the limit" % (100.0 * peak / LIMIT)
+    assert ev["max"] == 0 and ev["oom_kill"] == 0, ev
+    # Woken by the kernel's notifications, never by the timer (an hour away).
+    assert t["reclaims"] >= 1 and t["wakeups"]["timer"] == 0, t
+    assert t["wakeups"]["psi"] + t["wakeups"]["memory-events"] >= t["reclaims"], t
+    _, metrics = api("/metrics")
+    assert 'pinion_reclaim_wakeups_total{target="w",source="memory-events"}' in metrics
+    assert not warnings_since(cursor), warnings_since(cursor)
+
+    systemctl("stop", "piniond.service")
+    assert g.read("memory.high").strip() == original_high
+    assert not os.listdir("/var/lib/pinion/reclaim")
+
+
+def test_the_psi_trigger_is_armed_without_a_warning(node):
+    """The shipped unit grants CAP_SYS_RESOURCE: the kernel takes the 1 s PSI window (without
+    it, only whole 2 s windows; the agent then rounds the window up and says so at info)."""
+    g = service(node, "pinion-test-psi")
+    node.conf("50-reclaim.conf", section("psi", g.name))
+    cursor = journal_cursor()
+    start_agent()
+    wait_for("target ok", lambda: target("psi")["state"] == "ok")
+    status = open("/proc/%d/status" % main_pid()).read()
+    eff = int([line for line in status.splitlines() if line.startswith("CapEff:")][0].split()[1], 16)
+    assert eff & (1 << 24), "CAP_SYS_RESOURCE (24) not in %x" % eff
+    assert not warnings_since(cursor), warnings_since(cursor)
+    msgs = [e.get("MESSAGE", "") for e in journal("-u", "piniond.service", cursor=cursor)]
+    assert not [m for m in msgs if "PSI trigger" in m], msgs
+
+    # Without the capability the trigger still comes, with its window rounded to 2 s.
+    node.unit_dropin("piniond.service", "50-nosysres.conf", "[Service]\nCapabilityBoundingSet=~CAP_SYS_RESOURCE\n")
+    systemctl("restart", "piniond.service")
+    wait_for("target ok", lambda: target("psi")["state"] == "ok")
+    msgs = [e.get("MESSAGE", "") for e in journal("-u", "piniond.service", cursor=cursor)]
+    assert [m for m in msgs if "using 'some 100000 2000000'" in m], msgs
+    assert not warnings_since(cursor), warnings_since(cursor)
+
+
+def test_memory_high_comes_back_after_kill9_and_restart(node):
+    g = service(node, "pinion-test-kill", "-p", "MemoryHigh=62M")
+    node.conf("50-reclaim.conf", section("kill", g.name))
+    start_agent()
+    wait_for("throttle", lambda: target("kill")["throttle"] == HIGH_PAGES)
+    record = "/var/lib/pinion/reclaim/kill.json"
+    assert json.load(open(record)) == {"cgroup": g.name, "high": 62 * MiB}
+
+    # kill -9: the lowered memory.high stays (nothing could put it back), the record too.
+    pid = main_pid()
+    cursor = journal_cursor()
+    systemctl("kill", "-s", "KILL", "--kill-who=main", "piniond.service")
+    wait_for("piniond gone", lambda: not os.path.exists("/proc/%d" % pid) or main_pid() != pid)
+    assert int(g.read("memory.high")) == HIGH_PAGES
+    # systemd restarts it (Restart=on-failure): the start puts the original back first, then
+    # the target lowers it again.
+    wait_for("restarted", lambda: main_pid() not in (0, pid), timeout=30)
+    wait_for("restore logged", lambda: [e for e in journal("-u", "piniond.service", cursor=cursor)
+                                        if "Restored memory.high of %s to %d (was %d" % (g.name, 62 * MiB, HIGH_PAGES)
+                                        in e.get("MESSAGE", "")])
+    wait_for("throttle again", lambda: target("kill")["throttle"] == HIGH_PAGES)
+
+    # Killed again, and restarted without the section: memory.high is the original for good.
+    os.unlink("/etc/pinion/conf.d/50-reclaim.conf")
+    pid = main_pid()
+    systemctl("kill", "-s", "KILL", "--kill-who=main", "piniond.service")
+    wait_for("restarted", lambda: main_pid() not in (0, pid), timeout=30)
+    wait_for("memory.high restored", lambda: g.read("memory.high").strip() == str(62 * MiB))
+    assert not os.path.exists(record)
+    assert unit_property("piniond.service", "ActiveState") == "active"
+
+
+def test_anonymous_memory_gets_the_original_memory_high_back(node):
+    """When anonymous memory makes high unreachable, the throttle goes: an allocation past
+    memory.high would otherwise be throttled with nothing left to reclaim."""
+    g = service(node, "pinion-test-anon")
+    node.conf("50-reclaim.conf", section("anon", g.name))
+    start_agent()
+    wait_for("throttle", lambda: target("anon")["throttle"] == HIGH_PAGES)
+    # 52 MiB and the interpreter: over high (57.6 MiB) with nothing to reclaim.
+    holder = g.run(anon_argv(52 * MiB), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        t = wait_for("unreachable", lambda: (lambda t: t if t["state"] == "unreachable" else None)(target("anon")))
+        assert t["throttle"] is None and g.read("memory.high").strip() == "max", t
+        assert "leave no room to reach" in t["reason"], t
+        assert holder.poll() is None and events(g)["oom_kill"] == 0
+    finally:
+        holder.kill()
+        holder.wait()
