@@ -109,7 +109,6 @@ int target_arm_events(struct reclaim_target *t) {
                                 r = add_threshold(t, backstop, &t->threshold_src[1]);
                                 if (r < 0)
                                         return r;
-                                target_backstop_enable(t, !t->throttle);
                         }
                 }
                 if (!t->pressure_src && !isempty(t->settings.pressure_level)) {
@@ -149,11 +148,6 @@ int target_arm_events(struct reclaim_target *t) {
                         return log_target_warning_errno(t, r, "Failed to watch %s: %m", p);
         }
         return 0;
-}
-
-void target_backstop_enable(struct reclaim_target *t, bool enable) {
-        if (t->threshold_src[1])
-                (void) sd_event_source_set_enabled(t->threshold_src[1], enable ? SD_EVENT_ON : SD_EVENT_OFF);
 }
 
 /* A wake-up source that should be there and is not (its registration failed, or the kernel

@@ -141,8 +141,5 @@ void target_drop_thresholds(struct reclaim_target *t);
 uint64_t target_backstop_level(const struct reclaim_bounds *b);
 /* Registers the wake-ups for the current bounds; failures leave the timer as the net. */
 int target_arm_events(struct reclaim_target *t);
-/* v1: the backstop threshold sits where the throttle caps usage: off while the throttle is in
- * force (usage meeting the cap would cross it with every page the writer reclaims). */
-void target_backstop_enable(struct reclaim_target *t, bool enable);
 /* A wake-up source that should be there and is not. */
 bool target_sources_missing(const struct reclaim_target *t);

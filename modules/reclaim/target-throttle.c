@@ -9,12 +9,13 @@
  * the room between high (90%) and 95% of a 64 MiB limit is 1.6 ms of writing. What stops the
  * writer is a cap the kernel enforces on it, in place before it gets there:
  *
- *   v1  memory.limit_in_bytes at halfway between high and the limit (the backstop level), put
- *       back after each step. A hard limit: a charge the kernel cannot make room for below it
- *       fails (at worst an OOM the original limit would not have caused), so it is in force
- *       only while the floor (anon + min-file + headroom) is below high — the kernel can then
- *       always make room by reclaiming page cache, and anonymous memory has the room between
- *       the floor and the cap to grow into before the agent gives the original back.
+ *   v1  memory.limit_in_bytes just under halfway between high and the limit (the backstop
+ *       threshold), put back after each step. A hard limit: a charge the kernel cannot make
+ *       room for below it fails (at worst an OOM the original limit would not have caused),
+ *       so it is in force only while the floor (anon + min-file + headroom) is below high —
+ *       the kernel can then always make room by reclaiming page cache, and anonymous memory
+ *       has the room between the floor and the cap to grow into before the agent gives the
+ *       original back.
  *   v2  memory.high at high, for as long as the floor stays below high: a throttle, never an
  *       OOM (a task over it reclaims before it returns to user space). It also brings the
  *       notification at high that v2 otherwise lacks (memory.events "high" changes). When
@@ -32,11 +33,14 @@ static uint64_t page_up(uint64_t v) {
         return v > UINT64_MAX - p ? UINT64_MAX : (v + p - 1) / p * p;
 }
 
-/* The value the throttle keeps in force when it can: v1 the backstop level, v2 high. 0: none
- * (v1 without a limit above high). */
+/* The value the throttle keeps in force when it can: v2 high; v1 just under the backstop level,
+ * so that usage held at the cap never reaches the backstop threshold (it would fire with every
+ * page the writer reclaims there). 0: none (v1 without a limit above high). */
 static uint64_t throttle_level(const struct reclaim_target *t) {
-        if (t->cg->version == MEMCG_V1)
-                return target_backstop_level(&t->bounds);
+        if (t->cg->version == MEMCG_V1) {
+                uint64_t b = target_backstop_level(&t->bounds);
+                return b > 0 ? b - 1 : 0;
+        }
         return t->bounds.high;
 }
 
@@ -90,7 +94,6 @@ int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *
         }
         log_target_debug(t, "throttle: %s of %s at %" PRIu64 " (original %" PRIu64 ")", memcg_cap_name(t->cg->version),
                          t->cgroup, value, original);
-        target_backstop_enable(t, false);
         return 0;
 }
 
@@ -117,7 +120,6 @@ int target_throttle_release(struct reclaim_target *t, const char *why) {
                 return 0;
         log_target_debug(t, "throttle released (%s): %s of %s back to the original", why,
                          memcg_cap_name(t->cg ? t->cg->version : MEMCG_V1), t->cgroup);
-        target_backstop_enable(t, true);
         return target_restore_cap(t);
 }
 

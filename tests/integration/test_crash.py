@@ -614,8 +614,9 @@ def status_up(a):
         return False
 
 
-# The limit the agent keeps in force between steps (high 60%: halfway to the limit), whole pages.
-THROTTLE = (LIMIT * 60 // 100 + (LIMIT - LIMIT * 60 // 100) // 2) // 4096 * 4096
+# The limit the agent keeps in force between steps (high 60%: just under halfway to the limit),
+# whole pages.
+THROTTLE = (LIMIT * 60 // 100 + (LIMIT - LIMIT * 60 // 100) // 2 - 1) // 4096 * 4096
 
 
 def wait_for_lowered_limit(cgroup, timeout):
