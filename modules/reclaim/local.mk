@@ -15,8 +15,9 @@ tests_unit_test_reclaim_plan_SOURCES = tests/unit/test-reclaim-plan.c modules/re
 tests_unit_test_reclaim_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/reclaim
 tests_unit_test_reclaim_plan_LDADD = $(UNIT_LIBS)
 
-# `make bench-reclaim`: reaction time, writer throughput and the anonymous burst in a real v1
-# memory cgroup, with and without the agent (tests/bench/reclaim-bench.py; needs root).
+# `make bench-reclaim`: the peak under dd, reaction time, dd's throughput and the anonymous burst
+# in a real memory cgroup of this host, with and without the agent (tests/bench/reclaim-bench.py;
+# needs root; `make bench` also runs it on cgroup v2 in the VM guest).
 # The table goes to stdout and reclaim-bench.md. BENCH_RECLAIM_FLAGS='--reps 5 --limit 128M'.
 bench-reclaim: piniond$(EXEEXT)
 	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' $(PYTHON3) \

@@ -99,7 +99,7 @@ class MemCgroup:
     def failcnt(self):
         if self.version == 1:
             return self.value("memory.failcnt")
-        return dict(l.split() for l in self.read("memory.events").splitlines()).get("max", 0)
+        return int(dict(l.split() for l in self.read("memory.events").splitlines()).get("max", 0))
 
     def exists(self):
         return os.path.isdir(self.dir)
