@@ -69,8 +69,8 @@ static int add_threshold(struct reclaim_target *t, uint64_t level, sd_event_sour
         return 0;
 }
 
-/* The PSI trigger. Kernels with unprivileged PSI triggers (upstream 6.5, and Debian's 6.1)
- * take a window that is not a multiple of 2 s only from an opener with CAP_SYS_RESOURCE
+/* The PSI trigger. Kernels with unprivileged PSI triggers (newer upstream ones, and Debian's
+ * 6.1) take a window that is not a multiple of 2 s only from an opener with CAP_SYS_RESOURCE
  * (EINVAL otherwise): the unit grants it. Without it (a container that does not), the trigger
  * is tried once more with the window rounded up to whole 2 s and the stall scaled alike —
  * slower to fire (the kernel checks such triggers every 2 s), but a trigger — and that is

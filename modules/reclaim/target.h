@@ -9,13 +9,26 @@
  *   unreachable: anon + min-file keep usage at/above high (or the goal above target): reported,
  *                never reclaimed into; unlimited: percentages of no limit; error: reads fail.
  *
- * Wake-ups are events: v1 a usage threshold at high and memory.pressure_level (eventfds through
- * cgroup.event_control); v2 a PSI trigger on memory.pressure and inotify on memory.events. A
- * slow timer (interval) is the safety net and retries a missing cgroup. An episode is a few
- * bounded steps from a deferred source (one write each: v1 lowers memory.limit_in_bytes to make
- * the kernel reclaim, then puts the original back at once; v2 writes memory.reclaim). Before the
- * first v1 write the original limit is recorded durably under state-dir/reclaim/, so a crash
- * never leaves a lowered limit behind: reclaim_restore_leftovers() puts it back at start. */
+ * Two mechanisms, one per concern:
+ * - The throttle (target-throttle.c): while the floor (anon + min-file + headroom) is below
+ *   high, a lowered cap is kept in force so that a writer faster than any reaction — dd at
+ *   GiB/s, its cache dirty — reclaims its own page cache in its own context before the limit:
+ *   v1 memory.limit_in_bytes just under halfway between high and the limit, v2 memory.high at
+ *   high.
+ *   Given back when anonymous memory needs the room (the floor reaches high), on stop, reload
+ *   or removal, and after a kill -9 at the next start.
+ * - Episodes toward target: a few bounded steps from a deferred source (one write each: v1
+ *   lowers memory.limit_in_bytes below the throttle to make the kernel reclaim, then puts the
+ *   throttle back at once; v2 writes memory.reclaim), so that anonymous memory finds room
+ *   between target and the throttle.
+ *
+ * Wake-ups are events: v1 a usage threshold at high, one at the backstop (halfway to the limit,
+ * just above the throttle: it fires when there is none) and memory.pressure_level (eventfds through
+ * cgroup.event_control); v2 a PSI trigger on memory.pressure and inotify on memory.events (whose
+ * "high" count the throttle makes change at high). A slow timer (interval) is the safety net
+ * and retries a missing cgroup. Before the first write to the cap its original is recorded
+ * durably under state-dir/reclaim/ (target-record.c), so a crash never leaves it lowered:
+ * reclaim_restore_leftovers() puts it back at start. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -53,7 +66,7 @@ enum target_state {
 
 enum wake_source {
         WAKE_THRESHOLD, /* v1 usage threshold at high */
-        WAKE_BACKSTOP,  /* v1 usage threshold halfway between high and the limit */
+        WAKE_BACKSTOP,  /* v1 usage threshold halfway between high and the limit (no throttle) */
         WAKE_PRESSURE,  /* v1 memory.pressure_level */
         WAKE_PSI,       /* v2 memory.pressure trigger */
         WAKE_EVENTS,    /* v2 memory.events changed */
@@ -88,7 +101,7 @@ struct reclaim_target;
  * is unused; pod names the pod for logs ("namespace/name"). */
 int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
                        const char *pod_uid, const char *pod_cgroup_id, const char *pod, struct reclaim_target **ret);
-/* Restores any lowered limit, forgets the record, closes every source. */
+/* Restores the original cap (ending the throttle), forgets the record, closes every source. */
 struct reclaim_target *reclaim_target_free(struct reclaim_target *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct reclaim_target *, reclaim_target_free);
 
@@ -99,7 +112,7 @@ int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_
 const char *reclaim_target_name(const struct reclaim_target *t);
 /* The cgroup path in use (NULL for a pod whose cgroup was not found yet). */
 const char *reclaim_target_cgroup(const struct reclaim_target *t);
-/* Our lowered limit may still be in force on the cgroup (a restore failed): the target cannot
+/* Our lowered cap may still be in force on the cgroup (a restore failed): the target cannot
  * move to another cgroup until it is put back. */
 bool reclaim_target_restore_pending(const struct reclaim_target *t);
 const char *reclaim_target_pod_uid(const struct reclaim_target *t);
@@ -110,8 +123,9 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t);
 /* Refreshes the gauges of this target (collector). */
 void reclaim_target_collect(struct reclaim_target *t);
 
-/* At start: puts back every original limit recorded under record_dir (a crash mid-step) and
- * removes the records. Returns how many limits were restored; logs each. */
+/* At start: puts back every original cap recorded under record_dir (left lowered by a crash:
+ * the throttle, or a step's value) and removes the records. Returns how many were restored;
+ * logs each. */
 int reclaim_restore_leftovers(struct reclaim_ctx *ctx);
 
 int reclaim_settings_copy(const struct reclaim_target_settings *s, struct reclaim_target_settings *ret);
