@@ -234,6 +234,27 @@ def test_kill9_mid_stream_then_restart_restores_the_limit(agent_factory, memcg_f
     assert g.limit() == LIMIT
 
 
+def test_a_limit_an_operator_writes_over_the_throttle_is_the_new_original(agent_factory, memcg_factory, stream_dir):
+    """The limit file shows the throttle while the agent watches; an operator who writes a limit
+    there sets the workload's limit: it is recorded as the original, the throttle is taken from
+    it, and a stop leaves it (never the old original over it)."""
+    g = memcg_factory("operator", LIMIT)
+    a = agent_factory(config=section("op", g.name, interval="200ms"))
+    wait_until(lambda: target(a, "op")["throttle"] == THROTTLE, desc="throttle")
+    g.write("memory.limit_in_bytes", 96 * MiB)
+    a.wait_log(r"op: memory.limit_in_bytes of %s is %d, not the %d we wrote: set by someone else, taking it as the "
+               r"original" % (g.name, 96 * MiB, THROTTLE))
+    t = wait_until(lambda: (lambda t: t if t["throttle"] == throttle_of(96 * MiB) else None)(target(a, "op")),
+                   desc="the throttle of the new limit")
+    assert t["limit"] == 96 * MiB and g.limit() == throttle_of(96 * MiB), t
+    assert json.load(open(os.path.join(a.state_dir, "reclaim", "op.json"))) == {"cgroup": g.name, "limit": 96 * MiB}
+    stream(g, stream_dir, 2 * 96 * MiB)
+    assert g.peak() < 96 * MiB and target(a, "op")["reclaims"] >= 1
+    a.sigterm()
+    a.assert_exit(a.wait_exit(10), 0)
+    assert g.limit() == 96 * MiB
+
+
 def test_restart_restores_a_limit_left_lowered(agent_factory, memcg_factory):
     """The instant a kill -9 can hit: between lowering the limit and putting it back."""
     g = memcg_factory("left", LIMIT)
