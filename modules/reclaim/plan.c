@@ -91,6 +91,11 @@ void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, 
         *ret = st;
 }
 
+bool reclaim_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged) {
+        uint64_t need = add_sat(add_sat(s->anon, b->min_file), b->headroom);
+        return engaged ? need < b->high : add_sat(need, b->headroom) < b->high;
+}
+
 static const char *const verdict_table[_RECLAIM_VERDICT_MAX] = {
         [RECLAIM_IDLE] = "idle",
         [RECLAIM_STEP] = "step",

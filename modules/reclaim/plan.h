@@ -61,6 +61,14 @@ void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, 
                   struct reclaim_step *ret);
 const char *reclaim_verdict_to_string(enum reclaim_verdict v);
 
+/* May the throttle (a lowered cap kept in force: v1 just under the backstop, v2 memory.high at
+ * high) be in force? Only while anon + min-file (all of it, whatever the file cache is now:
+ * the kernel reclaiming at the cap does not know min-file) + headroom stays below high, so the
+ * cap never squeezes page cache under min-file nor anonymous memory. engaged: it is in force now
+ * (it stays until that reaches high; it comes only once it is a headroom below, so a workload
+ * at the edge does not make it come and go with every wake-up). */
+bool reclaim_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged);
+
 /* ---- the durable record of a v1 original limit: when it may be written, used and forgotten ---- */
 
 enum reclaim_leftover_action {

@@ -124,9 +124,9 @@ int target_restore_cap(struct reclaim_target *t);
 int target_sample(struct reclaim_target *t, struct memcg_sample *ret);
 /* v1: counts the failures since the last read while our limit is in force (before a restore). */
 void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg);
-/* Engages the throttle (or lowers a late one) for a plan p made from sample s, when the floor is
- * below high. Never while a restore is pending. */
-int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s, const struct reclaim_step *p);
+/* Engages the throttle (or lowers a late one) after sample s, when reclaim_throttle_wanted().
+ * Never while a restore is pending. */
+int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s);
 /* After a v1 step: puts the throttle back over the step's value (stepped: the value the step
  * put in force, 0 if it did not take), or the original when there is no throttle. */
 int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped);

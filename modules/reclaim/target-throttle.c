@@ -12,15 +12,15 @@
  *   v1  memory.limit_in_bytes just under halfway between high and the limit (the backstop
  *       threshold), put back after each step. A hard limit: a charge the kernel cannot make
  *       room for below it fails (at worst an OOM the original limit would not have caused),
- *       so it is in force only while the floor (anon + min-file + headroom) is below high —
- *       the kernel can then always make room by reclaiming page cache, and anonymous memory
- *       has the room between the floor and the cap to grow into before the agent gives the
- *       original back.
- *   v2  memory.high at high, for as long as the floor stays below high: a throttle, never an
- *       OOM (a task over it reclaims before it returns to user space). It also brings the
- *       notification at high that v2 otherwise lacks (memory.events "high" changes). When
- *       anonymous memory makes high unreachable, the original goes back so anon allocations
- *       are never throttled into a stall.
+ *       so it is in force only while anon + min-file + headroom is below high
+ *       (reclaim_throttle_wanted()) — the kernel can then always make room by reclaiming page
+ *       cache, and anonymous memory has the room between that and the cap to grow into before
+ *       the agent gives the original back.
+ *   v2  memory.high at high, for as long as anon + min-file + headroom stays below high: a
+ *       throttle, never an OOM (a task over it reclaims before it returns to user space). It
+ *       also brings the notification at high that v2 otherwise lacks (memory.events "high"
+ *       changes). When anonymous memory needs the room, the original goes back so anon
+ *       allocations are never throttled into a stall.
  *
  * The original is recorded durably (target-record.c) before the first write, so stop, a
  * reload, a removed section and a kill -9 (at the next start) all put it back. */
@@ -54,15 +54,13 @@ static int write_throttle(struct reclaim_target *t, uint64_t value, uint64_t in_
         return 0;
 }
 
-int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s, const struct reclaim_step *p) {
+int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s) {
         int r;
 
         if (!t->cg || !t->bounds_ok || t->cap_lowered != (t->throttle != 0))
                 return 0; /* a restore is pending: never lower over it */
         uint64_t level = throttle_level(t);
-        /* Engaged only with room below high (1/64 of the limit, the headroom): a floor that
-         * hovers at high does not make it come and go with every wake-up. */
-        if (level == 0 || p->floor >= t->bounds.high - MIN(t->bounds.high, t->bounds.headroom))
+        if (level == 0)
                 return 0;
         uint64_t value = reclaim_limit_as_kernel_keeps(level, target_page_size());
         uint64_t original;

@@ -515,12 +515,12 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         if (source == WAKE_TIMER && target_sources_missing(t))
                 (void) target_arm_events(t); /* a registration that failed or that the kernel dropped */
         reclaim_plan(&t->bounds, &s, false, &p);
-        if (p.floor >= t->bounds.high)
+        if (!reclaim_throttle_wanted(&t->bounds, &s, t->throttle != 0))
                 /* Anonymous memory needs the room: no throttle in its way. */
-                (void) target_throttle_release(t, "the floor reached high");
+                (void) target_throttle_release(t, "anon + min-file reached high");
         else {
                 /* A writer meets the throttle from now on, not the limit. */
-                r = target_throttle_engage(t, &s, &p);
+                r = target_throttle_engage(t, &s);
                 if (r < 0) {
                         set_state(t, TARGET_ERROR, "%s", t->record_error ?: "cannot lower the cap (see the log)");
                         hold_after_error(t);

@@ -226,6 +226,30 @@ static void test_record_never_takes_the_lowered_limit(_unused_ void **state) {
         assert_true(reclaim_record_may_write(true, 0, 40 * MiB));
 }
 
+static void test_throttle_wanted(_unused_ void **state) {
+        /* 64M limit, high 90% (57.6M), min-file 16M, headroom 1M. */
+        struct reclaim_bounds b = bounds(64 * MiB, 90, 70, 16 * MiB, 32 * MiB);
+        struct memcg_sample s = { .limit = 64 * MiB, .usage = 60 * MiB, .file = 59 * MiB, .anon = MiB };
+        assert_true(reclaim_throttle_wanted(&b, &s, false));
+        assert_true(reclaim_throttle_wanted(&b, &s, true));
+        /* All of min-file counts, not what the kernel left of the cache at the cap. */
+        s = (struct memcg_sample) { .limit = 64 * MiB, .usage = 42 * MiB, .file = MiB, .anon = 41 * MiB };
+        assert_false(reclaim_throttle_wanted(&b, &s, true));
+        assert_false(reclaim_throttle_wanted(&b, &s, false));
+        /* In the headroom below high: stays if in force, does not come back otherwise. */
+        s.anon = 40 * MiB; /* 40 + 16 + 1 = 57M < 57.6M, but 58M is not */
+        assert_true(reclaim_throttle_wanted(&b, &s, true));
+        assert_false(reclaim_throttle_wanted(&b, &s, false));
+        s.anon = 39 * MiB;
+        assert_true(reclaim_throttle_wanted(&b, &s, false));
+        /* No overflow for an unlimited cgroup with sizes. */
+        struct reclaim_level h = bytes(40 * MiB), t = bytes(24 * MiB);
+        const char *reason = NULL;
+        assert_int_equal(reclaim_bounds_resolve(&h, &t, UINT64_MAX, 0, UINT64_MAX, &b, &reason), 0);
+        s.anon = UINT64_MAX - 1;
+        assert_false(reclaim_throttle_wanted(&b, &s, true));
+}
+
 static void test_limit_is_ours(_unused_ void **state) {
         assert_true(reclaim_limit_as_kernel_keeps(40 * MiB + 4095, 4096) == 40 * MiB);
         assert_true(reclaim_limit_as_kernel_keeps(40 * MiB, 4096) == 40 * MiB);
@@ -259,6 +283,7 @@ int main(void) {
                 cmocka_unit_test(test_record_never_takes_the_lowered_limit),
                 cmocka_unit_test(test_step_errors),
                 cmocka_unit_test(test_limit_is_ours),
+                cmocka_unit_test(test_throttle_wanted),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
