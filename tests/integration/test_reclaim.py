@@ -109,7 +109,7 @@ def test_agent_keeps_the_peak_under_high_and_never_reaches_the_limit(agent_facto
 # A writer as fast as dd (bs=1M, no fsync): its cache is dirty, so reclaim waits for
 # writeback while dd charges on at ~1-2 GiB/s, and nothing but the memory cgroup throttles
 # it. Settings as an operator would write them (high 90%, target 70%); the goal is a peak at
-# or under 95% of the limit (the measure), with the stream 4x the limit.
+# or under 95% of the limit, with the stream 4x the limit.
 DD_CASES = [(64 * MiB, 256 * MiB), (256 * MiB, 1024 * MiB)]
 
 
