@@ -384,7 +384,7 @@ static int register_metrics(struct manager *m, struct reclaim_metrics *ret) {
                 { METRIC_COUNTER, "pinion_reclaim_step_errors_total", "Reclaim writes the kernel refused (busy: v1 EBUSY, again: v2 EAGAIN, error).", target_kind, NULL, 0, &ret->step_errors },
                 { METRIC_COUNTER, "pinion_reclaim_lowered_limit_hits_total", "v1: memory.failcnt increments during reclaim steps (charges that met the briefly lowered limit, not the original).", target, NULL, 0, &ret->lowered_hits },
                 { METRIC_COUNTER, "pinion_reclaim_unreachable_total", "Times the target became unreachable (anonymous memory + min-file above it).", target, NULL, 0, &ret->unreachable },
-                { METRIC_COUNTER, "pinion_reclaim_wakeups_total", "Wake-ups by source (threshold, pressure-level, psi, memory-events, timer, start).", target_source, NULL, 0, &ret->wakeups },
+                { METRIC_COUNTER, "pinion_reclaim_wakeups_total", "Wake-ups by source (threshold, backstop, pressure-level, psi, memory-events, cap, timer, start).", target_source, NULL, 0, &ret->wakeups },
                 { METRIC_HISTOGRAM, "pinion_reclaim_reaction_seconds", "From the wake-up that saw usage at or above high to the end of the reclaim.", target, reaction_buckets, ELEMENTSOF(reaction_buckets), &ret->reaction },
                 { METRIC_HISTOGRAM, "pinion_reclaim_step_seconds", "How long one reclaim write blocked the loop.", target, step_buckets, ELEMENTSOF(step_buckets), &ret->step_seconds },
         };

@@ -43,6 +43,26 @@ static int on_memory_events(sd_event_source *s, const struct inotify_event *ev, 
         return 0;
 }
 
+/* The cap's file was written. Our own writes (the throttle, a step and its put-back) come here
+ * too, after the fact: a value of ours in force is not news. Anything else — systemd
+ * re-applying its unit's MemoryHigh=/MemoryMax= on daemon-reload or set-property, an operator,
+ * the kubelet — is checked at once: taken as the new original, the throttle lowered again. */
+static int on_cap_written(sd_event_source *s, const struct inotify_event *ev, void *userdata) {
+        struct reclaim_target *t = userdata;
+        uint64_t cur;
+        (void) s;
+        if (ev->mask & (IN_IGNORED | IN_DELETE_SELF)) {
+                t->cap_src = sd_event_source_disable_unref(t->cap_src);
+                return 0;
+        }
+        if (!t->cg || t->in_episode || (t->throttle && memcg_read_cap(t->cg, &cur) >= 0 && target_cap_is_ours(t, cur)))
+                return 0;
+        if (!t->throttle && !t->cap_lowered && memcg_read_cap(t->cg, &cur) >= 0 && cur == t->recorded_cap)
+                return 0; /* our restore of the original */
+        target_check(t, WAKE_CAP);
+        return 0;
+}
+
 /* v1: a second usage threshold halfway between high and the limit. The kernel compares usage
  * with the thresholds only every 128 page events per CPU, and now and then it never signals a
  * rise past high after one of our episodes (seen in the benchmark: 2 crossings in ~300 with a
@@ -93,6 +113,18 @@ static int psi_fd(struct reclaim_target *t, int *ret_fd) {
         return 0;
 }
 
+static int arm_cap_watch(struct reclaim_target *t) {
+        if (t->cap_src)
+                return 0;
+        _cleanup_free_ char *p = memcg_file(t->cg, memcg_cap_name(t->cg->version));
+        if (!p)
+                return -ENOMEM;
+        int r = sd_event_add_inotify(t->ctx->event, &t->cap_src, p, IN_MODIFY, on_cap_written, t);
+        if (r < 0)
+                return log_target_warning_errno(t, r, "Failed to watch %s: %m", p);
+        return 0;
+}
+
 /* Registers the wake-ups for the current bounds; the v1 thresholds are re-registered when high
  * changes (a new limit). Failures leave the timer as the only wake-up and are reported. */
 int target_arm_events(struct reclaim_target *t) {
@@ -122,7 +154,7 @@ int target_arm_events(struct reclaim_target *t) {
                         }
                         (void) sd_event_source_set_io_fd_own(t->pressure_src, true);
                 }
-                return 0;
+                return arm_cap_watch(t);
         }
         if (!t->psi_src && !isempty(t->settings.psi)) {
                 r = psi_fd(t, &fd);
@@ -147,7 +179,7 @@ int target_arm_events(struct reclaim_target *t) {
                 if (r < 0)
                         return log_target_warning_errno(t, r, "Failed to watch %s: %m", p);
         }
-        return 0;
+        return arm_cap_watch(t);
 }
 
 /* A wake-up source that should be there and is not (its registration failed, or the kernel
@@ -155,6 +187,6 @@ int target_arm_events(struct reclaim_target *t) {
 bool target_sources_missing(const struct reclaim_target *t) {
         if (t->cg->version == MEMCG_V1)
                 return (t->bounds_ok && (!t->threshold_src[0] || (!t->threshold_src[1] && target_backstop_level(&t->bounds) > 0))) ||
-                       (!t->pressure_src && !isempty(t->settings.pressure_level));
-        return (!t->psi_src && !isempty(t->settings.psi)) || !t->events_src;
+                       (!t->pressure_src && !isempty(t->settings.pressure_level)) || !t->cap_src;
+        return (!t->psi_src && !isempty(t->settings.psi)) || !t->events_src || !t->cap_src;
 }

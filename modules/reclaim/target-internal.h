@@ -61,6 +61,7 @@ struct reclaim_target {
         /* v1: usage thresholds at high and at the backstop (see backstop_level()) */
         sd_event_source *threshold_src[2];
         sd_event_source *pressure_src, *psi_src, *events_src;
+        sd_event_source *cap_src; /* inotify on the cap's file (memcg_cap_name()) */
         bool psi_rounded_said; /* the rounded PSI window was logged */
         sd_event_source *timer, *step_src;
 

@@ -35,6 +35,7 @@ static const char *const wake_table[_WAKE_SOURCE_MAX] = {
         [WAKE_PRESSURE] = "pressure-level",
         [WAKE_PSI] = "psi",
         [WAKE_EVENTS] = "memory-events",
+        [WAKE_CAP] = "cap",
         [WAKE_TIMER] = "timer",
         [WAKE_START] = "start",
 };
@@ -132,6 +133,7 @@ static void detach(struct reclaim_target *t) {
         t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
         t->psi_src = sd_event_source_disable_unref(t->psi_src);
         t->events_src = sd_event_source_disable_unref(t->events_src);
+        t->cap_src = sd_event_source_disable_unref(t->cap_src);
         if (t->step_src)
                 (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
         t->in_episode = false;

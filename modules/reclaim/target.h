@@ -25,7 +25,8 @@
  * Wake-ups are events: v1 a usage threshold at high, one at the backstop (halfway to the limit,
  * just above the throttle: it fires when there is none) and memory.pressure_level (eventfds through
  * cgroup.event_control); v2 a PSI trigger on memory.pressure and inotify on memory.events (whose
- * "high" count the throttle makes change at high). A slow timer (interval) is the safety net
+ * "high" count the throttle makes change at high); both inotify on the cap's file, which systemd
+ * rewrites on daemon-reload and set-property (the throttle is lowered again at once). A slow timer (interval) is the safety net
  * and retries a missing cgroup. Before the first write to the cap its original is recorded
  * durably under state-dir/reclaim/ (target-record.c), so a crash never leaves it lowered:
  * reclaim_restore_leftovers() puts it back at start. */
@@ -70,6 +71,7 @@ enum wake_source {
         WAKE_PRESSURE,  /* v1 memory.pressure_level */
         WAKE_PSI,       /* v2 memory.pressure trigger */
         WAKE_EVENTS,    /* v2 memory.events changed */
+        WAKE_CAP,       /* someone else wrote the cap (systemd re-applying its unit, an operator) */
         WAKE_TIMER,     /* the safety net */
         WAKE_START,     /* attaching */
         _WAKE_SOURCE_MAX,

@@ -183,6 +183,32 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     assert unit_property("piniond.service", "ActiveState") == "active"
 
 
+def test_systemd_rewriting_memory_high_is_taken_as_the_original_at_once(node):
+    """systemd writes its unit's MemoryHigh= into memory.high again on daemon-reload and on any
+    set-property: the write wakes the agent (inotify on memory.high), which takes it as the
+    original and lowers memory.high again — a writer is never left without the throttle until
+    some later wake-up."""
+    g = service(node, "pinion-test-sd", "-p", "MemoryHigh=62M")
+    node.conf("50-reclaim.conf", section("sd", g.name))
+    cursor = journal_cursor()
+    start_agent()
+    wait_for("throttle", lambda: target("sd")["throttle"] == HIGH_PAGES)
+    systemctl("daemon-reload")
+    wait_for("taken as the original", lambda: [e for e in journal("-u", "piniond.service", cursor=cursor)
+                                               if "memory.high of %s is %d, not the %d we wrote: set by someone else"
+                                               % (g.name, 62 * MiB, HIGH_PAGES) in e.get("MESSAGE", "")])
+    wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
+    systemctl("set-property", "--runtime", node.units[-1], "MemoryHigh=63M")
+    wait_for("the new original recorded", lambda: json.load(open("/var/lib/pinion/reclaim/sd.json")) ==
+             {"cgroup": g.name, "high": 63 * MiB})
+    wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
+    t = target("sd")
+    assert t["wakeups"]["cap"] >= 2 and t["wakeups"]["timer"] == 0, t
+    assert not warnings_since(cursor), warnings_since(cursor)
+    systemctl("stop", "piniond.service")
+    assert int(g.read("memory.high")) == 63 * MiB
+
+
 def test_anonymous_memory_gets_the_original_memory_high_back(node):
     """When anonymous memory makes high unreachable, the throttle goes: an allocation past
     memory.high would otherwise be throttled with nothing left to reclaim."""
