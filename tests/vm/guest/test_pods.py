@@ -11,12 +11,13 @@ import http.server
 import json
 import os
 import shutil
+import stat
 import sys
 import threading
 
 import pytest
 
-from conftest import Node, api, start_agent, wait_for
+from conftest import SOCKET, Node, api, start_agent, wait_for
 from kubepods import (QOS_CLASSES, Pod, agent_capabilities, pod_cgroup, remove_pods, request_in_pod, request_outside,
                       stop_kubepods, write_pods)
 
@@ -115,6 +116,12 @@ def test_the_unit_lets_the_agent_drop_the_capabilities_it_does_not_need(world):
     assert agent_capabilities() == {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL"}
 
 
+def test_socket_mode_applies_to_the_socket_the_unit_passes_in(world):
+    """piniond.socket makes the socket 0660; [agent] socket-mode=0666, which lets pods' non-root
+    processes connect, is set on it once piniond runs."""
+    assert stat.S_IMODE(os.stat(SOCKET).st_mode) == 0o666
+
+
 @pytest.mark.parametrize("qos", QOS_CLASSES)
 def test_a_pod_process_gets_its_own_identity(world, qos):
     pod = world[qos]
@@ -132,9 +139,10 @@ def test_pods_never_get_each_others_identity(world):
     second container of the same pod gets the same one."""
     ids = {}
     for qos, pod in world.items():
-        _, first = request_in_pod(pod, "/v1/identity", user=POD_USER[qos])
-        _, second = request_in_pod(pod, "/v1/identity", user=POD_USER[qos])
-        assert first["certificate"] == second["certificate"]
+        status, first = request_in_pod(pod, "/v1/identity", user=POD_USER[qos])
+        assert status == 200, first
+        status, second = request_in_pod(pod, "/v1/identity", user=POD_USER[qos])
+        assert status == 200 and first["certificate"] == second["certificate"], second
         ids[qos] = (first["id"], first["certificate"], first["private_key"])
     assert len({i for i, _, _ in ids.values()}) == len(world)
     assert len({c for _, c, _ in ids.values()}) == len(world)
