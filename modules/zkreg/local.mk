@@ -4,6 +4,9 @@ ZKREG_SOURCES = \
 	modules/zkreg/zk-watch.c modules/zkreg/zk-watch.h \
 	modules/zkreg/serverset.c modules/zkreg/serverset.h \
 	modules/zkreg/health.c modules/zkreg/health.h \
+	modules/zkreg/registration-plan.c modules/zkreg/registration-plan.h \
+	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
+	modules/zkreg/registration.c modules/zkreg/registration.h \
 	modules/zkreg/registry.c modules/zkreg/registry.h
 MODULE_SOURCES += modules/zkreg/zkreg.c $(ZKREG_SOURCES)
 
