@@ -450,10 +450,10 @@ bool reg_step(struct registration *reg) {
                 return true;
         reg_plan_next(&f, &next);
         if (next.drain_over) {
+                /* The reason shows from now on, as for any other reason a member goes. */
                 reg->goal = REG_GOAL_NONE;
                 (void) reg_set_string(&reg->why_not, "drained");
-                if (!reg->znode)
-                        reg_set_error(reg, "drained");
+                reg_set_error(reg, "drained");
         }
         reg_set_waiting(reg, next.waiting);
 
