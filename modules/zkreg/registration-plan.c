@@ -7,6 +7,10 @@
 #include "registration-plan.h"
 #include "strv.h"
 
+static const char *table_lookup(const char *const *table, int n, int i) {
+        return i >= 0 && i < n ? table[i] : NULL;
+}
+
 static const char *const reg_state_table[_REG_STATE_MAX] = {
         [REG_UNREADY] = "unready",
         [REG_PENDING] = "pending",
@@ -17,7 +21,7 @@ static const char *const reg_state_table[_REG_STATE_MAX] = {
 };
 
 const char *reg_state_to_string(enum reg_state s) {
-        return s >= 0 && s < _REG_STATE_MAX ? reg_state_table[s] : NULL;
+        return table_lookup(reg_state_table, _REG_STATE_MAX, s);
 }
 
 static const char *const reg_goal_table[_REG_GOAL_MAX] = {
@@ -27,7 +31,7 @@ static const char *const reg_goal_table[_REG_GOAL_MAX] = {
 };
 
 const char *reg_goal_to_string(enum reg_goal g) {
-        return g >= 0 && g < _REG_GOAL_MAX ? reg_goal_table[g] : NULL;
+        return table_lookup(reg_goal_table, _REG_GOAL_MAX, g);
 }
 
 static const char *const reg_op_table[_REG_OP_MAX] = {
@@ -39,7 +43,7 @@ static const char *const reg_op_table[_REG_OP_MAX] = {
 };
 
 const char *reg_op_to_string(enum reg_op o) {
-        return o >= 0 && o < _REG_OP_MAX ? reg_op_table[o] : NULL;
+        return table_lookup(reg_op_table, _REG_OP_MAX, o);
 }
 
 static const char *const reg_action_table[_REG_ACTION_MAX] = {
@@ -54,7 +58,7 @@ static const char *const reg_action_table[_REG_ACTION_MAX] = {
 };
 
 const char *reg_action_to_string(enum reg_action a) {
-        return a >= 0 && a < _REG_ACTION_MAX ? reg_action_table[a] : NULL;
+        return table_lookup(reg_action_table, _REG_ACTION_MAX, a);
 }
 
 static const char *const reg_verdict_table[_REG_VERDICT_MAX] = {
@@ -65,7 +69,7 @@ static const char *const reg_verdict_table[_REG_VERDICT_MAX] = {
 };
 
 const char *reg_verdict_to_string(enum reg_verdict v) {
-        return v >= 0 && v < _REG_VERDICT_MAX ? reg_verdict_table[v] : NULL;
+        return table_lookup(reg_verdict_table, _REG_VERDICT_MAX, v);
 }
 
 const char *reg_plan_desired(const struct reg_facts *f, enum reg_goal g) {

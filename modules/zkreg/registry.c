@@ -289,20 +289,16 @@ static void on_gates(struct pod_gates *g, const char *uid, void *userdata) {
 static int registry_register_metrics(struct registry *r) {
         static const char *const state[] = { "state", NULL };
         static const char *const check_result[] = { "check", "result", NULL };
-        struct metrics *m = r->manager->metrics;
-        int k;
-
-        k = metrics_family(m, METRIC_GAUGE, "pinion_zookeeper_registrations",
-                           "Registrations by state (unready, pending, registering, registered, stopping, deregistering).",
-                           state, NULL, 0, &r->m_regs);
-        if (k >= 0)
-                k = metrics_family(m, METRIC_COUNTER, "pinion_zookeeper_registrations_created_total",
-                                   "Member znodes created.", NULL, NULL, 0, &r->m_registered_total);
-        if (k >= 0)
-                k = metrics_family(m, METRIC_COUNTER, "pinion_zookeeper_health_checks_total",
-                                   "Health checks run by check (tcp, http) and result (ok, fail).", check_result, NULL, 0,
-                                   &r->m_health);
-        return k < 0 ? k : 0;
+        const struct metric_def families[] = {
+                { METRIC_GAUGE, "pinion_zookeeper_registrations",
+                  "Registrations by state (unready, pending, registering, registered, stopping, deregistering).", state,
+                  NULL, 0, &r->m_regs },
+                { METRIC_COUNTER, "pinion_zookeeper_registrations_created_total", "Member znodes created.", NULL, NULL,
+                  0, &r->m_registered_total },
+                { METRIC_COUNTER, "pinion_zookeeper_health_checks_total",
+                  "Health checks run by check (tcp, http) and result (ok, fail).", check_result, NULL, 0, &r->m_health },
+        };
+        return metrics_families(r->manager->metrics, families, ELEMENTSOF(families));
 }
 
 int registry_new(struct manager *m, struct zk_session *session, const struct registry_config *config,

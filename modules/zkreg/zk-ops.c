@@ -71,14 +71,15 @@ int zk_ops_new(struct zk_session *session, struct metrics *metrics, zk_op_done_f
         ops->session = session;
         ops->orphan = orphan;
         ops->orphan_userdata = orphan_userdata;
-        k = metrics_family(metrics, METRIC_COUNTER, "pinion_zookeeper_operations_total",
-                           "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
-                           op_result, NULL, 0, &ops->m_ops);
-        if (k < 0)
-                return k;
-        k = metrics_family(metrics, METRIC_HISTOGRAM, "pinion_zookeeper_operation_duration_seconds",
-                           "Time from submitting a ZooKeeper operation to its completion, by op.", op, buckets,
-                           ELEMENTSOF(buckets), &ops->m_op_seconds);
+        const struct metric_def families[] = {
+                { METRIC_COUNTER, "pinion_zookeeper_operations_total",
+                  "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
+                  op_result, NULL, 0, &ops->m_ops },
+                { METRIC_HISTOGRAM, "pinion_zookeeper_operation_duration_seconds",
+                  "Time from submitting a ZooKeeper operation to its completion, by op.", op, buckets,
+                  ELEMENTSOF(buckets), &ops->m_op_seconds },
+        };
+        k = metrics_families(metrics, families, ELEMENTSOF(families));
         if (k < 0)
                 return k;
         *ret = TAKE_PTR(ops);
@@ -191,6 +192,22 @@ static void op_report(struct zk_op *op, struct zk_op_result *res) {
         op_free(op);
 }
 
+/* A new op of kind on a usable handle: ZOK, or why there is none (nothing to undo then). */
+static int op_prepare(struct zk_ops *ops, enum zk_op_kind kind, const char *path, const char *data,
+                      zk_op_done_fn done, void *owner, zhandle_t **ret_zh, struct zk_op **ret_op) {
+        zhandle_t *zh = ops_handle(ops, kind);
+        struct zk_op *op;
+
+        if (!zh)
+                return ZINVALIDSTATE;
+        op = op_new(ops, kind, path, data, done, owner);
+        if (!op)
+                return ZSYSTEMERROR;
+        *ret_zh = zh;
+        *ret_op = op;
+        return ZOK;
+}
+
 /* After the zoo_a*() call: on failure nothing is in flight. */
 static int op_submitted(struct zk_ops *ops, struct zk_op *op, int rc) {
         if (rc != ZOK) {
@@ -210,19 +227,18 @@ static void create_done(int rc, const char *value, const void *data) {
 }
 
 int zk_ops_create_member(struct zk_ops *ops, const char *parent, const char *data, zk_op_done_fn done, void *owner) {
-        zhandle_t *zh = ops_handle(ops, ZK_OP_CREATE);
         _cleanup_free_ char *path = NULL;
-        struct zk_op *op;
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc;
 
-        if (!zh)
-                return ZINVALIDSTATE;
         if (asprintf(&path, "%s/member_", parent) < 0) {
                 path = NULL;
                 return ZSYSTEMERROR;
         }
-        op = op_new(ops, ZK_OP_CREATE, path, data, done, owner);
-        if (!op)
-                return ZSYSTEMERROR;
+        rc = op_prepare(ops, ZK_OP_CREATE, path, data, done, owner, &zh, &op);
+        if (rc != ZOK)
+                return rc;
         return op_submitted(ops, op,
                             zoo_acreate(zh, path, data, (int) strlen(data), &ZOO_OPEN_ACL_UNSAFE,
                                         ZOO_EPHEMERAL_SEQUENTIAL, create_done, op));
@@ -237,26 +253,22 @@ static void stat_done(int rc, const struct Stat *stat, const void *data) {
 }
 
 int zk_ops_set(struct zk_ops *ops, const char *path, const char *data, zk_op_done_fn done, void *owner) {
-        zhandle_t *zh = ops_handle(ops, ZK_OP_SET);
-        struct zk_op *op;
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc = op_prepare(ops, ZK_OP_SET, path, data, done, owner, &zh, &op);
 
-        if (!zh)
-                return ZINVALIDSTATE;
-        op = op_new(ops, ZK_OP_SET, path, data, done, owner);
-        if (!op)
-                return ZSYSTEMERROR;
+        if (rc != ZOK)
+                return rc;
         return op_submitted(ops, op, zoo_aset(zh, path, data, (int) strlen(data), -1, stat_done, op));
 }
 
 int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
-        zhandle_t *zh = ops_handle(ops, ZK_OP_EXISTS);
-        struct zk_op *op;
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc = op_prepare(ops, ZK_OP_EXISTS, path, NULL, done, owner, &zh, &op);
 
-        if (!zh)
-                return ZINVALIDSTATE;
-        op = op_new(ops, ZK_OP_EXISTS, path, NULL, done, owner);
-        if (!op)
-                return ZSYSTEMERROR;
+        if (rc != ZOK)
+                return rc;
         return op_submitted(ops, op, zoo_aexists(zh, path, 1, stat_done, op));
 }
 
@@ -268,14 +280,12 @@ static void delete_done(int rc, const void *data) {
 }
 
 int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
-        zhandle_t *zh = ops_handle(ops, ZK_OP_DELETE);
-        struct zk_op *op;
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc = op_prepare(ops, ZK_OP_DELETE, path, NULL, done, owner, &zh, &op);
 
-        if (!zh)
-                return ZINVALIDSTATE;
-        op = op_new(ops, ZK_OP_DELETE, path, NULL, done, owner);
-        if (!op)
-                return ZSYSTEMERROR;
+        if (rc != ZOK)
+                return rc;
         return op_submitted(ops, op, zoo_adelete(zh, path, -1, delete_done, op));
 }
 
@@ -291,13 +301,12 @@ size_t zk_ops_create_parents(struct zk_ops *ops, char *const *paths) {
         size_t n = 0;
 
         STRV_FOREACH(p, paths) {
-                zhandle_t *zh = ops_handle(ops, ZK_OP_CREATE_PARENT);
-                struct zk_op *op;
-                if (!zh)
+                struct zk_op *op = NULL;
+                zhandle_t *zh = NULL;
+                if (op_prepare(ops, ZK_OP_CREATE_PARENT, *p, NULL, NULL, NULL, &zh, &op) != ZOK)
                         break;
-                op = op_new(ops, ZK_OP_CREATE_PARENT, *p, NULL, NULL, NULL);
-                if (op && op_submitted(ops, op, zoo_acreate(zh, *p, "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT,
-                                                            parent_done, op)) == ZOK)
+                if (op_submitted(ops, op, zoo_acreate(zh, *p, "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, parent_done,
+                                                      op)) == ZOK)
                         n++;
         }
         return n;
@@ -356,7 +365,6 @@ static void list_done(int rc, const struct String_vector *strings, const void *d
         struct zk_op *op = (struct zk_op *) data;
         struct zk_check *c = op->check;
         struct zk_ops *ops = op->ops;
-        zhandle_t *zh = ops && c->done ? ops_handle(ops, ZK_OP_GET) : NULL;
 
         op_finish(op, rc);
         op_free(op);
@@ -374,17 +382,18 @@ static void list_done(int rc, const struct String_vector *strings, const void *d
                         continue;
                 /* Every member not read is a failed read: the check is incomplete. */
                 struct zk_member_read *m = &c->members[c->n_members++];
-                m->rc = zh ? ZSYSTEMERROR : ZINVALIDSTATE;
-                if (asprintf(&m->path, "%s/%s", c->parent, strings->data[i]) < 0) {
+                struct zk_op *g = NULL;
+                zhandle_t *zh = NULL;
+                int k = ZSYSTEMERROR;
+                if (asprintf(&m->path, "%s/%s", c->parent, strings->data[i]) < 0)
                         m->path = NULL;
-                        continue;
+                else
+                        k = op_prepare(ops, ZK_OP_GET, m->path, NULL, NULL, NULL, &zh, &g);
+                if (k == ZOK) {
+                        g->check = c;
+                        g->index = c->n_members - 1;
+                        k = op_submitted(ops, g, zoo_aget(zh, m->path, 0, get_done, g));
                 }
-                struct zk_op *g = zh ? op_new(ops, ZK_OP_GET, m->path, NULL, NULL, NULL) : NULL;
-                if (!g)
-                        continue;
-                g->check = c;
-                g->index = c->n_members - 1;
-                int k = op_submitted(ops, g, zoo_aget(zh, m->path, 0, get_done, g));
                 if (k == ZOK)
                         c->pending++;
                 else
@@ -395,26 +404,22 @@ static void list_done(int rc, const struct String_vector *strings, const void *d
 }
 
 int zk_ops_check(struct zk_ops *ops, const char *parent, zk_op_done_fn done, void *owner) {
-        zhandle_t *zh = ops_handle(ops, ZK_OP_LIST);
-        struct zk_check *c;
-        struct zk_op *op;
+        struct zk_check *c = calloc(1, sizeof(*c));
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
         int rc;
 
-        if (!zh)
-                return ZINVALIDSTATE;
-        c = calloc(1, sizeof(*c));
-        if (!c)
-                return ZSYSTEMERROR;
-        c->done = done;
-        c->owner = owner;
-        c->parent = strdup(parent);
-        op = c->parent ? op_new(ops, ZK_OP_LIST, parent, NULL, NULL, NULL) : NULL;
-        if (!op) {
-                check_free(c);
+        if (!c || !(c->parent = strdup(parent))) {
+                free(c);
                 return ZSYSTEMERROR;
         }
-        op->check = c;
-        rc = op_submitted(ops, op, zoo_aget_children(zh, parent, 0, list_done, op));
+        c->done = done;
+        c->owner = owner;
+        rc = op_prepare(ops, ZK_OP_LIST, parent, NULL, NULL, NULL, &zh, &op);
+        if (rc == ZOK) {
+                op->check = c;
+                rc = op_submitted(ops, op, zoo_aget_children(zh, parent, 0, list_done, op));
+        }
         if (rc != ZOK)
                 check_free(c);
         return rc;
