@@ -5,11 +5,8 @@
 #include <string.h>
 
 #include "registration-plan.h"
+#include "string-table.h"
 #include "strv.h"
-
-static const char *table_lookup(const char *const *table, int n, int i) {
-        return i >= 0 && i < n ? table[i] : NULL;
-}
 
 static const char *const reg_state_table[_REG_STATE_MAX] = {
         [REG_UNREADY] = "unready",
@@ -20,9 +17,7 @@ static const char *const reg_state_table[_REG_STATE_MAX] = {
         [REG_DEREGISTERING] = "deregistering",
 };
 
-const char *reg_state_to_string(enum reg_state s) {
-        return table_lookup(reg_state_table, _REG_STATE_MAX, s);
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_state, enum reg_state);
 
 static const char *const reg_goal_table[_REG_GOAL_MAX] = {
         [REG_GOAL_NONE] = "none",
@@ -30,9 +25,7 @@ static const char *const reg_goal_table[_REG_GOAL_MAX] = {
         [REG_GOAL_STOPPING] = "stopping",
 };
 
-const char *reg_goal_to_string(enum reg_goal g) {
-        return table_lookup(reg_goal_table, _REG_GOAL_MAX, g);
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_goal, enum reg_goal);
 
 static const char *const reg_op_table[_REG_OP_MAX] = {
         [REG_OP_NONE] = "none",
@@ -42,9 +35,7 @@ static const char *const reg_op_table[_REG_OP_MAX] = {
         [REG_OP_DELETE] = "delete",
 };
 
-const char *reg_op_to_string(enum reg_op o) {
-        return table_lookup(reg_op_table, _REG_OP_MAX, o);
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_op, enum reg_op);
 
 static const char *const reg_action_table[_REG_ACTION_MAX] = {
         [REG_ACTION_NONE] = "none",
@@ -57,9 +48,7 @@ static const char *const reg_action_table[_REG_ACTION_MAX] = {
         [REG_ACTION_SET] = "set",
 };
 
-const char *reg_action_to_string(enum reg_action a) {
-        return table_lookup(reg_action_table, _REG_ACTION_MAX, a);
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_action, enum reg_action);
 
 static const char *const reg_verdict_table[_REG_VERDICT_MAX] = {
         [REG_VERDICT_IGNORE] = "ignore",
@@ -68,9 +57,7 @@ static const char *const reg_verdict_table[_REG_VERDICT_MAX] = {
         [REG_VERDICT_DELETE] = "delete",
 };
 
-const char *reg_verdict_to_string(enum reg_verdict v) {
-        return table_lookup(reg_verdict_table, _REG_VERDICT_MAX, v);
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_verdict, enum reg_verdict);
 
 const char *reg_plan_desired(const struct reg_facts *f, enum reg_goal g) {
         switch (g) {
