@@ -141,11 +141,10 @@ static void check_parents(const char *parent, const char *floor) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        char *text = malloc(size + 1);
+        /* A text format: an embedded NUL ends the input. */
+        char *text = strndup((const char *) data, size);
         if (!text)
                 return 0;
-        memcpy(text, data, size);
-        text[size] = 0;
 
         char *save = text;
         char *head = next_line(&save);
