@@ -35,6 +35,9 @@ struct api {
         int listen_fd;
         char *socket_path;
         bool unlink_on_free;
+        /* The socket file whose mode and group decide who may connect: the one we bound, or the
+         * inherited socket's own path (NULL for an unnamed or abstract one). */
+        char *access_path;
         mode_t socket_mode;
         gid_t socket_gid;
         size_t max_body;

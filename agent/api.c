@@ -67,6 +67,13 @@ static int socket_remove_stale(const char *path, const struct sockaddr_un *sa) {
 }
 
 static int socket_apply_access(const char *path, mode_t mode, gid_t gid) {
+        struct stat st;
+
+        /* Only ever a socket: the path of an inherited one was not made by us. */
+        if (lstat(path, &st) < 0)
+                return -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return -ENOTSOCK;
         if (chmod(path, mode) < 0)
                 return -errno;
         if (gid != (gid_t) -1 && chown(path, (uid_t) -1, gid) < 0)
@@ -447,6 +454,16 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
                 a->socket_path = opts->socket_path ? strdup(opts->socket_path) : socket_fd_path(opts->listen_fd);
                 if (opts->socket_path && !a->socket_path)
                         return -ENOMEM;
+                /* systemd made the file with piniond.socket's SocketMode=/SocketGroup=; socket-mode
+                 * and socket-group are what an operator sets (to let pods in, say), so they apply
+                 * to an inherited socket as to our own. The file is found from the socket itself,
+                 * not from the configured path, which may name another. */
+                a->access_path = socket_fd_path(opts->listen_fd);
+                if (a->access_path) {
+                        r = socket_apply_access(a->access_path, a->socket_mode, a->socket_gid);
+                        if (r < 0)
+                                return r;
+                }
                 /* MHD closes the fd it is given when it stops; it gets its own copy, so the
                  * caller's fd is only ours once api_new() succeeds. */
                 mhd_fd = fcntl(opts->listen_fd, F_DUPFD_CLOEXEC, 3);
@@ -460,6 +477,9 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
                 if (r < 0)
                         return r;
                 a->unlink_on_free = true;
+                a->access_path = strdup(a->socket_path);
+                if (!a->access_path)
+                        return -ENOMEM;
                 mhd_fd = fcntl(a->listen_fd, F_DUPFD_CLOEXEC, 3);
                 if (mhd_fd < 0)
                         return -errno;
@@ -496,6 +516,7 @@ struct api *api_free(struct api *a) {
         free(a->routes);
         free(a->uid_counts);
         free(a->socket_path);
+        free(a->access_path);
         sd_event_unref(a->event);
         free(a);
         return NULL;
@@ -563,9 +584,8 @@ int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid) {
 
         if (!a)
                 return -EINVAL;
-        /* An inherited socket's file belongs to whoever created it (systemd's SocketMode=). */
-        if (a->unlink_on_free) {
-                r = socket_apply_access(a->socket_path, socket_mode, socket_gid);
+        if (a->access_path) {
+                r = socket_apply_access(a->access_path, socket_mode, socket_gid);
                 if (r < 0)
                         return r;
         }

@@ -48,7 +48,7 @@ struct api_route {
 
 struct api_options {
         const char *socket_path;
-        mode_t socket_mode;     /* 0660 */
+        mode_t socket_mode;     /* 0660; set on the socket file, bound or inherited */
         gid_t socket_gid;       /* (gid_t)-1: leave the group */
         int listen_fd;          /* >= 0: use this (socket activation), else bind socket_path */
         size_t max_body;        /* request bodies larger than this get 413; 0 = 1 MiB */
@@ -61,7 +61,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct api *, api_free);
 
 /* Routes are matched in registration order; userdata is passed to the handler. */
 int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata);
-/* Changes who counts as privileged (socket-group) and the socket's mode on reload. */
+/* Changes who counts as privileged (socket-group) and the socket file's mode and group on
+ * reload. */
 int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid);
 const char *api_socket_path(const struct api *a);
 

@@ -10,53 +10,40 @@
 
 #include "json.h"
 #include "log.h"
+#include "string-table.h"
 
 /* The only process-wide state besides parsed options: logging is needed before the manager
  * exists and in code that has no manager at hand. */
 static int log_max_level = LOG_INFO;
 static enum log_target log_target = LOG_TARGET_TEXT;
 
-static const char *const level_names[] = {
+static const char *const log_level_table[] = {
         [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit",
         [LOG_ERR] = "error",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
         [LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
 };
 
-static const char *const target_names[_LOG_TARGET_MAX] = {
+static const char *const log_target_table[_LOG_TARGET_MAX] = {
         [LOG_TARGET_AUTO] = "auto",
         [LOG_TARGET_JOURNAL] = "journal",
         [LOG_TARGET_TEXT] = "text",
         [LOG_TARGET_JSON] = "json",
 };
 
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(log_level, int);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(log_target, enum log_target);
+DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(log_target, int);
+
+/* syslog's short spellings are accepted too. */
 int log_level_from_string(const char *s) {
-        for (size_t i = 0; i < ELEMENTSOF(level_names); i++)
-                if (streq(s, level_names[i]))
-                        return (int) i;
-        if (streq(s, "err"))
+        if (streq_ptr(s, "err"))
                 return LOG_ERR;
-        if (streq(s, "warn"))
+        if (streq_ptr(s, "warn"))
                 return LOG_WARNING;
-        return -EINVAL;
-}
-
-const char *log_level_to_string(int level) {
-        if (level < 0 || (size_t) level >= ELEMENTSOF(level_names))
-                return NULL;
-        return level_names[level];
-}
-
-int log_target_from_string(const char *s) {
-        for (size_t i = 0; i < ELEMENTSOF(target_names); i++)
-                if (streq(s, target_names[i]))
+        for (size_t i = 0; i < ELEMENTSOF(log_level_table); i++)
+                if (streq_ptr(s, log_level_table[i]))
                         return (int) i;
         return -EINVAL;
-}
-
-const char *log_target_to_string(enum log_target t) {
-        if ((unsigned) t >= ELEMENTSOF(target_names))
-                return NULL;
-        return target_names[t];
 }
 
 /* systemd sets JOURNAL_STREAM=<dev>:<ino> when stderr is connected to the journal. */
@@ -101,10 +88,10 @@ static void write_text(int level, int error, const struct log_ctx *ctx, const ch
         if (ctx && ctx->module)
                 (void) snprintf(prefix, sizeof(prefix), "[%s] ", ctx->module);
         if (ctx && (ctx->pod || ctx->pod_uid))
-                (void) fprintf(stderr, "%s: %s%s (pod %s)\n", level_names[level], prefix, message,
+                (void) fprintf(stderr, "%s: %s%s (pod %s)\n", log_level_table[level], prefix, message,
                                ctx->pod ? ctx->pod : ctx->pod_uid);
         else
-                (void) fprintf(stderr, "%s: %s%s\n", level_names[level], prefix, message);
+                (void) fprintf(stderr, "%s: %s%s\n", log_level_table[level], prefix, message);
         (void) error;
 }
 
@@ -123,7 +110,7 @@ static void write_json(int level, int error, const struct log_ctx *ctx, const ch
         (void) snprintf(ts + n, sizeof(ts) - n, ".%06ldZ", now.tv_nsec / 1000);
 
         cJSON_AddStringToObject(o, "time", ts);
-        cJSON_AddStringToObject(o, "level", level_names[level]);
+        cJSON_AddStringToObject(o, "level", log_level_table[level]);
         cJSON_AddStringToObject(o, "msg", message);
         if (ctx && ctx->module)
                 cJSON_AddStringToObject(o, "module", ctx->module);
@@ -183,7 +170,7 @@ int log_internal(int level, int error, const struct log_ctx *ctx, const char *fi
         va_list ap;
         int saved_errno = errno;
 
-        if (level < 0 || (size_t) level >= ELEMENTSOF(level_names))
+        if (level < 0 || (size_t) level >= ELEMENTSOF(log_level_table))
                 level = LOG_ERR;
 
         /* %m prints the error passed in, not whatever errno happens to be. */

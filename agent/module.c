@@ -5,25 +5,15 @@
 #include "log.h"
 #include "manager.h"
 #include "module.h"
+#include "string-table.h"
 
-static const char *const module_state_names[_MODULE_STATE_MAX] = {
+static const char *const module_state_table[_MODULE_STATE_MAX] = {
         [MODULE_DISABLED] = "disabled", [MODULE_STARTING] = "starting", [MODULE_RUNNING] = "running",
         [MODULE_DEGRADED] = "degraded", [MODULE_FAILED] = "failed",     [MODULE_STOPPING] = "stopping",
         [MODULE_STOPPED] = "stopped",
 };
 
-const char *module_state_to_string(enum module_state s) {
-        if (s < 0 || s >= _MODULE_STATE_MAX)
-                return NULL;
-        return module_state_names[s];
-}
-
-enum module_state module_state_from_string(const char *s) {
-        for (int i = 0; i < _MODULE_STATE_MAX; i++)
-                if (streq(s, module_state_names[i]))
-                        return (enum module_state) i;
-        return _MODULE_STATE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(module_state, enum module_state);
 
 bool module_state_is_healthy(enum module_state s) {
         switch (s) {

@@ -4,24 +4,16 @@
 
 #include "json.h"
 #include "watch-stream.h"
+#include "string-table.h"
 
-static const char *const event_type_names[_WATCH_EVENT_TYPE_MAX] = {
+static const char *const watch_event_type_table[_WATCH_EVENT_TYPE_MAX] = {
         [WATCH_ADDED] = "ADDED",       [WATCH_MODIFIED] = "MODIFIED", [WATCH_DELETED] = "DELETED",
         [WATCH_BOOKMARK] = "BOOKMARK", [WATCH_ERROR] = "ERROR",
 };
 
-const char *watch_event_type_to_string(enum watch_event_type t) {
-        if (t < 0 || t >= _WATCH_EVENT_TYPE_MAX)
-                return NULL;
-        return event_type_names[t];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(watch_event_type, enum watch_event_type);
 
-enum watch_event_type watch_event_type_from_string(const char *s) {
-        for (int i = 0; i < _WATCH_EVENT_TYPE_MAX; i++)
-                if (streq(s, event_type_names[i]))
-                        return (enum watch_event_type) i;
-        return _WATCH_EVENT_TYPE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(watch_event_type, enum watch_event_type);
 
 const char *k8s_resource_version(const cJSON *object) {
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(object, "metadata");

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "manager.h"
 #include "strv.h"
+#include "string-table.h"
 
 #define STATE_MAX_SIZE (MANIFEST_MAX_SIZE + 64U * 1024U)
 
@@ -23,16 +24,14 @@
 #define bundle_warning(b, fmt, ...) (void) log_module_full_errno(CONFIGSYNC_MODULE, LOG_WARNING, 0, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
 #define bundle_warning_errno(b, e, fmt, ...) log_module_full_errno(CONFIGSYNC_MODULE, LOG_WARNING, e, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
 
-static const char *const bundle_state_names[_BUNDLE_STATE_MAX] = {
+static const char *const bundle_state_table[_BUNDLE_STATE_MAX] = {
         [BUNDLE_PENDING] = "pending",
         [BUNDLE_FETCHING] = "fetching",
         [BUNDLE_SYNCED] = "synced",
         [BUNDLE_FAILING] = "failing",
 };
 
-const char *bundle_state_to_string(enum bundle_state s) {
-        return s >= 0 && s < _BUNDLE_STATE_MAX ? bundle_state_names[s] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(bundle_state, enum bundle_state);
 
 static void bundle_set_state(struct bundle *b, enum bundle_state s) {
         if (b->state == s)

@@ -11,6 +11,7 @@
 #include "atomic-dir.h"
 #include "fetch.h"
 #include "fsutil.h"
+#include "string-table.h"
 
 #define FETCH_BUFFER_SIZE (256L * 1024L)
 #define FETCH_USER_AGENT "piniond-configsync/" PACKAGE_VERSION
@@ -63,14 +64,14 @@ struct fetch {
         usec_t started;
 };
 
-static const char *const result_names[_FETCH_RESULT_MAX] = {
+static const char *const fetch_result_table[_FETCH_RESULT_MAX] = {
         [FETCH_CHANGED] = "changed",
         [FETCH_NOT_MODIFIED] = "not-modified",
         [FETCH_SAME] = "same",
         [FETCH_FAILED] = "failed",
 };
 
-static const char *const kind_names[_FETCH_ERROR_KIND_MAX] = {
+static const char *const fetch_error_kind_table[_FETCH_ERROR_KIND_MAX] = {
         [FETCH_ERROR_NONE] = "none",
         [FETCH_ERROR_CONNECT] = "connect",
         [FETCH_ERROR_TIMEOUT] = "timeout",
@@ -86,13 +87,9 @@ static const char *const kind_names[_FETCH_ERROR_KIND_MAX] = {
         [FETCH_ERROR_OTHER] = "other",
 };
 
-const char *fetch_result_to_string(enum fetch_result r) {
-        return r >= 0 && r < _FETCH_RESULT_MAX ? result_names[r] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(fetch_result, enum fetch_result);
 
-const char *fetch_error_kind_to_string(enum fetch_error_kind k) {
-        return k >= 0 && k < _FETCH_ERROR_KIND_MAX ? kind_names[k] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(fetch_error_kind, enum fetch_error_kind);
 
 static void file_release(struct fetch_file *ff) {
         http_transfer_cancel(ff->transfer);

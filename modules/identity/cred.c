@@ -13,6 +13,7 @@
 #include "json.h"
 #include "log.h"
 #include "strv.h"
+#include "string-table.h"
 
 #define MODULE "identity"
 #define KEY_MAX (64 * 1024)
@@ -26,9 +27,7 @@ static const char *const cred_state_table[_CRED_STATE_MAX] = {
         [CRED_EXPIRED] = "expired",
 };
 
-const char *cred_state_to_string(enum cred_state s) {
-        return s >= 0 && s < _CRED_STATE_MAX ? cred_state_table[s] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(cred_state, enum cred_state);
 
 #define log_cred(c, level, error, ...) log_module_full_errno(MODULE, level, error, "%s certificate: " FIRST_ARG(__VA_ARGS__), (c)->name REST_ARGS(__VA_ARGS__))
 #define FIRST_ARG(f, ...) f

@@ -11,25 +11,19 @@
 
 #include "cni.h"
 #include "json.h"
+#include "string-table.h"
 
 #define CNI_MAX_ARGS 4096
 #define CNI_MAX_VALID_ATTACHMENTS 65536
 
-static const char *const command_table[_CNI_COMMAND_MAX] = {
+static const char *const cni_command_table[_CNI_COMMAND_MAX] = {
         [CNI_ADD] = "ADD", [CNI_DEL] = "DEL", [CNI_CHECK] = "CHECK",
         [CNI_STATUS] = "STATUS", [CNI_GC] = "GC", [CNI_VERSION] = "VERSION",
 };
 
-const char *cni_command_to_string(enum cni_command c) {
-        return c >= 0 && c < _CNI_COMMAND_MAX ? command_table[c] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(cni_command, enum cni_command);
 
-enum cni_command cni_command_from_string(const char *s) {
-        for (int i = 0; s && i < _CNI_COMMAND_MAX; i++)
-                if (streq(command_table[i], s))
-                        return (enum cni_command) i;
-        return _CNI_COMMAND_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(cni_command, enum cni_command);
 
 bool cni_command_needs_container(enum cni_command c) {
         return c == CNI_ADD || c == CNI_DEL || c == CNI_CHECK;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -190,17 +191,42 @@ static int link_del(struct nl *nl, const char *name) {
         return r == -ENODEV ? 0 : r;
 }
 
-/* veth host_ifname <-> ifname, the peer created inside the namespace netns_fd. */
+/* A random locally administered unicast MAC address. */
+static int random_mac(uint8_t mac[6]) {
+        ssize_t n = getrandom(mac, 6, 0);
+        if (n < 0)
+                return negative_errno();
+        if (n != 6)
+                return -EIO;
+        mac[0] = (uint8_t) ((mac[0] & ~0x01) | 0x02);
+        return 0;
+}
+
+/* veth host_ifname <-> ifname, the peer created inside the namespace netns_fd.
+ *
+ * Both ends get a MAC address chosen here rather than by the kernel: udev gives a link whose
+ * address the kernel chose at random another one a moment after it appears (systemd's
+ * MACAddressPolicy=persistent, the default of 99-default.link), behind our back, and the pod's
+ * static neighbour entry for the gateway would then name an address the host end no longer has:
+ * every packet from the pod would be dropped. An address set at creation is left alone. */
 static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu) {
         char buf[MSG_BUF_SIZE];
         struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
         struct nlattr *linkinfo, *data, *peer;
         struct ifinfomsg *pifi;
+        uint8_t host_mac[6], pod_mac[6];
+        int r;
 
+        r = random_mac(host_mac);
+        if (r >= 0)
+                r = random_mac(pod_mac);
+        if (r < 0)
+                return r;
         ifi->ifi_family = AF_UNSPEC;
         mnl_attr_put_strz(nlh, IFLA_IFNAME, host_ifname);
         mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
+        mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(host_mac), host_mac);
         linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
         mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
         data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
@@ -210,6 +236,7 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         pifi->ifi_family = AF_UNSPEC;
         mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
         mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
+        mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(pod_mac), pod_mac);
         mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t) netns_fd);
         mnl_attr_nest_end(nlh, peer);
         mnl_attr_nest_end(nlh, data);

@@ -8,6 +8,7 @@
 
 #include "health.h"
 #include "parse-util.h"
+#include "string-table.h"
 
 #define ANNOTATION_HEALTH "pinion.io/health"
 
@@ -32,11 +33,7 @@ static const char *const health_kind_table[_HEALTH_KIND_MAX] = {
         [HEALTH_HTTP] = "http",
 };
 
-const char *health_kind_to_string(enum health_kind k) {
-        if (k < 0 || k >= _HEALTH_KIND_MAX)
-                return NULL;
-        return health_kind_table[k];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(health_kind, enum health_kind);
 
 static int spec_error(char **ret_error, const char *key, const char *value, const char *why) {
         if (ret_error && asprintf(ret_error, "%s=%s: %s", key, value, why) < 0)

@@ -4,6 +4,9 @@ ZKREG_SOURCES = \
 	modules/zkreg/zk-watch.c modules/zkreg/zk-watch.h \
 	modules/zkreg/serverset.c modules/zkreg/serverset.h \
 	modules/zkreg/health.c modules/zkreg/health.h \
+	modules/zkreg/registration-plan.c modules/zkreg/registration-plan.h \
+	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
+	modules/zkreg/registration.c modules/zkreg/registration.h \
 	modules/zkreg/registry.c modules/zkreg/registry.h
 MODULE_SOURCES += modules/zkreg/zkreg.c $(ZKREG_SOURCES)
 
@@ -25,7 +28,8 @@ tests_zkreg_zk_registry_probe_LDADD = libpinion-core.a $(UNIT_LIBS)
 INTEGRATION_TESTS += tests/integration/test_zkreg_gates.py
 INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test_zkreg.py \
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py \
-	tests/integration/test_zkreg_review.py
+	tests/integration/test_zkreg_prefixes.py tests/integration/test_zkreg_ownership.py \
+	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
@@ -35,6 +39,29 @@ tests_unit_test_zkreg_serverset_SOURCES = tests/unit/test-zkreg-serverset.c \
 	agent/http.c
 tests_unit_test_zkreg_serverset_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_unit_test_zkreg_serverset_LDADD = $(UNIT_LIBS)
+
+# Unit tests of the registration plan: the next operation and the state for what a registration
+# wants and knows, the check after a lost create, flap damping, the parents zkreg creates.
+UNIT_TESTS += tests/unit/test-zkreg-registration-plan
+tests_unit_test_zkreg_registration_plan_SOURCES = tests/unit/test-zkreg-registration-plan.c \
+	modules/zkreg/registration-plan.c agent/strv.c
+tests_unit_test_zkreg_registration_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_unit_test_zkreg_registration_plan_LDADD = $(UNIT_LIBS)
+
+# Fuzz target: the registration plan's invariants over any facts; its corpus replays as a unit test.
+FUZZ_TARGETS += zkreg-registration-plan
+FUZZ_REPLAY_TESTS += tests/fuzz/replay-zkreg-registration-plan
+FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES = tests/fuzz/fuzz-zkreg-registration-plan.c modules/zkreg/registration-plan.c \
+	agent/strv.c
+tests_fuzz_replay_zkreg_registration_plan_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h \
+	$(FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES)
+tests_fuzz_replay_zkreg_registration_plan_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/zkreg \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/zkreg-registration-plan\"
+tests_fuzz_replay_zkreg_registration_plan_CFLAGS = $(AM_CFLAGS)
+tests/fuzz/fuzz-zkreg-registration-plan: $(FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/zkreg -o $@ \
+		`for f in $(filter %.c,$(FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES)); do echo $(srcdir)/$$f; done`
 
 # Fuzz target: the ServerSet member data zkreg reads back from ZooKeeper (and the path check).
 FUZZ_TARGETS += zkreg-serverset

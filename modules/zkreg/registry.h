@@ -5,21 +5,15 @@
  *
  * Each registration has a wanted side (is the pod registrable: Ready, every pod gate open,
  * health checks passing, an IP and a port; and the ServerSet data) and a known side (our
- * member znode, the data written there, and whether a create's outcome is unknown). One step
- * function compares them and issues at most one operation at a time; writes go through the
- * token bucket (write-qps). Registration state machine, as shown by /v1/registrations:
+ * member znode, the data written there, and whether a create's outcome is unknown). Its state
+ * machine (registration.c; the states and their meaning in registration-plan.h, as
+ * /v1/registrations shows them) issues at most one operation at a time; writes go through the
+ * token bucket (write-qps).
  *
- *   unready        not registrable; last_error says why (not Ready, gate, health, no IP, ...)
- *   pending        wants to be registered (or updated/removed) and waits: session down,
- *                  token bucket, backoff after an error, flap damping
- *   registering    a create (or the check of an uncertain create) is in flight
- *   registered     our member znode holds the wanted data
- *   stopping       drained: the data says STOPPING; removed after drain-delay
- *   deregistering  a delete is in flight
- *
- * No duplicates: after a connection loss during a create, the step lists the path and adopts
- * a member whose ephemeralOwner is our session and whose endpoint is ours, instead of creating
- * again. After expiry the old session's nodes are gone with it; members are created anew. */
+ * No duplicates: after a connection loss during a create, the registration lists the path and
+ * adopts a member whose ephemeralOwner is our session and whose endpoint is ours, instead of
+ * creating again. After expiry the old session's nodes are gone with it; members are created
+ * anew. */
 
 #include <stdint.h>
 
@@ -31,19 +25,6 @@
 
 struct manager;
 struct registry;
-
-enum reg_state {
-        REG_UNREADY,
-        REG_PENDING,
-        REG_REGISTERING,
-        REG_REGISTERED,
-        REG_STOPPING,
-        REG_DEREGISTERING,
-        _REG_STATE_MAX,
-        _REG_STATE_INVALID = -EINVAL,
-};
-
-const char *reg_state_to_string(enum reg_state s);
 
 struct registry_config {
         double write_qps;

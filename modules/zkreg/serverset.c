@@ -45,7 +45,15 @@ static cJSON *endpoint_json(const char *host, unsigned port) {
         return o;
 }
 
-int serverset_build(const struct pod *p, const char *status, char **ret_json, char **ret_endpoint, char **ret_error) {
+void serverset_entry_done(struct serverset_entry *e) {
+        e->alive = mfree(e->alive);
+        e->stopping = mfree(e->stopping);
+        e->endpoint = mfree(e->endpoint);
+        e->host = mfree(e->host);
+        e->port = 0;
+}
+
+int serverset_build(const struct pod *p, struct serverset_entry *ret, char **ret_error) {
         const char *ip = pod_primary_ip(p);
         const char *port_spec = pod_annotation(p, ANNOTATION_PORT);
         const char *shard_spec = pod_annotation(p, ANNOTATION_SHARD);
@@ -86,6 +94,7 @@ int serverset_build(const struct pod *p, const char *status, char **ret_json, ch
                 return fail(ret_error, -EINVAL, "container port %lld is not in 1..65535", port);
 
         cJSON *root = cJSON_CreateObject(), *additional = NULL, *service = endpoint_json(ip, (unsigned) port);
+        struct serverset_entry e = {};
         if (!root || !service || !cJSON_AddItemToObject(root, "serviceEndpoint", service)) {
                 cJSON_Delete(service);
                 cJSON_Delete(root);
@@ -99,30 +108,36 @@ int serverset_build(const struct pod *p, const char *status, char **ret_json, ch
                 if (!pp->name || streq_ptr(pp->name, service_name) || cJSON_HasObjectItem(additional, pp->name) ||
                     pp->port == 0)
                         continue;
-                cJSON *e = endpoint_json(ip, pp->port);
-                if (!e || !cJSON_AddItemToObject(additional, pp->name, e)) {
-                        cJSON_Delete(e);
+                cJSON *x = endpoint_json(ip, pp->port);
+                if (!x || !cJSON_AddItemToObject(additional, pp->name, x)) {
+                        cJSON_Delete(x);
                         goto oom;
                 }
         }
-        if (!cJSON_AddStringToObject(root, "status", status))
+        cJSON *status = cJSON_AddStringToObject(root, "status", "ALIVE");
+        if (!status)
                 goto oom;
         if (shard >= 0 && !cJSON_AddNumberToObject(root, "shard", (double) shard))
                 goto oom;
 
-        char *json = cJSON_PrintUnformatted(root), *endpoint = NULL;
-        cJSON_Delete(root);
-        if (!json)
-                return -ENOMEM;
-        if (asprintf(&endpoint, strchr(ip, ':') ? "[%s]:%lld" : "%s:%lld", ip, port) < 0) {
-                free(json);
-                return -ENOMEM;
+        /* The same tree twice: only the status differs, in place (the key order stays). */
+        e.alive = cJSON_PrintUnformatted(root);
+        if (!e.alive || !cJSON_SetValuestring(status, "STOPPING"))
+                goto oom;
+        e.stopping = cJSON_PrintUnformatted(root);
+        e.host = strdup(ip);
+        e.port = (unsigned) port;
+        if (!e.stopping || !e.host ||
+            asprintf(&e.endpoint, strchr(ip, ':') ? "[%s]:%lld" : "%s:%lld", ip, port) < 0) {
+                e.endpoint = NULL;
+                goto oom;
         }
-        *ret_json = json;
-        *ret_endpoint = endpoint;
+        cJSON_Delete(root);
+        *ret = e;
         return 0;
 oom:
         cJSON_Delete(root);
+        serverset_entry_done(&e);
         return -ENOMEM;
 }
 

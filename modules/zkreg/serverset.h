@@ -6,9 +6,9 @@
  *   {"serviceEndpoint":{"host":IP,"port":N},
  *    "additionalEndpoints":{"name":{"host":IP,"port":N},...},
  *    "status":"ALIVE","shard":N}
- * serverset_build() derives it from a pod; serverset_parse() reads one back (the agent reads
- * the members it finds under a path to recognise its own after a connection loss). Pure code:
- * no logging. */
+ * serverset_build() derives it from a pod; serverset_parse() reads member data of any origin
+ * (the agent reads the members it finds under a path to recognise its own after a connection
+ * loss). Pure code: no logging. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,10 +26,23 @@ struct serverset_member {
         int64_t shard;   /* -1 if absent */
 };
 
-/* Builds the member data for pod p with the given status ("ALIVE" or "STOPPING"). Returns the
- * JSON text in *ret_json and "host:port" in *ret_endpoint. -EADDRNOTAVAIL (no IP yet), -EINVAL
- * (bad annotation, unknown port name, no port) with *ret_error saying why. */
-int serverset_build(const struct pod *p, const char *status, char **ret_json, char **ret_endpoint, char **ret_error);
+/* What zkreg writes for a pod: the member data in both statuses it uses, and the endpoint they
+ * name (kept beside the text, so nothing built here is ever parsed back). */
+struct serverset_entry {
+        char *alive;    /* the member data with "status":"ALIVE" */
+        char *stopping; /* the same with "status":"STOPPING" (drain) */
+        char *endpoint; /* "host:port", "[host]:port" for IPv6 */
+        char *host;     /* serviceEndpoint.host */
+        unsigned port;  /* serviceEndpoint.port */
+};
+
+void serverset_entry_done(struct serverset_entry *e);
+
+/* Builds the member data for pod p (one JSON tree, written out once per status). On success
+ * *ret (which the caller owns and releases with serverset_entry_done) is filled. -EADDRNOTAVAIL
+ * (no IP yet), -EINVAL (bad annotation, unknown port name, no port) with *ret_error saying why
+ * (if ret_error is given), -ENOMEM. *ret is untouched on failure. */
+int serverset_build(const struct pod *p, struct serverset_entry *ret, char **ret_error);
 
 /* Parses member data of any origin (size bytes, not NUL-terminated). -EINVAL if it is not a
  * ServerSet member with a serviceEndpoint of a host string and a port in 1..65535. */

@@ -12,6 +12,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "zk-session.h"
+#include "string-table.h"
 
 #define MODULE "zkreg"
 
@@ -54,11 +55,7 @@ static const char *const zk_session_state_table[_ZK_SESSION_STATE_MAX] = {
         [ZK_SESSION_CLOSED] = "closed",
 };
 
-const char *zk_session_state_to_string(enum zk_session_state s) {
-        if (s < 0 || s >= _ZK_SESSION_STATE_MAX)
-                return NULL;
-        return zk_session_state_table[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(zk_session_state, enum zk_session_state);
 
 int zk_error_to_errno(int rc) {
         switch (rc) {

@@ -2,7 +2,9 @@
 /* zkreg: registers ready, healthy pods in ZooKeeper as ServerSet members over one
  * single-threaded ZooKeeper session on the loop (zk-session.c), and publishes that session's
  * node watches to other modules (FACT_ZOOKEEPER, zk-watch.c). The registrations themselves
- * are in registry.c, health checks in health.c, the ServerSet format in serverset.c. */
+ * are in registry.c (the set, fed by the pod store) and registration.c (each one's state
+ * machine), their decisions in registration-plan.c, their ZooKeeper operations in zk-ops.c,
+ * health checks in health.c, the ServerSet format in serverset.c. */
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -112,6 +112,30 @@ def test_two_pods_reach_each_other_and_the_host(podnet_agent, netns):
     assert cni(a, "DEL", "c3", n3).rc == 0
 
 
+def test_veth_addresses_are_chosen_at_creation(podnet_agent, netns):
+    """Both veth ends get a MAC address set at creation (addr_assign_type 3), never a
+    kernel-random one (1): udev replaces those right after the link appears
+    (MACAddressPolicy=persistent), and the pod's static neighbour entry for the gateway would
+    then name a MAC the host end no longer has. The result's MACs are the links' own."""
+    a = podnet_agent()
+    n = netns()
+    r = cni(a, "ADD", "c1", n)
+    assert r.rc == 0, r
+    host, pod = r.json["interfaces"][0], r.json["interfaces"][1]
+    with open("/sys/class/net/%s/addr_assign_type" % host["name"]) as f:
+        assert f.read().strip() == "3"
+    with open("/sys/class/net/%s/address" % host["name"]) as f:
+        assert f.read().strip() == host["mac"]
+    # `ip netns exec` mounts the namespace's own sysfs.
+    assert n.run("cat", "/sys/class/net/eth0/addr_assign_type").stdout.strip() == "3"
+    assert n.run("cat", "/sys/class/net/eth0/address").stdout.strip() == pod["mac"]
+    for mac in (host["mac"], pod["mac"]):
+        first = int(mac.split(":")[0], 16)
+        assert first & 0x02 and not first & 0x01, mac  # locally administered, unicast
+    assert "lladdr %s PERMANENT" % host["mac"] in n.run("ip", "neigh", "show", "169.254.1.1").stdout
+    assert cni(a, "DEL", "c1", n).rc == 0
+
+
 def test_check_reports_drift(podnet_agent, netns):
     a = podnet_agent()
     n = netns()

@@ -16,61 +16,13 @@ import pytest
 
 from pinion_testlib import T, make_pod, wait_until, diag
 import zkreg_testlib as zt
-from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
+from zkreg_testlib import base, kz, zk  # noqa: F401 (fixtures)
+from zkreg_testlib import registrations, wait_endpoints, wait_reg, web_pod, zk_config
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
 
 # ZKREG_OUTAGE_SECONDS=60 runs the outage test for a full minute; CI uses 20 s.
 OUTAGE_SECONDS = float(os.environ.get("ZKREG_OUTAGE_SECONDS") or 20)
-
-
-@pytest.fixture
-def base(request):
-    """A unique ServerSet path per test."""
-    return "/pinion-test/" + request.node.name.replace("[", "_").replace("]", "")
-
-
-def zk_config(zk, **kw):
-    z = {"servers": zk.hosts, "session-timeout": "4s", "write-qps": "1000", "drain-delay": "1s",
-         "flap-damping": "0"}
-    z.update({k.replace("_", "-"): v for k, v in kw.items()})
-    return {"zookeeper": z}
-
-
-def web_pod(name, path, ip="10.1.2.3", ports=None, port=None, shard=None, ready=None, extra=None):
-    ann = {"pinion.io/serverset": path}
-    if port is not None:
-        ann["pinion.io/port"] = str(port)
-    if shard is not None:
-        ann["pinion.io/shard"] = str(shard)
-    ann.update(extra or {})
-    return make_pod(name, annotations=ann, ports=ports if ports is not None else [("http", 8080)], ip=ip,
-                    conditions=None if ready is None else {"Ready": ready})
-
-
-def registrations(a):
-    return {r["pod"]: r for r in a.get_json("/v1/registrations")["registrations"]}
-
-
-def wait_reg(a, pod, pred, timeout=10):
-    """Waits until the registration of pod (ns/name) satisfies pred; returns it."""
-    def probe():
-        r = registrations(a).get(pod)
-        return r if r and pred(r) else None
-    return wait_until(probe, timeout=T(timeout), desc=f"registration of {pod}")
-
-
-def wait_endpoints(kz, path, want, timeout=10):
-    want = sorted(want)
-    got = []
-
-    def probe():
-        got[:] = zt.endpoints(kz, path)
-        return got == want
-    try:
-        wait_until(probe, timeout=T(timeout), desc=f"members of {path} == {want}")
-    except Exception:
-        raise AssertionError(f"members of {path}: {got}, wanted {want}")
 
 
 def test_serverset_json_is_exact(agent_factory, zk, kz, base):

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from pinion_testlib import free_port  # noqa: F401 (also used by the zkreg tests)
+from pinion_testlib import T, free_port, make_pod, wait_until  # noqa: F401 (free_port: also used by the zkreg tests)
 
 JAVA = shutil.which("java") or "/usr/bin/java"
 ZK_JAR = "/usr/share/java/zookeeper.jar"
@@ -360,7 +360,62 @@ class Prometheus:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# ---- what the zkreg test files share: config, pods, and waiting for registrations/members ----
+
+def zk_config(zk, **kw):
+    """A [zookeeper] section for servers zk, quick to react (kw: more keys, _ for -)."""
+    z = {"servers": zk.hosts, "session-timeout": "4s", "write-qps": "1000", "drain-delay": "1s",
+         "flap-damping": "0"}
+    z.update({k.replace("_", "-"): v for k, v in kw.items()})
+    return {"zookeeper": z}
+
+
+def web_pod(name, path, ip="10.1.2.3", namespace="default", ports=None, port=None, shard=None, ready=None,
+            extra=None):
+    """A pod registered at path (pinion.io/serverset), with port/shard annotations if given."""
+    ann = {"pinion.io/serverset": path}
+    if port is not None:
+        ann["pinion.io/port"] = str(port)
+    if shard is not None:
+        ann["pinion.io/shard"] = str(shard)
+    ann.update(extra or {})
+    return make_pod(name, namespace=namespace, annotations=ann,
+                    ports=ports if ports is not None else [("http", 8080)], ip=ip,
+                    conditions=None if ready is None else {"Ready": ready})
+
+
+def registrations(a):
+    return {r["pod"]: r for r in a.get_json("/v1/registrations")["registrations"]}
+
+
+def wait_reg(a, pod, pred, timeout=10):
+    """Waits until the registration of pod (ns/name) satisfies pred; returns it."""
+    def probe():
+        r = registrations(a).get(pod)
+        return r if r and pred(r) else None
+    return wait_until(probe, timeout=T(timeout), desc=f"registration of {pod}")
+
+
+def wait_endpoints(kz, path, want, timeout=10):
+    want = sorted(want)
+    got = []
+
+    def probe():
+        got[:] = endpoints(kz, path)
+        return got == want
+    try:
+        wait_until(probe, timeout=T(timeout), desc=f"members of {path} == {want}")
+    except Exception:
+        raise AssertionError(f"members of {path}: {got}, wanted {want}")
+
+
 # ---- pytest fixtures: one standalone server per test file, and a kazoo client on it ----
+
+@pytest.fixture
+def base(request):
+    """A unique ServerSet path per test."""
+    return "/pinion-test/" + request.node.name.replace("[", "_").replace("]", "")
+
 
 @pytest.fixture(scope="module")
 def zk():

@@ -1135,8 +1135,17 @@ static void test_socket_activation(void **state) {
         struct api_options opts = { .socket_mode = 0660, .socket_gid = (gid_t) -1 };
         struct stat st;
 
+        /* systemd made the file with its SocketMode=; socket-mode is what counts once we run. */
         opts.listen_fd = listening_socket(f->sock, true);
+        assert_int_equal(chmod(f->sock, 0600), 0);
         assert_int_equal(api_new(f->event, &opts, f->metrics, &f->api), 0);
+        assert_int_equal(lstat(f->sock, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0660);
+        assert_int_equal(api_set_access(f->api, 0666, getuid() == 0 ? 4242 : (gid_t) -1), 0);
+        assert_int_equal(lstat(f->sock, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0666);
+        if (getuid() == 0)
+                assert_int_equal(st.st_gid, 4242);
         /* No path given: found from the socket. */
         assert_string_equal(api_socket_path(f->api), f->sock);
         assert_int_equal(api_add_routes(f->api, test_routes, ELEMENTSOF(test_routes), f), 0);

@@ -46,6 +46,14 @@ static void test_systemd_driver(void **state) {
                    ".slice/cri-containerd-0123456789abcdef.scope\n",
                    UID);
         expect_uid("0::/kubepods.slice/kubepods-pod" UID_US ".slice/crio-77.scope\n", UID);
+        /* The v2 line as systemd 252 writes it for containerd's scope (a 64-hex container id),
+         * for each QoS class: guaranteed pods sit directly below kubepods.slice. */
+        expect_uid("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
+                   ".slice/cri-containerd-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.scope\n",
+                   UID);
+        expect_uid("0::/kubepods.slice/kubepods-pod" UID_US
+                   ".slice/cri-containerd-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.scope\n",
+                   UID);
         /* The pause container's path ends at the pod's slice. */
         expect_uid("9:memory:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US ".slice\n", UID);
 }

@@ -33,41 +33,46 @@ static struct pod *pod_from(const char *annotations, const char *ports, const ch
 
 static void test_build_named_port_and_shard(void **state) {
         struct pod *p = pod_from("\"pinion.io/port\":\"http\",\"pinion.io/shard\":\"3\"", PORTS3, "10.1.2.3");
-        char *json = NULL, *endpoint = NULL, *error = NULL;
+        struct serverset_entry e = {};
+        char *error = NULL;
         (void) state;
-        assert_int_equal(serverset_build(p, "ALIVE", &json, &endpoint, &error), 0);
-        assert_string_equal(json, "{\"serviceEndpoint\":{\"host\":\"10.1.2.3\",\"port\":8080},"
-                                  "\"additionalEndpoints\":{\"admin\":{\"host\":\"10.1.2.3\",\"port\":9090}},"
-                                  "\"status\":\"ALIVE\",\"shard\":3}");
-        assert_string_equal(endpoint, "10.1.2.3:8080");
-        free(json);
-        free(endpoint);
+        assert_int_equal(serverset_build(p, &e, &error), 0);
+        assert_string_equal(e.alive, "{\"serviceEndpoint\":{\"host\":\"10.1.2.3\",\"port\":8080},"
+                                     "\"additionalEndpoints\":{\"admin\":{\"host\":\"10.1.2.3\",\"port\":9090}},"
+                                     "\"status\":\"ALIVE\",\"shard\":3}");
+        /* the drain's data: the same, status STOPPING in its place */
+        assert_string_equal(e.stopping, "{\"serviceEndpoint\":{\"host\":\"10.1.2.3\",\"port\":8080},"
+                                        "\"additionalEndpoints\":{\"admin\":{\"host\":\"10.1.2.3\",\"port\":9090}},"
+                                        "\"status\":\"STOPPING\",\"shard\":3}");
+        assert_string_equal(e.endpoint, "10.1.2.3:8080");
+        assert_string_equal(e.host, "10.1.2.3");
+        assert_int_equal(e.port, 8080);
+        serverset_entry_done(&e);
         pod_unref(p);
 }
 
 static void test_build_numeric_port_names_it_no_shard(void **state) {
         /* a number that is a named port: that name is the service, not an additional endpoint */
         struct pod *p = pod_from("\"pinion.io/port\":\"9090\"", PORTS3, "10.1.2.3");
-        char *json = NULL, *endpoint = NULL;
+        struct serverset_entry e = {};
         (void) state;
-        assert_int_equal(serverset_build(p, "STOPPING", &json, &endpoint, NULL), 0);
-        assert_string_equal(json, "{\"serviceEndpoint\":{\"host\":\"10.1.2.3\",\"port\":9090},"
+        assert_int_equal(serverset_build(p, &e, NULL), 0);
+        assert_string_equal(e.stopping, "{\"serviceEndpoint\":{\"host\":\"10.1.2.3\",\"port\":9090},"
                                   "\"additionalEndpoints\":{\"http\":{\"host\":\"10.1.2.3\",\"port\":8080}},"
                                   "\"status\":\"STOPPING\"}");
-        free(json);
-        free(endpoint);
+        serverset_entry_done(&e);
         pod_unref(p);
 }
 
 static void test_build_default_port_and_ipv6(void **state) {
         struct pod *p = pod_from("", PORTS3, "fd00::5");
-        char *json = NULL, *endpoint = NULL;
+        struct serverset_entry e = {};
         (void) state;
-        assert_int_equal(serverset_build(p, "ALIVE", &json, &endpoint, NULL), 0);
-        assert_non_null(strstr(json, "\"serviceEndpoint\":{\"host\":\"fd00::5\",\"port\":8080}"));
-        assert_string_equal(endpoint, "[fd00::5]:8080");
-        free(json);
-        free(endpoint);
+        assert_int_equal(serverset_build(p, &e, NULL), 0);
+        assert_non_null(strstr(e.alive, "\"serviceEndpoint\":{\"host\":\"fd00::5\",\"port\":8080}"));
+        assert_string_equal(e.endpoint, "[fd00::5]:8080");
+        assert_string_equal(e.host, "fd00::5");
+        serverset_entry_done(&e);
         pod_unref(p);
 }
 
@@ -88,9 +93,11 @@ static void test_build_errors(void **state) {
         (void) state;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 struct pod *p = pod_from(cases[i].annotations, cases[i].ports, cases[i].ip);
-                char *json = NULL, *endpoint = NULL, *error = NULL;
-                assert_int_equal(serverset_build(p, "ALIVE", &json, &endpoint, &error), cases[i].r);
-                assert_null(json);
+                struct serverset_entry e = {};
+                char *error = NULL;
+                assert_int_equal(serverset_build(p, &e, &error), cases[i].r);
+                assert_null(e.alive);
+                assert_null(e.endpoint);
                 assert_non_null(error);
                 if (!strstr(error, cases[i].error))
                         fail_msg("case %zu: '%s' does not mention '%s'", i, error, cases[i].error);
@@ -128,14 +135,18 @@ static void test_parse_roundtrip_and_rejects(void **state) {
         assert_int_equal(serverset_parse(buf, sizeof(ok) - 1, &m), 0);
         /* what build writes, parse reads */
         struct pod *p = pod_from("\"pinion.io/shard\":\"7\"", PORTS3, "10.9.8.7");
-        char *json = NULL, *endpoint = NULL;
-        assert_int_equal(serverset_build(p, "ALIVE", &json, &endpoint, NULL), 0);
-        assert_int_equal(serverset_parse(json, strlen(json), &m), 0);
+        struct serverset_entry e = {};
+        assert_int_equal(serverset_build(p, &e, NULL), 0);
+        assert_int_equal(serverset_parse(e.alive, strlen(e.alive), &m), 0);
         assert_string_equal(m.host, "10.9.8.7");
         assert_int_equal(m.port, 8080);
         assert_int_equal(m.shard, 7);
-        free(json);
-        free(endpoint);
+        assert_string_equal(m.status, "ALIVE");
+        assert_int_equal(serverset_parse(e.stopping, strlen(e.stopping), &m), 0);
+        assert_string_equal(m.status, "STOPPING");
+        assert_string_equal(m.host, e.host);
+        assert_int_equal(m.port, e.port);
+        serverset_entry_done(&e);
         pod_unref(p);
 }
 

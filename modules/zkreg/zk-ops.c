@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: MIT */
+/* The registrations' ZooKeeper operations (see zk-ops.h). */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strv.h"
+#include "zk-ops.h"
+
+static const char *const zk_op_kind_table[_ZK_OP_KIND_MAX] = {
+        [ZK_OP_CREATE] = "create",
+        [ZK_OP_CREATE_PARENT] = "create_parent",
+        [ZK_OP_SET] = "set",
+        [ZK_OP_DELETE] = "delete",
+        [ZK_OP_LIST] = "get_children",
+        [ZK_OP_GET] = "get",
+        [ZK_OP_EXISTS] = "exists",
+};
+
+/* A check: one list, then a read of every member it found; reported once all are back. It
+ * lives as long as its operations: the last one to complete frees it. */
+struct zk_check {
+        zk_op_done_fn done; /* NULL: zk_ops_free() ran */
+        void *owner;
+        char *parent;
+        struct zk_member_read *members;
+        size_t n_members;
+        size_t pending; /* reads in flight */
+};
+
+/* One operation in flight. The client holds it until its completion runs. */
+struct zk_op {
+        struct zk_ops *ops; /* NULL: zk_ops_free() ran */
+        struct zk_op *prev, *next;
+        enum zk_op_kind kind;
+        char *path;
+        char *data;
+        usec_t started;
+        zk_op_done_fn done; /* NULL: counted only */
+        void *owner;
+        struct zk_check *check; /* ZK_OP_LIST and ZK_OP_GET of a check */
+        size_t index;           /* ZK_OP_GET: which member of the check */
+};
+
+struct zk_ops {
+        struct zk_session *session;
+        struct zk_op *ops;
+        zk_op_done_fn orphan;
+        void *orphan_userdata;
+        struct metric_family *m_ops, *m_op_seconds;
+};
+
+bool zk_error_is_connection(int rc) {
+        return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
+               rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
+}
+
+int zk_ops_new(struct zk_session *session, struct metrics *metrics, zk_op_done_fn orphan, void *orphan_userdata,
+               struct zk_ops **ret) {
+        static const char *const op_result[] = { "op", "result", NULL };
+        static const char *const op[] = { "op", NULL };
+        static const double buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+        _cleanup_(zk_ops_freep) struct zk_ops *ops = NULL;
+        int k;
+
+        ops = calloc(1, sizeof(*ops));
+        if (!ops)
+                return -ENOMEM;
+        ops->session = session;
+        ops->orphan = orphan;
+        ops->orphan_userdata = orphan_userdata;
+        const struct metric_def families[] = {
+                { METRIC_COUNTER, "pinion_zookeeper_operations_total",
+                  "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
+                  op_result, NULL, 0, &ops->m_ops },
+                { METRIC_HISTOGRAM, "pinion_zookeeper_operation_duration_seconds",
+                  "Time from submitting a ZooKeeper operation to its completion, by op.", op, buckets,
+                  ELEMENTSOF(buckets), &ops->m_op_seconds },
+        };
+        k = metrics_families(metrics, families, ELEMENTSOF(families));
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(ops);
+        return 0;
+}
+
+struct zk_ops *zk_ops_free(struct zk_ops *ops) {
+        if (!ops)
+                return NULL;
+        /* Operations still in flight complete when the session's handle closes: detach them. */
+        for (struct zk_op *op = ops->ops; op; op = op->next) {
+                op->ops = NULL;
+                op->done = NULL;
+                if (op->check)
+                        op->check->done = NULL;
+        }
+        free(ops);
+        return NULL;
+}
+
+void zk_ops_detach(struct zk_ops *ops, void *owner) {
+        for (struct zk_op *op = ops->ops; op; op = op->next) {
+                if (op->done && op->owner == owner) {
+                        op->done = ops->orphan;
+                        op->owner = ops->orphan_userdata;
+                }
+                if (op->check && op->check->done && op->check->owner == owner) {
+                        op->check->done = ops->orphan;
+                        op->check->owner = ops->orphan_userdata;
+                }
+        }
+}
+
+bool zk_ops_deleting(const struct zk_ops *ops, const char *path) {
+        for (const struct zk_op *op = ops->ops; op; op = op->next)
+                if (op->kind == ZK_OP_DELETE && (!path || streq(op->path, path)))
+                        return true;
+        return false;
+}
+
+/* The handle to submit on: deletes go on any handle (the client queues them until it
+ * reconnects), everything else only while connected. */
+static zhandle_t *ops_handle(struct zk_ops *ops, enum zk_op_kind kind) {
+        if (kind != ZK_OP_DELETE && zk_session_state(ops->session) != ZK_SESSION_CONNECTED)
+                return NULL;
+        return zk_session_handle(ops->session);
+}
+
+static struct zk_op *op_new(struct zk_ops *ops, enum zk_op_kind kind, const char *path, const char *data,
+                            zk_op_done_fn done, void *owner) {
+        struct zk_op *op = calloc(1, sizeof(*op));
+        if (!op)
+                return NULL;
+        op->path = strdup(path);
+        op->data = data ? strdup(data) : NULL;
+        if (!op->path || (data && !op->data)) {
+                free(op->path);
+                free(op->data);
+                free(op);
+                return NULL;
+        }
+        op->ops = ops;
+        op->kind = kind;
+        op->done = done;
+        op->owner = owner;
+        op->started = now_usec(CLOCK_MONOTONIC);
+        op->next = ops->ops;
+        if (ops->ops)
+                ops->ops->prev = op;
+        ops->ops = op;
+        return op;
+}
+
+/* Unlinks the op and counts its result. */
+static void op_finish(struct zk_op *op, int rc) {
+        struct zk_ops *ops = op->ops;
+
+        if (!ops)
+                return;
+        if (op->prev)
+                op->prev->next = op->next;
+        else
+                ops->ops = op->next;
+        if (op->next)
+                op->next->prev = op->prev;
+        op->prev = op->next = NULL;
+        (void) metric_inc(ops->m_ops, zk_op_kind_table[op->kind], zk_error_name(rc));
+        if (rc != ZCLOSING)
+                (void) metric_observe(ops->m_op_seconds,
+                                      (double) (now_usec(CLOCK_MONOTONIC) - op->started) / USEC_PER_SEC,
+                                      zk_op_kind_table[op->kind]);
+}
+
+static void op_free(struct zk_op *op) {
+        free(op->path);
+        free(op->data);
+        free(op);
+}
+
+/* Reports res to the op's owner (if anyone still listens), then frees the op. */
+static void op_report(struct zk_op *op, struct zk_op_result *res) {
+        zk_op_done_fn done = op->ops ? op->done : NULL;
+        void *owner = op->owner;
+
+        res->kind = op->kind;
+        res->path = op->path;
+        res->data = op->data;
+        if (done)
+                done(owner, res);
+        op_free(op);
+}
+
+/* A new op of kind on a usable handle: ZOK, or why there is none (nothing to undo then). */
+static int op_prepare(struct zk_ops *ops, enum zk_op_kind kind, const char *path, const char *data,
+                      zk_op_done_fn done, void *owner, zhandle_t **ret_zh, struct zk_op **ret_op) {
+        zhandle_t *zh = ops_handle(ops, kind);
+        struct zk_op *op;
+
+        if (!zh)
+                return ZINVALIDSTATE;
+        op = op_new(ops, kind, path, data, done, owner);
+        if (!op)
+                return ZSYSTEMERROR;
+        *ret_zh = zh;
+        *ret_op = op;
+        return ZOK;
+}
+
+/* After the zoo_a*() call: on failure nothing is in flight. */
+static int op_submitted(struct zk_ops *ops, struct zk_op *op, int rc) {
+        if (rc != ZOK) {
+                op_finish(op, rc);
+                op_free(op);
+                return rc;
+        }
+        zk_session_kick(ops->session);
+        return ZOK;
+}
+
+static void create_done(int rc, const char *value, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+
+        op_finish(op, rc);
+        op_report(op, &(struct zk_op_result) { .rc = rc, .created = rc == ZOK ? value : NULL });
+}
+
+int zk_ops_create_member(struct zk_ops *ops, const char *parent, const char *data, zk_op_done_fn done, void *owner) {
+        _cleanup_free_ char *path = NULL;
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc;
+
+        if (asprintf(&path, "%s/member_", parent) < 0) {
+                path = NULL;
+                return ZSYSTEMERROR;
+        }
+        rc = op_prepare(ops, ZK_OP_CREATE, path, data, done, owner, &zh, &op);
+        if (rc != ZOK)
+                return rc;
+        return op_submitted(ops, op,
+                            zoo_acreate(zh, path, data, (int) strlen(data), &ZOO_OPEN_ACL_UNSAFE,
+                                        ZOO_EPHEMERAL_SEQUENTIAL, create_done, op));
+}
+
+static void stat_done(int rc, const struct Stat *stat, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+
+        (void) stat;
+        op_finish(op, rc);
+        op_report(op, &(struct zk_op_result) { .rc = rc });
+}
+
+int zk_ops_set(struct zk_ops *ops, const char *path, const char *data, zk_op_done_fn done, void *owner) {
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc = op_prepare(ops, ZK_OP_SET, path, data, done, owner, &zh, &op);
+
+        if (rc != ZOK)
+                return rc;
+        return op_submitted(ops, op, zoo_aset(zh, path, data, (int) strlen(data), -1, stat_done, op));
+}
+
+int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc = op_prepare(ops, ZK_OP_EXISTS, path, NULL, done, owner, &zh, &op);
+
+        if (rc != ZOK)
+                return rc;
+        return op_submitted(ops, op, zoo_aexists(zh, path, 1, stat_done, op));
+}
+
+static void delete_done(int rc, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+
+        op_finish(op, rc);
+        op_report(op, &(struct zk_op_result) { .rc = rc });
+}
+
+int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc = op_prepare(ops, ZK_OP_DELETE, path, NULL, done, owner, &zh, &op);
+
+        if (rc != ZOK)
+                return rc;
+        return op_submitted(ops, op, zoo_adelete(zh, path, -1, delete_done, op));
+}
+
+static void parent_done(int rc, const char *value, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+
+        (void) value;
+        op_finish(op, rc);
+        op_free(op);
+}
+
+size_t zk_ops_create_parents(struct zk_ops *ops, char *const *paths) {
+        size_t n = 0;
+
+        STRV_FOREACH(p, paths) {
+                struct zk_op *op = NULL;
+                zhandle_t *zh = NULL;
+                if (op_prepare(ops, ZK_OP_CREATE_PARENT, *p, NULL, NULL, NULL, &zh, &op) != ZOK)
+                        break;
+                if (op_submitted(ops, op, zoo_acreate(zh, *p, "", 0, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, parent_done,
+                                                      op)) == ZOK)
+                        n++;
+        }
+        return n;
+}
+
+/* ---- the check: list, then read every member_* ---- */
+
+static void check_free(struct zk_check *c) {
+        free(c->parent);
+        for (size_t i = 0; i < c->n_members; i++) {
+                free(c->members[i].path);
+                free(c->members[i].data);
+        }
+        free(c->members);
+        free(c);
+}
+
+static void check_report(struct zk_check *c, int rc) {
+        if (c->done)
+                c->done(c->owner, &(struct zk_op_result) {
+                                          .kind = ZK_OP_LIST,
+                                          .rc = rc,
+                                          .path = c->parent,
+                                          .members = c->members,
+                                          .n_members = c->n_members,
+                                  });
+        check_free(c);
+}
+
+static void get_done(int rc, const char *value, int value_len, const struct Stat *stat, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+        struct zk_check *c = op->check;
+        struct zk_member_read *m = &c->members[op->index];
+
+        op_finish(op, rc);
+        m->rc = rc;
+        if (rc == ZOK && stat) {
+                size_t size = value && value_len > 0 ? (size_t) value_len : 0;
+                m->owner = stat->ephemeralOwner;
+                m->data = malloc(size + 1);
+                if (m->data) {
+                        if (size > 0)
+                                memcpy(m->data, value, size);
+                        m->data[size] = 0;
+                        m->size = size;
+                } else
+                        m->rc = ZSYSTEMERROR;
+        } else if (rc == ZOK)
+                m->rc = ZSYSTEMERROR;
+        op_free(op);
+        if (--c->pending == 0)
+                check_report(c, ZOK);
+}
+
+static void list_done(int rc, const struct String_vector *strings, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+        struct zk_check *c = op->check;
+        struct zk_ops *ops = op->ops;
+
+        op_finish(op, rc);
+        op_free(op);
+        if (rc != ZOK || !strings || !ops || !c->done) {
+                check_report(c, rc == ZOK ? ZSYSTEMERROR : rc);
+                return;
+        }
+        c->members = calloc(strings->count > 0 ? (size_t) strings->count : 1, sizeof(*c->members));
+        if (!c->members) {
+                check_report(c, ZSYSTEMERROR);
+                return;
+        }
+        for (int32_t i = 0; i < strings->count; i++) {
+                if (strncmp(strings->data[i], "member_", 7) != 0)
+                        continue;
+                /* Every member not read is a failed read: the check is incomplete. */
+                struct zk_member_read *m = &c->members[c->n_members++];
+                struct zk_op *g = NULL;
+                zhandle_t *zh = NULL;
+                int k = ZSYSTEMERROR;
+                if (asprintf(&m->path, "%s/%s", c->parent, strings->data[i]) < 0)
+                        m->path = NULL;
+                else
+                        k = op_prepare(ops, ZK_OP_GET, m->path, NULL, NULL, NULL, &zh, &g);
+                if (k == ZOK) {
+                        g->check = c;
+                        g->index = c->n_members - 1;
+                        k = op_submitted(ops, g, zoo_aget(zh, m->path, 0, get_done, g));
+                }
+                if (k == ZOK)
+                        c->pending++;
+                else
+                        m->rc = k;
+        }
+        if (c->pending == 0)
+                check_report(c, ZOK);
+}
+
+int zk_ops_check(struct zk_ops *ops, const char *parent, zk_op_done_fn done, void *owner) {
+        struct zk_check *c = calloc(1, sizeof(*c));
+        struct zk_op *op = NULL;
+        zhandle_t *zh = NULL;
+        int rc;
+
+        if (!c || !(c->parent = strdup(parent))) {
+                free(c);
+                return ZSYSTEMERROR;
+        }
+        c->done = done;
+        c->owner = owner;
+        rc = op_prepare(ops, ZK_OP_LIST, parent, NULL, NULL, NULL, &zh, &op);
+        if (rc == ZOK) {
+                op->check = c;
+                rc = op_submitted(ops, op, zoo_aget_children(zh, parent, 0, list_done, op));
+        }
+        if (rc != ZOK)
+                check_free(c);
+        return rc;
+}

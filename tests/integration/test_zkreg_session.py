@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: MIT
+"""The registrations and the ZooKeeper session, against a real ZooKeeper read back with kazoo:
+a registration is pending while the session is suspended, and a SIGTERM without a server keeps
+the session file so that the next start ends the old session (no duplicate members)."""
+
+import os
+import signal
+
+import pytest
+
+from pinion_testlib import T, wait_until
+import zkreg_testlib as zt
+from zkreg_testlib import base, kz, zk  # noqa: F401 (fixtures)
+from zkreg_testlib import wait_endpoints, wait_reg, web_pod, zk_config
+
+pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
+
+
+def test_registration_is_pending_while_session_suspended(agent_factory, zk, kz, base):
+    """Without a connection the member may be gone at any moment (expiry): the registration
+    shows pending with last_error "session suspended", and registered again once connected."""
+    a = agent_factory(config=zk_config(zk, session_timeout="9s"))
+    path = base + "/s"
+    a.write_pod("s", web_pod("s", path, ip="10.0.10.1"))
+    wait_endpoints(kz, path, ["10.0.10.1:8080"])
+    wait_reg(a, "default/s", lambda r: r["state"] == "registered")
+    os.kill(zk.server.proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: a.get_json("/v1/registrations")["session"] == "suspended", timeout=T(15))
+        r = wait_reg(a, "default/s", lambda r: r["state"] == "pending", timeout=3)
+        assert r["last_error"] == "session suspended", r
+        assert a.metrics().value("pinion_zookeeper_registrations", state="registered") == 0
+    finally:
+        os.kill(zk.server.proc.pid, signal.SIGCONT)
+    r = wait_reg(a, "default/s", lambda r: r["state"] == "registered", timeout=30)
+    assert r["last_error"] is None, r
+    wait_endpoints(kz, path, ["10.0.10.1:8080"], timeout=20)
+
+
+def test_sigterm_without_server_keeps_session_file_and_restart_reaps(agent_factory, base):
+    """ZooKeeper down at SIGTERM: the close never reaches the server, which keeps the session
+    (and our members) until it expires; the session file stays so that the next start ends
+    that session at once: no duplicate members next to the new session's."""
+    s = zt.ZkStandalone()
+    c = None
+    try:
+        s.start()
+        c = zt.kazoo_client(s.hosts)
+        a = agent_factory(config=zk_config(s, session_timeout="30s"))
+        path = base + "/m"
+        want = [f"10.0.6.{i}:8080" for i in range(1, 4)]
+        for i in range(1, 4):
+            a.write_pod(f"p{i}", web_pod(f"p{i}", path, ip=f"10.0.6.{i}"))
+        wait_endpoints(c, path, want)
+        session_file = os.path.join(a.state_dir, "zkreg", "session")
+        assert os.path.exists(session_file)
+        s.server.stop()
+        wait_until(lambda: {m["name"]: m for m in a.status()["modules"]}["zkreg"]["details"]["session"]
+                   != "connected", T(15), desc="zkreg sees the server gone")
+        a.assert_exit(a.sigterm(), 0)
+        assert os.path.exists(session_file), "session file removed although the close never reached the server"
+        assert "not closed on the server" in a.log_text()
+
+        s.server.start()
+        s.server.wait_serving(60)
+        wait_until(lambda: c.connected, T(20), desc="kazoo reconnected")
+        a.start()
+        a.wait_log(r"Closing session 0x[0-9a-f]+ left by the previous agent", timeout=T(15))
+
+        def one_session():
+            members = zt.member_raw(c, path)
+            sid = int(a.get_json("/v1/registrations")["session_id"], 16)
+            return len(members) == 3 and {st.ephemeralOwner for _, _, st in members} == {sid}
+        wait_until(one_session, T(15), desc="only the new session's members")
+        assert zt.endpoints(c, path) == want
+        a.assert_exit(a.sigterm(), 0)
+        assert not os.path.exists(session_file), "a clean close leaves the session file behind"
+    finally:
+        if c:
+            c.stop()
+            c.close()
+        s.close()
