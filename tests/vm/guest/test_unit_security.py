@@ -159,7 +159,7 @@ timeout=2s
     assert os.path.islink(f"{STATE_DIR}/configs/private/..data")
     # The filter drops the SYN: the connection times out.
     public = wait_for("the public bundle's error", lambda: api_json("/v1/configs/public").get("last_error"))
-    assert "Failed to connect to 198.51.100.1 port 8096" in public, public
+    assert re.search(r"[Tt]ime(d)? ?out", public), public
     assert not os.path.exists(f"{STATE_DIR}/configs/public/..data")
     # The server answers there to anyone outside the unit: the unit's filter is what blocked it.
     assert run("curl", "-sf", "-m", "10", "http://198.51.100.1:8096/app/manifest.json").stdout
