@@ -95,9 +95,12 @@ def test_restart_keeps_the_socket_and_answers_every_queued_request(node):
     restarted = threading.Event()
 
     def restart():
-        time.sleep(0.5)  # the clients are running by then
-        systemctl("restart", UNIT)
-        time.sleep(0.5)  # and go on a little against the new process
+        # Three restarts against clients that never pause: a request lost in the moment the
+        # old process exits shows up within a few.
+        for _ in range(3):
+            time.sleep(0.5)
+            systemctl("restart", UNIT)
+        time.sleep(0.5)  # the clients go on a little against the last process
         restarted.set()
 
     t = threading.Thread(target=restart)
@@ -110,7 +113,7 @@ def test_restart_keeps_the_socket_and_answers_every_queued_request(node):
     unanswered = [o for o in outcomes if not isinstance(o, int)]
     assert not unanswered, f"{len(unanswered)} of {len(outcomes)} requests got no answer: {unanswered[:3]}"
     assert all(o == 200 for o in outcomes), sorted(set(outcomes))
-    assert len(outcomes) >= 16
+    assert len(outcomes) >= 40
 
 
 def walk(top):
