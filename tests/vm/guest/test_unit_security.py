@@ -124,16 +124,16 @@ def test_cgroup_tree_is_read_only_but_where_reclaim_writes(node):
     # Page cache that fills the target's 64M up to 60M: above high (90%), so reclaim acts.
     node.healthy(fill_mb=60, extra="\n[reclaim.target]\nmin-file=4M\ntarget=50%\n")
     pid = start_agent()
-    mounts = mounts_of(pid)
-    assert "ro" in mounts["/sys/fs/cgroup"], mounts["/sys/fs/cgroup"]
-    assert "rw" in mounts["/sys/fs/cgroup/system.slice"], mounts.get("/sys/fs/cgroup/system.slice")
 
     def reclaimed():
         t = next(t for t in api_json("/v1/reclaim")["targets"] if t["name"] == "target")
+        assert t["step_errors"] == 0, t
         return t if t["bytes_reclaimed"] > 0 else None
 
-    t = wait_for("reclaim acting on the target", reclaimed, timeout=40)
-    assert t["step_errors"] == 0, t
+    wait_for("reclaim acting on the target", reclaimed, timeout=40)
+    mounts = mounts_of(pid)
+    assert "ro" in mounts["/sys/fs/cgroup"], mounts["/sys/fs/cgroup"]
+    assert "rw" in mounts["/sys/fs/cgroup/system.slice"], mounts.get("/sys/fs/cgroup/system.slice")
 
 
 def test_ip_allow_list_admits_private_addresses_and_blocks_others(node):
