@@ -537,6 +537,7 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
 struct api *api_free(struct api *a) {
         if (!a)
                 return NULL;
+        a->idle_fn = NULL; /* the connections MHD closes now are no news to a draining owner */
         if (a->mhd) {
                 /* Stopping MHD with a suspended connection is an API violation (it aborts):
                  * resume them all. MHD then closes every connection and NOTIFY_COMPLETED runs
