@@ -80,7 +80,9 @@ static const struct config_key target_keys[] = {
         { "step", config_parse_size, FIELD(step), "32M" },
         { "interval", config_parse_duration, FIELD(interval), "10s" },
         { "pressure-level", parse_pressure_level, FIELD(pressure_level), "medium", config_free_string },
-        { "psi", parse_psi, FIELD(psi), "some 50000 1000000", config_free_string },
+        /* A 2 s window: without CAP_SYS_RESOURCE (piniond.service withholds it) the kernel takes
+         * only multiples of 2 s (Linux 6.5, and stable kernels since, e.g. Debian 12's 6.1). */
+        { "psi", parse_psi, FIELD(psi), "some 100000 2000000", config_free_string },
         {}
 };
 #undef FIELD
