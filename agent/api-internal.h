@@ -47,6 +47,12 @@ struct api {
 
         struct api_request *requests; /* every live request, so api_free() can resume them */
 
+        /* api_quiesce(): accepting no more; idle_fn runs once api_busy() is 0. */
+        bool draining;
+        api_idle_fn idle_fn;
+        void *idle_userdata;
+        unsigned n_fresh; /* connections that have not sent a request line yet */
+
         struct metric_family *requests_total;
         struct metric_family *request_duration;
 
@@ -72,6 +78,7 @@ struct api_conn {
         gid_t *groups;
         size_t n_groups;
         bool counted; /* an unprivileged connection, counted in struct api */
+        bool fresh;   /* no request line seen yet, counted in struct api */
 };
 
 enum request_state {
@@ -127,6 +134,10 @@ struct api_request {
 void api_kick(struct api *a);
 /* root, or a member of socket-group (checked against the connection's credentials). */
 bool conn_privileged(const struct api *a, const struct api_conn *c);
+/* The connection sent a request line: it no longer counts as fresh. */
+void conn_seen_request(struct api *a, struct api_conn *c);
+/* While draining: calls the idle callback once nothing is being answered any more. */
+void api_check_idle(struct api *a);
 
 /* ---- api-request.c ---- */
 

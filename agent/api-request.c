@@ -534,6 +534,8 @@ void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) 
         r->api = a;
         r->connection = connection;
         r->started = now_usec(CLOCK_MONOTONIC);
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        conn_seen_request(a, info ? info->socket_context : NULL);
         r->next = a->requests;
         if (a->requests)
                 a->requests->prev = r;
@@ -620,7 +622,9 @@ void api_on_completed(void *cls, struct MHD_Connection *connection, void **req_c
         if (request_owner_holds(r) && r->on_abort)
                 r->on_abort(r, r->abort_userdata);
         request_account(r);
+        struct api *a = r->api;
         request_free(r);
+        api_check_idle(a);
 }
 
 static ssize_t on_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {

@@ -268,6 +268,13 @@ static void conn_unaccount(struct api *a, struct api_conn *c) {
         (void) uid_count_add(a, c->uid, -1);
 }
 
+void conn_seen_request(struct api *a, struct api_conn *c) {
+        if (!c || !c->fresh)
+                return;
+        c->fresh = false;
+        a->n_fresh--;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe) {
         struct api *a = cls;
@@ -279,13 +286,18 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                 info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
                 /* NULL (out of memory) leaves the peer unknown, hence unprivileged. */
                 c = conn_new(info ? info->connect_fd : -EBADF);
-                if (c)
+                if (c) {
                         conn_account(a, c);
+                        c->fresh = true;
+                        a->n_fresh++;
+                }
                 *socket_context = c;
                 break;
         case MHD_CONNECTION_NOTIFY_CLOSED:
+                conn_seen_request(a, *socket_context);
                 conn_unaccount(a, *socket_context);
                 *socket_context = conn_free(*socket_context);
+                api_check_idle(a);
                 break;
         }
 }
@@ -334,6 +346,54 @@ static int on_mhd_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 static int on_mhd_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         api_run(userdata);
         return 0;
+}
+
+/* ---- draining ---- */
+
+unsigned api_busy(const struct api *a) {
+        unsigned n = a->n_fresh;
+
+        for (const struct api_request *r = a->requests; r; r = r->next)
+                switch (r->state) {
+                case REQUEST_NEW:
+                case REQUEST_RECEIVING:
+                case REQUEST_DISPATCHED:
+                case REQUEST_REPLIED:
+                case REQUEST_SENDING:
+                        if (!r->streaming)
+                                n++;
+                        break;
+                case REQUEST_WAITING:
+                case REQUEST_FAILED:
+                        break;
+                }
+        return n;
+}
+
+void api_check_idle(struct api *a) {
+        if (!a->draining || !a->idle_fn || api_busy(a) > 0)
+                return;
+        api_idle_fn fn = a->idle_fn;
+        a->idle_fn = NULL;
+        fn(a->idle_userdata);
+}
+
+int api_quiesce(struct api *a, api_idle_fn idle, void *userdata) {
+        if (!a || !a->mhd)
+                return 0;
+        if (!a->draining) {
+                /* MHD hands back its listening socket (our duplicate of listen_fd) and takes it
+                 * out of its epoll set: what connects now waits in the kernel's backlog. */
+                MHD_socket fd = MHD_quiesce_daemon(a->mhd);
+                if (fd != MHD_INVALID_SOCKET)
+                        safe_close(fd);
+                a->draining = true;
+        }
+        if (api_busy(a) == 0)
+                return 0;
+        a->idle_fn = idle;
+        a->idle_userdata = userdata;
+        return 1;
 }
 
 /* ---- the API object ---- */
@@ -497,6 +557,7 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
 struct api *api_free(struct api *a) {
         if (!a)
                 return NULL;
+        a->idle_fn = NULL; /* the connections MHD closes now are no news to a draining owner */
         if (a->mhd) {
                 /* Stopping MHD with a suspended connection is an API violation (it aborts):
                  * resume them all. MHD then closes every connection and NOTIFY_COMPLETED runs

@@ -59,6 +59,16 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
 struct api *api_free(struct api *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct api *, api_free);
 
+/* For a stop or restart that loses no request: stops accepting connections (new ones wait in the
+ * listen backlog; with socket activation the next piniond answers them) and finishes what was
+ * accepted. Returns 0 if nothing is being answered, else 1 and calls idle(userdata) once the
+ * last such request is answered or its connection closed (never from inside this call). Long
+ * polls and streams do not count: they end when the API is freed. */
+typedef void (*api_idle_fn)(void *userdata);
+int api_quiesce(struct api *a, api_idle_fn idle, void *userdata);
+/* How many requests api_quiesce() still waits for: in progress, or connections with none yet. */
+unsigned api_busy(const struct api *a);
+
 /* Routes are matched in registration order; userdata is passed to the handler. */
 int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata);
 /* Changes who counts as privileged (socket-group) and the socket file's mode and group on

@@ -89,12 +89,13 @@ int atomic_dir_begin(const char *dest, char **ret_version_dir) {
                 path = path_join(dest, unique);
                 if (!path)
                         return -ENOMEM;
-                if (mkdir(path, 0755) >= 0) {
+                r = mkdirat_mode(AT_FDCWD, path, 0755);
+                if (r >= 0) {
                         *ret_version_dir = TAKE_PTR(path);
                         return 0;
                 }
-                if (errno != EEXIST)
-                        return negative_errno();
+                if (r != -EEXIST)
+                        return r;
         }
         return -EEXIST;
 }

@@ -278,6 +278,18 @@ static bool is_directory(const char *path) {
         return stat(path, &st) >= 0 && S_ISDIR(st.st_mode);
 }
 
+int mkdirat_mode(int dfd, const char *path, mode_t mode) {
+        _cleanup_close_ int fd = -EBADF;
+
+        if (mkdirat(dfd, path, mode) < 0)
+                return negative_errno();
+        /* Nothing but us writes in the directories we create in, so this is the new one. */
+        fd = openat(dfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fchmod(fd, mode) < 0)
+                return negative_errno();
+        return 0;
+}
+
 int mkdir_p(const char *path, mode_t mode) {
         _cleanup_free_ char *p = NULL;
 
@@ -295,8 +307,9 @@ int mkdir_p(const char *path, mode_t mode) {
                 *s = 0;
                 /* An existing directory may answer EACCES/EROFS instead of EEXIST on some file
                  * systems; what matters is only that it is a directory. */
-                if (mkdir(p, mode) < 0 && errno != EEXIST && !is_directory(p))
-                        return negative_errno();
+                int r = mkdirat_mode(AT_FDCWD, p, mode);
+                if (r < 0 && r != -EEXIST && !is_directory(p))
+                        return r;
                 *s = c;
                 if (c == 0)
                         break;

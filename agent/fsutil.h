@@ -26,7 +26,11 @@ int write_file_atomic_full(const char *path, const void *data, size_t size, mode
                            bool *ret_renamed);
 /* Reads a whole file, at most max_size bytes (-EFBIG if larger); adds a NUL after the data. */
 int read_file_full(const char *path, size_t max_size, char **ret_data, size_t *ret_size);
-/* mkdir -p with mode for the directories it creates. */
+/* mkdirat() giving the new directory exactly mode, whatever the umask (under piniond.service's
+ * UMask=0077 a plain mkdir would make 0700 of the directories pods traverse); -EEXIST if the
+ * path exists. */
+int mkdirat_mode(int dfd, const char *path, mode_t mode);
+/* mkdir -p with exactly mode for the directories it creates (existing ones keep theirs). */
 int mkdir_p(const char *path, mode_t mode);
 /* rm -rf of a path (no following of symlinks); -ENOENT is success. */
 int rm_rf(const char *path);

@@ -82,16 +82,25 @@ enum log_target log_get_target(void) {
         return log_target;
 }
 
-static void write_text(int level, int error, const struct log_ctx *ctx, const char *message) {
+/* The line as a person reads it: "[module] message (pod NAME)". The journal gets it as MESSAGE
+ * too, beside the fields, so `journalctl -u piniond` says whose each line is. NULL on OOM. */
+static char *human_line(const struct log_ctx *ctx, const char *message) {
+        const char *pod = ctx ? (ctx->pod ? ctx->pod : ctx->pod_uid) : NULL;
         char prefix[256] = "";
+        char *line = NULL;
 
         if (ctx && ctx->module)
                 (void) snprintf(prefix, sizeof(prefix), "[%s] ", ctx->module);
-        if (ctx && (ctx->pod || ctx->pod_uid))
-                (void) fprintf(stderr, "%s: %s%s (pod %s)\n", log_level_table[level], prefix, message,
-                               ctx->pod ? ctx->pod : ctx->pod_uid);
-        else
-                (void) fprintf(stderr, "%s: %s%s\n", log_level_table[level], prefix, message);
+        if ((pod ? asprintf(&line, "%s%s (pod %s)", prefix, message, pod)
+                 : asprintf(&line, "%s%s", prefix, message)) < 0)
+                return NULL;
+        return line;
+}
+
+static void write_text(int level, int error, const struct log_ctx *ctx, const char *message) {
+        _cleanup_free_ char *line = human_line(ctx, message);
+
+        (void) fprintf(stderr, "%s: %s\n", log_level_table[level], line ? line : message);
         (void) error;
 }
 
@@ -134,9 +143,9 @@ static void write_journal(int level, int error, const struct log_ctx *ctx, const
         char buf[8][256];
         struct iovec iov[10];
         size_t n = 0;
-        _cleanup_free_ char *msg = NULL;
+        _cleanup_free_ char *msg = NULL, *human = human_line(ctx, message);
 
-        if (asprintf(&msg, "MESSAGE=%s", message) < 0)
+        if (asprintf(&msg, "MESSAGE=%s", human ? human : message) < 0)
                 return;
         iov[n++] = (struct iovec) { msg, strlen(msg) };
 

@@ -213,6 +213,7 @@ struct manager *manager_free(struct manager *m) {
         pod_store_free(m->pods);
         metrics_free(m->metrics);
         sd_event_source_unref(m->stop_timer);
+        sd_event_source_unref(m->api_drain_timer);
         sd_event_source_unref(m->watchdog_timer);
         sd_event_source_unref(m->heap_trim_timer);
         sd_event_unref(m->event);
@@ -282,13 +283,42 @@ static int manager_start_pods_dir(struct manager *m) {
 
 /* ---- signals, stop, reload ---- */
 
+/* The API keeps answering while modules drain (pinionctl works during a stop); only at the end
+ * does it stop accepting and finish what it had accepted, so nothing that reached the agent is
+ * dropped: with socket activation, what connects after that waits in the socket's backlog for
+ * the next piniond (a restart loses no request). A client that connected but sends nothing
+ * holds the exit for at most this long. */
+#define API_DRAIN_TIMEOUT (2 * USEC_PER_SEC)
+
+static void on_api_idle(void *userdata) {
+        struct manager *m = userdata;
+        (void) sd_event_exit(m->event, 0);
+}
+
+static int on_api_drain_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct manager *m = userdata;
+        log_notice("Closing %u API connections still without an answer after %llus", api_busy(m->api),
+                   (unsigned long long) (API_DRAIN_TIMEOUT / USEC_PER_SEC));
+        return sd_event_exit(m->event, 0);
+}
+
+static void manager_exit_when_api_drained(struct manager *m) {
+        if (m->api_drain_timer)
+                return; /* draining already */
+        if (!m->api || api_quiesce(m->api, on_api_idle, m) == 0 ||
+            sd_event_add_time_relative(m->event, &m->api_drain_timer, CLOCK_MONOTONIC, API_DRAIN_TIMEOUT, 0,
+                                       on_api_drain_timeout, m) < 0)
+                (void) sd_event_exit(m->event, 0);
+}
+
 static int on_stop_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         struct manager *m = userdata;
 
         for (unsigned i = 0; i < m->n_modules; i++)
                 if (m->modules[i].state == MODULE_STOPPING)
                         log_module_warning(m->modules[i].module->name, "did not stop within stop-timeout, giving up");
-        return sd_event_exit(m->event, 0);
+        manager_exit_when_api_drained(m);
+        return 0;
 }
 
 void manager_module_stopped(struct manager *m, struct module_instance *mi) {
@@ -296,7 +326,7 @@ void manager_module_stopped(struct manager *m, struct module_instance *mi) {
                 return;
         if (--m->n_stopping == 0) {
                 log_info("All modules stopped");
-                (void) sd_event_exit(m->event, 0);
+                manager_exit_when_api_drained(m);
         }
 }
 
@@ -330,13 +360,13 @@ void manager_begin_stop(struct manager *m) {
         manager_update_status(m);
 
         if (m->n_stopping == 0) {
-                (void) sd_event_exit(m->event, 0);
+                manager_exit_when_api_drained(m);
                 return;
         }
         r = sd_event_add_time_relative(m->event, &m->stop_timer, CLOCK_MONOTONIC, m->settings.stop_timeout, 0,
                                        on_stop_timeout, m);
         if (r < 0)
-                (void) sd_event_exit(m->event, 0);
+                manager_exit_when_api_drained(m);
 }
 
 static void manager_reload_failed(struct manager *m, int r, const char *error) {

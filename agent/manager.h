@@ -88,6 +88,7 @@ struct manager {
         bool stopping;
         unsigned n_stopping; /* modules still draining */
         sd_event_source *stop_timer;
+        sd_event_source *api_drain_timer; /* the API finishing what it accepted, then exit */
         char *last_status; /* last STATUS= sent, to avoid repeats */
         unsigned n_reloads, n_reload_failures;
         int exit_code;

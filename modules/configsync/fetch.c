@@ -308,8 +308,9 @@ static int make_parents(int vfd, const char *path) {
                 return -ENOMEM;
         for (char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
                 *slash = 0;
-                if (mkdirat(vfd, p, 0755) < 0 && errno != EEXIST)
-                        return negative_errno();
+                int r = mkdirat_mode(vfd, p, 0755);
+                if (r < 0 && r != -EEXIST)
+                        return r;
                 *slash = '/';
         }
         return 0;

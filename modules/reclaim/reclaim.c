@@ -80,7 +80,9 @@ static const struct config_key target_keys[] = {
         { "step", config_parse_size, FIELD(step), "32M" },
         { "interval", config_parse_duration, FIELD(interval), "10s" },
         { "pressure-level", parse_pressure_level, FIELD(pressure_level), "medium", config_free_string },
-        { "psi", parse_psi, FIELD(psi), "some 50000 1000000", config_free_string },
+        /* A 2 s window: without CAP_SYS_RESOURCE (piniond.service withholds it) the kernel takes
+         * only multiples of 2 s (Linux 6.5, and stable kernels since, e.g. Debian 12's 6.1). */
+        { "psi", parse_psi, FIELD(psi), "some 100000 2000000", config_free_string },
         {}
 };
 #undef FIELD
@@ -382,7 +384,7 @@ static int register_metrics(struct manager *m, struct reclaim_metrics *ret) {
                 { METRIC_COUNTER, "pinion_reclaim_reclaimed_bytes_total", "Bytes the target's usage dropped through reclaim steps.", target, NULL, 0, &ret->bytes },
                 { METRIC_COUNTER, "pinion_reclaim_steps_total", "Reclaim writes (v1 memory.limit_in_bytes lowered and restored, v2 memory.reclaim).", target, NULL, 0, &ret->steps },
                 { METRIC_COUNTER, "pinion_reclaim_step_errors_total", "Reclaim writes the kernel refused (busy: v1 EBUSY, again: v2 EAGAIN, error).", target_kind, NULL, 0, &ret->step_errors },
-                { METRIC_COUNTER, "pinion_reclaim_lowered_limit_hits_total", "v1: memory.failcnt increments during reclaim steps (charges that met the briefly lowered limit, not the original).", target, NULL, 0, &ret->lowered_hits },
+                { METRIC_COUNTER, "pinion_reclaim_lowered_limit_hits_total", "v1: memory.failcnt increments while a limit the agent lowered was in force (the throttle or a step's; charges that met it, not the original).", target, NULL, 0, &ret->lowered_hits },
                 { METRIC_COUNTER, "pinion_reclaim_unreachable_total", "Times the target became unreachable (anonymous memory + min-file above it).", target, NULL, 0, &ret->unreachable },
                 { METRIC_COUNTER, "pinion_reclaim_wakeups_total", "Wake-ups by source (threshold, backstop, pressure-level, psi, memory-events, cap, timer, start).", target_source, NULL, 0, &ret->wakeups },
                 { METRIC_HISTOGRAM, "pinion_reclaim_reaction_seconds", "From the wake-up that saw usage at or above high to the end of the reclaim.", target, reaction_buckets, ELEMENTSOF(reaction_buckets), &ret->reaction },
@@ -655,15 +657,9 @@ static void reclaim_free(struct module_instance *mi) {
 }
 
 /* Memory cgroup files may belong to other users (delegated cgroups); any pod may opt in by
- * annotation, so the need does not depend on the settings. On cgroup v2, CAP_SYS_RESOURCE too:
- * without it the kernel takes PSI triggers only with windows of whole 2 s, and checks them
- * only every 2 s. */
+ * annotation, so the need does not depend on the settings. */
 static uint64_t reclaim_capabilities(struct module_instance *mi, const struct config *c) {
-        enum memcg_version v;
-        uint64_t caps = CAP_TO_MASK64(CAP_DAC_OVERRIDE);
-        if (memcg_hierarchy(&v, NULL) >= 0 && v == MEMCG_V2)
-                caps |= CAP_TO_MASK64(CAP_SYS_RESOURCE);
-        return caps;
+        return CAP_TO_MASK64(CAP_DAC_OVERRIDE);
 }
 
 const struct module reclaim_module = {

@@ -91,10 +91,10 @@ static int add_threshold(struct reclaim_target *t, uint64_t level, sd_event_sour
 
 /* The PSI trigger. Kernels with unprivileged PSI triggers (newer upstream ones, and Debian's
  * 6.1) take a window that is not a multiple of 2 s only from an opener with CAP_SYS_RESOURCE
- * (EINVAL otherwise): the unit grants it. Without it (a container that does not), the trigger
- * is tried once more with the window rounded up to whole 2 s and the stall scaled alike —
- * slower to fire (the kernel checks such triggers every 2 s), but a trigger — and that is
- * said once at info, not warned about at every check. */
+ * (EINVAL otherwise), which piniond.service withholds (the default window is 2 s). A shorter one
+ * from the config is tried once more with the window rounded up to whole 2 s and the stall
+ * scaled alike — a trigger still — and that is said once at info, not warned about at every
+ * check. */
 static int psi_fd(struct reclaim_target *t, int *ret_fd) {
         unsigned long stall, window;
         char kind[8], rounded[64];

@@ -87,6 +87,32 @@ def test_stop_signal(agent, sig):
     assert not os.path.exists(agent.socket), "the socket file was left behind"
 
 
+def test_stop_answers_the_requests_it_accepted(agent):
+    """A client that connected before SIGTERM gets its answer: the agent stops accepting, then
+    finishes what it had accepted before it exits (under systemd, what connects after that
+    waits in the socket unit's backlog for the next piniond)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(T(10))
+    s.connect(agent.socket)
+    s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: pinion\r\n")
+    # The agent has it once the request line is in (an answer on another connection after it
+    # proves its loop went round).
+    assert unix_request(agent.socket, "GET", "/v1/health").status == 200
+    agent.expected_exit = True
+    agent.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    s.sendall(b"Connection: close\r\n\r\n")
+    answer = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    agent.assert_exit(agent.wait_exit(), 0)
+
+
 def _reload_counts(a):
     c = a.status()["config"]
     return c["reloads"], c["reload_failures"], c["last_reload_error"]

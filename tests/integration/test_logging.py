@@ -119,8 +119,11 @@ def test_journal_structured_fields(agent_factory, fake_journal):
     assert pod["POD"] == "default/web"
     assert pod["PRIORITY"] == "6"  # info
     assert pod["CODE_FILE"].endswith(".c") and int(pod["CODE_LINE"]) > 0 and pod["CODE_FUNC"]
+    # MESSAGE reads as the text line does: whose it is, without the fields.
+    assert pod["MESSAGE"].endswith(" (pod default/web)"), pod
     zk = fake_journal.find(MODULE="zkreg")
     assert zk and "no [zookeeper] servers configured" in zk[0]["MESSAGE"], zk
+    assert zk[0]["MESSAGE"].startswith("[zkreg] "), zk
     assert fake_journal.find(MESSAGE="Exiting")
     # Nothing went to stderr: the journal took it all.
     assert "Pod added" not in a.log_text()

@@ -133,7 +133,7 @@ def request_outside(path, user=None, timeout=30):
 
 
 CAPABILITIES = {0: "CAP_CHOWN", 1: "CAP_DAC_OVERRIDE", 3: "CAP_FOWNER", 5: "CAP_KILL", 12: "CAP_NET_ADMIN",
-                21: "CAP_SYS_ADMIN", 24: "CAP_SYS_RESOURCE"}
+                21: "CAP_SYS_ADMIN"}
 
 
 def agent_capabilities():

@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: MIT
+"""The shipped unit's sandbox, as the real systemd applies it, and the modules still doing their
+work inside it: systemd's own exposure score of the loaded unit, the capabilities the daemon
+holds (what its enabled modules need) and what a command it runs can hold, the modes of what
+pods read under UMask=0077, a cgroup tree read-only but where reclaim writes, and the IP
+address allow list."""
+
+import json
+import os
+import re
+import stat
+
+from conftest import (OUT, STATE_DIR, UNIT, api_json, journal, journal_cursor, node, proc_caps, run,
+                      start_agent, unit_capability_bounding_set, unit_property, wait_for,
+                      write_bundle)  # noqa: F401
+
+# systemd-analyze security's score of the loaded unit (0 = locked down, 10 = exposed).
+EXPOSURE_BOUND = 2.8
+
+CORE = {"CAP_CHOWN", "CAP_DAC_OVERRIDE"}  # the socket's group, and reclaim (any pod may opt in)
+PODNET = {"CAP_NET_ADMIN", "CAP_SYS_ADMIN"}
+IDENTITY = {"CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE"}
+CONFIGSYNC = {"CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL"}
+
+
+def test_exposure_score_of_the_loaded_unit(node):
+    p = run("systemd-analyze", "security", "--no-pager", UNIT, check=False)
+    with open(os.path.join(OUT, "systemd-analyze-security.txt"), "w") as f:
+        f.write(p.stdout)
+    m = re.search(r"Overall exposure level for piniond\.service: ([0-9.]+)", p.stdout)
+    assert m, p.stdout + p.stderr
+    assert float(m.group(1)) <= EXPOSURE_BOUND, p.stdout
+
+
+def test_daemon_keeps_exactly_what_its_modules_need(node):
+    node.healthy()
+    cursor = journal_cursor()
+    pid = start_agent()
+    need = CORE | PODNET | IDENTITY | CONFIGSYNC
+    c = proc_caps(pid)
+    assert c["CapEff"] == need and c["CapPrm"] == need, c
+    assert c["CapInh"] == set() and c["CapAmb"] == set(), c
+    # Every module is enabled, so what they need is all the unit grants: the bounding set is it.
+    assert c["CapBnd"] == need == unit_capability_bounding_set(), c
+    messages = [e["MESSAGE"] for e in journal(f"_PID={pid}", cursor=cursor)]
+    assert any(m.startswith("Capabilities: keeping ") for m in messages), messages
+    assert not any("Failed to drop the capabilities" in m for m in messages), messages
+
+
+def test_commands_it_runs_cannot_regain_what_it_dropped(node):
+    """With configsync alone, the daemon drops podnet's CAP_NET_ADMIN and CAP_SYS_ADMIN. It may
+    not lower its bounding set (the unit withholds CAP_SETPCAP), so they stay there; but
+    NoNewPrivileges= keeps an exec'd on-change command from getting them back as root would."""
+    root = "/srv/pinion-test"
+    node.on_cleanup(lambda: run("rm", "-rf", root))
+    write_bundle(root, "app", {"a.txt": b"a\n"}, "v1")
+    url = node.http_server("pinion-test-http.service", root, 8097)
+    out = "/run/pinion/on-change-status"
+    hook = "/usr/local/sbin/pinion-test-hook"
+    with open(hook, "w") as f:
+        f.write(f"#!/bin/sh\ncat /proc/self/status > {out}.tmp && mv {out}.tmp {out}\n")
+    os.chmod(hook, 0o755)
+    node.on_cleanup(lambda: os.unlink(hook))
+    node.conf("50-configsync.conf", f"[config.app]\nurl={url}/app/manifest.json\ndest={STATE_DIR}/configs/app\n"
+                                    f"on-change={hook}\n")
+    pid = start_agent()
+    assert unit_property(UNIT, "NoNewPrivileges") == "yes"
+    c = proc_caps(pid)
+    assert c["CapEff"] == c["CapPrm"] == CORE | CONFIGSYNC, c
+    assert PODNET <= c["CapBnd"], c
+    wait_for("the on-change command ran", lambda: os.path.exists(out))
+    with open(out) as f:
+        child = f.read()
+    child_caps = {k: int(re.search(r"^%s:\s*([0-9a-f]+)$" % k, child, re.M).group(1), 16)
+                  for k in ("CapPrm", "CapEff", "CapAmb")}
+    need_bits = sum(1 << n for n in (0, 1, 3, 5))  # CHOWN DAC_OVERRIDE FOWNER KILL
+    assert all(v & ~need_bits == 0 for v in child_caps.values()), child_caps
+    # Not the service's UMask=0077: what the command renders for a workload stays readable.
+    assert re.search(r"^Umask:\s*0022$", child, re.M), child
+
+
+def mode(path):
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def test_what_pods_read_keeps_its_modes_under_umask_0077(node):
+    assert unit_property(UNIT, "UMask") == "0077"
+    node.healthy()
+    pod_uid = "3f1c8a52-0000-4000-8000-0000000000b2"
+    pod_file = "/etc/pinion/pods.d/pinion-test-id.json"
+    with open(pod_file, "w") as f:
+        json.dump({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "id", "namespace": "default", "uid": pod_uid,
+                                "annotations": {"pinion.io/identity": "true"}},
+                   "spec": {"serviceAccountName": "default", "containers": [{"name": "c", "image": "x"}]},
+                   "status": {"phase": "Running", "podIP": "10.244.0.9"}}, f)
+    node.on_cleanup(lambda: os.unlink(pod_file))
+    start_agent()
+    dest = f"{STATE_DIR}/configs/app"
+    wait_for("the bundle published", lambda: os.path.islink(f"{dest}/..data"))
+    version = os.path.join(dest, os.readlink(f"{dest}/..data"))
+    # The bundle: directories traversable by pod uids, files at the manifest's modes.
+    assert mode(dest) == 0o755 and mode(version) == 0o755 and mode(f"{version}/sub") == 0o755
+    assert mode(f"{version}/app.conf") == 0o644 and mode(f"{version}/sub/data.txt") == 0o640
+    # A pod's identity directory (the key stays 0600: DESIGN.md, root-only files).
+    tls = f"/run/pinion/pods/{pod_uid}"
+    wait_for("the pod's certificate", lambda: os.path.exists(f"{tls}/cert.pem"))
+    tls_version = os.path.join(tls, os.readlink(f"{tls}/..data"))
+    assert mode("/run/pinion/pods") == 0o755 and mode(tls) == 0o755 and mode(tls_version) == 0o755
+    assert mode(f"{tls_version}/cert.pem") == 0o644 and mode(f"{tls_version}/key.pem") == 0o600
+
+
+def mounts_of(pid):
+    """{mount point: options} in pid's mount namespace (the last mount on a point wins)."""
+    out = {}
+    with open(f"/proc/{pid}/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            out[fields[4]] = set(fields[5].split(","))
+    return out
+
+
+def test_cgroup_tree_is_read_only_but_where_reclaim_writes(node):
+    # Page cache that fills the target's 64M up to 60M: above high (90%), so reclaim acts.
+    node.healthy(fill_mb=60, extra="\n[reclaim.target]\nmin-file=4M\ntarget=50%\n")
+    pid = start_agent()
+
+    def reclaimed():
+        t = next(t for t in api_json("/v1/reclaim")["targets"] if t["name"] == "target")
+        assert t["step_errors"] == 0, t
+        return t if t["bytes_reclaimed"] > 0 else None
+
+    wait_for("reclaim acting on the target", reclaimed, timeout=40)
+    mounts = mounts_of(pid)
+    assert "ro" in mounts["/sys/fs/cgroup"], mounts["/sys/fs/cgroup"]
+    assert "rw" in mounts["/sys/fs/cgroup/system.slice"], mounts.get("/sys/fs/cgroup/system.slice")
+
+
+def test_ip_allow_list_admits_private_addresses_and_blocks_others(node):
+    run("ip", "link", "add", "pinion-test0", "type", "dummy")
+    node.on_cleanup(lambda: run("ip", "link", "del", "pinion-test0", check=False))
+    run("ip", "link", "set", "pinion-test0", "up")
+    for a in ("10.123.0.1/32", "198.51.100.1/32"):
+        run("ip", "addr", "add", a, "dev", "pinion-test0")
+    root = "/srv/pinion-test"
+    node.on_cleanup(lambda: run("rm", "-rf", root))
+    write_bundle(root, "app", {"a.txt": b"a\n"}, "v1")
+    node.http_server("pinion-test-http.service", root, 8096, bind="0.0.0.0")
+    node.conf("50-configs.conf", f"""[config.private]
+url=http://10.123.0.1:8096/app/manifest.json
+dest={STATE_DIR}/configs/private
+
+[config.public]
+url=http://198.51.100.1:8096/app/manifest.json
+dest={STATE_DIR}/configs/public
+timeout=2s
+""")
+    start_agent()
+    assert os.path.islink(f"{STATE_DIR}/configs/private/..data")
+    # The filter drops the SYN: the connection times out.
+    public = wait_for("the public bundle's error", lambda: api_json("/v1/configs/public").get("last_error"))
+    assert re.search(r"[Tt]ime(d)? ?out", public), public
+    assert not os.path.exists(f"{STATE_DIR}/configs/public/..data")
+    # The server answers there to anyone outside the unit: the unit's filter is what blocked it.
+    assert run("curl", "-sf", "-m", "10", "http://198.51.100.1:8096/app/manifest.json").stdout
