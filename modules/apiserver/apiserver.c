@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "config.h"
-#include "endpoint.h"
+#include "kube-endpoint.h"
 #include "facts.h"
 #include "json.h"
 #include "log.h"
@@ -35,7 +35,7 @@ struct apiserver_settings {
 
 struct apiserver {
         struct apiserver_settings *settings;
-        struct apiserver_endpoint endpoint;
+        struct kube_endpoint endpoint;
         struct reflector *reflector;
         struct reflector_metrics metrics;
         bool collector_added;
@@ -230,7 +230,7 @@ static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         r = manager_http(a->mi->manager, &http);
         if (r >= 0)
-                r = apiserver_endpoint_request(&a->endpoint, path, 10000, &easy);
+                r = kube_endpoint_request(&a->endpoint, path, 10000, &easy);
         if (r >= 0)
                 r = http_client_submit(http, easy, 1u << 20, on_node_done, a, &a->node_transfer);
         if (r < 0)
@@ -263,7 +263,7 @@ static struct apiserver *apiserver_free_data(struct apiserver *a) {
                 return NULL;
         node_fetch_stop(a);
         a->reflector = reflector_free(a->reflector);
-        apiserver_endpoint_done(&a->endpoint);
+        kube_endpoint_done(&a->endpoint);
         config_object_free(apiserver_keys, a->settings);
         free(a);
         return NULL;
@@ -344,8 +344,8 @@ static int apiserver_start_reflector(struct module_instance *mi) {
         const char *reason = NULL;
         int r;
 
-        apiserver_endpoint_done(&a->endpoint);
-        r = apiserver_endpoint_resolve(a->settings->url, a->settings->token_file, a->settings->ca_file, &a->endpoint,
+        kube_endpoint_done(&a->endpoint);
+        r = kube_endpoint_resolve(a->settings->url, a->settings->token_file, a->settings->ca_file, &a->endpoint,
                                        &reason);
         if (r == -ENOENT) {
                 /* No apiserver (any more, after a reload): its pods are no truth to act on. */

@@ -25,7 +25,7 @@ struct reflector {
         struct http_client *http;
         struct pod_store *store;
         char *node;
-        struct apiserver_endpoint *endpoint;
+        struct kube_endpoint *endpoint;
         struct reflector_config config;
         struct reflector_metrics metrics;
         reflector_changed_fn changed;
@@ -243,7 +243,7 @@ static void reflector_list(struct reflector *r) {
 
         k = list_path(r, &path);
         if (k >= 0)
-                k = apiserver_endpoint_request(r->endpoint, path, LIST_TIMEOUT_MS, &easy);
+                k = kube_endpoint_request(r->endpoint, path, LIST_TIMEOUT_MS, &easy);
         if (k < 0)
                 return reflector_failed(r, "request", 0, "Cannot build the pod list request: %s", strerror(-k));
         reflector_set_state(r, REFLECTOR_LISTING);
@@ -488,7 +488,7 @@ static void reflector_watch(struct reflector *r) {
             asprintf(&path, "/api/v1/pods?watch=1&allowWatchBookmarks=true&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%llu",
                      selector, r->resource_version, (unsigned long long) (timeout / USEC_PER_SEC)) < 0)
                 return reflector_failed(r, "request", 0, "Cannot build the watch request: out of memory");
-        k = apiserver_endpoint_request(r->endpoint, path, (long) (timeout / USEC_PER_MSEC) + WATCH_GRACE_MS, &easy);
+        k = kube_endpoint_request(r->endpoint, path, (long) (timeout / USEC_PER_MSEC) + WATCH_GRACE_MS, &easy);
         if (k < 0)
                 return reflector_failed(r, "request", 0, "Cannot build the watch request: %s", strerror(-k));
         if (curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_watch_data) != CURLE_OK ||
@@ -577,7 +577,7 @@ static void reflector_perform(struct reflector *r) {
 /* ---- object ---- */
 
 int reflector_new(sd_event *e, struct http_client *http, struct pod_store *store, const char *node,
-                  struct apiserver_endpoint *endpoint, const struct reflector_config *config,
+                  struct kube_endpoint *endpoint, const struct reflector_config *config,
                   const struct reflector_metrics *metrics, reflector_changed_fn changed, void *userdata,
                   struct reflector **ret) {
         struct reflector *r = calloc(1, sizeof(*r));

@@ -22,7 +22,7 @@
 #include <systemd/sd-event.h>
 
 #include "backoff.h"
-#include "endpoint.h"
+#include "kube-endpoint.h"
 #include "http.h"
 #include "metrics.h"
 #include "pod-store.h"
@@ -65,7 +65,7 @@ struct reflector;
 typedef void (*reflector_changed_fn)(struct reflector *r, void *userdata);
 
 int reflector_new(sd_event *e, struct http_client *http, struct pod_store *store, const char *node,
-                  struct apiserver_endpoint *endpoint, const struct reflector_config *config,
+                  struct kube_endpoint *endpoint, const struct reflector_config *config,
                   const struct reflector_metrics *metrics, reflector_changed_fn changed, void *userdata,
                   struct reflector **ret);
 struct reflector *reflector_free(struct reflector *r);

@@ -16,6 +16,7 @@
 #include "fsutil.h"
 #include "identity.h"
 #include "json.h"
+#include "kube-endpoint.h"
 #include "log.h"
 #include "module.h"
 
@@ -279,38 +280,17 @@ static int register_metrics(struct identity *id) {
 
 /* ---- the module contract ---- */
 
-/* The apiserver the kubernetes signer talks to: [apiserver] url and ca-file as the apiserver
- * module reads them (the last value wins, as in config.c), else the in-cluster environment. Read
- * here, not through the apiserver module: modules meet only through facts. */
-static int kube_endpoint(const struct config *c, char **ret_url, char **ret_ca) {
-        const char *url = NULL, *ca = NULL;
-        for (size_t i = 0; i < c->n_entries; i++) {
-                const struct config_entry *e = &c->entries[i];
-                if (!streq(e->section, "apiserver"))
-                        continue;
-                if (streq(e->key, "url"))
-                        url = e->value[0] ? e->value : NULL;
-                else if (streq(e->key, "ca-file"))
-                        ca = e->value[0] ? e->value : NULL;
+/* The apiserver the kubernetes signer talks to, found as the apiserver module finds it (read
+ * from the config, not through that module: modules meet only through facts), with the
+ * bootstrap token as its credential. No apiserver at all: an empty endpoint. */
+static int identity_kube_endpoint(const struct config *c, const struct identity_settings *s, struct kube_endpoint *ret) {
+        const char *reason = NULL;
+        int r = kube_endpoint_from_config(c, s->bootstrap_token_file, ret, &reason);
+        if (r == -ENOENT) {
+                *ret = (struct kube_endpoint) {};
+                return 0;
         }
-        _cleanup_free_ char *u = NULL, *f = NULL;
-        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
-        if (url)
-                u = strdup(url);
-        else if (host && *host && asprintf(&u, strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host,
-                                           port && *port ? port : "443") < 0)
-                u = NULL;
-        if (ca)
-                f = strdup(ca);
-        else if (!url && host && *host)
-                f = strdup("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt");
-        if ((url || (host && *host)) && !u)
-                return -ENOMEM;
-        free(*ret_url);
-        free(*ret_ca);
-        *ret_url = TAKE_PTR(u);
-        *ret_ca = TAKE_PTR(f);
-        return 0;
+        return r;
 }
 
 static int identity_init(struct module_instance *mi, struct config *c, char **ret_error) {
@@ -319,12 +299,13 @@ static int identity_init(struct module_instance *mi, struct config *c, char **re
                 return -ENOMEM;
         int r = identity_parse(c, &id->settings, ret_error);
         if (r >= 0)
-                r = kube_endpoint(c, &id->kube_url, &id->kube_ca_file);
-        if (r >= 0 && id->settings->signer == SIGNER_KUBERNETES && (!id->kube_url || !id->kube_ca_file))
+                r = identity_kube_endpoint(c, id->settings, &id->kube);
+        if (r >= 0 && id->settings->signer == SIGNER_KUBERNETES && (!id->kube.url || !id->kube.ca_file))
                 r = config_section_error(c, "identity", ret_error,
                                          "signer=kubernetes needs [apiserver] url and ca-file (or the in-cluster "
                                          "environment): the CSR API and the CA that verifies what it issues");
         if (r < 0) {
+                kube_endpoint_done(&id->kube);
                 identity_settings_free(id->settings);
                 free(id);
                 return r;
@@ -398,9 +379,7 @@ static int identity_start(struct module_instance *mi) {
                 if (r < 0)
                         return r;
                 const struct kube_settings ks = {
-                        .url = id->kube_url,
-                        .ca_file = id->kube_ca_file,
-                        .token_file = s->bootstrap_token_file,
+                        .endpoint = &id->kube,
                         .deadline = KUBE_CSR_DEADLINE,
                 };
                 r = signer_kubernetes_new(m->event, http, &ks, &id->signer, &error);
@@ -584,22 +563,21 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
                         *ret_error = NULL;
                 return -EBUSY;
         }
-        _cleanup_free_ char *url = NULL, *ca = NULL;
-        r = kube_endpoint(c, &url, &ca);
+        _cleanup_(kube_endpoint_done) struct kube_endpoint kube = {};
+        r = identity_kube_endpoint(c, s, &kube);
         if (r < 0) {
                 identity_settings_free(s);
                 return r;
         }
-        if (o->signer == SIGNER_KUBERNETES && (!streq_ptr(url, id->kube_url) || !streq_ptr(ca, id->kube_ca_file))) {
+        if (o->signer == SIGNER_KUBERNETES && !kube_endpoint_equal(&kube, &id->kube)) {
                 identity_settings_free(s);
                 if (asprintf(ret_error, "[identity]: a new apiserver url or ca-file for signer=kubernetes needs a restart") < 0)
                         *ret_error = NULL;
                 return -EBUSY;
         }
-        free(id->kube_url);
-        free(id->kube_ca_file);
-        id->kube_url = TAKE_PTR(url);
-        id->kube_ca_file = TAKE_PTR(ca);
+        kube_endpoint_done(&id->kube);
+        id->kube = kube;
+        kube = (struct kube_endpoint) {};
         /* New lifetimes apply from the next certificate on. */
         if (id->node)
                 id->node->lifetime = s->node_cert_lifetime;
@@ -645,8 +623,7 @@ static void identity_free(struct module_instance *mi) {
                 metrics_remove_collector(mi->manager->metrics, collect_identity, id);
         free(id->bundle_pem);
         free(id->issuer_reason);
-        free(id->kube_url);
-        free(id->kube_ca_file);
+        kube_endpoint_done(&id->kube);
         identity_settings_free(id->settings);
         free(id);
         mi->data = NULL;

@@ -10,6 +10,7 @@
 #include "ca.h"
 #include "cred.h"
 #include "facts.h"
+#include "kube-endpoint.h"
 #include "manager.h"
 #include "metrics.h"
 #include "signer.h"
@@ -66,7 +67,7 @@ struct identity {
         char *bundle_pem;     /* the trust bundle pods get */
         char *issuer_reason;  /* why there is no issuer */
         struct node_credentials creds;
-        char *kube_url, *kube_ca_file; /* the apiserver, from [apiserver] or the in-cluster environment */
+        struct kube_endpoint kube; /* the apiserver, from [apiserver] or the in-cluster environment */
         bool published, gate_added, observing, routes_added, collector_added, running, issuer_owned;
 
         struct workload **workloads;

@@ -11,10 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-
 #include "fsutil.h"
 #include "http.h"
+#include "kube-endpoint.h"
 #include "kube-csr.h"
 #include "signer.h"
 
@@ -41,18 +40,10 @@ struct kube_signer {
         struct signer base;
         sd_event *event;
         struct http_client *http;
-        char *url, *ca_file, *token_file;
+        struct kube_endpoint endpoint; /* the apiserver; its token file is the bootstrap token */
         usec_t deadline;
         struct kube_op *ops;
 };
-
-/* The header list holds the bearer token: wiped before it is freed. */
-static void wipe_headers(struct kube_op *op) {
-        for (struct curl_slist *l = op->headers; l; l = l->next)
-                OPENSSL_cleanse(l->data, strlen(l->data));
-        curl_slist_free_all(op->headers);
-        op->headers = NULL;
-}
 
 static void op_free(struct kube_op *op) {
         if (!op)
@@ -63,7 +54,7 @@ static void op_free(struct kube_op *op) {
         if (*p)
                 *p = op->next;
         http_transfer_cancel(op->transfer);
-        wipe_headers(op);
+        curl_slist_free_all(op->headers);
         sd_event_source_disable_unref(op->timer);
         free(op->name);
         free(op->body);
@@ -82,58 +73,28 @@ static void op_finish(struct kube_op *op, int error, const char *reason, const c
 
 static void on_response(struct http_client *c, const struct http_response *resp, void *userdata);
 
+/* The endpoint authenticates: with the node's certificate when the op has it, else with the
+ * bootstrap token (the endpoint's token file). */
 static int op_request(struct kube_op *op, bool post) {
         struct kube_signer *s = op->signer;
-        _cleanup_free_ char *url = NULL, *token = NULL, *auth = NULL;
-        size_t n;
+        _cleanup_free_ char *path = NULL;
+        CURL *easy = NULL;
         int r;
 
-        if (!op->cert_file) {
-                r = read_file_full(s->token_file, 4096, &token, &n);
-                if (r < 0)
-                        return r;
-                token[strcspn(token, "\r\n")] = 0;
-                r = asprintf(&auth, "Authorization: Bearer %s", token);
-                OPENSSL_cleanse(token, n);
-                if (r < 0)
-                        return -ENOMEM;
-        }
-        if (post ? asprintf(&url, "%s" KUBE_CSR_PATH, s->url) < 0 : asprintf(&url, "%s" KUBE_CSR_PATH "/%s", s->url, op->name) < 0) {
-                if (auth)
-                        OPENSSL_cleanse(auth, strlen(auth));
+        if (post ? asprintf(&path, KUBE_CSR_PATH) < 0 : asprintf(&path, KUBE_CSR_PATH "/%s", op->name) < 0)
                 return -ENOMEM;
-        }
-        CURL *easy = curl_easy_init();
-        if (!easy) {
-                if (auth)
-                        OPENSSL_cleanse(auth, strlen(auth));
-                return -ENOMEM;
-        }
-        wipe_headers(op);
+        r = kube_endpoint_request_as(&s->endpoint, path, 10000L, op->cert_file, op->key_file, &easy);
+        if (r < 0)
+                return r;
+        curl_slist_free_all(op->headers);
         op->headers = curl_slist_append(NULL, "Accept: application/json");
-        if (auth) {
-                struct curl_slist *h = op->headers ? curl_slist_append(op->headers, auth) : NULL;
-                OPENSSL_cleanse(auth, strlen(auth));
-                if (!h)
-                        wipe_headers(op);
-        }
         struct curl_slist *h = op->headers ? curl_slist_append(op->headers, "Content-Type: application/json") : NULL;
         if (!h) {
                 curl_easy_cleanup(easy);
                 return -ENOMEM;
         }
-        curl_easy_setopt(easy, CURLOPT_URL, url);
         curl_easy_setopt(easy, CURLOPT_HTTPHEADER, op->headers);
-        curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, 10000L);
         curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-        if (s->ca_file)
-                curl_easy_setopt(easy, CURLOPT_CAINFO, s->ca_file);
-        if (op->cert_file) {
-                /* Both read in the same handshake, on the loop that also rotates them: a pair. */
-                curl_easy_setopt(easy, CURLOPT_SSLCERT, op->cert_file);
-                curl_easy_setopt(easy, CURLOPT_SSLKEY, op->key_file);
-        }
         if (post)
                 curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, op->body);
         return http_client_submit(s->http, easy, KUBE_MAX_BODY, on_response, op, &op->transfer);
@@ -172,7 +133,7 @@ static void on_response(struct http_client *c, const struct http_response *resp,
 
         op->transfer = NULL;
         if (resp->error < 0) {
-                if (asprintf(&msg, "%s: %s", s->url, resp->error_message ? resp->error_message : strerror(-resp->error)) < 0)
+                if (asprintf(&msg, "%s: %s", s->endpoint.url, resp->error_message ? resp->error_message : strerror(-resp->error)) < 0)
                         msg = NULL;
                 return op_finish(op, resp->error, msg, NULL);
         }
@@ -247,9 +208,7 @@ static void kube_free(struct signer *base) {
         struct kube_signer *s = (struct kube_signer *) base;
         while (s->ops)
                 op_free(s->ops);
-        free(s->url);
-        free(s->ca_file);
-        free(s->token_file);
+        kube_endpoint_done(&s->endpoint);
         free(s);
 }
 
@@ -262,20 +221,21 @@ static const struct signer_ops kube_ops = {
 
 int signer_kubernetes_new(sd_event *e, struct http_client *http, const struct kube_settings *settings,
                           struct signer **ret, char **ret_error) {
+        const struct kube_endpoint *ep = settings->endpoint;
         _cleanup_free_ char *ca = NULL;
         size_t n;
         int r;
 
-        if (!settings->url) {
+        if (!ep->url) {
                 *ret_error = strdup("signer=kubernetes needs the apiserver: [apiserver] url, or the in-cluster environment");
                 return -EINVAL;
         }
-        if (!signer_url_ok(settings->url)) {
-                if (asprintf(ret_error, "signer=kubernetes: %s is plain http to a non-loopback address; use https", settings->url) < 0)
+        if (!signer_url_ok(ep->url)) {
+                if (asprintf(ret_error, "signer=kubernetes: %s is plain http to a non-loopback address; use https", ep->url) < 0)
                         *ret_error = NULL;
                 return -EINVAL;
         }
-        if (!settings->ca_file) {
+        if (!ep->ca_file) {
                 *ret_error = strdup("signer=kubernetes needs the cluster CA to verify what it issues: [apiserver] ca-file");
                 return -EINVAL;
         }
@@ -286,19 +246,17 @@ int signer_kubernetes_new(sd_event *e, struct http_client *http, const struct ku
         s->event = e;
         s->http = http;
         s->deadline = settings->deadline;
-        s->url = strndup(settings->url, strlen(settings->url) - (settings->url[strlen(settings->url) - 1] == '/'));
-        s->ca_file = strdup(settings->ca_file);
-        s->token_file = strdup(settings->token_file);
-        if (!s->url || !s->ca_file || !s->token_file) {
+        r = kube_endpoint_copy(ep, &s->endpoint);
+        if (r < 0) {
                 signer_free(&s->base);
-                return -ENOMEM;
+                return r;
         }
         /* The cluster CA is the trust anchor the issued certificate is checked against. */
-        r = read_file_full(settings->ca_file, 1024 * 1024, &ca, &n);
+        r = read_file_full(ep->ca_file, 1024 * 1024, &ca, &n);
         if (r >= 0)
                 r = x509_chain_from_pem(ca, n, &s->base.roots);
         if (r < 0) {
-                if (asprintf(ret_error, "%s: cannot read the cluster CA: %s", settings->ca_file, strerror(-r)) < 0)
+                if (asprintf(ret_error, "%s: cannot read the cluster CA: %s", ep->ca_file, strerror(-r)) < 0)
                         *ret_error = NULL;
                 signer_free(&s->base);
                 return r;

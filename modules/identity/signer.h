@@ -59,11 +59,12 @@ struct cfssl_settings {
 /* The embedded CA in ca_dir (created if absent). *ret_created says if it was made now. */
 int signer_local_new(const char *ca_dir, const char *trust_domain, struct signer **ret, bool *ret_created,
                      char **ret_error);
+struct kube_endpoint;
 struct kube_settings {
-        const char *url;        /* the apiserver, scheme://host:port */
-        const char *ca_file;    /* the cluster CA: TLS and the trust anchor of what it issues */
-        const char *token_file; /* the bootstrap token */
-        usec_t deadline;        /* how long to wait for approval and the certificate */
+        /* The apiserver, scheme://host:port; its ca_file is the cluster CA (TLS, and the trust
+         * anchor of what it issues), its token_file the bootstrap token. Copied. */
+        const struct kube_endpoint *endpoint;
+        usec_t deadline; /* how long to wait for approval and the certificate */
 };
 int signer_kubernetes_new(sd_event *e, struct http_client *http, const struct kube_settings *s, struct signer **ret,
                           char **ret_error);

@@ -23,6 +23,7 @@
 #include "fsutil.h"
 #include "ipam.h"
 #include "json.h"
+#include "kube-endpoint.h"
 #include "log.h"
 #include "manager.h"
 #include "module.h"
@@ -1070,8 +1071,7 @@ static void podnet_free(struct module_instance *mi) {
  * module works once it has a pod CIDR: configured, or the Node's from an apiserver. */
 static uint64_t podnet_capabilities(struct module_instance *mi, const struct config *c) {
         const struct podnet *p = mi->data;
-        const char *in_cluster = getenv("KUBERNETES_SERVICE_HOST");
-        bool may_work = p->settings->pod_cidr || config_value(c, "apiserver", "url") || (in_cluster && *in_cluster);
+        bool may_work = p->settings->pod_cidr || kube_endpoint_configured(c);
         return may_work ? CAP_TO_MASK64(CAP_NET_ADMIN) | CAP_TO_MASK64(CAP_SYS_ADMIN) : 0;
 }
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "endpoint.h"
 #include "fsutil.h"
+#include "kube-endpoint.h"
 
 #define TOKEN_MAX_SIZE (64 * 1024)
 
@@ -16,9 +16,14 @@ static int strdup_or_null(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+static const char *in_cluster_host(void) {
+        const char *host = getenv("KUBERNETES_SERVICE_HOST");
+        return isempty(host) ? NULL : host;
+}
+
 static int in_cluster_url(char **ret) {
-        const char *host = getenv("KUBERNETES_SERVICE_HOST"), *port = getenv("KUBERNETES_SERVICE_PORT");
-        if (isempty(host))
+        const char *host = in_cluster_host(), *port = getenv("KUBERNETES_SERVICE_PORT");
+        if (!host)
                 return -ENOENT;
         /* An IPv6 service address needs brackets in a URL. */
         bool v6 = strchr(host, ':') != NULL;
@@ -27,9 +32,9 @@ static int in_cluster_url(char **ret) {
         return 0;
 }
 
-int apiserver_endpoint_resolve(const char *url, const char *token_file, const char *ca_file,
-                               struct apiserver_endpoint *ret, const char **ret_reason) {
-        struct apiserver_endpoint ep = {};
+int kube_endpoint_resolve(const char *url, const char *token_file, const char *ca_file, struct kube_endpoint *ret,
+                          const char **ret_reason) {
+        struct kube_endpoint ep = {};
         bool in_cluster = !url;
         int r;
 
@@ -42,12 +47,12 @@ int apiserver_endpoint_resolve(const char *url, const char *token_file, const ch
         } else
                 r = strdup_or_null(url, &ep.url);
         if (r >= 0)
-                r = strdup_or_null(token_file ? token_file : in_cluster ? SERVICEACCOUNT_DIR "/token" : NULL,
+                r = strdup_or_null(token_file ? token_file : in_cluster ? KUBE_SERVICEACCOUNT_DIR "/token" : NULL,
                                    &ep.token_file);
         if (r >= 0)
-                r = strdup_or_null(ca_file ? ca_file : in_cluster ? SERVICEACCOUNT_DIR "/ca.crt" : NULL, &ep.ca_file);
+                r = strdup_or_null(ca_file ? ca_file : in_cluster ? KUBE_SERVICEACCOUNT_DIR "/ca.crt" : NULL, &ep.ca_file);
         if (r < 0) {
-                apiserver_endpoint_done(&ep);
+                kube_endpoint_done(&ep);
                 return r;
         }
         size_t n = strlen(ep.url);
@@ -57,7 +62,32 @@ int apiserver_endpoint_resolve(const char *url, const char *token_file, const ch
         return 0;
 }
 
-void apiserver_endpoint_done(struct apiserver_endpoint *ep) {
+int kube_endpoint_from_config(const struct config *c, const char *token_file, struct kube_endpoint *ret,
+                              const char **ret_reason) {
+        return kube_endpoint_resolve(config_value(c, "apiserver", "url"),
+                                     token_file ? token_file : config_value(c, "apiserver", "token-file"),
+                                     config_value(c, "apiserver", "ca-file"), ret, ret_reason);
+}
+
+bool kube_endpoint_configured(const struct config *c) {
+        return config_value(c, "apiserver", "url") || in_cluster_host();
+}
+
+int kube_endpoint_copy(const struct kube_endpoint *ep, struct kube_endpoint *ret) {
+        struct kube_endpoint c = {};
+        int r;
+
+        if ((r = strdup_or_null(ep->url, &c.url)) < 0 || (r = strdup_or_null(ep->token_file, &c.token_file)) < 0 ||
+            (r = strdup_or_null(ep->ca_file, &c.ca_file)) < 0 || (r = strdup_or_null(ep->client_cert, &c.client_cert)) < 0 ||
+            (r = strdup_or_null(ep->client_key, &c.client_key)) < 0) {
+                kube_endpoint_done(&c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+void kube_endpoint_done(struct kube_endpoint *ep) {
         free(ep->url);
         free(ep->token_file);
         free(ep->ca_file);
@@ -66,16 +96,16 @@ void apiserver_endpoint_done(struct apiserver_endpoint *ep) {
         if (ep->token)
                 explicit_bzero(ep->token, strlen(ep->token));
         free(ep->token);
-        *ep = (struct apiserver_endpoint) {};
+        *ep = (struct kube_endpoint) {};
 }
 
-bool apiserver_endpoint_equal(const struct apiserver_endpoint *a, const struct apiserver_endpoint *b) {
+bool kube_endpoint_equal(const struct kube_endpoint *a, const struct kube_endpoint *b) {
         return streq_ptr(a->url, b->url) && streq_ptr(a->token_file, b->token_file) &&
                streq_ptr(a->ca_file, b->ca_file) && streq_ptr(a->client_cert, b->client_cert) &&
                streq_ptr(a->client_key, b->client_key);
 }
 
-int apiserver_endpoint_refresh_token(struct apiserver_endpoint *ep) {
+int kube_endpoint_refresh_token(struct kube_endpoint *ep) {
         _cleanup_free_ char *data = NULL;
         struct stat st;
         size_t size;
@@ -96,8 +126,10 @@ int apiserver_endpoint_refresh_token(struct apiserver_endpoint *ep) {
         /* Tokens are written with a trailing newline more often than not. */
         while (size > 0 && strchr(" \t\r\n", data[size - 1]))
                 data[--size] = 0;
-        if (size == 0 || strpbrk(data, "\r\n"))
+        if (size == 0 || strpbrk(data, "\r\n")) {
+                explicit_bzero(data, size);
                 return -EBADMSG;
+        }
         if (ep->token) {
                 explicit_bzero(ep->token, strlen(ep->token));
                 free(ep->token);
@@ -108,15 +140,20 @@ int apiserver_endpoint_refresh_token(struct apiserver_endpoint *ep) {
         return 1;
 }
 
-int apiserver_endpoint_request(struct apiserver_endpoint *ep, const char *path_and_query, long timeout_ms,
-                               CURL **ret) {
+int kube_endpoint_request_as(struct kube_endpoint *ep, const char *path_and_query, long timeout_ms,
+                             const char *cert_file, const char *key_file, CURL **ret) {
         _cleanup_free_ char *url = NULL;
+        const char *token = NULL;
         CURL *c;
         int r;
 
-        r = apiserver_endpoint_refresh_token(ep);
-        if (r < 0 && !ep->token)
-                return r; /* never read one: cannot authenticate */
+        if (!cert_file || !key_file) {
+                cert_file = key_file = NULL;
+                r = kube_endpoint_refresh_token(ep);
+                if (r < 0 && !ep->token)
+                        return r; /* never read one: cannot authenticate */
+                token = ep->token;
+        }
         if (asprintf(&url, "%s%s", ep->url, path_and_query) < 0)
                 return -ENOMEM;
         c = curl_easy_init();
@@ -135,14 +172,18 @@ int apiserver_endpoint_request(struct apiserver_endpoint *ep, const char *path_a
                   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
                   (timeout_ms <= 0 || curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms) == CURLE_OK) &&
                   (!ep->ca_file || curl_easy_setopt(c, CURLOPT_CAINFO, ep->ca_file) == CURLE_OK) &&
-                  (!ep->client_cert || curl_easy_setopt(c, CURLOPT_SSLCERT, ep->client_cert) == CURLE_OK) &&
-                  (!ep->client_key || curl_easy_setopt(c, CURLOPT_SSLKEY, ep->client_key) == CURLE_OK) &&
-                  (!ep->token || (curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BEARER) == CURLE_OK &&
-                                  curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, ep->token) == CURLE_OK));
+                  (!cert_file || curl_easy_setopt(c, CURLOPT_SSLCERT, cert_file) == CURLE_OK) &&
+                  (!key_file || curl_easy_setopt(c, CURLOPT_SSLKEY, key_file) == CURLE_OK) &&
+                  (!token || (curl_easy_setopt(c, CURLOPT_HTTPAUTH, CURLAUTH_BEARER) == CURLE_OK &&
+                              curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, token) == CURLE_OK));
         if (!ok) {
                 curl_easy_cleanup(c);
                 return -ENOMEM;
         }
         *ret = c;
         return 0;
+}
+
+int kube_endpoint_request(struct kube_endpoint *ep, const char *path_and_query, long timeout_ms, CURL **ret) {
+        return kube_endpoint_request_as(ep, path_and_query, timeout_ms, ep->client_cert, ep->client_key, ret);
 }
