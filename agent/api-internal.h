@@ -16,12 +16,25 @@
 
 #define API_PARAMS_MAX 8
 
+/* One route of the table. Requests hold a reference to the entry they matched (for its
+ * handler and, in metrics, its pattern), so a route removed while a request of it is in
+ * flight stays readable until that request is freed; a removed route's handler is never
+ * called again. */
 struct route_entry {
+        unsigned n_ref;
+        bool removed;
+        const struct api_routes *owner; /* the set it was added with, NULL: for the API's life */
         char *method;
         char *pattern;
         api_handler_fn handler;
         bool privileged;
         void *userdata;
+};
+
+/* Routes added together by one api_add_routes() call, removed together. */
+struct api_routes {
+        struct api *api; /* NULL once the API is gone */
+        struct api_routes *prev, *next;
 };
 
 struct api {
@@ -44,6 +57,7 @@ struct api {
 
         struct route_entry **routes; /* each entry allocated alone: requests point at them */
         size_t n_routes;
+        struct api_routes *route_sets; /* handed out by api_add_routes(), removable */
 
         struct api_request *requests; /* every live request, so api_free() can resume them */
 
@@ -104,7 +118,7 @@ struct api_request {
         char *path;
         char **segments; /* of the raw path, percent-decoded */
         size_t n_segments;
-        const struct route_entry *route;
+        struct route_entry *route; /* a reference */
         unsigned params[API_PARAMS_MAX];
         unsigned n_params;
         struct api_peer peer;
@@ -132,6 +146,8 @@ struct api_request {
 
 /* Makes MHD run again soon: after a resume, MHD has work that its epoll fd may not show. */
 void api_kick(struct api *a);
+struct route_entry *route_entry_ref(struct route_entry *e);
+struct route_entry *route_entry_unref(struct route_entry *e);
 /* root, or a member of socket-group (checked against the connection's credentials). */
 bool conn_privileged(const struct api *a, const struct api_conn *c);
 /* The connection sent a request line: it no longer counts as fresh. */

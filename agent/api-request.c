@@ -31,6 +31,7 @@ static struct api_request *request_free(struct api_request *r) {
         if (r->next)
                 r->next->prev = r->prev;
         sd_event_source_disable_unref(r->hangup_watch);
+        route_entry_unref(r->route);
         if (r->response)
                 MHD_destroy_response(r->response);
         for (size_t i = 0; i < r->n_segments; i++)
@@ -308,12 +309,12 @@ static int request_route(struct api_request *r, char **ret_allow) {
         int k;
 
         for (size_t i = 0; i < a->n_routes; i++) {
-                const struct route_entry *e = a->routes[i];
+                struct route_entry *e = a->routes[i];
 
                 if (!pattern_match(e->pattern, r->segments, r->n_segments, params, &n_params))
                         continue;
                 if (method_matches(e->method, r->method)) {
-                        r->route = e;
+                        r->route = route_entry_ref(e);
                         memcpy(r->params, params, sizeof(params));
                         r->n_params = n_params;
                         return 0;
@@ -470,6 +471,12 @@ static void request_dispatch(struct api_request *r) {
 
         if (r->body_too_large) {
                 (void) request_respond_error(r, 413, "request body too large");
+                return;
+        }
+        /* Its owner removed the route while the body arrived: the handler's userdata may be
+         * gone, and the route is no longer served. */
+        if (r->route->removed) {
+                (void) request_respond_error(r, 404, "not found");
                 return;
         }
         r->state = REQUEST_DISPATCHED;

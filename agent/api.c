@@ -398,8 +398,14 @@ int api_quiesce(struct api *a, api_idle_fn idle, void *userdata) {
 
 /* ---- the API object ---- */
 
-static struct route_entry *route_entry_free(struct route_entry *e) {
-        if (!e)
+struct route_entry *route_entry_ref(struct route_entry *e) {
+        if (e)
+                e->n_ref++;
+        return e;
+}
+
+struct route_entry *route_entry_unref(struct route_entry *e) {
+        if (!e || --e->n_ref > 0)
                 return NULL;
         free(e->method);
         free(e->pattern);
@@ -573,8 +579,11 @@ struct api *api_free(struct api *a) {
         if (a->unlink_on_free && a->socket_path)
                 (void) unlink(a->socket_path);
         for (size_t i = 0; i < a->n_routes; i++)
-                route_entry_free(a->routes[i]);
+                route_entry_unref(a->routes[i]);
         free(a->routes);
+        /* Their holders free them later, without an API to remove them from. */
+        for (struct api_routes *h = a->route_sets; h; h = h->next)
+                h->api = NULL;
         free(a->uid_counts);
         free(a->socket_path);
         free(a->access_path);
@@ -583,19 +592,22 @@ struct api *api_free(struct api *a) {
         return NULL;
 }
 
-static struct route_entry *route_entry_new(const struct api_route *route, void *userdata) {
+static struct route_entry *route_entry_new(const struct api_route *route, void *userdata,
+                                           const struct api_routes *owner) {
         struct route_entry *e;
 
         e = calloc(1, sizeof(*e));
         if (!e)
                 return NULL;
+        e->n_ref = 1; /* the table's */
+        e->owner = owner;
         e->method = strdup(route->method);
         e->pattern = strdup(route->pattern);
         e->handler = route->handler;
         e->privileged = route->privileged;
         e->userdata = userdata;
         if (!e->method || !e->pattern)
-                return route_entry_free(e);
+                return route_entry_unref(e);
         return e;
 }
 
@@ -607,7 +619,9 @@ static int route_check(const struct api_route *route) {
         return 0;
 }
 
-int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata) {
+int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
+                   struct api_routes **ret) {
+        _cleanup_free_ struct api_routes *set = NULL;
         struct route_entry **grown;
         size_t added;
         int r;
@@ -619,25 +633,69 @@ int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void
                 if (r < 0)
                         return r;
         }
-        if (n == 0)
-                return 0;
-        grown = realloc(a->routes, (a->n_routes + n) * sizeof(*grown));
+        if (ret) {
+                set = calloc(1, sizeof(*set));
+                if (!set)
+                        return -ENOMEM;
+                set->api = a;
+        }
+        grown = realloc(a->routes, (a->n_routes + n + 1) * sizeof(*grown));
         if (!grown)
                 return -ENOMEM;
         a->routes = grown;
         for (added = 0; added < n; added++) {
-                a->routes[a->n_routes + added] = route_entry_new(&routes[added], userdata);
+                a->routes[a->n_routes + added] = route_entry_new(&routes[added], userdata, set);
                 if (!a->routes[a->n_routes + added])
                         break;
         }
         if (added < n) {
                 /* All or nothing. */
                 for (size_t i = 0; i < added; i++)
-                        route_entry_free(a->routes[a->n_routes + i]);
+                        route_entry_unref(a->routes[a->n_routes + i]);
                 return -ENOMEM;
         }
         a->n_routes += n;
+        if (set) {
+                set->next = a->route_sets;
+                if (a->route_sets)
+                        a->route_sets->prev = set;
+                a->route_sets = set;
+                *ret = TAKE_PTR(set);
+        }
         return 0;
+}
+
+struct api_routes *api_routes_free(struct api_routes *set) {
+        struct api *a;
+        size_t kept = 0;
+
+        if (!set)
+                return NULL;
+        a = set->api;
+        if (a) {
+                for (size_t i = 0; i < a->n_routes; i++) {
+                        struct route_entry *e = a->routes[i];
+                        if (e->owner == set) {
+                                e->removed = true;
+                                e->owner = NULL;
+                                route_entry_unref(e);
+                        } else
+                                a->routes[kept++] = e;
+                }
+                a->n_routes = kept;
+                if (set->prev)
+                        set->prev->next = set->next;
+                else
+                        a->route_sets = set->next;
+                if (set->next)
+                        set->next->prev = set->prev;
+        }
+        free(set);
+        return NULL;
+}
+
+size_t api_route_count(const struct api *a) {
+        return a ? a->n_routes : 0;
 }
 
 int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid) {

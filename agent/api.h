@@ -69,8 +69,19 @@ int api_quiesce(struct api *a, api_idle_fn idle, void *userdata);
 /* How many requests api_quiesce() still waits for: in progress, or connections with none yet. */
 unsigned api_busy(const struct api *a);
 
-/* Routes are matched in registration order; userdata is passed to the handler. */
-int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata);
+/* Routes are matched in registration order; userdata is passed to the handler. With ret, the
+ * routes are removed again by api_routes_free(*ret) (a module's stop() does, so a module
+ * started again adds them once more, not twice); without, they live as long as the API. */
+struct api_routes;
+int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
+                   struct api_routes **ret);
+/* Removes the routes: requests to them get 404 from now on; one already being served keeps
+ * its route until it is answered, but its handler is never called again. Accepts NULL, also
+ * after the API is gone. */
+struct api_routes *api_routes_free(struct api_routes *set);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_routes *, api_routes_free);
+/* The routes being served (for tests and status). */
+size_t api_route_count(const struct api *a);
 /* Changes who counts as privileged (socket-group) and the socket file's mode and group on
  * reload. */
 int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid);

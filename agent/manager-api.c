@@ -158,7 +158,7 @@ static const struct api_route core_routes[] = {
 };
 
 int manager_api_register(struct manager *m) {
-        return api_add_routes(m->api, core_routes, ELEMENTSOF(core_routes), m);
+        return api_add_routes(m->api, core_routes, ELEMENTSOF(core_routes), m, NULL);
 }
 
 /* ---- core metrics ---- */

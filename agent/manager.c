@@ -701,7 +701,7 @@ int manager_start(struct manager *m) {
 
         r = pod_store_add_observer(m->pods, manager_pod_changed, m);
         if (r >= 0)
-                r = pod_watch_hub_new(m->pods, &m->pod_watch);
+                r = pod_watch_hub_new(m->event, m->pods, &m->pod_watch);
         if (r < 0)
                 return log_error_errno(r, "Failed to observe the pod store: %m");
         r = manager_start_api(m);

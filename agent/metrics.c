@@ -42,6 +42,19 @@ struct metric_family {
          * not grow with the number of series elsewhere (or here). */
         struct metric_series **table;
         size_t table_size;
+
+        /* Registered by metrics_family() (for the process's life), or held by registrations.
+         * Neither: retired — not rendered, no series, samples dropped. */
+        bool pinned;
+        unsigned holders;
+};
+
+struct metrics_registration {
+        struct metrics *metrics;
+        struct metric_family **families;
+        size_t n_families;
+        metrics_collector_fn collect;
+        void *userdata;
 };
 
 struct collector {
@@ -323,9 +336,14 @@ oom:
         return -ENOMEM;
 }
 
-int metrics_family(struct metrics *m, enum metric_type type, const char *name, const char *help,
-                   const char *const *label_names, const double *buckets, size_t n_buckets,
-                   struct metric_family **ret) {
+static bool family_live(const struct metric_family *f) {
+        return f->pinned || f->holders > 0;
+}
+
+/* The family called name, made if there is none; the caller pins or holds it. */
+static int family_get(struct metrics *m, enum metric_type type, const char *name, const char *help,
+                      const char *const *label_names, const double *buckets, size_t n_buckets,
+                      struct metric_family **ret) {
         struct metric_family *f, **grown;
         size_t n_labels, idx;
         bool found;
@@ -355,8 +373,7 @@ int metrics_family(struct metrics *m, enum metric_type type, const char *name, c
                 f = m->families[idx];
                 if (f->type != type || !family_same_shape(f, label_names, n_labels, buckets, n_buckets))
                         return -EEXIST;
-                if (ret)
-                        *ret = f;
+                *ret = f;
                 return 0;
         }
 
@@ -371,6 +388,18 @@ int metrics_family(struct metrics *m, enum metric_type type, const char *name, c
         memmove(m->families + idx + 1, m->families + idx, (m->n_families - idx) * sizeof(*m->families));
         m->families[idx] = f;
         m->n_families++;
+        *ret = f;
+        return 0;
+}
+
+int metrics_family(struct metrics *m, enum metric_type type, const char *name, const char *help,
+                   const char *const *label_names, const double *buckets, size_t n_buckets,
+                   struct metric_family **ret) {
+        struct metric_family *f;
+        int r = family_get(m, type, name, help, label_names, buckets, n_buckets, &f);
+        if (r < 0)
+                return r;
+        f->pinned = true;
         if (ret)
                 *ret = f;
         return 0;
@@ -419,6 +448,8 @@ int metric_add(struct metric_family *f, double value, ...) {
         /* Counters only go up; a negative increment is a bug in the caller. */
         if (f->type == METRIC_COUNTER && !(value >= 0))
                 return -EINVAL;
+        if (!family_live(f))
+                return 0;
         va_start(ap, value);
         r = family_series_get(f, ap, &s);
         va_end(ap);
@@ -435,6 +466,8 @@ int metric_set(struct metric_family *f, double value, ...) {
 
         if (!f || f->type != METRIC_GAUGE)
                 return -EINVAL;
+        if (!family_live(f))
+                return 0;
         va_start(ap, value);
         r = family_series_get(f, ap, &s);
         va_end(ap);
@@ -451,6 +484,8 @@ int metric_observe(struct metric_family *f, double value, ...) {
 
         if (!f || f->type != METRIC_HISTOGRAM)
                 return -EINVAL;
+        if (!family_live(f))
+                return 0;
         va_start(ap, value);
         r = family_series_get(f, ap, &s);
         va_end(ap);
@@ -637,7 +672,8 @@ int metrics_render(struct metrics *m, char **ret_text, size_t *ret_size) {
         if (!out)
                 return -ENOMEM;
         for (size_t i = 0; i < m->n_families; i++)
-                write_family(out, m->families[i]);
+                if (family_live(m->families[i]))
+                        write_family(out, m->families[i]);
         if (fflush(out) != 0 || ferror(out)) {
                 fclose(out);
                 free(text);
@@ -653,12 +689,69 @@ int metrics_render(struct metrics *m, char **ret_text, size_t *ret_size) {
         return 0;
 }
 
-int metrics_families(struct metrics *m, const struct metric_def *defs, size_t n) {
+struct metrics_registration *metrics_registration_free(struct metrics_registration *reg) {
+        if (!reg)
+                return NULL;
+        for (size_t i = 0; i < reg->n_families; i++) {
+                struct metric_family *f = reg->families[i];
+                /* Retired, not freed: a late sample through a pointer someone kept is dropped,
+                 * and registering the name again brings the same family back, empty. */
+                if (--f->holders == 0 && !f->pinned)
+                        family_drop_series(f);
+        }
+        if (reg->collect)
+                metrics_remove_collector(reg->metrics, reg->collect, reg->userdata);
+        free(reg->families);
+        free(reg);
+        return NULL;
+}
+
+int metrics_register(struct metrics *m, const struct metric_def *defs, size_t n, metrics_collector_fn collect,
+                     void *userdata, struct metrics_registration **ret) {
+        _cleanup_(metrics_registration_freep) struct metrics_registration *reg = NULL;
+        int r;
+
+        if (!m || (!defs && n > 0) || !ret)
+                return -EINVAL;
+        reg = calloc(1, sizeof(*reg));
+        if (!reg)
+                return -ENOMEM;
+        reg->metrics = m;
+        reg->families = calloc(MAX(n, (size_t) 1), sizeof(*reg->families));
+        if (!reg->families)
+                return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
-                int r = metrics_family(m, defs[i].type, defs[i].name, defs[i].help, defs[i].labels, defs[i].buckets,
-                                       defs[i].n_buckets, defs[i].f);
+                struct metric_family *f;
+                r = family_get(m, defs[i].type, defs[i].name, defs[i].help, defs[i].labels, defs[i].buckets,
+                               defs[i].n_buckets, &f);
                 if (r < 0)
                         return r;
+                /* Brought back from retirement: as new, with a label-less family's one series. */
+                if (!family_live(f) && f->n_labels == 0 && f->n_series == 0 &&
+                    !family_series_new(f, NULL, values_hash(NULL, 0)))
+                        return -ENOMEM;
+                f->holders++;
+                reg->families[reg->n_families++] = f;
+                *defs[i].f = f;
         }
+        if (collect) {
+                r = metrics_add_collector(m, collect, userdata);
+                if (r < 0)
+                        return r;
+                reg->collect = collect;
+                reg->userdata = userdata;
+        }
+        *ret = TAKE_PTR(reg);
         return 0;
+}
+
+size_t metrics_family_count(const struct metrics *m) {
+        size_t n = 0;
+        for (size_t i = 0; m && i < m->n_families; i++)
+                n += family_live(m->families[i]);
+        return n;
+}
+
+size_t metrics_collector_count(const struct metrics *m) {
+        return m ? m->n_collectors : 0;
 }

@@ -24,7 +24,8 @@ int metrics_new(struct metrics **ret);
 struct metrics *metrics_free(struct metrics *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct metrics *, metrics_free);
 
-/* label_names: NULL-terminated list (may be NULL for none). For histograms, buckets are the
+/* A family for the process's life (the core's own). label_names: NULL-terminated list (may be
+ * NULL for none). For histograms, buckets are the
  * upper bounds in increasing order (+Inf is implicit); NULL uses the default latency buckets
  * (0.001 .. 10 seconds). Returns the existing family if name is already registered with the
  * same type, -EEXIST if with another type, -EINVAL for a bad name. */
@@ -32,7 +33,7 @@ int metrics_family(struct metrics *m, enum metric_type type, const char *name, c
                    const char *const *label_names, const double *buckets, size_t n_buckets,
                    struct metric_family **ret);
 
-/* A module's metric families as a table: metrics_families() registers each row and stores the
+/* A module's metric families as a table: metrics_register() registers each row and stores the
  * family in *f. Rows with buckets NULL use the default latency buckets (histograms only). */
 struct metric_def {
         enum metric_type type;
@@ -42,7 +43,6 @@ struct metric_def {
         size_t n_buckets;
         struct metric_family **f;
 };
-int metrics_families(struct metrics *m, const struct metric_def *defs, size_t n);
 
 /* The label values follow in the order of label_names given at creation. They are copied and
  * escaped on output. Unknown series are created on first use. Errors (ENOMEM, wrong number of
@@ -58,6 +58,20 @@ void metric_family_reset(struct metric_family *f);
 typedef void (*metrics_collector_fn)(struct metrics *m, void *userdata);
 int metrics_add_collector(struct metrics *m, metrics_collector_fn fn, void *userdata);
 void metrics_remove_collector(struct metrics *m, metrics_collector_fn fn, void *userdata);
+
+/* What one owner (a module) registered: its families and its collector (collect may be NULL),
+ * released together by metrics_registration_free() — a module's stop() does, so a module
+ * started again registers them once more, not twice. A released family is no longer rendered
+ * and forgets its series, unless metrics_family() or another registration still holds it; a
+ * sample written to it meanwhile is dropped. */
+struct metrics_registration;
+int metrics_register(struct metrics *m, const struct metric_def *defs, size_t n, metrics_collector_fn collect,
+                     void *userdata, struct metrics_registration **ret);
+struct metrics_registration *metrics_registration_free(struct metrics_registration *reg);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct metrics_registration *, metrics_registration_free);
+/* Families rendered and collectors registered (for tests and status). */
+size_t metrics_family_count(const struct metrics *m);
+size_t metrics_collector_count(const struct metrics *m);
 
 /* Runs the collectors, then writes every family (sorted by name, series in creation order). */
 int metrics_render(struct metrics *m, char **ret_text, size_t *ret_size);

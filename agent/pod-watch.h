@@ -14,7 +14,7 @@
 
 struct pod_watch_hub;
 
-int pod_watch_hub_new(struct pod_store *store, struct pod_watch_hub **ret);
+int pod_watch_hub_new(sd_event *e, struct pod_store *store, struct pod_watch_hub **ret);
 /* Ends every stream (the response finishes cleanly) and stops observing the store. */
 struct pod_watch_hub *pod_watch_hub_free(struct pod_watch_hub *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod_watch_hub *, pod_watch_hub_free);

@@ -38,7 +38,7 @@ struct apiserver {
         struct kube_endpoint endpoint;
         struct reflector *reflector;
         struct reflector_metrics metrics;
-        bool collector_added;
+        struct metrics_registration *metrics_reg; /* the families above and the collector */
 
         /* The Node object's pod CIDR for podnet (FACT_NODE_POD_CIDR, published while the
          * reflector exists): read on request, after the first pod list, retried with backoff
@@ -263,6 +263,7 @@ static struct apiserver *apiserver_free_data(struct apiserver *a) {
                 return NULL;
         node_fetch_stop(a);
         a->reflector = reflector_free(a->reflector);
+        metrics_registration_free(a->metrics_reg);
         kube_endpoint_done(&a->endpoint);
         config_object_free(apiserver_keys, a->settings);
         free(a);
@@ -320,7 +321,9 @@ static void collect_apiserver(struct metrics *metrics, void *userdata) {
         (void) metric_set(a->metrics.last_sync, (double) reflector_last_sync(a->reflector) / USEC_PER_SEC);
 }
 
-static int apiserver_register_metrics(struct manager *m, struct reflector_metrics *ret) {
+static int apiserver_register_metrics(struct module_instance *mi) {
+        struct apiserver *a = mi->data;
+        struct reflector_metrics *ret = &a->metrics;
         static const char *const verb_code[] = { "verb", "code", NULL };
         static const char *const type[] = { "type", NULL };
         static const char *const kind[] = { "kind", NULL };
@@ -334,7 +337,10 @@ static int apiserver_register_metrics(struct manager *m, struct reflector_metric
                 { METRIC_GAUGE, "pinion_apiserver_cache_pods", "Pods of this node known from the apiserver.", NULL, NULL, 0, &ret->cache_pods },
                 { METRIC_GAUGE, "pinion_apiserver_last_sync_timestamp_seconds", "When the last list or watch event arrived, seconds since the Unix epoch.", NULL, NULL, 0, &ret->last_sync },
         };
-        return metrics_families(m->metrics, families, ELEMENTSOF(families));
+        if (a->metrics_reg)
+                return 0;
+        return metrics_register(mi->manager->metrics, families, ELEMENTSOF(families), collect_apiserver, mi,
+                                &a->metrics_reg);
 }
 
 static int apiserver_start_reflector(struct module_instance *mi) {
@@ -361,11 +367,7 @@ static int apiserver_start_reflector(struct module_instance *mi) {
 
         r = manager_http(m, &http);
         if (r >= 0)
-                r = apiserver_register_metrics(m, &a->metrics);
-        if (r >= 0 && !a->collector_added) {
-                r = metrics_add_collector(m->metrics, collect_apiserver, mi);
-                a->collector_added = r >= 0;
-        }
+                r = apiserver_register_metrics(mi);
         if (r < 0)
                 return r;
         struct reflector_config rc = reflector_config_from(a->settings);
@@ -411,6 +413,7 @@ static int apiserver_stop(struct module_instance *mi) {
         struct apiserver *a = mi->data;
         node_fetch_stop(a);
         a->reflector = reflector_free(a->reflector);
+        a->metrics_reg = metrics_registration_free(a->metrics_reg);
         return 0;
 }
 
@@ -424,9 +427,6 @@ static int apiserver_status(struct module_instance *mi, cJSON *obj) {
 }
 
 static void apiserver_free(struct module_instance *mi) {
-        struct apiserver *a = mi->data;
-        if (a && a->collector_added)
-                metrics_remove_collector(mi->manager->metrics, collect_apiserver, mi);
         mi->data = apiserver_free_data(mi->data);
 }
 

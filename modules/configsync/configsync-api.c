@@ -16,61 +16,30 @@
 
 #define WAIT_MAX (10 * USEC_PER_MINUTE)
 
-struct config_waiter {
-        struct bundle *bundle;
-        struct api_request *req;
-        sd_event_source *timer;
-        usec_t wait;
-        struct config_waiter *next, *prev;
-};
-
-static void waiter_unlink(struct config_waiter *w) {
-        if (w->prev)
-                w->prev->next = w->next;
+/* The config became present: every waiter gets it. */
+static int on_wake(struct api_request *req, const char *name, uint64_t cookie, void *userdata) {
+        struct bundle *b = configsync_find(userdata, name);
+        cJSON *o = b ? bundle_to_json(b) : NULL;
+        if (o)
+                (void) api_reply_json(req, 200, o);
         else
-                w->bundle->waiters = w->next;
-        if (w->next)
-                w->next->prev = w->prev;
-        w->timer = sd_event_source_disable_unref(w->timer);
-        free(w);
+                (void) api_reply_error(req, b ? 500 : 404, b ? "out of memory" : "config %s is no longer configured", name);
+        return 1;
 }
 
-static void on_waiter_abort(struct api_request *req, void *userdata) {
-        waiter_unlink(userdata);
-}
-
-static int on_waiter_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
-        struct config_waiter *w = userdata;
-        struct api_request *req = w->req;
-        struct bundle *b = w->bundle;
-        usec_t wait = w->wait;
-
-        waiter_unlink(w);
-        (void) api_reply_error(req, 504, "config %s is not present after %.1fs%s%s", b->name,
-                               (double) wait / USEC_PER_SEC, b->last_error ? ": " : "", strempty(b->last_error));
-        return 0;
+static void on_wait_timeout(struct api_request *req, const char *name, usec_t wait, void *userdata) {
+        const struct bundle *b = configsync_find(userdata, name);
+        const char *error = b ? b->last_error : NULL;
+        (void) api_reply_error(req, 504, "config %s is not present after %.1fs%s%s", name, (double) wait / USEC_PER_SEC,
+                               error ? ": " : "", strempty(error));
 }
 
 void configsync_waiters_wake(struct bundle *b) {
-        while (b->waiters) {
-                struct config_waiter *w = b->waiters;
-                struct api_request *req = w->req;
-                waiter_unlink(w);
-                cJSON *o = bundle_to_json(b);
-                if (o)
-                        (void) api_reply_json(req, 200, o);
-                else
-                        (void) api_reply_error(req, 500, "out of memory");
-        }
+        waitq_wake(b->cs->waiters, b->name);
 }
 
 void configsync_waiters_fail(struct bundle *b, unsigned status, const char *why) {
-        while (b->waiters) {
-                struct config_waiter *w = b->waiters;
-                struct api_request *req = w->req;
-                waiter_unlink(w);
-                (void) api_reply_error(req, status, "config %s: %s", b->name, why);
-        }
+        waitq_fail(b->cs->waiters, b->name, status, "config %s: %s", b->name, why);
 }
 
 static struct configsync *api_configsync(struct module_instance *mi) {
@@ -185,7 +154,6 @@ static int handle_get(struct api_request *req, void *userdata) {
         struct bundle *b;
         usec_t wait = 0;
         unsigned status;
-        int r;
 
         if (wait_arg && (parse_duration(wait_arg, &wait) < 0 || wait > WAIT_MAX))
                 return api_reply_error(req, 400, "wait: expected a duration of at most 10m (e.g. 30s), got '%s'", wait_arg);
@@ -204,20 +172,7 @@ static int handle_get(struct api_request *req, void *userdata) {
                 return o ? api_reply_json(req, 200, o) : api_reply_error(req, 500, "out of memory");
         }
 
-        struct config_waiter *w = calloc(1, sizeof(*w));
-        if (!w)
-                return api_reply_error(req, 500, "out of memory");
-        *w = (struct config_waiter) { .bundle = b, .req = req, .wait = wait, .next = b->waiters };
-        r = sd_event_add_time_relative(mi->manager->event, &w->timer, CLOCK_MONOTONIC, wait, 0, on_waiter_timeout, w);
-        if (r < 0) {
-                free(w);
-                return api_reply_error(req, 500, "cannot arm a timer: %s", strerror(-r));
-        }
-        if (b->waiters)
-                b->waiters->prev = w;
-        b->waiters = w;
-        api_request_suspend(req, on_waiter_abort, w);
-        return 0;
+        return waitq_hold(cs->waiters, req, name, 0, wait);
 }
 
 static int handle_refresh(struct api_request *req, void *userdata) {
@@ -248,14 +203,18 @@ int configsync_api_register(struct module_instance *mi) {
                 { "GET", "/v1/configs/{}", handle_get, false },
                 { "POST", "/v1/configs/{}/refresh", handle_refresh, true },
         };
+        /* Init containers of every pod that declares a config may wait for it at once. */
+        static const struct waitq_ops ops = { .what = "config", .wake = on_wake, .expire = on_wait_timeout };
+        static const struct waitq_limits limits = { .per_key = 512, .total = 1000 };
         struct configsync *cs = mi->data;
         int r;
 
-        if (cs->routes_added || !mi->manager->api)
+        if (!cs->waiters) {
+                r = waitq_new(mi->manager->event, &ops, &limits, cs, &cs->waiters);
+                if (r < 0)
+                        return r;
+        }
+        if (cs->routes || !mi->manager->api)
                 return 0;
-        r = api_add_routes(mi->manager->api, routes, ELEMENTSOF(routes), mi);
-        if (r < 0)
-                return r;
-        cs->routes_added = true;
-        return 0;
+        return api_add_routes(mi->manager->api, routes, ELEMENTSOF(routes), mi, &cs->routes);
 }

@@ -277,7 +277,9 @@ static int configsync_register_metrics(struct configsync *cs) {
         };
         struct metrics *m = cs->mi->manager->metrics;
 
-        return metrics_families(m, families, ELEMENTSOF(families));
+        if (cs->metrics_reg)
+                return 0;
+        return metrics_register(m, families, ELEMENTSOF(families), collect_configsync, cs, &cs->metrics_reg);
 }
 
 /* ---- the module contract ---- */
@@ -290,9 +292,10 @@ static struct configsync *configsync_free_data(struct configsync *cs) {
         free(cs->bundles);
         if (cs->gate_added)
                 pod_gates_remove(cs->mi->manager->pod_gates, CONFIGSYNC_GATE);
-        if (cs->collector_added)
-                metrics_remove_collector(cs->mi->manager->metrics, collect_configsync, cs);
+        metrics_registration_free(cs->metrics_reg);
+        api_routes_free(cs->routes);
         configsync_settings_free(cs->settings);
+        cs->waiters = waitq_free(cs->waiters);
         free(cs->state_dir);
         free(cs);
         return NULL;
@@ -346,6 +349,7 @@ static int configsync_start(struct module_instance *mi) {
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_module_error_errno(CONFIGSYNC_MODULE, errno, "Cannot block SIGCHLD: %m");
 
+        free(cs->state_dir);
         cs->state_dir = path_join(m->settings.state_dir, "configsync");
         if (!cs->state_dir)
                 return -ENOMEM;
@@ -354,15 +358,15 @@ static int configsync_start(struct module_instance *mi) {
         r = configsync_register_metrics(cs);
         if (r < 0)
                 return r;
-        r = metrics_add_collector(m->metrics, collect_configsync, cs);
-        if (r < 0)
-                return r;
-        cs->collector_added = true;
-        /* Always: a pod that declares configs is held back even with no [config.*] here. */
-        r = pod_gates_add(m->pod_gates, CONFIGSYNC_GATE, configs_gate, cs);
-        if (r < 0)
-                return log_module_error_errno(CONFIGSYNC_MODULE, r, "Cannot add the pod gate: %m");
-        cs->gate_added = true;
+        /* Always: a pod that declares configs is held back even with no [config.*] here. (A
+         * stopped module keeps its gate, closed: started again, it opens it again.) */
+        if (!cs->gate_added) {
+                r = pod_gates_add(m->pod_gates, CONFIGSYNC_GATE, configs_gate, cs);
+                if (r < 0)
+                        return log_module_error_errno(CONFIGSYNC_MODULE, r, "Cannot add the pod gate: %m");
+                cs->gate_added = true;
+        }
+        cs->stopping = false;
         r = configsync_api_register(mi);
         if (r < 0)
                 return r;
@@ -468,6 +472,8 @@ static int configsync_stop(struct module_instance *mi) {
          * ("stopping"): modules stopped after this one (zkreg) must not see it open. */
         cs->stopping = true;
         cs->started = false;
+        cs->routes = api_routes_free(cs->routes);
+        cs->metrics_reg = metrics_registration_free(cs->metrics_reg);
         return 0;
 }
 

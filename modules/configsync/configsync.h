@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "module.h"
 #include "runner.h"
+#include "waitq.h"
 #include "zk-trigger.h"
 
 #define CONFIGSYNC_MODULE "configsync"
@@ -73,8 +74,6 @@ enum bundle_state {
         _BUNDLE_STATE_INVALID = -EINVAL,
 };
 
-struct config_waiter;
-
 struct bundle {
         struct configsync *cs;
         char *name;
@@ -115,8 +114,6 @@ struct bundle {
 
         struct zk_trigger *zk; /* zk-version-node, while zkreg publishes its session */
         unsigned n_zk_triggers;
-
-        struct config_waiter *waiters;
 };
 
 struct configsync {
@@ -126,7 +123,10 @@ struct configsync {
         size_t n_bundles;
         struct configsync_metrics metrics;
         char *state_dir; /* <state-dir>/configsync */
-        bool started, stopping, gate_added, collector_added, routes_added;
+        struct waitq *waiters; /* ?wait= long-polls, keyed by config name */
+        struct api_routes *routes;
+        struct metrics_registration *metrics_reg; /* metrics above and the collector */
+        bool started, stopping, gate_added;
 };
 
 const char *bundle_state_to_string(enum bundle_state s);

@@ -25,26 +25,6 @@
 #define MODULE "identity"
 #define WAIT_MAX (10 * USEC_PER_MINUTE)
 
-struct waiter {
-        struct identity *id;
-        struct waiter *next;
-        struct api_request *req;
-        char *uid;
-        unsigned generation;
-        sd_event_source *timer;
-};
-
-static void waiter_free(struct waiter *wt) {
-        struct waiter **p = &wt->id->waiters;
-        while (*p && *p != wt)
-                p = &(*p)->next;
-        if (*p)
-                *p = wt->next;
-        sd_event_source_disable_unref(wt->timer);
-        free(wt->uid);
-        free(wt);
-}
-
 static int reply_own(struct identity *id, struct api_request *req, const struct workload *w) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         cJSON *sans;
@@ -91,41 +71,27 @@ static int reply_for(struct identity *id, struct api_request *req, const char *u
         return reply_own(id, req, w);
 }
 
-void identity_wake_waiters(struct identity *id, const char *uid) {
-        for (struct waiter *wt = id->waiters, *next; wt; wt = next) {
-                next = wt->next;
-                if (!streq(wt->uid, uid))
-                        continue;
-                struct workload *w = workload_find(id, uid);
-                if (w && w->generation == wt->generation)
-                        continue;
-                struct api_request *req = wt->req;
-                waiter_free(wt);
-                (void) reply_for(id, req, uid);
-        }
-}
-
-void identity_drop_waiters(struct identity *id) {
-        while (id->waiters) {
-                struct api_request *req = id->waiters->req;
-                waiter_free(id->waiters);
-                (void) api_reply_error(req, 503, "the identity module is stopping");
-        }
-}
-
-static void on_abort(struct api_request *req, void *userdata) {
-        waiter_free(userdata);
-}
-
-static int on_wait_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
-        struct waiter *wt = userdata;
-        struct identity *id = wt->id;
-        struct api_request *req = wt->req;
-        _cleanup_free_ char *uid = TAKE_PTR(wt->uid);
-        wt->uid = NULL;
-        waiter_free(wt);
+/* A new certificate for the pod (or the pod gone): answer those who have not seen it. */
+static int on_wake(struct api_request *req, const char *uid, uint64_t generation, void *userdata) {
+        struct identity *id = userdata;
+        struct workload *w = workload_find(id, uid);
+        if (w && w->generation == generation)
+                return 0;
         (void) reply_for(id, req, uid);
-        return 0;
+        return 1;
+}
+
+static void on_wait_timeout(struct api_request *req, const char *uid, usec_t timeout, void *userdata) {
+        (void) reply_for(userdata, req, uid);
+}
+
+int identity_waiters_new(struct identity *id) {
+        static const struct waitq_ops ops = { .what = "pod", .wake = on_wake, .expire = on_wait_timeout };
+        /* A pod's containers each waiting for its certificate: a handful per pod. */
+        static const struct waitq_limits limits = { .per_key = 64, .total = 1000 };
+        if (id->waiters)
+                return 0;
+        return waitq_new(id->manager->event, &ops, &limits, id, &id->waiters);
 }
 
 static int overview(struct identity *id, struct api_request *req) {
@@ -201,23 +167,8 @@ static int handle_identity(struct api_request *req, void *userdata) {
         if (!timeout || !w)
                 return reply_for(id, req, uid);
 
-        struct waiter *wt = calloc(1, sizeof(*wt));
-        if (!wt)
-                return api_reply_error(req, 500, "out of memory");
-        wt->id = id;
-        wt->req = req;
-        wt->uid = TAKE_PTR(uid);
-        wt->generation = w->chain_pem ? w->generation : (unsigned) -1;
-        wt->next = id->waiters;
-        id->waiters = wt;
-        r = sd_event_add_time_relative(id->manager->event, &wt->timer, CLOCK_MONOTONIC, timeout, USEC_PER_MSEC * 10,
-                                       on_wait_timeout, wt);
-        if (r < 0) {
-                waiter_free(wt);
-                return api_reply_error(req, 500, "cannot arm a timer");
-        }
-        api_request_suspend(req, on_abort, wt);
-        return 0;
+        /* Held until the certificate changes from what it is now (none yet: any). */
+        return waitq_hold(id->waiters, req, uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
 }
 
 static int handle_bundle(struct api_request *req, void *userdata) {

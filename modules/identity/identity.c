@@ -254,28 +254,17 @@ static void collect_identity(struct metrics *metrics, void *userdata) {
 
 static int register_metrics(struct identity *id) {
         static const char *const kind[] = { "kind", NULL };
-        struct metrics *m = id->manager->metrics;
-        int r;
-        if ((r = metrics_family(m, METRIC_COUNTER, "pinion_identity_certificates_issued_total",
-                                "Certificates issued by kind (node, node-ca, workload), rotations not counted.", kind, NULL,
-                                0, &id->m_issued)) < 0 ||
-            (r = metrics_family(m, METRIC_COUNTER, "pinion_identity_certificates_rotated_total",
-                                "Certificates replaced before they expired, by kind.", kind, NULL, 0, &id->m_rotated)) < 0 ||
-            (r = metrics_family(m, METRIC_COUNTER, "pinion_identity_failures_total",
-                                "Failed attempts to get or issue a certificate, by kind.", kind, NULL, 0, &id->m_failed)) < 0 ||
-            (r = metrics_family(m, METRIC_GAUGE, "pinion_identity_next_expiry_seconds",
-                                "Seconds until the nearest certificate (node or workload) expires; negative once expired.",
-                                NULL, NULL, 0, &id->m_expiry)) < 0 ||
-            (r = metrics_family(m, METRIC_GAUGE, "pinion_identity_workload_certificates",
-                                "Pods holding a workload certificate.", NULL, NULL, 0, &id->m_workloads)) < 0)
-                return r;
-        if (!id->collector_added) {
-                r = metrics_add_collector(m, collect_identity, id);
-                if (r < 0)
-                        return r;
-                id->collector_added = true;
-        }
-        return 0;
+        const struct metric_def families[] = {
+                { METRIC_COUNTER, "pinion_identity_certificates_issued_total", "Certificates issued by kind (node, node-ca, workload), rotations not counted.", kind, NULL, 0, &id->m_issued },
+                { METRIC_COUNTER, "pinion_identity_certificates_rotated_total", "Certificates replaced before they expired, by kind.", kind, NULL, 0, &id->m_rotated },
+                { METRIC_COUNTER, "pinion_identity_failures_total", "Failed attempts to get or issue a certificate, by kind.", kind, NULL, 0, &id->m_failed },
+                { METRIC_GAUGE, "pinion_identity_next_expiry_seconds", "Seconds until the nearest certificate (node or workload) expires; negative once expired.", NULL, NULL, 0, &id->m_expiry },
+                { METRIC_GAUGE, "pinion_identity_workload_certificates", "Pods holding a workload certificate.", NULL, NULL, 0, &id->m_workloads },
+        };
+        if (id->metrics_reg)
+                return 0;
+        return metrics_register(id->manager->metrics, families, ELEMENTSOF(families), collect_identity, id,
+                                &id->metrics_reg);
 }
 
 /* ---- the module contract ---- */
@@ -487,11 +476,13 @@ static int identity_start(struct module_instance *mi) {
         if (r < 0)
                 return r;
         id->observing = true;
-        if (!id->routes_added) {
-                r = api_add_routes(m->api, identity_routes, identity_n_routes, id);
+        r = identity_waiters_new(id);
+        if (r < 0)
+                return r;
+        if (!id->routes) {
+                r = api_add_routes(m->api, identity_routes, identity_n_routes, id, &id->routes);
                 if (r < 0)
                         return r;
-                id->routes_added = true;
         }
         id->running = true;
 
@@ -518,7 +509,10 @@ static int identity_start(struct module_instance *mi) {
 static void identity_teardown(struct identity *id) {
         struct manager *m = id->manager;
         id->running = false;
-        identity_drop_waiters(id);
+        id->routes = api_routes_free(id->routes);
+        id->metrics_reg = metrics_registration_free(id->metrics_reg);
+        waitq_fail(id->waiters, NULL, 503, "the identity module is stopping");
+        id->waiters = waitq_free(id->waiters);
         if (id->published) {
                 (void) manager_publish(m, FACT_NODE_CREDENTIALS, NULL);
                 id->published = false;
@@ -619,8 +613,6 @@ static void identity_free(struct module_instance *mi) {
         if (!id)
                 return;
         identity_teardown(id);
-        if (id->collector_added)
-                metrics_remove_collector(mi->manager->metrics, collect_identity, id);
         free(id->bundle_pem);
         free(id->issuer_reason);
         kube_endpoint_done(&id->kube);

@@ -14,6 +14,7 @@
 #include "manager.h"
 #include "metrics.h"
 #include "signer.h"
+#include "waitq.h"
 
 #define IDENTITY_ANNOTATION "pinion.io/identity"
 
@@ -36,8 +37,6 @@ struct identity_settings {
         usec_t workload_cert_lifetime;
         char *pod_tls_dir;
 };
-
-struct waiter;
 
 struct workload {
         struct identity *id;
@@ -68,14 +67,16 @@ struct identity {
         char *issuer_reason;  /* why there is no issuer */
         struct node_credentials creds;
         struct kube_endpoint kube; /* the apiserver, from [apiserver] or the in-cluster environment */
-        bool published, gate_added, observing, routes_added, collector_added, running, issuer_owned;
+        struct api_routes *routes;
+        struct metrics_registration *metrics_reg; /* the families below and the collector */
+        bool published, gate_added, observing, running, issuer_owned;
 
         struct workload **workloads;
         size_t n_workloads;
         struct workload *queue_head, *queue_tail;
         sd_event_source *defer;
         sd_event_source *sweep_timer; /* the one pod-tls-dir sweep, once the pod store is complete */
-        struct waiter *waiters;
+        struct waitq *waiters; /* /v1/identity?wait= long-polls, keyed by pod uid */
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
 
@@ -98,6 +99,6 @@ int workload_status(const struct workload *w, cJSON *o);
 /* identity-api.c */
 extern const struct api_route identity_routes[];
 extern const size_t identity_n_routes;
-/* Answers the long-polls waiting for w (a new certificate, or w going away: w NULL, uid). */
-void identity_wake_waiters(struct identity *id, const char *uid);
-void identity_drop_waiters(struct identity *id);
+/* The queue of /v1/identity?wait= long-polls, woken (waitq_wake) with a pod's uid when its
+ * certificate changes or the pod goes away. */
+int identity_waiters_new(struct identity *id);

@@ -60,7 +60,9 @@ struct podnet {
         sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
         struct pending_deletion *pending; /* what the reaper is deleting for this run */
         size_t n_pending;
-        bool routes_added, collector_added, stopped;
+        struct api_routes *routes;
+        struct metrics_registration *metrics_reg; /* the families below and the collector */
+        bool stopped;
         bool failed; /* the request being answered failed (for the metric) */
 
         struct metric_family *m_ops;   /* pinion_podnet_operations_total{verb,result} */
@@ -795,30 +797,20 @@ static int podnet_register(struct module_instance *mi) {
         struct manager *m = mi->manager;
         int r;
 
-        r = metrics_family(m->metrics, METRIC_COUNTER, "pinion_podnet_operations_total",
-                           "CNI operations by verb (ADD, DEL, CHECK, STATUS, GC, VERSION; invalid: unparsable) and result (ok, error).",
-                           verb_result, NULL, 0, &p->m_ops);
-        if (r >= 0)
-                r = metrics_family(m->metrics, METRIC_HISTOGRAM, "pinion_podnet_setup_seconds",
-                                   "Time to wire a pod (a successful ADD: allocation, veth, addresses, routes).", NULL,
-                                   buckets, ELEMENTSOF(buckets), &p->m_setup);
-        if (r >= 0)
-                r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_podnet_pool_addresses",
-                                   "Pod CIDR addresses by state: allocated, quarantined (recently released), free, size (usable in all).",
-                                   state, NULL, 0, &p->m_pool);
-        if (r < 0)
-                return r;
-        if (!p->collector_added) {
-                r = metrics_add_collector(m->metrics, collect_podnet, mi);
+        const struct metric_def families[] = {
+                { METRIC_COUNTER, "pinion_podnet_operations_total", "CNI operations by verb (ADD, DEL, CHECK, STATUS, GC, VERSION; invalid: unparsable) and result (ok, error).", verb_result, NULL, 0, &p->m_ops },
+                { METRIC_HISTOGRAM, "pinion_podnet_setup_seconds", "Time to wire a pod (a successful ADD: allocation, veth, addresses, routes).", NULL, buckets, ELEMENTSOF(buckets), &p->m_setup },
+                { METRIC_GAUGE, "pinion_podnet_pool_addresses", "Pod CIDR addresses by state: allocated, quarantined (recently released), free, size (usable in all).", state, NULL, 0, &p->m_pool },
+        };
+        if (!p->metrics_reg) {
+                r = metrics_register(m->metrics, families, ELEMENTSOF(families), collect_podnet, mi, &p->metrics_reg);
                 if (r < 0)
                         return r;
-                p->collector_added = true;
         }
-        if (!p->routes_added) {
-                r = api_add_routes(m->api, routes, ELEMENTSOF(routes), mi);
+        if (!p->routes) {
+                r = api_add_routes(m->api, routes, ELEMENTSOF(routes), mi, &p->routes);
                 if (r < 0)
                         return r;
-                p->routes_added = true;
         }
         return 0;
 }
@@ -968,6 +960,10 @@ static int podnet_start(struct module_instance *mi) {
         r = podnet_register(mi);
         if (r < 0)
                 return r;
+        /* Started again after a stop: the pool is read back from its state file. */
+        p->stopped = false;
+        p->ipam = ipam_free(p->ipam);
+        p->host_netns_fd = safe_close(p->host_netns_fd);
         p->host_netns_fd = wire_open_host_netns();
         if (p->host_netns_fd < 0) {
                 module_set_state(mi, MODULE_FAILED, "cannot open the host network namespace: %s", strerror(-p->host_netns_fd));
@@ -1021,6 +1017,8 @@ static int podnet_stop(struct module_instance *mi) {
         struct podnet *p = mi->data;
         /* Nothing to drain: requests are answered on the loop as they come. Pods stay wired. */
         p->stopped = true;
+        p->routes = api_routes_free(p->routes);
+        p->metrics_reg = metrics_registration_free(p->metrics_reg);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         /* The deletion in progress finishes; queued ones stay recorded for the next start. */
         p->reaper = reaper_free(p->reaper);
@@ -1053,8 +1051,8 @@ static void podnet_free(struct module_instance *mi) {
 
         if (!p)
                 return;
-        if (p->collector_added)
-                metrics_remove_collector(mi->manager->metrics, collect_podnet, mi);
+        api_routes_free(p->routes);
+        metrics_registration_free(p->metrics_reg);
         p->reaper = reaper_free(p->reaper);
         pending_clear(p);
         p->ipam = ipam_free(p->ipam);

@@ -48,7 +48,9 @@ struct reclaim {
 
         bool have_hierarchy;
         enum memcg_version version;
-        bool observing, routes_added, collector_added, metrics_ok;
+        struct api_routes *routes;
+        struct metrics_registration *metrics_reg; /* ctx.metrics and the collector */
+        bool observing;
 };
 
 static int parse_pressure_level(const char *v, void *ret, const char **reason) {
@@ -366,7 +368,10 @@ static void on_pod(struct pod_store *store, const struct pod *old, const struct 
 
 /* ---- metrics ---- */
 
-static int register_metrics(struct manager *m, struct reclaim_metrics *ret) {
+static void collect_reclaim(struct metrics *metrics, void *userdata);
+
+static int register_metrics(struct reclaim *rc, struct manager *m) {
+        struct reclaim_metrics *ret = &rc->ctx.metrics;
         static const char *const target[] = { "target", NULL };
         static const char *const target_state[] = { "target", "state", NULL };
         static const char *const target_source[] = { "target", "source", NULL };
@@ -390,14 +395,14 @@ static int register_metrics(struct manager *m, struct reclaim_metrics *ret) {
                 { METRIC_HISTOGRAM, "pinion_reclaim_reaction_seconds", "From the wake-up that saw usage at or above high to the end of the reclaim.", target, reaction_buckets, ELEMENTSOF(reaction_buckets), &ret->reaction },
                 { METRIC_HISTOGRAM, "pinion_reclaim_step_seconds", "How long one reclaim write blocked the loop.", target, step_buckets, ELEMENTSOF(step_buckets), &ret->step_seconds },
         };
-        return metrics_families(m->metrics, families, ELEMENTSOF(families));
+        if (rc->metrics_reg)
+                return 0;
+        return metrics_register(m->metrics, families, ELEMENTSOF(families), collect_reclaim, rc, &rc->metrics_reg);
 }
 
 static void collect_reclaim(struct metrics *metrics, void *userdata) {
         struct reclaim *rc = userdata;
         (void) metrics;
-        if (!rc->metrics_ok)
-                return;
         /* Gauges are rebuilt: a target gone since the last scrape disappears. */
         metric_family_reset(rc->ctx.metrics.limit);
         metric_family_reset(rc->ctx.metrics.usage);
@@ -522,24 +527,17 @@ static int reclaim_start(struct module_instance *mi) {
         rc->ctx.state_changed = update_module_state;
         rc->ctx.cgroup_taken = cgroup_taken;
         rc->ctx.userdata = rc;
+        free(rc->ctx.record_dir);
         rc->ctx.record_dir = path_join(m->settings.state_dir, "reclaim");
         if (!rc->ctx.record_dir)
                 return -ENOMEM;
-        r = register_metrics(m, &rc->ctx.metrics);
+        r = register_metrics(rc, m);
         if (r < 0)
                 return r;
-        rc->metrics_ok = true;
-        if (!rc->collector_added) {
-                r = metrics_add_collector(m->metrics, collect_reclaim, rc);
+        if (!rc->routes) {
+                r = api_add_routes(m->api, reclaim_routes, ELEMENTSOF(reclaim_routes), mi, &rc->routes);
                 if (r < 0)
                         return r;
-                rc->collector_added = true;
-        }
-        if (!rc->routes_added) {
-                r = api_add_routes(m->api, reclaim_routes, ELEMENTSOF(reclaim_routes), mi);
-                if (r < 0)
-                        return r;
-                rc->routes_added = true;
         }
 
         /* A crash mid-step left a limit lowered: put it back before anything else. */
@@ -612,6 +610,8 @@ static int reclaim_stop(struct module_instance *mi) {
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         rc->observing = false;
         reclaim_free_targets(rc);
+        rc->routes = api_routes_free(rc->routes);
+        rc->metrics_reg = metrics_registration_free(rc->metrics_reg);
         return 0;
 }
 
@@ -647,8 +647,8 @@ static void reclaim_free(struct module_instance *mi) {
         if (rc->observing)
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         reclaim_free_targets(rc);
-        if (rc->collector_added)
-                metrics_remove_collector(mi->manager->metrics, collect_reclaim, rc);
+        api_routes_free(rc->routes);
+        metrics_registration_free(rc->metrics_reg);
         strv_free(rc->pod_errors);
         free(rc->ctx.record_dir);
         reclaim_settings_free(rc->settings);

@@ -43,8 +43,8 @@ struct zkreg {
         struct registry *registry;
         struct zookeeper_fact fact;
         bool published;
-        bool collector_added;
-        bool routes_added;
+        struct api_routes *routes;
+        struct metrics_registration *metrics_reg; /* the session families and the collector */
         bool stopping;
         sd_event_source *sync_timer; /* READY=1 does not wait for a ZooKeeper that is away */
         char *state_file;            /* <state-dir>/zkreg/session: our session, for a successor */
@@ -120,6 +120,8 @@ static struct zkreg *zkreg_free_data(struct zkreg *z) {
         z->reap_done = sd_event_source_disable_unref(z->reap_done);
         z->reaper = zk_session_free(z->reaper);
         free(z->state_file);
+        api_routes_free(z->routes);
+        metrics_registration_free(z->metrics_reg);
         z->registry = registry_free(z->registry);
         z->session = zk_session_free(z->session); /* closes the handle: no watcher fires after */
         z->watches = zk_watches_free(z->watches);
@@ -211,17 +213,16 @@ static void collect_zkreg(struct metrics *metrics, void *userdata) {
 
 static int zkreg_register_metrics(struct zkreg *z) {
         static const char *const state[] = { "state", NULL };
-        struct metrics *m = z->mi->manager->metrics;
+        const struct metric_def families[] = {
+                { METRIC_GAUGE, "pinion_zookeeper_session_state", "1 for the ZooKeeper session's current state (connecting, connected, suspended, expired, closed), else 0.", state, NULL, 0, &z->m_session_state },
+                { METRIC_COUNTER, "pinion_zookeeper_session_transitions_total", "ZooKeeper session state transitions by the state entered.", state, NULL, 0, &z->m_session_transitions },
+        };
         int r;
 
-        r = metrics_family(m, METRIC_GAUGE, "pinion_zookeeper_session_state",
-                           "1 for the ZooKeeper session's current state (connecting, connected, suspended, expired, closed), else 0.",
-                           state, NULL, 0, &z->m_session_state);
-        if (r < 0)
-                return r;
-        r = metrics_family(m, METRIC_COUNTER, "pinion_zookeeper_session_transitions_total",
-                           "ZooKeeper session state transitions by the state entered.", state, NULL, 0,
-                           &z->m_session_transitions);
+        if (z->metrics_reg)
+                return 0;
+        r = metrics_register(z->mi->manager->metrics, families, ELEMENTSOF(families), collect_zkreg, z->mi,
+                             &z->metrics_reg);
         if (r < 0)
                 return r;
         for (enum zk_session_state i = 0; i < _ZK_SESSION_STATE_MAX; i++)
@@ -488,17 +489,10 @@ static int zkreg_start(struct module_instance *mi) {
         r = registry_new(m, z->session, &rc, &z->registry);
         if (r < 0)
                 return r;
-        if (!z->collector_added) {
-                r = metrics_add_collector(m->metrics, collect_zkreg, mi);
+        if (!z->routes && m->api) {
+                r = api_add_routes(m->api, zkreg_routes, ELEMENTSOF(zkreg_routes), mi, &z->routes);
                 if (r < 0)
                         return r;
-                z->collector_added = true;
-        }
-        if (!z->routes_added && m->api) {
-                r = api_add_routes(m->api, zkreg_routes, ELEMENTSOF(zkreg_routes), mi);
-                if (r < 0)
-                        return r;
-                z->routes_added = true;
         }
 
         z->fact = (struct zookeeper_fact) {
@@ -570,6 +564,8 @@ static int zkreg_stop(struct module_instance *mi) {
         if (!z->session)
                 return 0;
         z->stopping = true;
+        z->routes = api_routes_free(z->routes);
+        z->metrics_reg = metrics_registration_free(z->metrics_reg);
         z->sync_timer = sd_event_source_disable_unref(z->sync_timer);
         if (z->published) {
                 (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
@@ -621,8 +617,6 @@ static void zkreg_free(struct module_instance *mi) {
                 z->published = false;
                 zk_watches_cancel_all(z->watches);
         }
-        if (z && z->collector_added)
-                metrics_remove_collector(mi->manager->metrics, collect_zkreg, mi);
         mi->data = zkreg_free_data(z);
 }
 

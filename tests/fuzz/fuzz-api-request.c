@@ -132,7 +132,7 @@ static int setup(void) {
 
         snprintf(socket_path, sizeof(socket_path), "/tmp/pinion-fuzz-api-%d.sock", (int) getpid());
         if (sd_event_new(&event) < 0 || metrics_new(&metrics) < 0 || api_new(event, &opts, metrics, &api) < 0 ||
-            api_add_routes(api, routes, sizeof(routes) / sizeof(routes[0]), NULL) < 0) {
+            api_add_routes(api, routes, sizeof(routes) / sizeof(routes[0]), NULL, NULL) < 0) {
                 fprintf(stderr, "fuzz-api-request: setup failed\n");
                 abort();
         }

@@ -335,7 +335,7 @@ static void api_start(struct fixture *f, mode_t mode, gid_t gid, bool with_metri
         };
 
         assert_int_equal(api_new(f->event, &opts, with_metrics ? f->metrics : NULL, &f->api), 0);
-        assert_int_equal(api_add_routes(f->api, test_routes, ELEMENTSOF(test_routes), f), 0);
+        assert_int_equal(api_add_routes(f->api, test_routes, ELEMENTSOF(test_routes), f, NULL), 0);
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
@@ -1107,7 +1107,7 @@ static void test_socket(void **state) {
         fds = count_fds();
         opts.socket_gid = getuid() == 0 ? 4242 : (gid_t) -1;
         assert_int_equal(api_new(f->event, &opts, f->metrics, &f->api), 0);
-        assert_int_equal(api_add_routes(f->api, test_routes, ELEMENTSOF(test_routes), f), 0);
+        assert_int_equal(api_add_routes(f->api, test_routes, ELEMENTSOF(test_routes), f, NULL), 0);
         assert_int_equal(lstat(f->sock, &st), 0);
         if (getuid() == 0)
                 assert_int_equal(st.st_gid, 4242);
@@ -1148,7 +1148,7 @@ static void test_socket_activation(void **state) {
                 assert_int_equal(st.st_gid, 4242);
         /* No path given: found from the socket. */
         assert_string_equal(api_socket_path(f->api), f->sock);
-        assert_int_equal(api_add_routes(f->api, test_routes, ELEMENTSOF(test_routes), f), 0);
+        assert_int_equal(api_add_routes(f->api, test_routes, ELEMENTSOF(test_routes), f, NULL), 0);
         run_client(f, client_one, NULL);
         f->api = api_free(f->api);
         /* Not ours to unlink; the fd was ours to close. */
@@ -1254,13 +1254,98 @@ static void test_routes_refused(void **state) {
         const struct api_route too_many[] = { { "GET", "/{}/{}/{}/{}/{}/{}/{}/{}/{}", h_ok, false } };
 
         api_start(f, 0660, (gid_t) -1, false);
-        assert_int_equal(api_add_routes(f->api, bad_pattern, 1, f), -EINVAL);
-        assert_int_equal(api_add_routes(f->api, no_handler, 1, f), -EINVAL);
-        assert_int_equal(api_add_routes(f->api, too_many, 1, f), -EINVAL);
-        assert_int_equal(api_add_routes(f->api, NULL, 0, f), 0);
+        assert_int_equal(api_add_routes(f->api, bad_pattern, 1, f, NULL), -EINVAL);
+        assert_int_equal(api_add_routes(f->api, no_handler, 1, f, NULL), -EINVAL);
+        assert_int_equal(api_add_routes(f->api, too_many, 1, f, NULL), -EINVAL);
+        assert_int_equal(api_add_routes(f->api, NULL, 0, f, NULL), 0);
         assert_null(api_free(NULL));
         assert_null(api_request_method(NULL));
         assert_null(api_request_param(NULL, 0));
+}
+
+/* ---- routes removed by their owner ---- */
+
+static struct api_routes *removable_set;
+static struct api_request *removable_held;
+
+static void on_removable_abort(struct api_request *r, void *userdata) {
+        fail_msg("the held request of a removed route was aborted");
+}
+
+static int h_removable_hold(struct api_request *r, void *userdata) {
+        struct fixture *f = userdata;
+        removable_held = r;
+        api_request_suspend(r, on_removable_abort, f);
+        signal_child(f);
+        return 0;
+}
+
+/* Removes the set, then answers the request it held: its route outlives the removal. */
+static int h_remove(struct api_request *r, void *userdata) {
+        removable_set = api_routes_free(removable_set);
+        if (removable_held) {
+                assert_int_equal(api_reply_text(removable_held, 200, "text/plain", strdup("late\n"), 5), 0);
+                removable_held = NULL;
+        }
+        return api_reply_text(r, 200, "text/plain", strdup("removed\n"), 8);
+}
+
+static int client_route_removal(struct fixture *f, void *arg) {
+        static char buf[4096];
+        CURL *c = curl_easy_init();
+        struct reply r = {};
+        int fd;
+
+        CHECK(http(c, f, "GET", "/v1/removable", NULL, 0, false, &r) == CURLE_OK);
+        CHECK(r.status == 200);
+        fd = raw_connect(f);
+        CHECK(fd >= 0 && raw_send(fd, "GET /v1/removable-hold HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        wait_signal(f);
+        CHECK(http(c, f, "GET", "/v1/remove", NULL, 0, false, &r) == CURLE_OK);
+        CHECK(r.status == 200);
+        raw_read_all(fd, buf, sizeof(buf));
+        CHECK(strncmp(buf, "HTTP/1.1 200", 12) == 0 && strstr(buf, "\r\n\r\nlate\n"));
+        close(fd);
+        /* Gone, the rest of the table as it was. */
+        CHECK(http(c, f, "GET", "/v1/removable", NULL, 0, false, &r) == CURLE_OK);
+        check_error(&r, 404, "not found");
+        CHECK(http(c, f, "GET", "/v1/removable-hold", NULL, 0, false, &r) == CURLE_OK);
+        check_error(&r, 404, "not found");
+        CHECK(http(c, f, "GET", "/v1/echo/a/b", NULL, 0, false, &r) == CURLE_OK);
+        CHECK(r.status == 200);
+        reply_clear(&r);
+        curl_easy_cleanup(c);
+        return child_failures;
+}
+
+static void test_route_removal(void **state) {
+        static const struct api_route removable[] = {
+                { "GET", "/v1/removable", h_ok, false },
+                { "GET", "/v1/removable-hold", h_removable_hold, false },
+        };
+        static const struct api_route control[] = { { "GET", "/v1/remove", h_remove, false } };
+        struct fixture *f = *state;
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+
+        api_start(f, 0660, (gid_t) -1, true);
+        n = api_route_count(f->api);
+        assert_int_equal(api_add_routes(f->api, control, ELEMENTSOF(control), f, NULL), 0);
+        assert_int_equal(api_add_routes(f->api, removable, ELEMENTSOF(removable), f, &removable_set), 0);
+        assert_int_equal(api_route_count(f->api), n + 3);
+        run_client(f, client_route_removal, NULL);
+        assert_null(removable_set);
+        assert_int_equal(api_route_count(f->api), n + 1);
+        /* The request in flight was counted under the route it matched. */
+        assert_int_equal(metrics_render(f->metrics, &text, NULL), 0);
+        assert_non_null(strstr(text, "\npinion_api_requests_total{route=\"/v1/removable-hold\",code=\"200\"} 1\n"));
+
+        /* Added again: served again; a set outliving its API is freed without it. */
+        assert_int_equal(api_add_routes(f->api, removable, ELEMENTSOF(removable), f, &removable_set), 0);
+        assert_int_equal(api_route_count(f->api), n + 3);
+        f->api = api_free(f->api);
+        removable_set = api_routes_free(removable_set);
+        assert_null(api_routes_free(NULL));
 }
 
 int main(void) {
@@ -1279,6 +1364,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_socket_activation, fixture_setup, fixture_teardown),
                 cmocka_unit_test_setup_teardown(test_new_on_finished_loop, fixture_setup, fixture_teardown),
                 cmocka_unit_test_setup_teardown(test_routes_refused, fixture_setup, fixture_teardown),
+                cmocka_unit_test_setup_teardown(test_route_removal, fixture_setup, fixture_teardown),
         };
         sigset_t ss;
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics.c: exact exposition text, name rules, re-registration, collectors. */
+/* metrics.c: exact exposition text, name rules, re-registration, collectors, registrations
+ * released and made again. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -347,6 +348,77 @@ static void test_empty(void **state) {
         assert_int_equal(metric_inc(NULL), -EINVAL);
 }
 
+static unsigned collect_calls;
+static void collect_count(struct metrics *m, void *userdata) {
+        collect_calls++;
+}
+
+static void test_registration(void **state) {
+        _cleanup_(metrics_freep) struct metrics *m = NULL;
+        struct metrics_registration *reg = NULL, *other = NULL;
+        struct metric_family *a = NULL, *b = NULL, *a2 = NULL, *pinned = NULL;
+        static const char *const kind[] = { "kind", NULL };
+        const struct metric_def defs[] = {
+                { METRIC_COUNTER, "pinion_a_total", "A.", kind, NULL, 0, &a },
+                { METRIC_GAUGE, "pinion_b", "B.", NULL, NULL, 0, &b },
+        };
+        const struct metric_def shared[] = { { METRIC_COUNTER, "pinion_a_total", "A.", kind, NULL, 0, &a2 } };
+
+        assert_int_equal(metrics_new(&m), 0);
+        assert_int_equal(metrics_family(m, METRIC_GAUGE, "pinion_core", "Core.", NULL, NULL, 0, &pinned), 0);
+        assert_int_equal(metrics_register(m, defs, ELEMENTSOF(defs), collect_count, &collect_calls, &reg), 0);
+        assert_int_equal(metrics_family_count(m), 3);
+        assert_int_equal(metrics_collector_count(m), 1);
+        assert_int_equal(metric_inc(a, "x"), 0);
+        assert_int_equal(metric_set(b, 2), 0);
+        collect_calls = 0;
+        assert_render(m, "# HELP pinion_a_total A.\n# TYPE pinion_a_total counter\npinion_a_total{kind=\"x\"} 1\n"
+                         "# HELP pinion_b B.\n# TYPE pinion_b gauge\npinion_b 2\n"
+                         "# HELP pinion_core Core.\n# TYPE pinion_core gauge\npinion_core 0\n");
+        assert_int_equal(collect_calls, 1);
+
+        /* Released: gone from the output with its collector; a late sample is dropped. */
+        reg = metrics_registration_free(reg);
+        assert_null(reg);
+        assert_int_equal(metrics_family_count(m), 1);
+        assert_int_equal(metrics_collector_count(m), 0);
+        assert_int_equal(metric_inc(a, "y"), 0);
+        assert_int_equal(metric_set(b, 3), 0);
+        collect_calls = 0;
+        assert_render(m, "# HELP pinion_core Core.\n# TYPE pinion_core gauge\npinion_core 0\n");
+        assert_int_equal(collect_calls, 0);
+
+        /* Registered again: the same families, empty, once each; one collector. */
+        assert_int_equal(metrics_register(m, defs, ELEMENTSOF(defs), collect_count, &collect_calls, &reg), 0);
+        assert_int_equal(metrics_family_count(m), 3);
+        assert_int_equal(metrics_collector_count(m), 1);
+        assert_render(m, "# HELP pinion_a_total A.\n# TYPE pinion_a_total counter\n"
+                         "# HELP pinion_b B.\n# TYPE pinion_b gauge\npinion_b 0\n"
+                         "# HELP pinion_core Core.\n# TYPE pinion_core gauge\npinion_core 0\n");
+
+        /* A family two registrations hold stays while either does. */
+        assert_int_equal(metrics_register(m, shared, ELEMENTSOF(shared), NULL, NULL, &other), 0);
+        assert_ptr_equal(a, a2);
+        assert_int_equal(metric_inc(a, "z"), 0);
+        reg = metrics_registration_free(reg);
+        assert_int_equal(metrics_family_count(m), 2);
+        assert_render(m, "# HELP pinion_a_total A.\n# TYPE pinion_a_total counter\npinion_a_total{kind=\"z\"} 1\n"
+                         "# HELP pinion_core Core.\n# TYPE pinion_core gauge\npinion_core 0\n");
+        other = metrics_registration_free(other);
+        assert_int_equal(metrics_family_count(m), 1);
+
+        /* A registration may not redefine a family, nor leave anything behind trying. */
+        const struct metric_def clash[] = {
+                { METRIC_GAUGE, "pinion_c", "C.", NULL, NULL, 0, &b },
+                { METRIC_COUNTER, "pinion_core", "Core.", NULL, NULL, 0, &a },
+        };
+        assert_int_equal(metrics_register(m, clash, ELEMENTSOF(clash), collect_count, NULL, &reg), -EEXIST);
+        assert_null(reg);
+        assert_int_equal(metrics_family_count(m), 1);
+        assert_int_equal(metrics_collector_count(m), 0);
+        assert_null(metrics_registration_free(NULL));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_counter_labels),
@@ -359,6 +431,7 @@ int main(void) {
                 cmocka_unit_test(test_many_series),
                 cmocka_unit_test(test_collectors),
                 cmocka_unit_test(test_empty),
+                cmocka_unit_test(test_registration),
         };
 
         return cmocka_run_group_tests_name("metrics", tests, NULL, NULL);
