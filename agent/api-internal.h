@@ -23,7 +23,7 @@
 struct route_entry {
         unsigned n_ref;
         bool removed;
-        const struct api_routes *owner; /* the set it was added with, NULL: for the API's life */
+        struct api_routes *owner; /* the set it was added with, NULL: for the API's life */
         char *method;
         char *pattern;
         api_handler_fn handler;
@@ -33,8 +33,7 @@ struct route_entry {
 
 /* Routes added together by one api_add_routes() call, removed together. */
 struct api_routes {
-        struct api *api; /* NULL once the API is gone */
-        struct api_routes *prev, *next;
+        struct api *api; /* NULL once the API is gone (or when the set is empty) */
 };
 
 struct api {
@@ -57,7 +56,6 @@ struct api {
 
         struct route_entry **routes; /* each entry allocated alone: requests point at them */
         size_t n_routes;
-        struct api_routes *route_sets; /* handed out by api_add_routes(), removable */
 
         struct api_request *requests; /* every live request, so api_free() can resume them */
 

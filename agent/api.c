@@ -578,12 +578,13 @@ struct api *api_free(struct api *a) {
         safe_close(a->listen_fd);
         if (a->unlink_on_free && a->socket_path)
                 (void) unlink(a->socket_path);
-        for (size_t i = 0; i < a->n_routes; i++)
+        for (size_t i = 0; i < a->n_routes; i++) {
+                /* Its set's holder frees the set later, with no API to remove it from. */
+                if (a->routes[i]->owner)
+                        a->routes[i]->owner->api = NULL;
                 route_entry_unref(a->routes[i]);
+        }
         free(a->routes);
-        /* Their holders free them later, without an API to remove them from. */
-        for (struct api_routes *h = a->route_sets; h; h = h->next)
-                h->api = NULL;
         free(a->uid_counts);
         free(a->socket_path);
         free(a->access_path);
@@ -593,7 +594,7 @@ struct api *api_free(struct api *a) {
 }
 
 static struct route_entry *route_entry_new(const struct api_route *route, void *userdata,
-                                           const struct api_routes *owner) {
+                                           struct api_routes *owner) {
         struct route_entry *e;
 
         e = calloc(1, sizeof(*e));
@@ -637,7 +638,7 @@ int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void
                 set = calloc(1, sizeof(*set));
                 if (!set)
                         return -ENOMEM;
-                set->api = a;
+                set->api = n > 0 ? a : NULL; /* an empty set has nothing to remove */
         }
         grown = realloc(a->routes, (a->n_routes + n + 1) * sizeof(*grown));
         if (!grown)
@@ -655,13 +656,8 @@ int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void
                 return -ENOMEM;
         }
         a->n_routes += n;
-        if (set) {
-                set->next = a->route_sets;
-                if (a->route_sets)
-                        a->route_sets->prev = set;
-                a->route_sets = set;
+        if (ret)
                 *ret = TAKE_PTR(set);
-        }
         return 0;
 }
 
@@ -683,12 +679,6 @@ struct api_routes *api_routes_free(struct api_routes *set) {
                                 a->routes[kept++] = e;
                 }
                 a->n_routes = kept;
-                if (set->prev)
-                        set->prev->next = set->next;
-                else
-                        a->route_sets = set->next;
-                if (set->next)
-                        set->next->prev = set->prev;
         }
         free(set);
         return NULL;

@@ -27,7 +27,7 @@ tests_unit_test_configsync_runner_LDADD = $(UNIT_LIBS)
 # The module against a real manager (config, loop, gates, API); runner_new is wrapped so a
 # test can make a bundle's start fail.
 UNIT_TESTS += tests/unit/test-configsync-module
-tests_unit_test_configsync_module_SOURCES = tests/unit/test-configsync-module.c \
+tests_unit_test_configsync_module_SOURCES = tests/unit/test-configsync-module.c tests/unit/manager-fixture.h \
 	modules/configsync/configsync.c modules/configsync/configsync-api.c modules/configsync/bundle.c \
 	modules/configsync/fetch.c modules/configsync/manifest.c modules/configsync/runner.c \
 	modules/configsync/zk-trigger.c

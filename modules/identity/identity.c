@@ -21,21 +21,15 @@
 #include "module.h"
 
 #define MODULE "identity"
-/* How long the kubernetes signer waits for approval and the certificate (the kubelet: 15m). */
-#define KUBE_CSR_DEADLINE (15 * USEC_PER_MINUTE)
 
 static int parse_signer(const char *v, void *ret, const char **reason) {
-        static const char *const names[] = {
-                [SIGNER_NONE] = "", [SIGNER_LOCAL] = "local", [SIGNER_KUBERNETES] = "kubernetes",
-                [SIGNER_CFSSL] = "cfssl",
-        };
-        for (size_t i = 0; i < ELEMENTSOF(names); i++)
-                if (streq(v, names[i])) {
-                        *(enum signer_kind *) ret = (enum signer_kind) i;
-                        return 0;
-                }
-        *reason = "expected local, kubernetes or cfssl";
-        return -EINVAL;
+        const struct signer_kind *kind = signer_kind_from_name(v);
+        if (!kind && !isempty(v)) {
+                *reason = "expected local, kubernetes or cfssl";
+                return -EINVAL;
+        }
+        *(const struct signer_kind **) ret = kind;
+        return 0;
 }
 
 /* cfssl-url: https, or plain http only to a loopback address (a cfssl on the same machine):
@@ -65,51 +59,57 @@ static const struct config_key identity_keys[] = {
 };
 #undef FIELD
 
-/* The checks a signer needs before anything can work, so a typo fails at load, not at 3 am. */
-static const char *identity_missing(const struct identity_settings *s) {
-        switch (s->signer) {
-        case SIGNER_NONE:
-                return NULL;
-        case SIGNER_LOCAL:
-                return s->ca_dir ? NULL : "signer=local needs ca-dir";
-        case SIGNER_KUBERNETES:
-                return s->bootstrap_token_file ? NULL : "signer=kubernetes needs bootstrap-token-file";
-        case SIGNER_CFSSL:
-                return !s->cfssl_url            ? "signer=cfssl needs cfssl-url"
-                       : !s->cfssl_auth_key_file ? "signer=cfssl needs cfssl-auth-key-file (the hex HMAC key of its authsign endpoint)"
-                       : !s->cfssl_ca_file       ? "signer=cfssl needs cfssl-ca-file (the pinned CA certificate cfssl signs with, PEM)"
-                                                 : NULL;
-        }
-        return NULL;
-}
-
 static struct identity_settings *identity_settings_free(struct identity_settings *s) {
         return config_object_free(identity_keys, s);
 }
 
-static int identity_parse(struct config *c, struct identity_settings **ret, char **ret_error) {
+/* The apiserver the kubernetes signer talks to, found as the apiserver module finds it (read
+ * from the config, not through that module: modules meet only through facts), with the
+ * bootstrap token as its credential. No apiserver at all: an empty endpoint. */
+static int identity_kube_endpoint(const struct config *c, const struct identity_settings *s, struct kube_endpoint *ret) {
+        const char *reason = NULL;
+        int r = kube_endpoint_from_config(c, s->bootstrap_token_file, ret, &reason);
+        if (r == -ENOENT) {
+                *ret = (struct kube_endpoint) {};
+                return 0;
+        }
+        return r;
+}
+
+/* The settings, and the apiserver a signer would use. What a signer needs is checked here, so
+ * a typo fails at load, not at 3 am. */
+static int identity_parse(struct config *c, struct identity_settings **ret, struct kube_endpoint *ret_kube,
+                          char **ret_error) {
         struct identity_settings *s = NULL;
+        struct kube_endpoint kube = {};
         int r;
 
         r = config_parse_section_new(c, "identity", identity_keys, sizeof(*s), (void **) &s, ret_error);
         if (r < 0)
                 return r;
-        const char *missing = s->signer != SIGNER_NONE && !s->trust_domain
+        r = identity_kube_endpoint(c, s, &kube);
+        if (r < 0) {
+                identity_settings_free(s);
+                return r;
+        }
+        const char *missing = s->signer && !s->trust_domain
                                       ? "a signer needs trust-domain (the SPIFFE trust domain, e.g. example.org)"
-                                      : identity_missing(s);
+                              : s->signer ? s->signer->missing(s, &kube)
+                                          : NULL;
         if (!missing && s->trust_domain && strspn(s->trust_domain, "abcdefghijklmnopqrstuvwxyz0123456789.-") != strlen(s->trust_domain))
                 missing = "trust-domain must be a lowercase DNS name (letters, digits, '.', '-')";
         /* 10s is for tests and demos; fleets use hours. */
         if (!missing && (s->node_cert_lifetime < 10 * USEC_PER_SEC || s->workload_cert_lifetime < 10 * USEC_PER_SEC))
                 missing = "certificate lifetimes must be at least 10s";
         if (missing) {
-                config_object_free(identity_keys, s);
+                kube_endpoint_done(&kube);
+                identity_settings_free(s);
                 return config_section_error(c, "identity", ret_error, "%s", missing);
         }
         *ret = s;
+        *ret_kube = kube;
         return 0;
 }
-
 
 /* ---- state ---- */
 
@@ -127,10 +127,8 @@ static void update_state(struct identity *id) {
                 if (n->n_failed > 0) {
                         module_set_state(mi, MODULE_DEGRADED, "cannot get the node certificate: %s", n->last_error);
                         module_set_synced(mi);
-                } else if (id->settings->signer == SIGNER_KUBERNETES) {
-                        /* Approval is someone else's move (an operator or a controller), and may
-                         * take long: the agent is ready meanwhile, saying what it waits for. */
-                        module_set_state(mi, MODULE_STARTING, "waiting for the node's CSR to be approved and signed");
+                } else if (id->settings->signer->awaits_approval) {
+                        module_set_state(mi, MODULE_STARTING, "%s", id->settings->signer->awaits_approval);
                         module_set_synced(mi);
                 } else
                         module_set_state(mi, MODULE_STARTING, NULL);
@@ -161,7 +159,7 @@ static void update_state(struct identity *id) {
                 module_set_state(mi, MODULE_RUNNING, NULL);
 }
 
-static void set_bundle(struct identity *id, STACK_OF(X509) *roots) {
+void identity_set_bundle(struct identity *id, STACK_OF(X509) *roots) {
         char *pem = NULL;
         if (roots && x509_chain_to_pem(roots, &pem) >= 0) {
                 free(id->bundle_pem);
@@ -199,7 +197,7 @@ static void node_ca_to_issuer(struct identity *id, struct cred *c) {
                 log_module_error(MODULE, "out of memory switching to the new node CA");
                 return;
         }
-        set_bundle(id, c->roots);
+        identity_set_bundle(id, c->roots);
         set_issuer(id, ca, true, NULL);
 }
 
@@ -222,7 +220,7 @@ static void on_cred_event(struct cred *c, enum cred_event ev, void *userdata) {
                         if (!id->published && manager_publish(id->manager, FACT_NODE_CREDENTIALS, &id->creds) >= 0)
                                 id->published = true;
                         if (!id->bundle_pem)
-                                set_bundle(id, c->roots);
+                                identity_set_bundle(id, c->roots);
                 } else
                         node_ca_to_issuer(id, c);
                 break;
@@ -269,33 +267,12 @@ static int register_metrics(struct identity *id) {
 
 /* ---- the module contract ---- */
 
-/* The apiserver the kubernetes signer talks to, found as the apiserver module finds it (read
- * from the config, not through that module: modules meet only through facts), with the
- * bootstrap token as its credential. No apiserver at all: an empty endpoint. */
-static int identity_kube_endpoint(const struct config *c, const struct identity_settings *s, struct kube_endpoint *ret) {
-        const char *reason = NULL;
-        int r = kube_endpoint_from_config(c, s->bootstrap_token_file, ret, &reason);
-        if (r == -ENOENT) {
-                *ret = (struct kube_endpoint) {};
-                return 0;
-        }
-        return r;
-}
-
 static int identity_init(struct module_instance *mi, struct config *c, char **ret_error) {
         struct identity *id = calloc(1, sizeof(*id));
         if (!id)
                 return -ENOMEM;
-        int r = identity_parse(c, &id->settings, ret_error);
-        if (r >= 0)
-                r = identity_kube_endpoint(c, id->settings, &id->kube);
-        if (r >= 0 && id->settings->signer == SIGNER_KUBERNETES && (!id->kube.url || !id->kube.ca_file))
-                r = config_section_error(c, "identity", ret_error,
-                                         "signer=kubernetes needs [apiserver] url and ca-file (or the in-cluster "
-                                         "environment): the CSR API and the CA that verifies what it issues");
+        int r = identity_parse(c, &id->settings, &id->kube, ret_error);
         if (r < 0) {
-                kube_endpoint_done(&id->kube);
-                identity_settings_free(id->settings);
                 free(id);
                 return r;
         }
@@ -305,10 +282,10 @@ static int identity_init(struct module_instance *mi, struct config *c, char **re
         return 0;
 }
 
-static int new_cred(struct identity *id, const char *name, const char *profile, enum cert_usage usage, const char *cn,
-                    const char *org, usec_t lifetime, struct cred **ret) {
-        _cleanup_free_ char *base = path_join(id->manager->settings.state_dir, "identity"), *dir = NULL;
-        if (!base || !(dir = path_join(base, name)))
+int identity_new_cred(struct identity *id, const char *name, const char *profile, enum cert_usage usage,
+                      const char *cn_prefix, const char *org, struct cred **ret) {
+        _cleanup_free_ char *base = path_join(id->manager->settings.state_dir, "identity"), *dir = NULL, *cn = NULL;
+        if (!base || !(dir = path_join(base, name)) || asprintf(&cn, "%s%s", cn_prefix, id->manager->settings.node_name) < 0)
                 return -ENOMEM;
         const struct cred_config cfg = {
                 .name = name,
@@ -316,7 +293,7 @@ static int new_cred(struct identity *id, const char *name, const char *profile, 
                 .profile = profile,
                 .usage = usage,
                 .subject = { .common_name = cn, .organization = org },
-                .lifetime = lifetime,
+                .lifetime = id->settings->node_cert_lifetime,
                 .backoff = {
                         .initial = USEC_PER_SEC,
                         .max = 2 * USEC_PER_MINUTE,
@@ -350,123 +327,30 @@ static int on_sweep_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static int identity_start(struct module_instance *mi) {
-        struct identity *id = mi->data;
-        struct identity_settings *s = id->settings;
-        struct manager *m = mi->manager;
-        _cleanup_free_ char *error = NULL, *cn = NULL, *ca_cn = NULL;
-        int r;
-
-        switch (s->signer) {
-        case SIGNER_NONE:
-                module_set_state(mi, MODULE_DISABLED, "no [identity] signer configured");
-                module_set_synced(mi);
-                return 0;
-        case SIGNER_KUBERNETES: {
-                struct http_client *http;
-                r = manager_http(m, &http);
-                if (r < 0)
-                        return r;
-                const struct kube_settings ks = {
-                        .endpoint = &id->kube,
-                        .deadline = KUBE_CSR_DEADLINE,
-                };
-                r = signer_kubernetes_new(m->event, http, &ks, &id->signer, &error);
-                if (r == -EINVAL) {
-                        module_set_state(mi, MODULE_FAILED, "%s", error);
-                        module_set_synced(mi);
-                        return 0;
-                }
-                if (r < 0) {
-                        module_set_state(mi, MODULE_FAILED, "%s", error ? error : strerror(-r));
-                        module_set_synced(mi);
-                        return 0;
-                }
-                break;
-        }
-        case SIGNER_LOCAL: {
-                bool created = false;
-                r = signer_local_new(s->ca_dir, s->trust_domain, &id->signer, &created, &error);
-                if (r < 0) {
-                        module_set_state(mi, MODULE_FAILED, "local CA: %s", error ? error : strerror(-r));
-                        module_set_synced(mi);
-                        return 0;
-                }
-                if (created)
-                        log_module_info(MODULE, "created a new local CA in %s", s->ca_dir);
-                break;
-        }
-        case SIGNER_CFSSL: {
-                struct http_client *http;
-                r = manager_http(m, &http);
-                if (r < 0)
-                        return r;
-                const struct cfssl_settings cs = {
-                        .url = s->cfssl_url,
-                        .auth_key_file = s->cfssl_auth_key_file,
-                        .ca_file = s->cfssl_ca_file,
-                        .timeout = 10 * USEC_PER_SEC,
-                };
-                r = signer_cfssl_new(http, &cs, &id->signer, &error);
-                if (r == -ENOMEM)
-                        return r;
-                if (r < 0) {
-                        module_set_state(mi, MODULE_FAILED, "%s", error ? error : strerror(-r));
-                        module_set_synced(mi);
-                        return 0;
-                }
-                break;
-        }
-        }
-
-        backoff_init(&id->jitter, &BACKOFF_CONFIG_CLIENT_GO, 0);
-        r = x509_keygen_new(&id->keygen);
-        if (r < 0)
+/* A step's failure: with a reason, the module fails and the daemon carries on; without one
+ * (out of memory), the start fails. */
+static int identity_failed(struct identity *id, int r, const char *reason) {
+        if (!reason && r == -ENOMEM)
                 return r;
-        r = register_metrics(id);
-        if (r < 0)
-                return r;
-        if (asprintf(&cn, "system:node:%s", m->settings.node_name) < 0 ||
-            asprintf(&ca_cn, "pinion node CA %s", m->settings.node_name) < 0)
-                return -ENOMEM;
-        r = new_cred(id, "node", "node", CERT_USAGE_CLIENT, cn, "system:nodes", s->node_cert_lifetime, &id->node);
+        module_set_state(id->mi, MODULE_FAILED, "%s", reason ? reason : strerror(-r));
+        module_set_synced(id->mi);
+        return 0;
+}
+
+/* The node credential, requested through the signer. */
+static int identity_make_node_cred(struct identity *id) {
+        int r = identity_new_cred(id, "node", "node", CERT_USAGE_CLIENT, "system:node:", "system:nodes", &id->node);
         if (r < 0)
                 return r;
         id->creds.cert_file = id->node->cert_file;
         id->creds.key_file = id->node->key_file;
-        if (s->signer == SIGNER_CFSSL) {
-                r = new_cred(id, "node-ca", "intermediate", CERT_USAGE_CA, ca_cn, "pinion", s->node_cert_lifetime, &id->node_ca);
-                if (r < 0)
-                        return r;
-                id->issuer_reason = strdup("waiting for the node CA from cfssl");
-        } else if (s->signer == SIGNER_KUBERNETES) {
-                /* The CSR API issues no CA certificates: workloads get theirs from a local CA in
-                 * ca-dir, if one is configured (docs/design-notes.md). */
-                if (s->ca_dir) {
-                        bool created = false;
-                        _cleanup_free_ char *ccn = NULL;
-                        struct ca *ca = NULL;
-                        if (asprintf(&ccn, "pinion CA %s", s->trust_domain) < 0)
-                                return -ENOMEM;
-                        r = ca_load_or_create(s->ca_dir, ccn, &ca, &created);
-                        if (r < 0) {
-                                module_set_state(mi, MODULE_FAILED, "local CA for workloads in %s: %s", s->ca_dir,
-                                                 r == -EBADMSG ? "ca.key and ca.crt are not a matching pair" : strerror(-r));
-                                module_set_synced(mi);
-                                return 0;
-                        }
-                        if (created)
-                                log_module_info(MODULE, "created a new local CA for workload certificates in %s", s->ca_dir);
-                        set_bundle(id, ca->roots);
-                        id->issuer = ca;
-                        id->issuer_owned = true;
-                } else
-                        id->issuer_reason = strdup("signer=kubernetes issues workload certificates only with ca-dir set");
-        } else {
-                set_bundle(id, id->signer->roots);
-                id->issuer = id->signer->local_ca;
-                id->issuer_owned = false;
-        }
+        return 0;
+}
+
+/* Where the module meets the rest of the agent: the pod gate, the pod store, the API. */
+static int identity_hook_up(struct identity *id) {
+        struct manager *m = id->manager;
+        int r;
 
         r = pod_gates_add(m->pod_gates, "identity", workloads_gate, id);
         if (r < 0)
@@ -479,22 +363,25 @@ static int identity_start(struct module_instance *mi) {
         r = identity_waiters_new(id);
         if (r < 0)
                 return r;
-        if (!id->routes) {
-                r = api_add_routes(m->api, identity_routes, identity_n_routes, id, &id->routes);
-                if (r < 0)
-                        return r;
-        }
-        id->running = true;
+        if (!id->routes)
+                return api_add_routes(m->api, identity_routes, identity_n_routes, id, &id->routes);
+        return 0;
+}
 
-        module_set_state(mi, MODULE_STARTING, NULL);
-        /* Pods already in the store. */
+/* The pods already in the store, the pod-tls-dir sweep, the first node certificate. */
+static int identity_begin(struct identity *id) {
+        struct manager *m = id->manager;
         _cleanup_free_ struct pod **pods = NULL;
         size_t n = 0;
+        int r;
+
+        id->running = true;
+        module_set_state(id->mi, MODULE_STARTING, NULL);
         if (pod_store_list(m->pods, &pods, &n) >= 0)
                 for (size_t i = 0; i < n; i++)
                         workloads_on_pod(m->pods, NULL, pods[i], id);
         workloads_issuer_changed(id);
-        if (s->pod_tls_dir && *s->pod_tls_dir && !id->sweep_timer) {
+        if (!isempty(id->settings->pod_tls_dir) && !id->sweep_timer) {
                 r = sd_event_add_time_relative(m->event, &id->sweep_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC / 10,
                                                on_sweep_timer, id);
                 if (r < 0)
@@ -504,6 +391,39 @@ static int identity_start(struct module_instance *mi) {
         if (r >= 0 && id->node_ca)
                 r = cred_start(id->node_ca);
         return r;
+}
+
+static int identity_start(struct module_instance *mi) {
+        struct identity *id = mi->data;
+        const struct signer_kind *kind = id->settings->signer;
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        if (!kind) {
+                module_set_state(mi, MODULE_DISABLED, "no [identity] signer configured");
+                module_set_synced(mi);
+                return 0;
+        }
+        r = kind->make(id, &error);
+        if (r < 0)
+                return identity_failed(id, r, error);
+        backoff_init(&id->jitter, &BACKOFF_CONFIG_CLIENT_GO, 0);
+        r = x509_keygen_new(&id->keygen);
+        if (r < 0)
+                return r;
+        r = register_metrics(id); /* before the credentials: they count what they get */
+        if (r < 0)
+                return r;
+        r = identity_make_node_cred(id);
+        if (r < 0)
+                return r;
+        r = kind->issuer(id, &error);
+        if (r < 0)
+                return identity_failed(id, r, error);
+        r = identity_hook_up(id);
+        if (r < 0)
+                return r;
+        return identity_begin(id);
 }
 
 static void identity_teardown(struct identity *id) {
@@ -533,6 +453,7 @@ static void identity_teardown(struct identity *id) {
         if (id->issuer_owned)
                 ca_free(id->issuer);
         id->issuer = NULL;
+        id->issuer_reason = mfree(id->issuer_reason);
         id->signer = signer_free(id->signer);
         EVP_PKEY_CTX_free(id->keygen);
         id->keygen = NULL;
@@ -541,7 +462,8 @@ static void identity_teardown(struct identity *id) {
 static int identity_reload(struct module_instance *mi, struct config *c, char **ret_error) {
         struct identity *id = mi->data;
         struct identity_settings *s = NULL;
-        int r = identity_parse(c, &s, ret_error);
+        _cleanup_(kube_endpoint_done) struct kube_endpoint kube = {};
+        int r = identity_parse(c, &s, &kube, ret_error);
         if (r < 0)
                 return r;
         struct identity_settings *o = id->settings;
@@ -550,20 +472,14 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
                     streq_ptr(s->cfssl_auth_key_file, o->cfssl_auth_key_file) &&
                     streq_ptr(s->cfssl_ca_file, o->cfssl_ca_file) &&
                     streq_ptr(s->bootstrap_token_file, o->bootstrap_token_file) && streq_ptr(s->pod_tls_dir, o->pod_tls_dir);
-        if (!same && o->signer != SIGNER_NONE) {
+        if (!same && o->signer) {
                 identity_settings_free(s);
                 if (asprintf(ret_error, "[identity]: changing the signer, trust-domain, CA or pod-tls-dir needs a restart "
                                         "(only the lifetimes apply on reload)") < 0)
                         *ret_error = NULL;
                 return -EBUSY;
         }
-        _cleanup_(kube_endpoint_done) struct kube_endpoint kube = {};
-        r = identity_kube_endpoint(c, s, &kube);
-        if (r < 0) {
-                identity_settings_free(s);
-                return r;
-        }
-        if (o->signer == SIGNER_KUBERNETES && !kube_endpoint_equal(&kube, &id->kube)) {
+        if (o->signer && o->signer->uses_apiserver && !kube_endpoint_equal(&kube, &id->kube)) {
                 identity_settings_free(s);
                 if (asprintf(ret_error, "[identity]: a new apiserver url or ca-file for signer=kubernetes needs a restart") < 0)
                         *ret_error = NULL;
@@ -624,7 +540,7 @@ static void identity_free(struct module_instance *mi) {
 /* Pod TLS directories and files are handed to the pods' uids and replaced inside them. */
 static uint64_t identity_capabilities(struct module_instance *mi, const struct config *c) {
         const struct identity *id = mi->data;
-        return id->settings->signer == SIGNER_NONE ? 0
+        return !id->settings->signer ? 0
                 : CAP_TO_MASK64(CAP_CHOWN) | CAP_TO_MASK64(CAP_FOWNER) | CAP_TO_MASK64(CAP_DAC_OVERRIDE);
 }
 

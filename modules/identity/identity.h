@@ -18,15 +18,31 @@
 
 #define IDENTITY_ANNOTATION "pinion.io/identity"
 
-enum signer_kind {
-        SIGNER_NONE,
-        SIGNER_LOCAL,
-        SIGNER_KUBERNETES,
-        SIGNER_CFSSL,
+struct identity;
+struct identity_settings;
+
+/* A kind of signer, as [identity] signer= names it (signer-kind.c). make() and issuer() return
+ * 0, or a negative errno: with *ret_error the module fails with that reason and the daemon
+ * carries on; without one (out of memory) the start fails. */
+struct signer_kind {
+        const char *name;
+        /* What the settings (and the apiserver they would use) lack for this kind, or NULL. */
+        const char *(*missing)(const struct identity_settings *s, const struct kube_endpoint *kube);
+        /* Makes id->signer. */
+        int (*make)(struct identity *id, char **ret_error);
+        /* Once the node credential exists: the issuer of workload certificates (id->issuer and
+         * the bundle, a credential that will become one, or id->issuer_reason saying why none). */
+        int (*issuer)(struct identity *id, char **ret_error);
+        /* Non-NULL: the node certificate waits for someone else's approval, and the module counts
+         * as synced meanwhile with this as its reason. */
+        const char *awaits_approval;
+        /* Signs through the apiserver: a new [apiserver] url or ca-file needs a restart. */
+        bool uses_apiserver;
 };
+const struct signer_kind *signer_kind_from_name(const char *name);
 
 struct identity_settings {
-        enum signer_kind signer;
+        const struct signer_kind *signer; /* NULL: none */
         char *trust_domain;
         char *ca_dir;
         char *bootstrap_token_file;
@@ -82,6 +98,14 @@ struct identity {
 
         struct metric_family *m_issued, *m_rotated, *m_failed, *m_expiry, *m_workloads;
 };
+
+/* identity.c */
+/* The trust bundle pods get, from roots (kept if roots is NULL). */
+void identity_set_bundle(struct identity *id, STACK_OF(X509) *roots);
+/* A credential of this node kept under state-dir/identity/name, named cn_prefix + the node's
+ * name, with the node certificate's lifetime. */
+int identity_new_cred(struct identity *id, const char *name, const char *profile, enum cert_usage usage,
+                      const char *cn_prefix, const char *org, struct cred **ret);
 
 /* workload.c */
 void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata);

@@ -4,7 +4,7 @@ MODULE_SOURCES += \
 	modules/identity/identity-api.c \
 	modules/identity/workload.c \
 	modules/identity/cred.c modules/identity/cred.h \
-	modules/identity/signer.h modules/identity/signer-local.c modules/identity/signer-cfssl.c \
+	modules/identity/signer.h modules/identity/signer-kind.c modules/identity/signer-local.c modules/identity/signer-cfssl.c \
 	modules/identity/cfssl-wire.c modules/identity/cfssl-wire.h \
 	modules/identity/signer-kubernetes.c modules/identity/kube-csr.c modules/identity/kube-csr.h \
 	modules/identity/ca.c modules/identity/ca.h \

@@ -15,6 +15,7 @@
 
 #include "configsync.h"
 #include "fsutil.h"
+#include "manager-fixture.h"
 #include "manager.h"
 #include "pod-gates.h"
 #include "pods.h"
@@ -71,29 +72,13 @@ struct fixture {
  * there (port 1): nothing in these tests needs a download to succeed. */
 static int setup(void **state) {
         struct fixture *f = calloc(1, sizeof(*f));
-        _cleanup_free_ char *conf = NULL, *text = NULL, *sock = NULL;
-        _cleanup_free_ char *error = NULL;
-        struct manager_options opts = {};
 
         assert_non_null(f);
         snprintf(f->dir, sizeof(f->dir), "/tmp/test-configsync-module.XXXXXX");
-        assert_non_null(mkdtemp(f->dir));
-        assert_true(asprintf(&text,
-                             "[agent]\nstate-dir=%1$s/state\nruntime-dir=%1$s/run\nsocket=%1$s/run/pinion.sock\n"
-                             "pods-dir=%1$s/pods\nlog-level=warning\n"
-                             "[config.a]\nurl=http://127.0.0.1:1/a/manifest.json\ndest=%1$s/a\non-change=/bin/true\n"
-                             "[config.b]\nurl=http://127.0.0.1:1/b/manifest.json\ndest=%1$s/b\non-change=/bin/true\n",
-                             f->dir) > 0);
-        conf = path_join(f->dir, "pinion.conf");
-        assert_non_null(conf);
-        assert_int_equal(write_file_atomic(conf, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1), 0);
-        opts.config_file = conf;
-        assert_int_equal(manager_new(&opts, &f->m, &error), 0);
-        assert_int_equal(mkdir_p(f->m->settings.runtime_dir, 0755), 0);
-        assert_int_equal(mkdir_p(f->m->settings.state_dir, 0700), 0);
-        struct api_options ao = { .socket_path = f->m->settings.socket, .socket_mode = 0600,
-                                  .socket_gid = (gid_t) -1, .listen_fd = -1 };
-        assert_int_equal(api_new(f->m->event, &ao, f->m->metrics, &f->m->api), 0);
+        f->m = fixture_manager_new(
+                f->dir, "[config.a]\nurl=http://127.0.0.1:1/a/manifest.json\ndest=%1$s/a\non-change=/bin/true\n"
+                        "[config.b]\nurl=http://127.0.0.1:1/b/manifest.json\ndest=%1$s/b\non-change=/bin/true\n",
+                f->dir);
         f->mi = manager_find_module(f->m, "configsync");
         assert_non_null(f->mi);
         runner_calls = fail_at = 0;
@@ -107,12 +92,6 @@ static int teardown(void **state) {
         assert_int_equal(rm_rf(f->dir), 0);
         free(f);
         return 0;
-}
-
-static void run_loop(struct manager *m, usec_t usec) {
-        usec_t end = now_usec(CLOCK_MONOTONIC) + usec;
-        while (now_usec(CLOCK_MONOTONIC) < end)
-                assert_true(sd_event_run(m->event, 50 * USEC_PER_MSEC) >= 0);
 }
 
 static struct pod *mkpod(const char *uid, const char *annotation) {
@@ -143,7 +122,7 @@ static void test_failed_start_leaves_nothing_running(void **state) {
         /* A reload of the failed module swaps the settings; nothing may still use the old ones
          * (under ASan a bundle left running is a use-after-free as soon as its timer fires). */
         assert_int_equal(f->mi->module->reload(f->mi, f->m->config, &error), 0);
-        run_loop(f->m, 300 * USEC_PER_MSEC);
+        fixture_run_loop(f->m, 300 * USEC_PER_MSEC);
         assert_int_equal(cs->n_bundles, 0);
         assert_int_equal(runner_calls, 2);
 }
@@ -158,7 +137,7 @@ static void test_stopped_module_keeps_its_gate_closed(void **state) {
         assert_true(cs->started);
         assert_int_equal(cs->n_bundles, 2);
         assert_int_equal(pod_gates_count(f->m->pod_gates), 1);
-        run_loop(f->m, 100 * USEC_PER_MSEC);
+        fixture_run_loop(f->m, 100 * USEC_PER_MSEC);
         /* Nothing published (no server): closed, "not present yet". */
         assert_int_equal(pod_gates_check(f->m->pod_gates, wants, &reason), 0);
         assert_non_null(strstr(reason, "config a is not present yet"));

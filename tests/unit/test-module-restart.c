@@ -15,9 +15,7 @@
 
 #include <cmocka.h>
 
-#include "fsutil.h"
-#include "manager.h"
-#include "strv.h"
+#include "manager-fixture.h"
 
 /* configsync's dependency, without a ZooKeeper. */
 static int zk_init(struct module_instance *mi, struct config *c, char **ret_error) {
@@ -94,38 +92,18 @@ static void assert_same(const struct registered *a, const struct registered *b) 
         assert_string_equal(a->types, b->types);
 }
 
-static void run_loop(struct manager *m, usec_t usec) {
-        usec_t end = now_usec(CLOCK_MONOTONIC) + usec;
-        while (now_usec(CLOCK_MONOTONIC) < end)
-                assert_true(sd_event_run(m->event, 50 * USEC_PER_MSEC) >= 0);
-}
-
 static int setup(void **state) {
         struct fixture *f = calloc(1, sizeof(*f));
-        _cleanup_free_ char *conf = NULL, *text = NULL, *error = NULL;
-        struct manager_options opts = {};
 
         assert_non_null(f);
         snprintf(f->dir, sizeof(f->dir), "/tmp/test-module-restart.XXXXXX");
-        assert_non_null(mkdtemp(f->dir));
-        assert_true(asprintf(&text,
-                             "[agent]\nstate-dir=%1$s/state\nruntime-dir=%1$s/run\nsocket=%1$s/run/pinion.sock\n"
-                             "pods-dir=%1$s/pods\nlog-level=err\n"
-                             "[apiserver]\nurl=http://127.0.0.1:1\n"
-                             "[identity]\nsigner=local\ntrust-domain=example.org\nca-dir=%1$s/ca\n"
-                             "pod-tls-dir=%1$s/run/pods\n"
-                             "[config.a]\nurl=http://127.0.0.1:1/a/manifest.json\ndest=%1$s/a\n",
-                             f->dir) > 0);
-        conf = path_join(f->dir, "pinion.conf");
-        assert_non_null(conf);
-        assert_int_equal(write_file_atomic(conf, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1), 0);
-        opts.config_file = conf;
-        assert_int_equal(manager_new(&opts, &f->m, &error), 0);
-        assert_int_equal(mkdir_p(f->m->settings.runtime_dir, 0755), 0);
-        assert_int_equal(mkdir_p(f->m->settings.state_dir, 0700), 0);
-        struct api_options ao = { .socket_path = f->m->settings.socket, .socket_mode = 0600,
-                                  .socket_gid = (gid_t) -1, .listen_fd = -1 };
-        assert_int_equal(api_new(f->m->event, &ao, f->m->metrics, &f->m->api), 0);
+        f->m = fixture_manager_new(f->dir,
+                                   "[apiserver]\nurl=http://127.0.0.1:1\n"
+                                   "[identity]\nsigner=local\ntrust-domain=example.org\nca-dir=%1$s/ca\n"
+                                   "pod-tls-dir=%1$s/run/pods\n"
+                                   "[config.a]\nurl=http://127.0.0.1:1/a/manifest.json\ndest=%1$s/a\n"
+                                   "[agent]\nlog-level=err\n",
+                                   f->dir);
         *state = f;
         return 0;
 }
@@ -157,7 +135,7 @@ static void test_stop_start_all(void **state) {
         struct registered none = snapshot(f->m), running = {}, again = {}, stopped = {};
 
         start_all(f->m);
-        run_loop(f->m, 200 * USEC_PER_MSEC);
+        fixture_run_loop(f->m, 200 * USEC_PER_MSEC);
         running = snapshot(f->m);
         /* identity, configsync, podnet serve routes; every module but the stand-in has metrics. */
         assert_true(running.routes >= none.routes + 4);
@@ -169,13 +147,13 @@ static void test_stop_start_all(void **state) {
 
         for (unsigned round = 0; round < 2; round++) {
                 stop_all(f->m);
-                run_loop(f->m, 100 * USEC_PER_MSEC);
+                fixture_run_loop(f->m, 100 * USEC_PER_MSEC);
                 stopped = snapshot(f->m);
                 assert_same(&stopped, &none);
                 registered_done(&stopped);
 
                 start_all(f->m);
-                run_loop(f->m, 200 * USEC_PER_MSEC);
+                fixture_run_loop(f->m, 200 * USEC_PER_MSEC);
                 again = snapshot(f->m);
                 assert_same(&again, &running);
                 registered_done(&again);
@@ -190,7 +168,7 @@ static void test_stop_start_each(void **state) {
         struct registered running = {};
 
         start_all(f->m);
-        run_loop(f->m, 200 * USEC_PER_MSEC);
+        fixture_run_loop(f->m, 200 * USEC_PER_MSEC);
         running = snapshot(f->m);
         for (unsigned i = 0; i < f->m->n_modules; i++) {
                 struct module_instance *mi = &f->m->modules[i];
@@ -203,7 +181,7 @@ static void test_stop_start_each(void **state) {
                 assert_true(without.routes <= running.routes);
                 registered_done(&without);
                 assert_int_equal(mi->module->start(mi), 0);
-                run_loop(f->m, 100 * USEC_PER_MSEC);
+                fixture_run_loop(f->m, 100 * USEC_PER_MSEC);
                 struct registered back = snapshot(f->m);
                 assert_same(&back, &running);
                 registered_done(&back);
