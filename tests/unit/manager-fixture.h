@@ -12,10 +12,32 @@
 #include "fsutil.h"
 #include "manager.h"
 
+/* A module that does nothing, to stand in for a dependency the test leaves out. */
+static inline int fixture_noop_init(struct module_instance *mi, struct config *c, char **ret_error) {
+        return 0;
+}
+static inline int fixture_noop_start(struct module_instance *mi) {
+        return 0;
+}
+static inline int fixture_noop_stop(struct module_instance *mi) {
+        return 0;
+}
+static inline int fixture_noop_status(struct module_instance *mi, cJSON *o) {
+        return 0;
+}
+static inline void fixture_noop_free(struct module_instance *mi) {
+}
+#define FIXTURE_NOOP_MODULE(n)                                                                          \
+        {                                                                                               \
+                .name = (n), .init = fixture_noop_init, .start = fixture_noop_start,                   \
+                .reload = fixture_noop_init, .stop = fixture_noop_stop, .status = fixture_noop_status, \
+                .free = fixture_noop_free,                                                              \
+        }
+
 /* Makes dir (a mkdtemp template, "/tmp/NAME.XXXXXX") and a manager whose [agent] keeps
  * everything below it, with the sections format adds (%1$s is dir). */
-static struct manager *fixture_manager_new(char *dir, const char *format, ...) _printf_(2, 3);
-static struct manager *fixture_manager_new(char *dir, const char *format, ...) {
+static inline struct manager *fixture_manager_new(char *dir, const char *format, ...) _printf_(2, 3);
+static inline struct manager *fixture_manager_new(char *dir, const char *format, ...) {
         _cleanup_free_ char *conf = NULL, *sections = NULL, *text = NULL, *error = NULL;
         struct manager_options opts = {};
         struct manager *m = NULL;

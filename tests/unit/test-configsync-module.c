@@ -21,30 +21,7 @@
 #include "pods.h"
 
 /* The module table of this test: configsync and a stand-in for its dependency. */
-static int zk_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        mi->data = mi;
-        return 0;
-}
-static int zk_start(struct module_instance *mi) {
-        return 0;
-}
-static int zk_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        return 0;
-}
-static int zk_stop(struct module_instance *mi) {
-        return 0;
-}
-static int zk_status(struct module_instance *mi, cJSON *o) {
-        return 0;
-}
-static void zk_free(struct module_instance *mi) {
-        mi->data = NULL;
-}
-static const struct module fake_zkreg = {
-        .name = "zkreg",
-        .deps = (const char *const[]) { NULL },
-        .init = zk_init, .start = zk_start, .reload = zk_reload, .stop = zk_stop, .status = zk_status, .free = zk_free,
-};
+static const struct module fake_zkreg = FIXTURE_NOOP_MODULE("zkreg");
 extern const struct module configsync_module;
 const struct module *const module_table[] = { &configsync_module, &fake_zkreg };
 const unsigned module_table_size = ELEMENTSOF(module_table);

@@ -18,27 +18,7 @@
 #include "manager-fixture.h"
 
 /* configsync's dependency, without a ZooKeeper. */
-static int zk_init(struct module_instance *mi, struct config *c, char **ret_error) {
-        return 0;
-}
-static int zk_start(struct module_instance *mi) {
-        return 0;
-}
-static int zk_reload(struct module_instance *mi, struct config *c, char **ret_error) {
-        return 0;
-}
-static int zk_stop(struct module_instance *mi) {
-        return 0;
-}
-static int zk_status(struct module_instance *mi, cJSON *o) {
-        return 0;
-}
-static void zk_free(struct module_instance *mi) {
-}
-static const struct module fake_zkreg = {
-        .name = "zkreg",
-        .init = zk_init, .start = zk_start, .reload = zk_reload, .stop = zk_stop, .status = zk_status, .free = zk_free,
-};
+static const struct module fake_zkreg = FIXTURE_NOOP_MODULE("zkreg");
 extern const struct module apiserver_module, identity_module, configsync_module, reclaim_module, podnet_module;
 const struct module *const module_table[] = {
         &apiserver_module, &identity_module, &configsync_module, &reclaim_module, &podnet_module, &fake_zkreg,
