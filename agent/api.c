@@ -640,7 +640,7 @@ int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void
                         return -ENOMEM;
                 set->api = n > 0 ? a : NULL; /* an empty set has nothing to remove */
         }
-        grown = realloc(a->routes, (a->n_routes + n + 1) * sizeof(*grown));
+        grown = realloc(a->routes, (a->n_routes + n + 1) * sizeof(*grown)); /* + 1: never realloc(0) */
         if (!grown)
                 return -ENOMEM;
         a->routes = grown;
