@@ -689,6 +689,16 @@ int metrics_render(struct metrics *m, char **ret_text, size_t *ret_size) {
         return 0;
 }
 
+int metrics_families(struct metrics *m, const struct metric_def *defs, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                int r = metrics_family(m, defs[i].type, defs[i].name, defs[i].help, defs[i].labels, defs[i].buckets,
+                                       defs[i].n_buckets, defs[i].f);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 struct metrics_registration *metrics_registration_free(struct metrics_registration *reg) {
         if (!reg)
                 return NULL;

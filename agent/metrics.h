@@ -33,8 +33,9 @@ int metrics_family(struct metrics *m, enum metric_type type, const char *name, c
                    const char *const *label_names, const double *buckets, size_t n_buckets,
                    struct metric_family **ret);
 
-/* A module's metric families as a table: metrics_register() registers each row and stores the
- * family in *f. Rows with buckets NULL use the default latency buckets (histograms only). */
+/* Metric families as a table: metrics_register() (or metrics_families()) registers each row and
+ * stores the family in *f. Rows with buckets NULL use the default latency buckets (histograms
+ * only). */
 struct metric_def {
         enum metric_type type;
         const char *name, *help;
@@ -43,6 +44,9 @@ struct metric_def {
         size_t n_buckets;
         struct metric_family **f;
 };
+/* The rows as metrics_family() does each: for the process's life (what outlives its module's
+ * stop, such as zkreg's registry while it drains). */
+int metrics_families(struct metrics *m, const struct metric_def *defs, size_t n);
 
 /* The label values follow in the order of label_names given at creation. They are copied and
  * escaped on output. Unknown series are created on first use. Errors (ENOMEM, wrong number of

@@ -353,8 +353,8 @@ static int zkreg_open_session(struct zkreg *z) {
 
 /* ---- API: /v1/registrations ---- */
 
-/* The routes stay registered for the daemon's life (the API has no removal): they look the
- * module up through its instance, which outlives them. */
+/* The routes go with stop() (api_routes_free): they look the module up through its instance,
+ * which outlives them. */
 static struct zkreg *zkreg_from_api(void *userdata) {
         struct module_instance *mi = userdata;
         struct zkreg *z = mi->data;
