@@ -64,6 +64,13 @@ static inline struct manager *fixture_manager_new(char *dir, const char *format,
         return m;
 }
 
+/* Frees the manager and removes dir with everything below it. */
+static inline struct manager *fixture_manager_free(struct manager *m, const char *dir) {
+        manager_free(m);
+        assert_int_equal(rm_rf(dir), 0);
+        return NULL;
+}
+
 static inline void fixture_run_loop(struct manager *m, usec_t usec) {
         usec_t end = now_usec(CLOCK_MONOTONIC) + usec;
         while (now_usec(CLOCK_MONOTONIC) < end)

@@ -65,8 +65,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
         struct fixture *f = *state;
-        f->m = manager_free(f->m);
-        assert_int_equal(rm_rf(f->dir), 0);
+        f->m = fixture_manager_free(f->m, f->dir);
         free(f);
         return 0;
 }
