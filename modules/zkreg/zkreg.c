@@ -353,8 +353,8 @@ static int zkreg_open_session(struct zkreg *z) {
 
 /* ---- API: /v1/registrations ---- */
 
-/* The routes go with stop() (api_routes_free): they look the module up through its instance,
- * which outlives them. */
+/* The routes go once the module has stopped (zkreg_stopped): they look the module up through
+ * its instance, which outlives them. */
 static struct zkreg *zkreg_from_api(void *userdata) {
         struct module_instance *mi = userdata;
         struct zkreg *z = mi->data;
@@ -549,12 +549,20 @@ static int zkreg_reload(struct module_instance *mi, struct config *c, char **ret
         return 0;
 }
 
+/* What the module registered with the core goes once it has stopped: /v1/registrations and the
+ * session's metrics show the drain while it lasts. */
+static void zkreg_stopped(struct zkreg *z) {
+        z->routes = api_routes_free(z->routes);
+        z->metrics_reg = metrics_registration_free(z->metrics_reg);
+}
+
 static void on_registry_drained(struct registry *r, void *userdata) {
         struct zkreg *z = userdata;
 
         (void) r;
         /* Every node of ours is deleted: close the session, so nothing of ours lingers. */
         zk_session_close(z->session);
+        zkreg_stopped(z);
         module_stopped(z->mi);
 }
 
@@ -564,8 +572,6 @@ static int zkreg_stop(struct module_instance *mi) {
         if (!z->session)
                 return 0;
         z->stopping = true;
-        z->routes = api_routes_free(z->routes);
-        z->metrics_reg = metrics_registration_free(z->metrics_reg);
         z->sync_timer = sd_event_source_disable_unref(z->sync_timer);
         if (z->published) {
                 (void) manager_publish(mi->manager, FACT_ZOOKEEPER, NULL);
@@ -577,10 +583,12 @@ static int zkreg_stop(struct module_instance *mi) {
                 /* Nothing can be deleted now; closing the handle ends what it can. */
                 registry_abandon(z->registry);
                 zk_session_close(z->session);
+                zkreg_stopped(z);
                 return 0;
         }
         if (registry_shutdown(z->registry, on_registry_drained, z) == 0) {
                 zk_session_close(z->session);
+                zkreg_stopped(z);
                 return 0;
         }
         return 1;
