@@ -6,6 +6,7 @@
 #include "json.h"
 #include "log.h"
 #include "reflector.h"
+#include "string-table.h"
 
 #define MODULE "apiserver"
 #define SOURCE "apiserver"
@@ -66,17 +67,13 @@ struct reflector {
         usec_t last_backoff;
 };
 
-static const char *const state_names[_REFLECTOR_STATE_MAX] = {
+static const char *const reflector_state_table[_REFLECTOR_STATE_MAX] = {
         [REFLECTOR_IDLE] = "idle",           [REFLECTOR_WAITING] = "waiting",
         [REFLECTOR_LISTING] = "listing",     [REFLECTOR_WATCHING] = "watching",
         [REFLECTOR_BACKOFF] = "backoff",
 };
 
-const char *reflector_state_to_string(enum reflector_state s) {
-        if (s < 0 || s >= _REFLECTOR_STATE_MAX)
-                return NULL;
-        return state_names[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reflector_state, enum reflector_state);
 
 static void reflector_notify(struct reflector *r) {
         if (r->changed)
@@ -86,7 +83,7 @@ static void reflector_notify(struct reflector *r) {
 static void reflector_set_state(struct reflector *r, enum reflector_state s) {
         if (r->state == s)
                 return;
-        log_module_debug(MODULE, "reflector %s → %s", state_names[r->state], state_names[s]);
+        log_module_debug(MODULE, "reflector %s → %s", reflector_state_table[r->state], reflector_state_table[s]);
         r->state = s;
         reflector_notify(r);
 }
@@ -665,7 +662,7 @@ int reflector_status(const struct reflector *r, cJSON *o) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         bool ok = cJSON_AddStringToObject(o, "url", r->endpoint->url) &&
                   cJSON_AddNumberToObject(o, "pods", (double) pod_store_count_source(r->store, SOURCE)) &&
-                  cJSON_AddStringToObject(o, "reflector", state_names[r->state]) &&
+                  cJSON_AddStringToObject(o, "reflector", reflector_state_table[r->state]) &&
                   json_add_string_or_null(o, "resourceVersion", r->resource_version) &&
                   cJSON_AddBoolToObject(o, "synced", r->synced) && json_add_time(o, "lastSync", r->last_sync) &&
                   json_add_string_or_null(o, "lastError", r->last_error) &&

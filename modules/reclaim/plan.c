@@ -3,6 +3,7 @@
 
 #include "parse-util.h"
 #include "plan.h"
+#include "string-table.h"
 
 int reclaim_parse_level(const char *v, void *ret, const char **reason) {
         struct reclaim_level l = {};
@@ -96,16 +97,14 @@ bool reclaim_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_
         return engaged ? need < b->high : add_sat(need, b->headroom) < b->high;
 }
 
-static const char *const verdict_table[_RECLAIM_VERDICT_MAX] = {
+static const char *const reclaim_verdict_table[_RECLAIM_VERDICT_MAX] = {
         [RECLAIM_IDLE] = "idle",
         [RECLAIM_STEP] = "step",
         [RECLAIM_DONE] = "done",
         [RECLAIM_UNREACHABLE] = "unreachable",
 };
 
-const char *reclaim_verdict_to_string(enum reclaim_verdict v) {
-        return v >= 0 && v < _RECLAIM_VERDICT_MAX ? verdict_table[v] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reclaim_verdict, enum reclaim_verdict);
 
 uint64_t reclaim_limit_as_kernel_keeps(uint64_t written, uint64_t page_size) {
         if (page_size == 0 || written == UINT64_MAX)
@@ -132,16 +131,14 @@ enum reclaim_leftover_action reclaim_leftover_action(int open_error, int read_er
         return reclaim_limit_is_ours(current, original, written, page_size) ? LEFTOVER_RESTORE : LEFTOVER_NOT_OURS;
 }
 
-static const char *const leftover_table[_LEFTOVER_ACTION_MAX] = {
+static const char *const reclaim_leftover_action_table[_LEFTOVER_ACTION_MAX] = {
         [LEFTOVER_RESTORE] = "restore",
         [LEFTOVER_FORGET] = "forget",
         [LEFTOVER_KEEP] = "keep",
         [LEFTOVER_NOT_OURS] = "not-ours",
 };
 
-const char *reclaim_leftover_action_to_string(enum reclaim_leftover_action a) {
-        return a >= 0 && a < _LEFTOVER_ACTION_MAX ? leftover_table[a] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reclaim_leftover_action, enum reclaim_leftover_action);
 
 bool reclaim_limit_is_new_original(bool lowered, uint64_t recorded, uint64_t current) {
         return !lowered && recorded != 0 && current != 0 && current != recorded;

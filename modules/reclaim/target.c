@@ -6,6 +6,7 @@
 #include "fsutil.h"
 #include "json.h"
 #include "target-internal.h"
+#include "string-table.h"
 
 /* An episode that has not reached its goal after this many steps yields to the next wake-up
  * (a writer faster than reclaim); the safety-net timer or the next event starts another. */
@@ -16,7 +17,7 @@
 /* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
 #define POD_SEARCH_DEPTH 6u
 
-static const char *const state_table[_TARGET_STATE_MAX] = {
+static const char *const target_state_table[_TARGET_STATE_MAX] = {
         [TARGET_MISSING] = "missing",
         [TARGET_OK] = "ok",
         [TARGET_RECLAIMING] = "reclaiming",
@@ -25,11 +26,9 @@ static const char *const state_table[_TARGET_STATE_MAX] = {
         [TARGET_ERROR] = "error",
 };
 
-const char *target_state_to_string(enum target_state s) {
-        return s >= 0 && s < _TARGET_STATE_MAX ? state_table[s] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(target_state, enum target_state);
 
-static const char *const wake_table[_WAKE_SOURCE_MAX] = {
+static const char *const wake_source_table[_WAKE_SOURCE_MAX] = {
         [WAKE_THRESHOLD] = "threshold",
         [WAKE_BACKSTOP] = "backstop",
         [WAKE_PRESSURE] = "pressure-level",
@@ -40,9 +39,7 @@ static const char *const wake_table[_WAKE_SOURCE_MAX] = {
         [WAKE_START] = "start",
 };
 
-const char *wake_source_to_string(enum wake_source s) {
-        return s >= 0 && s < _WAKE_SOURCE_MAX ? wake_table[s] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(wake_source, enum wake_source);
 
 
 /* ---- settings ---- */
