@@ -66,7 +66,14 @@ int log_internal(int level, int error, const struct log_ctx *ctx, const char *fi
 #define log_warning_errno(error, ...) log_full_errno(LOG_WARNING, error, __VA_ARGS__)
 #define log_error_errno(error, ...) log_full_errno(LOG_ERR, error, __VA_ARGS__)
 
-/* Module-scoped helpers: MODULE=<name> on every line. */
+/* Module-scoped helpers: MODULE=<name> on every line.
+ *
+ * Per-object helpers all have one shape, defined beside their object from log_ctx_full_errno()
+ * or log_module_full_errno(): log_<object>_full_errno(obj, level, error, fmt, ...) adds the
+ * object's context (its name in the message, POD_UID=/POD= where it belongs to a pod) and
+ * returns -|error| like every *_errno helper; short forms, where a file wants them, are
+ * log_<object>_<level>[_errno](obj, ...). In the tree: log_target_ (reclaim), log_reg_ (zkreg),
+ * log_cred_ and log_workload_ (identity), log_bundle_ (configsync), log_attachment_ (podnet). */
 #define log_module_full_errno(name, level, error, ...)                                              \
         log_ctx_full_errno((&(const struct log_ctx) { .module = (name) }), level, error, __VA_ARGS__)
 #define log_module_debug(name, ...) (void) log_module_full_errno(name, LOG_DEBUG, 0, __VA_ARGS__)

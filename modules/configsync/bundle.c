@@ -19,10 +19,12 @@
 
 #define STATE_MAX_SIZE (MANIFEST_MAX_SIZE + 64U * 1024U)
 
-#define bundle_debug(b, fmt, ...) (void) log_module_full_errno(CONFIGSYNC_MODULE, LOG_DEBUG, 0, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
-#define bundle_info(b, fmt, ...) (void) log_module_full_errno(CONFIGSYNC_MODULE, LOG_INFO, 0, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
-#define bundle_warning(b, fmt, ...) (void) log_module_full_errno(CONFIGSYNC_MODULE, LOG_WARNING, 0, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
-#define bundle_warning_errno(b, e, fmt, ...) log_module_full_errno(CONFIGSYNC_MODULE, LOG_WARNING, e, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+#define log_bundle_full_errno(b, level, error, fmt, ...) \
+        log_module_full_errno(CONFIGSYNC_MODULE, level, error, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+#define log_bundle_debug(b, ...) (void) log_bundle_full_errno(b, LOG_DEBUG, 0, __VA_ARGS__)
+#define log_bundle_info(b, ...) (void) log_bundle_full_errno(b, LOG_INFO, 0, __VA_ARGS__)
+#define log_bundle_warning(b, ...) (void) log_bundle_full_errno(b, LOG_WARNING, 0, __VA_ARGS__)
+#define log_bundle_warning_errno(b, e, ...) log_bundle_full_errno(b, LOG_WARNING, e, __VA_ARGS__)
 
 static const char *const bundle_state_table[_BUNDLE_STATE_MAX] = {
         [BUNDLE_PENDING] = "pending",
@@ -36,7 +38,7 @@ DEFINE_STRING_TABLE_LOOKUP_TO_STRING(bundle_state, enum bundle_state);
 static void bundle_set_state(struct bundle *b, enum bundle_state s) {
         if (b->state == s)
                 return;
-        bundle_debug(b, "%s -> %s", bundle_state_to_string(b->state), bundle_state_to_string(s));
+        log_bundle_debug(b, "%s -> %s", bundle_state_to_string(b->state), bundle_state_to_string(s));
         b->state = s;
 }
 
@@ -159,17 +161,17 @@ static void bundle_load_state(struct bundle *b) {
             !cJSON_IsString(man) || !streq(url->valuestring, b->settings->url) ||
             !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||
             sha256_from_hex(sha->valuestring, declared) < 0)
-                return bundle_debug(b, "state file does not describe the published tree, ignoring it");
+                return log_bundle_debug(b, "state file does not describe the published tree, ignoring it");
         /* A state file from before public-key/ca-file were recorded counts as "no key, system CAs". */
         if (key_fingerprint(b->public_key, fp) < 0 || !streq(cJSON_IsString(key) ? key->valuestring : "", fp) ||
             !streq_ptr(cJSON_IsString(ca) ? ca->valuestring : NULL, b->settings->ca_file))
-                return bundle_info(b, "public-key or ca-file changed since the published tree was verified: "
+                return log_bundle_info(b, "public-key or ca-file changed since the published tree was verified: "
                                       "it stays (last known good) but counts as unverified until the manifest is "
                                       "fetched and checked again in full");
         size = strlen(man->valuestring);
         if (!EVP_Digest(man->valuestring, size, digest, NULL, EVP_sha256(), NULL) || memcmp(digest, declared, 32) != 0 ||
             manifest_parse(man->valuestring, size, &m, NULL) < 0)
-                return bundle_debug(b, "state file's manifest does not check out, ignoring it");
+                return log_bundle_debug(b, "state file's manifest does not check out, ignoring it");
         memcpy(b->manifest_sha256, digest, 32);
         b->have_sha = true;
         free(b->etag);
@@ -203,7 +205,7 @@ static void bundle_schedule(struct bundle *b, usec_t delay) {
         if (r >= 0)
                 r = sd_event_source_set_enabled(b->timer, SD_EVENT_ONESHOT);
         if (r < 0) {
-                bundle_warning_errno(b, r, "cannot arm the sync timer: %m");
+                log_bundle_warning_errno(b, r, "cannot arm the sync timer: %m");
                 return;
         }
         b->next_attempt = now_usec(CLOCK_REALTIME) + delay;
@@ -217,11 +219,11 @@ static usec_t bundle_poll_delay(struct bundle *b) {
 
 void bundle_refresh(struct bundle *b, const char *why) {
         if (b->fetch) {
-                bundle_debug(b, "refresh (%s) during a sync: syncing again after it", why);
+                log_bundle_debug(b, "refresh (%s) during a sync: syncing again after it", why);
                 b->again = true;
                 return;
         }
-        bundle_debug(b, "refresh (%s)", why);
+        log_bundle_debug(b, "refresh (%s)", why);
         bundle_schedule(b, 0);
 }
 
@@ -231,7 +233,7 @@ static void on_zk_changed(struct zk_trigger *t, int64_t old_version, int64_t new
         struct bundle *b = userdata;
         usec_t splay = b->settings->splay > 0 ? backoff_random_between(&b->backoff, 0, b->settings->splay) : 0;
 
-        bundle_info(b, "zk-version-node %s changed (mzxid %" PRId64 " -> %" PRId64 "), syncing in %.1fs",
+        log_bundle_info(b, "zk-version-node %s changed (mzxid %" PRId64 " -> %" PRId64 "), syncing in %.1fs",
                     zk_trigger_path(t), old_version, new_version, (double) splay / USEC_PER_SEC);
         b->n_zk_triggers++;
         if (b->fetch)
@@ -254,15 +256,15 @@ static void bundle_ensure_watch(struct bundle *b) {
         /* A fact that went away took its watches with it. */
         b->zk = zk_trigger_free(b->zk, true);
         if (!zf) {
-                bundle_debug(b, "no ZooKeeper session published (zkreg not running): polling only");
+                log_bundle_debug(b, "no ZooKeeper session published (zkreg not running): polling only");
                 return;
         }
         r = zk_trigger_new(zf, b->settings->zk_version_node, on_zk_changed, b, &b->zk);
         if (r < 0) {
-                bundle_warning_errno(b, r, "cannot watch %s: %m", b->settings->zk_version_node);
+                log_bundle_warning_errno(b, r, "cannot watch %s: %m", b->settings->zk_version_node);
                 return;
         }
-        bundle_info(b, "watching zk-version-node %s", b->settings->zk_version_node);
+        log_bundle_info(b, "watching zk-version-node %s", b->settings->zk_version_node);
 }
 
 /* ---- outcomes ---- */
@@ -291,20 +293,20 @@ static void on_run_done(struct runner *r, const struct runner_result *res, void 
         b->last_run = *res;
         if (res->spawn_error < 0) {
                 result = "spawn-failed";
-                bundle_warning(b, "on-change: cannot run %s: %s", b->on_change_argv[0], strerror(-res->spawn_error));
+                log_bundle_warning(b, "on-change: cannot run %s: %s", b->on_change_argv[0], strerror(-res->spawn_error));
         } else if (res->timed_out) {
                 result = "timeout";
-                bundle_warning(b, "on-change: %s timed out after %.1fs and was killed", b->on_change_argv[0],
+                log_bundle_warning(b, "on-change: %s timed out after %.1fs and was killed", b->on_change_argv[0],
                                (double) b->settings->on_change_timeout / USEC_PER_SEC);
         } else if (res->exit_code == 0) {
                 result = "success";
-                bundle_info(b, "on-change: %s succeeded", b->on_change_argv[0]);
+                log_bundle_info(b, "on-change: %s succeeded", b->on_change_argv[0]);
         } else {
                 result = "failure";
                 if (res->signal)
-                        bundle_warning(b, "on-change: %s killed by signal %d", b->on_change_argv[0], res->signal);
+                        log_bundle_warning(b, "on-change: %s killed by signal %d", b->on_change_argv[0], res->signal);
                 else
-                        bundle_warning(b, "on-change: %s exited with status %d", b->on_change_argv[0], res->exit_code);
+                        log_bundle_warning(b, "on-change: %s exited with status %d", b->on_change_argv[0], res->exit_code);
         }
         (void) metric_inc(b->cs->metrics.on_change, b->name, result);
 
@@ -314,7 +316,7 @@ static void on_run_done(struct runner *r, const struct runner_result *res, void 
                 bool pending = runner_pending(r);
                 b->runner_stale = false;
                 if (bundle_make_runner(b) < 0)
-                        bundle_warning(b, "on-change: cannot set up the new command");
+                        log_bundle_warning(b, "on-change: cannot set up the new command");
                 else if (pending)
                         bundle_trigger_on_change(b);
         }
@@ -338,9 +340,9 @@ static void bundle_trigger_on_change(struct bundle *b) {
                 return;
         if (env_push(&env, "PINION_CONFIG", b->name) < 0 || env_push(&env, "PINION_CONFIG_DIR", b->settings->dest) < 0 ||
             env_push(&env, "PINION_CONFIG_VERSION", strempty(b->version)) < 0)
-                return bundle_warning(b, "on-change: out of memory");
+                return log_bundle_warning(b, "on-change: out of memory");
         if (runner_trigger(b->runner, env) < 0)
-                bundle_warning(b, "on-change: cannot arm its timer");
+                log_bundle_warning(b, "on-change: cannot arm its timer");
 }
 
 static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userdata) {
@@ -361,7 +363,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 usec_t delay = backoff_next(&b->backoff, now, o->retry_after);
                 bundle_record_error(b, o);
                 bundle_set_state(b, BUNDLE_FAILING);
-                bundle_warning(b, "sync failed (%s), keeping %s; retrying in %.1fs", b->last_error,
+                log_bundle_warning(b, "sync failed (%s), keeping %s; retrying in %.1fs", b->last_error,
                                b->present ? "the current version" : "nothing (no version yet)",
                                (double) delay / USEC_PER_SEC);
                 b->fetch = fetch_free(b->fetch);
@@ -375,7 +377,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 b->verified = true;
                 b->n_not_modified++;
                 (void) metric_inc(mt->not_modified, b->name);
-                bundle_debug(b, "not modified");
+                log_bundle_debug(b, "not modified");
                 break;
         case FETCH_SAME: {
                 /* The same bytes (and their signature checked, with public-key): the state file
@@ -385,9 +387,9 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 free(b->etag);
                 b->etag = TAKE_PTR(o->etag);
                 b->verified = true;
-                bundle_debug(b, "manifest unchanged%s", etag_changed ? " (new ETag)" : "");
+                log_bundle_debug(b, "manifest unchanged%s", etag_changed ? " (new ETag)" : "");
                 if (b->version_dir && etag_changed && bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
-                        bundle_warning(b, "cannot save its state (the next start downloads the manifest again)");
+                        log_bundle_warning(b, "cannot save its state (the next start downloads the manifest again)");
                 break;
         }
         case FETCH_CHANGED:
@@ -409,13 +411,13 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 b->last_change = b->published;
                 b->n_changes++;
                 if (bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
-                        bundle_warning(b, "cannot save its state (the next start downloads it again)");
-                bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
+                        log_bundle_warning(b, "cannot save its state (the next start downloads it again)");
+                log_bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
                             "%.3fs, of which %.3fs fsync and swap)",
                             b->version ? b->version : "(unknown)", b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
                             (double) o->total_usec / USEC_PER_SEC, (double) o->publish_usec / USEC_PER_SEC);
                 if (o->files_damaged > 0)
-                        bundle_warning(b, "%u unchanged file(s) were missing or no longer matched their size, mode "
+                        log_bundle_warning(b, "%u unchanged file(s) were missing or no longer matched their size, mode "
                                           "or sha256 in the published version (changed in place?) and were "
                                           "downloaded again", o->files_damaged);
                 bundle_trigger_on_change(b);
@@ -427,7 +429,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
         backoff_reset(&b->backoff);
         b->last_success = now_usec(CLOCK_REALTIME);
         if (b->state == BUNDLE_FAILING)
-                bundle_info(b, "sync works again");
+                log_bundle_info(b, "sync works again");
         b->last_error = mfree(b->last_error);
         b->last_error_kind = NULL;
         bundle_set_state(b, BUNDLE_SYNCED);
@@ -457,7 +459,7 @@ static void bundle_sync(struct bundle *b) {
         if (r < 0 || !streq_ptr(current, b->version_dir)) {
                 bool was_present = b->present;
                 if (b->have_sha)
-                        bundle_warning(b, "the published tree in %s changed behind our back, syncing from scratch",
+                        log_bundle_warning(b, "the published tree in %s changed behind our back, syncing from scratch",
                                        b->settings->dest);
                 bundle_forget_cache(b);
                 free(b->version_dir);
@@ -467,10 +469,10 @@ static void bundle_sync(struct bundle *b) {
                 b->verified = false;
                 if (b->present != was_present) {
                         if (b->present)
-                                bundle_info(b, "a version appeared in %s (not ours): present, unverified until the next sync",
+                                log_bundle_info(b, "a version appeared in %s (not ours): present, unverified until the next sync",
                                             b->settings->dest);
                         else
-                                bundle_warning(b, "no version is published in %s any more (%s gone): not present",
+                                log_bundle_warning(b, "no version is published in %s any more (%s gone): not present",
                                                b->settings->dest, ATOMIC_DIR_DATA);
                         configsync_bundle_changed(b->cs, b, true);
                 }
@@ -499,7 +501,7 @@ static void bundle_sync(struct bundle *b) {
                 bundle_record_error(b, &o);
                 bundle_set_state(b, BUNDLE_FAILING);
                 bundle_schedule(b, backoff_next(&b->backoff, now_usec(CLOCK_MONOTONIC), 0));
-                bundle_warning_errno(b, r, "cannot start a sync: %m");
+                log_bundle_warning_errno(b, r, "cannot start a sync: %m");
                 return;
         }
         b->last_attempt = now_usec(CLOCK_REALTIME);
@@ -555,9 +557,9 @@ int bundle_start(struct bundle *b) {
 
         r = atomic_dir_cleanup(dest);
         if (r > 0)
-                bundle_info(b, "removed %d leftover(s) of an interrupted sync in %s", r, dest);
+                log_bundle_info(b, "removed %d leftover(s) of an interrupted sync in %s", r, dest);
         else if (r < 0 && r != -ENOENT)
-                bundle_warning_errno(b, r, "cannot clean up %s: %m", dest);
+                log_bundle_warning_errno(b, r, "cannot clean up %s: %m", dest);
 
         if (atomic_dir_current(dest, &current) >= 0) {
                 struct stat st;
@@ -567,7 +569,7 @@ int bundle_start(struct bundle *b) {
                 if (p && lstat(p, &st) >= 0)
                         b->published = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
                 bundle_load_state(b);
-                bundle_info(b, "found version %s in %s (last known good)", b->version ? b->version : b->version_dir, dest);
+                log_bundle_info(b, "found version %s in %s (last known good)", b->version ? b->version : b->version_dir, dest);
         }
 
         r = sd_event_add_time_relative(bundle_manager(b)->event, &b->timer, CLOCK_MONOTONIC, 0, 0, on_timer, b);
@@ -599,7 +601,7 @@ int bundle_update(struct bundle *b, size_t index) {
         if (source_changed) {
                 /* What is published stays (last known good) until the new source delivers; only
                  * what let us skip work (ETag, manifest for 304s and hard links) is dropped. */
-                bundle_info(b, "source changed: the next sync is a full one");
+                log_bundle_info(b, "source changed: the next sync is a full one");
                 b->fetch = fetch_free(b->fetch);
                 bundle_forget_cache(b);
                 b->verified = false;
@@ -613,12 +615,12 @@ int bundle_update(struct bundle *b, size_t index) {
                 bool pending = runner_pending(b->runner);
                 r = bundle_make_runner(b);
                 if (r >= 0 && pending && b->runner) {
-                        bundle_info(b, "on-change changed while a run was pending: the new command runs instead");
+                        log_bundle_info(b, "on-change changed while a run was pending: the new command runs instead");
                         bundle_trigger_on_change(b);
                 } else if (r >= 0 && pending)
-                        bundle_info(b, "on-change removed while a run was pending: nothing runs");
+                        log_bundle_info(b, "on-change removed while a run was pending: nothing runs");
         } else if (runner_changed) {
-                bundle_info(b, "on-change changed while the old command runs: the new one takes over when it ends");
+                log_bundle_info(b, "on-change changed while the old command runs: the new one takes over when it ends");
                 b->runner_stale = true;
         }
         return r;

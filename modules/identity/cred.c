@@ -29,14 +29,13 @@ static const char *const cred_state_table[_CRED_STATE_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(cred_state, enum cred_state);
 
-#define log_cred(c, level, error, ...) log_module_full_errno(MODULE, level, error, "%s certificate: " FIRST_ARG(__VA_ARGS__), (c)->name REST_ARGS(__VA_ARGS__))
-#define FIRST_ARG(f, ...) f
-#define REST_ARGS(f, ...) , ##__VA_ARGS__
+#define log_cred_full_errno(c, level, error, fmt, ...) \
+        log_module_full_errno(MODULE, level, error, "%s certificate: " fmt, (c)->name, ##__VA_ARGS__)
 
 static void cred_set_state(struct cred *c, enum cred_state s) {
         if (c->state == s)
                 return;
-        log_cred(c, s == CRED_EXPIRED ? LOG_ERR : LOG_INFO, 0, "%s → %s", cred_state_to_string(c->state),
+        log_cred_full_errno(c, s == CRED_EXPIRED ? LOG_ERR : LOG_INFO, 0, "%s → %s", cred_state_to_string(c->state),
                  cred_state_to_string(s));
         c->state = s;
         c->on_event(c, CRED_EVENT_STATE, c->userdata);
@@ -209,7 +208,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         usec_t now = now_usec(CLOCK_REALTIME);
 
         if (c->chain && now >= c->info.not_after && c->state != CRED_EXPIRED) {
-                log_cred(c, LOG_ERR, 0, "expired (notAfter passed without a renewal%s%s)",
+                log_cred_full_errno(c, LOG_ERR, 0, "expired (notAfter passed without a renewal%s%s)",
                          c->last_error ? ": " : "", c->last_error ? c->last_error : "");
                 cred_set_state(c, CRED_EXPIRED);
         }
@@ -232,7 +231,7 @@ static void schedule(struct cred *c) {
         if (!c->timer) {
                 int r = sd_event_add_time(c->event, &c->timer, CLOCK_REALTIME, at, 10 * USEC_PER_MSEC, on_timer, c);
                 if (r < 0)
-                        log_cred(c, LOG_ERR, r, "cannot arm its timer: %m");
+                        log_cred_full_errno(c, LOG_ERR, r, "cannot arm its timer: %m");
                 return;
         }
         (void) sd_event_source_set_time(c->timer, at);
@@ -338,7 +337,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
                 }
                 usec_t delay = backoff_next(&c->backoff, now_usec(CLOCK_MONOTONIC), 0);
                 c->next_attempt = now + delay;
-                log_cred(c, LOG_WARNING, 0, "signing failed: %s; retrying in %.1fs%s", c->last_error,
+                log_cred_full_errno(c, LOG_WARNING, 0, "signing failed: %s; retrying in %.1fs%s", c->last_error,
                          (double) delay / USEC_PER_SEC,
                          cred_usable(c) ? " (the current certificate keeps serving)" : "");
                 c->on_event(c, CRED_EVENT_FAILED, c->userdata);
@@ -361,7 +360,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         char until[64] = "", rot[64] = "";
         (void) format_rfc3339(c->info.not_after, until, sizeof(until));
         (void) format_rfc3339(c->rotate_at, rot, sizeof(rot));
-        log_cred(c, LOG_INFO, 0, "%s serial %s, valid until %s, renewal at %s", had ? "rotated to" : "issued",
+        log_cred_full_errno(c, LOG_INFO, 0, "%s serial %s, valid until %s, renewal at %s", had ? "rotated to" : "issued",
                  c->info.serial, until, rot);
         cred_set_state(c, CRED_VALID);
         c->on_event(c, had ? CRED_EVENT_ROTATED : CRED_EVENT_ISSUED, c->userdata);
@@ -385,7 +384,7 @@ static void request(struct cred *c) {
                 cred_set_state(c, CRED_ROTATING);
         else if (c->state == CRED_NONE)
                 cred_set_state(c, CRED_REQUESTING);
-        log_cred(c, LOG_DEBUG, 0, "asking the %s signer", c->signer->ops->name);
+        log_cred_full_errno(c, LOG_DEBUG, 0, "asking the %s signer", c->signer->ops->name);
         const struct signer_request req = {
                 .profile = c->profile,
                 .csr = csr,
@@ -459,13 +458,13 @@ int cred_start(struct cred *c) {
          * ..data_tmp) goes now: a reused pair writes nothing until its renewal, hours away. */
         int r = atomic_dir_cleanup(c->dir);
         if (r > 0)
-                log_cred(c, LOG_INFO, 0, "removed %d leftover(s) of an interrupted write in %s", r, c->dir);
+                log_cred_full_errno(c, LOG_INFO, 0, "removed %d leftover(s) of an interrupted write in %s", r, c->dir);
         r = load(c, &reason);
         if (r >= 0) {
                 plan_rotation(c, 0);
                 char until[64] = "";
                 (void) format_rfc3339(c->info.not_after, until, sizeof(until));
-                log_cred(c, LOG_INFO, 0, "reusing serial %s from %s, valid until %s", c->info.serial, c->dir, until);
+                log_cred_full_errno(c, LOG_INFO, 0, "reusing serial %s from %s, valid until %s", c->info.serial, c->dir, until);
                 cred_set_state(c, CRED_VALID);
                 c->on_event(c, CRED_EVENT_ISSUED, c->userdata);
                 if (c->rotate_at <= now_usec(CLOCK_REALTIME))
@@ -474,9 +473,9 @@ int cred_start(struct cred *c) {
                 return 0;
         }
         if (r == -ENOENT)
-                log_cred(c, LOG_INFO, 0, "none in %s yet, requesting one", c->dir);
+                log_cred_full_errno(c, LOG_INFO, 0, "none in %s yet, requesting one", c->dir);
         else
-                log_cred(c, LOG_WARNING, 0, "ignoring the one in %s: %s; requesting a new one", c->dir, reason);
+                log_cred_full_errno(c, LOG_WARNING, 0, "ignoring the one in %s: %s; requesting a new one", c->dir, reason);
         clear_material(c);
         request(c);
         schedule(c);

@@ -28,7 +28,7 @@
 #define ISSUE_SLICE (4 * USEC_PER_MSEC)
 #define WORKLOAD_RETRY (5 * USEC_PER_SEC)
 
-#define log_workload(w, level, error, ...)                                                                            \
+#define log_workload_full_errno(w, level, error, ...)                                                                            \
         log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (w)->uid, .pod = (w)->spiffe }), \
                            level, error, __VA_ARGS__)
 
@@ -119,7 +119,7 @@ static void workload_remove(struct identity *id, struct workload *w) {
         _cleanup_free_ char *dir = tls_dir(id, w);
         if (dir)
                 (void) rm_rf(dir);
-        log_workload(w, LOG_INFO, 0, "pod gone: certificate dropped");
+        log_workload_full_errno(w, LOG_INFO, 0, "pod gone: certificate dropped");
         _cleanup_free_ char *uid = strdup(w->uid);
         workload_free(w);
         if (uid) {
@@ -254,7 +254,7 @@ static int issue(struct identity *id, struct workload *w) {
         set_error(w, NULL);
         r = write_tls_dir(id, w);
         if (r < 0)
-                log_workload(w, LOG_WARNING, r, "cannot write its files under %s, ignoring: %m", id->settings->pod_tls_dir);
+                log_workload_full_errno(w, LOG_WARNING, r, "cannot write its files under %s, ignoring: %m", id->settings->pod_tls_dir);
         return 0;
 }
 
@@ -276,7 +276,7 @@ static void schedule_rotation(struct identity *id, struct workload *w) {
                 int r = sd_event_add_time(id->manager->event, &w->timer, CLOCK_REALTIME, w->rotate_at, USEC_PER_SEC / 10,
                                           on_rotation_timer, w);
                 if (r < 0)
-                        log_workload(w, LOG_ERR, r, "cannot arm its rotation timer: %m");
+                        log_workload_full_errno(w, LOG_ERR, r, "cannot arm its rotation timer: %m");
                 return;
         }
         (void) sd_event_source_set_time(w->timer, w->rotate_at);
@@ -291,7 +291,7 @@ static void retry_rotation(struct identity *id, struct workload *w) {
         if (r >= 0)
                 r = sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
         if (r < 0)
-                log_workload(w, LOG_ERR, r, "cannot arm its retry timer: %m");
+                log_workload_full_errno(w, LOG_ERR, r, "cannot arm its retry timer: %m");
 }
 
 /* notAfter passed without a renewal: the gate (which compares with the clock) is closed now, and
@@ -299,7 +299,7 @@ static void retry_rotation(struct identity *id, struct workload *w) {
 static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct workload *w = userdata;
         struct identity *id = w->id;
-        log_workload(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
+        log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
         (void) metric_inc(id->m_failed, "workload");
         pod_gates_changed(id->manager->pod_gates, w->uid);
@@ -315,7 +315,7 @@ static void arm_expiry(struct identity *id, struct workload *w) {
         if (r >= 0)
                 r = sd_event_source_set_enabled(w->expiry_timer, SD_EVENT_ONESHOT);
         if (r < 0)
-                log_workload(w, LOG_ERR, r, "cannot arm its expiry timer: %m");
+                log_workload_full_errno(w, LOG_ERR, r, "cannot arm its expiry timer: %m");
 }
 
 static void issue_one(struct identity *id, struct workload *w) {
@@ -323,7 +323,7 @@ static void issue_one(struct identity *id, struct workload *w) {
         int r = issue(id, w);
         if (r < 0) {
                 (void) metric_inc(id->m_failed, "workload");
-                log_workload(w, LOG_WARNING, r, "cannot issue its certificate: %s (%m)", w->last_error ? w->last_error : "");
+                log_workload_full_errno(w, LOG_WARNING, r, "cannot issue its certificate: %s (%m)", w->last_error ? w->last_error : "");
                 /* A later issuer change or pod update tries again; one that still holds a
                  * certificate also retries on a timer while it lasts. */
                 if (had)
@@ -335,7 +335,7 @@ static void issue_one(struct identity *id, struct workload *w) {
         arm_expiry(id, w);
         char until[64] = "";
         (void) format_rfc3339(w->info.not_after, until, sizeof(until));
-        log_workload(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
+        log_workload_full_errno(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
                      w->spiffe, until);
         if (!had)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
@@ -430,7 +430,7 @@ void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct p
                 return;
         }
         if (created)
-                log_workload(w, LOG_DEBUG, 0, "pod %s/%s asks for an identity", w->ns, w->name);
+                log_workload_full_errno(w, LOG_DEBUG, 0, "pod %s/%s asks for an identity", w->ns, w->name);
         if (changed || !w->chain_pem)
                 queue_push(id, w);
         if (created)

@@ -88,14 +88,14 @@ static void reg_set_state(struct registration *reg, enum reg_state state) {
         reg->state = state;
         reg->last_change = now_usec(CLOCK_REALTIME);
         if (state == REG_REGISTERED)
-                (void) reg_log(reg, LOG_INFO, 0, "Registration %s → %s: %s at %s", reg_state_to_string(old),
+                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s: %s at %s", reg_state_to_string(old),
                                reg_state_to_string(state), strempty(reg->entry.endpoint), strempty(reg->znode));
         else if (state == REG_STOPPING || (state == REG_UNREADY && old != REG_PENDING) ||
                  old == REG_REGISTERED || old == REG_STOPPING)
-                (void) reg_log(reg, LOG_INFO, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
+                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
                                reg_state_to_string(state), error ? ": " : "", strempty(error));
         else
-                (void) reg_log(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
+                (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
                                reg_state_to_string(state), error ? ": " : "", strempty(error));
 }
 
@@ -169,7 +169,7 @@ static void reg_backoff(struct registration *reg, const char *what, int rc) {
         snprintf(buf, sizeof(buf), "%s failed: %s (retrying in %llums)", what, zerror(rc),
                  (unsigned long long) (wait / USEC_PER_MSEC));
         reg_set_error(reg, buf);
-        (void) reg_log(reg, LOG_WARNING, 0, "%s", buf);
+        (void) log_reg_full_errno(reg, LOG_WARNING, 0, "%s", buf);
         reg->not_before = now + wait;
         reg->error_until = now + wait;
 }
@@ -197,7 +197,7 @@ static void member_deleted(struct registry *r, const char *path) {
                 reg->znode = mfree(reg->znode);
                 reg->written = mfree(reg->written);
                 reg_set_error(reg, "our member was deleted by someone else: registering again");
-                (void) reg_log(reg, LOG_WARNING, 0, "Member %s was deleted by someone else: registering again", path);
+                (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Member %s was deleted by someone else: registering again", path);
                 reg_after_op(reg);
                 return;
         }
@@ -299,7 +299,7 @@ static void on_deleted(void *userdata, const struct zk_op_result *res) {
                 if (streq_ptr(reg->znode, res->path)) {
                         reg->znode = mfree(reg->znode);
                         reg->written = mfree(reg->written);
-                        (void) reg_log(reg, LOG_INFO, 0, "Deregistered %s (%s)", res->path, strempty(reg->entry.endpoint));
+                        (void) log_reg_full_errno(reg, LOG_INFO, 0, "Deregistered %s (%s)", res->path, strempty(reg->entry.endpoint));
                 }
                 backoff_reset(&reg->backoff);
                 if (reg->goal == REG_GOAL_NONE && reg->why_not)
@@ -369,17 +369,17 @@ static void check_judge(struct registration *reg, const struct zk_op_result *res
                 const struct zk_member_read *m = &res->members[i];
                 switch (verdicts[i]) {
                 case REG_VERDICT_CLAIMED:
-                        (void) reg_log(reg, LOG_DEBUG, 0, "%s is another registration's member: not ours to adopt", m->path);
+                        (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "%s is another registration's member: not ours to adopt", m->path);
                         break;
                 case REG_VERDICT_ADOPT:
                         (void) reg_set_string(&reg->znode, m->path);
                         (void) reg_set_string(&reg->written, m->data);
                         reg->znode_session = m->owner;
-                        (void) reg_log(reg, LOG_INFO, 0, "The create before the connection loss happened: adopting %s", m->path);
+                        (void) log_reg_full_errno(reg, LOG_INFO, 0, "The create before the connection loss happened: adopting %s", m->path);
                         member_watch(r, m->path);
                         break;
                 case REG_VERDICT_DELETE:
-                        (void) reg_log(reg, LOG_WARNING, 0, "Deleting a second member of ours, %s", m->path);
+                        (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Deleting a second member of ours, %s", m->path);
                         (void) zk_ops_delete(r->ops, m->path, registry_on_orphan, r);
                         break;
                 default:

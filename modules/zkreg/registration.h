@@ -100,7 +100,7 @@ struct registry {
         struct metric_family *m_regs, *m_health, *m_registered_total;
 };
 
-#define reg_log(reg, level, error, ...)                                                             \
+#define log_reg_full_errno(reg, level, error, ...)                                                             \
         log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (reg)->uid, .pod = (reg)->name }), \
                            level, error, __VA_ARGS__)
 

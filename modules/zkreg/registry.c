@@ -95,7 +95,7 @@ static void on_health(struct health *h, bool ok, const char *error, bool changed
         (void) error;
         (void) metric_inc(r->m_health, health_kind_to_string(health_get_spec(h)->kind), ok ? "ok" : "fail");
         if (changed)
-                (void) reg_log(reg, LOG_INFO, 0, "Health check of %s: %s%s%s", health_target(h),
+                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Health check of %s: %s%s%s", health_target(h),
                                health_is_healthy(h) ? "healthy" : "unhealthy", health_is_healthy(h) ? "" : ": ",
                                health_is_healthy(h) ? "" : strempty(health_reason(h)));
         /* A verdict change moves the registration; a failure while unhealthy refreshes its reason. */
@@ -221,7 +221,7 @@ static void reg_evaluate(struct registration *reg) {
                 snprintf(buf, sizeof(buf), "flap damping: registering again in %llums",
                          (unsigned long long) ((hold - now) / USEC_PER_MSEC));
                 reg_set_error(reg, buf);
-                (void) reg_log(reg, LOG_INFO, 0, "Pod flapping (%u times in a minute): %s", reg->flaps.count, buf);
+                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Pod flapping (%u times in a minute): %s", reg->flaps.count, buf);
         }
         reg_update(reg);
         reg_kick(reg);
