@@ -1,7 +1,8 @@
 # podnet (included by Makefile.am): the pod network module, its CNI plugin pinion-cni, their
 # unit tests, integration tests, fuzz targets and benchmark.
 MODULE_SOURCES += \
-	modules/podnet/podnet.c \
+	modules/podnet/podnet.c modules/podnet/podnet.h modules/podnet/podnet-api.c \
+	modules/podnet/attachment.c \
 	modules/podnet/cni.c modules/podnet/cni.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
 	modules/podnet/wire.c modules/podnet/wire.h \

@@ -3,7 +3,7 @@
  * pods that opt in with the pinion.io/reclaim annotation) and reclaims their page cache before
  * it drives them into their limit (target*.c: one cgroup's state machine and episodes; plan.c:
  * the decisions; memcg.c: the cgroup files through libcgroup). This file is the module: config,
- * the pod observer, /v1/reclaim, metrics. */
+ * the pod observer, metrics, lifecycle; /v1/reclaim is reclaim-api.c. */
 
 #include <stddef.h>
 #include <stdio.h>
@@ -18,6 +18,7 @@
 #include "memcg.h"
 #include "module.h"
 #include "parse-util.h"
+#include "reclaim.h"
 #include "strv.h"
 #include "target.h"
 
@@ -31,27 +32,6 @@
  * apiserver shows has another uid): the kubelet sets these to that hash. */
 #define ANNOTATION_CONFIG_HASH "kubernetes.io/config.hash"
 #define ANNOTATION_CONFIG_MIRROR "kubernetes.io/config.mirror"
-
-struct reclaim_settings {
-        struct reclaim_target_settings **targets;
-        size_t n_targets;
-};
-
-struct reclaim {
-        struct reclaim_settings *settings;
-        struct reclaim_ctx ctx;
-        struct module_instance *mi;
-
-        struct reclaim_target **targets; /* the sections' first, then opted-in pods */
-        size_t n_targets;
-        char **pod_errors; /* "namespace/name: why its opt-in was refused" */
-
-        bool have_hierarchy;
-        enum memcg_version version;
-        struct api_routes *routes;
-        struct metrics_registration *metrics_reg; /* ctx.metrics and the collector */
-        bool observing;
-};
 
 static int parse_pressure_level(const char *v, void *ret, const char **reason) {
         if (!isempty(v) && !streq(v, "low") && !streq(v, "medium") && !streq(v, "critical")) {
@@ -413,45 +393,6 @@ static void collect_reclaim(struct metrics *metrics, void *userdata) {
                 reclaim_target_collect(rc->targets[i]);
 }
 
-/* ---- the API ---- */
-
-static cJSON *targets_json(struct reclaim *rc) {
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        cJSON *list, *errors;
-        if (!o || !(list = cJSON_AddArrayToObject(o, "targets")) || !(errors = cJSON_AddArrayToObject(o, "pod_errors")))
-                return NULL;
-        for (size_t i = 0; i < rc->n_targets; i++)
-                if (!cJSON_AddItemToArray(list, reclaim_target_to_json(rc->targets[i])))
-                        return NULL;
-        STRV_FOREACH(e, rc->pod_errors)
-                if (!cJSON_AddItemToArray(errors, cJSON_CreateString(*e)))
-                        return NULL;
-        return TAKE_PTR(o);
-}
-
-/* GET /v1/reclaim: every target with its figures. */
-static int handle_reclaim(struct api_request *req, void *userdata) {
-        struct module_instance *mi = userdata;
-        struct reclaim *rc = mi->data;
-        if (!rc)
-                return api_reply_error(req, 503, "the reclaim module is not running");
-        cJSON *o = targets_json(rc);
-        if (!o)
-                return api_reply_error(req, 500, "out of memory");
-        if (!cJSON_AddStringToObject(o, "state", module_state_to_string(mi->state)) ||
-            !json_add_string_or_null(o, "reason", mi->reason) ||
-            !(rc->have_hierarchy ? cJSON_AddNumberToObject(o, "cgroup_version", rc->version)
-                                 : cJSON_AddNullToObject(o, "cgroup_version"))) {
-                cJSON_Delete(o);
-                return api_reply_error(req, 500, "out of memory");
-        }
-        return api_reply_json(req, 200, o);
-}
-
-static const struct api_route reclaim_routes[] = {
-        { "GET", "/v1/reclaim", handle_reclaim, true },
-};
-
 /* ---- the module contract ---- */
 
 static void reclaim_free_targets(struct reclaim *rc) {
@@ -534,11 +475,9 @@ static int reclaim_start(struct module_instance *mi) {
         r = register_metrics(rc, m);
         if (r < 0)
                 return r;
-        if (!rc->routes) {
-                r = api_add_routes(m->api, reclaim_routes, ELEMENTSOF(reclaim_routes), mi, &rc->routes);
-                if (r < 0)
-                        return r;
-        }
+        r = reclaim_api_register(mi);
+        if (r < 0)
+                return r;
 
         /* A crash mid-step left a limit lowered: put it back before anything else. */
         (void) reclaim_restore_leftovers(&rc->ctx);

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/* One attachment's life outside the wiring: its address as the pod's IP in the pod store (so
+ * registration and identity see it), its release, and the host veths the reaper is deleting,
+ * which an ADD reusing a namespace may have to wait for. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "manager.h"
+#include "podnet.h"
+#include "wire.h"
+
+/* ---- pod store integration ---- */
+
+static bool names_pod(const struct ipam_allocation *a) {
+        return a->pod_uid || (a->pod_namespace && a->pod_name);
+}
+
+/* Whether two allocations belong to the same pod, as the store keys its overlay (uid, else
+ * namespace/name). */
+static bool same_pod(const struct ipam_allocation *a, const struct ipam_allocation *b) {
+        if (a->pod_uid || b->pod_uid)
+                return streq_ptr(a->pod_uid, b->pod_uid);
+        return a->pod_namespace && a->pod_name && streq_ptr(a->pod_namespace, b->pod_namespace) &&
+               streq_ptr(a->pod_name, b->pod_name);
+}
+
+/* The pod's address becomes the store's IP for it (so registration and identity see it). */
+void podnet_store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set) {
+        char ip[16];
+        char *ips[] = { ip, NULL };
+        int r;
+
+        if (!names_pod(a))
+                return; /* CNI_ARGS named no pod: nothing to record */
+        ipam_format_addr(a->addr, ip);
+        r = pod_store_set_ips(mi->manager->pods, a->pod_uid, a->pod_namespace, a->pod_name, set ? ips : NULL);
+        if (r < 0)
+                (void) log_attachment(LOG_WARNING, r, a, "Failed to record the pod's IP in the pod store, ignoring: %m");
+}
+
+/* a is about to be released: the store forgets the pod's IP only if a is the pod's newest
+ * attachment. An older sandbox of the same pod (a restart made a new one, B, and the runtime
+ * now deletes or GCs the old one, A) must not take B's address out of the store. */
+static bool store_forget_ip(struct module_instance *mi, const struct ipam_allocation *a) {
+        struct podnet *p = mi->data;
+
+        if (!names_pod(a))
+                return false;
+        for (size_t i = 0; i < ipam_count(p->ipam); i++) {
+                const struct ipam_allocation *o = ipam_get(p->ipam, i);
+                if (o != a && same_pod(o, a) && o->since >= a->since) {
+                        (void) log_attachment(LOG_DEBUG, 0, a, "The pod has a newer attachment (%s/%s); keeping its IP",
+                                              o->container_id, o->ifname);
+                        return false;
+                }
+        }
+        podnet_store_set_ip(mi, a, false);
+        return true;
+}
+
+/* A state write that is in place but whose directory fsync failed: kept (see ipam.h), told. */
+void podnet_warn_not_durable(struct podnet *p) {
+        int r = ipam_take_not_durable(p->ipam);
+        if (r < 0)
+                log_module_warning(MODULE, "%s was updated but syncing its directory failed (%s): a power loss could "
+                                   "lose the last change", p->state_file, strerror(-r));
+}
+
+/* ---- deletions in flight ---- */
+
+static void pending_done(struct pending_deletion *d) {
+        free(d->host_ifname);
+        free(d->netns);
+        free(d->ifname);
+}
+
+void podnet_pending_clear(struct podnet *p) {
+        for (size_t i = 0; i < p->n_pending; i++)
+                pending_done(&p->pending[i]);
+        p->pending = mfree(p->pending);
+        p->n_pending = 0;
+}
+
+/* Best effort: without the record, an ADD that hits the old pod end answers "try again later"
+ * instead of waiting for it. */
+static void pending_add(struct podnet *p, const char *host_ifname, const char *netns, const char *ifname) {
+        struct pending_deletion d = {};
+        struct pending_deletion *grown = realloc(p->pending, (p->n_pending + 1) * sizeof(struct pending_deletion));
+
+        if (!grown)
+                return;
+        p->pending = grown;
+        d.host_ifname = strdup(host_ifname);
+        d.netns = netns ? strdup(netns) : NULL;
+        d.ifname = strdup(ifname);
+        if (!d.host_ifname || !d.ifname || (netns && !d.netns)) {
+                pending_done(&d);
+                return;
+        }
+        p->pending[p->n_pending++] = d;
+}
+
+void podnet_pending_remove(struct podnet *p, const char *host_ifname) {
+        for (size_t i = 0; i < p->n_pending; i++)
+                if (streq(p->pending[i].host_ifname, host_ifname)) {
+                        pending_done(&p->pending[i]);
+                        memmove(&p->pending[i], &p->pending[i + 1], (p->n_pending - i - 1) * sizeof(struct pending_deletion));
+                        p->n_pending--;
+                        return;
+                }
+}
+
+/* The deletion that explains an EEXIST for this ADD: its own host end, or an earlier pod end by
+ * the same name in the same namespace (the runtime reused the namespace right after a DEL). */
+const char *podnet_pending_blocking(const struct podnet *p, const char *host_ifname, const char *netns,
+                                    const char *ifname) {
+        for (size_t i = 0; i < p->n_pending; i++) {
+                const struct pending_deletion *d = &p->pending[i];
+                if (streq(d->host_ifname, host_ifname) || (streq_ptr(d->netns, netns) && streq(d->ifname, ifname)))
+                        return d->host_ifname;
+        }
+        return NULL;
+}
+
+/* Tears one attachment down: the veth (the pod end goes with it) and then the address. */
+int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error) {
+        struct podnet *p = mi->data;
+        const struct ipam_allocation *a = ipam_find(p->ipam, container_id, ifname);
+        char ip[16];
+        int r;
+
+        if (!a)
+                return 0;
+        /* Copies: the release frees the allocation's strings. */
+        _cleanup_free_ char *cid = strdup(container_id), *ifn = strdup(ifname), *host = strdup(a->host_ifname),
+                            *netns = a->netns ? strdup(a->netns) : NULL;
+        if (!cid || !ifn || !host)
+                return -ENOMEM;
+        if (!p->reaper) {
+                r = wire_del(host);
+                if (r < 0) {
+                        if (asprintf(ret_error, "deleting %s: %s", host, strerror(-r)) < 0)
+                                *ret_error = NULL;
+                        return r;
+                }
+        }
+        /* The store forgets the IP while a (freed by the release) still names the pod. */
+        bool forgot = store_forget_ip(mi, a);
+        ipam_format_addr(a->addr, ip);
+        (void) log_attachment(LOG_INFO, 0, a, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
+        /* With the reaper, the name is recorded as being deleted in the same write. */
+        r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
+        if (r < 0) {
+                if (forgot)
+                        podnet_store_set_ip(mi, a, true); /* still allocated: a is unchanged */
+                if (asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        if (p->reaper && reaper_queue(p->reaper, host) >= 0)
+                pending_add(p, host, netns, ifn);
+        else if (p->reaper) {
+                /* Cannot queue (out of memory): do it here. */
+                r = wire_del(host);
+                if (r >= 0)
+                        (void) ipam_link_deleted(p->ipam, host);
+        }
+        return 0;
+}
+
+/* A host veth the reaper deleted (on the loop). */
+void podnet_on_reaped(struct reaper *r, const char *name, int error, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
+        int k;
+
+        podnet_pending_remove(p, name);
+        if (error < 0) {
+                log_module_warning(MODULE, "Failed to delete host interface %s (%s); retrying at the next start", name,
+                                   strerror(-error));
+                return;
+        }
+        log_module_debug(MODULE, "Deleted host interface %s", name);
+        k = p->ipam ? ipam_link_deleted(p->ipam, name) : 0;
+        if (k < 0)
+                log_module_warning(MODULE, "Failed to record that %s is deleted (%s), ignoring", name, strerror(-k));
+        podnet_warn_not_durable(p);
+}
