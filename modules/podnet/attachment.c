@@ -36,7 +36,7 @@ void podnet_store_set_ip(struct module_instance *mi, const struct ipam_allocatio
         ipam_format_addr(a->addr, ip);
         r = pod_store_set_ips(mi->manager->pods, a->pod_uid, a->pod_namespace, a->pod_name, set ? ips : NULL);
         if (r < 0)
-                (void) log_attachment(LOG_WARNING, r, a, "Failed to record the pod's IP in the pod store, ignoring: %m");
+                (void) log_attachment_full_errno(a, LOG_WARNING, r, "Failed to record the pod's IP in the pod store, ignoring: %m");
 }
 
 /* a is about to be released: the store forgets the pod's IP only if a is the pod's newest
@@ -50,7 +50,7 @@ static bool store_forget_ip(struct module_instance *mi, const struct ipam_alloca
         for (size_t i = 0; i < ipam_count(p->ipam); i++) {
                 const struct ipam_allocation *o = ipam_get(p->ipam, i);
                 if (o != a && same_pod(o, a) && o->since >= a->since) {
-                        (void) log_attachment(LOG_DEBUG, 0, a, "The pod has a newer attachment (%s/%s); keeping its IP",
+                        (void) log_attachment_full_errno(a, LOG_DEBUG, 0, "The pod has a newer attachment (%s/%s); keeping its IP",
                                               o->container_id, o->ifname);
                         return false;
                 }
@@ -148,7 +148,7 @@ int podnet_attachment_remove(struct module_instance *mi, const char *container_i
         /* The store forgets the IP while a (freed by the release) still names the pod. */
         bool forgot = store_forget_ip(mi, a);
         ipam_format_addr(a->addr, ip);
-        (void) log_attachment(LOG_INFO, 0, a, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
+        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
         /* With the reaper, the name is recorded as being deleted in the same write. */
         r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
         if (r < 0) {

@@ -211,7 +211,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 }
         }
         if (r < 0) {
-                (void) log_attachment(LOG_WARNING, r, a, "Failed to wire %s in %s: %m", cr->ifname, cr->netns);
+                (void) log_attachment_full_errno(a, LOG_WARNING, r, "Failed to wire %s in %s: %m", cr->ifname, cr->netns);
                 if (fresh) {
                         _cleanup_free_ char *cid = strdup(cr->container_id), *ifn = strdup(cr->ifname);
                         if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), false) < 0)
@@ -224,14 +224,14 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 /* Rewired, maybe into another namespace or for another pod: record it. */
                 r = ipam_update_owner(p->ipam, cr->container_id, cr->ifname, &owner);
                 if (r < 0)
-                        (void) log_attachment(LOG_WARNING, r, a, "Failed to record the repeated ADD's owner, keeping the old: %m");
+                        (void) log_attachment_full_errno(a, LOG_WARNING, r, "Failed to record the repeated ADD's owner, keeping the old: %m");
                 a = ipam_find(p->ipam, cr->container_id, cr->ifname);
         }
 
         podnet_store_set_ip(mi, a, true);
         ipam_format_addr(a->addr, ip);
         (void) metric_observe(p->m_setup, (double) (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC);
-        (void) log_attachment(LOG_INFO, 0, a, "Wired %s in %s: %s/32 via %s", a->ifname, cr->netns, ip, a->host_ifname);
+        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Wired %s in %s: %s/32 via %s", a->ifname, cr->netns, ip, a->host_ifname);
         cJSON *result = build_result(p, cr, a, &w);
         if (!result) {
                 /* Out of memory: the runtime sees a failure, so nothing may stay wired for it. */
@@ -287,7 +287,7 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
         _cleanup_close_ int netns_fd = -EBADF;
         r = wire_netns_open(cr->netns, p->host_netns_fd, &netns_fd);
         if (r == -ENOENT) {
-                (void) log_attachment(LOG_WARNING, 0, a, "CHECK found drift: network namespace %s is gone", cr->netns);
+                (void) log_attachment_full_errno(a, LOG_WARNING, 0, "CHECK found drift: network namespace %s is gone", cr->netns);
                 return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "the pod network drifted", "network namespace %s is gone",
                                    cr->netns);
         }
@@ -298,7 +298,7 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
                 wp.mtu = a->mtu; /* what ADD set up, not what the config says now */
         r = wire_check(p->host_netns_fd, &wp, &drift);
         if (r == -EUCLEAN) {
-                (void) log_attachment(LOG_WARNING, 0, a, "CHECK found drift: %s", strempty(drift));
+                (void) log_attachment_full_errno(a, LOG_WARNING, 0, "CHECK found drift: %s", strempty(drift));
                 return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "the pod network drifted", "%s", strempty(drift));
         }
         if (r < 0)

@@ -65,7 +65,7 @@ struct podnet {
 };
 
 /* Logs about one attachment carry its pod (uid, namespace/name) as structured fields. */
-#define log_attachment(level, error, a, ...)                                                              \
+#define log_attachment_full_errno(a, level, error, ...)                                                            \
         ({                                                                                              \
                 char _pod[512];                                                                         \
                 snprintf(_pod, sizeof(_pod), "%s/%s", strempty((a)->pod_namespace), strempty((a)->pod_name)); \
