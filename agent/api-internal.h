@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Shared by the two halves of the local API: api.c (the server: socket, MHD on sd-event,
- * connections and peer credentials, the API object) and api-request.c (a request's life:
- * routing, body, handler, replies, suspend/resume, streaming). Nothing else includes this. */
+/* Shared by the parts of the local API: api.c (the server: socket, MHD on sd-event,
+ * connections and peer credentials, the API object), api-request.c (a request's life: from
+ * its URI through its body and handler to its completion), api-route.c (paths and the route
+ * table) and api-reply.c (replies, suspend/resume, streaming). Nothing else includes this. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -162,7 +163,26 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
                               size_t *upload_data_size, void **req_cls);
 void api_on_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
                       enum MHD_RequestTerminationCode toe);
-/* Stops watching for a hangup and, if the connection is suspended, resumes it and kicks MHD. */
-void request_resume(struct api_request *r);
+
+/* ---- api-route.c ---- */
+
+/* Splits the raw path (query already cut off) into percent-decoded segments; -EBADMSG for an
+ * encoding that cannot be right. */
+int request_path_segments(const char *raw, size_t raw_len, char ***ret, size_t *ret_n);
+/* Finds the route for the request and takes a reference to it. -ENOENT: no path matches;
+ * -EOPNOTSUPP: only the method is wrong, and ret_allow gets the methods the path does take. */
+int request_route(struct api_request *r, char **ret_allow);
 /* The number of "{}" captures in a route pattern. */
 unsigned pattern_captures(const char *pattern);
+
+/* ---- api-reply.c ---- */
+
+/* Suspends the connection until a reply or stream data comes, watching for a hangup. */
+void request_suspend(struct api_request *r);
+/* Stops watching for a hangup and, if the connection is suspended, resumes it and kicks MHD. */
+void request_resume(struct api_request *r);
+/* Finishes the request with resp (taken; NULL: out of memory, a plain 500 or a dropped
+ * connection instead). */
+int request_respond(struct api_request *r, unsigned status, struct MHD_Response *resp);
+int request_respond_error(struct api_request *r, unsigned status, const char *message);
+void request_reply_not_allowed(struct api_request *r, const char *allow);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The local API server: the socket, libmicrohttpd in external-epoll mode on our sd-event loop,
  * connections and their peer credentials, and the API object with its route table. What
- * happens to a request once MHD has one is in api-request.c.
+ * happens to a request once MHD has one is in api-request.c, api-route.c and api-reply.c.
  *
  * How MHD is driven: MHD's own epoll fd is an sd-event IO source and one sd-event timer is
  * re-armed from MHD_get_timeout() after every MHD_run(). MHD_run() is only ever called from

@@ -4,7 +4,9 @@
 /* The pod model: a Kubernetes Pod object (JSON) parsed into the few fields the agent uses.
  *
  * A pod is immutable once shared (reference counted; an update replaces the object). The
- * node's pod store, which sources feed and observers watch, is in pod-store.h. */
+ * node's pod store, which sources feed and observers watch, is in pod-store.h.
+ *
+ * pod-parse.c: pod_from_json*(), the JSON parser. pods.c: everything else here. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -74,6 +76,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod *, pod_unref);
 /* A new pod (one reference) equal to p but with ips (copied; NULL: none). For the pod store's
  * network overlay: shared pods are immutable, so a changed field means a new object. */
 int pod_copy_with_ips(const struct pod *p, char *const *ips, struct pod **ret);
+
+/* The order annotations and labels are kept in (by key), for qsort() and bsearch(). */
+int pod_kv_compare(const void *a, const void *b);
 
 /* True if every field of the model is equal (resource_version is ignored). */
 bool pod_equal(const struct pod *a, const struct pod *b);

@@ -35,8 +35,8 @@ EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
 UNIT_TESTS += tests/unit/test-zkreg-serverset
 tests_unit_test_zkreg_serverset_SOURCES = tests/unit/test-zkreg-serverset.c \
-	modules/zkreg/serverset.c modules/zkreg/health.c agent/pods.c agent/strv.c agent/parse-util.c \
-	agent/http.c
+	modules/zkreg/serverset.c modules/zkreg/health.c agent/pods.c agent/pod-parse.c agent/strv.c \
+	agent/parse-util.c agent/http.c
 tests_unit_test_zkreg_serverset_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_unit_test_zkreg_serverset_LDADD = $(UNIT_LIBS)
 

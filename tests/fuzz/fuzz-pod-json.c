@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzzes the Pod JSON parser (agent/pods.c: static pod files and apiserver objects) and, when a
- * pod comes out, its API representation (pod_to_json) and the model's accessors. */
+/* Fuzzes the Pod JSON parser (agent/pod-parse.c: static pod files and apiserver objects) and,
+ * when a pod comes out, its API representation (pod_to_json) and the model's accessors. */
 
 #include <stdlib.h>
 
