@@ -100,7 +100,7 @@ def main():
         for name, med, p99 in rows[1:]:
             print("ratio pinion-cni/%s: median %.2f, p99 %.2f" % (name, pin[1] / med, pin[2] / p99))
         for name, med, p99 in rows[1:]:
-            # Issue 5's goal: pinion's cycle at most half the reference ptp plugin's.
+            # The goal: pinion's cycle at most half the reference ptp plugin's.
             goal = "ratio <= 0.5" if name == "ptp" else None
             bj.row("ADD+DEL cycle, median", round(pin[1], 2), round(med, 2), "%s + host-local" % name, "ms",
                    goal=goal, met=None if goal is None else pin[1] / med <= 0.5)
