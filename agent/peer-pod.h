@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Which pod a process belongs to: the peer attestation behind /v1/identity and /v1/configs.
+/* Which pod a process belongs to: the peer attestation behind caller.h (every route that answers
+ * a pod for itself: /v1/identity, /v1/configs, /v1/registrations).
  *
  * A process's pod is read from /proc/PID/cgroup, where the kubelet's cgroup drivers put every
  * container of a pod below one directory named for the pod's UID:

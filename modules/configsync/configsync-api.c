@@ -2,16 +2,16 @@
 /* /v1/configs: the list, one config (with ?wait=DURATION: a long-poll until it is present, for
  * init containers and `pinionctl wait-config`), and POST .../refresh. Root and socket-group see
  * every config; a process in a pod sees only the configs its pod declares (pinion.io/configs),
- * found through its cgroup (peer-pod.h); anyone else gets 403. */
+ * found through its cgroup (caller.h); anyone else gets 403. */
 
 #include <stdio.h>
 
+#include "caller.h"
 #include "configsync.h"
 #include "json.h"
 #include "log.h"
 #include "manager.h"
 #include "parse-util.h"
-#include "peer-pod.h"
 #include "strv.h"
 
 #define WAIT_MAX (10 * USEC_PER_MINUTE)
@@ -47,41 +47,18 @@ static struct configsync *api_configsync(struct module_instance *mi) {
         return cs && cs->started ? cs : NULL;
 }
 
-/* The configs the caller may see: NULL in *ret_names means all (privileged). 0 or an HTTP
- * status to refuse with (*ret_why says why). */
-static unsigned caller_configs(struct module_instance *mi, struct api_request *req, char ***ret_names,
-                               const char **ret_why) {
-        const struct api_peer *peer = api_request_peer(req);
-        _cleanup_free_ char *uid = NULL;
-        struct pod *p;
-        int r;
-
+/* The configs the caller may see (caller_may_read_own() holds): NULL in *ret_names means all
+ * (root and socket-group, also inside a pod); a pod's processes see the configs their pod
+ * declares (pinion.io/configs). */
+static int caller_configs(const struct caller *c, char ***ret_names) {
         *ret_names = NULL;
-        if (peer->privileged)
+        if (c->privileged)
                 return 0;
-        r = peer_pod_lookup(NULL, peer->pid, peer->start_time, &uid);
-        if (r == 0 || r == -ESRCH) {
-                *ret_why = "only root, the socket group and pods may read configs";
-                return 403;
-        }
-        if (r < 0) {
-                *ret_why = "cannot tell which pod the caller belongs to";
-                return 403;
-        }
-        p = pod_store_get(mi->manager->pods, uid);
-        if (!p) {
-                *ret_why = "the caller's pod is not known on this node";
-                return 403;
-        }
-        const char *list = pod_annotation(p, CONFIGSYNC_ANNOTATION);
-        if (strv_split(strempty(list), ", \t", ret_names) < 0) {
-                *ret_why = "out of memory";
-                return 500;
-        }
-        if (!*ret_names && strv_extend(ret_names, "") < 0) { /* declared none: an empty list, not "all" */
-                *ret_why = "out of memory";
-                return 500;
-        }
+        const char *list = pod_annotation(c->pod, CONFIGSYNC_ANNOTATION);
+        if (strv_split(strempty(list), ", \t", ret_names) < 0)
+                return -ENOMEM;
+        if (!*ret_names && strv_extend(ret_names, "") < 0) /* declared none: an empty list, not "all" */
+                return -ENOMEM;
         return 0;
 }
 
@@ -93,15 +70,16 @@ static int handle_list(struct api_request *req, void *userdata) {
         struct module_instance *mi = userdata;
         struct configsync *cs = api_configsync(mi);
         _cleanup_strv_free_ char **allowed = NULL;
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        const char *why = NULL;
+        _cleanup_(caller_done) struct caller c = {};
+        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
         cJSON *list;
-        unsigned status;
 
-        status = caller_configs(mi, req, &allowed, &why);
-        if (status)
-                return api_reply_error(req, status, "%s", why);
-        if (!o || !(list = cJSON_AddArrayToObject(o, "configs")))
+        caller_resolve(mi->manager, req, &c);
+        if (!caller_may_read_own(&c))
+                return caller_reply_forbidden(req, &c, "configs");
+        if (caller_configs(&c, &allowed) < 0 || !(o = cJSON_CreateObject()))
+                return api_reply_error(req, 500, "out of memory");
+        if (!(list = cJSON_AddArrayToObject(o, "configs")))
                 return api_reply_error(req, 500, "out of memory");
         cJSON_AddBoolToObject(o, "running", cs != NULL);
         for (size_t i = 0; cs && i < cs->n_bundles; i++) {
@@ -150,16 +128,17 @@ static int handle_get(struct api_request *req, void *userdata) {
         struct configsync *cs = api_configsync(mi);
         const char *name = api_request_param(req, 0), *wait_arg = api_request_query(req, "wait");
         _cleanup_strv_free_ char **allowed = NULL;
-        const char *why = NULL;
+        _cleanup_(caller_done) struct caller c = {};
         struct bundle *b;
         usec_t wait = 0;
-        unsigned status;
 
         if (wait_arg && (parse_duration(wait_arg, &wait) < 0 || wait > WAIT_MAX))
                 return api_reply_error(req, 400, "wait: expected a duration of at most 10m (e.g. 30s), got '%s'", wait_arg);
-        status = caller_configs(mi, req, &allowed, &why);
-        if (status)
-                return api_reply_error(req, status, "%s", why);
+        caller_resolve(mi->manager, req, &c);
+        if (!caller_may_read_own(&c))
+                return caller_reply_forbidden(req, &c, "configs");
+        if (caller_configs(&c, &allowed) < 0)
+                return api_reply_error(req, 500, "out of memory");
         if (!may_see(allowed, name))
                 return api_reply_error(req, 403, "config %s is not declared by the caller's pod (pinion.io/configs)", name);
         if (!cs)

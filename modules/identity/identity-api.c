@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* /v1/identity: each pod gets its own identity, attested from the caller's PID (SO_PEERCRED),
- * its cgroup and its start time (peer-pod.h); nobody else gets a private key.
+ * its cgroup and its start time (caller.h); nobody else gets a private key.
  *
  *   caller inside a pod        → that pod's certificate, key and bundle (?wait=DUR long-polls
  *                                until the certificate changes)
@@ -15,14 +15,13 @@
 
 #include <openssl/crypto.h>
 
+#include "caller.h"
 #include "identity.h"
 #include "json.h"
 #include "log.h"
 #include "parse-util.h"
-#include "peer-pod.h"
 #include "strv.h"
 
-#define MODULE "identity"
 #define WAIT_MAX (10 * USEC_PER_MINUTE)
 
 static int reply_own(struct identity *id, struct api_request *req, const struct workload *w) {
@@ -124,24 +123,19 @@ static int overview(struct identity *id, struct api_request *req) {
 
 static int handle_identity(struct api_request *req, void *userdata) {
         struct identity *id = userdata;
-        const struct api_peer *peer = api_request_peer(req);
         const char *pod = api_request_query(req, "pod"), *wait = api_request_query(req, "wait");
-        _cleanup_free_ char *uid = NULL;
+        _cleanup_(caller_done) struct caller c = {};
         usec_t timeout = 0;
-        int r;
 
         if (wait && (parse_duration(wait, &timeout) < 0 || timeout > WAIT_MAX))
                 return api_reply_error(req, 400, "wait: expected a duration up to 10m, e.g. 30s");
 
-        r = peer_pod_lookup(NULL, peer->pid, peer->start_time, &uid);
-        if (r < 0) {
-                /* Gone, or its PID now names another process: whatever it was, it gets nothing. */
-                log_module_debug(MODULE, "cannot attest caller pid %d: %s", (int) peer->pid, strerror(-r));
-                return api_reply_error(req, 403, "cannot attest the caller's pod");
-        }
-        if (r == 0) {
-                if (!peer->privileged)
-                        return api_reply_error(req, 403, "the caller is not in a pod of this node");
+        caller_resolve(id->manager, req, &c);
+        /* A pod is answered for itself first, root inside it too; a caller whose pod cannot be
+         * attested or is not on this node gets nothing, not even as root: it might be a pod. */
+        if (c.kind == CALLER_OUTSIDER || caller_pod_unknown(&c))
+                return caller_reply_forbidden(req, &c, "identity");
+        if (c.kind != CALLER_POD) {
                 if (pod) {
                         const char *slash = strchr(pod, '/');
                         _cleanup_free_ char *ns = slash ? strndup(pod, (size_t) (slash - pod)) : NULL;
@@ -159,16 +153,14 @@ static int handle_identity(struct api_request *req, void *userdata) {
                 return overview(id, req);
         }
 
-        if (!pod_store_get(id->manager->pods, uid))
-                return api_reply_error(req, 403, "the caller's pod is not on this node");
         if (pod) /* a pod asks about another: none of its business */
-                return api_reply_error(req, 403, "a pod sees only its own identity");
-        struct workload *w = workload_find(id, uid);
+                return caller_reply_forbidden(req, &c, "identity of another pod");
+        struct workload *w = workload_find(id, c.pod_uid);
         if (!timeout || !w)
-                return reply_for(id, req, uid);
+                return reply_for(id, req, c.pod_uid);
 
         /* Held until the certificate changes from what it is now (none yet: any). */
-        return waitq_hold(id->waiters, req, uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
+        return waitq_hold(id->waiters, req, c.pod_uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
 }
 
 static int handle_bundle(struct api_request *req, void *userdata) {

@@ -8,7 +8,7 @@ ZKREG_SOURCES = \
 	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
 	modules/zkreg/registration.c modules/zkreg/registration.h \
 	modules/zkreg/registry.c modules/zkreg/registry.h
-MODULE_SOURCES += modules/zkreg/zkreg.c $(ZKREG_SOURCES)
+MODULE_SOURCES += modules/zkreg/zkreg.c modules/zkreg/zkreg.h modules/zkreg/zkreg-api.c $(ZKREG_SOURCES)
 
 # The FACT_ZOOKEEPER watches on the real session code, driven against a real ZooKeeper by
 # tests/integration/test_zkreg_fact.py.

@@ -4,7 +4,8 @@
  * node watches to other modules (FACT_ZOOKEEPER, zk-watch.c). The registrations themselves
  * are in registry.c (the set, fed by the pod store) and registration.c (each one's state
  * machine), their decisions in registration-plan.c, their ZooKeeper operations in zk-ops.c,
- * health checks in health.c, the ServerSet format in serverset.c. */
+ * health checks in health.c, the ServerSet format in serverset.c, /v1/registrations in
+ * zkreg-api.c. */
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -17,42 +18,13 @@
 #include "log.h"
 #include "manager.h"
 #include "module.h"
-#include "peer-pod.h"
 #include "registry.h"
 #include "serverset.h"
+#include "zkreg.h"
 #include "zk-session.h"
 #include "zk-watch.h"
 
 #define MODULE "zkreg"
-
-struct zkreg_settings {
-        char **servers;
-        usec_t session_timeout;
-        char *chroot;
-        double write_qps;
-        usec_t drain_delay;
-        usec_t flap_damping;
-        char **allowed_prefixes;
-};
-
-struct zkreg {
-        struct module_instance *mi;
-        struct zkreg_settings *settings;
-        struct zk_session *session;
-        struct zk_watches *watches;
-        struct registry *registry;
-        struct zookeeper_fact fact;
-        bool published;
-        struct api_routes *routes;
-        struct metrics_registration *metrics_reg; /* the session families and the collector */
-        bool stopping;
-        sd_event_source *sync_timer; /* READY=1 does not wait for a ZooKeeper that is away */
-        char *state_file;            /* <state-dir>/zkreg/session: our session, for a successor */
-        struct zk_session *reaper;   /* ends the session a killed predecessor left behind */
-        int64_t reap_id;
-        sd_event_source *reap_timer, *reap_done;
-        struct metric_family *m_session_state, *m_session_transitions;
-};
 
 #define FIELD(f) offsetof(struct zkreg_settings, f)
 static const struct config_key zkreg_keys[] = {
@@ -351,114 +323,6 @@ static int zkreg_open_session(struct zkreg *z) {
         return 0;
 }
 
-/* ---- API: /v1/registrations ---- */
-
-/* The routes go once the module has stopped (zkreg_stopped): they look the module up through
- * its instance, which outlives them. */
-static struct zkreg *zkreg_from_api(void *userdata) {
-        struct module_instance *mi = userdata;
-        struct zkreg *z = mi->data;
-        return z && z->registry ? z : NULL;
-}
-
-/* Who may see which registrations: NULL in *ret_uid means all (root, socket-group); a process
- * in a pod of this node sees its own pod's only, as with /v1/pods and /v1/configs (a pod must
- * not enumerate its neighbours' names and endpoints); anyone else nothing (403). 0 or an HTTP
- * status to refuse with. */
-static unsigned caller_pod(struct module_instance *mi, struct api_request *req, char **ret_uid) {
-        const struct api_peer *peer = api_request_peer(req);
-        _cleanup_free_ char *uid = NULL;
-
-        *ret_uid = NULL;
-        if (peer->privileged)
-                return 0;
-        if (peer_pod_lookup(NULL, peer->pid, peer->start_time, &uid) <= 0)
-                return 403;
-        if (!pod_store_get(mi->manager->pods, uid))
-                return 403;
-        *ret_uid = TAKE_PTR(uid);
-        return 0;
-}
-
-/* Drops the entries of other pods than uid from the list. */
-static void registrations_keep_pod(cJSON *list, const char *uid) {
-        cJSON *item = list ? list->child : NULL;
-        while (item) {
-                cJSON *next = item->next;
-                const cJSON *u = cJSON_GetObjectItemCaseSensitive(item, "uid");
-                if (!cJSON_IsString(u) || !streq(u->valuestring, uid))
-                        cJSON_Delete(cJSON_DetachItemViaPointer(list, item));
-                item = next;
-        }
-}
-
-static int api_registrations(struct api_request *req, void *userdata) {
-        struct zkreg *z = zkreg_from_api(userdata);
-        _cleanup_free_ char *only_uid = NULL;
-        cJSON *list = NULL, *body;
-        char sid[32];
-        int r;
-
-        if (caller_pod(userdata, req, &only_uid))
-                return api_reply_error(req, 403, "only root, the socket group and pods may read registrations");
-        if (!z)
-                return api_reply_error(req, 503, "ZooKeeper registration is not running");
-        r = registry_list_json(z->registry, &list);
-        if (r < 0)
-                return api_reply_error(req, 500, "cannot list registrations: %s", strerror(-r));
-        if (only_uid)
-                registrations_keep_pod(list, only_uid);
-        body = cJSON_CreateObject();
-        snprintf(sid, sizeof(sid), "0x%llx", (unsigned long long) zk_session_id(z->session));
-        if (!body || !cJSON_AddItemToObject(body, "registrations", list) ||
-            !cJSON_AddStringToObject(body, "session", zk_session_state_to_string(zk_session_state(z->session))) ||
-            !cJSON_AddStringToObject(body, "session_id", sid) ||
-            !cJSON_AddBoolToObject(body, "drained", registry_drained(z->registry))) {
-                if (body && !cJSON_GetObjectItem(body, "registrations"))
-                        cJSON_Delete(list);
-                cJSON_Delete(body);
-                return api_reply_error(req, 500, "out of memory");
-        }
-        return api_reply_json(req, 200, body);
-}
-
-static int api_drain(struct api_request *req, void *userdata) {
-        struct zkreg *z = zkreg_from_api(userdata);
-        cJSON *body;
-
-        if (!z)
-                return api_reply_error(req, 503, "ZooKeeper registration is not running");
-        size_t n = registry_drain(z->registry);
-        body = cJSON_CreateObject();
-        if (!body || !cJSON_AddNumberToObject(body, "stopping", (double) n) ||
-            !cJSON_AddNumberToObject(body, "drain_delay_ms", (double) (z->settings->drain_delay / USEC_PER_MSEC))) {
-                cJSON_Delete(body);
-                return api_reply_error(req, 500, "out of memory");
-        }
-        return api_reply_json(req, 200, body);
-}
-
-static int api_undrain(struct api_request *req, void *userdata) {
-        struct zkreg *z = zkreg_from_api(userdata);
-        cJSON *body;
-
-        if (!z)
-                return api_reply_error(req, 503, "ZooKeeper registration is not running");
-        registry_undrain(z->registry);
-        body = cJSON_CreateObject();
-        if (!body || !cJSON_AddBoolToObject(body, "drained", false)) {
-                cJSON_Delete(body);
-                return api_reply_error(req, 500, "out of memory");
-        }
-        return api_reply_json(req, 200, body);
-}
-
-static const struct api_route zkreg_routes[] = {
-        { "GET", "/v1/registrations", api_registrations, false },
-        { "POST", "/v1/registrations/drain", api_drain, true },
-        { "POST", "/v1/registrations/undrain", api_undrain, true },
-};
-
 static struct registry_config registry_config_from(const struct zkreg_settings *s) {
         return (struct registry_config) {
                 .write_qps = s->write_qps,
@@ -489,11 +353,9 @@ static int zkreg_start(struct module_instance *mi) {
         r = registry_new(m, z->session, &rc, &z->registry);
         if (r < 0)
                 return r;
-        if (!z->routes && m->api) {
-                r = api_add_routes(m->api, zkreg_routes, ELEMENTSOF(zkreg_routes), mi, &z->routes);
-                if (r < 0)
-                        return r;
-        }
+        r = zkreg_api_register(mi);
+        if (r < 0)
+                return r;
 
         z->fact = (struct zookeeper_fact) {
                 .zk = z->watches,

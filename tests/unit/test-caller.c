@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+/* caller.c: every kind of caller against a fake /proc and a pod store with one pod, and what
+ * each route's question (privileged? a pod? a pod that cannot be told apart?) answers for it. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "api.h"
+#include "caller.h"
+#include "fsutil.h"
+#include "macro.h"
+#include "pod-store.h"
+#include "pods.h"
+
+#define UID "0b6c7a9e-4f1d-4c59-9e0d-2a8f1e3b7c11"
+#define UID_ELSEWHERE "11111111-2222-3333-4444-555555555555"
+#define PID 42
+#define START 5555
+
+struct fixture {
+        char root[64];
+        struct pod_store *pods;
+};
+
+/* Process PID of the fake /proc, started at START, in the cgroup given. */
+static void fake_proc(const char *root, const char *cgroup) {
+        char path[512], stat[512];
+        snprintf(path, sizeof(path), "%s/%d", root, PID);
+        assert_int_equal(mkdir_p(path, 0755), 0);
+        snprintf(stat, sizeof(stat), "%d (sh) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 %d 1000 100\n", PID,
+                 START);
+        snprintf(path, sizeof(path), "%s/%d/stat", root, PID);
+        assert_int_equal(write_file_atomic(path, stat, strlen(stat), 0644, (uid_t) -1, (gid_t) -1), 0);
+        snprintf(path, sizeof(path), "%s/%d/cgroup", root, PID);
+        assert_int_equal(write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
+}
+
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        const char *json = "{\"metadata\":{\"uid\":\"" UID "\",\"namespace\":\"default\",\"name\":\"pod-a\"}}";
+        _cleanup_free_ char *error = NULL;
+        struct pod *p = NULL;
+
+        assert_non_null(f);
+        strcpy(f->root, "/tmp/test-caller-XXXXXX");
+        assert_non_null(mkdtemp(f->root));
+        assert_int_equal(pod_store_new(&f->pods), 0);
+        assert_int_equal(pod_from_json_text(json, strlen(json), NULL, &p, &error), 0);
+        assert_int_equal(pod_store_put(f->pods, p), 1);
+        pod_unref(p);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        assert_int_equal(rm_rf(f->root), 0);
+        pod_store_free(f->pods);
+        free(f);
+        return 0;
+}
+
+static const struct api_peer root = { .pid = PID, .uid = 0, .gid = 0, .start_time = START, .privileged = true };
+static const struct api_peer group = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = true };
+static const struct api_peer user = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = false };
+
+static void resolve(struct fixture *f, const struct api_peer *peer, struct caller *ret) {
+        caller_resolve_peer(f->root, f->pods, peer, ret);
+}
+
+static void test_in_no_pod(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+
+        fake_proc(f->root, "0::/system.slice/sshd.service\n");
+
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_HOST);
+        assert_true(c.privileged);
+        assert_null(c.pod_uid);
+        assert_null(c.pod);
+        assert_int_equal(c.pod_error, 0);
+        assert_true(caller_may_read_own(&c));
+        assert_false(caller_pod_unknown(&c));
+        caller_done(&c);
+
+        resolve(f, &group, &c);
+        assert_int_equal(c.kind, CALLER_SOCKET_GROUP);
+        assert_true(c.privileged);
+        assert_true(caller_may_read_own(&c));
+        caller_done(&c);
+
+        resolve(f, &user, &c);
+        assert_int_equal(c.kind, CALLER_OUTSIDER);
+        assert_false(c.privileged);
+        assert_int_equal(c.pod_error, 0);
+        assert_false(caller_may_read_own(&c));
+        assert_false(caller_pod_unknown(&c));
+        assert_string_equal(caller_refusal(&c), "only root, the socket group and pods of this node may ask");
+}
+
+static void test_in_a_pod_of_this_node(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+
+        fake_proc(f->root, "0::/kubepods/burstable/pod" UID "/c0ffee\n");
+
+        resolve(f, &user, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+        assert_false(c.privileged);
+        assert_string_equal(c.pod_uid, UID);
+        assert_non_null(c.pod);
+        assert_string_equal(c.pod->name, "pod-a");
+        assert_int_equal(c.pod_error, 0);
+        assert_true(caller_may_read_own(&c));
+        /* Refused only when it asks about another pod. */
+        assert_string_equal(caller_refusal(&c), "a pod may ask only about its own pod");
+        caller_done(&c);
+        assert_null(c.pod_uid);
+        assert_null(c.pod);
+
+        /* Root inside the pod is that pod, and privileged beside it. */
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+        assert_true(c.privileged);
+        assert_string_equal(c.pod_uid, UID);
+        caller_done(&c);
+
+        resolve(f, &group, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+        assert_true(c.privileged);
+}
+
+static void test_in_a_pod_this_node_does_not_know(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+
+        fake_proc(f->root, "0::/kubepods/pod" UID_ELSEWHERE "/c\n");
+
+        resolve(f, &user, &c);
+        assert_int_equal(c.kind, CALLER_OUTSIDER);
+        assert_null(c.pod_uid);
+        assert_int_equal(c.pod_error, -ENXIO);
+        assert_true(caller_pod_unknown(&c));
+        assert_false(caller_may_read_own(&c));
+        assert_string_equal(caller_refusal(&c), "the caller's pod is not on this node");
+        caller_done(&c);
+
+        /* Root there keeps its privilege, but is no host where a pod would come first. */
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_HOST);
+        assert_true(c.privileged);
+        assert_true(caller_pod_unknown(&c));
+        assert_true(caller_may_read_own(&c));
+        caller_done(&c);
+
+        /* Without a pod store nothing is known. */
+        caller_resolve_peer(f->root, NULL, &user, &c);
+        assert_int_equal(c.kind, CALLER_OUTSIDER);
+        assert_int_equal(c.pod_error, -ENXIO);
+}
+
+static void test_cannot_attest(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+        struct api_peer reused = user, unknown_start = user, gone = user;
+
+        fake_proc(f->root, "0::/kubepods/pod" UID "/c\n");
+        reused.start_time = START + 1; /* the PID now names a process that started later */
+        unknown_start.start_time = 0;
+        gone.pid = PID + 1;
+
+        const struct api_peer *peers[] = { &reused, &unknown_start, &gone };
+        for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
+                resolve(f, peers[i], &c);
+                assert_int_equal(c.kind, CALLER_OUTSIDER);
+                assert_null(c.pod_uid);
+                assert_int_equal(c.pod_error, -ESRCH);
+                assert_true(caller_pod_unknown(&c));
+                assert_false(caller_may_read_own(&c));
+                assert_string_equal(caller_refusal(&c), "cannot attest the caller's pod");
+                caller_done(&c);
+        }
+
+        /* Root whose process cannot be attested: privileged, but not the host for a route that
+         * answers a pod first. */
+        reused.uid = 0;
+        reused.privileged = true;
+        resolve(f, &reused, &c);
+        assert_int_equal(c.kind, CALLER_HOST);
+        assert_true(c.privileged);
+        assert_true(caller_pod_unknown(&c));
+        caller_done(&c);
+
+        /* A path naming two pods attests nothing, even if one of them is ours. */
+        fake_proc(f->root, "0::/kubepods/pod" UID "/c/pod" UID_ELSEWHERE "\n");
+        resolve(f, &user, &c);
+        assert_int_equal(c.kind, CALLER_OUTSIDER);
+        assert_int_equal(c.pod_error, -EBADMSG);
+        assert_null(c.pod_uid);
+}
+
+static void test_kind_names(void **state) {
+        (void) state;
+        assert_string_equal(caller_kind_to_string(CALLER_HOST), "host");
+        assert_string_equal(caller_kind_to_string(CALLER_SOCKET_GROUP), "socket-group");
+        assert_string_equal(caller_kind_to_string(CALLER_POD), "pod");
+        assert_string_equal(caller_kind_to_string(CALLER_OUTSIDER), "outsider");
+        assert_null(caller_kind_to_string(_CALLER_KIND_MAX));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_in_no_pod, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_in_a_pod_of_this_node, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_in_a_pod_this_node_does_not_know, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cannot_attest, setup, teardown),
+                cmocka_unit_test(test_kind_names),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
