@@ -173,8 +173,12 @@ static int handle_bundle(struct api_request *req, void *userdata) {
         return api_reply_text(req, 200, "application/x-pem-file", copy, strlen(copy));
 }
 
-const struct api_route identity_routes[] = {
-        { "GET", "/v1/identity", handle_identity, false },
-        { "GET", "/v1/identity/bundle", handle_bundle, false },
-};
-const size_t identity_n_routes = ELEMENTSOF(identity_routes);
+int identity_api_register(struct identity *id) {
+        static const struct api_route routes[] = {
+                { "GET", "/v1/identity", handle_identity, false },
+                { "GET", "/v1/identity/bundle", handle_bundle, false },
+        };
+        if (id->routes)
+                return 0;
+        return api_add_routes(id->manager->api, routes, ELEMENTSOF(routes), id, &id->routes);
+}

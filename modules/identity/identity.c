@@ -363,9 +363,7 @@ static int identity_hook_up(struct identity *id) {
         r = identity_waiters_new(id);
         if (r < 0)
                 return r;
-        if (!id->routes)
-                return api_add_routes(m->api, identity_routes, identity_n_routes, id, &id->routes);
-        return 0;
+        return identity_api_register(id);
 }
 
 /* The pods already in the store, the pod-tls-dir sweep, the first node certificate. */

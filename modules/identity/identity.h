@@ -121,8 +121,8 @@ usec_t workloads_nearest_expiry(struct identity *id);
 int workload_status(const struct workload *w, cJSON *o);
 
 /* identity-api.c */
-extern const struct api_route identity_routes[];
-extern const size_t identity_n_routes;
+/* Adds /v1/identity and /v1/identity/bundle once; stop() frees them (id->routes). */
+int identity_api_register(struct identity *id);
 /* The queue of /v1/identity?wait= long-polls, woken (waitq_wake) with a pod's uid when its
  * certificate changes or the pod goes away. */
 int identity_waiters_new(struct identity *id);
