@@ -641,7 +641,7 @@ int bundle_update(struct bundle *b, size_t index) {
         source_changed = !streq(old->url, s->url) || !streq(old->dest, s->dest) ||
                          !streq_ptr(old->ca_file, s->ca_file) || !streq_ptr(old->public_key, s->public_key) ||
                          (old_key && b->public_key && EVP_PKEY_eq(old_key, b->public_key) != 1);
-        modes_changed = memcmp(&old_modes, &b->modes, sizeof(old_modes)) != 0;
+        modes_changed = !publish_modes_equal(&old_modes, &b->modes);
         runner_changed = !strv_equal(old_argv, b->on_change_argv) || old->quiescence != s->quiescence ||
                          old->on_change_timeout != s->on_change_timeout;
         if (modes_changed && !source_changed) {
@@ -651,7 +651,6 @@ int bundle_update(struct bundle *b, size_t index) {
                 b->fetch = fetch_free(b->fetch);
                 bundle_forget_cache(b);
                 bundle_apply_modes(b);
-                bundle_schedule(b, 0);
         }
         if (source_changed) {
                 /* What is published stays (last known good) until the new source delivers; only

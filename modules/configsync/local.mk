@@ -17,11 +17,15 @@ EXTRA_DIST += tests/integration/configsync_testlib.py
 CONFIGSYNC_UNIT_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/configsync
 UNIT_TESTS += \
 	tests/unit/test-configsync-manifest \
+	tests/unit/test-configsync-modes \
 	tests/unit/test-configsync-runner \
 	tests/unit/test-configsync-zk
 tests_unit_test_configsync_manifest_SOURCES = tests/unit/test-configsync-manifest.c modules/configsync/manifest.c
 tests_unit_test_configsync_manifest_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_manifest_LDADD = $(UNIT_LIBS)
+tests_unit_test_configsync_modes_SOURCES = tests/unit/test-configsync-modes.c modules/configsync/modes.c agent/fsutil.c
+tests_unit_test_configsync_modes_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
+tests_unit_test_configsync_modes_LDADD = $(UNIT_LIBS)
 tests_unit_test_configsync_runner_SOURCES = tests/unit/test-configsync-runner.c modules/configsync/runner.c \
 	agent/strv.c agent/fsutil.c
 tests_unit_test_configsync_runner_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)

@@ -24,6 +24,10 @@ mode_t publish_modes_file(const struct publish_modes *m, mode_t declared) {
         return declared & m->file_mask;
 }
 
+bool publish_modes_equal(const struct publish_modes *a, const struct publish_modes *b) {
+        return a->file_mask == b->file_mask && a->dir_mode == b->dir_mode && a->gid == b->gid;
+}
+
 bool publish_mode_capped(mode_t declared) {
         return (declared & ~(mode_t) PUBLISH_MODE_MAX) != 0;
 }

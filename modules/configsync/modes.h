@@ -23,6 +23,7 @@ struct publish_modes {
 /* gid (gid_t) -1: no group= (group bits cleared, files owned root:root). */
 void publish_modes_init(struct publish_modes *m, gid_t gid, bool world_readable);
 mode_t publish_modes_file(const struct publish_modes *m, mode_t declared);
+bool publish_modes_equal(const struct publish_modes *a, const struct publish_modes *b);
 /* True if the manifest asked for a mode that is cut down whatever the section says. */
 bool publish_mode_capped(mode_t declared);
 /* fchown to root:gid (only when it differs) and fchmod to mode. */
