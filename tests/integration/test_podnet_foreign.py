@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from pinion_testlib import wait_until
-from podnet_testlib import cni, delete_links, host_links, netns, podnet_status  # noqa: F401
+from podnet_testlib import cni, delete_links, host_links, netns, pinion_conf, podnet_status  # noqa: F401
 
 from test_podnet import fnv_host_ifname, podnet_agent  # noqa: F401
 
@@ -95,6 +95,8 @@ def test_del_leaves_a_foreign_interface_that_took_the_name(podnet_agent, netns, 
     make_foreign(name, "bridge", "")
     before = link_details(name)
 
+    check = cni(a, "CHECK", "c-del", n, conf=pinion_conf(a, prevResult=r.json))
+    assert check.code == 101 and "host interface %s is not pinion's" % name in check.json["details"], check
     d = cni(a, "DEL", "c-del", n)
     assert d.rc == 0, d
     wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
