@@ -590,7 +590,7 @@ def test_documented_keys_and_defaults_are_valid(agent_factory):
             block.append("%s=%s" % (key, value))
     assert keys == {"url", "ca-file", "public-key", "dest", "interval", "zk-version-node", "splay", "on-change",
                     "quiescence", "on-change-timeout", "keep-versions", "timeout", "parallel", "max-size",
-                    "backoff-initial", "backoff-max"}, keys
+                    "backoff-initial", "backoff-max", "group", "world-readable"}, keys
     a = agent_factory(extra="\n".join(block) + "\n", start=False)
     r = a.check_config()
     assert r.rc == 0, r
