@@ -101,15 +101,24 @@ static int key_fingerprint(EVP_PKEY *key, char ret[65]) {
         return 0;
 }
 
+/* The rules the published tree was made under ("file-mask:dir-mode:gid"): a tree published
+ * under others is downloaded again in full, so every file gets its declared mode within them. */
+static int modes_stamp(const struct publish_modes *m, char ret[64]) {
+        int n = snprintf(ret, 64, "%04o:%04o:%u", (unsigned) m->file_mask, (unsigned) m->dir_mode, (unsigned) m->gid);
+        return n < 0 || n >= 64 ? -EINVAL : 0;
+}
+
 static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manifest_size) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
-        char sha[65], fp[65];
+        char sha[65], fp[65], modes[64];
         int r;
 
         if (!o || !path)
                 return -ENOMEM;
         r = key_fingerprint(b->public_key, fp);
+        if (r >= 0)
+                r = modes_stamp(&b->modes, modes);
         if (r < 0)
                 return r;
         sha256_to_hex(b->manifest_sha256, sha);
@@ -118,7 +127,7 @@ static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t
             !cJSON_AddStringToObject(o, "version_dir", b->version_dir) ||
             !json_add_string_or_null(o, "etag", b->etag) || !cJSON_AddStringToObject(o, "manifest_sha256", sha) ||
             !cJSON_AddNumberToObject(o, "published", (double) b->published) ||
-            !cJSON_AddStringToObject(o, "public_key_sha256", fp) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
+            !cJSON_AddStringToObject(o, "public_key_sha256", fp) || !cJSON_AddStringToObject(o, "modes", modes) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
             !cJSON_AddItemToObject(o, "manifest", cJSON_CreateStringReference("")))
                 return -ENOMEM;
         /* The manifest's exact bytes (JSON-escaped): a string keeps them whole. */
@@ -139,10 +148,10 @@ static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t
 static void bundle_load_state(struct bundle *b) {
         _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
         _cleanup_(cJSON_Deletep) cJSON *o = NULL;
-        const cJSON *url, *dest, *dir, *etag, *sha, *man, *pub, *key, *ca;
+        const cJSON *url, *dest, *dir, *etag, *sha, *man, *pub, *key, *ca, *modes;
         _cleanup_(manifest_freep) struct manifest *m = NULL;
         uint8_t digest[32], declared[32];
-        char fp[65];
+        char fp[65], stamp[64];
         size_t size;
 
         if (!path || read_file_full(path, STATE_MAX_SIZE, &text, &size) < 0)
@@ -157,6 +166,7 @@ static void bundle_load_state(struct bundle *b) {
         pub = cJSON_GetObjectItemCaseSensitive(o, "published");
         key = cJSON_GetObjectItemCaseSensitive(o, "public_key_sha256");
         ca = cJSON_GetObjectItemCaseSensitive(o, "ca_file");
+        modes = cJSON_GetObjectItemCaseSensitive(o, "modes");
         if (!cJSON_IsString(url) || !cJSON_IsString(dest) || !cJSON_IsString(dir) || !cJSON_IsString(sha) ||
             !cJSON_IsString(man) || !streq(url->valuestring, b->settings->url) ||
             !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||
@@ -168,6 +178,10 @@ static void bundle_load_state(struct bundle *b) {
                 return log_bundle_info(b, "public-key or ca-file changed since the published tree was verified: "
                                       "it stays (last known good) but counts as unverified until the manifest is "
                                       "fetched and checked again in full");
+        /* A state file without modes is from an agent that published files as the manifest said. */
+        if (modes_stamp(&b->modes, stamp) < 0 || !cJSON_IsString(modes) || !streq(modes->valuestring, stamp))
+                return log_bundle_info(b, "the published tree was made under other group/world-readable rules "
+                                      "(or by an older agent): the next sync downloads it again in full");
         size = strlen(man->valuestring);
         if (!EVP_Digest(man->valuestring, size, digest, NULL, EVP_sha256(), NULL) || memcmp(digest, declared, 32) != 0 ||
             manifest_parse(man->valuestring, size, &m, NULL) < 0)
@@ -345,6 +359,21 @@ static void bundle_trigger_on_change(struct bundle *b) {
                 log_bundle_warning(b, "on-change: cannot arm its timer");
 }
 
+/* Once per published version: a manifest asking for group/other write is served anyway (the
+ * config is what pods wait for), without those bits. */
+static void bundle_warn_capped(struct bundle *b) {
+        const struct manifest_file *first = NULL;
+        size_t n = 0;
+
+        for (size_t i = 0; b->manifest && i < b->manifest->n_files; i++)
+                if (publish_mode_capped(b->manifest->files[i].mode) && n++ == 0)
+                        first = &b->manifest->files[i];
+        if (n > 0)
+                log_bundle_warning(b, "%zu file(s) declare a group- or world-writable mode (first: %s, %04o): "
+                                   "published without group/other write (at most %04o)",
+                                   n, first->path, (unsigned) first->mode, (unsigned) PUBLISH_MODE_MAX);
+}
+
 static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userdata) {
         struct bundle *b = userdata;
         struct configsync_metrics *mt = &b->cs->metrics;
@@ -412,6 +441,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 b->n_changes++;
                 if (bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
                         log_bundle_warning(b, "cannot save its state (the next start downloads it again)");
+                bundle_warn_capped(b);
                 log_bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
                             "%.3fs, of which %.3fs fsync and swap)",
                             b->version ? b->version : "(unknown)", b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
@@ -493,6 +523,7 @@ static void bundle_sync(struct bundle *b) {
                         .current_sha256 = b->present && b->have_sha ? b->manifest_sha256 : NULL,
                         .current = b->present ? b->manifest : NULL,
                         .current_dir = b->present ? b->version_dir : NULL,
+                        .modes = b->modes,
                 };
                 r = fetch_start(http, &p, on_fetch_done, b, &b->fetch);
         }
@@ -523,6 +554,7 @@ static void bundle_take_settings(struct bundle *b, size_t index) {
         b->settings = s->bundles[index];
         b->public_key = s->keys[index];
         b->on_change_argv = s->argvs[index];
+        publish_modes_init(&b->modes, s->gids[index], b->settings->world_readable);
         b->backoff.config = (struct backoff_config) {
                 .initial = b->settings->backoff_initial,
                 .max = b->settings->backoff_max,
@@ -550,6 +582,17 @@ int bundle_new(struct configsync *cs, size_t index, struct bundle **ret) {
         return 0;
 }
 
+/* Takes away from the published tree what the rules do not allow (a tree left by an older agent,
+ * or by other group/world-readable settings, is closed before the next sync rather than after). */
+static void bundle_apply_modes(struct bundle *b) {
+        int r = publish_modes_apply_tree(b->settings->dest, &b->modes);
+        if (r == -EPERM)
+                log_bundle_warning(b, "dest %s is group- or world-writable: left as it is, and no sync publishes "
+                                   "there until it is fixed (chmod go-w %s)", b->settings->dest, b->settings->dest);
+        else if (r < 0 && r != -ENOENT)
+                log_bundle_warning_errno(b, r, "cannot apply the modes to the tree in %s: %m", b->settings->dest);
+}
+
 int bundle_start(struct bundle *b) {
         const char *dest = b->settings->dest;
         _cleanup_free_ char *current = NULL;
@@ -561,6 +604,7 @@ int bundle_start(struct bundle *b) {
         else if (r < 0 && r != -ENOENT)
                 log_bundle_warning_errno(b, r, "cannot clean up %s: %m", dest);
 
+        bundle_apply_modes(b);
         if (atomic_dir_current(dest, &current) >= 0) {
                 struct stat st;
                 _cleanup_free_ char *p = path_join(dest, ATOMIC_DIR_DATA);
@@ -587,7 +631,8 @@ int bundle_update(struct bundle *b, size_t index) {
         struct bundle_settings *old = b->settings;
         EVP_PKEY *old_key = b->public_key;
         char **old_argv = b->on_change_argv;
-        bool source_changed, runner_changed;
+        struct publish_modes old_modes = b->modes;
+        bool source_changed, runner_changed, modes_changed;
         int r = 0;
 
         /* The old settings are still alive: the caller frees them after every bundle moved. */
@@ -596,8 +641,17 @@ int bundle_update(struct bundle *b, size_t index) {
         source_changed = !streq(old->url, s->url) || !streq(old->dest, s->dest) ||
                          !streq_ptr(old->ca_file, s->ca_file) || !streq_ptr(old->public_key, s->public_key) ||
                          (old_key && b->public_key && EVP_PKEY_eq(old_key, b->public_key) != 1);
+        modes_changed = !publish_modes_equal(&old_modes, &b->modes);
         runner_changed = !strv_equal(old_argv, b->on_change_argv) || old->quiescence != s->quiescence ||
                          old->on_change_timeout != s->on_change_timeout;
+        if (modes_changed && !source_changed) {
+                /* What must go goes now; what is added comes with a full download (hard links
+                 * would share the old inodes' modes with the versions kept). */
+                log_bundle_info(b, "group or world-readable changed: applying it now, the next sync is a full one");
+                b->fetch = fetch_free(b->fetch);
+                bundle_forget_cache(b);
+                bundle_apply_modes(b);
+        }
         if (source_changed) {
                 /* What is published stays (last known good) until the new source delivers; only
                  * what let us skip work (ETag, manifest for 304s and hard links) is dropped. */

@@ -4,6 +4,7 @@
  * not on disk yet (the "configs" pod gate). This file: the config table, the module contract,
  * the gate and the metrics. One bundle's life is in bundle.c, the API in configsync-api.c. */
 
+#include <grp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -17,6 +18,34 @@
 #include "manager.h"
 #include "pod-gates.h"
 #include "strv.h"
+
+/* A group by name, or by number (the gid a pod runs as need not have a name on the host). */
+static int group_resolve(const char *v, gid_t *ret) {
+        struct group *g = getgrnam(v);
+        char *end = NULL;
+        unsigned long n;
+
+        if (g) {
+                *ret = g->gr_gid;
+                return 0;
+        }
+        errno = 0;
+        n = strtoul(v, &end, 10);
+        if (errno != 0 || end == v || *end != 0 || v[0] == '-' || n >= (gid_t) -1)
+                return -ESRCH;
+        *ret = (gid_t) n;
+        return 0;
+}
+
+static int parse_group(const char *v, void *ret, const char **reason) {
+        gid_t gid;
+
+        if (!isempty(v) && group_resolve(v, &gid) < 0) {
+                *reason = "no such group (a group name or a numeric gid)";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
 
 #define FIELD(f) offsetof(struct bundle_settings, f)
 static const struct config_key bundle_keys[] = {
@@ -36,6 +65,8 @@ static const struct config_key bundle_keys[] = {
         { "max-size", config_parse_size, FIELD(max_size), "1G" },
         { "backoff-initial", config_parse_duration, FIELD(backoff_initial), "1s" },
         { "backoff-max", config_parse_duration, FIELD(backoff_max), "5m" },
+        { "group", parse_group, FIELD(group), NULL, config_free_string },
+        { "world-readable", config_parse_bool, FIELD(world_readable), "no" },
         {}
 };
 #undef FIELD
@@ -79,6 +110,7 @@ static struct configsync_settings *configsync_settings_free(struct configsync_se
         }
         free(s->keys);
         free(s->argvs);
+        free(s->gids);
         config_instances_free(bundle_keys, (void **) s->bundles, s->n_bundles);
         free(s);
         return NULL;
@@ -108,7 +140,8 @@ static int configsync_parse(struct config *c, struct configsync_settings **ret, 
                 return r;
         s->keys = calloc(MAX(s->n_bundles, (size_t) 1), sizeof(EVP_PKEY *));
         s->argvs = calloc(MAX(s->n_bundles, (size_t) 1), sizeof(char **));
-        if (!s->keys || !s->argvs)
+        s->gids = calloc(MAX(s->n_bundles, (size_t) 1), sizeof(gid_t));
+        if (!s->keys || !s->argvs || !s->gids)
                 return -ENOMEM;
 
         for (size_t i = 0; i < s->n_bundles; i++) {
@@ -118,6 +151,9 @@ static int configsync_parse(struct config *c, struct configsync_settings **ret, 
 
                 if (asprintf(&section, "config.%s", b->name) < 0)
                         return -ENOMEM;
+                s->gids[i] = (gid_t) -1;
+                if (b->group && group_resolve(b->group, &s->gids[i]) < 0)
+                        return config_section_error(c, section, ret_error, "group %s: no such group", b->group);
                 if (b->public_key) {
                         r = public_key_load(b->public_key, &s->keys[i]);
                         if (r < 0)

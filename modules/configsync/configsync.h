@@ -43,6 +43,8 @@ struct bundle_settings {
         uint64_t max_size;
         usec_t backoff_initial;
         usec_t backoff_max;
+        char *group;         /* owner group of the published tree (name or number), group-readable */
+        bool world_readable; /* other host users may read it */
 };
 
 struct configsync_settings {
@@ -51,6 +53,7 @@ struct configsync_settings {
         /* Resolved at parse time (validation): index-aligned with bundles. */
         EVP_PKEY **keys;
         char ***argvs;
+        gid_t *gids; /* group=, (gid_t) -1 without */
 };
 
 struct configsync_metrics {
@@ -80,6 +83,7 @@ struct bundle {
         struct bundle_settings *settings; /* borrowed from cs->settings */
         EVP_PKEY *public_key;             /* borrowed from cs->settings */
         char **on_change_argv;            /* borrowed from cs->settings */
+        struct publish_modes modes;       /* from group= and world-readable= */
 
         enum bundle_state state;
         bool present;          /* dest/..data points at a version */

@@ -46,6 +46,7 @@ struct fetch {
         usec_t timeout;
         unsigned parallel, keep_versions;
         uint64_t max_size;
+        struct publish_modes modes;
         bool have_current_sha;
         uint8_t current_sha256[32];
         const struct manifest *current; /* borrowed: the caller keeps it until done */
@@ -260,6 +261,7 @@ static void file_done(struct http_client *c, const struct http_response *resp, v
         const struct manifest_file *mf = ff->mf;
         uint8_t sha[32];
         unsigned len = 0;
+        int r;
 
         ff->transfer = NULL;
         f->n_active--;
@@ -288,8 +290,9 @@ static void file_done(struct http_client *c, const struct http_response *resp, v
                 return fetch_fail(f, FETCH_ERROR_CHECKSUM, -EBADMSG, "%s: sha256 %s, manifest says %s", mf->path,
                                   got, want);
         }
-        if (fchmod(ff->fd, mf->mode) < 0)
-                return fetch_fail(f, FETCH_ERROR_DISK, negative_errno(), "%s: chmod: %m", mf->path);
+        r = publish_modes_set_fd(ff->fd, publish_modes_file(&f->modes, mf->mode), f->modes.gid);
+        if (r < 0)
+                return fetch_fail(f, FETCH_ERROR_DISK, r, "%s: chmod/chown: %s", mf->path, strerror(-r));
         /* Start the write-back now, without waiting for it: the fsync before publishing then
          * finds most of the bundle on disk already instead of writing it all at once. */
         (void) sync_file_range(ff->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
@@ -300,17 +303,23 @@ static void file_done(struct http_client *c, const struct http_response *resp, v
 }
 
 /* mkdir -p of path's parent directories inside the version directory (never following links:
- * there are none but ours in it). */
-static int make_parents(int vfd, const char *path) {
+ * there are none but ours in it), each with the bundle's directory mode and group. */
+static int make_parents(int vfd, const char *path, const struct publish_modes *modes) {
         _cleanup_free_ char *p = strdup(path);
 
         if (!p)
                 return -ENOMEM;
         for (char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
                 *slash = 0;
-                int r = mkdirat_mode(vfd, p, 0755);
+                int r = mkdirat_mode(vfd, p, modes->dir_mode);
                 if (r < 0 && r != -EEXIST)
                         return r;
+                if (r >= 0) {
+                        _cleanup_close_ int fd = openat(vfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        r = fd < 0 ? negative_errno() : publish_modes_set_fd(fd, modes->dir_mode, modes->gid);
+                        if (r < 0)
+                                return r;
+                }
                 *slash = '/';
         }
         return 0;
@@ -374,7 +383,8 @@ static int file_reuse(struct fetch *f, struct fetch_file *ff) {
                 f->out.files_damaged++;
                 return 0;
         }
-        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != ff->mf->size || (st.st_mode & 07777) != ff->mf->mode ||
+        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != ff->mf->size || (st.st_mode & 07777) != publish_modes_file(&f->modes, ff->mf->mode) ||
+            st.st_gid != f->modes.gid ||
             hash_fd(fd, ff->mf->size, sha) < 0 || memcmp(sha, ff->mf->sha256, 32) != 0) {
                 f->out.files_damaged++;
                 return 0;
@@ -395,7 +405,7 @@ static int file_start(struct fetch *f, struct fetch_file *ff) {
         CURL *e = NULL;
         int r;
 
-        r = make_parents(f->vfd, ff->mf->path);
+        r = make_parents(f->vfd, ff->mf->path, &f->modes);
         if (r < 0)
                 return r;
         r = file_reuse(f, ff);
@@ -477,7 +487,8 @@ static void files_pump(struct fetch *f) {
 }
 
 /* -EPERM if dest exists and others than its owner may write into it (they could swap what we
- * publish); -ENOENT if it does not exist yet (atomic_dir_begin makes it 0755). */
+ * publish); -ENOENT if it does not exist yet (atomic_dir_begin makes it, files_begin then
+ * gives it the bundle's directory mode). */
 static int check_dest(const char *dest) {
         struct stat st;
 
@@ -527,6 +538,12 @@ static void files_begin(struct fetch *f) {
                 f->vfd = openat(destfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 r = f->vfd < 0 ? negative_errno() : 0;
         }
+        /* dest gates everything below it (also versions published under other rules); the new
+         * version is closed before anything is put in it. */
+        if (r >= 0)
+                r = publish_modes_set_fd(destfd, f->modes.dir_mode, f->modes.gid);
+        if (r >= 0)
+                r = publish_modes_set_fd(f->vfd, f->modes.dir_mode, f->modes.gid);
         if (r < 0)
                 return fetch_fail(f, FETCH_ERROR_DISK, r, "opening %s: %s", f->version_dir, strerror(-r));
         if (f->current && f->current_dir) {
@@ -654,6 +671,7 @@ int fetch_start(struct http_client *http, const struct fetch_params *p, fetch_do
         f->parallel = p->parallel;
         f->keep_versions = p->keep_versions;
         f->max_size = p->max_size;
+        f->modes = p->modes;
         f->current = p->current;
         if (p->current_sha256) {
                 memcpy(f->current_sha256, p->current_sha256, 32);

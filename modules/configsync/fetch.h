@@ -18,6 +18,7 @@
 #include "http.h"
 #include "macro.h"
 #include "manifest.h"
+#include "modes.h"
 
 struct fetch;
 
@@ -34,6 +35,7 @@ struct fetch_params {
         const uint8_t *current_sha256;      /* sha256 of the published manifest's bytes, or NULL */
         const struct manifest *current;     /* the published manifest, for reuse; may be NULL */
         const char *current_dir;            /* its version directory name ("..2026_..."); may be NULL */
+        struct publish_modes modes;         /* who may read what is published */
 };
 
 enum fetch_result {

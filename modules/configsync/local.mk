@@ -5,21 +5,27 @@ MODULE_SOURCES += \
 	modules/configsync/bundle.c \
 	modules/configsync/fetch.c modules/configsync/fetch.h \
 	modules/configsync/manifest.c modules/configsync/manifest.h \
+	modules/configsync/modes.c modules/configsync/modes.h \
 	modules/configsync/runner.c modules/configsync/runner.h \
 	modules/configsync/zk-trigger.c modules/configsync/zk-trigger.h
 EXTRA_DIST += modules/configsync/local.mk
-INTEGRATION_TESTS += tests/integration/test_configsync.py tests/integration/test_configsync_lifecycle.py
+INTEGRATION_TESTS += tests/integration/test_configsync.py tests/integration/test_configsync_lifecycle.py \
+	tests/integration/test_configsync_modes.py
 EXTRA_DIST += tests/integration/configsync_testlib.py
 
 # Unit tests: each links only what it needs.
 CONFIGSYNC_UNIT_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/configsync
 UNIT_TESTS += \
 	tests/unit/test-configsync-manifest \
+	tests/unit/test-configsync-modes \
 	tests/unit/test-configsync-runner \
 	tests/unit/test-configsync-zk
 tests_unit_test_configsync_manifest_SOURCES = tests/unit/test-configsync-manifest.c modules/configsync/manifest.c
 tests_unit_test_configsync_manifest_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_manifest_LDADD = $(UNIT_LIBS)
+tests_unit_test_configsync_modes_SOURCES = tests/unit/test-configsync-modes.c modules/configsync/modes.c agent/fsutil.c
+tests_unit_test_configsync_modes_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
+tests_unit_test_configsync_modes_LDADD = $(UNIT_LIBS)
 tests_unit_test_configsync_runner_SOURCES = tests/unit/test-configsync-runner.c modules/configsync/runner.c \
 	agent/strv.c agent/fsutil.c
 tests_unit_test_configsync_runner_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
@@ -29,7 +35,7 @@ tests_unit_test_configsync_runner_LDADD = $(UNIT_LIBS)
 UNIT_TESTS += tests/unit/test-configsync-module
 tests_unit_test_configsync_module_SOURCES = tests/unit/test-configsync-module.c tests/unit/manager-fixture.h \
 	modules/configsync/configsync.c modules/configsync/configsync-api.c modules/configsync/bundle.c \
-	modules/configsync/fetch.c modules/configsync/manifest.c modules/configsync/runner.c \
+	modules/configsync/fetch.c modules/configsync/manifest.c modules/configsync/modes.c modules/configsync/runner.c \
 	modules/configsync/zk-trigger.c
 tests_unit_test_configsync_module_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_module_LDFLAGS = -Wl,--wrap=runner_new

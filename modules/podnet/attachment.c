@@ -139,6 +139,10 @@ int podnet_attachment_remove(struct module_instance *mi, const char *container_i
                 return -ENOMEM;
         if (!p->reaper) {
                 r = wire_del(host);
+                if (r == -ENOTUNIQ) {
+                        (void) log_attachment_full_errno(a, LOG_WARNING, 0, "%s is not pinion's any more: left as it is", host);
+                        r = 0;
+                }
                 if (r < 0) {
                         if (asprintf(ret_error, "deleting %s: %s", host, strerror(-r)) < 0)
                                 *ret_error = NULL;
@@ -163,7 +167,7 @@ int podnet_attachment_remove(struct module_instance *mi, const char *container_i
         else if (p->reaper) {
                 /* Cannot queue (out of memory): do it here. */
                 r = wire_del(host);
-                if (r >= 0)
+                if (r >= 0 || r == -ENOTUNIQ)
                         (void) ipam_link_deleted(p->ipam, host);
         }
         return 0;
@@ -176,12 +180,16 @@ void podnet_on_reaped(struct reaper *r, const char *name, int error, void *userd
         int k;
 
         podnet_pending_remove(p, name);
-        if (error < 0) {
+        if (error == -ENOTUNIQ)
+                /* Ours went (or never was): whatever has the name now is someone else's. */
+                log_module_warning(MODULE, "Host interface %s is not pinion's (no \"" WIRE_MARK_PREFIX "\" mark, or not "
+                                   "a veth): left as it is", name);
+        else if (error < 0) {
                 log_module_warning(MODULE, "Failed to delete host interface %s (%s); retrying at the next start", name,
                                    strerror(-error));
                 return;
-        }
-        log_module_debug(MODULE, "Deleted host interface %s", name);
+        } else
+                log_module_debug(MODULE, "Deleted host interface %s", name);
         k = p->ipam ? ipam_link_deleted(p->ipam, name) : 0;
         if (k < 0)
                 log_module_warning(MODULE, "Failed to record that %s is deleted (%s), ignoring", name, strerror(-k));

@@ -38,6 +38,7 @@ enum cni_error_code {
         CNI_ERR_POOL_EXHAUSTED = 100, /* no free address in the pod CIDR */
         CNI_ERR_DRIFT = 101,          /* CHECK: the kernel state differs from what ADD set up */
         CNI_ERR_INTERNAL = 102,       /* the agent failed (netlink, state file) */
+        CNI_ERR_NAME_TAKEN = 103,     /* ADD: an interface pinion did not make has the host end's name */
 };
 
 enum cni_command {

@@ -110,9 +110,13 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
 /* ---- the operations ---- */
 
 static struct wire_params wire_params_of(const struct podnet *p, const struct ipam_allocation *a, const char *netns,
-                                         int netns_fd) {
+                                         int netns_fd, bool fresh) {
         return (struct wire_params) {
                 .host_ifname = a->host_ifname,
+                .container_id = a->container_id,
+                /* An allocation from before this request (a retried ADD, one made by an older
+                 * pinion) vouches for an unmarked veth by its name; a fresh one does not. */
+                .adopt_unmarked = !fresh,
                 .ifname = a->ifname,
                 .netns_path = netns ? netns : a->netns,
                 .netns_fd = netns_fd,
@@ -138,6 +142,20 @@ static int reply_netns_error(struct podnet *p, struct api_request *req, const st
                            error == -EMEDIUMTYPE ? "is not a network namespace"
                            : error == -EBUSY     ? "is the host's own network namespace"
                                                  : strerror(-error));
+}
+
+/* An interface pinion did not make has the name ADD computed for the host end: it stays as it
+ * is, and the runtime learns which one is in the way. */
+static int reply_name_taken(struct podnet *p, struct api_request *req, const struct cni_request *cr, const char *host_ifname) {
+        _cleanup_free_ char *msg = NULL;
+
+        if (asprintf(&msg, "host interface %s exists and was not created by pinion", host_ifname) < 0)
+                msg = NULL;
+        log_module_warning(MODULE, "ADD %s/%s: host interface %s exists and is not pinion's (not a veth with a \""
+                           WIRE_MARK_PREFIX "\" alias): left as it is, ADD refused", cr->container_id, cr->ifname, host_ifname);
+        return reply_error(p, req, 409, cr, CNI_ERR_NAME_TAKEN, msg ? msg : "the host interface name is taken",
+                           "%s is not a veth carrying pinion's \"" WIRE_MARK_PREFIX "<container ID>\" alias; "
+                           "pinion deletes only interfaces it created: remove or rename it", host_ifname);
 }
 
 static int cni_add(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
@@ -180,7 +198,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         }
         fresh = r > 0; /* a repeated ADD (r == 0) must leave the allocation it found as it was */
 
-        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd);
+        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd, fresh);
         r = wire_add(p->host_netns_fd, &wp, &w);
         if (r == -EEXIST && p->reaper) {
                 const char *blocking = podnet_pending_blocking(p, a->host_ifname, cr->netns, cr->ifname);
@@ -197,7 +215,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                                 if (!a)
                                         return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "the allocation vanished", "%s",
                                                            cr->container_id);
-                                wp = wire_params_of(p, a, cr->netns, netns_fd);
+                                wp = wire_params_of(p, a, cr->netns, netns_fd, fresh);
                                 r = wire_add(p->host_netns_fd, &wp, &w);
                         }
                 } else if (reaper_pending(p->reaper) > 0) {
@@ -217,6 +235,8 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                         if (cid && ifn && ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), false) < 0)
                                 log_module_warning(MODULE, "Failed to release the address again; GC or DEL will");
                 }
+                if (r == -ENOTUNIQ)
+                        return reply_name_taken(p, req, cr, host_ifname); /* not a: it may be released */
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to wire the pod", "%s %s: %s", cr->netns,
                                    cr->ifname, r == -EEXIST ? "interface exists already" : strerror(-r));
         }
@@ -293,7 +313,7 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
         }
         if (r < 0)
                 return reply_netns_error(p, req, cr, r);
-        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd);
+        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd, false);
         if (a->mtu > 0)
                 wp.mtu = a->mtu; /* what ADD set up, not what the config says now */
         r = wire_check(p->host_netns_fd, &wp, &drift);

@@ -28,6 +28,7 @@
 #include "wire.h"
 
 #define NL_BUF_SIZE 32768
+#define ALIAS_SIZE 256 /* IFALIASZ: 255 bytes and the NUL */
 #define MSG_BUF_SIZE 4096 /* one request: a few attributes */
 /* The kernel answers a request at once; a reply that does not come in this time is lost (the
  * loop must not wait for it forever). */
@@ -116,11 +117,33 @@ struct link_info {
         unsigned flags;
         unsigned mtu;
         char mac[18];
+        char kind[16];           /* IFLA_INFO_KIND: "veth", "dummy", ...; "" if none */
+        char alias[ALIAS_SIZE];  /* IFLA_IFALIAS, "" if none */
 };
+
+static void attr_copy_string(const struct nlattr *a, char *buf, size_t size) {
+        if (mnl_attr_validate(a, MNL_TYPE_STRING) >= 0)
+                snprintf(buf, size, "%.*s", (int) strnlen(mnl_attr_get_str(a), mnl_attr_get_payload_len(a)),
+                         mnl_attr_get_str(a));
+}
+
+static int linkinfo_attr_cb(const struct nlattr *a, void *data) {
+        struct link_info *li = data;
+        if (mnl_attr_get_type(a) == IFLA_INFO_KIND)
+                attr_copy_string(a, li->kind, sizeof(li->kind));
+        return MNL_CB_OK;
+}
 
 static int link_attr_cb(const struct nlattr *a, void *data) {
         struct link_info *li = data;
         switch (mnl_attr_get_type(a)) {
+        case IFLA_IFALIAS:
+                attr_copy_string(a, li->alias, sizeof(li->alias));
+                break;
+        case IFLA_LINKINFO:
+                if (mnl_attr_validate(a, MNL_TYPE_NESTED) >= 0)
+                        mnl_attr_parse_nested(a, linkinfo_attr_cb, li);
+                break;
         case IFLA_MTU:
                 if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
                         li->mtu = mnl_attr_get_u32(a);
@@ -177,6 +200,58 @@ static int link_set_up(struct nl *nl, int index, unsigned mtu) {
         if (mtu > 0)
                 mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
         return nl_talk(nl, nlh, NULL, NULL);
+}
+
+static int link_del_index(struct nl *nl, int index) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_DELLINK, NLM_F_ACK);
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+        int r;
+
+        ifi->ifi_family = AF_UNSPEC;
+        ifi->ifi_index = index;
+        r = nl_talk(nl, nlh, NULL, NULL);
+        return r == -ENODEV ? 0 : r;
+}
+
+/* The mark goes on right after the creation: the kernel takes no IFLA_IFALIAS in the message
+ * that creates a link. A crash in between leaves a veth without a mark, which the retried ADD
+ * adopts (its allocation was recorded before the veth was made: adopt_unmarked). */
+static int link_set_mark(struct nl *nl, int index, const char *container_id) {
+        char buf[MSG_BUF_SIZE], mark[ALIAS_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+
+        snprintf(mark, sizeof(mark), "%s%s", WIRE_MARK_PREFIX, container_id ? container_id : "");
+        ifi->ifi_family = AF_UNSPEC;
+        ifi->ifi_index = index;
+        mnl_attr_put_strz(nlh, IFLA_IFALIAS, mark);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+static bool link_is_ours(const struct link_info *li, bool adopt_unmarked) {
+        if (!streq(li->kind, "veth"))
+                return false;
+        if (strncmp(li->alias, WIRE_MARK_PREFIX, strlen(WIRE_MARK_PREFIX)) == 0)
+                return true;
+        return adopt_unmarked && li->alias[0] == 0;
+}
+
+/* Deletes the host interface by that name if it is pinion's (by its index: not whatever
+ * might take the name in between); 0 if there is none, -ENOTUNIQ (nothing done) if the name
+ * belongs to an interface pinion did not make. */
+static int link_del_ours(struct nl *nl, const char *name, bool adopt_unmarked) {
+        struct link_info li;
+        int r;
+
+        r = link_get(nl, name, &li);
+        if (r == -ENODEV)
+                return 0;
+        if (r < 0)
+                return r;
+        if (!link_is_ours(&li, adopt_unmarked))
+                return -ENOTUNIQ;
+        return link_del_index(nl, li.index);
 }
 
 static int link_del(struct nl *nl, const char *name) {
@@ -523,8 +598,9 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         if (r < 0)
                 return r;
 
-        /* A leftover host end from an earlier attempt for this attachment goes first. */
-        r = link_del(&host, p->host_ifname);
+        /* A leftover host end from an earlier attempt for this attachment goes first; an
+         * interface pinion did not make stays, and the ADD fails. */
+        r = link_del_ours(&host, p->host_ifname, p->adopt_unmarked);
         if (r >= 0)
                 r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu);
         if (r < 0) {
@@ -533,6 +609,8 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         }
 
         r = link_get(&host, p->host_ifname, &hl);
+        if (r >= 0)
+                r = link_set_mark(&host, hl.index, p->container_id);
         if (r >= 0)
                 r = host_sysctls(p->host_ifname);
         if (r >= 0)
@@ -570,7 +648,7 @@ int wire_del(const char *host_ifname) {
         r = nl_open(&host);
         if (r < 0)
                 return r;
-        r = link_del(&host, host_ifname);
+        r = link_del_ours(&host, host_ifname, true);
         nl_close(&host);
         return r;
 }
@@ -609,6 +687,11 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
         }
         if (r < 0)
                 goto out;
+        if (!link_is_ours(&hl, true)) {
+                r = drift(ret_drift, "host interface %s is not pinion's (kind %s, alias \"%s\")", p->host_ifname,
+                          hl.kind[0] ? hl.kind : "none", hl.alias);
+                goto out;
+        }
         if (!(hl.flags & IFF_UP)) {
                 r = drift(ret_drift, "host interface %s is down", p->host_ifname);
                 goto out;

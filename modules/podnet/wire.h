@@ -13,6 +13,12 @@
  * namespace uses a netlink socket opened there: setns() into it, socket(), setns() back — the
  * thread spends two syscalls in the pod's namespace and never runs other code there.
  *
+ * Pinion's mark: the host end's IFLA_IFALIAS is WIRE_MARK_PREFIX + the container ID (cut to
+ * the kernel's 255 bytes). Only a veth with that mark is ever deleted, and one with no alias at
+ * all where pinion's state names it from before the request (made by an older pinion, or a
+ * crash came between creating it and marking it); anything else by that name is left alone and
+ * the operation fails with -ENOTUNIQ.
+ *
  * Library-like: no logging; errors are negative errno and, for CHECK, a description of the drift. */
 
 #include <stdbool.h>
@@ -20,8 +26,12 @@
 
 #include "macro.h"
 
+#define WIRE_MARK_PREFIX "pinion:"
+
 struct wire_params {
         const char *host_ifname; /* "pin%08x" */
+        const char *container_id; /* for the mark */
+        bool adopt_unmarked;      /* the allocation predates this ADD: an unmarked veth by that name is ours */
         const char *ifname;      /* CNI_IFNAME inside the pod */
         const char *netns_path;  /* CNI_NETNS (for messages) */
         int netns_fd;            /* CNI_NETNS opened by wire_netns_open() */
@@ -45,10 +55,13 @@ int wire_open_host_netns(void);
  * host's own network namespace. */
 int wire_netns_open(const char *path, int host_netns_fd, int *ret_fd);
 
-/* Creates everything above. On failure what was created is removed again. -EEXIST if ifname
- * already exists in the namespace. */
+/* Creates everything above, the host end marked. On failure what was created is removed again.
+ * -EEXIST if ifname already exists in the namespace; -ENOTUNIQ if an interface pinion did not
+ * make has host_ifname (it is left as it is). */
 int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result *ret);
-/* Deletes the host end (and with it the pod end). Missing is fine: 0. */
+/* Deletes the host end (and with it the pod end) if it is pinion's (marked, or unmarked: callers
+ * name only interfaces pinion's state records). Missing is fine: 0. -ENOTUNIQ, nothing
+ * deleted, if an interface pinion did not make has that name. */
 int wire_del(const char *host_ifname);
 /* 0 if everything ADD set up is there, -EUCLEAN with *ret_drift describing the first
  * difference found (free()), or another negative errno if it could not be checked. */

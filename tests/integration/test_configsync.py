@@ -53,7 +53,8 @@ def test_first_download_and_304_noop(agent_factory, nginx, test_ca, dest):
     c = wait_version(a, "app", "v1")
     assert read_tree(dest) == content(FILES_V1)
     assert os.stat(os.path.join(dest, "secret.key")).st_mode & 0o777 == 0o600
-    assert os.stat(os.path.join(dest, "app.yaml")).st_mode & 0o777 == 0o644
+    # Declared 0644: neither group nor others read it without group= / world-readable=.
+    assert os.stat(os.path.join(dest, "app.yaml")).st_mode & 0o777 == 0o600
     assert os.readlink(os.path.join(dest, "app.yaml")) == "..data/app.yaml"
     assert os.readlink(os.path.join(dest, "..data")) == c["version_dir"]
     assert c["etag"] and c["files"] == 3 and c["state"] == "synced"
@@ -589,7 +590,7 @@ def test_documented_keys_and_defaults_are_valid(agent_factory):
             block.append("%s=%s" % (key, value))
     assert keys == {"url", "ca-file", "public-key", "dest", "interval", "zk-version-node", "splay", "on-change",
                     "quiescence", "on-change-timeout", "keep-versions", "timeout", "parallel", "max-size",
-                    "backoff-initial", "backoff-max"}, keys
+                    "backoff-initial", "backoff-max", "group", "world-readable"}, keys
     a = agent_factory(extra="\n".join(block) + "\n", start=False)
     r = a.check_config()
     assert r.rc == 0, r

@@ -39,7 +39,7 @@ walker does not know fails the test, so a new state file cannot escape the check
   identity/node/, pod-tls-dir/UID/, configs dest   atomic directories: ..data points at a
                          version; the published version and every kept older one is whole
                          (key fits certificate; bundle files byte-equal to the manifest of the
-                         version its version.txt names, modes included: one version, never a
+                         version its version.txt names, modes as published: one version, never a
                          mix); top-level links point through ..data
   ca-dir                 ca.crt and ca.key, the key fits
 A leftover temp file, an unpublished (newer) version directory, ..data_tmp/..link_tmp or a
@@ -363,8 +363,11 @@ class Walk:
             if {p: c for p, (c, _) in files.items()} != {p: c for p, (c, _) in want.items()}:
                 return "files differ from manifest %s (a mix of versions?)" % version
             for p, (c, mode) in want.items():
-                if files[p][1] != mode:
-                    return "%s has mode %s, the manifest says %s" % (p, files[p][1], mode)
+                # The declared mode without the group's and others' bits (no group=, no
+                # world-readable= in this section).
+                effective = "%04o" % (int(mode, 8) & 0o700)
+                if files[p][1] != effective:
+                    return "%s has mode %s, the manifest says %s (so %s)" % (p, files[p][1], mode, effective)
             self.count("bundle file")
             return None
         self.atomic_dir(dest, whole, top_names=lambda cur: os.listdir(cur))

@@ -99,9 +99,10 @@ def test_what_pods_read_keeps_its_modes_under_umask_0077(node):
     dest = f"{STATE_DIR}/configs/app"
     wait_for("the bundle published", lambda: os.path.islink(f"{dest}/..data"))
     version = os.path.join(dest, os.readlink(f"{dest}/..data"))
-    # The bundle: directories traversable by pod uids, files at the manifest's modes.
-    assert mode(dest) == 0o755 and mode(version) == 0o755 and mode(f"{version}/sub") == 0o755
-    assert mode(f"{version}/app.conf") == 0o644 and mode(f"{version}/sub/data.txt") == 0o640
+    # The bundle (no group=, no world-readable=): root's alone, the manifest's modes (0644,
+    # 0640) without the group's and others' bits.
+    assert mode(dest) == 0o700 and mode(version) == 0o700 and mode(f"{version}/sub") == 0o700
+    assert mode(f"{version}/app.conf") == 0o600 and mode(f"{version}/sub/data.txt") == 0o600
     # A pod's identity directory (the key stays 0600: DESIGN.md, root-only files).
     tls = f"/run/pinion/pods/{pod_uid}"
     wait_for("the pod's certificate", lambda: os.path.exists(f"{tls}/cert.pem"))
