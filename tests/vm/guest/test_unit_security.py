@@ -85,7 +85,7 @@ def mode(path):
 
 def test_what_pods_read_keeps_its_modes_under_umask_0077(node):
     assert unit_property(UNIT, "UMask") == "0077"
-    node.healthy()
+    node.healthy(extra="world-readable=yes\n")  # ends [config.app]
     pod_uid = "3f1c8a52-0000-4000-8000-0000000000b2"
     pod_file = "/etc/pinion/pods.d/pinion-test-id.json"
     with open(pod_file, "w") as f:
@@ -99,10 +99,10 @@ def test_what_pods_read_keeps_its_modes_under_umask_0077(node):
     dest = f"{STATE_DIR}/configs/app"
     wait_for("the bundle published", lambda: os.path.islink(f"{dest}/..data"))
     version = os.path.join(dest, os.readlink(f"{dest}/..data"))
-    # The bundle (no group=, no world-readable=): root's alone, the manifest's modes (0644,
-    # 0640) without the group's and others' bits.
-    assert mode(dest) == 0o700 and mode(version) == 0o700 and mode(f"{version}/sub") == 0o700
-    assert mode(f"{version}/app.conf") == 0o600 and mode(f"{version}/sub/data.txt") == 0o600
+    # The bundle (world-readable=yes, no group=): the manifest's modes (0644, 0640) without the
+    # group's bits, others' read kept although the service's umask would take it away.
+    assert mode(dest) == 0o705 and mode(version) == 0o705 and mode(f"{version}/sub") == 0o705
+    assert mode(f"{version}/app.conf") == 0o604 and mode(f"{version}/sub/data.txt") == 0o600
     # A pod's identity directory (the key stays 0600: DESIGN.md, root-only files).
     tls = f"/run/pinion/pods/{pod_uid}"
     wait_for("the pod's certificate", lambda: os.path.exists(f"{tls}/cert.pem"))
