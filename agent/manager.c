@@ -159,8 +159,15 @@ int manager_check_config(const struct manager_options *opts, char **ret_error) {
  * their credentials, so that `kubectl exec` into the agent's pod keeps working (caller.h). */
 static void manager_find_own_pod(struct manager *m) {
         _cleanup_(peer_pod_done) struct peer_pod self = {};
+        struct stat mine, init;
         int r = self_pod_lookup(NULL, m->settings.pod_cgroup_roots, &self);
 
+        /* In a cgroup namespace of its own, every cgroup outside ours reads "/.." and nobody
+         * there can be placed: say so instead of refusing pods in silence. */
+        if (stat("/proc/self/ns/cgroup", &mine) == 0 && stat("/proc/1/ns/cgroup", &init) == 0 &&
+            mine.st_ino != init.st_ino)
+                log_warning("piniond runs in a cgroup namespace of its own: callers outside its cgroup cannot be "
+                            "placed and are refused as outsiders (run it in the host's cgroup namespace)");
         if (r < 0)
                 log_warning_errno(r, "Cannot tell which pod piniond runs in, taking none: %m");
         if (!streq_ptr(m->own_pod_uid, self.uid))

@@ -552,10 +552,11 @@ def test_root_in_a_pod_is_that_pod(world):
              "args": pt.k8s_args("default", "pod-b", w.uid_b),
              "config": {"cniVersion": "1.1.0", "name": "pinion", "type": "pinion-cni"}}
     try:
-        for method, path, body in (("GET", "/v1/pods", None), ("GET", "/v1/status", None),
-                                   ("GET", "/v1/identity?pod=default/pod-b", None),
-                                   ("POST", "/v1/registrations/drain", None), ("POST", "/v1/cni", add_b)):
-            status, answer, raw = root_in_a.request(sock, method, path, body)
+        status, answer, raw = root_in_a.request(sock, "POST", "/v1/cni", add_b)
+        assert status == 403 and pod_b_state(w) == before, (raw[:300], before, pod_b_state(w))
+        for method, path in (("POST", "/v1/registrations/drain"), ("GET", "/v1/pods"), ("GET", "/v1/status"),
+                             ("GET", "/v1/identity?pod=default/pod-b")):
+            status, answer, raw = root_in_a.request(sock, method, path)
             assert status == 403, (method, path, raw[:300])
         assert drained(w) is False and member_status(w, "a") == ["ALIVE"] and member_status(w, "b") == ["ALIVE"]
         assert [x for x in pt.podnet_status(w.agent)["details"]["pool"]["allocations"] if x["containerID"] == cid] == []
@@ -619,12 +620,12 @@ def test_the_agents_own_pod_keeps_roots_exec(agent_factory):
         a.write_pod("other", make_pod("other", uid=other_uid))
         a.start()
         a.wait_pod("default", "other")
-        assert "piniond runs in pod %s" % own_uid in a.log_text()
-        assert Principal("root in the agent's pod", cgroup=own).request(a.socket, "GET", "/v1/status")[0] == 200
-        assert Principal("root in the agent's pod", cgroup=own).request(a.socket, "GET", "/v1/pods")[0] == 200
         for path in ("/v1/status", "/v1/pods"):
             status, body, raw = Principal("root in another pod", cgroup=other).request(a.socket, "GET", path)
             assert status == 403, (path, raw[:300])
+            status, body, raw = Principal("root in the agent's pod", cgroup=own).request(a.socket, "GET", path)
+            assert status == 200, (path, raw[:300])
+        assert "piniond runs in pod %s" % own_uid in a.log_text()
         # Not root there: not privileged either.
         status, body, raw = Principal("user in the agent's pod", OUTSIDER_UID, cgroup=own).request(a.socket, "GET", "/v1/status")
         assert status == 403, raw[:300]
