@@ -71,9 +71,10 @@ static struct seg seg_cut(struct seg g, size_t head, size_t tail) {
         return (struct seg) { g.s + head, g.n - head - tail };
 }
 
-/* The path's segments, in order; NULL-terminated by n == 0. Returns false for an empty, "."
- * or ".." segment or a trailing slash: nothing the kernel writes for a cgroup we can read as
- * the host sees it ("/.." is how a cgroup namespace shows what lies outside it). */
+/* The path's segments, in order (none for "/"). Returns false for a relative path, an empty,
+ * "." or ".." segment or a trailing slash: nothing the kernel writes for a cgroup we can read
+ * as the host sees it ("/.." is how a cgroup namespace shows what lies outside it); and,
+ * failing closed, when out of memory. */
 static bool path_segments(const char *path, size_t len, struct seg **ret, size_t *ret_n) {
         _cleanup_free_ struct seg *segs = NULL;
         size_t n = 0;

@@ -28,7 +28,7 @@ import uuid
 import pytest
 
 from pinion_testlib import (POD_CGROUP_TOP, SRCDIR, make_pod, new_container_id, pod_cgroup_path,
-                            remove_cgroup_tree, request_child, unix_request, wait_until)
+                            remove_cgroup_tree, request_child, run_piniond, unix_request, wait_until)
 import configsync_testlib as cs
 import podnet_testlib as pt
 import reclaim_testlib as rt
@@ -570,6 +570,15 @@ def test_root_in_a_pod_is_that_pod(world):
     assert "PRIVATE KEY" in body["private_key"]
 
 
+class PodCgroupAt:
+    """pod uid's own cgroup (no container), made by the kubelet as the pod's parent: exists as
+    long as some container's cgroup of the pod does."""
+
+    def __init__(self, uid, container_id):
+        self.path = os.path.join("/sys/fs/cgroup/pids", pod_cgroup_path(uid, container_id).lstrip("/"))
+        assert os.path.isdir(self.path), self.path
+
+
 def test_only_the_containers_the_status_lists_speak_for_their_pod(world):
     """Once pod-a's status lists its containers, a process in pod-a's cgroup but in another
     container's (or in the pod's own) is nobody; the listed container still is pod-a."""
@@ -600,15 +609,6 @@ def test_only_the_containers_the_status_lists_speak_for_their_pod(world):
     assert status == 200 and body["id"] == "spiffe://authz.test/ns/default/sa/sa-a", raw[:300]
 
 
-class PodCgroupAt:
-    """pod uid's own cgroup (no container), made by the kubelet as the pod's parent: exists as
-    long as some container's cgroup of the pod does."""
-
-    def __init__(self, uid, container_id):
-        self.path = os.path.join("/sys/fs/cgroup/pids", pod_cgroup_path(uid, container_id).lstrip("/"))
-        assert os.path.isdir(self.path), self.path
-
-
 def test_the_agents_own_pod_keeps_roots_exec(agent_factory):
     """piniond run as a DaemonSet pod: root in the agent's own pod (kubectl exec) is the host's
     root; root in any other pod is not."""
@@ -633,3 +633,18 @@ def test_the_agents_own_pod_keeps_roots_exec(agent_factory):
     finally:
         own.close()
         other.close()
+
+
+def test_pod_cgroup_roots_are_checked(agent_factory):
+    """No roots at all would make every pod's root the host's; "/" or a relative path would make
+    anything a pod: refused with the line, and the default is the kubelet's."""
+    a = agent_factory(start=False)
+    for value in ("", "/", "kubepods", "/kubepods/", "/a/../kubepods", "/kubepods /a//b"):
+        a.write_config(agent={"pod-cgroup-roots": value})
+        rc, out, err = a.check_config()
+        assert rc == 78 and "pod-cgroup-roots" in err, (value, rc, err)
+    a.write_config(agent={"pod-cgroup-roots": None})
+    rc, out, err = a.check_config()
+    assert rc == 0, err
+    rc, out, err = run_piniond("--list-config-keys")
+    assert "pod-cgroup-roots=/kubepods /kubepods.slice" in out.splitlines(), out
