@@ -54,6 +54,8 @@ struct api {
         mode_t socket_mode;
         gid_t socket_gid;
         size_t max_body;
+        api_privilege_fn privilege_fn; /* place beside credentials (api_set_privilege_check()) */
+        void *privilege_userdata;
 
         struct route_entry **routes; /* each entry allocated alone: requests point at them */
         size_t n_routes;

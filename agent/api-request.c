@@ -99,6 +99,8 @@ static void request_begin(struct api_request *r, const char *url, const char *me
                 };
         else
                 r->peer = (struct api_peer) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
+        if (r->peer.privileged && r->api->privilege_fn)
+                r->peer.privileged = r->api->privilege_fn(&r->peer, r->api->privilege_userdata);
 
         r->method = strdup(method);
         r->path = strdup(url);

@@ -34,7 +34,9 @@ struct api_peer {
          * unknown, and then no pod can be attested): peer_pod_lookup() checks it so a reused PID
          * is not taken for the caller. */
         uint64_t start_time;
-        bool privileged; /* root, or a member of socket-group */
+        /* root or a member of socket-group; once the API's privilege check ran (every request
+         * a handler sees), also where it runs (api_set_privilege_check()) */
+        bool privileged;
 };
 
 typedef int (*api_handler_fn)(struct api_request *req, void *userdata);
@@ -43,7 +45,7 @@ struct api_route {
         const char *method;  /* "GET", "POST" */
         const char *pattern; /* "/v1/pods/{}/{}" */
         api_handler_fn handler;
-        bool privileged;     /* only root / socket-group may call it (403 otherwise) */
+        bool privileged;     /* only privileged peers may call it (403 before the body is read) */
 };
 
 struct api_options {
@@ -82,6 +84,12 @@ struct api_routes *api_routes_free(struct api_routes *set);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_routes *, api_routes_free);
 /* The routes being served (for tests and status). */
 size_t api_route_count(const struct api *a);
+/* Whether a peer whose credentials are privileged (root, socket-group) is privileged where it
+ * runs: asked once per request, before the route's privilege is checked. NULL: credentials
+ * alone. */
+typedef bool (*api_privilege_fn)(const struct api_peer *peer, void *userdata);
+void api_set_privilege_check(struct api *a, api_privilege_fn fn, void *userdata);
+
 /* Changes who counts as privileged (socket-group) and the socket file's mode and group on
  * reload. */
 int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid);

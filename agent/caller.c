@@ -9,6 +9,7 @@
 #include "manager.h"
 #include "peer-pod.h"
 #include "pod-store.h"
+#include "pods.h"
 #include "string-table.h"
 
 static const char *const caller_kind_table[_CALLER_KIND_MAX] = {
@@ -19,39 +20,69 @@ static const char *const caller_kind_table[_CALLER_KIND_MAX] = {
 };
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(caller_kind, enum caller_kind);
 
-void caller_resolve_peer(const char *proc_root, const struct pod_store *pods, const struct api_peer *peer,
-                         struct caller *ret) {
-        _cleanup_free_ char *uid = NULL;
-        struct pod *p = NULL;
-        int r;
-
-        *ret = (struct caller) { .privileged = peer->privileged };
-
-        /* The pod first, for every caller: root inside a pod is that pod (a pod's root is the
-         * host's root without a user namespace, and must still get only its own pod's secrets
-         * where a route answers a pod for itself). */
-        r = peer_pod_lookup(proc_root, peer->pid, peer->start_time, &uid);
-        if (r < 0) {
-                /* Gone, or its PID now names another process: whatever it was, it is no pod. */
-                log_debug("Cannot attest the pod of caller pid %d: %s", (int) peer->pid, strerror(-r));
-                ret->pod_error = r;
-        } else if (r > 0) {
-                p = pods ? pod_store_get(pods, uid) : NULL;
-                if (!p)
-                        ret->pod_error = -ENXIO;
-        }
-        if (p) {
-                ret->kind = CALLER_POD;
-                ret->pod_uid = TAKE_PTR(uid);
-                ret->pod = p;
-        } else if (peer->privileged)
+/* Rule 2: root or socket-group where it runs, in no pod or in the agent's own one. */
+static void resolve_by_credentials(const struct api_peer *peer, struct caller *ret) {
+        ret->privileged = peer->privileged;
+        if (peer->privileged)
                 ret->kind = peer->uid == 0 ? CALLER_HOST : CALLER_SOCKET_GROUP;
         else
                 ret->kind = CALLER_OUTSIDER;
 }
 
+void caller_resolve_peer(const struct caller_place *place, const struct api_peer *peer, struct caller *ret) {
+        _cleanup_(peer_pod_done) struct peer_pod where = {};
+        struct pod *p;
+        int r;
+
+        *ret = (struct caller) { .kind = CALLER_OUTSIDER };
+
+        r = peer_pod_lookup(place->proc_root, place->pod_roots, peer->pid, peer->start_time, &where);
+        if (r < 0) {
+                /* Gone, its PID now names another process, or placed where no pod nor the host
+                 * runs: whatever it was, it is neither a pod nor the host. */
+                log_debug("Cannot attest where caller pid %d runs: %s", (int) peer->pid, strerror(-r));
+                ret->pod_error = r;
+                return;
+        }
+        if (r == 0 || (peer->privileged && streq_ptr(where.uid, place->own_pod_uid))) {
+                resolve_by_credentials(peer, ret);
+                return;
+        }
+
+        /* In a pod: that pod whatever its uid, or nobody. */
+        p = place->pods ? pod_store_get(place->pods, where.uid) : NULL;
+        if (!p)
+                ret->pod_error = -ENXIO;
+        else if (!pod_has_container(p, where.container_id)) {
+                log_debug("Caller pid %d runs in pod %s but in none of its containers (%s)", (int) peer->pid,
+                          where.uid, where.container_id ?: "no container");
+                ret->pod_error = -EPERM;
+        } else {
+                ret->kind = CALLER_POD;
+                ret->pod_uid = TAKE_PTR(where.uid);
+                ret->pod = p;
+        }
+}
+
+static struct caller_place manager_place(struct manager *m) {
+        return (struct caller_place) {
+                .pod_roots = m->settings.pod_cgroup_roots,
+                .own_pod_uid = m->own_pod_uid,
+                .pods = m->pods,
+        };
+}
+
 void caller_resolve(struct manager *m, struct api_request *req, struct caller *ret) {
-        caller_resolve_peer(NULL, m->pods, api_request_peer(req), ret);
+        struct caller_place place = manager_place(m);
+        caller_resolve_peer(&place, api_request_peer(req), ret);
+}
+
+bool caller_peer_privileged(const struct api_peer *peer, void *userdata) {
+        struct caller_place place = manager_place(userdata);
+        _cleanup_(caller_done) struct caller c = {};
+
+        caller_resolve_peer(&place, peer, &c);
+        return c.privileged;
 }
 
 void caller_done(struct caller *c) {
@@ -73,6 +104,8 @@ const char *caller_refusal(const struct caller *c) {
         }
         if (c->pod_error == -ENXIO)
                 return "the caller's pod is not on this node";
+        if (c->pod_error == -EPERM)
+                return "the caller runs in none of its pod's containers";
         if (c->pod_error < 0)
                 return "cannot attest the caller's pod";
         return "only root, the socket group and pods of this node may ask";

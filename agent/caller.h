@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Who is asking: the peer credentials of a request (api.h) -> host, socket group, pod or
- * outsider. The one place every route asks, so that every module answers the same caller the
- * same way (docs/api.md, Authorization).
+/* Who is asking: the peer credentials of a request (api.h) and where the process runs ->
+ * host, socket group, pod or outsider. The one place every route asks, and the one rule of
+ * privilege the API applies before a privileged route reads a body (caller_peer_privileged()),
+ * so that every module answers the same caller the same way (docs/api.md, Authorization).
  *
- * The one order of checks:
- *   1. the peer's pod, attested from its cgroup and start time (peer-pod.h), if it is a pod
- *      this node knows (the pod store): CALLER_POD, also for root inside that pod;
- *   2. else root: CALLER_HOST; a member of socket-group: CALLER_SOCKET_GROUP;
- *   3. else CALLER_OUTSIDER.
- * Privilege is kept beside the kind: root inside a pod is that pod (CALLER_POD) and privileged.
- * A route that shows every pod's entries to privileged callers asks caller.privileged; a route
- * that answers a pod for itself first (/v1/identity: root in a pod gets its pod's identity)
- * asks caller.kind. */
+ * Privilege comes from place, not from uid: a container's root is the host's root without a
+ * user namespace, and must get no more than its pod. The one order of checks:
+ *   1. where the peer runs, attested from its cgroup and start time below the pod roots
+ *      (peer-pod.h). Cannot be attested (gone, PID reused, not the kubelet's layout):
+ *      CALLER_OUTSIDER, never the host.
+ *   2. in no pod, or in the agent's own pod (a DaemonSet's `kubectl exec`), with root or
+ *      socket-group credentials: CALLER_HOST / CALLER_SOCKET_GROUP, privileged.
+ *   3. in a pod this node knows and, when its status lists containers, in one of them:
+ *      CALLER_POD, whatever its uid, never privileged. In a pod this node does not know, or
+ *      in none of its listed containers: CALLER_OUTSIDER.
+ *   4. else (in no pod, ordinary credentials): CALLER_OUTSIDER. */
 
 #include <stdbool.h>
 
@@ -25,9 +28,17 @@ struct manager;
 struct pod;
 struct pod_store;
 
+/* What the rule needs besides the peer. */
+struct caller_place {
+        const char *proc_root;        /* NULL: "/proc" */
+        char *const *pod_roots;       /* [agent] pod-cgroup-roots */
+        const char *own_pod_uid;      /* the pod piniond itself runs in; NULL: none */
+        const struct pod_store *pods; /* the node's pods; NULL: none known */
+};
+
 enum caller_kind {
-        CALLER_HOST,         /* root, in no pod of this node */
-        CALLER_SOCKET_GROUP, /* a member of socket-group, in no pod of this node */
+        CALLER_HOST,         /* root, in no pod (or in the agent's own pod) */
+        CALLER_SOCKET_GROUP, /* a member of socket-group, in no pod (or in the agent's own pod) */
         CALLER_POD,          /* a process of a pod on this node (pod_uid, pod) */
         CALLER_OUTSIDER,     /* anyone else: the public routes only */
         _CALLER_KIND_MAX,
@@ -35,26 +46,31 @@ enum caller_kind {
 
 struct caller {
         enum caller_kind kind;
-        bool privileged; /* root or socket-group, wherever it runs: sees every pod's entries */
+        bool privileged; /* CALLER_HOST or CALLER_SOCKET_GROUP: sees every pod's entries */
         char *pod_uid;   /* CALLER_POD: the attested pod's UID (owned) */
         struct pod *pod; /* CALLER_POD: its pod-store entry (borrowed: valid while the handler runs) */
         /* Why the caller has no pod: 0 when it runs in none (or is CALLER_POD); -ENXIO when it
-         * runs in a pod this node does not know; else why its pod cannot be attested (the
-         * process gone, its PID reused, an unreadable or ambiguous cgroup: peer_pod_lookup()). */
+         * runs in a pod this node does not know; -EPERM when it runs in none of the containers
+         * its pod's status lists; else why its pod cannot be attested (the process gone, its
+         * PID reused, an unreadable cgroup or not the kubelet's layout: peer_pod_lookup()). */
         int pod_error;
 };
 
-/* Classifies peer in the order above; proc_root is "/proc" (NULL) unless testing. Never fails:
- * what cannot be attested is recorded in pod_error. Free with caller_done(). */
-void caller_resolve_peer(const char *proc_root, const struct pod_store *pods, const struct api_peer *peer,
-                         struct caller *ret);
-/* The same for a request to the API, against the manager's pod store. */
+/* Classifies peer in the order above; peer->privileged says what its credentials are (root or
+ * socket-group). Never fails: what cannot be attested is recorded in pod_error. Free with
+ * caller_done(). */
+void caller_resolve_peer(const struct caller_place *place, const struct api_peer *peer, struct caller *ret);
+/* The same for a request to the API, against the manager's settings and pod store. */
 void caller_resolve(struct manager *m, struct api_request *req, struct caller *ret);
 void caller_done(struct caller *c);
 
-/* Whether the caller runs in a pod it cannot be told apart from: its pod cannot be attested or
- * is not on this node. Such a caller is neither that pod nor, where the pod would come first,
- * the host. */
+/* The API's privilege check (api_set_privilege_check(), userdata: the manager): whether a peer
+ * whose credentials are privileged is privileged where it runs (rule 2). */
+bool caller_peer_privileged(const struct api_peer *peer, void *userdata);
+
+/* Whether the caller runs in a pod it cannot be told apart from: its pod cannot be attested, is
+ * not on this node, or the caller is in none of its containers. Such a caller is neither that
+ * pod nor the host. */
 static inline bool caller_pod_unknown(const struct caller *c) {
         return c->kind != CALLER_POD && c->pod_error != 0;
 }

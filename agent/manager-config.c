@@ -9,6 +9,8 @@
 #include "manager-config.h"
 #include "manager.h"
 #include "module.h"
+#include "peer-pod.h"
+#include "strv.h"
 
 static int parse_log_level(const char *v, void *ret, const char **reason) {
         if (log_level_from_string(v) < 0) {
@@ -42,6 +44,25 @@ static int parse_node_name(const char *v, void *ret, const char **reason) {
         return config_parse_string(v, ret, reason);
 }
 
+static int parse_pod_cgroup_roots(const char *v, void *ret, const char **reason) {
+        _cleanup_strv_free_ char **roots = NULL;
+        int r = config_parse_strv(v, &roots, reason);
+        if (r < 0)
+                return r;
+        /* No root would make every pod's root the host's. */
+        if (!roots) {
+                *reason = "expected at least one cgroup path";
+                return -EINVAL;
+        }
+        STRV_FOREACH(root, roots)
+                if (!pod_cgroup_root_valid(*root)) {
+                        *reason = "expected absolute cgroup paths other than /, without . or .. or a trailing /";
+                        return -EINVAL;
+                }
+        *(char ***) ret = TAKE_PTR(roots);
+        return 0;
+}
+
 #define FIELD(f) offsetof(struct agent_settings, f)
 static const struct config_key agent_keys[] = {
         { "node-name", parse_node_name, FIELD(node_name), NULL, config_free_string },
@@ -51,6 +72,8 @@ static const struct config_key agent_keys[] = {
         { "socket-mode", config_parse_mode, FIELD(socket_mode), "0660" },
         { "socket-group", parse_group, FIELD(socket_group), NULL, config_free_string },
         { "pods-dir", config_parse_path, FIELD(pods_dir), "/etc/pinion/pods.d", config_free_string },
+        { "pod-cgroup-roots", parse_pod_cgroup_roots, FIELD(pod_cgroup_roots), POD_CGROUP_ROOTS_DEFAULT,
+          config_free_strv },
         { "log-level", parse_log_level, FIELD(log_level), "info", config_free_string },
         { "log-format", parse_log_format, FIELD(log_format), "auto", config_free_string },
         { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },

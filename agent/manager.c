@@ -6,12 +6,14 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "caller.h"
 #include "caps.h"
 #include "fsutil.h"
 #include "log.h"
 #include "manager-api.h"
 #include "manager-config.h"
 #include "manager.h"
+#include "peer-pod.h"
 
 /* ---- lifecycle notifications (sd_notify is a no-op without NOTIFY_SOCKET) ---- */
 
@@ -153,6 +155,27 @@ int manager_check_config(const struct manager_options *opts, char **ret_error) {
         return 0;
 }
 
+/* The pod piniond itself runs in (a DaemonSet pod): root and socket-group there are judged by
+ * their credentials, so that `kubectl exec` into the agent's pod keeps working (caller.h). */
+static void manager_find_own_pod(struct manager *m) {
+        _cleanup_(peer_pod_done) struct peer_pod self = {};
+        struct stat mine, init;
+        int r = self_pod_lookup(NULL, m->settings.pod_cgroup_roots, &self);
+
+        /* In a cgroup namespace of its own, every cgroup outside ours reads "/.." and nobody
+         * there can be placed: say so instead of refusing pods in silence. */
+        if (stat("/proc/self/ns/cgroup", &mine) == 0 && stat("/proc/1/ns/cgroup", &init) == 0 &&
+            mine.st_ino != init.st_ino)
+                log_warning("piniond runs in a cgroup namespace of its own: callers outside its cgroup cannot be "
+                            "placed and are refused as outsiders (run it in the host's cgroup namespace)");
+        if (r < 0)
+                log_warning_errno(r, "Cannot tell which pod piniond runs in, taking none: %m");
+        if (!streq_ptr(m->own_pod_uid, self.uid))
+                log_info("piniond runs in %s%s", self.uid ? "pod " : "no pod", strempty(self.uid));
+        free(m->own_pod_uid);
+        m->own_pod_uid = TAKE_PTR(self.uid);
+}
+
 int manager_new(const struct manager_options *opts, struct manager **ret, char **ret_error) {
         _cleanup_(manager_freep) struct manager *m = NULL;
         int r;
@@ -173,6 +196,7 @@ int manager_new(const struct manager_options *opts, struct manager **ret, char *
         r = agent_settings_socket_gid(&m->settings, &m->socket_gid);
         if (r < 0)
                 return log_error_errno(r, "socket-group %s vanished: %m", m->settings.socket_group);
+        manager_find_own_pod(m);
 
         r = sd_event_default(&m->event);
         if (r < 0)
@@ -223,6 +247,7 @@ struct manager *manager_free(struct manager *m) {
         free(m->facts);
         strv_free(m->pods_dir_errors_logged);
         free(m->last_reload_error);
+        free(m->own_pod_uid);
         free(m->last_status);
         config_free(m->config);
         agent_settings_done(&m->settings);
@@ -481,6 +506,7 @@ int manager_reload(struct manager *m) {
         m->settings = s;
         m->socket_gid = gid;
         manager_apply_logging(&m->settings);
+        manager_find_own_pod(m);
         if (m->api)
                 (void) api_set_access(m->api, m->settings.socket_mode, m->socket_gid);
 
@@ -634,6 +660,7 @@ static int manager_start_api(struct manager *m) {
         r = api_new(m->event, &opts, m->metrics, &m->api);
         if (r < 0)
                 return log_error_errno(r, "Failed to serve the local API on %s: %m", m->settings.socket);
+        api_set_privilege_check(m->api, caller_peer_privileged, m);
         r = manager_api_register(m);
         if (r < 0)
                 return log_error_errno(r, "Failed to register the API routes: %m");

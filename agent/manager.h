@@ -34,6 +34,7 @@ struct agent_settings {
         mode_t socket_mode;
         char *socket_group;
         char *pods_dir;
+        char **pod_cgroup_roots; /* where the kubelet puts pods' cgroups (peer-pod.h) */
         char *log_level;
         char *log_format;
         usec_t stop_timeout;
@@ -57,6 +58,7 @@ struct manager {
         struct config *config;
         struct agent_settings settings;
         gid_t socket_gid;
+        char *own_pod_uid; /* the pod piniond runs in (a DaemonSet), NULL: none (peer-pod.h) */
 
         struct metrics *metrics;
         struct pod_store *pods;

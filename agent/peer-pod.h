@@ -1,35 +1,69 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Which pod a process belongs to: the peer attestation behind caller.h (every route that answers
- * a pod for itself: /v1/identity, /v1/configs, /v1/registrations).
+/* Which pod, and which of its containers, a process belongs to: the peer attestation behind
+ * caller.h (every route that answers a pod for itself, and whether root is the host's root).
  *
- * A process's pod is read from /proc/PID/cgroup, where the kubelet's cgroup drivers put every
- * container of a pod below one directory named for the pod's UID:
- *   cgroupfs  .../kubepods/burstable/pod<uid>/<container>
- *   systemd   .../kubepods-burstable-pod<uid with '_' for '-'>.slice/cri-containerd-<id>.scope
- * on any v1 hierarchy line ("N:controller:/path") or the v2 line ("0::/path"). The outermost
- * such segment is the pod: a container that owns its cgroup could make "pod<other uid>" below
- * it, so a path naming two different pods attests nothing (-EBADMSG).
+ * A process's pod is read from /proc/PID/cgroup, and only where the kubelet puts pods counts:
+ * below one of the configured pod roots ([agent] pod-cgroup-roots, by default the kubelet's
+ * /kubepods and /kubepods.slice). Creating a cgroup there takes root, while a host user with a
+ * delegated subtree (systemd's user@UID.service) can name a cgroup "pod<any uid>" anywhere
+ * else: such a name outside the roots is no pod at all. Below a root, the kubelet's layout is
+ * the only one accepted, for either cgroup driver:
+ *   cgroupfs  ROOT/pod<uid>/<container>   ROOT/{burstable,besteffort}/pod<uid>/<container>
+ *   systemd   ROOT/kubepods-pod<uid_>.slice/<container>
+ *             ROOT/kubepods-{burstable,besteffort}.slice/kubepods-<qos>-pod<uid_>.slice/<container>
+ * (uid_: the UID with '_' for '-'; "kubepods" is the root's name without ".slice"). <container>
+ * is the runtime's cgroup for the container: its 64-hex ID, bare or as <runtime>-<id> or
+ * <runtime>-<id>.scope (cri-containerd, crio, docker, libpod); the process may sit below it (a
+ * container that owns its cgroup), never in a cgroup naming a pod again. Anything else below a
+ * root (another shape, "." or "..", a path relative to a cgroup namespace) cannot be attested:
+ * such a process is neither a pod nor the host.
+ *
+ * Every line counts, v1 hierarchies ("N:controllers:/path") and the v2 line ("0::/path"): the
+ * lines below a root must all name the same pod and container; lines outside the roots name no
+ * pod (a hybrid system's v2 line, a controller the kubelet does not use) and contradict nothing.
  *
  * A PID can be reused: the process that connected may exit and another take its number before
  * we read /proc. So the caller records the process's start time when the connection is accepted
  * (struct api_peer.start_time) and peer_pod_lookup() checks it before and after reading the
  * cgroup: if it differs, the answer belongs to someone else and the lookup fails. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+/* The kubelet's pod roots, for both cgroup drivers and both cgroup versions. */
+#define POD_CGROUP_ROOTS_DEFAULT "/kubepods /kubepods.slice"
+
+#define CONTAINER_ID_LEN 64
+
+struct peer_pod {
+        char *uid;          /* the pod's UID, lowercase with dashes */
+        char *container_id; /* the container's 64-hex ID; NULL: in the pod's own cgroup */
+};
+
+void peer_pod_done(struct peer_pod *p);
+
+/* Whether path is usable as a pod root: absolute, not "/", no empty, "." or ".." segment, no
+ * trailing slash. */
+bool pod_cgroup_root_valid(const char *path);
 
 /* The process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
  * -ESRCH if there is no such process. proc_root is "/proc" unless testing. */
 int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret);
 
-/* Parses the text of a /proc/PID/cgroup file. 1: *ret_uid is the pod's UID (lowercase, with
- * dashes). 0: the process is in no pod. -EBADMSG: the lines, or one path, name different pods. */
-int pod_uid_from_proc_cgroup(const char *text, char **ret_uid);
+/* Parses the text of a /proc/PID/cgroup file against the pod roots. 1: *ret is the pod (and
+ * container). 0: the process is in no pod. -EBADMSG: a line below a root is not the kubelet's
+ * layout, or the lines name different pods or containers. */
+int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *ret);
 
 /* The pod of process pid, whose start time must be start_time (from proc_start_time() when
- * the peer connected). 1: *ret_uid set. 0: not in a pod. -ESRCH: the process is gone, its PID
+ * the peer connected). 1: *ret set. 0: not in a pod. -ESRCH: the process is gone, its PID
  * now belongs to another process, or start_time is 0 (unknown: nothing can be attested).
- * Other negative errno on read errors. */
-int peer_pod_lookup(const char *proc_root, pid_t pid, uint64_t start_time, char **ret_uid);
+ * -EBADMSG as above. Other negative errno on read errors. */
+int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, uint64_t start_time,
+                    struct peer_pod *ret);
+
+/* The pod this process itself runs in (the agent as a DaemonSet pod), as above. */
+int self_pod_lookup(const char *proc_root, char *const *roots, struct peer_pod *ret);

@@ -2,6 +2,7 @@
 /* The Pod JSON parser: a v1 Pod object (a static pod file or an apiserver object) read into
  * the pod model, checked field by field so that every refusal names its JSON path. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -385,6 +386,72 @@ static int parse_ips(struct pod *p, const cJSON *status, char **error) {
         return 0;
 }
 
+/* "containerd://<id>" -> "<id>": the ID the runtime names the container's cgroup with. The
+ * runtime's name is not kept: the cgroup path spells it its own way (cri-containerd-, crio-). */
+static int container_id_from(const char *value, const char *path, char **ret, char **error) {
+        const char *id = strstr(value, "://");
+
+        if (!id || id == value || strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-.") != (size_t) (id - value))
+                return parse_error(error, "%s.containerID: \"%s\" is not <runtime>://<id>", path, value);
+        id += 3;
+        if (isempty(id) || strlen(id) > 128 || strspn(id, "0123456789abcdefABCDEF") != strlen(id))
+                return parse_error(error, "%s.containerID: \"%s\" is not <runtime>://<hex id>", path, value);
+        *ret = strdup(id);
+        if (!*ret)
+                return -ENOMEM;
+        for (char *c = *ret; *c; c++)
+                *c = (char) tolower((unsigned char) *c);
+        return 0;
+}
+
+/* Every containerID of one of the status's container lists (a container not started yet has
+ * none). */
+static int parse_container_list(struct pod *p, const cJSON *status, const char *key, char **error) {
+        const cJSON *list, *e;
+        char path[80];
+        size_t i = 0;
+        int r;
+
+        r = get_array(status, "status", key, &list, error);
+        if (r <= 0)
+                return r;
+        cJSON_ArrayForEach(e, list) {
+                _cleanup_free_ char *value = NULL;
+                char *id = NULL;
+
+                (void) snprintf(path, sizeof(path), "status.%s[%zu]", key, i++);
+                if (!cJSON_IsObject(e))
+                        return parse_error(error, "%s: not an object", path);
+                r = get_string(e, path, "containerID", &value, error);
+                if (r < 0)
+                        return r;
+                if (isempty(value))
+                        continue;
+                r = container_id_from(value, path, &id, error);
+                if (r >= 0)
+                        r = strv_push(&p->container_ids, id);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int parse_container_ids(struct pod *p, const cJSON *status, char **error) {
+        static const char *const lists[] = { "containerStatuses", "initContainerStatuses",
+                                             "ephemeralContainerStatuses" };
+        int r;
+
+        p->container_ids = calloc(1, sizeof(char *));
+        if (!p->container_ids)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+                r = parse_container_list(p, status, lists[i], error);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 static int parse_conditions(struct pod *p, const cJSON *status, char **error) {
         const cJSON *conditions, *c;
         int r;
@@ -436,6 +503,9 @@ static int parse_status(struct pod *p, const cJSON *obj, char **error) {
                 return -ENOMEM;
 
         r = parse_ips(p, status, error);
+        if (r < 0)
+                return r;
+        r = parse_container_ids(p, status, error);
         if (r < 0)
                 return r;
         return parse_conditions(p, status, error);

@@ -31,6 +31,7 @@ static struct pod *pod_free(struct pod *p) {
         free(p->phase);
         free(p->resource_version);
         strv_free(p->ips);
+        strv_free(p->container_ids);
         for (size_t i = 0; i < p->n_conditions; i++)
                 free(p->conditions[i].type);
         free(p->conditions);
@@ -98,6 +99,8 @@ int pod_copy_with_ips(const struct pod *p, char *const *ips, struct pod **ret) {
         if (r >= 0) r = strv_copy(ips, &c->ips);
         if (r >= 0 && !c->ips)
                 r = (c->ips = calloc(1, sizeof(char *))) ? 0 : -ENOMEM;
+        if (r >= 0)
+                r = strv_copy(p->container_ids, &c->container_ids);
         if (r >= 0 && p->n_conditions > 0) {
                 c->conditions = calloc(p->n_conditions, sizeof(struct pod_condition));
                 r = c->conditions ? 0 : -ENOMEM;
@@ -163,6 +166,14 @@ bool pod_is_ready(const struct pod *p) {
         return pod_condition(p, "Ready");
 }
 
+bool pod_has_container(const struct pod *p, const char *id) {
+        if (!p)
+                return false;
+        if (strv_length(p->container_ids) == 0)
+                return true;
+        return id && strv_contains(p->container_ids, id);
+}
+
 const char *pod_primary_ip(const struct pod *p) {
         return p && p->ips ? p->ips[0] : NULL;
 }
@@ -205,6 +216,7 @@ bool pod_equal(const struct pod *a, const struct pod *b) {
                streq_ptr(a->name, b->name) && streq_ptr(a->node_name, b->node_name) &&
                streq_ptr(a->service_account, b->service_account) && streq_ptr(a->phase, b->phase) &&
                a->host_network == b->host_network && strv_equal(a->ips, b->ips) && conditions_equal(a, b) &&
+               strv_equal(a->container_ids, b->container_ids) &&
                kv_equal(a->annotations, a->n_annotations, b->annotations, b->n_annotations) &&
                kv_equal(a->labels, a->n_labels, b->labels, b->n_labels) && ports_equal(a, b) &&
                streq_ptr(a->source, b->source);

@@ -45,6 +45,10 @@ struct pod {
         bool host_network;
 
         char **ips; /* status.podIPs[].ip (or status.podIP), NULL-terminated, may be empty */
+        /* The IDs of the pod's containers the status lists (status.containerStatuses[],
+         * initContainerStatuses[], ephemeralContainerStatuses[]: containerID without its
+         * "<runtime>://"), NULL-terminated; empty for a static pod or one not started yet. */
+        char **container_ids;
 
         struct pod_condition *conditions;
         size_t n_conditions;
@@ -86,3 +90,6 @@ const char *pod_annotation(const struct pod *p, const char *key);
 bool pod_condition(const struct pod *p, const char *type); /* false if absent */
 bool pod_is_ready(const struct pod *p);                    /* the "Ready" condition */
 const char *pod_primary_ip(const struct pod *p);           /* ips[0] or NULL */
+/* Whether a process in container id (NULL: in the pod's own cgroup) may speak for the pod:
+ * always when the status lists no containers, else when id is one of them. */
+bool pod_has_container(const struct pod *p, const char *id);

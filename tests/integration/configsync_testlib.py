@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from pinion_testlib import free_port, wait_until
+from pinion_testlib import free_port, new_container_id, pod_cgroup_path, remove_cgroup_tree, wait_until
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
@@ -364,13 +364,14 @@ print(json.dumps({"status": status, "body": json.loads(body)}))
 
 
 class PodCgroup:
-    """A cgroup (v1 pids hierarchy, or v2) named like the kubelet's: .../kubepods/pod<uid>, into
-    which a request process moves itself before it drops to an unprivileged uid. Removed by close()."""
+    """A container's cgroup (v1 pids hierarchy, or v2) where the kubelet would put it below the
+    test agents' pod roots (pinion_testlib.pod_cgroup_path()), into which a request process moves
+    itself before it drops to an unprivileged uid. Removed by close()."""
 
     def __init__(self, pod_uid):
-        base = "/sys/fs/cgroup/pids" if os.path.isdir("/sys/fs/cgroup/pids") else "/sys/fs/cgroup"
-        self.top = os.path.join(base, "configsync-test-%d" % os.getpid())
-        self.path = os.path.join(self.top, "kubepods", "pod" + pod_uid)
+        self.base = "/sys/fs/cgroup/pids" if os.path.isdir("/sys/fs/cgroup/pids") else "/sys/fs/cgroup"
+        self.rel = pod_cgroup_path(pod_uid, new_container_id())
+        self.path = os.path.join(self.base, self.rel.lstrip("/"))
         os.makedirs(self.path)
 
     def request(self, sock, url, uid=65534):
@@ -382,12 +383,4 @@ class PodCgroup:
         return out["status"], out["body"]
 
     def close(self):
-        for d in (self.path, os.path.dirname(self.path), self.top):
-            for _ in range(50):
-                try:
-                    os.rmdir(d)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)
+        remove_cgroup_tree(self.base, self.rel)

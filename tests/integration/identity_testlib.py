@@ -12,7 +12,7 @@ import tempfile
 import time
 import uuid
 
-from pinion_testlib import free_port, wait_until
+from pinion_testlib import free_port, new_container_id, pod_cgroup_path, remove_cgroup_tree, wait_until
 
 CFSSL = shutil.which("cfssl") or "/usr/bin/cfssl"
 AUTH_KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -213,42 +213,25 @@ def key_matches(cert_pem, key_pem):
 # pods' cgroups: processes placed where the kubelet would put a pod's containers
 
 class PodCgroup:
-    """A pod's cgroup in one hierarchy, in the cgroupfs spelling (.../kubepods/pod<uid>/ctr)
-    or the systemd one (.../kubepods-besteffort-pod<uid_with_underscores>.slice/cri-x.scope).
-    Names carry the module and our pid so parallel runs never collide; removed on close."""
+    """A container's cgroup of a pod in one hierarchy, where the kubelet would put it below the
+    test agents' pod roots (pinion_testlib.pod_cgroup_path()): the cgroupfs spelling
+    (.../kubepods/besteffort/pod<uid>/<64 hex>) or the systemd one
+    (.../kubepods-besteffort-pod<uid_with_underscores>.slice/cri-containerd-<64 hex>.scope).
+    container_id: the container's ID (a new one by default; None: the pod's own cgroup).
+    Removed on close."""
 
-    def __init__(self, uid, hierarchy="pids", systemd=False):
+    def __init__(self, uid, hierarchy="pids", systemd=False, container_id="new", qos="besteffort"):
         self.uid = uid
-        base = os.path.join("/sys/fs/cgroup", hierarchy)
-        if not os.path.isdir(base):
-            raise RuntimeError("no cgroup hierarchy at %s" % base)
-        self.top = os.path.join(base, "identity-test-%d-%s" % (os.getpid(), uid[:8]))
-        if systemd:
-            pod = "kubepods-besteffort-pod%s.slice" % uid.replace("-", "_")
-            self.path = os.path.join(self.top, "kubepods.slice", pod, "cri-containerd-0123.scope")
-        else:
-            self.path = os.path.join(self.top, "kubepods", "besteffort", "pod" + uid, "ctr0")
+        self.base = os.path.join("/sys/fs/cgroup", hierarchy)
+        if not os.path.isdir(self.base):
+            raise RuntimeError("no cgroup hierarchy at %s" % self.base)
+        self.container_id = new_container_id() if container_id == "new" else container_id
+        self.rel = pod_cgroup_path(uid, self.container_id, systemd=systemd, qos=qos)
+        self.path = os.path.join(self.base, self.rel.lstrip("/"))
         os.makedirs(self.path)
 
     def close(self):
-        # Move anything left back to the root, then remove the tree bottom-up.
-        root = os.path.dirname(self.top)
-        for dirpath, dirs, files in os.walk(self.top, topdown=False):
-            try:
-                with open(os.path.join(dirpath, "cgroup.procs")) as f:
-                    pids = [l.strip() for l in f if l.strip()]
-                for pid in pids:
-                    try:
-                        with open(os.path.join(root, "cgroup.procs"), "w") as f:
-                            f.write(pid)
-                    except OSError:
-                        pass
-            except OSError:
-                pass
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
+        remove_cgroup_tree(self.base, self.rel)
 
     def preexec(self, uid=None):
         path = self.path

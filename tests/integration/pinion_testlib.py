@@ -12,6 +12,8 @@ Every module's integration tests reuse this. The pieces:
                    daemon that exits non-zero (a crash, an ASan/valgrind leak report) fails the test.
   agent            pytest fixture: one default agent, READY.
   make_pod()       a Kubernetes v1 Pod object as a dict, for Agent.write_pod().
+  pod_cgroup_path() where the kubelet would put a pod's container, below the test's own pod
+                   roots (POD_CGROUP_ROOTS, every Agent's [agent] pod-cgroup-roots).
   parse_metrics()  Prometheus text -> Metrics (samples with labels, TYPE/HELP).
   wait_until()     poll a function until it returns something truthy.
   diag()           a "# " diagnostic line in the TAP stream (or the terminal summary).
@@ -22,6 +24,7 @@ Agent at a glance (see each method's docstring):
                     env={"WATCHDOG_USEC": "2000000"}, start=True, wait=True,
                     socket_activate=False)
   a.config_text(agent=..., sections=...) / a.write_config(text) / a.write_dropin(name, text)
+  a.cgroup = "/sys/fs/cgroup/<h>/<path>" before a.start(): piniond starts in that cgroup
   a.start() a.wait_ready() a.wait_notify(key, value) a.notifications(key) a.ready_probe
   a.sighup() a.sigterm() a.sigint() a.kill9() -> exit code; a.assert_exit(rc, 0)
   a.request(method, path, body=None, as_uid=None) -> (status, headers, body)
@@ -511,6 +514,72 @@ def make_pod(name, namespace="default", annotations=None, labels=None, ports=Non
 
 
 # ---------------------------------------------------------------------------------------------
+# Pods' cgroups
+
+# The pod roots every test agent attests pods below ([agent] pod-cgroup-roots): the kubelet's
+# names, below a directory of this test process, so that tests never touch (or collide with) a
+# real kubelet's /kubepods and parallel runs never share one.
+POD_CGROUP_TOP = "pinion-test-%d" % os.getpid()
+POD_CGROUP_ROOTS = ["/%s/kubepods" % POD_CGROUP_TOP, "/%s/kubepods.slice" % POD_CGROUP_TOP]
+
+
+def new_container_id():
+    """A container ID as the runtimes make them: 64 hex digits."""
+    import secrets
+    return secrets.token_hex(32)
+
+
+def pod_cgroup_path(uid, container_id=None, systemd=False, qos="besteffort"):
+    """The cgroup path (from a hierarchy's root) of container_id of pod uid (None: the pod's own
+    cgroup), below POD_CGROUP_ROOTS in the kubelet's layout for the cgroupfs or systemd driver;
+    qos "guaranteed" puts the pod directly below the root."""
+    if systemd:
+        root = POD_CGROUP_ROOTS[1]
+        escaped = uid.replace("-", "_")
+        if qos == "guaranteed":
+            path = "%s/kubepods-pod%s.slice" % (root, escaped)
+        else:
+            path = "%s/kubepods-%s.slice/kubepods-%s-pod%s.slice" % (root, qos, qos, escaped)
+        return path + ("/cri-containerd-%s.scope" % container_id if container_id else "")
+    root = POD_CGROUP_ROOTS[0]
+    path = "%s/pod%s" % (root, uid) if qos == "guaranteed" else "%s/%s/pod%s" % (root, qos, uid)
+    return path + ("/" + container_id if container_id else "")
+
+
+def remove_cgroup_tree(base, path):
+    """Removes the cgroup base+path and its descendants (moving what runs there to base's root
+    first), then each parent up to base that is left empty."""
+    top = os.path.join(base, path.lstrip("/"))
+    for dirpath, dirs, files in os.walk(top, topdown=False):
+        try:
+            with open(os.path.join(dirpath, "cgroup.procs")) as f:
+                pids = [line.strip() for line in f if line.strip()]
+            for pid in pids:
+                try:
+                    with open(os.path.join(base, "cgroup.procs"), "w") as f:
+                        f.write(pid)
+                except OSError:
+                    pass
+        except OSError:
+            pass
+        for _ in range(50):  # a process moved out may still be leaving
+            try:
+                os.rmdir(dirpath)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+    parent = os.path.dirname(top)
+    while parent.startswith(base + "/"):
+        try:
+            os.rmdir(parent)
+        except OSError:
+            break
+        parent = os.path.dirname(parent)
+
+
+# ---------------------------------------------------------------------------------------------
 # The agent
 
 _live_agents = set()
@@ -585,6 +654,7 @@ class Agent:
             "log-level": "debug",
             "log-format": "text",
             "stop-timeout": "5s",
+            "pod-cgroup-roots": " ".join(POD_CGROUP_ROOTS),
         }
         self.sections = {}
         self.extra = extra or ""
@@ -605,6 +675,7 @@ class Agent:
         self.notify_start = 0
         self.expected_exit = False  # set when the test itself stops/kills the daemon
         self.closed = False
+        self.cgroup = None  # a cgroup directory (with cgroup.procs) piniond starts in
 
     # --- config ---
 
@@ -677,9 +748,17 @@ class Agent:
             wait = False
         if PDEATHSIG_CMD:
             cmd = PDEATHSIG_CMD + cmd
+        preexec = None
+        if self.cgroup:
+            procs = os.path.join(self.cgroup, "cgroup.procs")
+
+            def preexec():
+                with open(procs, "w") as f:
+                    f.write(str(os.getpid()))
         with open(self.log_file, "ab") as log, open(self.stdout_file, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=log,
-                                         env=penv, cwd=self.dir, start_new_session=True)
+                                         env=penv, cwd=self.dir, start_new_session=True,
+                                         preexec_fn=preexec)
         _live_agents.add(self)
         if wait:
             self.wait_ready(timeout)

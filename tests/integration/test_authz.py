@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""The local API's authorization as a matrix: every route the agent serves x five principals
-(root; a member of socket-group; a process in pod-a's cgroup; a process in pod-b's cgroup asking
-about pod-a; an outsider), against one agent with every module enabled (apiserver against the
+"""The local API's authorization as a matrix: every route the agent serves x six principals
+(root; a member of socket-group; a process in pod-a's cgroup; root in pod-a's cgroup; a process
+in pod-b's cgroup asking about pod-a; an outsider), against one agent with every module enabled (apiserver against the
 test apiserver, identity with the local CA, configsync against real nginx, zkreg against a real
 ZooKeeper, podnet with a real network namespace, reclaim on a real v1 memory cgroup).
 
@@ -10,7 +10,11 @@ agent serves are read from the route tables in the sources (every `struct api_ro
 the two must cover each other, so a new route cannot escape the matrix. Each cell is one request
 from a real process with the principal's credentials (SO_PEERCRED, cgroup). Denied requests must
 answer 403 and change nothing (a denied refresh fetches nothing, a denied drain drains nothing, a
-denied CNI DEL unwires nothing); allowed mutating requests are run with their real effect."""
+denied CNI DEL unwires nothing); allowed mutating requests are run with their real effect.
+
+Then the attacks on attestation and privilege, each refused: a host user's own cgroup named for
+another pod; root in a pod acting as the host; a process in a pod's cgroup but in none of its
+listed containers; and the agent's own pod (a DaemonSet) keeping root's `kubectl exec`."""
 
 import errno
 import json
@@ -23,7 +27,8 @@ import uuid
 
 import pytest
 
-from pinion_testlib import SRCDIR, make_pod, request_child, unix_request, wait_until
+from pinion_testlib import (POD_CGROUP_TOP, SRCDIR, make_pod, new_container_id, pod_cgroup_path,
+                            remove_cgroup_tree, request_child, run_piniond, unix_request, wait_until)
 import configsync_testlib as cs
 import podnet_testlib as pt
 import reclaim_testlib as rt
@@ -38,7 +43,7 @@ from kube_apiserver import FakeApiserver  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="ZooKeeper (Debian zookeeper) is not installed")
 
-PRINCIPALS = ["root", "group", "pod", "other pod", "outsider"]
+PRINCIPALS = ["root", "group", "pod", "root in pod", "other pod", "outsider"]
 SOCKET_GROUP = "games"                  # an existing group no other test uses
 GROUP_UID, POD_A_UID, POD_B_UID, OUTSIDER_UID = 40104, 40101, 40102, 40103
 SERVERSET = "/pinion-authz-%d" % os.getpid()
@@ -195,6 +200,7 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
             "root": Principal("root"),
             "group": Principal("group", GROUP_UID, groups=[gid]),
             "pod": Principal("pod", POD_A_UID, cgroup=w.cg_a),
+            "root in pod": Principal("root in pod", cgroup=w.cg_a),
             "other pod": Principal("other pod", POD_B_UID, cgroup=w.cg_b),
             "outsider": Principal("outsider", OUTSIDER_UID),
         }
@@ -227,7 +233,7 @@ def pods_of(entries, key):
 def check_allowed_body(w, request, principal, body, raw, own):
     """The content of an allowed answer: a pod sees its own entries only; privileged callers see
     all, never a private key."""
-    me = {"pod": "a", "other pod": "b"}.get(principal)
+    me = {"pod": "a", "root in pod": "a", "other pod": "b"}.get(principal)
     if request == "/v1/identity":
         if own:
             assert body["id"] == "spiffe://authz.test/ns/default/sa/sa-" + me, body["id"]
@@ -367,20 +373,16 @@ def check_beyond_the_table(w):
         status, body, raw = w.principals["outsider"].request(sock, other, path)
         assert status == 405, (other, path, raw)
     assert drained(w) is False
-    # A process in a pod this node does not have is no pod: what pods may read, it may not.
+    # A process in a pod this node does not have is no pod, nor the host: what pods may read it
+    # may not, and as root not what the host may.
     cg = PodCgroup(str(uuid.uuid4()))
     try:
-        stranger = Principal("unknown pod", POD_A_UID, cgroup=cg)
-        for path in ("/v1/identity", "/v1/configs", "/v1/configs/a", "/v1/registrations"):
-            status, body, raw = stranger.request(sock, "GET", path)
-            assert status == 403, (path, raw)
+        for stranger in (Principal("unknown pod", POD_A_UID, cgroup=cg), Principal("root in unknown pod", cgroup=cg)):
+            for path in ("/v1/identity", "/v1/configs", "/v1/configs/a", "/v1/registrations", "/v1/status"):
+                status, body, raw = stranger.request(sock, "GET", path)
+                assert status == 403, (stranger.name, path, raw)
     finally:
         cg.close()
-    # root is root inside a pod too (no user namespace): privileged, and its pod's identity.
-    root_in_a = Principal("root in pod-a", cgroup=w.cg_a)
-    assert root_in_a.request(sock, "GET", "/v1/status")[0] == 200
-    status, body, raw = root_in_a.request(sock, "GET", "/v1/identity")
-    assert status == 200 and body["id"] == "spiffe://authz.test/ns/default/sa/sa-a", raw[:300]
 
 
 MUTATING = {"/v1/configs/a/refresh", "/v1/registrations/drain", "/v1/registrations/undrain", "/v1/cni"}
@@ -462,3 +464,187 @@ def test_socket_group_is_read_at_reload_and_counts_as_primary_or_supplementary(a
     for p in (supplementary, primary):
         status, body, raw = p.request(a.socket, "GET", "/v1/status")
         assert status == 403, (p.name, raw)
+
+
+# ---- the attacks on attestation and privilege ----
+
+HOST_USER_UID = 40105
+
+
+class DelegatedCgroup:
+    """A host user's delegated cgroup subtree, as systemd gives every user@UID.service one: a
+    directory owned by the user (outside the pod roots), where the user makes what cgroups it
+    likes and moves its own processes. In the pids hierarchy, below this test's own top."""
+
+    def __init__(self, uid):
+        self.uid = uid
+        self.base = "/sys/fs/cgroup/pids"
+        if not os.path.isdir(self.base):
+            pytest.skip("no cgroup v1 pids hierarchy")
+        self.rel = "/%s/user.slice/user-%d.slice/user@%d.service" % (POD_CGROUP_TOP, uid, uid)
+        self.path = os.path.join(self.base, self.rel.lstrip("/"))
+        os.makedirs(self.path)
+        for name in ("", "cgroup.procs", "tasks"):
+            os.chown(os.path.join(self.path, name), uid, uid)
+
+    def principal(self, sub):
+        """A process of the user that makes sub in its subtree and moves itself there, as the user
+        (no privilege of root's is used for it)."""
+        uid, path = self.uid, os.path.join(self.path, sub)
+
+        class Spoofer(Principal):
+            def _preexec(self):
+                def fn():
+                    os.setgroups([])
+                    os.setgid(uid)
+                    os.setuid(uid)
+                    os.makedirs(path, exist_ok=True)
+                    with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                        f.write(str(os.getpid()))
+                return fn
+        return Spoofer("host user in %s" % sub, uid)
+
+    def close(self):
+        remove_cgroup_tree(self.base, self.rel)
+
+
+def test_a_host_users_cgroup_named_for_a_pod_is_no_pod(world):
+    """A non-root host user makes a cgroup named for pod-b in its delegated subtree (in each of
+    the kubelet's spellings, even the whole kubepods layout below its own directory) and asks
+    as pod-b: no identity, no key, no configs, no registrations."""
+    w = world
+    d = DelegatedCgroup(HOST_USER_UID)
+    cid = new_container_id()
+    try:
+        for sub in ("pod" + w.uid_b,
+                    "kubepods/besteffort/pod%s/%s" % (w.uid_b, cid),
+                    "kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope" % (w.uid_b.replace("-", "_"), cid)):
+            p = d.principal(sub)
+            for path in ("/v1/identity", "/v1/configs", "/v1/registrations"):
+                status, body, raw = p.request(w.agent.socket, "GET", path)
+                assert status == 403, (sub, path, raw[:300])
+                assert "PRIVATE KEY" not in raw and "sa-b" not in raw, (sub, path)
+    finally:
+        d.close()
+    # pod-b itself still gets its own.
+    status, body, raw = w.principals["other pod"].request(w.agent.socket, "GET", "/v1/identity")
+    assert status == 200 and body["id"] == "spiffe://authz.test/ns/default/sa/sa-b", raw[:300]
+
+
+def pod_b_state(w):
+    """What pod-b's IP and identity are, as root on the host sees them."""
+    pod = root_get(w, "/v1/pods/default/pod-b")
+    ident = root_get(w, "/v1/identity?pod=default/pod-b")
+    assert ident["serial"] and ident["sans"], ident
+    return pod["ips"], ident["serial"], ident["sans"], ident["generation"]
+
+
+def test_root_in_a_pod_is_that_pod(world):
+    """A container running as root is its pod, not the host: it lists no pods, reads no status,
+    drains nothing, and cannot rewrite another pod's IP through POST /v1/cni; it still gets its
+    own pod's identity."""
+    w = world
+    sock = w.agent.socket
+    root_in_a = w.principals["root in pod"]
+    before = pod_b_state(w)
+    cid = "attack%d" % os.getpid()
+    add_b = {"command": "ADD", "containerID": cid, "netns": w.netns.path, "ifname": "eth0",
+             "args": pt.k8s_args("default", "pod-b", w.uid_b),
+             "config": {"cniVersion": "1.1.0", "name": "pinion", "type": "pinion-cni"}}
+    try:
+        status, answer, raw = root_in_a.request(sock, "POST", "/v1/cni", add_b)
+        assert status == 403 and pod_b_state(w) == before, (raw[:300], before, pod_b_state(w))
+        for method, path in (("POST", "/v1/registrations/drain"), ("GET", "/v1/pods"), ("GET", "/v1/status"),
+                             ("GET", "/v1/identity?pod=default/pod-b")):
+            status, answer, raw = root_in_a.request(sock, method, path)
+            assert status == 403, (method, path, raw[:300])
+        assert drained(w) is False and member_status(w, "a") == ["ALIVE"] and member_status(w, "b") == ["ALIVE"]
+        assert [x for x in pt.podnet_status(w.agent)["details"]["pool"]["allocations"] if x["containerID"] == cid] == []
+        assert pod_b_state(w) == before
+    finally:
+        # Had it been let through: undo it (the host's root may).
+        set_drained(w, False)
+        unix_request(sock, "POST", "/v1/cni", body=dict(add_b, command="DEL"))
+    status, body, raw = root_in_a.request(sock, "GET", "/v1/identity")
+    assert status == 200 and body["id"] == "spiffe://authz.test/ns/default/sa/sa-a", raw[:300]
+    assert "PRIVATE KEY" in body["private_key"]
+
+
+class PodCgroupAt:
+    """pod uid's own cgroup (no container), made by the kubelet as the pod's parent: exists as
+    long as some container's cgroup of the pod does."""
+
+    def __init__(self, uid, container_id):
+        self.path = os.path.join("/sys/fs/cgroup/pids", pod_cgroup_path(uid, container_id).lstrip("/"))
+        assert os.path.isdir(self.path), self.path
+
+
+def test_only_the_containers_the_status_lists_speak_for_their_pod(world):
+    """Once pod-a's status lists its containers, a process in pod-a's cgroup but in another
+    container's (or in the pod's own) is nobody; the listed container still is pod-a."""
+    w = world
+    sock = w.agent.socket
+    pod = make_pod("pod-a", uid=w.uid_a, service_account="sa-a", annotations={
+        "pinion.io/serverset": "%s/a" % SERVERSET, "pinion.io/port": "http",
+        "pinion.io/configs": "a", "pinion.io/identity": "true"})
+    pod["status"]["containerStatuses"] = [{"name": "main", "containerID": "containerd://" + w.cg_a.container_id}]
+    pod["status"]["initContainerStatuses"] = [{"name": "init", "containerID": "containerd://" + new_container_id()}]
+    w.agent.write_pod("pod-a", pod)
+    # Until the store has the new status the pod's own cgroup still speaks for it: a barrier.
+    in_pod_cgroup = Principal("pod cgroup", POD_A_UID, cgroup=PodCgroupAt(w.uid_a, None))
+    wait_until(lambda: in_pod_cgroup.request(sock, "GET", "/v1/identity")[0] == 403, 20,
+               desc="pod-a's listed containers in the store")
+    unlisted = PodCgroup(w.uid_a)  # pod-a's cgroup, a container the status does not list
+    try:
+        for name, cg in (("unlisted container", unlisted), ("pod cgroup", PodCgroupAt(w.uid_a, None))):
+            for uid in (POD_A_UID, None):
+                p = Principal("%s as %s" % (name, uid or "root"), uid, cgroup=cg)
+                for path in ("/v1/identity", "/v1/configs", "/v1/registrations", "/v1/status"):
+                    status, body, raw = p.request(sock, "GET", path)
+                    assert status == 403, (p.name, path, raw[:300])
+                    assert "PRIVATE KEY" not in raw
+    finally:
+        unlisted.close()
+    status, body, raw = w.principals["pod"].request(sock, "GET", "/v1/identity")
+    assert status == 200 and body["id"] == "spiffe://authz.test/ns/default/sa/sa-a", raw[:300]
+
+
+def test_the_agents_own_pod_keeps_roots_exec(agent_factory):
+    """piniond run as a DaemonSet pod: root in the agent's own pod (kubectl exec) is the host's
+    root; root in any other pod is not."""
+    own_uid, other_uid = str(uuid.uuid4()), str(uuid.uuid4())
+    own, other = PodCgroup(own_uid), PodCgroup(other_uid)
+    try:
+        a = agent_factory(config={"agent": {"socket-mode": "0666"}}, start=False)
+        a.cgroup = own.path
+        a.write_pod("other", make_pod("other", uid=other_uid))
+        a.start()
+        a.wait_pod("default", "other")
+        for path in ("/v1/status", "/v1/pods"):
+            status, body, raw = Principal("root in another pod", cgroup=other).request(a.socket, "GET", path)
+            assert status == 403, (path, raw[:300])
+            status, body, raw = Principal("root in the agent's pod", cgroup=own).request(a.socket, "GET", path)
+            assert status == 200, (path, raw[:300])
+        assert "piniond runs in pod %s" % own_uid in a.log_text()
+        # Not root there: not privileged either.
+        status, body, raw = Principal("user in the agent's pod", OUTSIDER_UID, cgroup=own).request(a.socket, "GET", "/v1/status")
+        assert status == 403, raw[:300]
+        a.assert_exit(a.sigterm())
+    finally:
+        own.close()
+        other.close()
+
+
+def test_pod_cgroup_roots_are_checked(agent_factory):
+    """No roots at all would make every pod's root the host's; "/" or a relative path would make
+    anything a pod: refused with the line, and the default is the kubelet's."""
+    a = agent_factory(start=False)
+    for value in ("", "/", "kubepods", "/kubepods/", "/a/../kubepods", "/kubepods /a//b"):
+        a.write_config(agent={"pod-cgroup-roots": value})
+        rc, out, err = a.check_config()
+        assert rc == 78 and "pod-cgroup-roots" in err, (value, rc, err)
+    a.write_config(agent={"pod-cgroup-roots": None})
+    rc, out, err = a.check_config()
+    assert rc == 0, err
+    rc, out, err = run_piniond("--list-config-keys")
+    assert "pod-cgroup-roots=/kubepods /kubepods.slice" in out.splitlines(), out

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* caller.c: every kind of caller against a fake /proc and a pod store with one pod, and what
- * each route's question (privileged? a pod? a pod that cannot be told apart?) answers for it. */
+/* caller.c: every kind of caller against a fake /proc and a pod store with two pods (one whose
+ * status lists its containers), and what each route's question (privileged? a pod? a pod that
+ * cannot be told apart?) answers for it. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,13 +21,19 @@
 #include "pods.h"
 
 #define UID "0b6c7a9e-4f1d-4c59-9e0d-2a8f1e3b7c11"
+#define UID_LISTED "22222222-3333-4444-5555-666666666666"
 #define UID_ELSEWHERE "11111111-2222-3333-4444-555555555555"
+#define CID "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+#define CID2 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define PID 42
 #define START 5555
+
+static char *const roots[] = { (char *) "/kubepods", (char *) "/kubepods.slice", NULL };
 
 struct fixture {
         char root[64];
         struct pod_store *pods;
+        struct caller_place place;
 };
 
 /* Process PID of the fake /proc, started at START, in the cgroup given. */
@@ -42,19 +49,28 @@ static void fake_proc(const char *root, const char *cgroup) {
         assert_int_equal(write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
 }
 
-static int setup(void **state) {
-        struct fixture *f = calloc(1, sizeof(*f));
-        const char *json = "{\"metadata\":{\"uid\":\"" UID "\",\"namespace\":\"default\",\"name\":\"pod-a\"}}";
+static void add_pod(struct pod_store *pods, const char *json) {
         _cleanup_free_ char *error = NULL;
         struct pod *p = NULL;
+
+        assert_int_equal(pod_from_json_text(json, strlen(json), NULL, &p, &error), 0);
+        assert_int_equal(pod_store_put(pods, p), 1);
+        pod_unref(p);
+}
+
+/* pod-a: a static pod (its status lists no containers); pod-listed: its status lists CID. */
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
 
         assert_non_null(f);
         strcpy(f->root, "/tmp/test-caller-XXXXXX");
         assert_non_null(mkdtemp(f->root));
         assert_int_equal(pod_store_new(&f->pods), 0);
-        assert_int_equal(pod_from_json_text(json, strlen(json), NULL, &p, &error), 0);
-        assert_int_equal(pod_store_put(f->pods, p), 1);
-        pod_unref(p);
+        add_pod(f->pods, "{\"metadata\":{\"uid\":\"" UID "\",\"namespace\":\"default\",\"name\":\"pod-a\"}}");
+        add_pod(f->pods, "{\"metadata\":{\"uid\":\"" UID_LISTED "\",\"namespace\":\"default\",\"name\":\"pod-listed\"},"
+                         "\"status\":{\"containerStatuses\":[{\"name\":\"main\",\"containerID\":\"containerd://" CID "\"}],"
+                         "\"initContainerStatuses\":[{\"name\":\"init\"}]}}");
+        f->place = (struct caller_place) { .proc_root = f->root, .pod_roots = roots, .pods = f->pods };
         *state = f;
         return 0;
 }
@@ -72,7 +88,24 @@ static const struct api_peer group = { .pid = PID, .uid = 1000, .gid = 1000, .st
 static const struct api_peer user = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = false };
 
 static void resolve(struct fixture *f, const struct api_peer *peer, struct caller *ret) {
-        caller_resolve_peer(f->root, f->pods, peer, ret);
+        caller_resolve_peer(&f->place, peer, ret);
+}
+
+/* Neither a pod nor the host, whatever its credentials. */
+static void expect_nobody(struct fixture *f, int pod_error, const char *refusal) {
+        const struct api_peer *peers[] = { &root, &group, &user };
+        for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
+                _cleanup_(caller_done) struct caller c = {};
+                resolve(f, peers[i], &c);
+                assert_int_equal(c.kind, CALLER_OUTSIDER);
+                assert_false(c.privileged);
+                assert_null(c.pod_uid);
+                assert_null(c.pod);
+                assert_int_equal(c.pod_error, pod_error);
+                assert_true(caller_pod_unknown(&c));
+                assert_false(caller_may_read_own(&c));
+                assert_string_equal(caller_refusal(&c), refusal);
+        }
 }
 
 static void test_in_no_pod(void **state) {
@@ -106,81 +139,103 @@ static void test_in_no_pod(void **state) {
         assert_string_equal(caller_refusal(&c), "only root, the socket group and pods of this node may ask");
 }
 
-static void test_in_a_pod_of_this_node(void **state) {
+static void test_pod_name_outside_the_roots(void **state) {
         struct fixture *f = *state;
         _cleanup_(caller_done) struct caller c = {};
 
-        fake_proc(f->root, "0::/kubepods/burstable/pod" UID "/c0ffee\n");
-
+        /* A host user's delegated subtree, a cgroup named for a pod of this node: no pod. */
+        fake_proc(f->root, "0::/user.slice/user-1000.slice/user@1000.service/pod" UID "\n");
         resolve(f, &user, &c);
-        assert_int_equal(c.kind, CALLER_POD);
+        assert_int_equal(c.kind, CALLER_OUTSIDER);
         assert_false(c.privileged);
-        assert_string_equal(c.pod_uid, UID);
-        assert_non_null(c.pod);
-        assert_string_equal(c.pod->name, "pod-a");
-        assert_int_equal(c.pod_error, 0);
-        assert_true(caller_may_read_own(&c));
-        /* Refused only when it asks about another pod. */
-        assert_string_equal(caller_refusal(&c), "a pod may ask only about its own pod");
-        caller_done(&c);
         assert_null(c.pod_uid);
-        assert_null(c.pod);
+        assert_int_equal(c.pod_error, 0);
+        assert_false(caller_may_read_own(&c));
+        caller_done(&c);
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_HOST);
+        assert_null(c.pod_uid);
+}
 
-        /* Root inside the pod is that pod, and privileged beside it. */
+static void test_in_a_pod_of_this_node(void **state) {
+        struct fixture *f = *state;
+        const struct api_peer *peers[] = { &user, &root, &group };
+
+        fake_proc(f->root, "0::/kubepods/burstable/pod" UID "/" CID "\n");
+
+        /* Whatever its credentials: that pod, never privileged. */
+        for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
+                _cleanup_(caller_done) struct caller c = {};
+                resolve(f, peers[i], &c);
+                assert_int_equal(c.kind, CALLER_POD);
+                assert_false(c.privileged);
+                assert_string_equal(c.pod_uid, UID);
+                assert_non_null(c.pod);
+                assert_string_equal(c.pod->name, "pod-a");
+                assert_int_equal(c.pod_error, 0);
+                assert_true(caller_may_read_own(&c));
+                assert_false(caller_pod_unknown(&c));
+                /* Refused only when it asks about another pod. */
+                assert_string_equal(caller_refusal(&c), "a pod may ask only about its own pod");
+                caller_done(&c);
+                assert_null(c.pod_uid);
+                assert_null(c.pod);
+        }
+
+        /* A static pod lists no containers: its own cgroup counts too. */
+        fake_proc(f->root, "0::/kubepods.slice/kubepods-pod0b6c7a9e_4f1d_4c59_9e0d_2a8f1e3b7c11.slice\n");
+        _cleanup_(caller_done) struct caller c = {};
         resolve(f, &root, &c);
         assert_int_equal(c.kind, CALLER_POD);
-        assert_true(c.privileged);
-        assert_string_equal(c.pod_uid, UID);
+        assert_false(c.privileged);
+}
+
+static void test_container_listed_or_not(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+
+        fake_proc(f->root, "0::/kubepods/pod" UID_LISTED "/" CID "\n");
+        resolve(f, &user, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+        assert_string_equal(c.pod->name, "pod-listed");
         caller_done(&c);
 
-        resolve(f, &group, &c);
-        assert_int_equal(c.kind, CALLER_POD);
-        assert_true(c.privileged);
+        /* Another container of the pod's cgroup (not in its status), or none. */
+        fake_proc(f->root, "0::/kubepods/pod" UID_LISTED "/" CID2 "\n");
+        expect_nobody(f, -EPERM, "the caller runs in none of its pod's containers");
+        fake_proc(f->root, "0::/kubepods/pod" UID_LISTED "\n");
+        expect_nobody(f, -EPERM, "the caller runs in none of its pod's containers");
 }
 
 static void test_in_a_pod_this_node_does_not_know(void **state) {
         struct fixture *f = *state;
         _cleanup_(caller_done) struct caller c = {};
 
-        fake_proc(f->root, "0::/kubepods/pod" UID_ELSEWHERE "/c\n");
-
-        resolve(f, &user, &c);
-        assert_int_equal(c.kind, CALLER_OUTSIDER);
-        assert_null(c.pod_uid);
-        assert_int_equal(c.pod_error, -ENXIO);
-        assert_true(caller_pod_unknown(&c));
-        assert_false(caller_may_read_own(&c));
-        assert_string_equal(caller_refusal(&c), "the caller's pod is not on this node");
-        caller_done(&c);
-
-        /* Root there keeps its privilege, but is no host where a pod would come first. */
-        resolve(f, &root, &c);
-        assert_int_equal(c.kind, CALLER_HOST);
-        assert_true(c.privileged);
-        assert_true(caller_pod_unknown(&c));
-        assert_true(caller_may_read_own(&c));
-        caller_done(&c);
+        fake_proc(f->root, "0::/kubepods/pod" UID_ELSEWHERE "/" CID "\n");
+        expect_nobody(f, -ENXIO, "the caller's pod is not on this node");
 
         /* Without a pod store nothing is known. */
-        caller_resolve_peer(f->root, NULL, &user, &c);
-        assert_int_equal(c.kind, CALLER_OUTSIDER);
-        assert_int_equal(c.pod_error, -ENXIO);
+        f->place.pods = NULL;
+        fake_proc(f->root, "0::/kubepods/pod" UID "/" CID "\n");
+        expect_nobody(f, -ENXIO, "the caller's pod is not on this node");
 }
 
 static void test_cannot_attest(void **state) {
         struct fixture *f = *state;
         _cleanup_(caller_done) struct caller c = {};
-        struct api_peer reused = user, unknown_start = user, gone = user;
+        struct api_peer reused = root, unknown_start = root, gone = root;
 
-        fake_proc(f->root, "0::/kubepods/pod" UID "/c\n");
+        fake_proc(f->root, "0::/system.slice/sshd.service\n");
         reused.start_time = START + 1; /* the PID now names a process that started later */
         unknown_start.start_time = 0;
         gone.pid = PID + 1;
 
+        /* Not even root is the host when where it runs is unknown. */
         const struct api_peer *peers[] = { &reused, &unknown_start, &gone };
         for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
                 resolve(f, peers[i], &c);
                 assert_int_equal(c.kind, CALLER_OUTSIDER);
+                assert_false(c.privileged);
                 assert_null(c.pod_uid);
                 assert_int_equal(c.pod_error, -ESRCH);
                 assert_true(caller_pod_unknown(&c));
@@ -189,22 +244,40 @@ static void test_cannot_attest(void **state) {
                 caller_done(&c);
         }
 
-        /* Root whose process cannot be attested: privileged, but not the host for a route that
-         * answers a pod first. */
-        reused.uid = 0;
-        reused.privileged = true;
-        resolve(f, &reused, &c);
+        /* A path naming two pods, or not the kubelet's layout, attests nothing. */
+        fake_proc(f->root, "0::/kubepods/pod" UID "/" CID "/pod" UID_ELSEWHERE "\n");
+        expect_nobody(f, -EBADMSG, "cannot attest the caller's pod");
+        fake_proc(f->root, "0::/kubepods/besteffort\n");
+        expect_nobody(f, -EBADMSG, "cannot attest the caller's pod");
+}
+
+static void test_the_agents_own_pod(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+
+        /* piniond runs in pod-a (a DaemonSet): `kubectl exec` into it is root, or socket-group. */
+        f->place.own_pod_uid = UID;
+        fake_proc(f->root, "0::/kubepods/pod" UID "/" CID "\n");
+        resolve(f, &root, &c);
         assert_int_equal(c.kind, CALLER_HOST);
         assert_true(c.privileged);
-        assert_true(caller_pod_unknown(&c));
+        assert_int_equal(c.pod_error, 0);
+        caller_done(&c);
+        resolve(f, &group, &c);
+        assert_int_equal(c.kind, CALLER_SOCKET_GROUP);
+        assert_true(c.privileged);
+        caller_done(&c);
+        /* Anyone else there is that pod. */
+        resolve(f, &user, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+        assert_false(c.privileged);
         caller_done(&c);
 
-        /* A path naming two pods attests nothing, even if one of them is ours. */
-        fake_proc(f->root, "0::/kubepods/pod" UID "/c/pod" UID_ELSEWHERE "\n");
-        resolve(f, &user, &c);
-        assert_int_equal(c.kind, CALLER_OUTSIDER);
-        assert_int_equal(c.pod_error, -EBADMSG);
-        assert_null(c.pod_uid);
+        /* Root in another pod stays that pod. */
+        fake_proc(f->root, "0::/kubepods/pod" UID_LISTED "/" CID "\n");
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+        assert_false(c.privileged);
 }
 
 static void test_kind_names(void **state) {
@@ -219,9 +292,12 @@ static void test_kind_names(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_in_no_pod, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pod_name_outside_the_roots, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_in_a_pod_of_this_node, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_container_listed_or_not, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_in_a_pod_this_node_does_not_know, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cannot_attest, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_the_agents_own_pod, setup, teardown),
                 cmocka_unit_test(test_kind_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

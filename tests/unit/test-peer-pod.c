@@ -16,92 +16,204 @@
 
 #define UID "0b6c7a9e-4f1d-4c59-9e0d-2a8f1e3b7c11"
 #define UID_US "0b6c7a9e_4f1d_4c59_9e0d_2a8f1e3b7c11"
+#define OTHER "11111111-2222-3333-4444-555555555555"
+#define OTHER_US "11111111_2222_3333_4444_555555555555"
+#define CID "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+#define CID2 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
-static void expect_uid(const char *text, const char *want) {
-        _cleanup_free_ char *uid = NULL;
-        int r = pod_uid_from_proc_cgroup(text, &uid);
-        if (!want) {
+static char *const roots[] = { (char *) "/kubepods", (char *) "/kubepods.slice", NULL };
+
+/* want_uid NULL: in no pod. want_cid NULL: in the pod's own cgroup. */
+static void expect(const char *text, const char *want_uid, const char *want_cid) {
+        _cleanup_(peer_pod_done) struct peer_pod pod = {};
+        int r = pod_from_proc_cgroup(text, roots, &pod);
+        if (!want_uid) {
                 assert_int_equal(r, 0);
-                assert_null(uid);
+                assert_null(pod.uid);
+                assert_null(pod.container_id);
                 return;
         }
         assert_int_equal(r, 1);
-        assert_string_equal(uid, want);
+        assert_string_equal(pod.uid, want_uid);
+        if (want_cid)
+                assert_string_equal(pod.container_id, want_cid);
+        else
+                assert_null(pod.container_id);
+}
+
+/* Cannot be attested: neither a pod nor the host. */
+static void expect_bad(const char *text) {
+        _cleanup_(peer_pod_done) struct peer_pod pod = {};
+        assert_int_equal(pod_from_proc_cgroup(text, roots, &pod), -EBADMSG);
+        assert_null(pod.uid);
+        assert_null(pod.container_id);
 }
 
 static void test_cgroupfs_v1(void **state) {
         (void) state;
-        expect_uid("12:memory:/kubepods/burstable/pod" UID "/3f1c0e2d9b\n"
-                   "11:cpu,cpuacct:/kubepods/burstable/pod" UID "/3f1c0e2d9b\n"
-                   "1:name=systemd:/kubepods/burstable/pod" UID "/3f1c0e2d9b\n"
-                   "0::/\n",
-                   UID);
+        /* Every line the kubelet placed agrees; the v2 line of a hybrid system names no pod. */
+        expect("12:memory:/kubepods/burstable/pod" UID "/" CID "\n"
+               "11:cpu,cpuacct:/kubepods/burstable/pod" UID "/" CID "\n"
+               "1:name=systemd:/kubepods/burstable/pod" UID "/" CID "\n"
+               "0::/\n",
+               UID, CID);
+        expect("4:memory:/kubepods/besteffort/pod" UID "/" CID "\n", UID, CID);
         /* Guaranteed pods sit directly under kubepods. */
-        expect_uid("4:memory:/kubepods/pod" UID "/abc\n", UID);
+        expect("4:memory:/kubepods/pod" UID "/" CID "\n", UID, CID);
+        /* CRI-O with cgroupfs names the container crio-<id>. */
+        expect("4:pids:/kubepods/pod" UID "/crio-" CID "\n", UID, CID);
+        /* The pause container: the pod's own cgroup. */
+        expect("4:memory:/kubepods/burstable/pod" UID "\n", UID, NULL);
+        /* A container that owns its cgroup may nest below it. */
+        expect("0::/kubepods/pod" UID "/" CID "/init\n", UID, CID);
+}
+
+static void test_cgroupfs_v2(void **state) {
+        (void) state;
+        expect("0::/kubepods/burstable/pod" UID "/" CID "\n", UID, CID);
+        expect("0::/kubepods/pod" UID "/" CID "\n", UID, CID);
 }
 
 static void test_systemd_driver(void **state) {
         (void) state;
-        expect_uid("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_US
-                   ".slice/cri-containerd-0123456789abcdef.scope\n",
-                   UID);
-        expect_uid("0::/kubepods.slice/kubepods-pod" UID_US ".slice/crio-77.scope\n", UID);
-        /* The v2 line as systemd 252 writes it for containerd's scope (a 64-hex container id),
-         * for each QoS class: guaranteed pods sit directly below kubepods.slice. */
-        expect_uid("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
-                   ".slice/cri-containerd-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.scope\n",
-                   UID);
-        expect_uid("0::/kubepods.slice/kubepods-pod" UID_US
-                   ".slice/cri-containerd-9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.scope\n",
-                   UID);
+        static const char *const runtimes[] = { "cri-containerd", "crio", "docker", "libpod" };
+        for (size_t i = 0; i < ELEMENTSOF(runtimes); i++) {
+                char text[512];
+                snprintf(text, sizeof(text),
+                         "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_US ".slice/%s-" CID ".scope\n",
+                         runtimes[i]);
+                expect(text, UID, CID);
+        }
+        expect("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
+               ".slice/cri-containerd-" CID ".scope\n",
+               UID, CID);
+        /* Guaranteed pods sit directly below kubepods.slice. */
+        expect("0::/kubepods.slice/kubepods-pod" UID_US ".slice/cri-containerd-" CID ".scope\n", UID, CID);
+        /* v1 with the systemd driver: every controller and the named systemd hierarchy. */
+        expect("9:memory:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
+               ".slice/crio-" CID ".scope\n"
+               "1:name=systemd:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
+               ".slice/crio-" CID ".scope\n",
+               UID, CID);
         /* The pause container's path ends at the pod's slice. */
-        expect_uid("9:memory:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US ".slice\n", UID);
+        expect("9:memory:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US ".slice\n", UID, NULL);
+}
+
+static void test_other_roots(void **state) {
+        _cleanup_(peer_pod_done) struct peer_pod pod = {};
+        static char *const mine[] = { (char *) "/test-1/kubepods", (char *) "/test-1/kubepods.slice", NULL };
+        (void) state;
+        assert_int_equal(pod_from_proc_cgroup("0::/test-1/kubepods/burstable/pod" UID "/" CID "\n", mine, &pod), 1);
+        assert_string_equal(pod.uid, UID);
+        peer_pod_done(&pod);
+        assert_int_equal(pod_from_proc_cgroup("0::/test-1/kubepods.slice/kubepods-pod" UID_US ".slice/crio-" CID
+                                              ".scope\n",
+                                              mine, &pod),
+                         1);
+        assert_string_equal(pod.container_id, CID);
+        peer_pod_done(&pod);
+        /* The default roots are not among them. */
+        assert_int_equal(pod_from_proc_cgroup("0::/kubepods/pod" UID "/" CID "\n", mine, &pod), 0);
+        /* A root's name must match whole segments. */
+        assert_int_equal(pod_from_proc_cgroup("0::/test-1/kubepods2/pod" UID "/" CID "\n", mine, &pod), 0);
+
+        assert_true(pod_cgroup_root_valid("/kubepods"));
+        assert_true(pod_cgroup_root_valid("/a/kubepods.slice"));
+        assert_false(pod_cgroup_root_valid("/"));
+        assert_false(pod_cgroup_root_valid("kubepods"));
+        assert_false(pod_cgroup_root_valid("/kubepods/"));
+        assert_false(pod_cgroup_root_valid("/a//kubepods"));
+        assert_false(pod_cgroup_root_valid("/a/../kubepods"));
+        assert_false(pod_cgroup_root_valid(""));
 }
 
 static void test_not_a_pod(void **state) {
         (void) state;
-        expect_uid("0::/system.slice/sshd.service\n", NULL);
-        expect_uid("12:memory:/user.slice/user-0.slice/session-3.scope\n0::/init.scope\n", NULL);
-        expect_uid("", NULL);
-        /* Look-alikes: too short, not hex, path tricks, a "pod" without a uid. */
-        expect_uid("0::/kubepods/podxyz/1\n", NULL);
-        expect_uid("0::/kubepods/pod1234/1\n", NULL);
-        expect_uid("0::/kubepods/pod../../etc\n", NULL);
-        expect_uid("0::/kubepods/pod/1\n", NULL);
-        expect_uid("0::/kubepods.slice/kubepods-pod.slice\n", NULL);
-        expect_uid("0::/podcast.service\n", NULL);
+        expect("0::/system.slice/sshd.service\n", NULL, NULL);
+        expect("12:memory:/user.slice/user-0.slice/session-3.scope\n0::/init.scope\n", NULL, NULL);
+        expect("", NULL, NULL);
+        expect("0::/\n", NULL, NULL);
+        expect("0::/podcast.service\n", NULL, NULL);
+        /* A pod's name outside the roots: a host user's delegated subtree, anyone's to make. */
+        expect("0::/user.slice/user-1000.slice/user@1000.service/pod" OTHER "\n", NULL, NULL);
+        expect("0::/user.slice/user-1000.slice/user@1000.service/kubepods/pod" OTHER "/" CID "\n", NULL, NULL);
+        expect("0::/user.slice/user-1000.slice/user@1000.service/kubepods-pod" OTHER_US ".slice/crio-" CID ".scope\n",
+               NULL, NULL);
+        /* A root's name must be the whole segment. */
+        expect("0::/kubepods-evil/pod" OTHER "/" CID "\n", NULL, NULL);
         /* Malformed lines are skipped. */
-        expect_uid("garbage\n::\n0::/kubepods/pod" UID "\n", UID);
+        expect("garbage\n::\n0::/kubepods/pod" UID "/" CID "\n", UID, CID);
 }
 
-static void test_conflicting_pods(void **state) {
-        _cleanup_free_ char *uid = NULL;
+static void test_not_the_kubelets_layout(void **state) {
         (void) state;
-        assert_int_equal(pod_uid_from_proc_cgroup("12:memory:/kubepods/pod" UID "/c\n"
-                                                  "0::/kubepods/pod11111111-2222-3333-4444-555555555555/c\n",
-                                                  &uid),
-                         -EBADMSG);
-        assert_null(uid);
+        /* Below a root, only the kubelet's shapes: anything else is neither a pod nor the host. */
+        expect_bad("0::/kubepods\n");
+        expect_bad("0::/kubepods/burstable\n");
+        expect_bad("0::/kubepods/guaranteed/pod" UID "/" CID "\n");
+        expect_bad("0::/kubepods/x/pod" UID "/" CID "\n");
+        expect_bad("0::/kubepods/burstable/x/pod" UID "/" CID "\n"); /* pod segment deeper */
+        expect_bad("0::/kubepods/burstable/burstable/pod" UID "\n");
+        expect_bad("0::/kubepods.slice/kubepods-burstable.slice/x/kubepods-burstable-pod" UID_US ".slice\n");
+        /* The driver's spelling under its root only. */
+        expect_bad("0::/kubepods/kubepods-pod" UID_US ".slice/crio-" CID ".scope\n");
+        expect_bad("0::/kubepods.slice/pod" UID "/" CID "\n");
+        expect_bad("0::/kubepods.slice/kubepods-besteffort-pod" UID_US ".slice\n"); /* QoS slice skipped */
+        expect_bad("0::/kubepods.slice/kubepods-burstable.slice/kubepods-besteffort-pod" UID_US ".slice\n");
+        expect_bad("0::/kubepods.slice/other-pod" UID_US ".slice\n");
+        /* UID characters: too short, not hex, upper case, the other separator, empty. */
+        expect_bad("0::/kubepods/podxyz/" CID "\n");
+        expect_bad("0::/kubepods/pod1234/" CID "\n");
+        expect_bad("0::/kubepods/pod/" CID "\n");
+        expect_bad("0::/kubepods/pod0B6C7A9E-4F1D-4C59-9E0D-2A8F1E3B7C11/" CID "\n");
+        expect_bad("0::/kubepods/pod" UID_US "/" CID "\n");
+        expect_bad("0::/kubepods.slice/kubepods-pod" UID ".slice\n");
+        expect_bad("0::/kubepods.slice/kubepods-pod.slice\n");
+        /* Path tricks and cgroup-namespace-relative paths. */
+        expect_bad("0::/kubepods/pod../../etc\n");
+        expect_bad("0::/kubepods/pod" UID "/../pod" OTHER "\n");
+        expect_bad("0::/kubepods/./pod" UID "\n");
+        expect_bad("0::/kubepods//pod" UID "\n");
+        expect_bad("0::/kubepods/pod" UID "/\n");
+        expect_bad("0::/../../kubepods/pod" UID "/" CID "\n");
+        expect_bad("0::kubepods/pod" UID "\n");
+        /* Below the pod: a container's cgroup, nothing else. */
+        expect_bad("0::/kubepods/pod" UID "/ctr0\n");
+        expect_bad("0::/kubepods/pod" UID "/" CID "0\n");
+        expect_bad("0::/kubepods/pod" UID "/9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08\n");
+        expect_bad("0::/kubepods/pod" UID "/runc-" CID "\n");
+        expect_bad("0::/kubepods.slice/kubepods-pod" UID_US ".slice/crio-conmon-" CID ".scope\n");
+}
+
+static void test_conflicting_lines(void **state) {
+        (void) state;
+        expect_bad("12:memory:/kubepods/pod" UID "/" CID "\n"
+                   "0::/kubepods/pod" OTHER "/" CID "\n");
+        /* The same pod, another container. */
+        expect_bad("12:memory:/kubepods/pod" UID "/" CID "\n"
+                   "11:pids:/kubepods/pod" UID "/" CID2 "\n");
+        expect_bad("12:memory:/kubepods/pod" UID "/" CID "\n"
+                   "11:pids:/kubepods/pod" UID "\n");
+        /* A line below a root that is not the kubelet's layout spoils the others. */
+        expect_bad("12:memory:/kubepods/pod" UID "/" CID "\n"
+                   "11:pids:/kubepods/nope\n");
+        /* Lines outside the roots contradict nothing. */
+        expect("12:memory:/kubepods/pod" UID "/" CID "\n"
+               "11:pids:/user.slice/pod" OTHER "\n"
+               "0::/system.slice/containerd.service\n",
+               UID, CID);
 }
 
 static void test_nested_pod_segment_attests_nothing(void **state) {
-        _cleanup_free_ char *uid = NULL;
         (void) state;
         /* A container that owns its cgroup makes a "pod<victim>" directory below its own pod and
-         * moves itself there: the outer (kubelet's) pod counts, and two pods in one path are an
-         * error, never the inner one. */
-        assert_int_equal(pod_uid_from_proc_cgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
-                                                  ".slice/cri-containerd-0123.scope/pod11111111-2222-3333-4444-555555555555\n",
-                                                  &uid),
-                         -EBADMSG);
-        assert_null(uid);
-        assert_int_equal(pod_uid_from_proc_cgroup("4:memory:/kubepods/burstable/pod" UID
-                                                  "/0123abcd/x-pod11111111_2222_3333_4444_555555555555.slice\n",
-                                                  &uid),
-                         -EBADMSG);
-        assert_null(uid);
-        /* The same pod named twice (a nested slice of its own) is still that pod. */
-        expect_uid("0::/kubepods/pod" UID "/c/pod" UID "\n", UID);
+         * moves itself there: that attests nothing, never the inner pod, nor the outer. */
+        expect_bad("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" UID_US
+                   ".slice/cri-containerd-" CID ".scope/pod" OTHER "\n");
+        expect_bad("4:memory:/kubepods/burstable/pod" UID "/" CID "/x-pod" OTHER_US ".slice\n");
+        expect_bad("0::/kubepods/pod" UID "/" CID "/pod" UID "\n");
+        /* Two pods in a row. */
+        expect_bad("0::/kubepods/pod" UID "/pod" OTHER "\n");
 }
 
 static void test_start_time_of_self(void **state) {
@@ -130,40 +242,48 @@ static void fake_proc(const char *root, unsigned long long start, const char *cg
 
 static void test_lookup_checks_start_time(void **state) {
         char root[] = "/tmp/test-peer-pod-XXXXXX";
-        _cleanup_free_ char *uid = NULL;
+        _cleanup_(peer_pod_done) struct peer_pod pod = {};
         uint64_t start;
         (void) state;
 
         assert_non_null(mkdtemp(root));
-        fake_proc(root, 5555, "0::/kubepods/pod" UID "/c\n");
+        fake_proc(root, 5555, "0::/kubepods/pod" UID "/" CID "\n");
         assert_int_equal(proc_start_time(root, 42, &start), 0);
         assert_int_equal(start, 5555);
 
-        assert_int_equal(peer_pod_lookup(root, 42, 5555, &uid), 1);
-        assert_string_equal(uid, UID);
-        uid = mfree(uid);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, 5555, &pod), 1);
+        assert_string_equal(pod.uid, UID);
+        assert_string_equal(pod.container_id, CID);
+        peer_pod_done(&pod);
 
         /* The PID now belongs to a process that started later: nothing. */
-        fake_proc(root, 7777, "0::/kubepods/pod" UID "/c\n");
-        assert_int_equal(peer_pod_lookup(root, 42, 5555, &uid), -ESRCH);
-        assert_null(uid);
+        fake_proc(root, 7777, "0::/kubepods/pod" UID "/" CID "\n");
+        assert_int_equal(peer_pod_lookup(root, roots, 42, 5555, &pod), -ESRCH);
+        assert_null(pod.uid);
         /* Unknown start time: nothing can be attested. */
-        assert_int_equal(peer_pod_lookup(root, 42, 0, &uid), -ESRCH);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, 0, &pod), -ESRCH);
         /* Gone. */
-        assert_int_equal(peer_pod_lookup(root, 43, 7777, &uid), -ESRCH);
+        assert_int_equal(peer_pod_lookup(root, roots, 43, 7777, &pod), -ESRCH);
         /* Alive but in no pod. */
         fake_proc(root, 7777, "0::/system.slice/x.service\n");
-        assert_int_equal(peer_pod_lookup(root, 42, 7777, &uid), 0);
-        assert_null(uid);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, 7777, &pod), 0);
+        assert_null(pod.uid);
+        /* Not the kubelet's layout. */
+        fake_proc(root, 7777, "0::/kubepods/pod" UID "/ctr0\n");
+        assert_int_equal(peer_pod_lookup(root, roots, 42, 7777, &pod), -EBADMSG);
+        assert_null(pod.uid);
         assert_int_equal(rm_rf(root), 0);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cgroupfs_v1),
+                cmocka_unit_test(test_cgroupfs_v2),
                 cmocka_unit_test(test_systemd_driver),
+                cmocka_unit_test(test_other_roots),
                 cmocka_unit_test(test_not_a_pod),
-                cmocka_unit_test(test_conflicting_pods),
+                cmocka_unit_test(test_not_the_kubelets_layout),
+                cmocka_unit_test(test_conflicting_lines),
                 cmocka_unit_test(test_nested_pod_segment_attests_nothing),
                 cmocka_unit_test(test_start_time_of_self),
                 cmocka_unit_test(test_lookup_checks_start_time),

@@ -116,9 +116,21 @@ static const char FULL_POD[] =
         "              \"status\": \"True\", \"type\": \"PodScheduled\" }\n"
         "        ],\n"
         "        \"containerStatuses\": [\n"
-        "            { \"containerID\": \"containerd://4f1c\", \"image\": \"registry.example.com/web:1.42.0\",\n"
+        "            { \"containerID\": \"containerd://4f1c9e6bd2a04d4c8ba1f0e3c9a7d6b5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9\",\n"
+        "              \"image\": \"registry.example.com/web:1.42.0\",\n"
         "              \"name\": \"web\", \"ready\": true, \"restartCount\": 0, \"started\": true,\n"
-        "              \"state\": { \"running\": { \"startedAt\": \"2026-11-21T08:01:05Z\" } } }\n"
+        "              \"state\": { \"running\": { \"startedAt\": \"2026-11-21T08:01:05Z\" } } },\n"
+        "            { \"containerID\": \"cri-o://0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\",\n"
+        "              \"name\": \"proxy\", \"ready\": true, \"restartCount\": 1, \"started\": true }\n"
+        "        ],\n"
+        "        \"initContainerStatuses\": [\n"
+        "            { \"containerID\": \"docker://aaaabbbbccccddddeeeeffff00001111222233334444555566667777888899990\",\n"
+        "              \"name\": \"init\", \"ready\": false, \"restartCount\": 0,\n"
+        "              \"state\": { \"terminated\": { \"exitCode\": 0 } } }\n"
+        "        ],\n"
+        "        \"ephemeralContainerStatuses\": [\n"
+        "            { \"name\": \"debugger\", \"ready\": false, \"restartCount\": 0,\n"
+        "              \"state\": { \"waiting\": { \"reason\": \"ContainerCreating\" } } }\n"
         "        ],\n"
         "        \"hostIP\": \"10.20.30.17\",\n"
         "        \"hostIPs\": [ { \"ip\": \"10.20.30.17\" } ],\n"
@@ -209,6 +221,17 @@ static void test_parse_full(void **state) {
         assert_string_equal(p->ips[1], "fd00:10:244:17::17");
         assert_string_equal(pod_primary_ip(p), "10.244.17.23");
 
+        /* Every started container of every list, without its runtime, lowercase; the ephemeral
+         * container not started yet has no ID. */
+        assert_int_equal(strv_length(p->container_ids), 3);
+        assert_string_equal(p->container_ids[0], "4f1c9e6bd2a04d4c8ba1f0e3c9a7d6b5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9");
+        assert_string_equal(p->container_ids[1], "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+        assert_string_equal(p->container_ids[2], "aaaabbbbccccddddeeeeffff00001111222233334444555566667777888899990");
+        assert_true(pod_has_container(p, "4f1c9e6bd2a04d4c8ba1f0e3c9a7d6b5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9"));
+        assert_true(pod_has_container(p, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+        assert_false(pod_has_container(p, "4f1c9e6bd2a04d4c8ba1f0e3c9a7d6b5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b8"));
+        assert_false(pod_has_container(p, NULL));
+
         assert_int_equal(p->n_conditions, 5);
         assert_string_equal(p->conditions[0].type, "PodReadyToStartContainers");
         assert_true(pod_is_ready(p));
@@ -257,6 +280,8 @@ static void test_parse_defaults(void **state) {
         assert_false(p->host_network);
         assert_non_null(p->ips);
         assert_null(p->ips[0]);
+        assert_int_equal(strv_length(p->container_ids), 0);
+        assert_true(pod_has_container(p, NULL)); /* a static pod lists none: anywhere in it */
         assert_null(pod_primary_ip(p));
         assert_int_equal(p->n_conditions, 0);
         assert_false(pod_is_ready(p));
@@ -392,6 +417,20 @@ static const struct bad_case bad_cases[] = {
         { "status.podIPs.1.ip", "6", "status.podIPs[1].ip: not a string" },
         { "status.podIPs.1.ip", NULL, "status.podIPs[1].ip: missing" },
         { "status.podIPs.1.ip", "\"fd00::zz\"", "status.podIPs[1].ip: \"fd00::zz\" is not an IP address" },
+        { "status.containerStatuses", "{}", "status.containerStatuses: not an array" },
+        { "status.containerStatuses.1", "\"x\"", "status.containerStatuses[1]: not an object" },
+        { "status.containerStatuses.1.containerID", "1", "status.containerStatuses[1].containerID: not a string" },
+        { "status.containerStatuses.1.containerID", "\"4f1c\"",
+          "status.containerStatuses[1].containerID: \"4f1c\" is not <runtime>://<id>" },
+        { "status.containerStatuses.1.containerID", "\"://4f1c\"",
+          "status.containerStatuses[1].containerID: \"://4f1c\" is not <runtime>://<id>" },
+        { "status.containerStatuses.1.containerID", "\"containerd://../x\"",
+          "status.containerStatuses[1].containerID: \"containerd://../x\" is not <runtime>://<hex id>" },
+        { "status.containerStatuses.1.containerID", "\"containerd://\"",
+          "status.containerStatuses[1].containerID: \"containerd://\" is not <runtime>://<hex id>" },
+        { "status.initContainerStatuses.0.containerID", "\"Docker://ab\"",
+          "status.initContainerStatuses[0].containerID: \"Docker://ab\" is not <runtime>://<id>" },
+        { "status.ephemeralContainerStatuses", "1", "status.ephemeralContainerStatuses: not an array" },
         { "status.conditions", "{}", "status.conditions: not an array" },
         { "status.conditions.2", "true", "status.conditions[2]: not an object" },
         { "status.conditions.2.type", "1", "status.conditions[2].type: not a string" },
@@ -557,6 +596,9 @@ static void test_equal(void **state) {
                 { "status.conditions.2.status", "\"False\"" },
                 { "status.conditions.2.type", "\"Readyish\"" },
                 { "status.conditions.4", NULL },
+                { "status.containerStatuses.1", NULL },
+                { "status.containerStatuses.0.containerID", "\"containerd://abcd\"" },
+                { "status.initContainerStatuses", NULL },
         };
         _cleanup_(pod_unrefp) struct pod *base = parse_ok(FULL_POD);
         _cleanup_(pod_unrefp) struct pod *same = parse_ok(FULL_POD);

@@ -153,12 +153,15 @@ def test_pods_never_get_each_others_identity(world):
 
 
 def test_root_in_a_pod_is_still_that_pod(world):
-    """Root inside a container (no user namespace) is privileged, yet /v1/identity answers with
-    the caller's own pod, not the node's overview."""
+    """Root inside a container (no user namespace) is its pod, not the host: /v1/identity answers
+    with its own pod, and the host's routes refuse it."""
     pod = world["burstable"]
     status, got = request_in_pod(pod, "/v1/identity")
     assert status == 200, got
     assert got["id"].endswith("/sa/" + pod.service_account) and "private_key" in got
+    for path in ("/v1/status", "/v1/pods", "/v1/identity?pod=default/pod-g"):
+        status, got = request_in_pod(pod, path)
+        assert status == 403, (path, got)
 
 
 def test_a_host_process_outside_every_pod_is_an_outsider(world):
@@ -194,11 +197,12 @@ def test_a_pod_reads_only_the_configs_it_declared(world):
 
 
 def test_the_local_api_authorizes_pods_as_pods(world):
-    """The privileged routes refuse a pod's non-root process; root in the same pod passes."""
+    """The privileged routes refuse a pod's processes, root among them; root on the host passes."""
     pod, user = world["besteffort"], POD_USER["besteffort"]
     for path in ("/v1/status", "/v1/pods", "/v1/pods/default/pod-g", "/metrics"):
-        status, got = request_in_pod(pod, path, user=user)
-        assert status == 403, (path, got)
+        for who in (user, None):
+            status, got = request_in_pod(pod, path, user=who)
+            assert status == 403, (path, who, got)
     assert request_in_pod(pod, "/v1/health", user=user)[0] == 200
-    status, got = request_in_pod(pod, "/v1/pods")
+    status, got = request_outside("/v1/pods")
     assert status == 200 and got["count"] == len(world), got
