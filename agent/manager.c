@@ -620,10 +620,12 @@ static int manager_prepare_socket_dir(struct manager *m) {
         int r;
 
         if (slash && slash != m->settings.socket) {
+                struct stat st;
                 socket_dir = strndup(m->settings.socket, (size_t) (slash - m->settings.socket));
                 if (!socket_dir)
                         return -ENOMEM;
-                r = mkdir_p(socket_dir, 0755);
+                /* Only a missing one is made here: whatever is there is judged below. */
+                r = lstat(socket_dir, &st) < 0 && errno == ENOENT ? mkdir_p(socket_dir, 0755) : 0;
                 if (r < 0)
                         return log_error_errno(r, "Failed to create %s: %m", socket_dir);
         }
