@@ -209,13 +209,14 @@ def test_clients_refuse_an_impostor(impostor_dir, case):
         r = _cni_add(path)
     finally:
         conns = imp.stop()
+    # Refused before connecting, or (the peer check) connected and refused before sending:
+    # the impostor got no byte of either request.
+    assert conns == ([0, 0] if connects else []), "bytes the impostor got per connection: %r" % conns
     assert p.returncode == 3, p
     assert "refusing the socket %s" % path in p.stderr and why in p.stderr, p.stderr
     assert r.rc != 0 and r.json, r
     assert r.code == 11 and r.json["msg"] == "refusing a socket that is not the pinion agent's", r
     assert why in r.json["details"], r
-    # Refused before connecting, or (the peer check) connected and refused before sending.
-    assert conns == ([0, 0] if connects else []), conns
 
 
 def test_socket_owner_override_trusts_that_uid(impostor_dir):
