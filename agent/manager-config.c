@@ -10,6 +10,7 @@
 #include "manager.h"
 #include "module.h"
 #include "peer-pod.h"
+#include "socket-trust.h"
 #include "strv.h"
 
 static int parse_log_level(const char *v, void *ret, const char **reason) {
@@ -68,7 +69,7 @@ static const struct config_key agent_keys[] = {
         { "node-name", parse_node_name, FIELD(node_name), NULL, config_free_string },
         { "state-dir", config_parse_path, FIELD(state_dir), "/var/lib/pinion", config_free_string },
         { "runtime-dir", config_parse_path, FIELD(runtime_dir), "/run/pinion", config_free_string },
-        { "socket", config_parse_path, FIELD(socket), "/run/pinion/pinion.sock", config_free_string },
+        { "socket", config_parse_path, FIELD(socket), PINION_SOCKET_DEFAULT, config_free_string },
         { "socket-mode", config_parse_mode, FIELD(socket_mode), "0660" },
         { "socket-group", parse_group, FIELD(socket_group), NULL, config_free_string },
         { "pods-dir", config_parse_path, FIELD(pods_dir), "/etc/pinion/pods.d", config_free_string },

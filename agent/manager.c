@@ -14,6 +14,7 @@
 #include "manager-config.h"
 #include "manager.h"
 #include "peer-pod.h"
+#include "socket-trust.h"
 
 /* ---- lifecycle notifications (sd_notify is a no-op without NOTIFY_SOCKET) ---- */
 
@@ -636,20 +637,54 @@ static int manager_listen_fd(void) {
         return SD_LISTEN_FDS_START;
 }
 
-static int manager_start_api(struct manager *m) {
+/* The directory the socket is bound in must be one only the agent can change: whoever can
+ * write there can move the socket aside and listen in its place. */
+static int manager_prepare_socket_dir(struct manager *m) {
         _cleanup_free_ char *socket_dir = NULL;
-        int listen_fd = manager_listen_fd();
+        char why[SOCKET_TRUST_WHY_MAX] = "";
+        const char *slash = strrchr(m->settings.socket, '/');
         int r;
 
-        if (listen_fd < 0) {
-                const char *slash = strrchr(m->settings.socket, '/');
+        if (slash && slash != m->settings.socket) {
+                struct stat st;
                 socket_dir = strndup(m->settings.socket, (size_t) (slash - m->settings.socket));
                 if (!socket_dir)
                         return -ENOMEM;
-                r = mkdir_p(socket_dir, 0755);
+                /* Only a missing one is made here: whatever is there is judged below. */
+                r = lstat(socket_dir, &st) < 0 && errno == ENOENT ? mkdir_p(socket_dir, 0755) : 0;
                 if (r < 0)
                         return log_error_errno(r, "Failed to create %s: %m", socket_dir);
         }
+        r = socket_dir_prepare(m->settings.socket, why, sizeof(why));
+        if (r == -EPERM) {
+                log_error("Refusing to serve on %s: %s", m->settings.socket, why);
+                return MANAGER_ERR_UNSAFE;
+        }
+        if (r < 0)
+                return log_error_errno(r, "Failed to prepare the socket directory: %s", why);
+        return 0;
+}
+
+/* <runtime-dir>/pinion.sock, where clients of old found the socket, points into sockets/. */
+static void manager_legacy_link(struct manager *m) {
+        int r = socket_legacy_link(m->settings.runtime_dir, m->settings.socket);
+        if (r == -EEXIST)
+                log_warning("Not linking %s/%s to the socket: something else is there", m->settings.runtime_dir,
+                            strrchr(m->settings.socket, '/') + 1);
+        else if (r < 0)
+                log_warning_errno(r, "Failed to link the legacy socket path in %s, ignoring: %m",
+                                  m->settings.runtime_dir);
+        else if (r > 0)
+                log_debug("Linked %s/%s to the socket", m->settings.runtime_dir, strrchr(m->settings.socket, '/') + 1);
+}
+
+static int manager_start_api(struct manager *m) {
+        int listen_fd = manager_listen_fd();
+        int r;
+
+        r = manager_prepare_socket_dir(m);
+        if (r < 0)
+                return r;
 
         struct api_options opts = {
                 .socket_path = m->settings.socket,
@@ -661,6 +696,7 @@ static int manager_start_api(struct manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to serve the local API on %s: %m", m->settings.socket);
         api_set_privilege_check(m->api, caller_peer_privileged, m);
+        manager_legacy_link(m);
         r = manager_api_register(m);
         if (r < 0)
                 return log_error_errno(r, "Failed to register the API routes: %m");

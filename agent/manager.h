@@ -5,6 +5,7 @@
  * and the [agent] settings, the pod store, its pods-dir source and the pod gates, the local API,
  * the metrics registry, the shared HTTP client, and the module instances. One thread, one loop. */
 
+#include <errno.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -107,6 +108,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct manager *, manager_free);
 
 /* Validation only (--check-config): the same checks as manager_new, nothing started. */
 int manager_check_config(const struct manager_options *opts, char **ret_error);
+
+/* manager_start() refused to run as configured, e.g. in a socket directory others can write:
+ * restarting cannot fix it (piniond exits 78, as for a bad config). */
+#define MANAGER_ERR_UNSAFE (-ENOTRECOVERABLE)
 
 /* Opens the API socket, starts the pod source and every enabled module, arms signals and the
  * watchdog. */

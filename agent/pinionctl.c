@@ -16,8 +16,8 @@
 #include "macro.h"
 #include "parse-util.h"
 #include "pinionctl-print.h"
+#include "socket-trust.h"
 
-#define DEFAULT_SOCKET "/run/pinion/pinion.sock"
 #define DEFAULT_TIMEOUT_USEC (10 * USEC_PER_SEC)
 #define DEFAULT_WAIT_USEC (30 * USEC_PER_SEC)
 #define MAX_BODY_SIZE (64U * 1024U * 1024U)
@@ -25,6 +25,7 @@
 
 struct options {
         const char *socket;
+        uid_t socket_owner; /* besides root, whose socket and peer are the agent's */
         bool json;
         usec_t timeout; /* 0: the command's default */
 };
@@ -68,7 +69,7 @@ static void help(FILE *f) {
                 "  reclaim                 the memory reclaim groups\n"
                 "  metrics                 the Prometheus metrics, as text\n\n"
                 "Options:\n"
-                "  -s, --socket PATH       agent socket (default $PINION_SOCKET, else " DEFAULT_SOCKET ")\n"
+                "  -s, --socket PATH       agent socket (default $PINION_SOCKET, else " PINION_SOCKET_DEFAULT ")\n"
                 "  -j, --json              print the agent's JSON instead of tables\n"
                 "  -t, --timeout S         give up after S (seconds, or 500ms/30s/2m/1h); default 10s\n"
                 "  -h, --help              print this help and exit\n"
@@ -173,10 +174,49 @@ static bool curl_code_is_unreachable(CURLcode c) {
                c == CURLE_SEND_ERROR || c == CURLE_RECV_ERROR;
 }
 
+/* The connection to the agent: its peer is checked once connected, before curl sends a byte. */
+struct agent_conn {
+        const struct options *o;
+        curl_socket_t fd; /* the socket curl made, from its sockopt callback */
+        bool refused; /* the socket or its peer is not the agent's */
+        char why[SOCKET_TRUST_WHY_MAX];
+};
+
+static int note_agent_socket(void *userdata, curl_socket_t fd, curlsocktype purpose _unused_) {
+        struct agent_conn *ac = userdata;
+        ac->fd = fd;
+        return CURL_SOCKOPT_OK;
+}
+
+static int check_agent_peer(void *userdata, char *primary_ip _unused_, char *local_ip _unused_,
+                            int primary_port _unused_, int local_port _unused_) {
+        struct agent_conn *ac = userdata;
+
+        if (ac->fd == CURL_SOCKET_BAD) {
+                snprintf(ac->why, sizeof(ac->why), "cannot see the connection to check its peer");
+                ac->refused = true;
+                return CURL_PREREQFUNC_ABORT;
+        }
+        if (socket_trust_check_peer(ac->fd, ac->o->socket_owner, ac->why, sizeof(ac->why)) < 0) {
+                ac->refused = true;
+                return CURL_PREREQFUNC_ABORT;
+        }
+        return CURL_PREREQFUNC_OK;
+}
+
+static int report_refused(const struct options *o, const char *why) {
+        fprintf(stderr, "pinionctl: refusing the socket %s: %s (not the agent's; see " SOCKET_OWNER_ENV
+                " in pinionctl(1))\n", o->socket, why);
+        return EXIT_UNREACHABLE;
+}
+
 /* Prints why the request failed and returns the exit status for it. */
-static int report_curl_error(const struct options *o, CURL *c, CURLcode code, const char *errbuf, usec_t timeout) {
+static int report_curl_error(const struct options *o, const struct agent_conn *ac, CURL *c, CURLcode code,
+                             const char *errbuf, usec_t timeout) {
         long os_errno = 0;
 
+        if (ac->refused)
+                return report_refused(o, ac->why);
         (void) curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
         if (code == CURLE_OPERATION_TIMEDOUT)
                 fprintf(stderr, "pinionctl: the agent at %s did not answer within %.1fs\n", o->socket,
@@ -200,9 +240,15 @@ static int agent_request(const struct options *o, bool post, const char *path, u
         _cleanup_(curl_easy_cleanupp) CURL *c = NULL;
         _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
+        struct agent_conn ac = { .o = o, .fd = CURL_SOCKET_BAD };
         struct response r = {};
         CURLcode code;
+        int k;
 
+        /* Before connecting: a socket someone else could have put there gets nothing from us. */
+        k = socket_trust_check_path(o->socket, o->socket_owner, ac.why, sizeof(ac.why));
+        if (k == -EPERM || k == -ELOOP)
+                return report_refused(o, ac.why);
         if (asprintf(&url, "http://pinion%s", path) < 0)
                 return log_oom();
         c = curl_easy_init();
@@ -211,6 +257,10 @@ static int agent_request(const struct options *o, bool post, const char *path, u
 
         if (curl_easy_setopt(c, CURLOPT_URL, url) != CURLE_OK ||
             curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, o->socket) != CURLE_OK ||
+            curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, note_agent_socket) != CURLE_OK ||
+            curl_easy_setopt(c, CURLOPT_SOCKOPTDATA, &ac) != CURLE_OK ||
+            curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, check_agent_peer) != CURLE_OK ||
+            curl_easy_setopt(c, CURLOPT_PREREQDATA, &ac) != CURLE_OK ||
             curl_easy_setopt(c, CURLOPT_PROXY, "") != CURLE_OK ||
             curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
             curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long) MAX(timeout / USEC_PER_MSEC, (usec_t) 1)) != CURLE_OK ||
@@ -226,7 +276,7 @@ static int agent_request(const struct options *o, bool post, const char *path, u
         code = curl_easy_perform(c);
         if (code != CURLE_OK) {
                 response_done(&r);
-                return report_curl_error(o, c, code, errbuf, timeout);
+                return report_curl_error(o, &ac, c, code, errbuf, timeout);
         }
         (void) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
         *ret = r;
@@ -582,11 +632,15 @@ int main(int argc, char *argv[]) {
         struct options o = { .socket = getenv("PINION_SOCKET") };
         int k;
 
+        char why[SOCKET_TRUST_WHY_MAX];
+
         if (isempty(o.socket))
-                o.socket = DEFAULT_SOCKET;
+                o.socket = socket_trust_default_path();
         k = parse_argv(argc, argv, &o);
         if (k >= 0)
                 return k;
+        if (socket_trust_owner(&o.socket_owner, why, sizeof(why)) < 0)
+                return usage_error("%s", why);
 
         if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
                 fprintf(stderr, "pinionctl: failed to initialize libcurl\n");

@@ -112,8 +112,8 @@ int main(int argc, char *argv[]) {
         }
 
         r = manager_start(m);
-        if (r < 0)
-                return EXIT_FAILURE; /* manager_start logged the cause */
+        if (r < 0) /* manager_start logged the cause */
+                return r == MANAGER_ERR_UNSAFE ? EXIT_CONFIG : EXIT_FAILURE;
 
         return manager_run(m);
 }

@@ -12,7 +12,8 @@ EXTRA_DIST += modules/podnet/local.mk
 # The CNI plugin: exec'd by the container runtime per operation, so it links only cJSON (linking
 # libcurl alone costs ~6ms of library constructors per exec; see pinion-cni.c).
 cnibin_PROGRAMS = pinion-cni
-pinion_cni_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni.c modules/podnet/cni.h
+pinion_cni_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni.c modules/podnet/cni.h \
+	agent/socket-trust.c agent/socket-trust.h
 pinion_cni_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
 pinion_cni_LDADD = $(CJSON_LIBS)
 

@@ -19,8 +19,8 @@
 
 #include "cni.h"
 #include "json.h"
+#include "socket-trust.h"
 
-#define DEFAULT_SOCKET "/run/pinion/pinion.sock"
 #define MAX_STDIN (1u << 20)
 #define MAX_RESPONSE (4u << 20)
 /* Long enough for an ADD queued behind many others on a busy node; the runtime has its own. */
@@ -171,16 +171,25 @@ static int parse_response(struct buffer *b, long *ret_status, char **ret_body, s
         return 0;
 }
 
-/* Returns 0 with the HTTP status and body, -ECONNREFUSED/-ENOENT/... if the agent is not
- * there, -ETIMEDOUT, -EBADMSG for a garbled answer. */
-static int agent_post(const char *socket_path, const char *body, struct buffer *resp, long *ret_status,
-                      char **ret_body, size_t *ret_size) {
+/* Connects to the agent: the socket (before connect) and its peer (before a byte of the body,
+ * which names the pod, is sent) must be the agent's. Returns the fd, -EPERM with why set if they
+ * are not, other -errno if the agent is not there. */
+static int agent_connect(const char *socket_path, char *why, size_t why_size) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *head = NULL;
-        size_t len = strlen(body);
+        uid_t owner;
         int r;
 
+        r = socket_trust_owner(&owner, why, why_size);
+        if (r < 0)
+                return -EPERM;
+        r = socket_trust_check_path(socket_path, owner, why, why_size);
+        if (r == -ELOOP)
+                r = -EPERM;
+        if (r < 0 && r != -EPERM)
+                why[0] = 0; /* not there: reported as unreachable, as connect() would */
+        if (r < 0)
+                return r;
         if (strlen(socket_path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
         memcpy(sa.sun_path, socket_path, strlen(socket_path));
@@ -192,6 +201,24 @@ static int agent_post(const char *socket_path, const char *body, struct buffer *
                 return r;
         if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
                 return errno == EAGAIN ? -ETIMEDOUT : -errno;
+        r = socket_trust_check_peer(fd, owner, why, why_size);
+        if (r < 0)
+                return r;
+        return TAKE_FD(fd);
+}
+
+/* Returns 0 with the HTTP status and body, -ECONNREFUSED/-ENOENT/... if the agent is not
+ * there, -ETIMEDOUT, -EBADMSG for a garbled answer, -EPERM (why set) if the socket is not the
+ * agent's. */
+static int agent_post(const char *socket_path, const char *body, struct buffer *resp, long *ret_status,
+                      char **ret_body, size_t *ret_size, char *why, size_t why_size) {
+        _cleanup_close_ int fd = agent_connect(socket_path, why, why_size);
+        _cleanup_free_ char *head = NULL;
+        size_t len = strlen(body);
+        int r;
+
+        if (fd < 0)
+                return fd;
         if (asprintf(&head,
                      "POST /v1/cni HTTP/1.1\r\nHost: pinion\r\nUser-Agent: pinion-cni/" PACKAGE_VERSION "\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
@@ -238,7 +265,8 @@ static int report_agent_error(const struct cni_request *req, long status, const 
 static int call_agent(const struct cni_request *req) {
         _cleanup_(cJSON_Deletep) cJSON *body = cni_request_to_json(req);
         _cleanup_free_ char *text = body ? cJSON_PrintUnformatted(body) : NULL;
-        const char *socket_path = req->socket ? req->socket : DEFAULT_SOCKET;
+        const char *socket_path = req->socket ? req->socket : socket_trust_default_path();
+        char why[SOCKET_TRUST_WHY_MAX] = "";
         struct buffer resp = {};
         struct cni_error e = {};
         char *rbody = NULL;
@@ -248,7 +276,15 @@ static int call_agent(const struct cni_request *req) {
 
         if (!text)
                 return fail_oom();
-        r = agent_post(socket_path, text, &resp, &status, &rbody, &rsize);
+        r = agent_post(socket_path, text, &resp, &status, &rbody, &rsize, why, sizeof(why));
+        if (r == -EPERM && why[0]) {
+                (void) cni_error_set(&e, req->command == CNI_STATUS ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN_LATER,
+                                     "refusing a socket that is not the pinion agent's", "%s", why);
+                free(resp.data);
+                ret = fail(&e, req->cni_version);
+                cni_error_done(&e);
+                return ret;
+        }
         if (r < 0) {
                 bool unreachable = r == -ENOENT || r == -ECONNREFUSED || r == -ETIMEDOUT || r == -ECONNRESET ||
                                    r == -EPIPE || r == -ENOTSOCK;
@@ -301,7 +337,7 @@ int main(int argc, char *argv[]) {
                 printf("pinion-cni %s: the CNI plugin of pinion (CNI %s). Run by a container runtime with\n"
                        "CNI_COMMAND=ADD|DEL|CHECK|STATUS|GC|VERSION and the network config on stdin; it\n"
                        "forwards to piniond on the socket named by the config's \"socket\" (default %s).\n",
-                       PACKAGE_VERSION, CNI_SPEC_VERSION, DEFAULT_SOCKET);
+                       PACKAGE_VERSION, CNI_SPEC_VERSION, PINION_SOCKET_DEFAULT);
                 return EXIT_SUCCESS;
         }
 

@@ -2,7 +2,8 @@
 """units/kubernetes/: the manifests are well-formed Kubernetes objects (checked with the official
 Python client's models, strictly: a misspelled field fails), the DaemonSet has what a node agent
 needs, RBAC is the least the modules use, the shipped config is one piniond accepts, the CNI
-installer installs atomically, and the image's runtime packages cover the binaries' libraries."""
+installer installs atomically, workloads mount only the agent's sockets directory and read-only,
+and the image's runtime packages cover the binaries' libraries."""
 
 import glob
 import os
@@ -25,6 +26,7 @@ MODELS = {
     ("v1", "Namespace"): "V1Namespace",
     ("v1", "ServiceAccount"): "V1ServiceAccount",
     ("v1", "ConfigMap"): "V1ConfigMap",
+    ("v1", "Pod"): "V1Pod",
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
@@ -95,7 +97,7 @@ def test_daemonset_has_what_a_node_agent_needs():
     mounts = {m["mountPath"]: m for c in spec["containers"] + spec["initContainers"] for m in c["volumeMounts"]}
     config_map = _one("ConfigMap")["metadata"]["name"]
     assert volumes[mounts["/etc/pinion"]["name"]]["configMap"]["name"] == config_map
-    # Host paths the agent shares with the node: the socket directory pods mount, its state,
+    # Host paths the agent shares with the node: its runtime dir (sockets/ is what pods mount), its state,
     # network namespace handles (propagated from the host), cgroups, and the CNI directories.
     for mount, host in (("/run/pinion", "/run/pinion"), ("/var/lib/pinion", "/var/lib/pinion"),
                         ("/run/netns", "/run/netns"), ("/sys/fs/cgroup", "/sys/fs/cgroup"),
@@ -108,6 +110,57 @@ def test_daemonset_has_what_a_node_agent_needs():
 
     (init,) = spec["initContainers"]
     assert init["command"] == ["/usr/share/pinion/install-cni"]
+
+
+AGENT_CONTAINER = ("DaemonSet", "piniond")
+SOCKETS_DIR = "/run/pinion/sockets"
+
+
+def _pod_specs():
+    """(file, kind, spec) of every pod the manifests make: Pods and workload templates."""
+    for name, doc in _documents():
+        spec = doc.get("spec") or {}
+        if doc["kind"] == "Pod":
+            yield name, doc["kind"], spec
+        elif "template" in spec:
+            yield name, doc["kind"], spec["template"]["spec"]
+
+
+def _pinion_host_mounts(spec, skip_container=None):
+    """(container, mount, hostPath) of every mount of /run/pinion or below."""
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        if c["name"] == skip_container:
+            continue
+        for m in c.get("volumeMounts", []):
+            host = os.path.normpath((volumes[m["name"]].get("hostPath") or {}).get("path") or "/nonexistent")
+            if host == "/run/pinion" or host.startswith("/run/pinion/"):
+                yield c["name"], m, host
+
+
+def test_workloads_mount_only_the_sockets_dir_read_only():
+    """Whatever of /run/pinion a pod other than the agent mounts is the sockets-only directory,
+    read-only: a pod's root can then neither move the agent's socket aside nor listen in its
+    place, nor read what else the agent keeps there (pod TLS files)."""
+    seen = []
+    for name, kind, spec in _pod_specs():
+        skip = AGENT_CONTAINER[1] if kind == AGENT_CONTAINER[0] else None
+        for container, mount, host in _pinion_host_mounts(spec, skip):
+            where = "%s %s/%s" % (name, kind, container)
+            assert host == SOCKETS_DIR, "%s mounts %s" % (where, host)
+            assert mount.get("readOnly") is True, "%s mounts %s read-write" % (where, host)
+            assert not mount.get("subPath"), where
+            seen.append(where)
+    # The example workload is there and mounts it: the check above is not vacuous.
+    assert any(w.startswith("example-workload.yaml") for w in seen), seen
+    pod = [d for n, d in _documents() if n == "example-workload.yaml"][0]
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["PINION_SOCKET"] == SOCKETS_DIR + "/pinion.sock"
+    # The agent itself mounts all of /run/pinion (it writes pod TLS files there) read-write.
+    ds = _one("DaemonSet")["spec"]["template"]["spec"]
+    agent_mounts = [(m, h) for c, m, h in _pinion_host_mounts(ds) if c == AGENT_CONTAINER[1]]
+    assert [(m["mountPath"], h) for m, h in agent_mounts] == [("/run/pinion", "/run/pinion")]
+    assert not agent_mounts[0][0].get("readOnly")
 
 
 def test_rbac_is_the_least_the_modules_use():

@@ -17,7 +17,8 @@ import time
 import pytest
 
 CONF_D = "/etc/pinion/conf.d"
-SOCKET = "/run/pinion/pinion.sock"
+SOCKET = "/run/pinion/sockets/pinion.sock"
+LEGACY_SOCKET = "/run/pinion/pinion.sock"
 STATE_DIR = "/var/lib/pinion"
 RUNTIME_DIR = "/run/pinion"
 CNI_PLUGIN = "/usr/lib/cni/pinion-cni"

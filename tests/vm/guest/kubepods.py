@@ -17,7 +17,7 @@ import uuid
 from conftest import main_pid, run, systemctl
 
 PODS_DIR = "/etc/pinion/pods.d"
-SOCKET = "/run/pinion/pinion.sock"
+SOCKET = "/run/pinion/sockets/pinion.sock"
 QOS_CLASSES = ("guaranteed", "burstable", "besteffort")
 
 

@@ -7,10 +7,12 @@ state on disk intact and nothing left behind."""
 
 import os
 import signal
+import stat
+import subprocess
 import threading
 import time
 
-from conftest import (STATE_DIR, SOCKET, UNIT, api, api_json, concurrent_requests, journal, journal_cursor,
+from conftest import (LEGACY_SOCKET, STATE_DIR, SOCKET, UNIT, api, api_json, concurrent_requests, journal, journal_cursor,
                       main_pid, module_status, node, sha256_of, start_agent, systemctl, unit_cgroup_pids,
                       unit_property, wait_for, wait_for_journal)  # noqa: F401
 
@@ -87,6 +89,20 @@ def test_socket_activation_starts_the_daemon_on_first_request(node):
     assert unit_property(UNIT, "ActiveState") == "active"
     assert main_pid() > 0
     assert api_json("/v1/status")["ready"] is True
+
+
+def test_socket_unit_makes_the_sockets_dir_and_the_old_path(node):
+    """piniond.socket binds in the sockets-only directory, root:root 0755, and links the path
+    clients of old use; pinionctl's default finds it, and both answer."""
+    systemctl("start", "piniond.socket")
+    st = os.lstat(os.path.dirname(SOCKET))
+    assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o755 and st.st_uid == 0
+    assert stat.S_ISSOCK(os.lstat(SOCKET).st_mode)
+    assert os.path.islink(LEGACY_SOCKET) and os.path.realpath(LEGACY_SOCKET) == SOCKET
+    assert api("/v1/health", timeout=60)[0] == 200
+    assert api("/v1/health", sock=LEGACY_SOCKET)[0] == 200
+    p = subprocess.run(["/usr/bin/pinionctl", "health"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p
 
 
 def test_restart_keeps_the_socket_and_answers_every_queued_request(node):
