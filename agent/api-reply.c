@@ -8,11 +8,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "api-internal.h"
 
-/* A stream whose reader does not keep up is cut off rather than buffered without bound. */
-#define API_STREAM_BUFFER_MAX ((size_t) 8 * 1024 * 1024)
+/* A stream whose reader does not keep up is cut off rather than buffered without bound: a
+ * chunk is queued only while what is pending stays within this (a chunk larger than this on
+ * its own still goes out to a reader that has caught up). A watch client then lists again. */
+#define API_STREAM_BUFFER_MAX ((size_t) 1024 * 1024)
 
 /* ---- holding a request ---- */
 
@@ -234,6 +237,20 @@ static bool request_streaming(const struct api_request *r) {
                (r->state == REQUEST_REPLIED || r->state == REQUEST_SENDING);
 }
 
+/* The reader fell behind: its buffer goes, the stream ends in error and the connection is
+ * closed at once (MHD may hold a chunk for a reader that reads nothing at all). */
+static int stream_drop(struct api_request *r) {
+        r->stream_dropped = true;
+        r->client_gone = true;
+        r->stream_buf = mfree(r->stream_buf);
+        r->stream_off = r->stream_len = r->stream_alloc = 0;
+        (void) metric_inc(r->api->streams_dropped, api_request_route(r));
+        if (r->conn && r->conn->fd >= 0)
+                (void) shutdown(r->conn->fd, SHUT_RDWR);
+        request_resume(r);
+        return -ENOBUFS;
+}
+
 int api_stream_write(struct api_request *r, const char *data, size_t size) {
         size_t pending;
 
@@ -244,15 +261,15 @@ int api_stream_write(struct api_request *r, const char *data, size_t size) {
         if (size == 0)
                 return 0;
         pending = r->stream_len - r->stream_off;
-        if (size > API_STREAM_BUFFER_MAX - pending)
-                return -ENOBUFS;
+        if (pending > 0 && (pending > API_STREAM_BUFFER_MAX || size > API_STREAM_BUFFER_MAX - pending))
+                return stream_drop(r);
         if (r->stream_off > 0) {
                 memmove(r->stream_buf, r->stream_buf + r->stream_off, pending);
                 r->stream_off = 0;
                 r->stream_len = pending;
         }
         if (r->stream_len + size > r->stream_alloc) {
-                size_t want = MAX(r->stream_len + size, r->stream_alloc * 2);
+                size_t want = MAX(r->stream_len + size, MIN(r->stream_alloc * 2, API_STREAM_BUFFER_MAX));
                 char *grown = realloc(r->stream_buf, want);
 
                 if (!grown)
