@@ -164,6 +164,9 @@ struct api_request {
         bool stream_dropped; /* its reader fell behind: cut off */
         char *stream_buf;
         size_t stream_off, stream_len, stream_alloc;
+        /* Bytes written to and read from the stream so far; those up to stream_free_until
+         * (written while the handler ran: the initial state) do not count against the cap. */
+        uint64_t stream_written, stream_read, stream_free_until;
 };
 
 /* ---- api.c ---- */

@@ -14,7 +14,9 @@
 
 /* A stream whose reader does not keep up is cut off rather than buffered without bound: a
  * chunk is queued only while what is pending stays within this (a chunk larger than this on
- * its own still goes out to a reader that has caught up). A watch client then lists again. */
+ * its own still goes out to a reader that has caught up). What the handler writes while it
+ * runs (a watch's initial state, as large as the store) does not count. A watch client that
+ * is cut off lists again. */
 #define API_STREAM_BUFFER_MAX ((size_t) 1024 * 1024)
 
 /* ---- holding a request ---- */
@@ -200,6 +202,7 @@ static ssize_t on_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 n = MIN(max, r->stream_len - r->stream_off);
                 memcpy(buf, r->stream_buf + r->stream_off, n);
                 r->stream_off += n;
+                r->stream_read += n;
                 if (r->stream_off == r->stream_len)
                         r->stream_off = r->stream_len = 0;
                 return (ssize_t) n;
@@ -260,9 +263,11 @@ int api_stream_write(struct api_request *r, const char *data, size_t size) {
                 return -ECONNRESET;
         if (size == 0)
                 return 0;
-        pending = r->stream_len - r->stream_off;
-        if (pending > 0 && (pending > API_STREAM_BUFFER_MAX || size > API_STREAM_BUFFER_MAX - pending))
+        pending = (size_t) (r->stream_written - MAX(r->stream_read, r->stream_free_until));
+        if (r->state != REQUEST_REPLIED && r->stream_written > r->stream_free_until && pending > 0 &&
+            (pending > API_STREAM_BUFFER_MAX || size > API_STREAM_BUFFER_MAX - pending))
                 return stream_drop(r);
+        pending = r->stream_len - r->stream_off;
         if (r->stream_off > 0) {
                 memmove(r->stream_buf, r->stream_buf + r->stream_off, pending);
                 r->stream_off = 0;
@@ -279,6 +284,9 @@ int api_stream_write(struct api_request *r, const char *data, size_t size) {
         }
         memcpy(r->stream_buf + r->stream_len, data, size);
         r->stream_len += size;
+        r->stream_written += size;
+        if (r->state == REQUEST_REPLIED) /* the handler is still running */
+                r->stream_free_until = r->stream_written;
         request_resume(r); /* the reader suspended the connection when it ran dry */
         return 0;
 }
