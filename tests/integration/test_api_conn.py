@@ -399,6 +399,51 @@ def test_slow_watch_readers_are_dropped_not_buffered(agent_factory):
     a.check_alive()
 
 
+def read_watch(sock, events, want):
+    """Reads the chunked NDJSON stream on sock into events until want(events) or its end."""
+    f = sock.makefile("rb")
+    while f.readline() not in (b"\r\n", b""):
+        pass
+    body = b""
+    while not want(events):
+        size = int(f.readline().strip() or b"0", 16)
+        if size == 0:
+            return False
+        body += f.read(size)
+        f.read(2)
+        while b"\n" in body:
+            line, body = body.split(b"\n", 1)
+            events.append(json.loads(line))
+    return True
+
+
+def test_a_large_initial_state_is_not_counted_against_the_stream_cap(agent_factory):
+    # The replay of 2.7 MiB of pods to a new watcher that has not read yet is not "falling
+    # behind": a live event after it is queued, not a reason to cut the watcher off.
+    a = agent_factory()
+    for i in range(3):  # pod files are at most 1 MiB
+        a.write_pod("big%d" % i, make_pod("big%d" % i, uid=new_uid(), annotations={"blob": "y" * (900 << 10)}))
+    wait_until(lambda: a.status()["pods"]["count"] == 3, 10, desc="three 900 KiB pods loaded")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        s.connect(a.socket)
+        s.sendall(b"GET /v1/pods?watch=1 HTTP/1.1\r\nHost: pinion\r\n\r\n")
+        time.sleep(0.5)  # replayed, unread
+        a.write_pod("small", make_pod("small", uid=new_uid()))
+        wait_until(lambda: a.status()["pods"]["count"] == 4, 10, desc="the small pod loaded")
+        time.sleep(0.5)
+        events = []
+        s.settimeout(10)
+        assert read_watch(s, events, lambda ev: any(e["type"] == "ADDED" and e["pod"]["name"] == "small" for e in ev)), \
+            [e["type"] for e in events]
+        assert [e["type"] for e in events] == ["ADDED", "ADDED", "ADDED", "SYNCED", "ADDED"]
+        assert counter(a, "pinion_api_streams_dropped_total") == 0
+    finally:
+        s.close()
+    a.check_alive()
+
+
 # ---- the socket file replaced ----
 
 def test_a_replaced_socket_is_noticed_and_rebound(agent_factory, tmp_dir):
