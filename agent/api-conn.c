@@ -7,7 +7,6 @@
  * when it starts and ends (api_on_connection()), and the request code when a head is complete
  * and when a request is done (the header deadline). */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -127,7 +126,6 @@ static int start_time_by_pidfd(int fd, pid_t pid, uint64_t *ret) {
         if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
                 if (errno == ENOPROTOOPT)
                         return -ENOPROTOOPT;
-                pidfd = -EBADF;
                 return 0; /* ESRCH, EINVAL: the process that connected has been reaped */
         }
         if (!pidfd_alive(pidfd) || proc_start_time(NULL, pid, &t) < 0 || !pidfd_alive(pidfd))
@@ -289,8 +287,6 @@ static int conn_count_key(const struct api *a, const struct api_conn *c, char **
 static const char *conn_account(struct api *a, struct api_conn *c) {
         _cleanup_free_ char *key = NULL;
 
-        if (a->n_conns >= API_MAX_CONNECTIONS)
-                return "total";
         if (conn_count_key(a, c, &key) < 0)
                 return "memory";
         if (key) {
@@ -400,7 +396,7 @@ void conn_admit(struct api *a, int fd) {
         struct api_conn *c;
         const char *reason;
 
-        if (a->n_conns >= API_MAX_CONNECTIONS) { /* before any work for it */
+        if (a->n_conns >= API_MAX_CONNECTIONS) { /* before any /proc reading for it */
                 conn_reject(a, fd, "total");
                 return;
         }

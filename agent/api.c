@@ -10,16 +10,9 @@
  * "kicks" the timer to fire at once, because MHD_run() must not be re-entered from inside
  * one of its own callbacks. */
 #include <errno.h>
-#include <limits.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 #include "api-internal.h"
-#include "peer-pod.h"
 
 #define API_MAX_BODY_DEFAULT ((size_t) 1024 * 1024)
 /* Idle keep-alive connections (and clients that stop reading) are dropped after this.
