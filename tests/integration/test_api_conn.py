@@ -446,8 +446,15 @@ def test_a_large_initial_state_is_not_counted_against_the_stream_cap(agent_facto
 
 # ---- the socket file replaced ----
 
-def test_a_replaced_socket_is_noticed_and_rebound(agent_factory, tmp_dir):
-    a = agent_factory()
+@pytest.mark.parametrize("socket_kind", ["bound", "inherited"])
+def test_a_replaced_socket_is_noticed_and_rebound(agent_factory, tmp_dir, socket_kind):
+    if socket_kind == "inherited":
+        a = agent_factory(socket_activate=True)  # systemd-socket-activate binds it
+        wait_until(lambda: os.path.exists(a.socket), 5, desc="the activation socket")
+        assert unix_request(a.socket, "GET", "/v1/health", timeout=15).status == 200
+        a.wait_ready()
+    else:
+        a = agent_factory()
     aside = os.path.join(os.path.dirname(a.socket), "moved-aside.sock")
     impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
