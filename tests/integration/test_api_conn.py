@@ -17,10 +17,20 @@ import time
 import pytest
 
 from identity_testlib import PodCgroup, new_uid
-from pinion_testlib import diag, make_pod, unix_request, wait_until
+from pinion_testlib import PINIOND, diag, make_pod, unix_request, wait_until
 
 POD_UID_A = 40301   # the same uid in two pods
 OUTSIDER_UID = 40303
+
+
+def sanitized_build():
+    """True when piniond was built with AddressSanitizer, whose quarantine keeps freed memory
+    resident: RSS then says nothing about what the agent holds."""
+    try:
+        with open(PINIOND, "rb") as f:
+            return b"__asan_init" in f.read()
+    except OSError:
+        return False
 
 
 def pod_cgroup(uid):
@@ -384,7 +394,8 @@ def test_slow_watch_readers_are_dropped_not_buffered(agent_factory):
                    desc="the reading watcher saw generation %d" % final)
         growth_mib = (a.rss_kib() - rss0) / 1024
         diag("slow readers: RSS %d KiB -> %d KiB (+%.1f MiB)" % (rss0, a.rss_kib(), growth_mib))
-        assert growth_mib < 64, "RSS grew by %.0f MiB" % growth_mib
+        if not sanitized_build():
+            assert growth_mib < 64, "RSS grew by %.0f MiB" % growth_mib
         dropped = counter(a, "pinion_api_streams_dropped_total", route="/v1/pods")
         diag("slow readers: %d streams dropped" % dropped)
         assert dropped >= 40, dropped
