@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Shared by the parts of the local API: api.c (the server: socket, MHD on sd-event,
- * connections and peer credentials, the API object), api-request.c (a request's life: from
+/* Shared by the parts of the local API: api.c (the server: MHD on sd-event, draining, the
+ * API object), api-listen.c (the listening socket, our own accept loop, noticing the socket
+ * file replaced), api-conn.c (connections: peer credentials, limits, the header deadline),
+ * api-request.c (a request's life: from
  * its URI through its body and handler to its completion), api-route.c (paths and the route
  * table) and api-reply.c (replies, suspend/resume, streaming). Nothing else includes this. */
 
@@ -45,12 +47,22 @@ struct api {
         bool running; /* inside MHD_run() */
         bool kicked;  /* run MHD again as soon as the current run returns */
 
+        /* api-listen.c: we accept, MHD only serves what we hand it (MHD_add_connection()). */
         int listen_fd;
+        sd_event_source *accept_source;
+        sd_event_source *accept_pause; /* out of fds: accepting again after a pause */
         char *socket_path;
         bool unlink_on_free;
         /* The socket file whose mode and group decide who may connect: the one we bound, or the
          * inherited socket's own path (NULL for an unnamed or abstract one). */
         char *access_path;
+        /* What access_path must name while it is our socket; watched so that a file put in
+         * its place is noticed and replaced by a fresh socket of ours. */
+        bool socket_known;
+        dev_t socket_dev;
+        ino_t socket_ino;
+        sd_event_source *socket_watch; /* inotify on the directory */
+        sd_event_source *socket_check; /* the same check, periodically */
         mode_t socket_mode;
         gid_t socket_gid;
         size_t max_body;
@@ -71,29 +83,41 @@ struct api {
         struct metric_family *requests_total;
         struct metric_family *request_duration;
 
-        /* Connections of unprivileged peers, in all and per uid: capped so that no local user
-         * can take every connection root and socket-group need (pinionctl, pinion-cni). */
-        unsigned n_unprivileged;
-        struct uid_count {
-                uid_t uid;
+        struct metric_family *connections_rejected;
+        struct metric_family *header_timeouts;
+        struct metric_family *streams_dropped;
+        struct metric_family *socket_replaced;
+
+        /* api-conn.c: connections handed to MHD, all of them and those of limited callers
+         * (in a pod, or unprivileged); per pod and per uid in counts. */
+        unsigned n_conns;
+        unsigned n_limited;
+        struct conn_count {
+                char *key; /* "pod:<uid>" or "uid:<n>" */
                 unsigned n;
-        } *uid_counts;
-        size_t n_uid_counts;
+        } *counts;
+        size_t n_counts;
+        struct api_conn *pending; /* accepted and being handed to MHD (until NOTIFY_STARTED) */
 };
 
-/* What SO_PEERCRED/SO_PEERGROUPS said about the process that connected; one per
- * connection, kept in MHD's socket context. */
+/* What SO_PEERCRED/SO_PEERGROUPS (and SO_PEERPIDFD) said about the process that connected;
+ * one per connection, kept in MHD's socket context. */
 struct api_conn {
+        struct api *api;
+        struct api_conn *next_pending;
         int fd;
         bool have_creds;
         pid_t pid;
         uid_t uid;
         gid_t gid;
-        uint64_t start_time; /* of pid, read at accept */
+        uint64_t start_time; /* of the process that connected; 0: not provably it */
         gid_t *groups;
         size_t n_groups;
-        bool counted; /* an unprivileged connection, counted in struct api */
-        bool fresh;   /* no request line seen yet, counted in struct api */
+        char *count_key; /* the per-pod or per-uid count it is in, NULL: none */
+        bool counted;    /* in n_conns */
+        bool limited;    /* in n_limited */
+        bool fresh;      /* no request line seen yet, counted in struct api */
+        sd_event_source *head_deadline; /* armed while a request head is awaited */
 };
 
 enum request_state {
@@ -139,8 +163,12 @@ struct api_request {
 
         bool streaming;
         bool stream_ended;
+        bool stream_dropped; /* its reader fell behind: cut off */
         char *stream_buf;
         size_t stream_off, stream_len, stream_alloc;
+        /* Bytes written to and read from the stream so far; those up to stream_free_until
+         * (written while the handler ran: the initial state) do not count against the cap. */
+        uint64_t stream_written, stream_read, stream_free_until;
 };
 
 /* ---- api.c ---- */
@@ -149,12 +177,36 @@ struct api_request {
 void api_kick(struct api *a);
 struct route_entry *route_entry_ref(struct route_entry *e);
 struct route_entry *route_entry_unref(struct route_entry *e);
+/* While draining: calls the idle callback once nothing is being answered any more. */
+void api_check_idle(struct api *a);
+
+/* ---- api-listen.c ---- */
+
+/* Binds socket_path (mode, group), or takes over an inherited listening socket, and starts
+ * accepting and watching the socket file. */
+int api_listen_start(struct api *a, const struct api_options *opts);
+/* Stops accepting: new connections wait in the listen backlog. */
+void api_listen_pause(struct api *a);
+/* Closes the socket, unlinking the file if it is still ours and we made it. */
+void api_listen_stop(struct api *a);
+int socket_apply_access(const char *path, mode_t mode, gid_t gid);
+
+/* ---- api-conn.c ---- */
+
+/* Takes fd, a connection just accepted: identifies the peer, admits it within the limits
+ * (closing it at once if over one) and hands it to MHD. */
+void conn_admit(struct api *a, int fd);
+/* MHD's NOTIFY_CONNECTION callback: connections start and end. */
+void api_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                       enum MHD_ConnectionNotificationCode toe);
 /* root, or a member of socket-group (checked against the connection's credentials). */
 bool conn_privileged(const struct api *a, const struct api_conn *c);
 /* The connection sent a request line: it no longer counts as fresh. */
 void conn_seen_request(struct api *a, struct api_conn *c);
-/* While draining: calls the idle callback once nothing is being answered any more. */
-void api_check_idle(struct api *a);
+/* A request's head is complete: the header deadline no longer runs. */
+void conn_head_received(struct api_conn *c);
+/* A request finished and the connection may carry another: a new head is awaited. */
+void conn_request_done(struct api_conn *c);
 
 /* ---- api-request.c ---- */
 

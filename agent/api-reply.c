@@ -8,11 +8,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "api-internal.h"
 
-/* A stream whose reader does not keep up is cut off rather than buffered without bound. */
-#define API_STREAM_BUFFER_MAX ((size_t) 8 * 1024 * 1024)
+/* A stream whose reader does not keep up is cut off rather than buffered without bound: a
+ * chunk is queued only while what is pending stays within this (a chunk larger than this on
+ * its own still goes out to a reader that has caught up). What the handler writes while it
+ * runs (a watch's initial state, as large as the store) does not count. A watch client that
+ * is cut off lists again. */
+#define API_STREAM_BUFFER_MAX ((size_t) 1024 * 1024)
 
 /* ---- holding a request ---- */
 
@@ -197,6 +202,7 @@ static ssize_t on_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 n = MIN(max, r->stream_len - r->stream_off);
                 memcpy(buf, r->stream_buf + r->stream_off, n);
                 r->stream_off += n;
+                r->stream_read += n;
                 if (r->stream_off == r->stream_len)
                         r->stream_off = r->stream_len = 0;
                 return (ssize_t) n;
@@ -234,6 +240,20 @@ static bool request_streaming(const struct api_request *r) {
                (r->state == REQUEST_REPLIED || r->state == REQUEST_SENDING);
 }
 
+/* The reader fell behind: its buffer goes, the stream ends in error and the connection is
+ * closed at once (MHD may hold a chunk for a reader that reads nothing at all). */
+static int stream_drop(struct api_request *r) {
+        r->stream_dropped = true;
+        r->client_gone = true;
+        r->stream_buf = mfree(r->stream_buf);
+        r->stream_off = r->stream_len = r->stream_alloc = 0;
+        (void) metric_inc(r->api->streams_dropped, api_request_route(r));
+        if (r->conn && r->conn->fd >= 0)
+                (void) shutdown(r->conn->fd, SHUT_RDWR);
+        request_resume(r);
+        return -ENOBUFS;
+}
+
 int api_stream_write(struct api_request *r, const char *data, size_t size) {
         size_t pending;
 
@@ -243,16 +263,18 @@ int api_stream_write(struct api_request *r, const char *data, size_t size) {
                 return -ECONNRESET;
         if (size == 0)
                 return 0;
+        pending = (size_t) (r->stream_written - MAX(r->stream_read, r->stream_free_until));
+        if (r->state != REQUEST_REPLIED && r->stream_written > r->stream_free_until && pending > 0 &&
+            (pending > API_STREAM_BUFFER_MAX || size > API_STREAM_BUFFER_MAX - pending))
+                return stream_drop(r);
         pending = r->stream_len - r->stream_off;
-        if (size > API_STREAM_BUFFER_MAX - pending)
-                return -ENOBUFS;
         if (r->stream_off > 0) {
                 memmove(r->stream_buf, r->stream_buf + r->stream_off, pending);
                 r->stream_off = 0;
                 r->stream_len = pending;
         }
         if (r->stream_len + size > r->stream_alloc) {
-                size_t want = MAX(r->stream_len + size, r->stream_alloc * 2);
+                size_t want = MAX(r->stream_len + size, MIN(r->stream_alloc * 2, API_STREAM_BUFFER_MAX));
                 char *grown = realloc(r->stream_buf, want);
 
                 if (!grown)
@@ -262,6 +284,9 @@ int api_stream_write(struct api_request *r, const char *data, size_t size) {
         }
         memcpy(r->stream_buf + r->stream_len, data, size);
         r->stream_len += size;
+        r->stream_written += size;
+        if (r->state == REQUEST_REPLIED) /* the handler is still running */
+                r->stream_free_until = r->stream_written;
         request_resume(r); /* the reader suspended the connection when it ran dry */
         return 0;
 }

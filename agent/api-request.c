@@ -234,6 +234,13 @@ static enum MHD_Result request_settle(struct api_request *r) {
 
 /* ---- MHD callbacks ---- */
 
+static struct api_conn *connection_conn(struct MHD_Connection *connection) {
+        const union MHD_ConnectionInfo *info;
+
+        info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return info ? info->socket_context : NULL;
+}
+
 void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) {
         struct api *a = cls;
         struct api_request *r;
@@ -249,8 +256,7 @@ void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) 
         r->api = a;
         r->connection = connection;
         r->started = now_usec(CLOCK_MONOTONIC);
-        const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        conn_seen_request(a, info ? info->socket_context : NULL);
+        conn_seen_request(a, connection_conn(connection));
         r->next = a->requests;
         if (a->requests)
                 a->requests->prev = r;
@@ -268,6 +274,7 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
 
         switch (r->state) {
         case REQUEST_NEW:
+                conn_head_received(connection_conn(connection)); /* the head is complete */
                 request_begin(r, url, method);
                 /* A reply queued in this first call makes MHD close the connection afterwards
                  * (it cannot know the body was not needed). Worth it to avoid reading the body
@@ -328,6 +335,10 @@ void api_on_completed(void *cls, struct MHD_Connection *connection, void **req_c
                       enum MHD_RequestTerminationCode toe) {
         struct api_request *r = *req_cls;
 
+        /* The connection may carry another request: its head is awaited from now. MHD closes
+         * the connection itself after an error or "Connection: close". */
+        if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+                conn_request_done(connection_conn(connection));
         if (!r)
                 return;
         *req_cls = NULL;

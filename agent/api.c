@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The local API server: the socket, libmicrohttpd in external-epoll mode on our sd-event loop,
- * connections and their peer credentials, and the API object with its route table. What
- * happens to a request once MHD has one is in api-request.c, api-route.c and api-reply.c.
+/* The local API server: libmicrohttpd in external-epoll mode on our sd-event loop, draining,
+ * and the API object with its route table. The socket and accepting are in api-listen.c,
+ * connections and their limits in api-conn.c; what happens to a request once MHD has one is
+ * in api-request.c, api-route.c and api-reply.c.
  *
  * How MHD is driven: MHD's own epoll fd is an sd-event IO source and one sd-event timer is
  * re-armed from MHD_get_timeout() after every MHD_run(). MHD_run() is only ever called from
@@ -9,298 +10,16 @@
  * "kicks" the timer to fire at once, because MHD_run() must not be re-entered from inside
  * one of its own callbacks. */
 #include <errno.h>
-#include <limits.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 
 #include "api-internal.h"
-#include "peer-pod.h"
-
-#ifndef SO_PEERGROUPS
-#define SO_PEERGROUPS 59
-#endif
 
 #define API_MAX_BODY_DEFAULT ((size_t) 1024 * 1024)
 /* Idle keep-alive connections (and clients that stop reading) are dropped after this.
  * Suspended connections (long-polls, idle streams) do not time out in MHD. */
 #define API_CONNECTION_TIMEOUT_SEC 60U
-/* Connections at once: all peers; unprivileged peers together; one unprivileged uid. What
- * unprivileged peers cannot take stays for root and socket-group (pinionctl, pinion-cni). */
-#define API_MAX_CONNECTIONS 1000U
-#define API_MAX_UNPRIVILEGED_CONNECTIONS 512U
-#define API_MAX_CONNECTIONS_PER_UID 32U
-
-/* ---- the socket ---- */
-
-static int sockaddr_un_set(struct sockaddr_un *sa, const char *path) {
-        if (isempty(path))
-                return -EINVAL;
-        if (strlen(path) >= sizeof(sa->sun_path))
-                return -ENAMETOOLONG;
-        *sa = (struct sockaddr_un) { .sun_family = AF_UNIX };
-        strcpy(sa->sun_path, path);
-        return 0;
-}
-
-/* A socket file left by a previous run is removed; one that still accepts connections
- * belongs to a running agent and is not stolen; anything else is not ours to delete. */
-static int socket_remove_stale(const char *path, const struct sockaddr_un *sa) {
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-
-        if (lstat(path, &st) < 0)
-                return errno == ENOENT ? 0 : -errno;
-        if (!S_ISSOCK(st.st_mode))
-                return -EEXIST;
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        if (connect(fd, (const struct sockaddr *) sa, sizeof(*sa)) == 0 || errno == EAGAIN)
-                return -EADDRINUSE;
-        if (unlink(path) < 0 && errno != ENOENT)
-                return -errno;
-        return 0;
-}
-
-static int socket_apply_access(const char *path, mode_t mode, gid_t gid) {
-        struct stat st;
-
-        /* Only ever a socket: the path of an inherited one was not made by us. */
-        if (lstat(path, &st) < 0)
-                return -errno;
-        if (!S_ISSOCK(st.st_mode))
-                return -ENOTSOCK;
-        if (chmod(path, mode) < 0)
-                return -errno;
-        if (gid != (gid_t) -1 && chown(path, (uid_t) -1, gid) < 0)
-                return -errno;
-        return 0;
-}
-
-static int socket_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        struct sockaddr_un sa;
-        int r;
-
-        r = sockaddr_un_set(&sa, path);
-        if (r < 0)
-                return r;
-        r = socket_remove_stale(path, &sa);
-        if (r < 0)
-                return r;
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        /* bind() creates the file with the socket inode's mode minus the umask, so restricting
-         * it first means the socket is never more open than asked, not even for an instant;
-         * chmod() afterwards puts back what the umask took away. */
-        if (fchmod(fd, mode) < 0)
-                return -errno;
-        if (bind(fd, (const struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return -errno;
-        r = socket_apply_access(path, mode, gid);
-        if (r >= 0 && listen(fd, SOMAXCONN) < 0)
-                r = -errno;
-        if (r < 0) {
-                (void) unlink(path);
-                return r;
-        }
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
-/* ---- connections and their peer credentials ---- */
-
-static int peer_groups_from_proc(pid_t pid, gid_t **ret, size_t *ret_n) {
-        _cleanup_free_ char *line = NULL;
-        _cleanup_free_ gid_t *groups = NULL;
-        size_t n = 0, cap = 0;
-        char path[64];
-        FILE *f;
-
-        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-        f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        for (size_t len = 0; getline(&line, &len, f) >= 0;) {
-                char *p, *end;
-
-                if (strncmp(line, "Groups:", 7) != 0)
-                        continue;
-                for (p = line + 7;; p = end) {
-                        unsigned long v = strtoul(p, &end, 10);
-                        gid_t *grown;
-
-                        if (end == p)
-                                break;
-                        if (n == cap) {
-                                cap = cap ? cap * 2 : 16;
-                                grown = realloc(groups, cap * sizeof(gid_t));
-                                if (!grown) {
-                                        fclose(f);
-                                        return -ENOMEM;
-                                }
-                                groups = grown;
-                        }
-                        groups[n++] = (gid_t) v;
-                }
-                break;
-        }
-        fclose(f);
-        *ret = TAKE_PTR(groups);
-        *ret_n = n;
-        return 0;
-}
-
-/* SO_PEERGROUPS gives the groups the client had when it connected, so a PID that exits and
- * is reused cannot lend its groups to the connection; /proc is the fallback for kernels
- * older than 4.13. */
-static int peer_groups(int fd, pid_t pid, gid_t **ret, size_t *ret_n) {
-        _cleanup_free_ gid_t *groups = NULL;
-        socklen_t len = 0;
-
-        for (;;) {
-                gid_t *grown;
-
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) >= 0)
-                        break;
-                if (errno == ENOPROTOOPT)
-                        return peer_groups_from_proc(pid, ret, ret_n);
-                if (errno != ERANGE)
-                        return -errno;
-                grown = realloc(groups, len);
-                if (!grown)
-                        return -ENOMEM;
-                groups = grown;
-        }
-        *ret = TAKE_PTR(groups);
-        *ret_n = len / sizeof(gid_t);
-        return 0;
-}
-
-static struct api_conn *conn_new(int fd) {
-        struct api_conn *c;
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
-
-        c = calloc(1, sizeof(*c));
-        if (!c)
-                return NULL;
-        c->fd = fd;
-        c->uid = (uid_t) -1;
-        c->gid = (gid_t) -1;
-        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-                return c; /* unknown peer: unprivileged */
-        c->pid = cred.pid;
-        c->uid = cred.uid;
-        c->gid = cred.gid;
-        /* Read now, as close to connect() as we can: a later lookup compares against it. */
-        if (proc_start_time(NULL, cred.pid, &c->start_time) < 0)
-                c->start_time = 0;
-        /* Without the groups, a socket-group member is treated as unprivileged. */
-        (void) peer_groups(fd, cred.pid, &c->groups, &c->n_groups);
-        c->have_creds = true;
-        return c;
-}
-
-static struct api_conn *conn_free(struct api_conn *c) {
-        if (!c)
-                return NULL;
-        free(c->groups);
-        free(c);
-        return NULL;
-}
-
-bool conn_privileged(const struct api *a, const struct api_conn *c) {
-        if (!c || !c->have_creds)
-                return false;
-        if (c->uid == 0)
-                return true;
-        if (a->socket_gid == (gid_t) -1)
-                return false;
-        if (c->gid == a->socket_gid)
-                return true;
-        for (size_t i = 0; i < c->n_groups; i++)
-                if (c->groups[i] == a->socket_gid)
-                        return true;
-        return false;
-}
-
-/* Adds delta to uid's count of connections and returns the new count. */
-static unsigned uid_count_add(struct api *a, uid_t uid, int delta) {
-        for (size_t i = 0; i < a->n_uid_counts; i++)
-                if (a->uid_counts[i].uid == uid) {
-                        a->uid_counts[i].n += (unsigned) delta;
-                        unsigned n = a->uid_counts[i].n;
-                        if (n == 0)
-                                a->uid_counts[i] = a->uid_counts[--a->n_uid_counts];
-                        return n;
-                }
-        if (delta <= 0)
-                return 0;
-        struct uid_count *grown = realloc(a->uid_counts, (a->n_uid_counts + 1) * sizeof(*grown));
-        if (!grown)
-                return UINT_MAX; /* out of memory: count it as over the quota */
-        a->uid_counts = grown;
-        a->uid_counts[a->n_uid_counts++] = (struct uid_count) { .uid = uid, .n = (unsigned) delta };
-        return (unsigned) delta;
-}
-
-static void conn_account(struct api *a, struct api_conn *c) {
-        if (conn_privileged(a, c))
-                return;
-        c->counted = true;
-        a->n_unprivileged++;
-        unsigned mine = uid_count_add(a, c->uid, +1);
-        if (mine > API_MAX_CONNECTIONS_PER_UID || a->n_unprivileged > API_MAX_UNPRIVILEGED_CONNECTIONS)
-                /* MHD sees the end of the stream and closes the connection at once. */
-                (void) shutdown(c->fd, SHUT_RDWR);
-}
-
-static void conn_unaccount(struct api *a, struct api_conn *c) {
-        if (!c || !c->counted)
-                return;
-        a->n_unprivileged--;
-        (void) uid_count_add(a, c->uid, -1);
-}
-
-void conn_seen_request(struct api *a, struct api_conn *c) {
-        if (!c || !c->fresh)
-                return;
-        c->fresh = false;
-        a->n_fresh--;
-}
-
-static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
-                          enum MHD_ConnectionNotificationCode toe) {
-        struct api *a = cls;
-        const union MHD_ConnectionInfo *info;
-        struct api_conn *c;
-
-        switch (toe) {
-        case MHD_CONNECTION_NOTIFY_STARTED:
-                info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-                /* NULL (out of memory) leaves the peer unknown, hence unprivileged. */
-                c = conn_new(info ? info->connect_fd : -EBADF);
-                if (c) {
-                        conn_account(a, c);
-                        c->fresh = true;
-                        a->n_fresh++;
-                }
-                *socket_context = c;
-                break;
-        case MHD_CONNECTION_NOTIFY_CLOSED:
-                conn_seen_request(a, *socket_context);
-                conn_unaccount(a, *socket_context);
-                *socket_context = conn_free(*socket_context);
-                api_check_idle(a);
-                break;
-        }
-}
+/* MHD's own cap, above ours (api-conn.c): we refuse first, and count why. */
+#define API_MHD_CONNECTION_LIMIT 1100U
 
 /* ---- driving MHD from sd-event ---- */
 
@@ -382,11 +101,8 @@ int api_quiesce(struct api *a, api_idle_fn idle, void *userdata) {
         if (!a || !a->mhd)
                 return 0;
         if (!a->draining) {
-                /* MHD hands back its listening socket (our duplicate of listen_fd) and takes it
-                 * out of its epoll set: what connects now waits in the kernel's backlog. */
-                MHD_socket fd = MHD_quiesce_daemon(a->mhd);
-                if (fd != MHD_INVALID_SOCKET)
-                        safe_close(fd);
+                /* What connects now waits in the kernel's backlog. */
+                api_listen_pause(a);
                 a->draining = true;
         }
         if (api_busy(a) == 0)
@@ -415,43 +131,49 @@ struct route_entry *route_entry_unref(struct route_entry *e) {
 
 static int api_metrics_register(struct api *a, struct metrics *m) {
         static const char *const requests_labels[] = { "route", "code", NULL };
-        static const char *const duration_labels[] = { "route", NULL };
-        int r;
+        static const char *const route_labels[] = { "route", NULL };
+        static const char *const reason_labels[] = { "reason", NULL };
+        const struct metric_def defs[] = {
+                { METRIC_COUNTER, "pinion_api_requests_total",
+                  "Local API requests, by matched route and HTTP status.", requests_labels, NULL, 0,
+                  &a->requests_total },
+                { METRIC_HISTOGRAM, "pinion_api_request_duration_seconds",
+                  "Local API request duration, from request line to last byte.", route_labels, NULL, 0,
+                  &a->request_duration },
+                { METRIC_COUNTER, "pinion_api_connections_rejected_total",
+                  "Local API connections closed at accept, by the limit they were over (pod, uid, "
+                  "limited, total) or memory/server.", reason_labels, NULL, 0, &a->connections_rejected },
+                { METRIC_COUNTER, "pinion_api_header_timeouts_total",
+                  "Local API connections closed for not sending a complete request head in time.",
+                  NULL, NULL, 0, &a->header_timeouts },
+                { METRIC_COUNTER, "pinion_api_streams_dropped_total",
+                  "Local API streams cut off because their reader fell too far behind, by route.",
+                  route_labels, NULL, 0, &a->streams_dropped },
+                { METRIC_COUNTER, "pinion_api_socket_replaced_total",
+                  "Times the API socket's path named something other than our socket, and a fresh "
+                  "socket was bound there.", NULL, NULL, 0, &a->socket_replaced },
+        };
 
-        r = metrics_family(m, METRIC_COUNTER, "pinion_api_requests_total",
-                           "Local API requests, by matched route and HTTP status.", requests_labels,
-                           NULL, 0, &a->requests_total);
-        if (r < 0)
-                return r;
-        return metrics_family(m, METRIC_HISTOGRAM, "pinion_api_request_duration_seconds",
-                              "Local API request duration, from request line to last byte.",
-                              duration_labels, NULL, 0, &a->request_duration);
+        return metrics_families(m, defs, ELEMENTSOF(defs));
 }
 
-/* Takes *fd: MHD closes the listening socket it was given when it stops. */
-static int api_start_mhd(struct api *a, int *fd) {
+static int api_start_mhd(struct api *a) {
         const union MHD_DaemonInfo *info;
         int r;
 
-        /* External epoll (no thread) and suspend/resume for long-polls and streams. No
-         * MHD_USE_ERROR_LOG: library code does not write to stderr. */
-        a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, api_on_access, a,
-                                  MHD_OPTION_LISTEN_SOCKET, *fd,
+        /* External epoll (no thread), suspend/resume for long-polls and streams, and no listening
+         * socket: api-listen.c accepts and hands connections over. No MHD_USE_ERROR_LOG: library
+         * code does not write to stderr. */
+        a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET, 0, NULL,
+                                  NULL, api_on_access, a,
                                   MHD_OPTION_URI_LOG_CALLBACK, api_on_uri, a,
                                   MHD_OPTION_NOTIFY_COMPLETED, api_on_completed, a,
-                                  MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
+                                  MHD_OPTION_NOTIFY_CONNECTION, api_on_connection, a,
                                   MHD_OPTION_CONNECTION_TIMEOUT, API_CONNECTION_TIMEOUT_SEC,
-                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned) API_MAX_CONNECTIONS,
+                                  MHD_OPTION_CONNECTION_LIMIT, API_MHD_CONNECTION_LIMIT,
                                   MHD_OPTION_END);
-        if (!a->mhd) {
-                /* Whether a failed start closed the socket differs between MHD versions; a
-                 * double close would make MHD_stop_daemon() elsewhere panic on EBADF. */
-                if (fcntl(*fd, F_GETFD) < 0)
-                        *fd = -EBADF;
+        if (!a->mhd)
                 return -EIO;
-        }
-        *fd = -EBADF;
-
         info = MHD_get_daemon_info(a->mhd, MHD_DAEMON_INFO_EPOLL_FD);
         if (!info || info->epoll_fd < 0)
                 return -EIO;
@@ -469,30 +191,8 @@ static int api_start_mhd(struct api *a, int *fd) {
         return 0;
 }
 
-static int fd_nonblock(int fd) {
-        int flags = fcntl(fd, F_GETFL);
-
-        if (flags < 0)
-                return -errno;
-        if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-                return -errno;
-        return 0;
-}
-
-/* The path of an inherited socket, for api_socket_path(). */
-static char *socket_fd_path(int fd) {
-        struct sockaddr_un sa = {};
-        socklen_t len = sizeof(sa);
-
-        if (getsockname(fd, (struct sockaddr *) &sa, &len) < 0 || sa.sun_family != AF_UNIX ||
-            len <= offsetof(struct sockaddr_un, sun_path) || sa.sun_path[0] == 0)
-                return NULL;
-        return strndup(sa.sun_path, len - offsetof(struct sockaddr_un, sun_path));
-}
-
 int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics, struct api **ret) {
         _cleanup_(api_freep) struct api *a = NULL;
-        _cleanup_close_ int mhd_fd = -EBADF;
         int r;
 
         if (!e || !opts || !ret || (opts->listen_fd < 0 && isempty(opts->socket_path)))
@@ -513,45 +213,10 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
                         return r;
         }
 
-        if (opts->listen_fd >= 0) {
-                r = fd_nonblock(opts->listen_fd);
-                if (r < 0)
-                        return r;
-                a->socket_path = opts->socket_path ? strdup(opts->socket_path) : socket_fd_path(opts->listen_fd);
-                if (opts->socket_path && !a->socket_path)
-                        return -ENOMEM;
-                /* systemd made the file with piniond.socket's SocketMode=/SocketGroup=; socket-mode
-                 * and socket-group are what an operator sets (to let pods in, say), so they apply
-                 * to an inherited socket as to our own. The file is found from the socket itself,
-                 * not from the configured path, which may name another. */
-                a->access_path = socket_fd_path(opts->listen_fd);
-                if (a->access_path) {
-                        r = socket_apply_access(a->access_path, a->socket_mode, a->socket_gid);
-                        if (r < 0)
-                                return r;
-                }
-                /* MHD closes the fd it is given when it stops; it gets its own copy, so the
-                 * caller's fd is only ours once api_new() succeeds. */
-                mhd_fd = fcntl(opts->listen_fd, F_DUPFD_CLOEXEC, 3);
-                if (mhd_fd < 0)
-                        return -errno;
-        } else {
-                a->socket_path = strdup(opts->socket_path);
-                if (!a->socket_path)
-                        return -ENOMEM;
-                r = socket_listen(a->socket_path, a->socket_mode, a->socket_gid, &a->listen_fd);
-                if (r < 0)
-                        return r;
-                a->unlink_on_free = true;
-                a->access_path = strdup(a->socket_path);
-                if (!a->access_path)
-                        return -ENOMEM;
-                mhd_fd = fcntl(a->listen_fd, F_DUPFD_CLOEXEC, 3);
-                if (mhd_fd < 0)
-                        return -errno;
-        }
-
-        r = api_start_mhd(a, &mhd_fd);
+        r = api_start_mhd(a);
+        if (r < 0)
+                return r;
+        r = api_listen_start(a, opts);
         if (r < 0)
                 return r;
         if (opts->listen_fd >= 0)
@@ -573,11 +238,9 @@ struct api *api_free(struct api *a) {
                         request_resume(r);
                 MHD_stop_daemon(a->mhd);
         }
+        api_listen_stop(a);
         sd_event_source_disable_unref(a->io_source);
         sd_event_source_disable_unref(a->timer_source);
-        safe_close(a->listen_fd);
-        if (a->unlink_on_free && a->socket_path)
-                (void) unlink(a->socket_path);
         for (size_t i = 0; i < a->n_routes; i++) {
                 /* Its set's holder frees the set later, with no API to remove it from. */
                 if (a->routes[i]->owner)
@@ -585,7 +248,9 @@ struct api *api_free(struct api *a) {
                 route_entry_unref(a->routes[i]);
         }
         free(a->routes);
-        free(a->uid_counts);
+        for (size_t i = 0; i < a->n_counts; i++)
+                free(a->counts[i].key);
+        free(a->counts);
         free(a->socket_path);
         free(a->access_path);
         sd_event_unref(a->event);

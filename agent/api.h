@@ -3,8 +3,9 @@
 
 /* The local API: HTTP/1.1 + JSON on a Unix socket, served by libmicrohttpd in external-epoll
  * mode, driven by the sd-event loop (the MHD epoll fd is an IO source, MHD_get_timeout() sets
- * a timer): no thread. Each connection's peer credentials (SO_PEERCRED) are read when it is
- * accepted and handed to every handler. Routes are a table of {method, pattern, handler};
+ * a timer): no thread. We accept (connections are limited per pod, per uid and in all) and
+ * hand connections to MHD; each one's peer credentials (SO_PEERCRED) are read when it is
+ * accepted and handed to every handler. Limits and timeouts: docs/api.md. Routes are a table of {method, pattern, handler};
  * a pattern segment "{}" matches one path segment, captured in order.
  *
  * A handler replies at once with api_reply_*(), or keeps the request (api_request_suspend())
@@ -30,9 +31,10 @@ struct api_peer {
         pid_t pid;
         uid_t uid;
         gid_t gid;
-        /* The process's start time when the connection was accepted (clock ticks since boot; 0 if
-         * unknown, and then no pod can be attested): peer_pod_lookup() checks it so a reused PID
-         * is not taken for the caller. */
+        /* The start time of the process that connected (clock ticks since boot), read at accept
+         * and only if that process provably still held the PID (its pidfd alive; elsewhere the
+         * PID's uid/gid as at connect); 0 if not, and then no pod can be attested:
+         * peer_pod_lookup() checks it so a reused PID is not taken for the caller. */
         uint64_t start_time;
         /* root or a member of socket-group; once the API's privilege check ran (every request
          * a handler sees), also where it runs (api_set_privilege_check()) */

@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+/* Connections of the local API: who connected (peer credentials, checked to belong to the
+ * process that connected), whether they may (limits per pod, per uid, for all), and how long
+ * they may take to send a request head.
+ *
+ * api-listen.c accepts; conn_admit() decides and hands the connection to MHD; MHD tells us
+ * when it starts and ends (api_on_connection()), and the request code when a head is complete
+ * and when a request is done (the header deadline). */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "api-internal.h"
+#include "fsutil.h"
+#include "log.h"
+#include "peer-pod.h"
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/* Connections at once. All callers together: what MHD and our fds can carry. Limited callers
+ * (in a pod, or unprivileged outside pods) together: what they cannot take stays for the
+ * host's root and socket-group (pinionctl, pinion-cni). One pod, whatever uids its processes
+ * run as; one uid outside pods: so that one pod cannot starve another, nor one user another. */
+#define API_MAX_CONNECTIONS 1000U
+#define API_MAX_LIMITED_CONNECTIONS 512U
+#define API_MAX_CONNECTIONS_PER_POD 32U
+#define API_MAX_CONNECTIONS_PER_UID 32U
+/* A request head (request line and headers) must be complete this long after the connection
+ * was accepted or its previous request finished; else the connection is closed. A slow
+ * trickle of header bytes would otherwise hold a connection, and a caller's quota, for good. */
+#define API_HEADER_TIMEOUT_USEC (10 * USEC_PER_SEC)
+
+/* ---- peer credentials ---- */
+
+static int peer_groups_from_proc(pid_t pid, gid_t **ret, size_t *ret_n) {
+        _cleanup_free_ char *line = NULL;
+        _cleanup_free_ gid_t *groups = NULL;
+        size_t n = 0, cap = 0;
+        char path[64];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        for (size_t len = 0; getline(&line, &len, f) >= 0;) {
+                char *p, *end;
+
+                if (strncmp(line, "Groups:", 7) != 0)
+                        continue;
+                for (p = line + 7;; p = end) {
+                        unsigned long v = strtoul(p, &end, 10);
+                        gid_t *grown;
+
+                        if (end == p)
+                                break;
+                        if (n == cap) {
+                                cap = cap ? cap * 2 : 16;
+                                grown = realloc(groups, cap * sizeof(gid_t));
+                                if (!grown) {
+                                        fclose(f);
+                                        return -ENOMEM;
+                                }
+                                groups = grown;
+                        }
+                        groups[n++] = (gid_t) v;
+                }
+                break;
+        }
+        fclose(f);
+        *ret = TAKE_PTR(groups);
+        *ret_n = n;
+        return 0;
+}
+
+/* SO_PEERGROUPS gives the groups the client had when it connected, so a PID that exits and
+ * is reused cannot lend its groups to the connection; /proc is the fallback for kernels
+ * older than 4.13. */
+static int peer_groups(int fd, pid_t pid, gid_t **ret, size_t *ret_n) {
+        _cleanup_free_ gid_t *groups = NULL;
+        socklen_t len = 0;
+
+        for (;;) {
+                gid_t *grown;
+
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) >= 0)
+                        break;
+                if (errno == ENOPROTOOPT)
+                        return peer_groups_from_proc(pid, ret, ret_n);
+                if (errno != ERANGE)
+                        return -errno;
+                grown = realloc(groups, len);
+                if (!grown)
+                        return -ENOMEM;
+                groups = grown;
+        }
+        *ret = TAKE_PTR(groups);
+        *ret_n = len / sizeof(gid_t);
+        return 0;
+}
+
+/* A pidfd turns readable when its process exits. */
+static bool pidfd_alive(int pidfd) {
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+        return poll(&p, 1, 0) == 0;
+}
+
+/* With SO_PEERPIDFD (Linux 6.5+) the pidfd names the very process that connected, however
+ * its PID is reused: its start time is read from /proc/PID and counts only if the process
+ * was alive before and after the read, so the PID cannot have changed hands in between.
+ * -ENOPROTOOPT: an older kernel. 0 with *ret 0: the process is gone, nothing attested. */
+static int start_time_by_pidfd(int fd, pid_t pid, uint64_t *ret) {
+        _cleanup_close_ int pidfd = -EBADF;
+        socklen_t len = sizeof(pidfd);
+        uint64_t t;
+
+        *ret = 0;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
+                if (errno == ENOPROTOOPT)
+                        return -ENOPROTOOPT;
+                return 0; /* ESRCH, EINVAL: the process that connected has been reaped */
+        }
+        if (!pidfd_alive(pidfd) || proc_start_time(NULL, pid, &t) < 0 || !pidfd_alive(pidfd))
+                return 0;
+        *ret = t;
+        return 0;
+}
+
+/* The effective uid or gid (second field) of a "Uid:" or "Gid:" line of /proc/PID/status. */
+static int proc_status_id(const char *text, const char *key, unsigned long *ret) {
+        const char *p = strstr(text, key);
+        char *end;
+
+        if (!p)
+                return -EBADMSG;
+        p += strlen(key);
+        (void) strtoul(p, &end, 10);
+        if (end == p)
+                return -EBADMSG;
+        p = end;
+        *ret = strtoul(p, &end, 10);
+        return end == p ? -EBADMSG : 0;
+}
+
+/* Without SO_PEERPIDFD the process now at pid may not be the one that connected: it must at
+ * least have the uid and gid the kernel recorded at connect(). A process of the same uid and
+ * gid that took the PID in between is not told apart (docs/api.md). */
+static int start_time_by_pid(pid_t pid, uid_t uid, gid_t gid, uint64_t *ret) {
+        char path[64], text[4096];
+        unsigned long u, g;
+        uint64_t t;
+        ssize_t n;
+        FILE *f;
+
+        *ret = 0;
+        if (proc_start_time(NULL, pid, &t) < 0)
+                return 0;
+        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        n = (ssize_t) fread(text, 1, sizeof(text) - 1, f);
+        fclose(f);
+        text[MAX(n, (ssize_t) 0)] = 0;
+        if (proc_status_id(text, "\nUid:", &u) < 0 || proc_status_id(text, "\nGid:", &g) < 0)
+                return 0;
+        if (u != uid || g != gid)
+                return 0;
+        *ret = t;
+        return 0;
+}
+
+static uint64_t peer_start_time(int fd, const struct ucred *cred) {
+        uint64_t t;
+
+        if (start_time_by_pidfd(fd, cred->pid, &t) == -ENOPROTOOPT)
+                (void) start_time_by_pid(cred->pid, cred->uid, cred->gid, &t);
+        return t;
+}
+
+static struct api_conn *conn_new(struct api *a, int fd) {
+        struct api_conn *c;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return NULL;
+        c->api = a;
+        c->fd = fd;
+        c->uid = (uid_t) -1;
+        c->gid = (gid_t) -1;
+        if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return c; /* unknown peer: unprivileged */
+        c->pid = cred.pid;
+        c->uid = cred.uid;
+        c->gid = cred.gid;
+        c->start_time = peer_start_time(fd, &cred);
+        /* Without the groups, a socket-group member is treated as unprivileged. */
+        (void) peer_groups(fd, cred.pid, &c->groups, &c->n_groups);
+        c->have_creds = true;
+        return c;
+}
+
+bool conn_privileged(const struct api *a, const struct api_conn *c) {
+        if (!c || !c->have_creds)
+                return false;
+        if (c->uid == 0)
+                return true;
+        if (a->socket_gid == (gid_t) -1)
+                return false;
+        if (c->gid == a->socket_gid)
+                return true;
+        for (size_t i = 0; i < c->n_groups; i++)
+                if (c->groups[i] == a->socket_gid)
+                        return true;
+        return false;
+}
+
+/* ---- limits ---- */
+
+static struct conn_count *count_find(struct api *a, const char *key) {
+        for (size_t i = 0; i < a->n_counts; i++)
+                if (streq(a->counts[i].key, key))
+                        return &a->counts[i];
+        return NULL;
+}
+
+static unsigned count_get(struct api *a, const char *key) {
+        struct conn_count *k = count_find(a, key);
+
+        return k ? k->n : 0;
+}
+
+static int count_inc(struct api *a, const char *key) {
+        struct conn_count *k = count_find(a, key), *grown;
+
+        if (k) {
+                k->n++;
+                return 0;
+        }
+        grown = realloc(a->counts, (a->n_counts + 1) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        a->counts = grown;
+        a->counts[a->n_counts] = (struct conn_count) { .key = strdup(key), .n = 1 };
+        if (!a->counts[a->n_counts].key)
+                return -ENOMEM;
+        a->n_counts++;
+        return 0;
+}
+
+static void count_dec(struct api *a, const char *key) {
+        struct conn_count *k = count_find(a, key);
+
+        if (!k || --k->n > 0)
+                return;
+        free(k->key);
+        *k = a->counts[--a->n_counts];
+}
+
+/* The count a connection is in: its pod's, whatever its uid; else its uid's, unless it is
+ * privileged (root, socket-group) or its pod cannot be told (counted by uid then, privileged
+ * or not). NULL with 0: no per-caller count. */
+static int conn_count_key(const struct api *a, const struct api_conn *c, char **ret) {
+        _cleanup_free_ char *pod = NULL;
+        int r;
+
+        *ret = NULL;
+        r = c->have_creds ? peer_pod_lookup(NULL, c->pid, c->start_time, &pod) : -ENODATA;
+        if (r > 0)
+                return asprintf(ret, "pod:%s", pod) < 0 ? -ENOMEM : 0;
+        if (r == 0 && conn_privileged(a, c))
+                return 0;
+        return asprintf(ret, "uid:%u", (unsigned) c->uid) < 0 ? -ENOMEM : 0;
+}
+
+/* NULL: admitted and counted. Else why not (the metric's reason label). */
+static const char *conn_account(struct api *a, struct api_conn *c) {
+        _cleanup_free_ char *key = NULL;
+
+        if (conn_count_key(a, c, &key) < 0)
+                return "memory";
+        if (key) {
+                if (a->n_limited >= API_MAX_LIMITED_CONNECTIONS)
+                        return "limited";
+                if (count_get(a, key) >= (startswith(key, "pod:") ? API_MAX_CONNECTIONS_PER_POD
+                                                                  : API_MAX_CONNECTIONS_PER_UID))
+                        return startswith(key, "pod:") ? "pod" : "uid";
+                if (count_inc(a, key) < 0)
+                        return "memory";
+                a->n_limited++;
+                c->limited = true;
+                c->count_key = TAKE_PTR(key);
+        }
+        a->n_conns++;
+        c->counted = true;
+        return NULL;
+}
+
+static void conn_unaccount(struct api *a, struct api_conn *c) {
+        if (c->limited) {
+                a->n_limited--;
+                count_dec(a, c->count_key);
+                c->limited = false;
+        }
+        if (c->counted) {
+                a->n_conns--;
+                c->counted = false;
+        }
+}
+
+/* ---- the header deadline ---- */
+
+static int on_head_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct api_conn *c = userdata;
+
+        log_debug("Local API: closing a connection (pid %d, uid %u) that sent no complete request "
+                  "head within %llus", (int) c->pid, (unsigned) c->uid,
+                  (unsigned long long) (API_HEADER_TIMEOUT_USEC / USEC_PER_SEC));
+        (void) metric_inc(c->api->header_timeouts);
+        /* MHD sees the end of the stream and closes the connection. */
+        (void) shutdown(c->fd, SHUT_RDWR);
+        api_kick(c->api);
+        return 0;
+}
+
+static void conn_arm_head_deadline(struct api_conn *c) {
+        if (c->head_deadline) {
+                (void) sd_event_source_set_time_relative(c->head_deadline, API_HEADER_TIMEOUT_USEC);
+                (void) sd_event_source_set_enabled(c->head_deadline, SD_EVENT_ONESHOT);
+                return;
+        }
+        /* Without a timer (out of memory) the idle timeout still ends the connection. */
+        (void) sd_event_add_time_relative(c->api->event, &c->head_deadline, CLOCK_MONOTONIC,
+                                          API_HEADER_TIMEOUT_USEC, USEC_PER_SEC / 10, on_head_deadline, c);
+}
+
+void conn_head_received(struct api_conn *c) {
+        if (c && c->head_deadline)
+                (void) sd_event_source_set_enabled(c->head_deadline, SD_EVENT_OFF);
+}
+
+void conn_request_done(struct api_conn *c) {
+        if (c)
+                conn_arm_head_deadline(c);
+}
+
+/* ---- a connection's life ---- */
+
+static struct api_conn *conn_free(struct api_conn *c) {
+        if (!c)
+                return NULL;
+        conn_unaccount(c->api, c);
+        sd_event_source_disable_unref(c->head_deadline);
+        free(c->count_key);
+        free(c->groups);
+        free(c);
+        return NULL;
+}
+
+static void pending_remove(struct api *a, struct api_conn *c) {
+        for (struct api_conn **p = &a->pending; *p; p = &(*p)->next_pending)
+                if (*p == c) {
+                        *p = c->next_pending;
+                        c->next_pending = NULL;
+                        return;
+                }
+}
+
+static struct api_conn *pending_take(struct api *a, int fd) {
+        for (struct api_conn *c = a->pending; c; c = c->next_pending)
+                if (c->fd == fd) {
+                        pending_remove(a, c);
+                        return c;
+                }
+        return NULL;
+}
+
+static void conn_reject(struct api *a, int fd, const char *reason) {
+        (void) metric_inc(a->connections_rejected, reason);
+        log_debug("Local API: connection refused (%s limit)", reason);
+        safe_close(fd);
+}
+
+void conn_admit(struct api *a, int fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct api_conn *c;
+        const char *reason;
+
+        if (a->n_conns >= API_MAX_CONNECTIONS) { /* before any /proc reading for it */
+                conn_reject(a, fd, "total");
+                return;
+        }
+        c = conn_new(a, fd);
+        if (!c) {
+                conn_reject(a, fd, "memory");
+                return;
+        }
+        reason = conn_account(a, c);
+        if (reason) {
+                conn_free(c);
+                conn_reject(a, fd, reason);
+                return;
+        }
+        conn_arm_head_deadline(c);
+        c->next_pending = a->pending;
+        a->pending = c;
+        /* MHD closes fd if it cannot take it. */
+        if (MHD_add_connection(a->mhd, fd, (const struct sockaddr *) &sa, sizeof(sa)) != MHD_YES) {
+                (void) metric_inc(a->connections_rejected, "server");
+                if (pending_take(a, fd) == c)
+                        conn_free(c);
+        }
+        api_kick(a);
+}
+
+void api_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                       enum MHD_ConnectionNotificationCode toe) {
+        struct api *a = cls;
+        const union MHD_ConnectionInfo *info;
+        struct api_conn *c;
+
+        switch (toe) {
+        case MHD_CONNECTION_NOTIFY_STARTED:
+                info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+                /* NULL (not ours, out of memory) leaves the peer unknown, hence unprivileged. */
+                c = info ? pending_take(a, info->connect_fd) : NULL;
+                if (c) {
+                        c->fresh = true;
+                        a->n_fresh++;
+                }
+                *socket_context = c;
+                break;
+        case MHD_CONNECTION_NOTIFY_CLOSED:
+                conn_seen_request(a, *socket_context);
+                *socket_context = conn_free(*socket_context);
+                api_check_idle(a);
+                break;
+        }
+}
+
+void conn_seen_request(struct api *a, struct api_conn *c) {
+        if (!c || !c->fresh)
+                return;
+        c->fresh = false;
+        a->n_fresh--;
+}
