@@ -267,18 +267,36 @@ static void count_dec(struct api *a, const char *key) {
         *k = a->counts[--a->n_counts];
 }
 
+struct api_peer conn_peer(const struct api *a, const struct api_conn *c) {
+        if (!c)
+                return (struct api_peer) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
+        return (struct api_peer) {
+                .pid = c->pid,
+                .uid = c->uid,
+                .gid = c->gid,
+                .start_time = c->start_time,
+                .privileged = conn_privileged(a, c),
+        };
+}
+
 /* The count a connection is in: its pod's, whatever its uid; else its uid's, unless it is
- * privileged (root, socket-group) or its pod cannot be told (counted by uid then, privileged
- * or not). NULL with 0: no per-caller count. */
+ * privileged where it runs (root, socket-group in no pod: the place rule of caller.h). NULL
+ * with 0: no per-caller count. */
 static int conn_count_key(const struct api *a, const struct api_conn *c, char **ret) {
+        struct api_peer peer = conn_peer(a, c);
         _cleanup_free_ char *pod = NULL;
-        int r;
 
         *ret = NULL;
-        r = c->have_creds ? peer_pod_lookup(NULL, c->pid, c->start_time, &pod) : -ENODATA;
-        if (r > 0)
+        if (a->place_fn) {
+                struct api_place place = {};
+
+                a->place_fn(&peer, a->place_userdata, &place);
+                peer.privileged = place.privileged;
+                pod = place.pod_uid;
+        }
+        if (pod)
                 return asprintf(ret, "pod:%s", pod) < 0 ? -ENOMEM : 0;
-        if (r == 0 && conn_privileged(a, c))
+        if (peer.privileged)
                 return 0;
         return asprintf(ret, "uid:%u", (unsigned) c->uid) < 0 ? -ENOMEM : 0;
 }

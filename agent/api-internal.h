@@ -66,8 +66,8 @@ struct api {
         mode_t socket_mode;
         gid_t socket_gid;
         size_t max_body;
-        api_privilege_fn privilege_fn; /* place beside credentials (api_set_privilege_check()) */
-        void *privilege_userdata;
+        api_place_fn place_fn; /* where a peer runs, beside its credentials (api_set_place_fn()) */
+        void *place_userdata;
 
         struct route_entry **routes; /* each entry allocated alone: requests point at them */
         size_t n_routes;
@@ -201,6 +201,8 @@ void api_on_connection(void *cls, struct MHD_Connection *connection, void **sock
                        enum MHD_ConnectionNotificationCode toe);
 /* root, or a member of socket-group (checked against the connection's credentials). */
 bool conn_privileged(const struct api *a, const struct api_conn *c);
+/* The peer of a connection (NULL: unknown, unprivileged), by its credentials alone. */
+struct api_peer conn_peer(const struct api *a, const struct api_conn *c);
 /* The connection sent a request line: it no longer counts as fresh. */
 void conn_seen_request(struct api *a, struct api_conn *c);
 /* A request's head is complete: the header deadline no longer runs. */

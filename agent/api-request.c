@@ -89,18 +89,14 @@ static void request_begin(struct api_request *r, const char *url, const char *me
 
         info = MHD_get_connection_info(r->connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->conn = info ? info->socket_context : NULL;
-        if (r->conn)
-                r->peer = (struct api_peer) {
-                        .pid = r->conn->pid,
-                        .uid = r->conn->uid,
-                        .gid = r->conn->gid,
-                        .start_time = r->conn->start_time,
-                        .privileged = conn_privileged(r->api, r->conn),
-                };
-        else
-                r->peer = (struct api_peer) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
-        if (r->peer.privileged && r->api->privilege_fn)
-                r->peer.privileged = r->api->privilege_fn(&r->peer, r->api->privilege_userdata);
+        r->peer = conn_peer(r->api, r->conn);
+        if (r->peer.privileged && r->api->place_fn) {
+                struct api_place place = {};
+
+                r->api->place_fn(&r->peer, r->api->place_userdata, &place);
+                r->peer.privileged = place.privileged;
+                free(place.pod_uid);
+        }
 
         r->method = strdup(method);
         r->path = strdup(url);

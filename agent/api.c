@@ -353,11 +353,11 @@ size_t api_route_count(const struct api *a) {
         return a ? a->n_routes : 0;
 }
 
-void api_set_privilege_check(struct api *a, api_privilege_fn fn, void *userdata) {
+void api_set_place_fn(struct api *a, api_place_fn fn, void *userdata) {
         if (!a)
                 return;
-        a->privilege_fn = fn;
-        a->privilege_userdata = userdata;
+        a->place_fn = fn;
+        a->place_userdata = userdata;
 }
 
 int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid) {

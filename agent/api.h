@@ -36,8 +36,8 @@ struct api_peer {
          * PID's uid/gid as at connect); 0 if not, and then no pod can be attested:
          * peer_pod_lookup() checks it so a reused PID is not taken for the caller. */
         uint64_t start_time;
-        /* root or a member of socket-group; once the API's privilege check ran (every request
-         * a handler sees), also where it runs (api_set_privilege_check()) */
+        /* root or a member of socket-group; once the API placed the peer (every request a
+         * handler sees), also where it runs (api_set_place_fn()) */
         bool privileged;
 };
 
@@ -86,11 +86,17 @@ struct api_routes *api_routes_free(struct api_routes *set);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_routes *, api_routes_free);
 /* The routes being served (for tests and status). */
 size_t api_route_count(const struct api *a);
-/* Whether a peer whose credentials are privileged (root, socket-group) is privileged where it
- * runs: asked once per request, before the route's privilege is checked. NULL: credentials
- * alone. */
-typedef bool (*api_privilege_fn)(const struct api_peer *peer, void *userdata);
-void api_set_privilege_check(struct api *a, api_privilege_fn fn, void *userdata);
+/* Where a peer runs, as the one authorization rule places it (caller.h): whether it is
+ * privileged there, and the pod of this node it belongs to (owned; NULL: none). */
+struct api_place {
+        bool privileged;
+        char *pod_uid;
+};
+/* Places a peer: asked when a connection is accepted (it is counted against its pod's
+ * connection limit, or its uid's) and once per request from a peer whose credentials are
+ * privileged, before the route's privilege is checked. NULL: credentials alone, counted by uid. */
+typedef void (*api_place_fn)(const struct api_peer *peer, void *userdata, struct api_place *ret);
+void api_set_place_fn(struct api *a, api_place_fn fn, void *userdata);
 
 /* Changes who counts as privileged (socket-group) and the socket file's mode and group on
  * reload. */

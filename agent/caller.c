@@ -77,12 +77,12 @@ void caller_resolve(struct manager *m, struct api_request *req, struct caller *r
         caller_resolve_peer(&place, api_request_peer(req), ret);
 }
 
-bool caller_peer_privileged(const struct api_peer *peer, void *userdata) {
+void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_place *ret) {
         struct caller_place place = manager_place(userdata);
         _cleanup_(caller_done) struct caller c = {};
 
         caller_resolve_peer(&place, peer, &c);
-        return c.privileged;
+        *ret = (struct api_place) { .privileged = c.privileged, .pod_uid = TAKE_PTR(c.pod_uid) };
 }
 
 void caller_done(struct caller *c) {

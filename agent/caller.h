@@ -3,7 +3,7 @@
 
 /* Who is asking: the peer credentials of a request (api.h) and where the process runs ->
  * host, socket group, pod or outsider. The one place every route asks, and the one rule of
- * privilege the API applies before a privileged route reads a body (caller_peer_privileged()),
+ * privilege the API applies before a privileged route reads a body (caller_peer_place()),
  * so that every module answers the same caller the same way (docs/api.md, Authorization).
  *
  * Privilege comes from place, not from uid: a container's root is the host's root without a
@@ -23,6 +23,7 @@
 #include "macro.h"
 
 struct api_peer;
+struct api_place;
 struct api_request;
 struct manager;
 struct pod;
@@ -64,9 +65,9 @@ void caller_resolve_peer(const struct caller_place *place, const struct api_peer
 void caller_resolve(struct manager *m, struct api_request *req, struct caller *ret);
 void caller_done(struct caller *c);
 
-/* The API's privilege check (api_set_privilege_check(), userdata: the manager): whether a peer
- * whose credentials are privileged is privileged where it runs (rule 2). */
-bool caller_peer_privileged(const struct api_peer *peer, void *userdata);
+/* The API's placer (api_set_place_fn(), userdata: the manager): whether a peer is privileged
+ * where it runs (rule 2), and its pod when it is a pod's (rule 1), for the connection limits. */
+void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_place *ret);
 
 /* Whether the caller runs in a pod it cannot be told apart from: its pod cannot be attested, is
  * not on this node, or the caller is in none of its containers. Such a caller is neither that

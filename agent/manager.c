@@ -695,7 +695,7 @@ static int manager_start_api(struct manager *m) {
         r = api_new(m->event, &opts, m->metrics, &m->api);
         if (r < 0)
                 return log_error_errno(r, "Failed to serve the local API on %s: %m", m->settings.socket);
-        api_set_privilege_check(m->api, caller_peer_privileged, m);
+        api_set_place_fn(m->api, caller_peer_place, m);
         manager_legacy_link(m);
         r = manager_api_register(m);
         if (r < 0)
