@@ -87,7 +87,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_routes *, api_routes_free);
 /* The routes being served (for tests and status). */
 size_t api_route_count(const struct api *a);
 /* Where a peer runs, as the one authorization rule places it (caller.h): whether it is
- * privileged there, and the pod of this node it belongs to (owned; NULL: none). */
+ * privileged there, and the pod its cgroup names (owned; NULL: none). */
 struct api_place {
         bool privileged;
         char *pod_uid;

@@ -50,6 +50,7 @@ void caller_resolve_peer(const struct caller_place *place, const struct api_peer
         }
 
         /* In a pod: that pod whatever its uid, or nobody. */
+        ret->cgroup_pod_uid = strdup(where.uid);
         p = place->pods ? pod_store_get(place->pods, where.uid) : NULL;
         if (!p)
                 ret->pod_error = -ENXIO;
@@ -82,13 +83,14 @@ void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_p
         _cleanup_(caller_done) struct caller c = {};
 
         caller_resolve_peer(&place, peer, &c);
-        *ret = (struct api_place) { .privileged = c.privileged, .pod_uid = TAKE_PTR(c.pod_uid) };
+        *ret = (struct api_place) { .privileged = c.privileged, .pod_uid = TAKE_PTR(c.cgroup_pod_uid) };
 }
 
 void caller_done(struct caller *c) {
         if (!c)
                 return;
         c->pod_uid = mfree(c->pod_uid);
+        c->cgroup_pod_uid = mfree(c->cgroup_pod_uid);
         c->pod = NULL;
 }
 

@@ -55,6 +55,10 @@ struct caller {
          * its pod's status lists; else why its pod cannot be attested (the process gone, its
          * PID reused, an unreadable cgroup or not the kubelet's layout: peer_pod_lookup()). */
         int pod_error;
+        /* The pod the caller's cgroup names, whether this node knows it, and its container, or
+         * not (owned; NULL: in no pod, or in the agent's own): what its connections count
+         * against, so that a pod the store has not caught up with cannot starve another. */
+        char *cgroup_pod_uid;
 };
 
 /* Classifies peer in the order above; peer->privileged says what its credentials are (root or
