@@ -8,7 +8,8 @@ MODULE_SOURCES += \
 	modules/identity/cfssl-wire.c modules/identity/cfssl-wire.h \
 	modules/identity/signer-kubernetes.c modules/identity/kube-csr.c modules/identity/kube-csr.h \
 	modules/identity/ca.c modules/identity/ca.h \
-	modules/identity/x509.c modules/identity/x509.h
+	modules/identity/x509.c modules/identity/x509.h \
+	modules/identity/jwt.c modules/identity/jwt.h
 EXTRA_DIST += modules/identity/local.mk
 INTEGRATION_TESTS += tests/integration/test_identity.py
 EXTRA_DIST += tests/integration/identity_testlib.py
@@ -20,6 +21,13 @@ tests_unit_test_identity_x509_SOURCES = tests/unit/test-identity-x509.c \
 	agent/fsutil.c agent/strv.c
 tests_unit_test_identity_x509_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
 tests_unit_test_identity_x509_LDADD = $(UNIT_LIBS)
+
+# JWT-SVIDs: mint, JWKS, and hostile tokens refused.
+UNIT_TESTS += tests/unit/test-identity-jwt
+tests_unit_test_identity_jwt_SOURCES = tests/unit/test-identity-jwt.c modules/identity/jwt.c modules/identity/x509.c \
+	agent/strv.c
+tests_unit_test_identity_jwt_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
+tests_unit_test_identity_jwt_LDADD = $(UNIT_LIBS)
 
 # Fuzzing what the CA sends back: CFSSL responses, PEM chains (and their fields), PEM keys.
 FUZZ_TARGETS += identity
