@@ -9,9 +9,10 @@ MODULE_SOURCES += \
 	modules/identity/signer-kubernetes.c modules/identity/kube-csr.c modules/identity/kube-csr.h \
 	modules/identity/ca.c modules/identity/ca.h \
 	modules/identity/x509.c modules/identity/x509.h \
-	modules/identity/jwt.c modules/identity/jwt.h
+	modules/identity/jwt.c modules/identity/jwt.h modules/identity/jwt-keys.c \
+	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
-INTEGRATION_TESTS += tests/integration/test_identity.py
+INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py
 EXTRA_DIST += tests/integration/identity_testlib.py
 
 # Unit tests: the crypto plumbing and the CFSSL wire format (no loop, no IO but temp dirs).
