@@ -57,3 +57,21 @@ bench-identity: piniond$(EXEEXT)
 	PINION_BUILDDIR='$(abs_top_builddir)' $(PYTHON3) $(srcdir)/tests/bench/identity-bench.py $(BENCH_IDENTITY_FLAGS)
 .PHONY: bench-identity
 EXTRA_DIST += tests/bench/identity-bench.py
+
+# Fuzzing JWT-SVID validation (tokens from strangers) and JWT bundles (JWKS, PEM public keys).
+FUZZ_TARGETS += jwt
+FUZZ_REPLAY_TESTS += tests/fuzz/replay-jwt
+UNIT_TESTS += tests/fuzz/replay-jwt
+FUZZ_JWT_SOURCES = tests/fuzz/fuzz-jwt.c modules/identity/jwt.c
+
+tests_fuzz_replay_jwt_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_JWT_SOURCES)
+tests_fuzz_replay_jwt_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) $(FUZZ_IDENTITY_INCLUDES) \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/jwt\"
+tests_fuzz_replay_jwt_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS)
+tests_fuzz_replay_jwt_LDADD = $(CJSON_LIBS) $(OPENSSL_LIBS)
+
+tests/fuzz/fuzz-jwt: $(FUZZ_JWT_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) $(FUZZ_IDENTITY_INCLUDES) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS) -o $@ \
+		`for f in $(filter %.c,$(FUZZ_JWT_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS) $(OPENSSL_LIBS)
+
