@@ -101,6 +101,9 @@ int identity_handle_jwt(struct api_request *req, void *userdata) {
         const char *unavailable = identity_jwt_unavailable(id);
         if (unavailable || !jwt_keyset_signer_kid(id->jwt))
                 return api_reply_error(req, 503, "%s", unavailable ? unavailable : "this node has no JWT signing key (jwt-key-file)");
+        if (!jwt_spiffe_id_valid(w->spiffe, id->settings->trust_domain))
+                return api_reply_error(req, 503, "this pod has no SPIFFE ID%s%s", w->last_error ? ": " : "",
+                                       w->last_error ? w->last_error : "");
         if (!(audiences = audiences_of(body)))
                 return api_reply_error(req, 400, "audience: expected a string or an array of 1 to %d strings", JWT_MAX_AUDIENCES);
         r = jwt_mint(id->jwt, w->spiffe, audiences, now_usec(CLOCK_REALTIME), id->settings->jwt_svid_lifetime, &token, &expires_at);

@@ -243,6 +243,23 @@ def test_without_a_key_jwt_routes_say_so(agent_factory, tmp_path):
     assert r.status == 503 and "not configured" in r.body["error"], r.raw
     status, body = post(a, "/v1/identity/jwt/validate", {"token": "a.b.c", "audience": "svc"})
     assert status == 503 and "not configured" in body["error"], body
+    # Configured on reload, no restart: a bundle file alone validates but does not mint.
+    other = new_key()
+    write_secret(str(tmp_path / "pub.pem"), pub_pem(other), 0o644)
+    a.sections["identity"]["jwt-bundle-file"] = str(tmp_path / "pub.pem")
+    a.write_config()
+    a.sighup()
+    wait_until(lambda: a.get("/v1/identity/jwt-bundle").status == 200, 10, desc="the bundle file loaded")
+    assert kids(a) == [thumbprint(other.public_key())]
+    assert jwt_status(a)["signingKid"] is None
+    spiffe = "spiffe://%s/ns/x/sa/y" % TD
+    status, body = validate(a, forge(other, {"sub": spiffe, "aud": "svc", "exp": int(time.time()) + 60}), "svc")
+    assert status == 200 and body["spiffe_id"] == spiffe, body
+    a.write_pod("p", make_pod("p", namespace="x", uid=new_uid(), service_account="y",
+                              annotations={"pinion.io/identity": "true"}))
+    r = wait_until(lambda: (lambda r: r if r.status != 404 else None)(
+        a.request("POST", "/v1/identity/jwt", body={"audience": "svc", "pod": "x/p"})), 10, desc="the pod known")
+    assert r.status == 503 and "no JWT signing key" in r.body["error"], r.raw
 
 
 def test_a_key_readable_by_others_is_refused(agent_factory, tmp_path):
