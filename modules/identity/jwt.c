@@ -17,6 +17,7 @@
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/sha.h>
@@ -160,6 +161,8 @@ static int key_from_xy(const unsigned char *x, const unsigned char *y, EVP_PKEY 
         }
         EVP_PKEY_free(key);
         EVP_PKEY_CTX_free(ctx);
+        if (r < 0)
+                ERR_clear_error();
         return r;
 }
 
@@ -214,8 +217,10 @@ int jwt_keyset_set_signer_pem(struct jwt_keyset *ks, const char *pem, size_t siz
                 return -ENOMEM;
         EVP_PKEY *key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
         BIO_free(b);
-        if (!key)
+        if (!key) {
+                ERR_clear_error();
                 return -EBADMSG;
+        }
         char *kid = NULL;
         int r = is_p256(key) ? jwt_thumbprint(key, &kid) : -EINVAL;
         if (r < 0) {
@@ -328,11 +333,14 @@ static int add_pem_public(struct jwt_keyset *ks, const char *pem, size_t size) {
                 added += r > 0;
         }
         BIO_free(b);
+        ERR_clear_error(); /* the read that ended the loop left its complaint */
         return r < 0 ? r : n == 0 ? -EBADMSG : added;
 }
 
 int jwt_keyset_add_jwks(struct jwt_keyset *ks, const char *text, size_t size) {
-        size_t skip = strspn(text, " \t\r\n");
+        size_t skip = 0;
+        while (skip < size && strchr(" \t\r\n", text[skip]) && text[skip])
+                skip++;
         if (skip < size && text[skip] == '{')
                 return add_jwks(ks, text, size);
         return add_pem_public(ks, text, size);
@@ -516,6 +524,8 @@ static int verify_es256(EVP_PKEY *key, const char *data, size_t size, const unsi
         BN_free(sr);
         BN_free(ss);
         ECDSA_SIG_free(sig);
+        if (r < 0) /* a refused signature is an answer, not an error to report later */
+                ERR_clear_error();
         return r;
 }
 
