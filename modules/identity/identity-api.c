@@ -93,6 +93,21 @@ int identity_waiters_new(struct identity *id) {
         return waitq_new(id->manager->event, &ops, &limits, id, &id->waiters);
 }
 
+int identity_find_pod(struct identity *id, const char *ns_name, struct workload **ret) {
+        const char *slash = strchr(ns_name, '/');
+        if (!slash || slash == ns_name || !slash[1])
+                return -EINVAL;
+        _cleanup_free_ char *ns = strndup(ns_name, (size_t) (slash - ns_name));
+        if (!ns)
+                return -ENOMEM;
+        struct pod *p = pod_store_find(id->manager->pods, ns, slash + 1);
+        struct workload *w = p ? workload_find(id, p->uid) : NULL;
+        if (!w)
+                return -ENOENT;
+        *ret = w;
+        return 0;
+}
+
 static int overview(struct identity *id, struct api_request *req) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         cJSON *node, *list;
@@ -126,6 +141,7 @@ static int handle_identity(struct api_request *req, void *userdata) {
         const char *pod = api_request_query(req, "pod"), *wait = api_request_query(req, "wait");
         _cleanup_(caller_done) struct caller c = {};
         usec_t timeout = 0;
+        int r;
 
         if (wait && (parse_duration(wait, &timeout) < 0 || timeout > WAIT_MAX))
                 return api_reply_error(req, 400, "wait: expected a duration up to 10m, e.g. 30s");
@@ -137,13 +153,11 @@ static int handle_identity(struct api_request *req, void *userdata) {
                 return caller_reply_forbidden(req, &c, "identity");
         if (c.kind != CALLER_POD) {
                 if (pod) {
-                        const char *slash = strchr(pod, '/');
-                        _cleanup_free_ char *ns = slash ? strndup(pod, (size_t) (slash - pod)) : NULL;
-                        struct pod *p = ns ? pod_store_find(id->manager->pods, ns, slash + 1) : NULL;
-                        if (!slash)
+                        struct workload *w = NULL;
+                        r = identity_find_pod(id, pod, &w);
+                        if (r == -EINVAL)
                                 return api_reply_error(req, 400, "pod: expected NAMESPACE/NAME");
-                        struct workload *w = p ? workload_find(id, p->uid) : NULL;
-                        if (!w)
+                        if (r < 0)
                                 return api_reply_error(req, 404, "no identity for pod %s", pod);
                         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
                         if (!o || workload_status(w, o) < 0)
@@ -177,6 +191,9 @@ int identity_api_register(struct identity *id) {
         static const struct api_route routes[] = {
                 { "GET", "/v1/identity", handle_identity, false },
                 { "GET", "/v1/identity/bundle", handle_bundle, false },
+                { "POST", "/v1/identity/jwt", identity_handle_jwt, false },
+                { "GET", "/v1/identity/jwt-bundle", identity_handle_jwt_bundle, false },
+                { "POST", "/v1/identity/jwt/validate", identity_handle_jwt_validate, false },
         };
         if (id->routes)
                 return 0;

@@ -55,6 +55,9 @@ static const struct config_key identity_keys[] = {
         { "node-cert-lifetime", config_parse_duration, FIELD(node_cert_lifetime), "24h" },
         { "workload-cert-lifetime", config_parse_duration, FIELD(workload_cert_lifetime), "1h" },
         { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), "/run/pinion/pods", config_free_string },
+        { "jwt-key-file", config_parse_path, FIELD(jwt_key_file), NULL, config_free_string },
+        { "jwt-bundle-file", config_parse_path, FIELD(jwt_bundle_file), NULL, config_free_string },
+        { "jwt-svid-lifetime", config_parse_duration, FIELD(jwt_svid_lifetime), "5m" },
         {}
 };
 #undef FIELD
@@ -101,6 +104,11 @@ static int identity_parse(struct config *c, struct identity_settings **ret, stru
         /* 10s is for tests and demos; fleets use hours. */
         if (!missing && (s->node_cert_lifetime < 10 * USEC_PER_SEC || s->workload_cert_lifetime < 10 * USEC_PER_SEC))
                 missing = "certificate lifetimes must be at least 10s";
+        /* JWT-SVIDs are bearer tokens: a stolen one works until it expires, so they stay short. */
+        if (!missing && (s->jwt_svid_lifetime < 10 * USEC_PER_SEC || s->jwt_svid_lifetime > 24 * USEC_PER_HOUR))
+                missing = "jwt-svid-lifetime must be between 10s and 24h";
+        if (!missing && (s->jwt_key_file || s->jwt_bundle_file) && !s->trust_domain)
+                missing = "jwt-key-file and jwt-bundle-file need trust-domain";
         if (missing) {
                 kube_endpoint_done(&kube);
                 identity_settings_free(s);
@@ -421,6 +429,9 @@ static int identity_start(struct module_instance *mi) {
         r = identity_hook_up(id);
         if (r < 0)
                 return r;
+        r = identity_jwt_start(id);
+        if (r < 0)
+                return r;
         return identity_begin(id);
 }
 
@@ -455,6 +466,7 @@ static void identity_teardown(struct identity *id) {
         id->signer = signer_free(id->signer);
         EVP_PKEY_CTX_free(id->keygen);
         id->keygen = NULL;
+        identity_jwt_stop(id);
 }
 
 static int identity_reload(struct module_instance *mi, struct config *c, char **ret_error) {
@@ -495,6 +507,9 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
         identity_settings_free(o);
         if (!same) /* was disabled: start now */
                 return identity_start(mi);
+        /* The JWT key files may have moved: read them again (a broken one keeps the old keys). */
+        if (id->running)
+                return identity_jwt_start(id);
         return 0;
 }
 
@@ -519,7 +534,7 @@ static int identity_status(struct module_instance *mi, cJSON *obj) {
         if (!cJSON_AddNumberToObject(obj, "workloads", (double) id->n_workloads) ||
             !cJSON_AddNumberToObject(obj, "workloadsIssued", (double) issued))
                 return -ENOMEM;
-        return 0;
+        return identity_jwt_status(id, obj);
 }
 
 static void identity_free(struct module_instance *mi) {

@@ -10,6 +10,7 @@
 #include "ca.h"
 #include "cred.h"
 #include "facts.h"
+#include "jwt.h"
 #include "kube-endpoint.h"
 #include "manager.h"
 #include "metrics.h"
@@ -52,6 +53,18 @@ struct identity_settings {
         usec_t node_cert_lifetime;
         usec_t workload_cert_lifetime;
         char *pod_tls_dir;
+        char *jwt_key_file;    /* the trust domain's JWT signing key (P-256 PEM), shared by its nodes */
+        char *jwt_bundle_file; /* public keys accepted besides it (JWKS or PEM) */
+        usec_t jwt_svid_lifetime;
+};
+
+/* What a key file was when last read: a change of any of these reloads the JWT keys. */
+struct jwt_file_stamp {
+        bool exists;
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        uint64_t mtime_nsec, ctime_nsec;
 };
 
 struct workload {
@@ -96,6 +109,14 @@ struct identity {
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
 
+        /* JWT-SVIDs (jwt-keys.c): the key set (NULL: none configured or none loaded yet), why the
+         * last load failed, and a generation that bumps with every new set (a JWKS stream's cue). */
+        struct jwt_keyset *jwt;
+        char *jwt_error;
+        unsigned jwt_generation;
+        struct jwt_file_stamp jwt_key_stamp, jwt_bundle_stamp;
+        sd_event_source *jwt_poll;
+
         struct metric_family *m_issued, *m_rotated, *m_failed, *m_expiry, *m_workloads;
 };
 
@@ -120,9 +141,28 @@ int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed);
 usec_t workloads_nearest_expiry(struct identity *id);
 int workload_status(const struct workload *w, cJSON *o);
 
+/* jwt-keys.c */
+/* (Re)loads the JWT keys from the settings' files; a failure keeps the previous set and is
+ * recorded in id->jwt_error. Negative only for out of memory. */
+int identity_jwt_load(struct identity *id);
+/* Loads and starts watching the files. */
+int identity_jwt_start(struct identity *id);
+void identity_jwt_stop(struct identity *id);
+/* Why no JWT-SVID can be minted or validated here, or NULL. */
+const char *identity_jwt_unavailable(const struct identity *id);
+int identity_jwt_status(const struct identity *id, cJSON *o);
+
+/* jwt-api.c: the JWT-SVID routes (registered by identity_api_register) */
+int identity_handle_jwt(struct api_request *req, void *userdata);
+int identity_handle_jwt_bundle(struct api_request *req, void *userdata);
+int identity_handle_jwt_validate(struct api_request *req, void *userdata);
+
 /* identity-api.c */
 /* Adds /v1/identity and /v1/identity/bundle once; stop() frees them (id->routes). */
 int identity_api_register(struct identity *id);
+/* The workload of pod "NAMESPACE/NAME": -EINVAL if not that shape, -ENOENT if no such pod has
+ * an identity here. */
+int identity_find_pod(struct identity *id, const char *ns_name, struct workload **ret);
 /* The queue of /v1/identity?wait= long-polls, woken (waitq_wake) with a pod's uid when its
  * certificate changes or the pod goes away. */
 int identity_waiters_new(struct identity *id);

@@ -8,9 +8,11 @@ MODULE_SOURCES += \
 	modules/identity/cfssl-wire.c modules/identity/cfssl-wire.h \
 	modules/identity/signer-kubernetes.c modules/identity/kube-csr.c modules/identity/kube-csr.h \
 	modules/identity/ca.c modules/identity/ca.h \
-	modules/identity/x509.c modules/identity/x509.h
+	modules/identity/x509.c modules/identity/x509.h \
+	modules/identity/jwt.c modules/identity/jwt.h modules/identity/jwt-keys.c \
+	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
-INTEGRATION_TESTS += tests/integration/test_identity.py
+INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py
 EXTRA_DIST += tests/integration/identity_testlib.py
 
 # Unit tests: the crypto plumbing and the CFSSL wire format (no loop, no IO but temp dirs).
@@ -20,6 +22,13 @@ tests_unit_test_identity_x509_SOURCES = tests/unit/test-identity-x509.c \
 	agent/fsutil.c agent/strv.c
 tests_unit_test_identity_x509_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
 tests_unit_test_identity_x509_LDADD = $(UNIT_LIBS)
+
+# JWT-SVIDs: mint, JWKS, and hostile tokens refused.
+UNIT_TESTS += tests/unit/test-identity-jwt
+tests_unit_test_identity_jwt_SOURCES = tests/unit/test-identity-jwt.c modules/identity/jwt.c modules/identity/x509.c \
+	agent/strv.c
+tests_unit_test_identity_jwt_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
+tests_unit_test_identity_jwt_LDADD = $(UNIT_LIBS)
 
 # Fuzzing what the CA sends back: CFSSL responses, PEM chains (and their fields), PEM keys.
 FUZZ_TARGETS += identity
@@ -48,3 +57,21 @@ bench-identity: piniond$(EXEEXT)
 	PINION_BUILDDIR='$(abs_top_builddir)' $(PYTHON3) $(srcdir)/tests/bench/identity-bench.py $(BENCH_IDENTITY_FLAGS)
 .PHONY: bench-identity
 EXTRA_DIST += tests/bench/identity-bench.py
+
+# Fuzzing JWT-SVID validation (tokens from strangers) and JWT bundles (JWKS, PEM public keys).
+FUZZ_TARGETS += jwt
+FUZZ_REPLAY_TESTS += tests/fuzz/replay-jwt
+UNIT_TESTS += tests/fuzz/replay-jwt
+FUZZ_JWT_SOURCES = tests/fuzz/fuzz-jwt.c modules/identity/jwt.c
+
+tests_fuzz_replay_jwt_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_JWT_SOURCES)
+tests_fuzz_replay_jwt_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) $(FUZZ_IDENTITY_INCLUDES) \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/jwt\"
+tests_fuzz_replay_jwt_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS)
+tests_fuzz_replay_jwt_LDADD = $(CJSON_LIBS) $(OPENSSL_LIBS)
+
+tests/fuzz/fuzz-jwt: $(FUZZ_JWT_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) $(FUZZ_IDENTITY_INCLUDES) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS) -o $@ \
+		`for f in $(filter %.c,$(FUZZ_JWT_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS) $(OPENSSL_LIBS)
+

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -173,6 +174,10 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
         if rt.v1_available():
             memcg = rt.MemCgroup("/pinion-authz-%d" % os.getpid()).create(limit=64 * rt.MiB)
             cleanups.append(memcg.remove)
+        jwt_key = os.path.join(tmp_dir, "jwt.key")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-out", jwt_key], check=True, capture_output=True)
+        os.chmod(jwt_key, 0o600)
         for name in ("a", "b"):
             cs.write_bundle(nginx.root, name, {"%s.yaml" % name: b"config %s\n" % name.encode()}, "v1")
         config = {
@@ -180,7 +185,7 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
             "apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
                           "backoff-initial": "100ms", "backoff-max": "1s"},
             "identity": {"signer": "local", "trust-domain": "authz.test", "ca-dir": ca_dir,
-                         "pod-tls-dir": os.path.join(tmp_dir, "pod-tls")},
+                         "pod-tls-dir": os.path.join(tmp_dir, "pod-tls"), "jwt-key-file": jwt_key},
             "zookeeper": {"servers": zk.hosts, "session-timeout": "4s", "drain-delay": "10m"},
             "network": {"pod-cidr": pt.free_pod_cidr()},
             "reclaim.authz": {"cgroup": memcg.name if memcg else "/pinion-authz-missing-%d" % os.getpid()},
@@ -210,6 +215,9 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
                                                       for m in a.status()["modules"]])
         wait_until(lambda: sorted(r["state"] for r in registrations(a)) == ["registered", "registered"], 30,
                    desc="both pods registered")
+        r = a.request("POST", "/v1/identity/jwt", body={"audience": "authz", "pod": "default/pod-a"})
+        assert r.status == 200, r.raw
+        w.jwt_token = r.body["token"]
         yield w
     finally:
         for fn in reversed(cleanups):
@@ -257,6 +265,11 @@ def check_allowed_body(w, request, principal, body, raw, own):
         assert "BEGIN CERTIFICATE" in raw
     elif request == "/metrics":
         assert "pinion_build_info" in raw
+    elif request in ("/v1/identity/jwt", "/v1/identity/jwt/validate"):
+        # pod-a's token: the pod's own, or the one root named, or the one being validated.
+        assert body["spiffe_id"] == "spiffe://authz.test/ns/default/sa/sa-a", body
+    elif request == "/v1/identity/jwt-bundle":
+        assert body["keys"][0]["use"] == "jwt-svid" and "d" not in body["keys"][0], body
     else:
         assert own is False
 
@@ -308,6 +321,12 @@ class Effects:
             self.before = self.allocations()
 
     def body(self, request, principal):
+        if request == "/v1/identity/jwt":
+            # Privileged callers name the pod; a pod asks for itself; the other pod names pod-a.
+            named = principal in ("root", "group", "other pod")
+            return dict({"audience": ["authz"]}, **({"pod": "default/pod-a"} if named else {}))
+        if request == "/v1/identity/jwt/validate":
+            return {"token": self.w.jwt_token, "audience": "authz"}
         if request != "/v1/cni":
             return None
         # root wires pod-a's namespace for real; everyone after root tries to unwire it.
