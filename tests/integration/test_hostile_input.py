@@ -353,3 +353,248 @@ def test_bad_http_clients_log_no_warning(http_agent):
         text = f.read().decode("utf-8", "replace")
     assert not warnings_in(text), "\n".join(warnings_in(text)[:20])
     assert a.health()["status"] == "ok"
+
+
+# =============================================================================================
+# 2. Hostile static pods in pods-dir
+
+def pod_with(name, path, value, uid=None):
+    """make_pod(name) with the field at path (dotted, list indices as numbers) set to value."""
+    pod = make_pod(name, uid=uid or "uid-" + name)
+    node = pod
+    keys = path.split(".")
+    for k in keys[:-1]:
+        node = node[int(k)] if k.isdigit() else node.setdefault(k, {})
+    last = keys[-1]
+    if last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return json.dumps(pod)
+
+
+def annotated(name, key, value):
+    return json.dumps(make_pod(name, uid="uid-" + name, annotations={key: value}))
+
+
+HUGE = "x" * (900 * 1024)
+# (file name, content, what /v1/status pods.errors says about it: a substring of its entry).
+BAD_PODS = [
+    ("t-apiversion", pod_with("t-apiversion", "apiVersion", 1), "apiVersion"),
+    ("t-kind", pod_with("t-kind", "kind", "Deployment"), "kind"),
+    ("t-metadata", pod_with("t-metadata", "metadata", []), "metadata"),
+    ("t-name", pod_with("t-name", "metadata.name", 5), "metadata.name"),
+    ("t-namespace", pod_with("t-namespace", "metadata.namespace", ["x"]), "metadata.namespace"),
+    ("t-uid", pod_with("t-uid", "metadata.uid", {"a": 1}), "metadata.uid"),
+    ("t-labels", pod_with("t-labels", "metadata.labels", "app=x"), "metadata.labels"),
+    ("t-label-value", pod_with("t-label-value", "metadata.labels", {"app": 7}), "metadata.labels"),
+    ("t-annotations", pod_with("t-annotations", "metadata.annotations", [1, 2]), "metadata.annotations"),
+    ("t-annotation-value", pod_with("t-annotation-value", "metadata.annotations", {"pinion.io/identity": True}),
+     "metadata.annotations"),
+    ("t-resourceversion", pod_with("t-resourceversion", "metadata.resourceVersion", 12), "metadata.resourceVersion"),
+    ("t-spec", pod_with("t-spec", "spec", "none"), "spec"),
+    ("t-containers", pod_with("t-containers", "spec.containers", {"name": "main"}), "spec.containers"),
+    ("t-container", pod_with("t-container", "spec.containers.0", "main"), "spec.containers"),
+    ("t-ports", pod_with("t-ports", "spec.containers.0.ports", "8080"), "ports"),
+    ("t-port-number", pod_with("t-port-number", "spec.containers.0.ports.0.containerPort", "8080"), "containerPort"),
+    ("t-port-range", pod_with("t-port-range", "spec.containers.0.ports.0.containerPort", 70000), "containerPort"),
+    ("t-port-negative", pod_with("t-port-negative", "spec.containers.0.ports.0.containerPort", -1), "containerPort"),
+    ("t-port-float", pod_with("t-port-float", "spec.containers.0.ports.0.containerPort", 80.5), "containerPort"),
+    ("t-protocol", pod_with("t-protocol", "spec.containers.0.ports.0.protocol", "ICMP"), "protocol"),
+    ("t-hostnetwork", pod_with("t-hostnetwork", "spec.hostNetwork", "yes"), "hostNetwork"),
+    ("t-nodename", pod_with("t-nodename", "spec.nodeName", 3), "nodeName"),
+    ("t-serviceaccount", pod_with("t-serviceaccount", "spec.serviceAccountName", ["sa"]), "serviceAccountName"),
+    ("t-status", pod_with("t-status", "status", 1), "status"),
+    ("t-phase", pod_with("t-phase", "status.phase", {}), "phase"),
+    ("t-podip", pod_with("t-podip", "status.podIP", "999.1.1.1"), "podIP"),
+    ("t-podips", pod_with("t-podips", "status.podIPs", [{"ip": 5}]), "podIPs"),
+    ("t-conditions", pod_with("t-conditions", "status.conditions", {"Ready": True}), "conditions"),
+    ("t-containerid", pod_with("t-containerid", "status.containerStatuses",
+                               [{"name": "main", "containerID": "containerd://../../x"}]), "containerID"),
+    # Names and identities no Kubernetes object can have.
+    ("n-slash", json.dumps(make_pod("a/b", uid="uid-n-slash")), "metadata.name"),
+    ("n-dotdot", json.dumps(make_pod("..", uid="uid-n-dotdot")), "metadata.name"),
+    ("n-nul", json.dumps(make_pod("a\u0000b", uid="uid-n-nul")), "metadata.name"),
+    ("n-unicode", json.dumps(make_pod("p\u00f6d-\u2603", uid="uid-n-unicode")), "metadata.name"),
+    ("n-huge-name", json.dumps(make_pod("a" * 5000, uid="uid-n-huge")), "metadata.name"),
+    ("n-namespace-slash", json.dumps(make_pod("n-ns", namespace="../kube-system", uid="uid-n-ns")),
+     "metadata.namespace"),
+    ("n-dup-uid", json.dumps(make_pod("n-dup-uid", uid="uid-good")), "already used"),
+    ("n-dup-name", json.dumps(make_pod("good", uid="uid-other")), "already declared"),
+    # Not a pod at all.
+    ("j-binary", b"\xff\xfe\x00\x01garbage", ""),
+    ("j-array", "[1, 2, 3]", ""),
+    ("j-deep", "[" * 100000 + "]" * 100000, ""),
+    ("j-deep-object", '{"a":' * 50000 + "1" + "}" * 50000, ""),
+    ("j-empty", "", ""),
+    ("j-truncated", json.dumps(make_pod("j-truncated"))[:-20], ""),
+    ("j-trailing", json.dumps(make_pod("j-trailing", uid="uid-j-trailing")) + "{}", ""),
+    ("j-too-big", json.dumps(make_pod("j-too-big", uid="uid-j-too-big", annotations={"a": HUGE + HUGE})),
+     "larger than 1 MiB"),
+]
+
+# Valid pods whose annotation values are hostile to whoever reads them: the pod is served and the
+# value is kept byte for byte (modules judge it later and say so on their own pages).
+ODD_ANNOTATIONS = [
+    ("a-identity-huge", "pinion.io/identity", HUGE),
+    ("a-identity-newlines", "pinion.io/identity", "spiffe://x\n\rwarning: forged log line\u001b[2J"),
+    ("a-configs-traversal", "pinion.io/configs", "../../etc,/etc/shadow, ,,,"),
+    ("a-configs-many", "pinion.io/configs", ",".join("c%d" % i for i in range(20000))),
+    ("a-serverset-traversal", "pinion.io/serverset", "/../../zookeeper/quota"),
+    ("a-serverset-unicode", "pinion.io/serverset", "/svc/\u202e\ud7ff\U0001f4a5\\"),
+]
+
+
+def pods_errors(a):
+    return a.status()["pods"]["errors"]
+
+
+def error_for(errors, path):
+    for e in errors:
+        text = e if isinstance(e, str) else json.dumps(e)
+        if path in text:
+            return text
+    return None
+
+
+@pytest.fixture(scope="module")
+def pods_agent():
+    a = module_agent()
+    a.write_pod("good", make_pod("good", uid="uid-good"))
+    a.wait_pod("default", "good")
+    yield a
+    close_agent(a)
+
+
+def good_pod_served(a):
+    pods = {(p["namespace"], p["name"]) for p in a.pods()["pods"]}
+    assert ("default", "good") in pods, pods
+    assert a.health()["status"] == "ok"
+
+
+def test_hostile_pod_files_are_reported_and_the_good_one_stays(pods_agent):
+    a = pods_agent
+    pid = a.pid
+    paths = {name: a.write_pod(name, content) for name, content, _ in BAD_PODS}
+
+    def all_listed():
+        errors = pods_errors(a)
+        return all(error_for(errors, p) for p in paths.values()) and errors
+    errors = wait_until(all_listed, 15, desc="every hostile pod file in pods.errors")
+    for name, _, says in BAD_PODS:
+        text = error_for(errors, paths[name])
+        assert says in text, "%s: %r does not say %r" % (name, text, says)
+    served = {p["name"] for p in a.pods()["pods"]}
+    assert served == {"good"}, served
+    assert a.pid == pid
+    good_pod_served(a)
+    for name in paths:
+        a.remove_pod(name)
+    wait_until(lambda: not pods_errors(a), 10, desc="pods.errors empty once the files are gone")
+
+
+def test_hostile_annotation_values_are_kept_verbatim(pods_agent):
+    a = pods_agent
+    for name, key, value in ODD_ANNOTATIONS:
+        a.write_pod(name, annotated(name, key, value))
+    for name, key, value in ODD_ANNOTATIONS:
+        p = a.wait_pod("default", name)
+        got = a.get_json("/v1/pods/default/%s" % name)["annotations"].get(key)
+        assert got == value, "%s: %r" % (name, (got or "")[:200])
+    good_pod_served(a)
+    for name, _, _ in ODD_ANNOTATIONS:
+        a.remove_pod(name)
+        a.wait_pod_gone("default", name)
+
+
+def special_files(d):
+    """Non-regular things a pods-dir entry can point at: each must be refused without being
+    opened for reading (a FIFO with no writer would block the agent for good)."""
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(os.path.join(d, "sock"))
+    os.makedirs(os.path.join(d, "dir"))
+    return sock, {
+        "s-fifo": fifo,
+        "s-dev-zero": "/dev/zero",
+        "s-dev-urandom": "/dev/urandom",
+        "s-dev-null": "/dev/null",
+        "s-socket": os.path.join(d, "sock"),
+        "s-dir": os.path.join(d, "dir"),
+        "s-dangling": os.path.join(d, "missing"),
+        "s-loop": None,  # a link to itself
+    }
+
+
+def test_links_to_fifos_devices_and_loops_do_not_stall_the_agent(pods_agent, tmp_path):
+    a = pods_agent
+    sock, targets = special_files(str(tmp_path))
+    try:
+        paths = {}
+        for name, target in targets.items():
+            link = a.pod_path(name)
+            os.symlink(target or link, link)
+            paths[name] = link
+        errors = wait_until(lambda: (lambda e: e if all(error_for(e, p) for p in paths.values()) else None)(
+            pods_errors(a)), 15, desc="every special file in pods.errors")
+        for name in ("s-fifo", "s-dev-zero", "s-dev-urandom", "s-dev-null", "s-socket"):
+            assert "not a regular file" in error_for(errors, paths[name]), (name, error_for(errors, paths[name]))
+        good_pod_served(a)
+        # A writer shows up on the FIFO: still refused, nothing read from it.
+        fd = os.open(targets["s-fifo"], os.O_RDWR | os.O_NONBLOCK)
+        try:
+            os.write(fd, json.dumps(make_pod("from-fifo", uid="uid-fifo")).encode())
+            os.utime(a.pods_dir)
+            a.write_pod("poke", make_pod("poke", uid="uid-poke"))
+            a.wait_pod("default", "poke")
+            assert "from-fifo" not in {p["name"] for p in a.pods()["pods"]}
+        finally:
+            os.close(fd)
+    finally:
+        sock.close()
+        for name in list(targets) + ["poke"]:
+            try:
+                os.unlink(a.pod_path(name))
+            except FileNotFoundError:
+                pass
+    wait_until(lambda: not pods_errors(a), 10, desc="pods.errors empty once the links are gone")
+    good_pod_served(a)
+
+
+def test_files_that_change_while_read(pods_agent, tmp_path):
+    """A pod file rewritten in place (truncated, grown, half-written) and a name that flips
+    between a regular file and a FIFO, as fast as the test can, while the agent rescans: the
+    agent never blocks and ends up serving the last good content."""
+    a = pods_agent
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    regular = str(tmp_path / "regular.json")
+    with open(regular, "w") as f:
+        f.write(json.dumps(make_pod("flip", uid="uid-flip")))
+    stop = time.monotonic() + 2
+    inplace = a.pod_path("inplace")
+    flip = a.pod_path("flip")
+    versions = [json.dumps(make_pod("inplace", uid="uid-inplace", labels={"v": str(i)}, annotations={"pad": "p" * (i * 997 % 50000)}))
+                for i in range(8)]
+    i = 0
+    while time.monotonic() < stop:
+        with open(inplace, "w") as f:  # not atomic: the agent may see any prefix of it
+            data = versions[i % len(versions)]
+            f.write(data[:len(data) // 2])
+            f.flush()
+            f.write(data[len(data) // 2:])
+        tmp = flip + ".tmp"
+        os.symlink(fifo if i % 2 else regular, tmp)
+        os.rename(tmp, flip)  # a ".tmp" name is not a pod file name
+        i += 1
+        assert a.running()
+    final = json.dumps(make_pod("inplace", uid="uid-inplace", labels={"v": "final"}))
+    with open(inplace, "w") as f:
+        f.write(final)
+    os.unlink(flip)
+    a.wait_pod("default", "inplace", lambda p: p.get("labels", {}).get("v") == "final", timeout=15)
+    good_pod_served(a)
+    a.remove_pod("inplace")
+    a.wait_pod_gone("default", "inplace")
+    assert not pods_errors(a)
