@@ -19,6 +19,7 @@ does with it, not only that it survived.
 One agent (and one nginx) per class, module-scoped, so that the file stays fast."""
 
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -34,7 +35,8 @@ import pytest
 
 from pinion_testlib import T, Agent, make_pod, unix_request, wait_until
 from configsync_testlib import Nginx, get_config, read_tree, test_ca, versions_in, write_bundle  # noqa: F401
-from podnet_testlib import PINION_CNI, cni, exec_plugin, free_pod_cidr, pinion_conf, podnet_status
+from podnet_testlib import cni, free_pod_cidr, host_links, pinion_conf, podnet_status
+from test_podnet import fnv_host_ifname
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces, nginx and FIFOs as root")
 
@@ -598,3 +600,142 @@ def test_files_that_change_while_read(pods_agent, tmp_path):
     a.remove_pod("inplace")
     a.wait_pod_gone("default", "inplace")
     assert not pods_errors(a)
+
+
+# =============================================================================================
+# 3. Hostile CNI_NETNS for ADD
+
+@pytest.fixture(scope="module")
+def podnet_agent():
+    cidr = free_pod_cidr(prefix=22)
+    # No quarantine: the load case below hands out and takes back 1,000 addresses in a row.
+    a = module_agent(config={"network": {"pod-cidr": cidr, "address-quarantine": "0s"}})
+    a.pod_cidr = cidr
+    yield a
+    close_agent(a)
+
+
+def host_net(a, container_ids):
+    """What ADD could have wired on the host for these attachments: their host ends (by the
+    name the agent derives), addresses and routes in the pod CIDR, the default route. Only
+    this test's own: other tests on the machine may add interfaces meanwhile."""
+    names = {fnv_host_ifname(c, "eth0") for c in container_ids}
+    links = sorted(n for n in host_links() if n in names)
+    net = ipaddress.ip_network(a.pod_cidr)
+
+    def ours(line):
+        for tok in line.split():
+            try:
+                if ipaddress.ip_network(tok, strict=False).subnet_of(net):
+                    return True
+            except (ValueError, TypeError):
+                pass
+        return False
+    addrs = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    routes = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+    default = subprocess.run(["ip", "-4", "route", "show", "default"], capture_output=True, text=True).stdout
+    return links, [l for l in addrs.splitlines() if ours(l)], [l for l in routes.splitlines() if ours(l)], default
+
+
+class NetnsTargets:
+    """The paths the cases point CNI_NETNS at, made in d; close() removes what needs more than d."""
+
+    def __init__(self, d):
+        self.d = d
+        self.fifo = os.path.join(d, "fifo")
+        os.mkfifo(self.fifo)
+        self.regular = os.path.join(d, "file")
+        with open(self.regular, "w") as f:
+            f.write("not a namespace\n")
+        self.directory = os.path.join(d, "dir")
+        os.mkdir(self.directory)
+        self.loop = os.path.join(d, "loop")
+        os.symlink(self.loop, self.loop)
+        self.to_host = os.path.join(d, "to-host")
+        os.symlink("/proc/1/ns/net", self.to_host)
+        self.sock_path = os.path.join(d, "sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.sock_path)
+        # A network namespace whose only process is gone: its /proc path no longer exists.
+        p = subprocess.Popen(["unshare", "--net", "sleep", "60"])
+        time.sleep(0.2)
+        self.dead = "/proc/%d/ns/net" % p.pid
+        p.kill()
+        p.wait()
+        # A named namespace deleted again: the path a runtime could still hold.
+        name = "pinion-hostile-%d-gone" % os.getpid()
+        subprocess.run(["ip", "netns", "add", name], check=True)
+        subprocess.run(["ip", "netns", "del", name], check=True)
+        self.deleted = "/var/run/netns/" + name
+
+    def close(self):
+        self.sock.close()
+
+
+def netns_cases(t):
+    """(id, CNI_NETNS, the CNI code): 4 for what is not another network namespace (the spec's
+    "invalid necessary environment variable"), 3 for a path that does not exist."""
+    return [
+        ("host-pid1", "/proc/1/ns/net", 4),
+        ("agent-self", "/proc/self/ns/net", 4),
+        ("agent-thread-self", "/proc/thread-self/ns/net", 4),
+        ("test-process", "/proc/%d/ns/net" % os.getpid(), 4),
+        ("link-to-host", t.to_host, 4),
+        ("dotdot-to-host", "/var/run/netns/../../proc/1/ns/net", 4),
+        ("regular-file", t.regular, 4),
+        ("directory", t.directory, 4),
+        ("ns-directory", "/proc/self/ns", 4),
+        ("symlink-loop", t.loop, 4),
+        ("fifo", t.fifo, 4),
+        ("dev-zero", "/dev/zero", 4),
+        ("dev-null", "/dev/null", 4),
+        ("unix-socket", t.sock_path, 4),
+        ("mount-ns", "/proc/self/ns/mnt", 4),
+        ("pid-ns", "/proc/self/ns/pid", 4),
+        ("user-ns", "/proc/self/ns/user", 4),
+        ("uts-ns", "/proc/1/ns/uts", 4),
+        ("relative", "netns/x", 4),
+        ("dot-relative", "./proc/1/ns/net", 4),
+        ("overlong", "/" + "a" * 5000, 4),
+        ("long-component", "/" + "a" * 4000, 4),
+        ("newline", "/proc/1/ns/net\n", 4),
+        ("dead-process", t.dead, 3),
+        ("deleted-netns", t.deleted, 3),
+        ("missing", "/nonexistent/netns", 3),
+    ]
+
+
+def test_hostile_netns_paths_get_the_spec_codes_and_wire_nothing(podnet_agent, tmp_path):
+    a = podnet_agent
+    pid = a.pid
+    t = NetnsTargets(str(tmp_path))
+    try:
+        cases = netns_cases(t)
+        ids = ["hostile-%d" % i for i in range(len(cases))] + ["hostile-nul", "hostile-number"]
+        before = host_net(a, ids)
+        assert before[:3] == ([], [], []), before
+        for i, (what, path, code) in enumerate(cases):
+            r = cni(a, "ADD", "hostile-%d" % i, path, timeout=20)
+            assert r.rc != 0 and r.code == code, (what, path[:80], r)
+            if code == 4:
+                assert "CNI_NETNS" in r.json["msg"] + r.json.get("details", ""), (what, r)
+            assert r.json["msg"], (what, r)
+            assert podnet_status(a)["details"]["pool"]["allocated"] == 0, what
+            assert a.running() and a.pid == pid, what
+        # Straight to the API, where a JSON string can hold what an environment cannot: a NUL
+        # (the path ends there: the host's namespace, refused) and a non-string.
+        for what, netns, code in (("nul", "/proc/1/ns/net\u0000/../../run/netns/x", 4), ("number", 7, 6)):
+            r = unix_request(a.socket, "POST", "/v1/cni", body={
+                "command": "ADD", "containerID": "hostile-" + what, "netns": netns, "ifname": "eth0",
+                "config": pinion_conf(a)})
+            assert 400 <= r.status < 500 and r.body["cni"]["code"] == code, (what, r)
+        assert host_net(a, ids) == before
+        # Each reached the agent and was counted as a failed ADD, but for the four the plugin
+        # itself refuses (relative, overlong, a control character) before connecting and the
+        # undecodable request (no operation to count it under).
+        assert a.metrics().value("pinion_podnet_operations_total", verb="ADD", result="error") == len(ids) - 5
+        assert podnet_status(a)["details"]["pool"]["allocated"] == 0
+        assert podnet_status(a)["state"] == "running"
+        assert a.health()["status"] == "ok"
+    finally:
+        t.close()
