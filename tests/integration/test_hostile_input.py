@@ -739,3 +739,188 @@ def test_hostile_netns_paths_get_the_spec_codes_and_wire_nothing(podnet_agent, t
         assert a.health()["status"] == "ok"
     finally:
         t.close()
+
+
+# =============================================================================================
+# 4. Hostile bundles
+
+PAYLOAD = b"ESCAPED\n"
+PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
+GOOD_FILES = {"app.yaml": b"version: 1\n", "conf/db.ini": b"[db]\nhost=a\n"}
+
+
+def entry(path="x.conf", **kw):
+    """A manifest entry for the served payload (valid unless kw says otherwise; a value of
+    None drops the key)."""
+    e = {"path": path, "url": "payload", "size": len(PAYLOAD), "sha256": PAYLOAD_SHA, "mode": "0644"}
+    e.update(kw)
+    return {k: v for k, v in e.items() if v is not None}
+
+
+def manifest(files, version="v-hostile", **top):
+    m = {"version": version, "files": files}
+    m.update(top)
+    return {k: v for k, v in m.items() if v is not None}
+
+
+def deep(n):
+    return '{"version": "v", "files": ' + "[" * n + "]" * n + "}"
+
+
+# (id, the manifest (a dict, or bytes as served), what last_error says: a regex).
+BAD_BUNDLES = [
+    # --- not a manifest ---
+    ("not-json", b"{not json", r"not valid JSON"),
+    ("empty", b"", r"not valid JSON"),
+    ("array", b"[]", r"not a JSON object"),
+    ("string", b'"manifest"', r"not a JSON object"),
+    ("null", b"null", r"not a JSON object"),
+    ("nul-byte", b'{"version": "v\x00", "files": []}', r"NUL"),
+    ("deep-nesting", deep(5000).encode(), r"not valid JSON"),
+    ("too-big", b'{"version": "v", "files": [], "pad": "' + b"x" * (17 << 20) + b'"}', r"larger than"),
+    # --- version ---
+    ("version-missing", manifest([entry()], version=None), r"version"),
+    ("version-empty", manifest([entry()], version=""), r"version"),
+    ("version-number", manifest([entry()], version=7), r"version"),
+    ("version-control", manifest([entry()], version="v\n2"), r"version: contains a control character"),
+    ("version-long", manifest([entry()], version="v" * 300), r"version: longer than"),
+    # --- files ---
+    ("files-missing", {"version": "v"}, r"files: missing or not an array"),
+    ("files-object", manifest({"x": entry()}), r"files: missing or not an array"),
+    ("files-too-many", manifest([entry("f%d" % i) for i in range(10001)]), r"more than 10000 entries"),
+    ("entry-string", manifest(["x.conf"]), r"files\[0\]: not an object"),
+    ("entry-null", manifest([None]), r"files\[0\]: not an object"),
+    # --- paths ---
+    ("path-missing", manifest([entry(path=None)]), r"files\[0\]\.path: missing"),
+    ("path-number", manifest([entry(path=5)]), r"files\[0\]\.path: missing or not a string"),
+    ("path-empty", manifest([entry(path="")]), r"is empty"),
+    ("path-absolute", manifest([entry(path="/etc/pinion-hostile-%d" % os.getpid())]), r"is absolute"),
+    ("path-dotdot", manifest([entry(path="../escape")]), r"escapes dest"),
+    ("path-deep-dotdot", manifest([entry(path="a/../../../escape")]), r"escapes dest"),
+    ("path-dot", manifest([entry(path="./x.conf")]), r"'\.' component"),
+    ("path-empty-component", manifest([entry(path="a//b")]), r"empty component"),
+    ("path-trailing-slash", manifest([entry(path="dir/")]), r"empty component"),
+    ("path-data-link", manifest([entry(path="..data")]), r"reserved"),
+    ("path-into-data-link", manifest([entry(path="..data/../../escape")]), r"reserved"),
+    ("path-version-dir", manifest([entry(path="..2026_01_01/x")]), r"reserved"),
+    ("path-control", manifest([entry(path="a\nb")]), r"control character"),
+    ("path-del", manifest([entry(path="a\x7fb")]), r"control character"),
+    ("path-too-long", manifest([entry(path="a/" * 600 + "x")]), r"too long"),
+    ("path-long-component", manifest([entry(path="a" * 300)]), r"longer than 255"),
+    ("path-duplicate", manifest([entry("x.conf"), entry("x.conf")]), r"appears twice"),
+    ("path-file-and-dir", manifest([entry("conf"), entry("conf/db.ini")]), r"is a file and a directory"),
+    # --- url ---
+    ("url-missing", manifest([entry(url=None)]), r"url: missing"),
+    ("url-empty", manifest([entry(url="")]), r"url: missing"),
+    ("url-number", manifest([entry(url=1)]), r"url: missing"),
+    ("url-file-scheme", manifest([entry(url="file:///etc/shadow")]), r"Protocol not supported"),
+    ("url-gopher", manifest([entry(url="gopher://127.0.0.1/x")]), r"Protocol not supported"),
+    ("url-404", manifest([entry(url="no-such-file")]), r"404"),
+    # --- size, sha256, mode ---
+    ("size-negative", manifest([entry(size=-1)]), r"size: not a whole number"),
+    ("size-string", manifest([entry(size="8")]), r"size: not a whole number"),
+    ("size-fraction", manifest([entry(size=7.5)]), r"size: not a whole number"),
+    ("size-huge", manifest([entry(size=2 ** 70)]), r"size: not a whole number"),
+    ("size-overflow", manifest([entry("f%d" % i, size=2 ** 53) for i in range(2100)]), r"sizes overflow|exceed max-size"),
+    ("size-over-max", manifest([entry(size=5 << 20)]), r"exceed max-size"),
+    ("size-lie-short", manifest([entry(size=3)]), r"larger than the 3 bytes declared"),
+    ("size-lie-long", manifest([entry(size=len(PAYLOAD) + 100)]), r"8 bytes, 108 declared"),
+    ("sha-short", manifest([entry(sha256="abc")]), r"sha256: not 64 hex digits"),
+    ("sha-not-hex", manifest([entry(sha256="zz" * 32)]), r"sha256: not 64 hex digits"),
+    ("sha-number", manifest([entry(sha256=12)]), r"sha256: not 64 hex digits"),
+    ("sha-lie", manifest([entry(sha256="ab" * 32)]), r"sha256 %s, manifest says (ab)+" % PAYLOAD_SHA),
+    ("body-oversized", manifest([entry(url="big")]), r"larger than the 8 bytes declared"),
+    ("mode-setuid", manifest([entry(mode="4755")]), r"only permission bits"),
+    ("mode-not-octal", manifest([entry(mode="0999")]), r"not an octal string"),
+    ("mode-word", manifest([entry(mode="rwxrwxrwx")]), r"not an octal string"),
+    ("mode-number", manifest([entry(mode=420)]), r"not an octal string"),
+]
+
+
+def serve_manifest(root, name, data):
+    """Serves data as root/name/manifest.json (atomically; a new mtime, so a new ETag)."""
+    if isinstance(data, (dict, list)):
+        data = json.dumps(data).encode()
+    base = os.path.join(root, name)
+    tmp = os.path.join(base, ".manifest.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    path = os.path.join(base, "manifest.json")
+    os.rename(tmp, path)
+    serve_manifest.n += 1
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + serve_manifest.n * 1_000_000_000))
+
+
+serve_manifest.n = 0
+
+
+@pytest.fixture(scope="module")
+def bundle_env(test_ca):
+    d = tempfile.mkdtemp(prefix="pinion-hostile-")
+    os.chmod(d, 0o755)
+    nginx = Nginx(os.path.join(d, "nginx"), test_ca)
+    agents = []
+    try:
+        area = os.path.join(d, "area")
+        os.makedirs(area)
+        dest = os.path.join(area, "dest")
+        write_bundle(nginx.root, "app", GOOD_FILES, "v1")
+        with open(os.path.join(nginx.root, "app", "payload"), "wb") as f:
+            f.write(PAYLOAD)
+        with open(os.path.join(nginx.root, "app", "big"), "wb") as f:
+            f.write(PAYLOAD * ((6 << 20) // len(PAYLOAD)))
+        # No retries of their own (backoff of an hour): each case is one fetch, on refresh.
+        section = {"url": nginx.url("app/manifest.json"), "dest": dest, "ca-file": test_ca.ca_cert,
+                   "interval": "1h", "backoff-initial": "1h", "backoff-max": "1h", "timeout": "10s",
+                   "max-size": "4M"}
+        lp = {"url": nginx.url("lp%d/manifest.json"), "dest": os.path.join(d, "lp%d"), "ca-file": test_ca.ca_cert,
+              "interval": "1h", "backoff-initial": "1h", "backoff-max": "1h", "timeout": "10s"}
+        cfg = {"config.app": section}
+        for i in (1, 2):
+            cfg["config.lp%d" % i] = {k: (v % i if k in ("url", "dest") else v) for k, v in lp.items()}
+        a = module_agent(config=cfg)
+        agents.append(a)
+        wait_until(lambda: get_config(a, "app")["version"] == "v1", 15, desc="app at v1")
+        yield {"agent": a, "nginx": nginx, "dest": dest, "area": area, "dir": d}
+    finally:
+        for a in agents:
+            problem = a.close()
+            if problem:
+                pytest.fail(problem, pytrace=False)
+        nginx.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tree_outside(d, dest):
+    """Every path under d but dest's own tree (and nginx's), with its type."""
+    out = []
+    for dirpath, dirs, files in os.walk(d):
+        if dirpath.startswith(dest) or "/nginx" in dirpath[len(d):]:
+            continue
+        for n in dirs + files:
+            p = os.path.join(dirpath, n)
+            if not p.startswith(dest) and not p.startswith(os.path.join(d, "nginx")):
+                out.append(p)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("what,data,says", BAD_BUNDLES, ids=[c[0] for c in BAD_BUNDLES])
+def test_hostile_bundle_is_refused_and_the_last_good_stays(bundle_env, what, data, says):
+    a, dest = bundle_env["agent"], bundle_env["dest"]
+    outside = tree_outside(bundle_env["dir"], dest)
+    version_dirs = versions_in(dest)
+    before = get_config(a, "app")["failures"]
+    serve_manifest(bundle_env["nginx"].root, "app", data)
+    r = a.request("POST", "/v1/configs/app/refresh")
+    assert r.status == 202, r
+    c = wait_until(lambda: (lambda c: c if c["failures"] > before and c["state"] != "fetching" else None)(
+        get_config(a, "app")), 20, desc="%s: the refresh failed" % what)
+    assert c["failures"] == before + 1, c
+    assert c["present"] and c["version"] == "v1", (what, c)
+    assert c["last_error"] and re.search(says, c["last_error"]), (what, c["last_error"])
+    assert read_tree(dest) == GOOD_FILES, what
+    assert versions_in(dest) == version_dirs, what
+    assert tree_outside(bundle_env["dir"], dest) == outside, what
+    assert not os.path.exists("/etc/pinion-hostile-%d" % os.getpid())
+    assert a.health()["status"] == "ok"
