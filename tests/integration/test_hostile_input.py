@@ -924,3 +924,152 @@ def test_hostile_bundle_is_refused_and_the_last_good_stays(bundle_env, what, dat
     assert tree_outside(bundle_env["dir"], dest) == outside, what
     assert not os.path.exists("/etc/pinion-hostile-%d" % os.getpid())
     assert a.health()["status"] == "ok"
+
+
+# =============================================================================================
+# 5. Load: many long polls at once, many ADDs in a row
+
+def parse_reply(data):
+    """(status, JSON body) of one whole HTTP/1.1 reply read to the close."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        out = b""
+        while body:
+            size, _, body = body.partition(b"\r\n")
+            n = int(size.split(b";")[0], 16)
+            if n == 0:
+                break
+            out += body[:n]
+            body = body[n + 2:]
+        body = out
+    return status, json.loads(body)
+
+
+def open_long_polls(path, urls):
+    """One connection per url, each sent its GET (Connection: close); returns the sockets."""
+    socks = []
+    try:
+        for url in urls:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            socks.append(s)
+            s.connect(path)
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: pinion\r\nConnection: close\r\n\r\n" % url.encode())
+            s.setblocking(False)
+    except BaseException:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+def read_all(socks, timeout):
+    """Reads every socket to its close (or until timeout): {socket: bytes}."""
+    sel = selectors.DefaultSelector()
+    data = {}
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+        data[s] = b""
+    open_ = len(socks)
+    deadline = time.monotonic() + T(timeout)
+    while open_ and time.monotonic() < deadline:
+        for key, _ in sel.select(0.5):
+            s = key.fileobj
+            try:
+                chunk = s.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except ConnectionResetError:
+                chunk = b""
+            if chunk:
+                data[s] += chunk
+            else:
+                sel.unregister(s)
+                open_ -= 1
+    sel.close()
+    return data
+
+
+def test_900_long_polls_are_all_answered_when_their_configs_arrive(bundle_env):
+    a, nginx = bundle_env["agent"], bundle_env["nginx"]
+    assert not get_config(a, "lp1")["present"] and not get_config(a, "lp2")["present"]
+    base_fds = fd_count(a.pid)
+    urls = ["/v1/configs/lp%d?wait=60s" % (1 + i % 2) for i in range(900)]
+    socks = open_long_polls(a.socket, urls)
+    try:
+        # Held, not answered: nothing arrives while the configs are absent, and the API still
+        # answers everyone else.
+        sel = selectors.DefaultSelector()
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        early = sel.select(T(1))
+        sel.close()
+        assert not early, "%d long polls answered or closed before their config arrived" % len(early)
+        assert a.health()["status"] == "ok"
+        wait_until(lambda: fd_count(a.pid) >= base_fds + 900, 10, desc="900 connections accepted")
+        for i in (1, 2):
+            write_bundle(nginx.root, "lp%d" % i, {"f": b"lp%d\n" % i}, "lp%d-v1" % i)
+            assert a.request("POST", "/v1/configs/lp%d/refresh" % i).status == 202
+        replies = read_all(socks, 30)
+    finally:
+        for s in socks:
+            s.close()
+    bad = []
+    for i, (s, url) in enumerate(zip(socks, urls)):
+        data = replies.get(s, b"")
+        want = "lp%d-v1" % (1 + i % 2)
+        try:
+            status, body = parse_reply(data)
+            ok = status == 200 and body["present"] is True and body["version"] == want
+        except (ValueError, IndexError, KeyError):
+            ok = False
+        if not ok:
+            bad.append((i, data[:200]))
+    assert not bad, "%d of 900 long polls not answered with their config: %r" % (len(bad), bad[:5])
+    wait_until(lambda: fd_count(a.pid) <= base_fds, 10, desc="the agent's fds back to %d" % base_fds)
+    assert a.health()["status"] == "ok"
+
+
+CNI_ROUNDS = 1000
+
+
+def test_1000_add_del_in_a_row_leak_nothing(podnet_agent):
+    a = podnet_agent
+    names = ["pinion-hostile-%d-load-%d" % (os.getpid(), i) for i in range(4)]
+    for n in names:
+        subprocess.run(["ip", "netns", "add", n], check=True)
+    ids = ["load-%d" % i for i in range(CNI_ROUNDS)]
+    try:
+        paths = ["/var/run/netns/" + n for n in names]
+        # One round first: what the agent opens once (netlink, state files) is not a leak.
+        assert cni(a, "ADD", "warmup", paths[0]).rc == 0
+        assert cni(a, "DEL", "warmup", paths[0]).rc == 0
+        base_fds = fd_count(a.pid)
+        net = ipaddress.ip_network(a.pod_cidr)
+        seen = set()
+        for i, cid in enumerate(ids):
+            r = cni(a, "ADD", cid, paths[i % len(paths)])
+            assert r.rc == 0, (i, r)
+            ip = ipaddress.ip_address(r.ip())
+            assert ip in net, (i, r)
+            seen.add(ip)
+            d = cni(a, "DEL", cid, paths[i % len(paths)])
+            assert d.rc == 0, (i, d)
+        assert len(seen) > 1, "every ADD got the same address: %s" % seen
+        pool = podnet_status(a)["details"]["pool"]
+        assert pool["allocated"] == 0, pool
+        # DEL answers once the address is released; the host ends go in the background.
+        default = subprocess.run(["ip", "-4", "route", "show", "default"], capture_output=True, text=True).stdout
+        wait_until(lambda: host_net(a, ids) == ([], [], [], default), 10, desc="no host end, address or route left")
+        for p in paths:
+            inside = subprocess.run(["ip", "-n", os.path.basename(p), "-o", "link", "show"], capture_output=True,
+                                    text=True).stdout
+            assert "eth0" not in inside, inside
+        wait_until(lambda: fd_count(a.pid) <= base_fds, 10, desc="the agent's fds back to %d" % base_fds)
+        m = a.metrics()
+        assert m.value("pinion_podnet_operations_total", verb="ADD", result="ok") >= CNI_ROUNDS + 1
+        assert m.value("pinion_podnet_operations_total", verb="DEL", result="ok") >= CNI_ROUNDS + 1
+        assert a.health()["status"] == "ok"
+    finally:
+        for n in names:
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
