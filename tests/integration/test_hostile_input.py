@@ -416,7 +416,11 @@ BAD_PODS = [
     # Names and identities no Kubernetes object can have.
     ("n-slash", json.dumps(make_pod("a/b", uid="uid-n-slash")), "metadata.name"),
     ("n-dotdot", json.dumps(make_pod("..", uid="uid-n-dotdot")), "metadata.name"),
-    ("n-nul", json.dumps(make_pod("a\u0000b", uid="uid-n-nul")), "metadata.name"),
+    # cJSON ends a string at a NUL: read as "a", this file would serve a pod it does not name.
+    ("n-nul", json.dumps(make_pod("a\u0000b", uid="uid-n-nul")), "NUL"),
+    ("n-nul-annotation", json.dumps(make_pod("n-nul-annotation", uid="uid-n-nul-annotation",
+                                             annotations={"pinion.io/serverset": "/svc/a\u0000/../../x"})), "NUL"),
+    ("n-raw-nul", json.dumps(make_pod("a-raw", uid="uid-n-raw-nul")).replace("a-raw", "a\x00raw").encode(), ""),
     ("n-unicode", json.dumps(make_pod("p\u00f6d-\u2603", uid="uid-n-unicode")), "metadata.name"),
     ("n-huge-name", json.dumps(make_pod("a" * 5000, uid="uid-n-huge")), "metadata.name"),
     ("n-namespace-slash", json.dumps(make_pod("n-ns", namespace="../kube-system", uid="uid-n-ns")),
@@ -444,6 +448,7 @@ ODD_ANNOTATIONS = [
     ("a-configs-many", "pinion.io/configs", ",".join("c%d" % i for i in range(20000))),
     ("a-serverset-traversal", "pinion.io/serverset", "/../../zookeeper/quota"),
     ("a-serverset-unicode", "pinion.io/serverset", "/svc/\u202e\ud7ff\U0001f4a5\\"),
+    ("a-backslash-u0000", "pinion.io/configs", "\\u0000 is text here"),
 ]
 
 
@@ -477,7 +482,21 @@ def good_pod_served(a):
 def test_hostile_pod_files_are_reported_and_the_good_one_stays(pods_agent):
     a = pods_agent
     pid = a.pid
-    paths = {name: a.write_pod(name, content) for name, content, _ in BAD_PODS}
+    paths = {name: a.pod_path(name) for name, _, _ in BAD_PODS}
+    try:
+        check_bad_pods(a, pid, paths)
+    finally:
+        for path in paths.values():
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+    wait_until(lambda: not pods_errors(a), 10, desc="pods.errors empty once the files are gone")
+
+
+def check_bad_pods(a, pid, paths):
+    for name, content, _ in BAD_PODS:
+        a.write_pod(name, content)
 
     def all_listed():
         errors = pods_errors(a)
@@ -490,9 +509,6 @@ def test_hostile_pod_files_are_reported_and_the_good_one_stays(pods_agent):
     assert served == {"good"}, served
     assert a.pid == pid
     good_pod_served(a)
-    for name in paths:
-        a.remove_pod(name)
-    wait_until(lambda: not pods_errors(a), 10, desc="pods.errors empty once the files are gone")
 
 
 def test_hostile_annotation_values_are_kept_verbatim(pods_agent):
