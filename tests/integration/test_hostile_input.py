@@ -63,6 +63,17 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def fds(pid):
+    """What the process's descriptors point at, sorted (for a failure message)."""
+    out = []
+    for n in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out.append(os.readlink("/proc/%d/fd/%s" % (pid, n)))
+        except OSError:
+            pass
+    return sorted(out)
+
+
 def warnings_in(text):
     """Log lines at warning level or worse (text format: "<level>: message")."""
     return [l for l in text.splitlines() if re.match(r"^(warning|error|crit|alert|emerg):", l)]
@@ -1006,10 +1017,16 @@ def read_all(socks, timeout):
     return data
 
 
+# The fetcher's own connections to nginx (and their TLS sessions) come and go meanwhile; a leak of
+# what 900 connections hold would be hundreds.
+FD_SLACK = 5
+
+
 def test_900_long_polls_are_all_answered_when_their_configs_arrive(bundle_env):
     a, nginx = bundle_env["agent"], bundle_env["nginx"]
     assert not get_config(a, "lp1")["present"] and not get_config(a, "lp2")["present"]
     base_fds = fd_count(a.pid)
+    before = fds(a.pid)
     urls = ["/v1/configs/lp%d?wait=60s" % (1 + i % 2) for i in range(900)]
     socks = open_long_polls(a.socket, urls)
     try:
@@ -1022,7 +1039,7 @@ def test_900_long_polls_are_all_answered_when_their_configs_arrive(bundle_env):
         sel.close()
         assert not early, "%d long polls answered or closed before their config arrived" % len(early)
         assert a.health()["status"] == "ok"
-        wait_until(lambda: fd_count(a.pid) >= base_fds + 900, 10, desc="900 connections accepted")
+        wait_until(lambda: fd_count(a.pid) >= base_fds + 900 - FD_SLACK, 10, desc="900 connections accepted")
         for i in (1, 2):
             write_bundle(nginx.root, "lp%d" % i, {"f": b"lp%d\n" % i}, "lp%d-v1" % i)
             assert a.request("POST", "/v1/configs/lp%d/refresh" % i).status == 202
@@ -1042,7 +1059,8 @@ def test_900_long_polls_are_all_answered_when_their_configs_arrive(bundle_env):
         if not ok:
             bad.append((i, data[:200]))
     assert not bad, "%d of 900 long polls not answered with their config: %r" % (len(bad), bad[:5])
-    wait_until(lambda: fd_count(a.pid) <= base_fds, 10, desc="the agent's fds back to %d" % base_fds)
+    wait_until(lambda: fd_count(a.pid) <= base_fds + FD_SLACK, 10,
+               desc="the agent's fds back to %d: %s -> %s" % (base_fds, before, fds(a.pid)))
     assert a.health()["status"] == "ok"
 
 
