@@ -527,7 +527,7 @@ def test_hostile_annotation_values_are_kept_verbatim(pods_agent):
     for name, key, value in ODD_ANNOTATIONS:
         a.write_pod(name, annotated(name, key, value))
     for name, key, value in ODD_ANNOTATIONS:
-        p = a.wait_pod("default", name)
+        a.wait_pod("default", name)
         got = a.get_json("/v1/pods/default/%s" % name)["annotations"].get(key)
         assert got == value, "%s: %r" % (name, (got or "")[:200])
     good_pod_served(a)
