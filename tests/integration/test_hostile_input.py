@@ -28,7 +28,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
