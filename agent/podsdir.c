@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +197,20 @@ static bool only_whitespace(const char *p, const char *end) {
         return true;
 }
 
+/* cJSON ends a string at a NUL, escaped or raw: {"name": "a\u0000b"} would be read as "a", a
+ * file that names one pod and is served as another. No field of a pod holds a NUL. */
+static bool holds_nul(const char *data, size_t size) {
+        if (memchr(data, 0, size))
+                return true;
+        for (size_t i = 0; i + 1 < size; i++)
+                if (data[i] == '\\') {
+                        if (data[i + 1] == 'u' && size - i >= 6 && memcmp(data + i + 2, "0000", 4) == 0)
+                                return true;
+                        i++; /* the escaped character: in "\\u0000" the pair is a backslash */
+                }
+        return false;
+}
+
 static int parse_pod_file(struct podsdir *d, const char *path, const char *data, size_t size,
                           struct pod **ret, char **ret_reason) {
         _cleanup_(cJSON_Deletep) cJSON *obj = NULL;
@@ -213,6 +228,10 @@ static int parse_pod_file(struct podsdir *d, const char *path, const char *data,
                         return *ret_reason ? -EINVAL : -ENOMEM;
                 }
                 return r;
+        }
+        if (holds_nul(data, size)) {
+                *ret_reason = strdup("a string holds a NUL character (\\u0000)");
+                return *ret_reason ? -EINVAL : -ENOMEM;
         }
 
         r = static_uid_for(obj, &fallback);
@@ -233,18 +252,25 @@ static int parse_pod_file(struct podsdir *d, const char *path, const char *data,
 static int load_file(struct podsdir *d, int dir_fd, const char *name, const char *path, struct pod **ret,
                      char **ret_reason) {
         _cleanup_free_ char *data = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char proc[64];
         struct stat st;
         size_t size;
         int r;
 
         /* Follow symlinks: a directory laid out by an atomic writer (..data) holds links. Refuse
-         * anything but regular files: reading a FIFO would block the loop. */
-        if (fstatat(dir_fd, name, &st, 0) < 0)
+         * anything but regular files: reading a FIFO would block the loop. The check and the read
+         * are of one inode (O_PATH, then reopened through /proc): a name checked, then opened,
+         * may have become a FIFO in between. */
+        fd = openat(dir_fd, name, O_PATH | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &st) < 0)
                 r = negative_errno();
         else if (!S_ISREG(st.st_mode))
                 r = -EBADFD;
-        else
-                r = read_file_full(path, PODSDIR_MAX_FILE_SIZE, &data, &size);
+        else {
+                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+                r = read_file_full(proc, PODSDIR_MAX_FILE_SIZE, &data, &size);
+        }
 
         if (r == -ENOMEM)
                 return r;
