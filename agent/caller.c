@@ -51,16 +51,17 @@ void caller_resolve_peer(const struct caller_place *place, const struct api_peer
 
         /* In a pod: that pod whatever its uid, or nobody. */
         ret->cgroup_pod_uid = strdup(where.uid);
-        p = place->pods ? pod_store_get(place->pods, where.uid) : NULL;
+        p = place->pods ? pod_store_get_by_cgroup(place->pods, where.uid, place->node_name) : NULL;
         if (!p)
                 ret->pod_error = -ENXIO;
         else if (!pod_has_container(p, where.container_id)) {
                 log_debug("Caller pid %d runs in pod %s but in none of its containers (%s)", (int) peer->pid,
                           where.uid, where.container_id ?: "no container");
                 ret->pod_error = -EPERM;
-        } else {
+        } else if (!(ret->pod_uid = strdup(p->uid))) /* the store's: a mirror pod's is not its cgroup's */
+                ret->pod_error = -ENOMEM;
+        else {
                 ret->kind = CALLER_POD;
-                ret->pod_uid = TAKE_PTR(where.uid);
                 ret->pod = p;
         }
 }
@@ -69,6 +70,7 @@ static struct caller_place manager_place(struct manager *m) {
         return (struct caller_place) {
                 .pod_roots = m->settings.pod_cgroup_roots,
                 .own_pod_uid = m->own_pod_uid,
+                .node_name = m->settings.node_name,
                 .pods = m->pods,
         };
 }

@@ -13,7 +13,9 @@
  *      CALLER_OUTSIDER, never the host.
  *   2. in no pod, or in the agent's own pod (a DaemonSet's `kubectl exec`), with root or
  *      socket-group credentials: CALLER_HOST / CALLER_SOCKET_GROUP, privileged.
- *   3. in a pod this node knows and, when its status lists containers, in one of them:
+ *   3. in a pod this node knows (by the UID its cgroup names, or for a static pod, whose
+ *      cgroup names its config hash, its mirror pod: pod_store_get_by_cgroup()) and, when its
+ *      status lists containers, in one of them:
  *      CALLER_POD, whatever its uid, never privileged. In a pod this node does not know, or
  *      in none of its listed containers: CALLER_OUTSIDER.
  *   4. else (in no pod, ordinary credentials): CALLER_OUTSIDER. */
@@ -35,6 +37,7 @@ struct caller_place {
         char *const *pod_roots;       /* [agent] pod-cgroup-roots */
         const char *own_pod_uid;      /* the pod piniond itself runs in; NULL: none */
         const struct pod_store *pods; /* the node's pods; NULL: none known */
+        const char *node_name;        /* this node: whose mirror pods stand for static pods */
 };
 
 enum caller_kind {
@@ -48,7 +51,7 @@ enum caller_kind {
 struct caller {
         enum caller_kind kind;
         bool privileged; /* CALLER_HOST or CALLER_SOCKET_GROUP: sees every pod's entries */
-        char *pod_uid;   /* CALLER_POD: the attested pod's UID (owned) */
+        char *pod_uid;   /* CALLER_POD: the attested pod's UID in the store (owned) */
         struct pod *pod; /* CALLER_POD: its pod-store entry (borrowed: valid while the handler runs) */
         /* Why the caller has no pod: 0 when it runs in none (or is CALLER_POD); -ENXIO when it
          * runs in a pod this node does not know; -EPERM when it runs in none of the containers

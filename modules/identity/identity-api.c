@@ -38,8 +38,8 @@ static int reply_own(struct identity *id, struct api_request *req, const struct 
                 if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*san)))
                         return api_reply_error(req, 500, "out of memory");
         /* Rendered here rather than by api_reply_json so the copies of the key this function made
-         * (cJSON's string, the first rendering) are wiped. The reply text itself is freed by
-         * libmicrohttpd after sending (MHD_RESPMEM_MUST_FREE in the core API), unwiped. */
+         * (cJSON's string, the first rendering) are wiped; the reply text itself is wiped when
+         * libmicrohttpd is done with it (api_reply_secret). */
         char *text = cJSON_PrintUnformatted(o);
         cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "private_key");
         if (cJSON_IsString(k))
@@ -57,7 +57,7 @@ static int reply_own(struct identity *id, struct api_request *req, const struct 
         free(text);
         if (!line)
                 return api_reply_error(req, 500, "out of memory");
-        return api_reply_text(req, 200, "application/json", line, n + 1);
+        return api_reply_secret(req, 200, "application/json", line, n + 1);
 }
 
 static int reply_for(struct identity *id, struct api_request *req, const char *uid) {
