@@ -4,6 +4,8 @@
  *
  *   caller inside a pod        → that pod's certificate, key and bundle (?wait=DUR long-polls
  *                                until the certificate changes)
+ *   a configured systemd       → that service's, the same way
+ *   service ([service.NAME])
  *   root/socket-group, no pod  → the node certificate and a table of workload certificates
  *                                (never a private key); ?pod=NS/NAME: one pod's status
  *   anybody else               → 403
@@ -19,6 +21,7 @@
 #include "identity.h"
 #include "json.h"
 #include "log.h"
+#include "fsutil.h"
 #include "parse-util.h"
 #include "strv.h"
 
@@ -62,6 +65,8 @@ static int reply_own(struct identity *id, struct api_request *req, const struct 
 
 static int reply_for(struct identity *id, struct api_request *req, const char *uid) {
         struct workload *w = workload_find(id, uid);
+        if (!w && startswith(uid, "service:"))
+                return api_reply_error(req, 404, "this service has no identity");
         if (!w)
                 return api_reply_error(req, 404, "this pod has no identity (annotate it %s: \"true\")", IDENTITY_ANNOTATION);
         if (!w->chain_pem)
@@ -110,6 +115,8 @@ static int overview(struct identity *id, struct api_request *req) {
                 cJSON *w = cJSON_CreateObject();
                 if (!w || !cJSON_AddItemToArray(list, w) || workload_status(id->workloads[i], w) < 0)
                         return api_reply_error(req, 500, "out of memory");
+                if (id->workloads[i]->service)
+                        continue; /* no pod, no gate */
                 /* The "identity" pod gate as zkreg sees it: closed until the certificate exists. */
                 const struct pod *p = pod_store_get(id->manager->pods, id->workloads[i]->uid);
                 _cleanup_free_ char *why = NULL;
@@ -119,6 +126,19 @@ static int overview(struct identity *id, struct api_request *req) {
                         return api_reply_error(req, 500, "out of memory");
         }
         return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+/* A configured service, for itself only: the same answer a pod gets. */
+static int handle_service(struct identity *id, struct api_request *req, const struct caller *c, const char *pod,
+                          usec_t timeout) {
+        if (pod)
+                return caller_reply_forbidden(req, c, "identity of a pod");
+        struct workload *w = workload_find_unit(id, c->unit);
+        if (!w)
+                return api_reply_error(req, 404, "this service has no identity");
+        if (!timeout)
+                return reply_for(id, req, w->uid);
+        return waitq_hold(id->waiters, req, w->uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
 }
 
 static int handle_identity(struct api_request *req, void *userdata) {
@@ -135,6 +155,8 @@ static int handle_identity(struct api_request *req, void *userdata) {
          * attested or is not on this node gets nothing, not even as root: it might be a pod. */
         if (c.kind == CALLER_OUTSIDER || caller_pod_unknown(&c))
                 return caller_reply_forbidden(req, &c, "identity");
+        if (c.kind == CALLER_SERVICE)
+                return handle_service(id, req, &c, pod, timeout);
         if (c.kind != CALLER_POD) {
                 if (pod) {
                         const char *slash = strchr(pod, '/');

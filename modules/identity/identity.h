@@ -56,7 +56,12 @@ struct identity_settings {
 
 struct workload {
         struct identity *id;
+        /* A pod's: uid is the pod's. A systemd service's ([service.NAME]): uid is
+         * "service:NAME", name the unit, and its files go to tls_dir, owned by user. */
         char *uid, *ns, *name, *sa, *ip;
+        bool service;
+        char *tls_dir, *user;
+        char **dns_names;
         char *spiffe;
         char *key_pem;   /* private: only ever to the pod itself (and its pod-tls-dir) */
         char *chain_pem;
@@ -64,6 +69,7 @@ struct workload {
         usec_t rotate_at;
         unsigned generation; /* bumps with every new certificate */
         bool queued, rotation;
+        bool new_dir; /* its files go to a directory not written yet (first issue, new tls-dir) */
         char *last_error;
         sd_event_source *timer;
         sd_event_source *expiry_timer; /* at notAfter: the gate closes, listeners are told */
@@ -119,6 +125,11 @@ void workloads_free_all(struct identity *id);
 int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed);
 usec_t workloads_nearest_expiry(struct identity *id);
 int workload_status(const struct workload *w, cJSON *o);
+/* Makes the service workloads those of the agent's [service.NAME] sections: new ones queued,
+ * changed ones reissued, gone ones (and their files) removed. At start and on reload. */
+void workloads_sync_services(struct identity *id);
+/* The workload of the configured service for unit, or NULL. */
+struct workload *workload_find_unit(struct identity *id, const char *unit);
 
 /* identity-api.c */
 /* Adds /v1/identity and /v1/identity/bundle once; stop() frees them (id->routes). */
