@@ -170,6 +170,8 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
         if (r >= 0)
                 r = services_parse(c, &s.services, &s.n_services, ret_error);
         if (r >= 0)
+                r = services_check_tls_dirs(c, s.services, s.n_services, s.socket, ret_error);
+        if (r >= 0)
                 r = validate_modules(c, ret_error);
         if (r >= 0)
                 r = config_check_unclaimed(c, ret_error);

@@ -146,6 +146,33 @@ int services_parse(struct config *c, struct service_settings ***ret, size_t *ret
         return 0;
 }
 
+/* Whether path is dir or below it (both absolute; trailing slashes ignored). */
+static bool path_at_or_below(const char *path, const char *dir) {
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/')
+                n--;
+        return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || n == 1);
+}
+
+int services_check_tls_dirs(struct config *c, struct service_settings *const *s, size_t n, const char *socket_path,
+                            char **ret_error) {
+        _cleanup_free_ char *socket_dir = NULL;
+        int r = path_split(socket_path, &socket_dir, NULL);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (!s[i]->tls_dir || !path_at_or_below(s[i]->tls_dir, socket_dir))
+                        continue;
+                _cleanup_free_ char *section = NULL;
+                if (asprintf(&section, SERVICE_SECTION_PREFIX "%s", s[i]->name) < 0)
+                        return -ENOMEM;
+                return config_section_error(c, section, ret_error,
+                                            "tls-dir %s is in the socket's directory %s, which pods may mount: "
+                                            "keys never go there", s[i]->tls_dir, socket_dir);
+        }
+        return 0;
+}
+
 void services_free(struct service_settings **s, size_t n) {
         config_instances_free(service_keys, (void **) s, n);
 }

@@ -159,6 +159,15 @@ def test_bad_service_sections_are_refused(agent_factory, section, reason):
     assert p.rc == 78 and reason in p.stderr and "service.web" in p.stderr, p
 
 
+def test_a_tls_dir_in_the_sockets_directory_is_refused(agent_factory):
+    """Keys never go below the directory pods may mount."""
+    a = agent_factory(start=False)
+    a.sections["service.web"] = {"tls-dir": os.path.join(os.path.dirname(a.socket), "web")}
+    a.write_config()
+    p = run_piniond("--check-config", "--config", a.config_file)
+    assert p.rc == 78 and "keys never go there" in p.stderr and "service.web" in p.stderr, p
+
+
 def test_one_unit_two_sections_is_refused(agent_factory):
     a = agent_factory(start=False)
     a.sections["service.a"] = {"unit": "web.service"}
