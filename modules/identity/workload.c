@@ -117,6 +117,30 @@ static char *tls_dir(struct identity *id, const struct workload *w) {
         return path_join(id->settings->pod_tls_dir, w->uid);
 }
 
+/* What the agent wrote in a service's tls-dir, and the directory if nothing else is left: the
+ * operator named it, so nothing of anyone else's in it goes. */
+static void remove_service_files(const char *dir) {
+        static const char *const links[] = { "cert.pem", "key.pem", "bundle.pem", ATOMIC_DIR_DATA, "..data_tmp" };
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        struct dirent *de;
+
+        if (dfd < 0)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                (void) unlinkat(dfd, links[i], 0);
+        DIR *d = opendir_at(dfd, ".");
+        if (!d)
+                return;
+        while (read_entry(d, &de) > 0) { /* the version directories: "..<timestamp>" */
+                struct stat st;
+                if (startswith(de->d_name, "..") && !streq(de->d_name, "..") &&
+                    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode))
+                        (void) rm_rf_at(dfd, de->d_name);
+        }
+        closedir(d);
+        (void) rmdir(dir);
+}
+
 static void workload_remove(struct identity *id, struct workload *w) {
         queue_remove(id, w);
         for (size_t i = 0; i < id->n_workloads; i++)
@@ -125,14 +149,18 @@ static void workload_remove(struct identity *id, struct workload *w) {
                         break;
                 }
         _cleanup_free_ char *dir = tls_dir(id, w);
-        if (dir)
+        if (dir && w->service)
+                remove_service_files(dir);
+        else if (dir)
                 (void) rm_rf(dir);
         log_workload_full_errno(w, LOG_INFO, 0, "%s gone: certificate dropped", w->service ? "service" : "pod");
         _cleanup_free_ char *uid = strdup(w->uid);
+        bool pod = !w->service;
         workload_free(w);
         if (uid) {
                 /* The gate no longer concerns the pod (it is gone or wants no identity). */
-                pod_gates_changed(id->manager->pod_gates, uid);
+                if (pod)
+                        pod_gates_changed(id->manager->pod_gates, uid);
                 waitq_wake(id->waiters, uid);
         }
 }
@@ -359,7 +387,8 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
         (void) metric_inc(id->m_failed, "workload");
-        pod_gates_changed(id->manager->pod_gates, w->uid);
+        if (!w->service)
+                pod_gates_changed(id->manager->pod_gates, w->uid);
         waitq_wake(id->waiters, w->uid);
         queue_push(id, w); /* issue again as soon as the issuer can */
         return 0;
@@ -394,7 +423,7 @@ static void issue_one(struct identity *id, struct workload *w) {
         (void) format_rfc3339(w->info.not_after, until, sizeof(until));
         log_workload_full_errno(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
                      w->spiffe, until);
-        if (!had)
+        if (!had && !w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
         waitq_wake(id->waiters, w->uid);
 }
@@ -599,7 +628,7 @@ static void sync_service(struct identity *id, const struct service_settings *s) 
                 w->service = created = true;
         }
         if (w->tls_dir && !streq_ptr(w->tls_dir, s->tls_dir))
-                (void) rm_rf(w->tls_dir); /* its key goes with the old place */
+                remove_service_files(w->tls_dir); /* its key goes with the old place */
         if (set_string(&w->name, s->unit, &changed) < 0 || set_string(&w->spiffe, spiffe, &changed) < 0 ||
             set_string(&w->user, s->user, &changed) < 0 || set_string(&w->tls_dir, s->tls_dir, &changed) < 0 ||
             set_strv(&w->dns_names, s->dns_names, &changed) < 0) {

@@ -126,7 +126,17 @@ def test_a_service_gets_its_own_identity_and_nothing_else(agent_factory, tmp_dir
     p = read_as(STRANGER, os.path.join(tls, "key.pem"))
     assert p.returncode != 0 and "PRIVATE KEY" not in p.stdout, p
 
-    # A section removed on reload: its unit is nobody again.
+    # A section removed on reload: its unit is nobody again, and what the agent wrote for it goes
+    # (only that: the operator named the directory).
+    own = os.path.join(tls, "operator-notes.txt")
+    with open(own, "w") as f:
+        f.write("mine\n")
+    del a.sections["service.web"]
+    a.write_config()
+    a.sighup()
+    wait_until(lambda: service_state(a, "web.service") is None, timeout=10, desc="web's identity dropped")
+    assert sorted(os.listdir(tls)) == ["operator-notes.txt"]
+    os.unlink(own)
     del a.sections["service.db"]
     a.write_config()
     a.sighup()
