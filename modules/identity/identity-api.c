@@ -18,10 +18,10 @@
 #include <openssl/crypto.h>
 
 #include "caller.h"
+#include "fsutil.h"
 #include "identity.h"
 #include "json.h"
 #include "log.h"
-#include "fsutil.h"
 #include "parse-util.h"
 #include "strv.h"
 
