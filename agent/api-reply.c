@@ -10,6 +10,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <openssl/crypto.h>
+
 #include "api-internal.h"
 
 /* A stream whose reader does not keep up is cut off rather than buffered without bound: a
@@ -56,6 +58,42 @@ static struct MHD_Response *response_from_text(char *text, size_t size, const ch
         resp = MHD_create_response_from_buffer(size, text, MHD_RESPMEM_MUST_FREE);
         if (!resp) {
                 free(text);
+                return NULL;
+        }
+        if (content_type && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES) {
+                MHD_destroy_response(resp);
+                return NULL;
+        }
+        return resp;
+}
+
+/* A body that holds a secret (a private key): wiped, then freed, when libmicrohttpd drops the
+ * response after the last byte is sent or the client went away, so no copy of the key stays in
+ * the heap for a later allocation to expose. */
+struct secret_body {
+        char *text;
+        size_t size;
+};
+
+static void secret_body_free(void *cls) {
+        struct secret_body *b = cls;
+        OPENSSL_cleanse(b->text, b->size);
+        free(b->text);
+        free(b);
+}
+
+static struct MHD_Response *response_from_secret(char *text, size_t size, const char *content_type) {
+        struct secret_body *b = malloc(sizeof(*b));
+        struct MHD_Response *resp = NULL;
+
+        if (b) {
+                *b = (struct secret_body) { .text = text, .size = size };
+                resp = MHD_create_response_from_buffer_with_free_callback_cls(size, text, secret_body_free, b);
+        }
+        if (!resp) {
+                OPENSSL_cleanse(text, size);
+                free(text);
+                free(b);
                 return NULL;
         }
         if (content_type && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) != MHD_YES) {
@@ -161,6 +199,19 @@ int api_reply_text(struct api_request *r, unsigned status, const char *content_t
         if (!text && size > 0)
                 return request_respond(r, status, NULL);
         return request_respond(r, status, response_from_text(text, size, content_type));
+}
+
+int api_reply_secret(struct api_request *r, unsigned status, const char *content_type, char *text,
+                     size_t size) {
+        if (!request_may_reply(r)) {
+                if (text)
+                        OPENSSL_cleanse(text, size);
+                free(text);
+                return -EALREADY;
+        }
+        if (!text)
+                return request_respond(r, status, NULL);
+        return request_respond(r, status, response_from_secret(text, size, content_type));
 }
 
 int api_reply_error(struct api_request *r, unsigned status, const char *format, ...) {

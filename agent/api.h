@@ -120,6 +120,10 @@ const char *api_request_body(const struct api_request *r, size_t *ret_size);
 int api_reply_json(struct api_request *r, unsigned status, cJSON *body);
 int api_reply_text(struct api_request *r, unsigned status, const char *content_type, char *text,
                    size_t size);
+/* As api_reply_text() for a body holding a secret (a private key): the body is wiped
+ * (OPENSSL_cleanse) when the response is freed, after it was sent or the client went away. */
+int api_reply_secret(struct api_request *r, unsigned status, const char *content_type, char *text,
+                     size_t size);
 int api_reply_error(struct api_request *r, unsigned status, const char *format, ...) _printf_(3, 4);
 
 /* Long-poll: keep the request open. The handler must return 0 after calling this. The request

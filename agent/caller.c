@@ -10,15 +10,38 @@
 #include "peer-pod.h"
 #include "pod-store.h"
 #include "pods.h"
+#include "service.h"
 #include "string-table.h"
 
 static const char *const caller_kind_table[_CALLER_KIND_MAX] = {
         [CALLER_HOST] = "host",
         [CALLER_SOCKET_GROUP] = "socket-group",
         [CALLER_POD] = "pod",
+        [CALLER_SERVICE] = "service",
         [CALLER_OUTSIDER] = "outsider",
 };
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(caller_kind, enum caller_kind);
+
+/* Rule 4: the configured service whose cgroup the peer runs in. 1: it is; 0: it is in no
+ * configured service; negative: it cannot be attested. */
+static int resolve_service(const struct caller_place *place, const struct api_peer *peer, struct caller *ret) {
+        _cleanup_free_ char *unit = NULL;
+        const struct service_settings *s;
+        int r;
+
+        if (place->n_services == 0)
+                return 0;
+        r = peer_service_lookup(place->proc_root, place->service_roots, peer->pid, peer->start_time, &unit);
+        if (r <= 0)
+                return r;
+        s = service_find_unit(place->services, place->n_services, unit);
+        if (!s)
+                return 0;
+        ret->kind = CALLER_SERVICE;
+        ret->unit = TAKE_PTR(unit);
+        ret->service = s;
+        return 1;
+}
 
 /* Rule 2: root or socket-group where it runs, in no pod or in the agent's own one. */
 static void resolve_by_credentials(const struct api_peer *peer, struct caller *ret) {
@@ -44,23 +67,34 @@ void caller_resolve_peer(const struct caller_place *place, const struct api_peer
                 ret->pod_error = r;
                 return;
         }
-        if (r == 0 || (peer->privileged && streq_ptr(where.uid, place->own_pod_uid))) {
+        if (r == 0) {
+                r = resolve_service(place, peer, ret);
+                if (r < 0) {
+                        log_debug("Cannot attest which service caller pid %d runs in: %s", (int) peer->pid, strerror(-r));
+                        ret->pod_error = r;
+                }
+                if (r == 0)
+                        resolve_by_credentials(peer, ret);
+                return;
+        }
+        if (peer->privileged && streq_ptr(where.uid, place->own_pod_uid)) {
                 resolve_by_credentials(peer, ret);
                 return;
         }
 
         /* In a pod: that pod whatever its uid, or nobody. */
         ret->cgroup_pod_uid = strdup(where.uid);
-        p = place->pods ? pod_store_get(place->pods, where.uid) : NULL;
+        p = place->pods ? pod_store_get_by_cgroup(place->pods, where.uid, place->node_name) : NULL;
         if (!p)
                 ret->pod_error = -ENXIO;
         else if (!pod_has_container(p, where.container_id)) {
                 log_debug("Caller pid %d runs in pod %s but in none of its containers (%s)", (int) peer->pid,
                           where.uid, where.container_id ?: "no container");
                 ret->pod_error = -EPERM;
-        } else {
+        } else if (!(ret->pod_uid = strdup(p->uid))) /* the store's: a mirror pod's is not its cgroup's */
+                ret->pod_error = -ENOMEM;
+        else {
                 ret->kind = CALLER_POD;
-                ret->pod_uid = TAKE_PTR(where.uid);
                 ret->pod = p;
         }
 }
@@ -69,6 +103,10 @@ static struct caller_place manager_place(struct manager *m) {
         return (struct caller_place) {
                 .pod_roots = m->settings.pod_cgroup_roots,
                 .own_pod_uid = m->own_pod_uid,
+                .node_name = m->settings.node_name,
+                .service_roots = m->settings.service_cgroup_roots,
+                .services = m->settings.services,
+                .n_services = m->settings.n_services,
                 .pods = m->pods,
         };
 }
@@ -91,6 +129,8 @@ void caller_done(struct caller *c) {
                 return;
         c->pod_uid = mfree(c->pod_uid);
         c->cgroup_pod_uid = mfree(c->cgroup_pod_uid);
+        c->unit = mfree(c->unit);
+        c->service = NULL;
         c->pod = NULL;
 }
 
@@ -98,6 +138,8 @@ const char *caller_refusal(const struct caller *c) {
         switch (c->kind) {
         case CALLER_POD:
                 return "a pod may ask only about its own pod";
+        case CALLER_SERVICE:
+                return "a service may ask only for its own identity";
         case CALLER_HOST:
         case CALLER_SOCKET_GROUP:
         case CALLER_OUTSIDER:

@@ -11,12 +11,17 @@
  *   1. where the peer runs, attested from its cgroup and start time below the pod roots
  *      (peer-pod.h). Cannot be attested (gone, PID reused, not the kubelet's layout):
  *      CALLER_OUTSIDER, never the host.
- *   2. in no pod, or in the agent's own pod (a DaemonSet's `kubectl exec`), with root or
+ *   2. in no pod and no configured service, or in the agent's own pod (a DaemonSet's `kubectl exec`), with root or
  *      socket-group credentials: CALLER_HOST / CALLER_SOCKET_GROUP, privileged.
- *   3. in a pod this node knows and, when its status lists containers, in one of them:
+ *   3. in a pod this node knows (by the UID its cgroup names, or for a static pod, whose
+ *      cgroup names its config hash, its mirror pod: pod_store_get_by_cgroup()) and, when its
+ *      status lists containers, in one of them:
  *      CALLER_POD, whatever its uid, never privileged. In a pod this node does not know, or
  *      in none of its listed containers: CALLER_OUTSIDER.
- *   4. else (in no pod, ordinary credentials): CALLER_OUTSIDER. */
+ *   4. in no pod, in the cgroup of a configured systemd service (a unit directly below a
+ *      service root with a [service.NAME] section, service.h): CALLER_SERVICE, whatever its
+ *      uid (its root too is the service, not the host), never privileged.
+ *   5. else (in no pod, ordinary credentials): CALLER_OUTSIDER. */
 
 #include <stdbool.h>
 
@@ -28,6 +33,7 @@ struct api_request;
 struct manager;
 struct pod;
 struct pod_store;
+struct service_settings;
 
 /* What the rule needs besides the peer. */
 struct caller_place {
@@ -35,12 +41,17 @@ struct caller_place {
         char *const *pod_roots;       /* [agent] pod-cgroup-roots */
         const char *own_pod_uid;      /* the pod piniond itself runs in; NULL: none */
         const struct pod_store *pods; /* the node's pods; NULL: none known */
+        const char *node_name;        /* this node: whose mirror pods stand for static pods */
+        char *const *service_roots;   /* [agent] service-cgroup-roots */
+        struct service_settings *const *services; /* [service.NAME] */
+        size_t n_services;
 };
 
 enum caller_kind {
         CALLER_HOST,         /* root, in no pod (or in the agent's own pod) */
         CALLER_SOCKET_GROUP, /* a member of socket-group, in no pod (or in the agent's own pod) */
         CALLER_POD,          /* a process of a pod on this node (pod_uid, pod) */
+        CALLER_SERVICE,      /* a process of a configured systemd service (unit, service) */
         CALLER_OUTSIDER,     /* anyone else: the public routes only */
         _CALLER_KIND_MAX,
 };
@@ -48,8 +59,10 @@ enum caller_kind {
 struct caller {
         enum caller_kind kind;
         bool privileged; /* CALLER_HOST or CALLER_SOCKET_GROUP: sees every pod's entries */
-        char *pod_uid;   /* CALLER_POD: the attested pod's UID (owned) */
+        char *pod_uid;   /* CALLER_POD: the attested pod's UID in the store (owned) */
         struct pod *pod; /* CALLER_POD: its pod-store entry (borrowed: valid while the handler runs) */
+        char *unit;      /* CALLER_SERVICE: the unit its cgroup names (owned) */
+        const struct service_settings *service; /* CALLER_SERVICE: its section (borrowed, as pod) */
         /* Why the caller has no pod: 0 when it runs in none (or is CALLER_POD); -ENXIO when it
          * runs in a pod this node does not know; -EPERM when it runs in none of the containers
          * its pod's status lists; else why its pod cannot be attested (the process gone, its

@@ -10,6 +10,7 @@
 #include "manager.h"
 #include "module.h"
 #include "peer-pod.h"
+#include "service.h"
 #include "socket-trust.h"
 #include "strv.h"
 
@@ -45,12 +46,13 @@ static int parse_node_name(const char *v, void *ret, const char **reason) {
         return config_parse_string(v, ret, reason);
 }
 
-static int parse_pod_cgroup_roots(const char *v, void *ret, const char **reason) {
+/* Either list of cgroup roots: at least one, each a plain absolute path. */
+static int parse_cgroup_roots(const char *v, void *ret, const char **reason) {
         _cleanup_strv_free_ char **roots = NULL;
         int r = config_parse_strv(v, &roots, reason);
         if (r < 0)
                 return r;
-        /* No root would make every pod's root the host's. */
+        /* No pod root would make every pod's root the host's. */
         if (!roots) {
                 *reason = "expected at least one cgroup path";
                 return -EINVAL;
@@ -73,7 +75,9 @@ static const struct config_key agent_keys[] = {
         { "socket-mode", config_parse_mode, FIELD(socket_mode), "0660" },
         { "socket-group", parse_group, FIELD(socket_group), NULL, config_free_string },
         { "pods-dir", config_parse_path, FIELD(pods_dir), "/etc/pinion/pods.d", config_free_string },
-        { "pod-cgroup-roots", parse_pod_cgroup_roots, FIELD(pod_cgroup_roots), POD_CGROUP_ROOTS_DEFAULT,
+        { "pod-cgroup-roots", parse_cgroup_roots, FIELD(pod_cgroup_roots), POD_CGROUP_ROOTS_DEFAULT,
+          config_free_strv },
+        { "service-cgroup-roots", parse_cgroup_roots, FIELD(service_cgroup_roots), SERVICE_CGROUP_ROOTS_DEFAULT,
           config_free_strv },
         { "log-level", parse_log_level, FIELD(log_level), "info", config_free_string },
         { "log-format", parse_log_format, FIELD(log_format), "auto", config_free_string },
@@ -85,6 +89,9 @@ static const struct config_key agent_keys[] = {
 
 void agent_settings_done(struct agent_settings *s) {
         config_free_fields(agent_keys, s);
+        services_free(s->services, s->n_services);
+        s->services = NULL;
+        s->n_services = 0;
 }
 
 int agent_settings_socket_gid(const struct agent_settings *s, gid_t *ret) {
@@ -161,6 +168,10 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
                 return r;
         r = config_parse_section(c, "agent", agent_keys, &s, ret_error);
         if (r >= 0)
+                r = services_parse(c, &s.services, &s.n_services, ret_error);
+        if (r >= 0)
+                r = services_check_tls_dirs(c, s.services, s.n_services, s.socket, ret_error);
+        if (r >= 0)
                 r = validate_modules(c, ret_error);
         if (r >= 0)
                 r = config_check_unclaimed(c, ret_error);
@@ -215,6 +226,8 @@ int manager_list_config_keys(FILE *out) {
                 return r;
         config_set_table_observer(list_table, &l);
         r = config_parse_section(c, "agent", agent_keys, &s, &error);
+        if (r >= 0)
+                r = services_parse(c, &s.services, &s.n_services, &error);
         agent_settings_done(&s);
         if (r >= 0)
                 r = validate_modules(c, &error);

@@ -36,10 +36,15 @@ struct agent_settings {
         char *socket_group;
         char *pods_dir;
         char **pod_cgroup_roots; /* where the kubelet puts pods' cgroups (peer-pod.h) */
+        char **service_cgroup_roots; /* the slices whose units are services (service.h) */
         char *log_level;
         char *log_format;
         usec_t stop_timeout;
         bool drop_capabilities;
+        /* [service.NAME]: systemd services that get an identity (service.h). Not in the
+         * [agent] table: parsed from their own sections with the agent's settings. */
+        struct service_settings **services;
+        size_t n_services;
 };
 
 struct manager_options {

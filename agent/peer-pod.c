@@ -286,12 +286,10 @@ int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *
         return 1;
 }
 
-int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, uint64_t start_time,
-                    struct peer_pod *ret) {
+int proc_cgroup_read(const char *proc_root, pid_t pid, uint64_t start_time, char **ret) {
         _cleanup_free_ char *path = NULL, *text = NULL;
-        _cleanup_(peer_pod_done) struct peer_pod pod = {};
         uint64_t now;
-        int r, found;
+        int r;
 
         if (pid <= 0 || !ret)
                 return -EINVAL;
@@ -309,20 +307,27 @@ int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, uint64
                 return -ESRCH;
         if (r < 0)
                 return r;
-        found = pod_from_proc_cgroup(text, roots, &pod);
-        if (found < 0)
-                return found;
         /* Checked again after the read: the cgroup we read must be the connected process's. */
         r = proc_start_time(proc_root, pid, &now);
         if (r < 0)
                 return r;
         if (now != start_time)
                 return -ESRCH;
-        if (found == 0)
-                return 0;
-        *ret = pod;
-        pod = (struct peer_pod) {};
-        return 1;
+        *ret = TAKE_PTR(text);
+        return 0;
+}
+
+int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, uint64_t start_time,
+                    struct peer_pod *ret) {
+        _cleanup_free_ char *text = NULL;
+        int r;
+
+        if (pid <= 0 || !ret)
+                return -EINVAL;
+        r = proc_cgroup_read(proc_root, pid, start_time, &text);
+        if (r < 0)
+                return r;
+        return pod_from_proc_cgroup(text, roots, ret);
 }
 
 int self_pod_lookup(const char *proc_root, char *const *roots, struct peer_pod *ret) {

@@ -58,6 +58,10 @@ int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret);
  * layout, or the lines name different pods or containers. */
 int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *ret);
 
+/* The text of /proc/PID/cgroup, read between two checks that the process's start time is
+ * start_time (so it is the connected process's). -ESRCH as for peer_pod_lookup(). */
+int proc_cgroup_read(const char *proc_root, pid_t pid, uint64_t start_time, char **ret);
+
 /* The pod of process pid, whose start time must be start_time (from proc_start_time() when
  * the peer connected). 1: *ret set. 0: not in a pod. -ESRCH: the process is gone, its PID
  * now belongs to another process, or start_time is 0 (unknown: nothing can be attested).

@@ -171,6 +171,35 @@ static int parse_kv(const cJSON *meta, const char *key, struct pod_kv **kv, size
         return 1;
 }
 
+/* metadata.ownerReferences[]: only a Node owner is kept (a mirror pod's kubelet). */
+static int parse_owner_node(struct pod *p, const cJSON *meta, char **error) {
+        const cJSON *refs, *e;
+        size_t i = 0;
+        int r;
+
+        r = get_array(meta, "metadata", "ownerReferences", &refs, error);
+        if (r <= 0)
+                return r;
+        cJSON_ArrayForEach(e, refs) {
+                _cleanup_free_ char *kind = NULL, *api_version = NULL, *name = NULL;
+                char path[48];
+
+                (void) snprintf(path, sizeof(path), "metadata.ownerReferences[%zu]", i++);
+                if (!cJSON_IsObject(e))
+                        return parse_error(error, "%s: not an object", path);
+                if ((r = get_string(e, path, "kind", &kind, error)) < 0 ||
+                    (r = get_string(e, path, "apiVersion", &api_version, error)) < 0 ||
+                    (r = get_string(e, path, "name", &name, error)) < 0)
+                        return r;
+                if (!streq_ptr(kind, "Node") || !streq_ptr(api_version, "v1") || isempty(name))
+                        continue;
+                if (p->owner_node)
+                        return parse_error(error, "%s: a second Node owner", path);
+                p->owner_node = TAKE_PTR(name);
+        }
+        return 0;
+}
+
 static int parse_metadata(struct pod *p, const cJSON *obj, const char *uid_fallback, char **error) {
         const cJSON *meta;
         int r;
@@ -221,7 +250,7 @@ static int parse_metadata(struct pod *p, const cJSON *obj, const char *uid_fallb
         r = parse_kv(meta, "labels", &p->labels, &p->n_labels, error);
         if (r < 0)
                 return r;
-        return 0;
+        return parse_owner_node(p, meta, error);
 }
 
 static int parse_port(struct pod_port *port, const cJSON *obj, const char *path, char **error) {

@@ -517,6 +517,22 @@ struct pod *pod_store_get(const struct pod_store *s, const char *uid) {
         return found ? s->by_uid[i] : NULL;
 }
 
+struct pod *pod_store_get_by_cgroup(const struct pod_store *s, const char *uid, const char *node_name) {
+        struct pod *match = NULL;
+
+        struct pod *p = pod_store_get(s, uid);
+        if (p || !s || !uid)
+                return p;
+        /* A static pod: two pods claiming one can tell us nothing about which it is. */
+        for (size_t i = 0; i < s->n_pods; i++)
+                if (pod_is_static_pod(s->by_uid[i], uid, node_name)) {
+                        if (match)
+                                return NULL;
+                        match = s->by_uid[i];
+                }
+        return match;
+}
+
 struct pod *pod_store_find(const struct pod_store *s, const char *namespace, const char *name) {
         size_t i;
 

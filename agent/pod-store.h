@@ -59,6 +59,11 @@ int pod_store_set_ips(struct pod_store *s, const char *uid, const char *namespac
                       char *const *ips);
 
 struct pod *pod_store_get(const struct pod_store *s, const char *uid);
+/* The pod a process in the kubelet's cgroup for pod uid belongs to: the pod with that uid, else
+ * the one pod that speaks for the static pod uid names on node node_name (pod_is_static_pod():
+ * its mirror pod, or a pods-dir pod carrying its config hash); NULL if none, or if more than
+ * one claims it. */
+struct pod *pod_store_get_by_cgroup(const struct pod_store *s, const char *uid, const char *node_name);
 struct pod *pod_store_find(const struct pod_store *s, const char *namespace, const char *name);
 size_t pod_store_size(const struct pod_store *s);
 /* Pods owned by source (as pod_store_replace_source() counts ownership). */

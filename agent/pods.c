@@ -27,6 +27,7 @@ static struct pod *pod_free(struct pod *p) {
         free(p->namespace);
         free(p->name);
         free(p->node_name);
+        free(p->owner_node);
         free(p->service_account);
         free(p->phase);
         free(p->resource_version);
@@ -92,6 +93,7 @@ int pod_copy_with_ips(const struct pod *p, char *const *ips, struct pod **ret) {
         if (r >= 0) r = dup_opt(p->namespace, &c->namespace);
         if (r >= 0) r = dup_opt(p->name, &c->name);
         if (r >= 0) r = dup_opt(p->node_name, &c->node_name);
+        if (r >= 0) r = dup_opt(p->owner_node, &c->owner_node);
         if (r >= 0) r = dup_opt(p->service_account, &c->service_account);
         if (r >= 0) r = dup_opt(p->phase, &c->phase);
         if (r >= 0) r = dup_opt(p->resource_version, &c->resource_version);
@@ -174,6 +176,19 @@ bool pod_has_container(const struct pod *p, const char *id) {
         return id && strv_contains(p->container_ids, id);
 }
 
+static bool source_is_pods_dir(const char *source) {
+        return source && (streq(source, "pods-dir") || strncmp(source, "pods-dir:", 9) == 0);
+}
+
+bool pod_is_static_pod(const struct pod *p, const char *uid, const char *node_name) {
+        if (!p || isempty(uid))
+                return false;
+        if (source_is_pods_dir(p->source))
+                return streq_ptr(pod_annotation(p, POD_ANNOTATION_CONFIG_HASH), uid);
+        return !isempty(node_name) && streq_ptr(pod_annotation(p, POD_ANNOTATION_CONFIG_MIRROR), uid) &&
+               streq_ptr(p->owner_node, node_name) && streq_ptr(p->node_name, node_name);
+}
+
 const char *pod_primary_ip(const struct pod *p) {
         return p && p->ips ? p->ips[0] : NULL;
 }
@@ -214,6 +229,7 @@ bool pod_equal(const struct pod *a, const struct pod *b) {
                 return false;
         return streq_ptr(a->uid, b->uid) && streq_ptr(a->namespace, b->namespace) &&
                streq_ptr(a->name, b->name) && streq_ptr(a->node_name, b->node_name) &&
+               streq_ptr(a->owner_node, b->owner_node) &&
                streq_ptr(a->service_account, b->service_account) && streq_ptr(a->phase, b->phase) &&
                a->host_network == b->host_network && strv_equal(a->ips, b->ips) && conditions_equal(a, b) &&
                strv_equal(a->container_ids, b->container_ids) &&

@@ -40,6 +40,9 @@ struct pod {
         char *name;
         char *node_name;       /* spec.nodeName */
         char *service_account; /* spec.serviceAccountName, "default" if absent */
+        /* The name in metadata.ownerReferences[] of kind Node (apiVersion v1), or NULL: the
+         * kubelet sets it on the mirror pods it creates for its static pods, naming its node. */
+        char *owner_node;
         char *phase;           /* status.phase, "Pending" if absent */
         char *resource_version;
         bool host_network;
@@ -93,3 +96,14 @@ const char *pod_primary_ip(const struct pod *p);           /* ips[0] or NULL */
 /* Whether a process in container id (NULL: in the pod's own cgroup) may speak for the pod:
  * always when the status lists no containers, else when id is one of them. */
 bool pod_has_container(const struct pod *p, const char *id);
+
+#define POD_ANNOTATION_CONFIG_HASH "kubernetes.io/config.hash"
+#define POD_ANNOTATION_CONFIG_MIRROR "kubernetes.io/config.mirror"
+/* Whether p speaks for the static pod the kubelet runs in cgroups named for uid (its config
+ * hash), on node node_name: either a mirror pod of that static pod, annotated
+ * kubernetes.io/config.mirror: <uid> and owned by the Node node_name (the apiserver lets only
+ * that node's kubelet create such a pod, and refuses the annotation on any other pod; the
+ * ownership is checked here as well so that an apiserver not enforcing it, or a pod bound to
+ * another node, cannot capture the static pod's identity), or a pod from this node's pods-dir
+ * (the operator's own files) annotated kubernetes.io/config.hash: <uid>. */
+bool pod_is_static_pod(const struct pod *p, const char *uid, const char *node_name);

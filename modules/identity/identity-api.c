@@ -4,6 +4,8 @@
  *
  *   caller inside a pod        → that pod's certificate, key and bundle (?wait=DUR long-polls
  *                                until the certificate changes)
+ *   a configured systemd       → that service's, the same way
+ *   service ([service.NAME])
  *   root/socket-group, no pod  → the node certificate and a table of workload certificates
  *                                (never a private key); ?pod=NS/NAME: one pod's status
  *   anybody else               → 403
@@ -16,6 +18,7 @@
 #include <openssl/crypto.h>
 
 #include "caller.h"
+#include "fsutil.h"
 #include "identity.h"
 #include "json.h"
 #include "log.h"
@@ -38,8 +41,8 @@ static int reply_own(struct identity *id, struct api_request *req, const struct 
                 if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*san)))
                         return api_reply_error(req, 500, "out of memory");
         /* Rendered here rather than by api_reply_json so the copies of the key this function made
-         * (cJSON's string, the first rendering) are wiped. The reply text itself is freed by
-         * libmicrohttpd after sending (MHD_RESPMEM_MUST_FREE in the core API), unwiped. */
+         * (cJSON's string, the first rendering) are wiped; the reply text itself is wiped when
+         * libmicrohttpd is done with it (api_reply_secret). */
         char *text = cJSON_PrintUnformatted(o);
         cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "private_key");
         if (cJSON_IsString(k))
@@ -57,11 +60,13 @@ static int reply_own(struct identity *id, struct api_request *req, const struct 
         free(text);
         if (!line)
                 return api_reply_error(req, 500, "out of memory");
-        return api_reply_text(req, 200, "application/json", line, n + 1);
+        return api_reply_secret(req, 200, "application/json", line, n + 1);
 }
 
 static int reply_for(struct identity *id, struct api_request *req, const char *uid) {
         struct workload *w = workload_find(id, uid);
+        if (!w && startswith(uid, "service:"))
+                return api_reply_error(req, 404, "this service has no identity");
         if (!w)
                 return api_reply_error(req, 404, "this pod has no identity (annotate it %s: \"true\")", IDENTITY_ANNOTATION);
         if (!w->chain_pem)
@@ -108,6 +113,25 @@ int identity_find_pod(struct identity *id, const char *ns_name, struct workload 
         return 0;
 }
 
+int identity_caller_workload(struct identity *id, const struct caller *c, struct workload **ret) {
+        struct workload *w;
+
+        switch (c->kind) {
+        case CALLER_POD:
+                w = workload_find(id, c->pod_uid);
+                break;
+        case CALLER_SERVICE:
+                w = workload_find_unit(id, c->unit);
+                break;
+        default:
+                return -EPERM;
+        }
+        if (!w)
+                return -ENOENT;
+        *ret = w;
+        return 0;
+}
+
 static int overview(struct identity *id, struct api_request *req) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         cJSON *node, *list;
@@ -125,6 +149,8 @@ static int overview(struct identity *id, struct api_request *req) {
                 cJSON *w = cJSON_CreateObject();
                 if (!w || !cJSON_AddItemToArray(list, w) || workload_status(id->workloads[i], w) < 0)
                         return api_reply_error(req, 500, "out of memory");
+                if (id->workloads[i]->service)
+                        continue; /* no pod, no gate */
                 /* The "identity" pod gate as zkreg sees it: closed until the certificate exists. */
                 const struct pod *p = pod_store_get(id->manager->pods, id->workloads[i]->uid);
                 _cleanup_free_ char *why = NULL;
@@ -134,6 +160,19 @@ static int overview(struct identity *id, struct api_request *req) {
                         return api_reply_error(req, 500, "out of memory");
         }
         return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+/* A configured service, for itself only: the same answer a pod gets. */
+static int handle_service(struct identity *id, struct api_request *req, const struct caller *c, const char *pod,
+                          usec_t timeout) {
+        if (pod)
+                return caller_reply_forbidden(req, c, "identity of a pod");
+        struct workload *w = workload_find_unit(id, c->unit);
+        if (!w)
+                return api_reply_error(req, 404, "this service has no identity");
+        if (!timeout)
+                return reply_for(id, req, w->uid);
+        return waitq_hold(id->waiters, req, w->uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
 }
 
 static int handle_identity(struct api_request *req, void *userdata) {
@@ -151,6 +190,8 @@ static int handle_identity(struct api_request *req, void *userdata) {
          * attested or is not on this node gets nothing, not even as root: it might be a pod. */
         if (c.kind == CALLER_OUTSIDER || caller_pod_unknown(&c))
                 return caller_reply_forbidden(req, &c, "identity");
+        if (c.kind == CALLER_SERVICE)
+                return handle_service(id, req, &c, pod, timeout);
         if (c.kind != CALLER_POD) {
                 if (pod) {
                         struct workload *w = NULL;

@@ -386,6 +386,7 @@ static int identity_begin(struct identity *id) {
         if (pod_store_list(m->pods, &pods, &n) >= 0)
                 for (size_t i = 0; i < n; i++)
                         workloads_on_pod(m->pods, NULL, pods[i], id);
+        workloads_sync_services(id);
         workloads_issuer_changed(id);
         if (!isempty(id->settings->pod_tls_dir) && !id->sweep_timer) {
                 r = sd_event_add_time_relative(m->event, &id->sweep_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC / 10,
@@ -507,9 +508,11 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
         identity_settings_free(o);
         if (!same) /* was disabled: start now */
                 return identity_start(mi);
-        /* The JWT key files may have moved: read them again (a broken one keeps the old keys). */
-        if (id->running)
+        if (id->running) {
+                workloads_sync_services(id); /* the agent's [service.NAME] sections are the new ones by now */
+                /* The JWT key files may have moved: read them again (a broken one keeps the old keys). */
                 return identity_jwt_start(id);
+        }
         return 0;
 }
 

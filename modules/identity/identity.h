@@ -69,7 +69,12 @@ struct jwt_file_stamp {
 
 struct workload {
         struct identity *id;
+        /* A pod's: uid is the pod's. A systemd service's ([service.NAME]): uid is
+         * "service:NAME", name the unit, and its files go to tls_dir, owned by user. */
         char *uid, *ns, *name, *sa, *ip;
+        bool service;
+        char *tls_dir, *user;
+        char **dns_names;
         char *spiffe;
         char *key_pem;   /* private: only ever to the pod itself (and its pod-tls-dir) */
         char *chain_pem;
@@ -77,6 +82,7 @@ struct workload {
         usec_t rotate_at;
         unsigned generation; /* bumps with every new certificate */
         bool queued, rotation;
+        bool new_dir; /* its files go to a directory not written yet (first issue, new tls-dir) */
         char *last_error;
         sd_event_source *timer;
         sd_event_source *expiry_timer; /* at notAfter: the gate closes, listeners are told */
@@ -140,6 +146,11 @@ void workloads_free_all(struct identity *id);
 int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed);
 usec_t workloads_nearest_expiry(struct identity *id);
 int workload_status(const struct workload *w, cJSON *o);
+/* Makes the service workloads those of the agent's [service.NAME] sections: new ones queued,
+ * changed ones reissued, gone ones (and their files) removed. At start and on reload. */
+void workloads_sync_services(struct identity *id);
+/* The workload of the configured service for unit, or NULL. */
+struct workload *workload_find_unit(struct identity *id, const char *unit);
 
 /* jwt-keys.c */
 /* (Re)loads the JWT keys from the settings' files; a failure keeps the previous set and is
@@ -163,6 +174,11 @@ int identity_api_register(struct identity *id);
 /* The workload of pod "NAMESPACE/NAME": -EINVAL if not that shape, -ENOENT if no such pod has
  * an identity here. */
 int identity_find_pod(struct identity *id, const char *ns_name, struct workload **ret);
+struct caller;
+/* The workload a caller is answered for itself: its pod's (CALLER_POD) or its service's
+ * (CALLER_SERVICE). 0: *ret set. -ENOENT: that pod or service has no identity. -EPERM: the
+ * caller is neither (host, socket-group, outsider). */
+int identity_caller_workload(struct identity *id, const struct caller *c, struct workload **ret);
 /* The queue of /v1/identity?wait= long-polls, woken (waitq_wake) with a pod's uid when its
  * certificate changes or the pod goes away. */
 int identity_waiters_new(struct identity *id);

@@ -54,7 +54,8 @@ static char **audiences_of(const cJSON *o) {
         return v;
 }
 
-/* The workload the caller may have a token for: its own pod's; a privileged caller's "pod". */
+/* The workload the caller may have a token for: its own pod's or service's; a privileged
+ * caller's "pod". */
 static int caller_workload(struct identity *id, struct api_request *req, const cJSON *body, struct workload **ret) {
         const cJSON *pod = cJSON_GetObjectItemCaseSensitive(body, "pod");
         _cleanup_(caller_done) struct caller c = {};
@@ -62,13 +63,14 @@ static int caller_workload(struct identity *id, struct api_request *req, const c
         caller_resolve(id->manager, req, &c);
         if (c.kind == CALLER_OUTSIDER || caller_pod_unknown(&c))
                 return caller_reply_forbidden(req, &c, "JWT-SVID");
-        if (c.kind == CALLER_POD) {
-                if (pod) /* a pod asks for another: none of its business */
+        if (c.kind == CALLER_POD || c.kind == CALLER_SERVICE) {
+                if (pod) /* a workload asks for another: none of its business */
                         return caller_reply_forbidden(req, &c, "JWT-SVID of another pod");
-                *ret = workload_find(id, c.pod_uid);
-                if (!*ret)
-                        return api_reply_error(req, 404, "this pod has no identity (annotate it %s: \"true\")",
-                                               IDENTITY_ANNOTATION);
+                if (identity_caller_workload(id, &c, ret) < 0)
+                        return c.kind == CALLER_POD
+                                       ? api_reply_error(req, 404, "this pod has no identity (annotate it %s: \"true\")",
+                                                         IDENTITY_ANNOTATION)
+                                       : api_reply_error(req, 404, "this service has no identity");
                 return 0;
         }
         if (!cJSON_IsString(pod))

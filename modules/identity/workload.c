@@ -14,13 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "atomic-dir.h"
 #include "fsutil.h"
 #include "identity.h"
 #include "json.h"
 #include "log.h"
+#include "service.h"
 #include "strv.h"
 
 #define MODULE "identity"
@@ -95,6 +98,9 @@ static struct workload *workload_free(struct workload *w) {
         free(w->sa);
         free(w->ip);
         free(w->spiffe);
+        free(w->tls_dir);
+        free(w->user);
+        strv_free(w->dns_names);
         x509_free_secret(w->key_pem);
         free(w->chain_pem);
         cert_info_done(&w->info);
@@ -104,9 +110,35 @@ static struct workload *workload_free(struct workload *w) {
 }
 
 static char *tls_dir(struct identity *id, const struct workload *w) {
+        if (w->service)
+                return w->tls_dir ? strdup(w->tls_dir) : NULL;
         if (!id->settings->pod_tls_dir || !*id->settings->pod_tls_dir || !uid_ok(w->uid))
                 return NULL;
         return path_join(id->settings->pod_tls_dir, w->uid);
+}
+
+/* What the agent wrote in a service's tls-dir, and the directory if nothing else is left: the
+ * operator named it, so nothing of anyone else's in it goes. */
+static void remove_service_files(const char *dir) {
+        static const char *const links[] = { "cert.pem", "key.pem", "bundle.pem", ATOMIC_DIR_DATA, "..data_tmp" };
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        struct dirent *de;
+
+        if (dfd < 0)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(links); i++)
+                (void) unlinkat(dfd, links[i], 0);
+        DIR *d = opendir_at(dfd, ".");
+        if (!d)
+                return;
+        while (read_entry(d, &de) > 0) { /* the version directories: "..<timestamp>" */
+                struct stat st;
+                if (startswith(de->d_name, "..") && !streq(de->d_name, "..") &&
+                    fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode))
+                        (void) rm_rf_at(dfd, de->d_name);
+        }
+        closedir(d);
+        (void) rmdir(dir);
 }
 
 static void workload_remove(struct identity *id, struct workload *w) {
@@ -117,14 +149,18 @@ static void workload_remove(struct identity *id, struct workload *w) {
                         break;
                 }
         _cleanup_free_ char *dir = tls_dir(id, w);
-        if (dir)
+        if (dir && w->service)
+                remove_service_files(dir);
+        else if (dir)
                 (void) rm_rf(dir);
-        log_workload_full_errno(w, LOG_INFO, 0, "pod gone: certificate dropped");
+        log_workload_full_errno(w, LOG_INFO, 0, "%s gone: certificate dropped", w->service ? "service" : "pod");
         _cleanup_free_ char *uid = strdup(w->uid);
+        bool pod = !w->service;
         workload_free(w);
         if (uid) {
                 /* The gate no longer concerns the pod (it is gone or wants no identity). */
-                pod_gates_changed(id->manager->pod_gates, uid);
+                if (pod)
+                        pod_gates_changed(id->manager->pod_gates, uid);
                 waitq_wake(id->waiters, uid);
         }
 }
@@ -185,17 +221,51 @@ static void set_error(struct workload *w, const char *e) {
         w->last_error = e ? strdup(e) : NULL;
 }
 
-/* pod-tls-dir/<uid>/{cert.pem,key.pem,bundle.pem} through the ..data swap. The pod model does not
- * carry the pod's user (runAsUser), so the files are root's (0600 key): a pod that cannot be
- * root reads its identity from /v1/identity instead. */
+/* Who owns a workload's files: a service's user (with its primary group), else root. */
+static int files_owner(const struct workload *w, uid_t *ret_uid, gid_t *ret_gid) {
+        *ret_uid = 0;
+        *ret_gid = 0;
+        if (!w->user)
+                return 0;
+        struct passwd *pw = getpwnam(w->user);
+        if (!pw)
+                return -ENOENT; /* deleted since the config was read: write nothing rather than root's */
+        *ret_uid = pw->pw_uid;
+        *ret_gid = pw->pw_gid;
+        return 0;
+}
+
+/* The directory itself stays root's, with the owner's group let in (0750): were it the user's,
+ * the user could swap a version directory for a symlink while the agent writes and have root
+ * create files elsewhere. The files in it are the user's. */
+static int own_tls_dir(const char *dir, gid_t gid) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        if (fchown(fd, 0, gid) < 0 || fchmod(fd, gid ? 0750 : 0700) < 0)
+                return -errno;
+        return 0;
+}
+
+/* <dir>/{cert.pem,key.pem,bundle.pem} through the ..data swap, dir pod-tls-dir/<uid> for a pod
+ * and the service's tls-dir for a service. The pod model does not carry the pod's user
+ * (runAsUser), so a pod's files are root's (0600 key): a pod that cannot be root reads its
+ * identity from /v1/identity instead. A service's are its user's. */
 static int write_tls_dir(struct identity *id, struct workload *w) {
-        _cleanup_free_ char *dir = tls_dir(id, w), *version = NULL;
+        _cleanup_free_ char *dir = tls_dir(id, w), *version = NULL, *parent = NULL;
+        uid_t uid;
+        gid_t gid;
         int r;
 
         if (!dir)
                 return 0;
-        if (w->generation <= 1) { /* the first write for this pod: leftovers of an earlier run go */
-                r = mkdir_p(id->settings->pod_tls_dir, 0755);
+        r = files_owner(w, &uid, &gid);
+        if (r < 0)
+                return r;
+        if (w->generation <= 1 || w->new_dir) { /* the first write here: leftovers of an earlier run go */
+                r = w->service ? path_split(dir, &parent, NULL) : 0;
+                if (r >= 0)
+                        r = mkdir_p(w->service ? parent : id->settings->pod_tls_dir, 0755);
                 if (r < 0)
                         return r;
                 (void) atomic_dir_cleanup(dir);
@@ -203,16 +273,27 @@ static int write_tls_dir(struct identity *id, struct workload *w) {
         r = atomic_dir_begin(dir, &version);
         if (r < 0)
                 return r;
-        if ((r = write_version_file(version, "key.pem", w->key_pem, 0600, 0, 0)) >= 0 &&
-            (r = write_version_file(version, "cert.pem", w->chain_pem, 0644, 0, 0)) >= 0 &&
-            (r = write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, 0, 0)) >= 0)
+        if (w->service && (r = own_tls_dir(dir, gid)) < 0) {
+                (void) rm_rf(version);
+                return r;
+        }
+        if ((r = write_version_file(version, "key.pem", w->key_pem, 0600, uid, gid)) >= 0 &&
+            (r = write_version_file(version, "cert.pem", w->chain_pem, 0644, uid, gid)) >= 0 &&
+            (r = write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, uid, gid)) >= 0)
                 r = atomic_dir_commit(dir, version, 0);
         if (r < 0)
                 (void) rm_rf(version);
+        else
+                w->new_dir = false;
         return r;
 }
 
 static void schedule_rotation(struct identity *id, struct workload *w);
+
+static bool spiffe_in_trust_domain(const char *spiffe, const char *td) {
+        size_t n = strlen(td);
+        return spiffe && strncmp(spiffe, "spiffe://", 9) == 0 && strncmp(spiffe + 9, td, n) == 0 && spiffe[9 + n] == '/';
+}
 
 static int issue(struct identity *id, struct workload *w) {
         _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
@@ -223,15 +304,19 @@ static int issue(struct identity *id, struct workload *w) {
         char *key_pem = NULL;
         int r;
 
-        if (!dns_name_ok(w->ns) || !dns_name_ok(w->sa)) {
+        if (!w->service && (!dns_name_ok(w->ns) || !dns_name_ok(w->sa))) {
                 set_error(w, "namespace and service account must be DNS names to go into a SPIFFE ID");
                 return -EINVAL;
         }
-        if (asprintf(&cn, "%s.%s", w->name, w->ns) < 0)
+        if (!spiffe_in_trust_domain(w->spiffe, id->settings->trust_domain)) {
+                set_error(w, "its SPIFFE ID is not in this node's trust domain");
+                return -EINVAL;
+        }
+        if (w->service ? !(cn = strdup(w->name)) : asprintf(&cn, "%s.%s", w->name, w->ns) < 0)
                 return -ENOMEM;
         if (strlen(cn) > 64)
                 cn[64] = 0; /* the X.520 upper bound on a common name */
-        const struct cert_subject s = { .common_name = cn, .uri = w->spiffe, .ip = w->ip };
+        const struct cert_subject s = { .common_name = cn, .uri = w->spiffe, .ip = w->ip, .dns = w->dns_names };
         if ((r = x509_key_generate(id->keygen, &key)) < 0 ||
             (r = ca_issue(id->issuer, key, &s, CERT_USAGE_CLIENT_SERVER, id->settings->workload_cert_lifetime, &cert)) < 0 ||
             (r = ca_verify_issued(id->issuer, cert, &why)) < 0 ||
@@ -302,7 +387,8 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
         (void) metric_inc(id->m_failed, "workload");
-        pod_gates_changed(id->manager->pod_gates, w->uid);
+        if (!w->service)
+                pod_gates_changed(id->manager->pod_gates, w->uid);
         waitq_wake(id->waiters, w->uid);
         queue_push(id, w); /* issue again as soon as the issuer can */
         return 0;
@@ -337,7 +423,7 @@ static void issue_one(struct identity *id, struct workload *w) {
         (void) format_rfc3339(w->info.not_after, until, sizeof(until));
         log_workload_full_errno(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
                      w->spiffe, until);
-        if (!had)
+        if (!had && !w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
         waitq_wake(id->waiters, w->uid);
 }
@@ -378,6 +464,20 @@ void workloads_issuer_changed(struct identity *id) {
                 (void) sd_event_source_set_enabled(id->defer, SD_EVENT_ON);
 }
 
+static struct workload *workload_add(struct identity *id, const char *uid) {
+        struct workload *w = calloc(1, sizeof(*w));
+        struct workload **a = w ? realloc(id->workloads, (id->n_workloads + 1) * sizeof(*a)) : NULL;
+        if (a)
+                id->workloads = a;
+        if (!w || !a || !(w->uid = strdup(uid))) {
+                workload_free(w);
+                return NULL;
+        }
+        id->workloads[id->n_workloads++] = w;
+        w->id = id;
+        return w;
+}
+
 static bool wants_identity(const struct pod *p) {
         return p && streq_ptr(pod_annotation(p, IDENTITY_ANNOTATION), "true");
 }
@@ -406,18 +506,11 @@ void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct p
         }
         bool created = false, changed = false;
         if (!w) {
-                w = calloc(1, sizeof(*w));
-                struct workload **a = w ? realloc(id->workloads, (id->n_workloads + 1) * sizeof(*a)) : NULL;
-                if (!w || !a || !(w->uid = strdup(uid))) {
-                        if (a)
-                                id->workloads = a;
-                        workload_free(w);
+                w = workload_add(id, uid);
+                if (!w) {
                         log_module_error(MODULE, "out of memory tracking pod %s", uid);
                         return;
                 }
-                id->workloads = a;
-                id->workloads[id->n_workloads++] = w;
-                w->id = id;
                 created = true;
         }
         _cleanup_free_ char *spiffe = NULL;
@@ -460,6 +553,7 @@ usec_t workloads_nearest_expiry(struct identity *id) {
 
 int workload_status(const struct workload *w, cJSON *o) {
         if (!cJSON_AddStringToObject(o, "uid", w->uid) || !json_add_string_or_null(o, "namespace", w->ns) ||
+            !json_add_string_or_null(o, "service", w->service ? w->name : NULL) ||
             !json_add_string_or_null(o, "name", w->name) || !json_add_string_or_null(o, "id", w->spiffe) ||
             !cJSON_AddStringToObject(o, "state", !w->chain_pem ? (w->last_error ? "failed" : "pending")
                                                  : now_usec(CLOCK_REALTIME) >= w->info.not_after ? "expired" : "issued") ||
@@ -477,4 +571,91 @@ int workload_status(const struct workload *w, cJSON *o) {
                 if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*s)))
                         return -ENOMEM;
         return 0;
+}
+
+/* ---- systemd services ([service.NAME]) ---- */
+
+struct workload *workload_find_unit(struct identity *id, const char *unit) {
+        for (size_t i = 0; unit && i < id->n_workloads; i++)
+                if (id->workloads[i]->service && streq(id->workloads[i]->name, unit))
+                        return id->workloads[i];
+        return NULL;
+}
+
+static int set_strv(char ***field, char *const *value, bool *changed) {
+        if (strv_equal(*field, value))
+                return 0;
+        char **copy = NULL;
+        if (value && strv_copy(value, &copy) < 0)
+                return -ENOMEM;
+        strv_free(*field);
+        *field = copy;
+        *changed = true;
+        return 0;
+}
+
+/* The default SPIFFE ID of a unit: spiffe://<trust-domain>/service/<unit without .service>. */
+static char *service_spiffe(struct identity *id, const struct service_settings *s) {
+        char *spiffe = NULL;
+        if (s->spiffe_id)
+                return strdup(s->spiffe_id);
+        if (asprintf(&spiffe, "spiffe://%s/service/%.*s", id->settings->trust_domain,
+                     (int) (strlen(s->unit) - strlen(".service")), s->unit) < 0)
+                return NULL;
+        return spiffe;
+}
+
+static void sync_service(struct identity *id, const struct service_settings *s) {
+        _cleanup_free_ char *uid = NULL, *spiffe = service_spiffe(id, s);
+        bool changed = false, created = false;
+        struct workload *w;
+
+        if (!spiffe || asprintf(&uid, "service:%s", s->name) < 0) {
+                log_module_error(MODULE, "out of memory tracking service %s", s->name);
+                return;
+        }
+        w = workload_find(id, uid);
+        if (w && !streq(w->name, s->unit)) { /* another unit under the same section: a new identity */
+                workload_remove(id, w);
+                w = NULL;
+        }
+        if (!w) {
+                w = workload_add(id, uid);
+                if (!w) {
+                        log_module_error(MODULE, "out of memory tracking service %s", s->name);
+                        return;
+                }
+                w->service = created = true;
+        }
+        if (w->tls_dir && !streq_ptr(w->tls_dir, s->tls_dir))
+                remove_service_files(w->tls_dir); /* its key goes with the old place */
+        if (set_string(&w->name, s->unit, &changed) < 0 || set_string(&w->spiffe, spiffe, &changed) < 0 ||
+            set_string(&w->user, s->user, &changed) < 0 || set_string(&w->tls_dir, s->tls_dir, &changed) < 0 ||
+            set_strv(&w->dns_names, s->dns_names, &changed) < 0) {
+                log_module_error(MODULE, "out of memory tracking service %s", s->name);
+                return;
+        }
+        if (created)
+                log_workload_full_errno(w, LOG_DEBUG, 0, "service %s asks for an identity", w->name);
+        if (changed)
+                w->new_dir = true; /* perhaps a new tls-dir or owner: made afresh with the next certificate */
+        if (changed || !w->chain_pem)
+                queue_push(id, w);
+}
+
+void workloads_sync_services(struct identity *id) {
+        const struct agent_settings *a = &id->manager->settings;
+
+        for (size_t i = 0; i < id->n_workloads;) {
+                struct workload *w = id->workloads[i];
+                bool keep = false;
+                for (size_t j = 0; w->service && !keep && j < a->n_services; j++)
+                        keep = streq(w->uid + strlen("service:"), a->services[j]->name);
+                if (w->service && !keep)
+                        workload_remove(id, w); /* swaps the last one into i */
+                else
+                        i++;
+        }
+        for (size_t j = 0; j < a->n_services; j++)
+                sync_service(id, a->services[j]);
 }

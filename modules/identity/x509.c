@@ -129,24 +129,34 @@ int x509_key_from_pem(const char *pem, size_t size, EVP_PKEY **ret) {
         return 0;
 }
 
+/* A URI or DNS name (both IA5 strings). */
+static int push_ia5_name(GENERAL_NAMES *gens, int type, const char *text) {
+        GENERAL_NAME *g = GENERAL_NAME_new();
+        ASN1_IA5STRING *str = ASN1_IA5STRING_new();
+        if (!g || !str || ASN1_STRING_set(str, text, -1) != 1) {
+                GENERAL_NAME_free(g);
+                ASN1_IA5STRING_free(str);
+                return -ENOMEM;
+        }
+        GENERAL_NAME_set0_value(g, type, str);
+        if (!sk_GENERAL_NAME_push(gens, g)) {
+                GENERAL_NAME_free(g);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 int x509_general_names(const struct cert_subject *s, GENERAL_NAMES **ret) {
         _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = sk_GENERAL_NAME_new_null();
+        int r;
+
         if (!gens)
                 return -ENOMEM;
-        if (s->uri) {
-                GENERAL_NAME *g = GENERAL_NAME_new();
-                ASN1_IA5STRING *str = ASN1_IA5STRING_new();
-                if (!g || !str || ASN1_STRING_set(str, s->uri, -1) != 1) {
-                        GENERAL_NAME_free(g);
-                        ASN1_IA5STRING_free(str);
-                        return -ENOMEM;
-                }
-                GENERAL_NAME_set0_value(g, GEN_URI, str);
-                if (!sk_GENERAL_NAME_push(gens, g)) {
-                        GENERAL_NAME_free(g);
-                        return -ENOMEM;
-                }
-        }
+        if (s->uri && (r = push_ia5_name(gens, GEN_URI, s->uri)) < 0)
+                return r;
+        for (char *const *d = s->dns; d && *d; d++)
+                if ((r = push_ia5_name(gens, GEN_DNS, *d)) < 0)
+                        return r;
         if (s->ip) {
                 ASN1_OCTET_STRING *ip = a2i_IPADDRESS(s->ip);
                 ERR_clear_error();

@@ -31,6 +31,7 @@ struct cert_subject {
         const char *organization; /* may be NULL */
         const char *uri;          /* URI SAN (spiffe://...), may be NULL */
         const char *ip;           /* IP SAN, may be NULL */
+        char *const *dns;         /* DNS SANs, NULL-terminated, may be NULL */
 };
 
 /* What we read back from a certificate. */

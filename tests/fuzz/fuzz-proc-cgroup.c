@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzzes the /proc/PID/cgroup parser behind peer attestation (agent/peer-pod.c): whatever the
- * text, the answer is "no pod", one pod UID and container ID of sane characters, or -EBADMSG. */
+/* Fuzzes the /proc/PID/cgroup parsers behind peer attestation (agent/peer-pod.c,
+ * agent/peer-service.c): whatever the text, the answer is "no pod", one pod UID and container ID
+ * of sane characters, or -EBADMSG; and "no service", one valid unit name, or -EBADMSG. */
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "peer-pod.h"
+#include "peer-service.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static char *const roots[] = { (char *) "/kubepods", (char *) "/kubepods.slice", NULL };
@@ -30,6 +33,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else if (pod.uid || pod.container_id)
                 abort();
         peer_pod_done(&pod);
+
+        static char *const service_roots[] = { (char *) "/system.slice", (char *) "/x/y.slice", NULL };
+        char *unit = NULL;
+        r = service_from_proc_cgroup(text, service_roots, &unit);
+        /* A unit name never holds a '/' (it becomes part of nothing but a lookup, yet must be
+         * exactly one cgroup segment) and is always one systemd would accept. */
+        if (r == 1 && (!unit || !service_unit_valid(unit) || strchr(unit, '/')))
+                abort();
+        if (r != 1 && unit)
+                abort();
+        if (r != 1 && r != 0 && r != -EBADMSG && r != -ENOMEM)
+                abort();
+        free(unit);
         free(text);
         return 0;
 }

@@ -12,7 +12,8 @@ import tempfile
 import time
 import uuid
 
-from pinion_testlib import free_port, new_container_id, pod_cgroup_path, remove_cgroup_tree, wait_until
+from pinion_testlib import (SERVICE_CGROUP_ROOT, free_port, new_container_id, pod_cgroup_path, remove_cgroup_tree,
+                            wait_until)
 
 CFSSL = shutil.which("cfssl") or "/usr/bin/cfssl"
 AUTH_KEY = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -243,6 +244,20 @@ class PodCgroup:
                 os.setgid(uid)
                 os.setuid(uid)
         return fn
+
+
+class ServiceCgroup(PodCgroup):
+    """A systemd unit's cgroup, <root>/<unit>, in one hierarchy (by default below the test
+    agents' service root, pinion_testlib.SERVICE_CGROUP_ROOT). Removed on close."""
+
+    def __init__(self, unit, hierarchy="pids", root=SERVICE_CGROUP_ROOT):
+        self.unit = unit
+        self.base = os.path.join("/sys/fs/cgroup", hierarchy)
+        if not os.path.isdir(self.base):
+            raise RuntimeError("no cgroup hierarchy at %s" % self.base)
+        self.rel = "%s/%s" % (root, unit)
+        self.path = os.path.join(self.base, self.rel.lstrip("/"))
+        os.makedirs(self.path)
 
 
 # The client a pod's process runs: one GET on the agent's socket, the answer as JSON on stdout.

@@ -521,6 +521,9 @@ def make_pod(name, namespace="default", annotations=None, labels=None, ports=Non
 # real kubelet's /kubepods and parallel runs never share one.
 POD_CGROUP_TOP = "pinion-test-%d" % os.getpid()
 POD_CGROUP_ROOTS = ["/%s/kubepods" % POD_CGROUP_TOP, "/%s/kubepods.slice" % POD_CGROUP_TOP]
+# Where tests put systemd services' cgroups ([agent] service-cgroup-roots), as systemd would
+# below /system.slice.
+SERVICE_CGROUP_ROOT = "/%s/system.slice" % POD_CGROUP_TOP
 
 
 def new_container_id():

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The local API's authorization as a matrix: every route the agent serves x six principals
 (root; a member of socket-group; a process in pod-a's cgroup; root in pod-a's cgroup; a process
-in pod-b's cgroup asking about pod-a; an outsider), against one agent with every module enabled (apiserver against the
+in pod-b's cgroup asking about pod-a; an outsider; root in a systemd service with an identity,
+[service.web]), against one agent with every module enabled (apiserver against the
 test apiserver, identity with the local CA, configsync against real nginx, zkreg against a real
 ZooKeeper, podnet with a real network namespace, reclaim on a real v1 memory cgroup).
 
@@ -28,13 +29,13 @@ import uuid
 
 import pytest
 
-from pinion_testlib import (POD_CGROUP_TOP, SRCDIR, make_pod, new_container_id, pod_cgroup_path,
+from pinion_testlib import (POD_CGROUP_TOP, SERVICE_CGROUP_ROOT, SRCDIR, make_pod, new_container_id, pod_cgroup_path,
                             remove_cgroup_tree, request_child, run_piniond, unix_request, wait_until)
 import configsync_testlib as cs
 import podnet_testlib as pt
 import reclaim_testlib as rt
 import zkreg_testlib as zt
-from identity_testlib import PodCgroup
+from identity_testlib import PodCgroup, ServiceCgroup
 from configsync_testlib import nginx, test_ca  # noqa: F401 (fixtures)
 from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
 from podnet_testlib import netns  # noqa: F401 (fixture)
@@ -44,7 +45,8 @@ from kube_apiserver import FakeApiserver  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="ZooKeeper (Debian zookeeper) is not installed")
 
-PRINCIPALS = ["root", "group", "pod", "root in pod", "other pod", "outsider"]
+PRINCIPALS = ["root", "group", "pod", "root in pod", "other pod", "outsider", "root in service"]
+SERVICE_UNIT = "authz-web.service"
 SOCKET_GROUP = "games"                  # an existing group no other test uses
 GROUP_UID, POD_A_UID, POD_B_UID, OUTSIDER_UID = 40104, 40101, 40102, 40103
 SERVERSET = "/pinion-authz-%d" % os.getpid()
@@ -163,6 +165,8 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
         w.uid_a, w.uid_b = str(uuid.uuid4()), str(uuid.uuid4())
         w.cg_a, w.cg_b = PodCgroup(w.uid_a), PodCgroup(w.uid_b)
         cleanups += [w.cg_a.close, w.cg_b.close]
+        w.cg_service = ServiceCgroup(SERVICE_UNIT)
+        cleanups.append(w.cg_service.close)
         fake = FakeApiserver(tls=True, token="authz-token").start()
         cleanups.append(fake.stop)
         token_file = os.path.join(tmp_dir, "token")
@@ -181,7 +185,9 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
         for name in ("a", "b"):
             cs.write_bundle(nginx.root, name, {"%s.yaml" % name: b"config %s\n" % name.encode()}, "v1")
         config = {
-            "agent": {"socket-mode": "0666", "socket-group": SOCKET_GROUP},
+            "agent": {"socket-mode": "0666", "socket-group": SOCKET_GROUP,
+                      "service-cgroup-roots": SERVICE_CGROUP_ROOT},
+            "service.web": {"unit": SERVICE_UNIT},
             "apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
                           "backoff-initial": "100ms", "backoff-max": "1s"},
             "identity": {"signer": "local", "trust-domain": "authz.test", "ca-dir": ca_dir,
@@ -208,6 +214,7 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
             "root in pod": Principal("root in pod", cgroup=w.cg_a),
             "other pod": Principal("other pod", POD_B_UID, cgroup=w.cg_b),
             "outsider": Principal("outsider", OUTSIDER_UID),
+            "root in service": Principal("root in service", cgroup=w.cg_service),
         }
         # Every module running and both pods registered (their configs present, identities issued).
         wait_until(lambda: all(m["state"] == "running" for m in a.status()["modules"]), 30,
@@ -243,12 +250,16 @@ def check_allowed_body(w, request, principal, body, raw, own):
     all, never a private key."""
     me = {"pod": "a", "root in pod": "a", "other pod": "b"}.get(principal)
     if request == "/v1/identity":
-        if own:
+        if own and principal == "root in service":
+            assert body["id"] == "spiffe://authz.test/service/authz-web", body["id"]
+            assert "PRIVATE KEY" in body["private_key"]
+        elif own:
             assert body["id"] == "spiffe://authz.test/ns/default/sa/sa-" + me, body["id"]
             assert "PRIVATE KEY" in body["private_key"]
         else:
             assert "PRIVATE KEY" not in raw
-            assert len(body["workloads"]) == 2
+            assert sorted(x.get("service") or x["name"] for x in body["workloads"]) == ["authz-web.service", "pod-a",
+                                                                                          "pod-b"]
     elif request == "/v1/configs":
         assert pods_of(body["configs"], "name") == ([me] if own else ["a", "b"]), body
         assert ("pods" in body) == (not own), body

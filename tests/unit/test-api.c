@@ -566,6 +566,38 @@ static void test_route_removal(void **state) {
         assert_null(api_routes_free(NULL));
 }
 
+/* ---- a body holding a secret ---- */
+
+#define SECRET_BODY "{\"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIGH\\n-----END PRIVATE KEY-----\\n\"}\n"
+
+static int h_secret(struct api_request *r, void *userdata) {
+        return api_reply_secret(r, 200, "application/json", strdup(SECRET_BODY), strlen(SECRET_BODY));
+}
+
+static int client_secret(struct fixture *f, void *arg) {
+        CURL *c = curl_easy_init();
+        struct reply r = {};
+
+        /* Served whole, the same on a second request (each reply its own buffer, wiped when freed). */
+        for (int i = 0; i < 2; i++) {
+                CHECK(http(c, f, "GET", "/v1/secret", NULL, 0, false, &r) == CURLE_OK);
+                CHECK(r.status == 200 && r.size == strlen(SECRET_BODY) && memcmp(r.body, SECRET_BODY, r.size) == 0);
+                CHECK(strcmp(r.content_type, "application/json") == 0);
+                reply_clear(&r);
+        }
+        curl_easy_cleanup(c);
+        return child_failures;
+}
+
+static void test_secret_reply(void **state) {
+        static const struct api_route routes[] = { { "GET", "/v1/secret", h_secret, false } };
+        struct fixture *f = *state;
+
+        api_start(f, 0660, (gid_t) -1, false);
+        assert_int_equal(api_add_routes(f->api, routes, ELEMENTSOF(routes), f, NULL), 0);
+        run_client(f, client_secret, NULL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_routing, fixture_setup, fixture_teardown),
@@ -578,6 +610,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_new_on_finished_loop, fixture_setup, fixture_teardown),
                 cmocka_unit_test_setup_teardown(test_routes_refused, fixture_setup, fixture_teardown),
                 cmocka_unit_test_setup_teardown(test_route_removal, fixture_setup, fixture_teardown),
+                cmocka_unit_test_setup_teardown(test_secret_reply, fixture_setup, fixture_teardown),
         };
         int failed;
 

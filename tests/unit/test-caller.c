@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* caller.c: every kind of caller against a fake /proc and a pod store with two pods (one whose
  * status lists its containers), and what each route's question (privileged? a pod? a pod that
- * cannot be told apart?) answers for it. */
+ * cannot be told apart?) answers for it; static pods through their mirror pods, and systemd
+ * services. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include "macro.h"
 #include "pod-store.h"
 #include "pods.h"
+#include "service.h"
 
 #define UID "0b6c7a9e-4f1d-4c59-9e0d-2a8f1e3b7c11"
 #define UID_LISTED "22222222-3333-4444-5555-666666666666"
@@ -280,11 +282,141 @@ static void test_the_agents_own_pod(void **state) {
         assert_false(c.privileged);
 }
 
+
+#define HASH "5e3c1b2a9d8f7e6a5b4c3d2e1f0a9b8c"
+#define HASH_NODELESS "aaaabbbbccccddddeeeeffff00001111"
+#define HASH_FOREIGN "1111000022223333444455556666aaaa"
+#define UID_MIRROR "77777777-8888-9999-aaaa-bbbbbbbbbbbb"
+
+static const char *mirror_json(const char *uid, const char *name, const char *hash, const char *owner) {
+        static char buf[1024];
+        char refs[256] = "";
+        if (owner)
+                snprintf(refs, sizeof(refs), ",\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"%s\"}]",
+                         owner);
+        snprintf(buf, sizeof(buf),
+                 "{\"metadata\":{\"uid\":\"%s\",\"namespace\":\"kube-system\",\"name\":\"%s\","
+                 "\"annotations\":{\"kubernetes.io/config.mirror\":\"%s\",\"kubernetes.io/config.hash\":\"%s\"}%s},"
+                 "\"spec\":{\"nodeName\":\"node-1\"}}",
+                 uid, name, hash, hash, refs);
+        return buf;
+}
+
+/* A static pod's processes run in the cgroup of its config hash: they are its mirror pod, if
+ * the Node of this node owns that mirror pod. */
+static void test_static_pod_is_its_mirror_pod(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+
+        add_pod(f->pods, mirror_json(UID_MIRROR, "etcd-node-1", HASH, "node-1"));
+        add_pod(f->pods, mirror_json("99999999-8888-9999-aaaa-bbbbbbbbbbbb", "nodeless", HASH_NODELESS, NULL));
+        add_pod(f->pods, mirror_json("99999999-7777-9999-aaaa-bbbbbbbbbbbb", "foreign", HASH_FOREIGN, "node-2"));
+        f->place.node_name = "node-1";
+
+        fake_proc(f->root, "0::/kubepods/besteffort/pod" HASH "/" CID "\n");
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+        assert_false(c.privileged);
+        assert_string_equal(c.pod_uid, UID_MIRROR); /* the store's uid, not the cgroup's */
+        assert_string_equal(c.cgroup_pod_uid, HASH);
+        assert_string_equal(c.pod->name, "etcd-node-1");
+        caller_done(&c);
+
+        fake_proc(f->root, "0::/kubepods/besteffort/pod" HASH_NODELESS "/" CID "\n");
+        expect_nobody(f, -ENXIO, "the caller's pod is not on this node");
+        fake_proc(f->root, "0::/kubepods/besteffort/pod" HASH_FOREIGN "/" CID "\n");
+        expect_nobody(f, -ENXIO, "the caller's pod is not on this node");
+
+        /* Another node's agent: the same mirror pod is not its own. */
+        f->place.node_name = "node-2";
+        fake_proc(f->root, "0::/kubepods/besteffort/pod" HASH "/" CID "\n");
+        expect_nobody(f, -ENXIO, "the caller's pod is not on this node");
+
+        /* Two pods claiming one hash tell nothing. */
+        f->place.node_name = "node-1";
+        add_pod(f->pods, mirror_json("99999999-6666-9999-aaaa-bbbbbbbbbbbb", "twin", HASH, "node-1"));
+        expect_nobody(f, -ENXIO, "the caller's pod is not on this node");
+}
+
+static char *const service_roots[] = { (char *) "/system.slice", NULL };
+
+static void test_services(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+        struct service_settings web = { .name = (char *) "web", .unit = (char *) "web.service" };
+        struct service_settings *services[] = { &web };
+
+        f->place.service_roots = service_roots;
+        f->place.services = services;
+        f->place.n_services = 1;
+
+        /* Its root is the service, not the host; so is a process in a cgroup it delegated. */
+        const char *in_web[] = { "0::/system.slice/web.service\n", "0::/system.slice/web.service/worker\n",
+                                 "9:name=systemd:/system.slice/web.service\n8:pids:/system.slice/web.service\n0::/\n" };
+        for (size_t i = 0; i < ELEMENTSOF(in_web); i++) {
+                fake_proc(f->root, in_web[i]);
+                resolve(f, &root, &c);
+                assert_int_equal(c.kind, CALLER_SERVICE);
+                assert_false(c.privileged);
+                assert_string_equal(c.unit, "web.service");
+                assert_ptr_equal(c.service, &web);
+                assert_false(caller_may_read_own(&c));
+                assert_false(caller_pod_unknown(&c));
+                caller_done(&c);
+        }
+
+        /* A unit without a section: credentials decide, as before. */
+        fake_proc(f->root, "0::/system.slice/sshd.service\n");
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_HOST);
+        caller_done(&c);
+        resolve(f, &user, &c);
+        assert_int_equal(c.kind, CALLER_OUTSIDER);
+        caller_done(&c);
+
+        /* The name outside the roots (a user's delegated subtree), or one level too deep. */
+        const char *not_web[] = { "0::/user.slice/user-1000.slice/user@1000.service/web.service\n",
+                                  "0::/system.slice/other.slice/web.service\n" };
+        for (size_t i = 0; i < ELEMENTSOF(not_web); i++) {
+                fake_proc(f->root, not_web[i]);
+                resolve(f, &user, &c);
+                assert_int_equal(c.kind, CALLER_OUTSIDER);
+                assert_int_equal(c.pod_error, 0);
+                caller_done(&c);
+        }
+
+        /* Lines naming two units: nothing can be attested, not even the host. */
+        fake_proc(f->root, "8:pids:/system.slice/web.service\n0::/system.slice/sshd.service\n");
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_OUTSIDER);
+        assert_false(c.privileged);
+        assert_int_equal(c.pod_error, -EBADMSG);
+        caller_done(&c);
+
+        /* A pod's process is its pod, whatever a v1 line says. */
+        fake_proc(f->root, "8:pids:/system.slice/web.service\n0::/kubepods/pod" UID "/" CID "\n");
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_POD);
+}
+
+static void test_service_unit_names(void **state) {
+        (void) state;
+        const char *good[] = { "web.service", "getty@tty1.service", "a-b_c:d.e.service", "x\\x2dy.service" };
+        const char *bad[] = { "", ".service", "web", "web.socket", "web.service/x", "../web.service", "@x.service",
+                              "a@b@c.service", "web service.service", ".hidden.service" };
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                assert_true(service_unit_valid(good[i]));
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_false(service_unit_valid(bad[i]));
+        assert_false(service_unit_valid(NULL));
+}
+
 static void test_kind_names(void **state) {
         (void) state;
         assert_string_equal(caller_kind_to_string(CALLER_HOST), "host");
         assert_string_equal(caller_kind_to_string(CALLER_SOCKET_GROUP), "socket-group");
         assert_string_equal(caller_kind_to_string(CALLER_POD), "pod");
+        assert_string_equal(caller_kind_to_string(CALLER_SERVICE), "service");
         assert_string_equal(caller_kind_to_string(CALLER_OUTSIDER), "outsider");
         assert_null(caller_kind_to_string(_CALLER_KIND_MAX));
 }
@@ -298,6 +430,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_in_a_pod_this_node_does_not_know, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cannot_attest, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_the_agents_own_pod, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_static_pod_is_its_mirror_pod, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_services, setup, teardown),
+                cmocka_unit_test(test_service_unit_names),
                 cmocka_unit_test(test_kind_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
