@@ -276,6 +276,9 @@ def check_allowed_body(w, request, principal, body, raw, own):
         assert "BEGIN CERTIFICATE" in raw
     elif request == "/metrics":
         assert "pinion_build_info" in raw
+    elif request == "/v1/identity/jwt" and principal == "root in service":
+        # the service's own token
+        assert body["spiffe_id"] == "spiffe://authz.test/service/authz-web", body
     elif request in ("/v1/identity/jwt", "/v1/identity/jwt/validate"):
         # pod-a's token: the pod's own, or the one root named, or the one being validated.
         assert body["spiffe_id"] == "spiffe://authz.test/ns/default/sa/sa-a", body
