@@ -20,6 +20,7 @@
 
 struct identity;
 struct identity_settings;
+struct workload_api;
 
 /* A kind of signer, as [identity] signer= names it (signer-kind.c). make() and issuer() return
  * 0, or a negative errno: with *ret_error the module fails with that reason and the daemon
@@ -52,6 +53,7 @@ struct identity_settings {
         usec_t node_cert_lifetime;
         usec_t workload_cert_lifetime;
         char *pod_tls_dir;
+        char *workload_socket; /* NULL: beside the API socket; "": no Workload API */
 };
 
 struct workload {
@@ -93,6 +95,7 @@ struct identity {
         sd_event_source *defer;
         sd_event_source *sweep_timer; /* the one pod-tls-dir sweep, once the pod store is complete */
         struct waitq *waiters; /* /v1/identity?wait= long-polls, keyed by pod uid */
+        struct workload_api *wapi; /* the SPIFFE Workload API server (workload-api.c); NULL: none */
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
 
@@ -126,3 +129,12 @@ int identity_api_register(struct identity *id);
 /* The queue of /v1/identity?wait= long-polls, woken (waitq_wake) with a pod's uid when its
  * certificate changes or the pod goes away. */
 int identity_waiters_new(struct identity *id);
+
+/* workload-api.c */
+/* Serves the Workload API on [identity] workload-socket (not listening is logged, not fatal). */
+int workload_api_start(struct identity *id);
+void workload_api_stop(struct identity *id);
+/* A pod's certificate changed or the pod went: long-polls and Workload API streams hear it. */
+void identity_workload_changed(struct identity *id, const char *pod_uid);
+/* The trust bundle changed: every Workload API stream gets it. */
+void workload_api_bundle_changed(struct identity *id);

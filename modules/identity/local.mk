@@ -2,6 +2,7 @@
 MODULE_SOURCES += \
 	modules/identity/identity.c modules/identity/identity.h \
 	modules/identity/identity-api.c \
+	modules/identity/workload-api.c \
 	modules/identity/workload.c \
 	modules/identity/cred.c modules/identity/cred.h \
 	modules/identity/signer.h modules/identity/signer-kind.c modules/identity/signer-local.c modules/identity/signer-cfssl.c \
