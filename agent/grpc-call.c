@@ -112,16 +112,23 @@ static char *percent_encode(const char *text) {
 
 #define NV(n, v) { (uint8_t *) (n), (uint8_t *) (v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE }
 
-static int submit_trailers(struct grpc_call *call) {
+/* The trailers; or, when nothing was sent yet, a Trailers-Only response: one HEADERS frame with
+ * the status and the trailers, ending the stream (what clients expect of an error). */
+static int submit_trailers(struct grpc_call *call, bool trailers_only) {
         char status[16];
         _cleanup_free_ char *message = call->message ? percent_encode(call->message) : NULL;
-        nghttp2_nv nv[2] = { NV("grpc-status", status) };
-        size_t n = 1;
+        nghttp2_nv nv[4] = { NV(":status", "200"), NV("content-type", "application/grpc+proto") };
+        size_t n = 0;
 
         snprintf(status, sizeof(status), "%d", call->status);
+        if (trailers_only)
+                n = 2;
+        nv[n++] = (nghttp2_nv) NV("grpc-status", status);
         if (message)
                 nv[n++] = (nghttp2_nv) NV("grpc-message", message);
         call->state = CALL_CLOSED;
+        if (trailers_only)
+                return nghttp2_submit_response(call->conn->session, call->stream_id, nv, n, NULL);
         return nghttp2_submit_trailer(call->conn->session, call->stream_id, nv, n);
 }
 
@@ -141,7 +148,7 @@ static ssize_t on_data_read(nghttp2_session *session, int32_t stream_id, uint8_t
                 return (ssize_t) n;
         if (call->state == CALL_FINISHING) {
                 *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-                if (submit_trailers(call) < 0)
+                if (submit_trailers(call, false) < 0)
                         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
                 return 0;
         }
@@ -154,6 +161,13 @@ static int call_respond(struct grpc_call *call) {
         nghttp2_data_provider provider = { .source.ptr = call, .read_callback = on_data_read };
         int r;
 
+        if (!call->responded && call->state == CALL_FINISHING && call->out_len == call->out_off) {
+                if (submit_trailers(call, true) < 0)
+                        return -ENOMEM;
+                call->responded = true;
+                grpc_conn_schedule_flush(call->conn);
+                return 0;
+        }
         if (call->responded) {
                 if (call->deferred) {
                         call->deferred = false;
