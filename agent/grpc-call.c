@@ -137,7 +137,8 @@ static ssize_t on_data_read(nghttp2_session *session, int32_t stream_id, uint8_t
         struct grpc_call *call = source->ptr;
         size_t left = call->out_len - call->out_off, n = MIN(left, length);
 
-        memcpy(buf, call->out + call->out_off, n);
+        if (n > 0)
+                memcpy(buf, call->out + call->out_off, n);
         call->out_off += n;
         if (call->out_off == call->out_len && call->out) {
                 explicit_bzero(call->out, call->out_len);

@@ -131,11 +131,14 @@ static int conn_write_pending(struct grpc_conn *c) {
         while (c->out_off < c->out_len) {
                 ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
 
+                if (n < 0 && errno == EINTR)
+                        continue;
                 if (n < 0)
-                        return errno == EINTR ? 0 : -errno;
+                        return -errno;
                 c->out_off += (size_t) n;
         }
-        explicit_bzero(c->out, c->out_len);
+        if (c->out)
+                explicit_bzero(c->out, c->out_len);
         c->out_len = c->out_off = 0;
         return 0;
 }
