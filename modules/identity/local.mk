@@ -11,8 +11,9 @@ MODULE_SOURCES += \
 	modules/identity/ca.c modules/identity/ca.h \
 	modules/identity/x509.c modules/identity/x509.h
 EXTRA_DIST += modules/identity/local.mk
-INTEGRATION_TESTS += tests/integration/test_identity.py
-EXTRA_DIST += tests/integration/identity_testlib.py
+INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_workload_api.py
+EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
+	tests/integration/workload_api_client.py docs/workload-api.md
 
 # Unit tests: the crypto plumbing and the CFSSL wire format (no loop, no IO but temp dirs).
 UNIT_TESTS += tests/unit/test-identity-x509
