@@ -19,8 +19,22 @@
 #define MAX_METADATA_BYTES 16384U
 #define MAX_METADATA 64U
 #define MAX_MESSAGE_TEXT 512U
+/* Request bytes held at once, per connection and in all, whatever the streams: a client that
+ * sends large messages on many streams would otherwise make the agent hold them all. */
+#define MAX_CONN_IN_BYTES(max_message) (2 * (max_message) + 2 * PREFIX_SIZE)
+#define MAX_SERVER_IN_BYTES(max_message) (16 * (max_message))
 
 /* ---- calls ---- */
+
+static void call_drop_input(struct grpc_call *call) {
+        if (!call->in)
+                return;
+        explicit_bzero(call->in, call->in_len);
+        call->conn->in_bytes -= call->in_len;
+        call->conn->server->in_bytes -= call->in_len;
+        call->in = mfree(call->in);
+        call->in_len = 0;
+}
 
 static void call_free(struct grpc_call *call) {
         struct grpc_conn *c = call->conn;
@@ -44,10 +58,7 @@ static void call_free(struct grpc_call *call) {
         free(call->path);
         free(call->encoding);
         free(call->message);
-        if (call->in) {
-                explicit_bzero(call->in, call->in_len);
-                free(call->in);
-        }
+        call_drop_input(call);
         if (call->out) {
                 explicit_bzero(call->out, call->out_len);
                 free(call->out);
@@ -245,11 +256,13 @@ static void call_finish_text(struct grpc_call *call, enum grpc_status status, ch
         }
         grpc_server_count_call(call->conn->server, call, status);
         call->on_cancel = NULL;
-        call->state = CALL_FINISHING;
         call->status = status;
         free(call->message);
         call->message = message;
         call->deadline = sd_event_source_disable_unref(call->deadline);
+        if (call->state == CALL_RECEIVING) /* else the handler may still read it: dropped after */
+                call_drop_input(call);
+        call->state = CALL_FINISHING;
         if (call_respond(call) < 0)
                 call_reset(call, NGHTTP2_INTERNAL_ERROR, GRPC_STATUS_INTERNAL);
 }
@@ -461,6 +474,8 @@ static void call_dispatch(struct grpc_call *call) {
         }
         call->state = CALL_HANDLER;
         call->method->handler(call, call->in + PREFIX_SIZE, len, call->method_userdata);
+        /* The message is the handler's only while it runs. */
+        call_drop_input(call);
 }
 
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
@@ -476,12 +491,20 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                 grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "request message larger than %zu bytes", max);
                 return 0;
         }
+        if (call->conn->in_bytes + len > MAX_CONN_IN_BYTES(max) ||
+            call->conn->server->in_bytes + len > MAX_SERVER_IN_BYTES(max)) {
+                (void) metric_inc(call->conn->server->m_rejected, call->conn->server->name, "request-bytes");
+                grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "too many request bytes held at once, retry later");
+                return 0;
+        }
         grown = realloc(call->in, call->in_len + len);
         if (!grown)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         memcpy(grown + call->in_len, data, len);
         call->in = grown;
         call->in_len += len;
+        call->conn->in_bytes += len;
+        call->conn->server->in_bytes += len;
         /* A declared length over the limit fails before its bytes arrive. */
         if (call->in_len >= PREFIX_SIZE) {
                 uint32_t declared = (uint32_t) call->in[1] << 24 | (uint32_t) call->in[2] << 16 |

@@ -24,6 +24,7 @@ struct grpc_server {
         sd_event_source *accept_pause;
         struct grpc_conn *conns;
         unsigned n_conns, n_streams;
+        size_t in_bytes; /* request bytes held by every call of every connection */
         struct metrics_registration *metrics_reg;
         struct metric_family *m_calls, *m_streams, *m_rejected;
 };
@@ -80,6 +81,7 @@ struct grpc_conn {
         sd_event_source *io, *flush, *head_deadline;
         struct grpc_call *calls;
         unsigned n_calls;
+        size_t in_bytes; /* request bytes held by its calls */
         uint8_t *out; /* what nghttp2 gave us and the socket did not take yet */
         size_t out_len, out_off;
         bool broken;
