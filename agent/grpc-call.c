@@ -46,7 +46,7 @@ static void call_free(struct grpc_call *call) {
         if (call->next)
                 call->next->prev = call->prev;
         c->n_calls--;
-        grpc_server_streams_changed(c->server, -1);
+        grpc_conn_streams_changed(c, -1);
         if (c->session)
                 (void) nghttp2_session_set_stream_user_data(c->session, call->stream_id, NULL);
         sd_event_source_disable_unref(call->deadline);
@@ -376,8 +376,9 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 
         if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
                 return 0;
-        if (c->n_calls >= s->opts.max_streams_per_connection || s->n_streams >= s->opts.max_streams) {
-                (void) metric_inc(s->m_rejected, s->name, "streams");
+        if (c->n_calls >= s->opts.max_streams_per_connection || s->n_streams >= s->opts.max_streams ||
+            !grpc_conn_may_open_stream(c)) {
+                (void) metric_inc(s->m_rejected, s->name, grpc_conn_may_open_stream(c) ? "streams" : "caller-streams");
                 log_debug("gRPC %s: stream refused: %u streams open (%u on the connection)", s->name, s->n_streams,
                           c->n_calls);
                 return nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
@@ -393,7 +394,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
                 c->calls->prev = call;
         c->calls = call;
         c->n_calls++;
-        grpc_server_streams_changed(s, +1);
+        grpc_conn_streams_changed(c, +1);
         (void) nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, call);
         return 0;
 }

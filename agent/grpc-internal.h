@@ -11,6 +11,13 @@
 
 struct grpc_conn;
 
+/* What one caller (its pod, or its uid outside pods) holds, shared by its connections. */
+struct grpc_count {
+        struct grpc_count *next;
+        char *key; /* "pod:<uid>" or "uid:<n>" */
+        unsigned conns, streams;
+};
+
 struct grpc_server {
         sd_event *event;
         char *name;
@@ -23,6 +30,7 @@ struct grpc_server {
         sd_event_source *listen_source;
         sd_event_source *accept_pause;
         struct grpc_conn *conns;
+        struct grpc_count *counts;
         unsigned n_conns, n_streams;
         size_t in_bytes; /* request bytes held by every call of every connection */
         struct metrics_registration *metrics_reg;
@@ -77,6 +85,7 @@ struct grpc_conn {
         int fd;
         struct peer_creds creds;
         struct api_peer peer;
+        struct grpc_count *count; /* NULL: privileged, not counted per caller */
         nghttp2_session *session;
         sd_event_source *io, *flush, *head_deadline;
         struct grpc_call *calls;
@@ -98,3 +107,6 @@ void grpc_conn_got_request(struct grpc_conn *c);
 const struct grpc_method *grpc_server_find_method(const struct grpc_server *s, const char *path, void **ret_userdata);
 void grpc_server_count_call(struct grpc_server *s, const struct grpc_call *call, enum grpc_status status);
 void grpc_server_streams_changed(struct grpc_server *s, int delta);
+/* Whether the connection's caller may open one more stream. */
+bool grpc_conn_may_open_stream(const struct grpc_conn *c);
+void grpc_conn_streams_changed(struct grpc_conn *c, int delta);

@@ -3,6 +3,7 @@
  * peer, feed what arrives to the connection's HTTP/2 session and write what it produces,
  * without blocking the loop. The HTTP/2 and gRPC layers are in grpc-call.c. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -20,6 +21,8 @@
 #define DEFAULT_MAX_RECV_MESSAGE (4U * 1024 * 1024)
 #define DEFAULT_MAX_UNSENT (1U * 1024 * 1024)
 #define DEFAULT_HEADER_TIMEOUT (10 * USEC_PER_SEC)
+#define DEFAULT_MAX_CONNECTIONS_PER_CALLER 64U
+#define DEFAULT_MAX_STREAMS_PER_CALLER 1024U
 /* Read this much per wakeup at most, so one busy connection cannot hold the loop. */
 #define READ_CHUNK 16384
 #define READS_PER_WAKEUP 8
@@ -58,8 +61,9 @@ static int register_metrics(struct grpc_server *s, struct metrics *metrics) {
                 { METRIC_GAUGE, "pinion_grpc_streams_open", "gRPC calls in progress, by server.", server_label, NULL, 0,
                   &s->m_streams },
                 { METRIC_COUNTER, "pinion_grpc_rejected_total",
-                  "gRPC connections and streams refused over a limit, by server and reason (connections, "
-                  "streams, slow-reader, protocol).",
+                  "gRPC connections and streams refused or reset over a limit, by server and reason "
+                  "(connections, caller-connections, streams, caller-streams, request-bytes, slow-reader, "
+                  "protocol, header-timeout).",
                   reject_labels, NULL, 0, &s->m_rejected },
         };
 
@@ -93,6 +97,90 @@ const struct grpc_method *grpc_server_find_method(const struct grpc_server *s, c
         return NULL;
 }
 
+/* ---- per-caller counts ---- */
+
+static struct grpc_count *count_get(struct grpc_server *s, const char *key) {
+        struct grpc_count *k;
+
+        for (k = s->counts; k; k = k->next)
+                if (streq(k->key, key))
+                        return k;
+        k = calloc(1, sizeof(*k));
+        if (!k)
+                return NULL;
+        k->key = strdup(key);
+        if (!k->key) {
+                free(k);
+                return NULL;
+        }
+        k->next = s->counts;
+        s->counts = k;
+        return k;
+}
+
+static void count_put(struct grpc_server *s, struct grpc_count *k) {
+        if (!k || k->conns > 0 || k->streams > 0)
+                return;
+        for (struct grpc_count **p = &s->counts; *p; p = &(*p)->next)
+                if (*p == k) {
+                        *p = k->next;
+                        break;
+                }
+        free(k->key);
+        free(k);
+}
+
+/* The caller's count, made if new. 0 with *ret NULL: privileged, not counted. */
+static int conn_count_key(struct grpc_server *s, struct grpc_conn *c, char **ret) {
+        _cleanup_free_ char *pod = NULL;
+        bool privileged = c->peer.privileged;
+
+        *ret = NULL;
+        if (s->opts.place) {
+                struct api_place place = {};
+
+                s->opts.place(&c->peer, s->opts.place_userdata, &place);
+                privileged = place.privileged;
+                pod = place.pod_uid;
+        }
+        if (pod)
+                return asprintf(ret, "pod:%s", pod) < 0 ? -ENOMEM : 0;
+        if (privileged)
+                return 0;
+        return asprintf(ret, "uid:%u", (unsigned) c->creds.uid) < 0 ? -ENOMEM : 0;
+}
+
+/* NULL: admitted and counted; else why not (the metric's reason). */
+static const char *conn_account(struct grpc_server *s, struct grpc_conn *c) {
+        _cleanup_free_ char *key = NULL;
+        struct grpc_count *k;
+
+        if (conn_count_key(s, c, &key) < 0)
+                return "memory";
+        if (!key)
+                return NULL;
+        k = count_get(s, key);
+        if (!k)
+                return "memory";
+        if (k->conns >= s->opts.max_connections_per_caller) {
+                count_put(s, k);
+                return "caller-connections";
+        }
+        k->conns++;
+        c->count = k;
+        return NULL;
+}
+
+bool grpc_conn_may_open_stream(const struct grpc_conn *c) {
+        return !c->count || c->count->streams < c->server->opts.max_streams_per_caller;
+}
+
+void grpc_conn_streams_changed(struct grpc_conn *c, int delta) {
+        if (c->count)
+                c->count->streams = (unsigned) ((int) c->count->streams + delta);
+        grpc_server_streams_changed(c->server, delta);
+}
+
 /* ---- a connection ---- */
 
 static void conn_free(struct grpc_conn *c) {
@@ -109,6 +197,10 @@ static void conn_free(struct grpc_conn *c) {
         sd_event_source_disable_unref(c->head_deadline);
         safe_close(c->fd);
         peer_creds_done(&c->creds);
+        if (c->count) {
+                c->count->conns--;
+                count_put(s, c->count);
+        }
         if (c->out) {
                 explicit_bzero(c->out, c->out_len);
                 free(c->out);
@@ -285,6 +377,7 @@ static int conn_start(struct grpc_conn *c) {
 }
 
 int grpc_server_add_connection(struct grpc_server *s, int fd) {
+        const char *reason;
         struct grpc_conn *c;
         int r;
 
@@ -303,6 +396,16 @@ int grpc_server_add_connection(struct grpc_server *s, int fd) {
         c->fd = fd;
         peer_creds_read(fd, &c->creds);
         c->peer = peer_creds_to_api_peer(&c->creds, s->opts.socket_gid);
+        reason = conn_account(s, c);
+        if (reason) {
+                count_rejected(s, reason);
+                log_debug("gRPC %s: connection refused (pid %d, uid %u): %s limit", s->name, (int) c->creds.pid,
+                          (unsigned) c->creds.uid, reason);
+                peer_creds_done(&c->creds);
+                free(c);
+                safe_close(fd);
+                return -EBUSY;
+        }
         c->next = s->conns;
         if (s->conns)
                 s->conns->prev = c;
@@ -392,6 +495,10 @@ int grpc_server_new(sd_event *e, struct metrics *metrics, const struct grpc_serv
                 s->opts.max_unsent = DEFAULT_MAX_UNSENT;
         if (!s->opts.header_timeout)
                 s->opts.header_timeout = DEFAULT_HEADER_TIMEOUT;
+        if (!s->opts.max_connections_per_caller)
+                s->opts.max_connections_per_caller = DEFAULT_MAX_CONNECTIONS_PER_CALLER;
+        if (!s->opts.max_streams_per_caller)
+                s->opts.max_streams_per_caller = DEFAULT_MAX_STREAMS_PER_CALLER;
         r = register_metrics(s, metrics);
         if (r < 0)
                 return r;

@@ -17,7 +17,8 @@
  * connection (SETTINGS_MAX_CONCURRENT_STREAMS) and in total (over it: REFUSED_STREAM); unsent
  * data per stream up to max_unsent (a reader that does not keep up is reset with
  * ENHANCE_YOUR_CALM, which clients report as RESOURCE_EXHAUSTED); connections in total; a
- * connection must send its first request headers within a deadline. Every connection's peer is
+ * connection must send its first request headers within a deadline; connections and streams per
+ * caller (a pod, or a uid outside pods). Every connection's peer is
  * read at accept (peer-creds.h) and handed to handlers. */
 
 #include <stdbool.h>
@@ -77,6 +78,13 @@ struct grpc_server_options {
         size_t max_unsent;                   /* per stream; 0: 1 MiB */
         usec_t header_timeout;               /* first request headers after accept; 0: 10 s */
         gid_t socket_gid;                    /* peers of this group count as privileged; -1: none */
+        /* Places each peer at accept (caller_peer_place(): its pod, or privileged where it runs),
+         * so that one pod, or one uid outside pods, cannot take every connection and stream from
+         * the others. NULL: counted by uid. Privileged peers are not counted per caller. */
+        api_place_fn place;
+        void *place_userdata;
+        unsigned max_connections_per_caller; /* 0: 64 */
+        unsigned max_streams_per_caller;     /* 0: 1024 */
 };
 
 int grpc_server_new(sd_event *e, struct metrics *metrics, const struct grpc_server_options *o,

@@ -435,7 +435,12 @@ static char *workload_socket_path(struct identity *id) {
 }
 
 int workload_api_start(struct identity *id) {
-        const struct grpc_server_options opts = { .name = "workload", .socket_gid = id->manager->socket_gid };
+        const struct grpc_server_options opts = {
+                .name = "workload",
+                .socket_gid = id->manager->socket_gid,
+                .place = caller_peer_place, /* counted per pod as on the local API */
+                .place_userdata = id->manager,
+        };
         _cleanup_free_ char *path = workload_socket_path(id);
         struct workload_api *api;
         int r;

@@ -255,3 +255,44 @@ def test_empty_workload_socket_disables_it(agent_factory):
     wait_workload_api_absent = not os.path.exists(workload_socket(a))
     assert wait_workload_api_absent
     a.check_alive()
+
+
+# One uid outside pods opens more connections than a caller may hold: the ones over the limit
+# are closed at once (no SETTINGS from the server), the others are served.
+CONNECT_MANY = r"""
+import socket, sys
+path, n = sys.argv[1], int(sys.argv[2])
+socks, served, refused = [], 0, 0
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    socks.append(s)
+for s in socks:
+    s.settimeout(5)
+    try:
+        served += 1 if s.recv(9) else 0
+    except (socket.timeout, ConnectionResetError):
+        pass
+print(served, n - served)
+"""
+
+
+def test_one_caller_cannot_take_every_connection(agent_factory, cgroups, pb):
+    import subprocess
+    import sys
+    a = start(agent_factory)
+    cg, _ = pod_with_identity(a, cgroups)
+
+    def run_as_nobody():
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    p = subprocess.run([sys.executable, "-c", CONNECT_MANY, workload_socket(a), "80"], preexec_fn=run_as_nobody,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    served, refused = map(int, p.stdout.split())
+    assert (served, refused) == (64, 16), p.stdout
+    assert a.metrics().value("pinion_grpc_rejected_total", server="workload", reason="caller-connections") == 16
+    # Its connections counted against its uid alone: a pod is served all the same.
+    (r,) = call(pb, workload_socket(a), "svid", cg=cg, uid=NOBODY)
+    assert "svids" in r, r
