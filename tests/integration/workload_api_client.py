@@ -59,6 +59,7 @@ def stub(ch, op, raw):
 def single(args):
     md = [] if args.no_header else [("workload.spiffe.io", "true")]
     raw = bytes.fromhex(args.raw) if args.raw is not None else None
+    t0 = time.time()
     with channel() as ch:
         fn, req = stub(ch, args.op, raw)
         streaming = METHODS[args.op][3]
@@ -70,6 +71,7 @@ def single(args):
             for n, resp in enumerate(it):
                 d = describe(resp)
                 d["t"] = time.time()
+                d["elapsed"] = d["t"] - t0  # from connecting (the channel is lazy) to this response
                 out(d)
                 if n + 1 >= args.count:
                     it.cancel()
