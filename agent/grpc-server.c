@@ -77,6 +77,8 @@ void grpc_server_count_call(struct grpc_server *s, const struct grpc_call *call,
         const char *method = call->method ? call->method->path : "unknown";
 
         (void) metric_inc(s->m_calls, s->name, method, grpc_status_to_string(status));
+        log_debug("gRPC %s: %s from pid %d ended: %s", s->name, call->path ?: "(no path)", (int) call->conn->creds.pid,
+                  grpc_status_to_string(status));
 }
 
 void grpc_server_streams_changed(struct grpc_server *s, int delta) {

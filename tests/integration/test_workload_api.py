@@ -306,3 +306,26 @@ def test_one_caller_cannot_take_every_connection(agent_factory, cgroups, pb):
     # Its connections counted against its uid alone: a pod is served all the same.
     (r,) = call(pb, workload_socket(a), "svid", cg=cg, uid=NOBODY)
     assert "svids" in r, r
+
+
+def test_stream_ends_when_the_pod_goes(agent_factory, cgroups, pb):
+    import json
+    a = start(agent_factory)
+    uid = new_uid()
+    a.write_pod("web", identity_pod("web", uid, ns="shop", sa="front"))
+    wait_workload(a, "web")
+    cg = cgroups(uid, hierarchy="pids")
+    p = spawn(pb, workload_socket(a), "svid", "--count", 2, cg=cg, uid=NOBODY)
+    try:
+        first = json.loads(p.stdout.readline())
+        assert first["svids"][0]["spiffe_id"] == "spiffe://%s/ns/shop/sa/front" % TD, first
+        a.remove_pod("web")
+        line = p.stdout.readline()
+        assert line, p.stderr.read()[-3000:]
+        end = json.loads(line)
+        assert end["error"] == "PERMISSION_DENIED" and "no longer" in end["details"], end
+        p.wait(30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
