@@ -268,9 +268,19 @@ static void update_streams(struct workload_api *api, const char *pod_uid) {
 
 /* ---- the RPCs ---- */
 
-/* The checks every RPC makes first, in the spec's order. 0: the caller is the pod with *ret_w
- * (NULL for FetchX509Bundles if the pod has none: bundles are not secret, but the caller must
- * still be a pod of this node); <0: the call was finished. */
+/* Why a caller that is no pod gets nothing: caller_refusal()'s wording where it fits, else
+ * what the Workload API's rule is (only pods have SVIDs, the host's root included). */
+static const char *refusal(const struct caller *c) {
+        if (c->kind == CALLER_HOST || c->kind == CALLER_SOCKET_GROUP)
+                return "the host has no SVID, only pods with " IDENTITY_ANNOTATION " have";
+        if (c->kind == CALLER_OUTSIDER && !c->pod_error)
+                return "it runs in no pod of this node";
+        return caller_refusal(c);
+}
+
+/* The checks every RPC makes first, in the spec's order: the security header, then the caller.
+ * 0: the caller is a pod of this node with an identity, *ret_pod_uid its UID; <0: the call was
+ * finished. */
 static int admit(struct workload_api *api, struct grpc_call *call, char **ret_pod_uid) {
         struct identity *id = api->id;
         const char *header = grpc_call_metadata(call, SECURITY_HEADER);
@@ -285,9 +295,7 @@ static int admit(struct workload_api *api, struct grpc_call *call, char **ret_po
         if (c.kind != CALLER_POD) {
                 log_module_debug(MODULE, "Workload API: %s refused for pid %d: %s", grpc_call_method(call),
                                  (int) grpc_call_peer(call)->pid, caller_refusal(&c));
-                grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "no identity for the caller: %s",
-                                 c.kind == CALLER_OUTSIDER && !c.pod_error ? "it runs in no pod of this node"
-                                                                           : caller_refusal(&c));
+                grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "no identity for the caller: %s", refusal(&c));
                 return -EPERM;
         }
         if (!workload_find(id, c.pod_uid)) {
