@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 
 #include "api.h"
+#include "peer-creds.h"
 
 #define API_PARAMS_MAX 8
 
@@ -106,13 +107,7 @@ struct api_conn {
         struct api *api;
         struct api_conn *next_pending;
         int fd;
-        bool have_creds;
-        pid_t pid;
-        uid_t uid;
-        gid_t gid;
-        uint64_t start_time; /* of the process that connected; 0: not provably it */
-        gid_t *groups;
-        size_t n_groups;
+        struct peer_creds creds;
         char *count_key; /* the per-pod or per-uid count it is in, NULL: none */
         bool counted;    /* in n_conns */
         bool limited;    /* in n_limited */

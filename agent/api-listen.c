@@ -110,7 +110,7 @@ static int socket_bind_at(const char *path, mode_t mode, gid_t gid, int *ret_fd)
         return 0;
 }
 
-static int socket_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
+int socket_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
         struct sockaddr_un sa;
         int r;
 

@@ -111,9 +111,13 @@ static struct caller_place manager_place(struct manager *m) {
         };
 }
 
-void caller_resolve(struct manager *m, struct api_request *req, struct caller *ret) {
+void caller_resolve_manager_peer(struct manager *m, const struct api_peer *peer, struct caller *ret) {
         struct caller_place place = manager_place(m);
-        caller_resolve_peer(&place, api_request_peer(req), ret);
+        caller_resolve_peer(&place, peer, ret);
+}
+
+void caller_resolve(struct manager *m, struct api_request *req, struct caller *ret) {
+        caller_resolve_manager_peer(m, api_request_peer(req), ret);
 }
 
 void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_place *ret) {

@@ -80,6 +80,8 @@ struct caller {
 void caller_resolve_peer(const struct caller_place *place, const struct api_peer *peer, struct caller *ret);
 /* The same for a request to the API, against the manager's settings and pod store. */
 void caller_resolve(struct manager *m, struct api_request *req, struct caller *ret);
+/* The same for a peer of another server of the agent (the gRPC server: grpc_call_peer()). */
+void caller_resolve_manager_peer(struct manager *m, const struct api_peer *peer, struct caller *ret);
 void caller_done(struct caller *c);
 
 /* The API's placer (api_set_place_fn(), userdata: the manager): whether a peer is privileged

@@ -43,6 +43,15 @@ static int parse_cfssl_url(const char *v, void *ret, const char **reason) {
         return config_parse_url(v, ret, reason);
 }
 
+/* workload-socket: a path, or empty for no Workload API (unset: beside the API socket). */
+static int parse_workload_socket(const char *v, void *ret, const char **reason) {
+        if (isempty(v)) {
+                *(char **) ret = strdup("");
+                return *(char **) ret ? 0 : -ENOMEM;
+        }
+        return config_parse_path(v, ret, reason);
+}
+
 #define FIELD(f) offsetof(struct identity_settings, f)
 static const struct config_key identity_keys[] = {
         { "signer", parse_signer, FIELD(signer), "" },
@@ -58,6 +67,7 @@ static const struct config_key identity_keys[] = {
         { "jwt-key-file", config_parse_path, FIELD(jwt_key_file), NULL, config_free_string },
         { "jwt-bundle-file", config_parse_path, FIELD(jwt_bundle_file), NULL, config_free_string },
         { "jwt-svid-lifetime", config_parse_duration, FIELD(jwt_svid_lifetime), "5m" },
+        { "workload-socket", parse_workload_socket, FIELD(workload_socket), NULL, config_free_string },
         {}
 };
 #undef FIELD
@@ -170,8 +180,12 @@ static void update_state(struct identity *id) {
 void identity_set_bundle(struct identity *id, STACK_OF(X509) *roots) {
         char *pem = NULL;
         if (roots && x509_chain_to_pem(roots, &pem) >= 0) {
+                bool changed = !streq_ptr(pem, id->bundle_pem);
+
                 free(id->bundle_pem);
                 id->bundle_pem = pem;
+                if (changed)
+                        workload_api_bundle_changed(id);
         }
 }
 
@@ -371,7 +385,10 @@ static int identity_hook_up(struct identity *id) {
         r = identity_waiters_new(id);
         if (r < 0)
                 return r;
-        return identity_api_register(id);
+        r = identity_api_register(id);
+        if (r < 0)
+                return r;
+        return workload_api_start(id);
 }
 
 /* The pods already in the store, the pod-tls-dir sweep, the first node certificate. */
@@ -440,6 +457,7 @@ static void identity_teardown(struct identity *id) {
         struct manager *m = id->manager;
         id->running = false;
         id->routes = api_routes_free(id->routes);
+        workload_api_stop(id);
         id->metrics_reg = metrics_registration_free(id->metrics_reg);
         waitq_fail(id->waiters, NULL, 503, "the identity module is stopping");
         id->waiters = waitq_free(id->waiters);
@@ -482,10 +500,11 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
                     streq_ptr(s->ca_dir, o->ca_dir) && streq_ptr(s->cfssl_url, o->cfssl_url) &&
                     streq_ptr(s->cfssl_auth_key_file, o->cfssl_auth_key_file) &&
                     streq_ptr(s->cfssl_ca_file, o->cfssl_ca_file) &&
-                    streq_ptr(s->bootstrap_token_file, o->bootstrap_token_file) && streq_ptr(s->pod_tls_dir, o->pod_tls_dir);
+                    streq_ptr(s->bootstrap_token_file, o->bootstrap_token_file) && streq_ptr(s->pod_tls_dir, o->pod_tls_dir) &&
+                    streq_ptr(s->workload_socket, o->workload_socket);
         if (!same && o->signer) {
                 identity_settings_free(s);
-                if (asprintf(ret_error, "[identity]: changing the signer, trust-domain, CA or pod-tls-dir needs a restart "
+                if (asprintf(ret_error, "[identity]: changing the signer, trust-domain, CA, pod-tls-dir or workload-socket needs a restart "
                                         "(only the lifetimes apply on reload)") < 0)
                         *ret_error = NULL;
                 return -EBUSY;

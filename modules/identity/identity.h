@@ -21,6 +21,7 @@
 
 struct identity;
 struct identity_settings;
+struct workload_api;
 
 /* A kind of signer, as [identity] signer= names it (signer-kind.c). make() and issuer() return
  * 0, or a negative errno: with *ret_error the module fails with that reason and the daemon
@@ -53,6 +54,7 @@ struct identity_settings {
         usec_t node_cert_lifetime;
         usec_t workload_cert_lifetime;
         char *pod_tls_dir;
+        char *workload_socket; /* NULL: beside the API socket; "": no Workload API */
         char *jwt_key_file;    /* the trust domain's JWT signing key (P-256 PEM), shared by its nodes */
         char *jwt_bundle_file; /* public keys accepted besides it (JWKS or PEM) */
         usec_t jwt_svid_lifetime;
@@ -112,6 +114,7 @@ struct identity {
         sd_event_source *defer;
         sd_event_source *sweep_timer; /* the one pod-tls-dir sweep, once the pod store is complete */
         struct waitq *waiters; /* /v1/identity?wait= long-polls, keyed by pod uid */
+        struct workload_api *wapi; /* the SPIFFE Workload API server (workload-api.c); NULL: none */
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
 
@@ -182,3 +185,12 @@ int identity_caller_workload(struct identity *id, const struct caller *c, struct
 /* The queue of /v1/identity?wait= long-polls, woken (waitq_wake) with a pod's uid when its
  * certificate changes or the pod goes away. */
 int identity_waiters_new(struct identity *id);
+
+/* workload-api.c */
+/* Serves the Workload API on [identity] workload-socket (not listening is logged, not fatal). */
+int workload_api_start(struct identity *id);
+void workload_api_stop(struct identity *id);
+/* A pod's certificate changed or the pod went: long-polls and Workload API streams hear it. */
+void identity_workload_changed(struct identity *id, const char *pod_uid);
+/* The trust bundle changed: every Workload API stream gets it. */
+void workload_api_bundle_changed(struct identity *id);

@@ -2,6 +2,7 @@
 MODULE_SOURCES += \
 	modules/identity/identity.c modules/identity/identity.h \
 	modules/identity/identity-api.c \
+	modules/identity/workload-api.c \
 	modules/identity/workload.c \
 	modules/identity/cred.c modules/identity/cred.h \
 	modules/identity/signer.h modules/identity/signer-kind.c modules/identity/signer-local.c modules/identity/signer-cfssl.c \
@@ -12,8 +13,9 @@ MODULE_SOURCES += \
 	modules/identity/jwt.c modules/identity/jwt.h modules/identity/jwt-keys.c \
 	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
-INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py
-EXTRA_DIST += tests/integration/identity_testlib.py
+INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py
+EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
+	tests/integration/workload_api_client.py docs/workload-api.md
 
 # Unit tests: the crypto plumbing and the CFSSL wire format (no loop, no IO but temp dirs).
 UNIT_TESTS += tests/unit/test-identity-x509

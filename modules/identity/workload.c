@@ -161,7 +161,7 @@ static void workload_remove(struct identity *id, struct workload *w) {
                 /* The gate no longer concerns the pod (it is gone or wants no identity). */
                 if (pod)
                         pod_gates_changed(id->manager->pod_gates, uid);
-                waitq_wake(id->waiters, uid);
+                identity_workload_changed(id, uid);
         }
 }
 
@@ -389,7 +389,7 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) metric_inc(id->m_failed, "workload");
         if (!w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
-        waitq_wake(id->waiters, w->uid);
+        identity_workload_changed(id, w->uid);
         queue_push(id, w); /* issue again as soon as the issuer can */
         return 0;
 }
@@ -425,7 +425,7 @@ static void issue_one(struct identity *id, struct workload *w) {
                      w->spiffe, until);
         if (!had && !w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
-        waitq_wake(id->waiters, w->uid);
+        identity_workload_changed(id, w->uid);
 }
 
 static int on_defer(sd_event_source *s, void *userdata) {

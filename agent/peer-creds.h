@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Who connected to one of the agent's Unix sockets: the kernel's SO_PEERCRED, the groups the
+ * peer had at connect(), and the start time of the process that connected, read only while
+ * that process provably still holds its PID. The local API (api-conn.c) and the gRPC server
+ * (grpc-server.c) both read it here at accept, and caller.h classifies it. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "api.h"
+
+struct peer_creds {
+        bool known; /* SO_PEERCRED could be read; else every field below is unset */
+        pid_t pid;
+        uid_t uid;
+        gid_t gid;
+        uint64_t start_time; /* of the process that connected; 0: not provably it */
+        gid_t *groups;       /* owned */
+        size_t n_groups;
+};
+
+/* Reads the peer of connected socket fd into *ret. Never fails: a peer whose credentials
+ * cannot be read is left unknown (known false, uid and gid -1), hence unprivileged. */
+void peer_creds_read(int fd, struct peer_creds *ret);
+void peer_creds_done(struct peer_creds *c);
+
+/* root, or a member of socket_gid ((gid_t) -1: no socket group). */
+bool peer_creds_privileged(const struct peer_creds *c, gid_t socket_gid);
+
+/* The peer as caller_resolve_peer() takes it. */
+struct api_peer peer_creds_to_api_peer(const struct peer_creds *c, gid_t socket_gid);

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: MIT */
+/* The SPIFFE Workload API (proto/workload.proto) on the agent's gRPC server: a pod asks over
+ * [identity] workload-socket and gets its own X.509-SVID, key and bundle, pushed again on every
+ * rotation and every bundle change. Attestation is the authorization: the caller is placed by
+ * the one rule of caller.h, and only a pod of this node with an identity gets anything; the
+ * socket itself is open to every local user, as the spec's clients expect.
+ *
+ *   no "workload.spiffe.io: true" metadata   -> INVALID_ARGUMENT
+ *   a request that is not the RPC's message   -> INVALID_ARGUMENT
+ *   a caller without an identity              -> PERMISSION_DENIED
+ *   FetchJWTSVID, FetchJWTBundles, ValidateJWTSVID -> UNIMPLEMENTED (one function each below,
+ *                                                     where JWT-SVIDs plug in) */
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "caller.h"
+#include "grpc-server.h"
+#include "identity.h"
+#include "log.h"
+#include "workload.pb-c.h"
+#include "x509.h"
+
+#define MODULE "identity"
+#define SECURITY_HEADER "workload.spiffe.io"
+#define WORKLOAD_SOCKET_NAME "workload.sock"
+
+enum stream_kind {
+        STREAM_X509_SVID,
+        STREAM_X509_BUNDLES,
+};
+
+/* An open FetchX509SVID or FetchX509Bundles stream: what it was sent last. */
+struct wstream {
+        struct workload_api *api;
+        struct wstream *prev, *next;
+        struct grpc_call *call;
+        enum stream_kind kind;
+        char *pod_uid;
+        unsigned generation; /* of the certificate sent */
+        uint64_t bundle_generation;
+        bool sent;
+};
+
+struct workload_api {
+        struct identity *id;
+        struct grpc_server *server;
+        struct wstream *streams;
+        uint64_t bundle_generation; /* bumps with every bundle change */
+};
+
+/* ---- DER from what the module keeps as PEM ---- */
+
+static int der_append(uint8_t **buf, size_t *len, const uint8_t *der, size_t n) {
+        uint8_t *grown = realloc(*buf, *len + n);
+
+        if (!grown)
+                return -ENOMEM;
+        memcpy(grown + *len, der, n);
+        *buf = grown;
+        *len += n;
+        return 0;
+}
+
+/* The certificates of pem, DER-encoded one after the other (the spec's bytes fields). */
+static int certs_der(const char *pem, ProtobufCBinaryData *ret) {
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int r;
+
+        r = x509_chain_from_pem(pem, strlen(pem), &chain);
+        if (r < 0)
+                return r;
+        for (int i = 0; i < sk_X509_num(chain); i++) {
+                unsigned char *der = NULL;
+                int n = i2d_X509(sk_X509_value(chain, i), &der);
+
+                r = n <= 0 ? -ENOMEM : der_append(&buf, &len, der, (size_t) n);
+                OPENSSL_free(der);
+                if (r < 0) {
+                        free(buf);
+                        return r;
+                }
+        }
+        *ret = (ProtobufCBinaryData) { .len = len, .data = buf };
+        return 0;
+}
+
+/* PKCS#8 DER of the key, in memory OPENSSL_secure-free: wiped by the caller (key_der_free). */
+static int key_der(const char *pem, ProtobufCBinaryData *ret) {
+        EVP_PKEY *key = NULL;
+        PKCS8_PRIV_KEY_INFO *p8;
+        unsigned char *der = NULL;
+        int n, r;
+
+        r = x509_key_from_pem(pem, strlen(pem), &key);
+        if (r < 0)
+                return r;
+        p8 = EVP_PKEY2PKCS8(key);
+        EVP_PKEY_free(key);
+        if (!p8)
+                return -ENOMEM;
+        n = i2d_PKCS8_PRIV_KEY_INFO(p8, &der);
+        PKCS8_PRIV_KEY_INFO_free(p8);
+        if (n <= 0)
+                return -ENOMEM;
+        *ret = (ProtobufCBinaryData) { .len = (size_t) n, .data = der };
+        return 0;
+}
+
+static void key_der_free(ProtobufCBinaryData *d) {
+        if (d->data)
+                OPENSSL_clear_free(d->data, d->len);
+        *d = (ProtobufCBinaryData) {};
+}
+
+/* Packs msg and sends it on the stream, wiping the packed copy (it may hold a key). */
+static int send_packed(struct wstream *st, const ProtobufCMessage *msg) {
+        size_t n = protobuf_c_message_get_packed_size(msg);
+        uint8_t *buf = malloc(MAX(n, (size_t) 1));
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        (void) protobuf_c_message_pack(msg, buf);
+        r = grpc_call_send(st->call, buf, n);
+        OPENSSL_cleanse(buf, n);
+        free(buf);
+        return r;
+}
+
+static char *trust_domain_id(const struct identity *id) {
+        char *s = NULL;
+
+        return asprintf(&s, "spiffe://%s", id->settings->trust_domain ?: "") < 0 ? NULL : s;
+}
+
+/* ---- streams ---- */
+
+static void stream_free(struct wstream *st) {
+        struct workload_api *api = st->api;
+
+        if (st->prev)
+                st->prev->next = st->next;
+        else
+                api->streams = st->next;
+        if (st->next)
+                st->next->prev = st->prev;
+        free(st->pod_uid);
+        free(st);
+}
+
+/* The call failed or was ended: the stream is forgotten. */
+static void stream_end(struct wstream *st, enum grpc_status status, const char *message) {
+        if (status != GRPC_STATUS_OK || message)
+                grpc_call_finish(st->call, status, "%s", message ?: "");
+        stream_free(st);
+}
+
+static void on_stream_cancel(struct grpc_call *call, enum grpc_status status, void *userdata) {
+        stream_free(userdata);
+}
+
+static int send_svid(struct wstream *st, const struct workload *w) {
+        struct identity *id = st->api->id;
+        X509SVID svid = X509_SVID__INIT;
+        X509SVID *svids[] = { &svid };
+        X509SVIDResponse resp = X509_SVIDRESPONSE__INIT;
+        int r;
+
+        svid.spiffe_id = w->spiffe;
+        r = certs_der(w->chain_pem, &svid.x509_svid);
+        if (r >= 0)
+                r = certs_der(id->bundle_pem ?: "", &svid.bundle);
+        if (r >= 0)
+                r = key_der(w->key_pem, &svid.x509_svid_key);
+        if (r >= 0) {
+                resp.n_svids = 1;
+                resp.svids = svids;
+                r = send_packed(st, &resp.base);
+        }
+        key_der_free(&svid.x509_svid_key);
+        free(svid.x509_svid.data);
+        free(svid.bundle.data);
+        if (r == -ENOBUFS || r == -ESHUTDOWN)
+                return r; /* the call has ended */
+        if (r < 0) {
+                log_module_warning_errno(MODULE, r, "Workload API: cannot encode the SVID of %s: %m", w->spiffe);
+                return r;
+        }
+        st->generation = w->generation;
+        st->bundle_generation = st->api->bundle_generation;
+        st->sent = true;
+        return 0;
+}
+
+static int send_bundles(struct wstream *st) {
+        struct identity *id = st->api->id;
+        X509BundlesResponse__BundlesEntry entry = X509_BUNDLES_RESPONSE__BUNDLES_ENTRY__INIT;
+        X509BundlesResponse__BundlesEntry *entries[] = { &entry };
+        X509BundlesResponse resp = X509_BUNDLES_RESPONSE__INIT;
+        _cleanup_free_ char *td = trust_domain_id(id);
+        int r;
+
+        if (!td)
+                return -ENOMEM;
+        entry.key = td;
+        r = certs_der(id->bundle_pem, &entry.value);
+        if (r < 0)
+                return r;
+        resp.n_bundles = 1;
+        resp.bundles = entries;
+        r = send_packed(st, &resp.base);
+        free(entry.value.data);
+        if (r < 0)
+                return r;
+        st->bundle_generation = st->api->bundle_generation;
+        st->sent = true;
+        return 0;
+}
+
+/* Sends what the stream has not seen yet. <0: the stream has ended and is gone. */
+static int stream_update(struct wstream *st) {
+        struct identity *id = st->api->id;
+        struct workload *w;
+        int r;
+
+        if (st->kind == STREAM_X509_BUNDLES) {
+                if (!id->bundle_pem || (st->sent && st->bundle_generation == st->api->bundle_generation))
+                        return 0;
+                r = send_bundles(st);
+        } else {
+                w = workload_find(id, st->pod_uid);
+                if (!w) {
+                        stream_end(st, GRPC_STATUS_PERMISSION_DENIED, "the pod no longer has an identity");
+                        return -ENOENT;
+                }
+                if (!w->chain_pem || !id->bundle_pem ||
+                    (st->sent && st->generation == w->generation && st->bundle_generation == st->api->bundle_generation))
+                        return 0;
+                r = send_svid(st, w);
+        }
+        if (r == -ENOBUFS || r == -ESHUTDOWN) {
+                stream_free(st);
+                return r;
+        }
+        if (r < 0) {
+                stream_end(st, GRPC_STATUS_INTERNAL, "cannot encode the response");
+                return r;
+        }
+        return 0;
+}
+
+static void update_streams(struct workload_api *api, const char *pod_uid) {
+        for (struct wstream *st = api->streams, *next; st; st = next) {
+                next = st->next;
+                if (!pod_uid || (st->kind == STREAM_X509_SVID && streq(st->pod_uid, pod_uid)))
+                        (void) stream_update(st);
+        }
+}
+
+/* ---- the RPCs ---- */
+
+/* Why a caller that is no pod gets nothing: caller_refusal()'s wording where it fits, else
+ * what the Workload API's rule is (only pods have SVIDs, the host's root included). */
+static const char *refusal(const struct caller *c) {
+        if (c->kind == CALLER_HOST || c->kind == CALLER_SOCKET_GROUP)
+                return "the host has no SVID, only pods with " IDENTITY_ANNOTATION " have";
+        if (c->kind == CALLER_OUTSIDER && !c->pod_error)
+                return "it runs in no pod of this node";
+        return caller_refusal(c);
+}
+
+/* The checks every RPC makes first, in the spec's order: the security header, then the caller.
+ * 0: the caller is a pod of this node with an identity, *ret_pod_uid its UID; <0: the call was
+ * finished. */
+static int admit(struct workload_api *api, struct grpc_call *call, char **ret_pod_uid) {
+        struct identity *id = api->id;
+        const char *header = grpc_call_metadata(call, SECURITY_HEADER);
+        _cleanup_(caller_done) struct caller c = {};
+
+        if (!streq_ptr(header, "true")) {
+                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "security header missing from request (%s: true)",
+                                 SECURITY_HEADER);
+                return -EINVAL;
+        }
+        caller_resolve_manager_peer(id->manager, grpc_call_peer(call), &c);
+        if (c.kind != CALLER_POD) {
+                log_module_debug(MODULE, "Workload API: %s refused for pid %d: %s", grpc_call_method(call),
+                                 (int) grpc_call_peer(call)->pid, caller_refusal(&c));
+                grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "no identity for the caller: %s", refusal(&c));
+                return -EPERM;
+        }
+        if (!workload_find(id, c.pod_uid)) {
+                grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "this pod has no identity (annotate it %s: \"true\")",
+                                 IDENTITY_ANNOTATION);
+                return -EPERM;
+        }
+        *ret_pod_uid = TAKE_PTR(c.pod_uid);
+        return 0;
+}
+
+/* The request must be the RPC's message (all X.509 requests are empty, but must parse). */
+static bool request_parses(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t size) {
+        ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, size, msg);
+
+        if (!m) {
+                grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s", d->name);
+                return false;
+        }
+        protobuf_c_message_free_unpacked(m, NULL);
+        return true;
+}
+
+static void open_stream(struct workload_api *api, struct grpc_call *call, enum stream_kind kind, char *pod_uid) {
+        struct wstream *st = calloc(1, sizeof(*st));
+
+        if (!st) {
+                free(pod_uid);
+                grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return;
+        }
+        *st = (struct wstream) { .api = api, .call = call, .kind = kind, .pod_uid = pod_uid, .next = api->streams };
+        if (api->streams)
+                api->streams->prev = st;
+        api->streams = st;
+        grpc_call_set_cancel(call, on_stream_cancel, st);
+        /* The first response now if there is one; else at issuance (identity_workload_changed). */
+        (void) stream_update(st);
+}
+
+static void fetch_x509_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
+        char *pod_uid = NULL;
+
+        if (admit(userdata, call, &pod_uid) < 0)
+                return;
+        if (!request_parses(call, &x509_svidrequest__descriptor, msg, size)) {
+                free(pod_uid);
+                return;
+        }
+        open_stream(userdata, call, STREAM_X509_SVID, pod_uid);
+}
+
+static void fetch_x509_bundles(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
+        char *pod_uid = NULL;
+
+        if (admit(userdata, call, &pod_uid) < 0)
+                return;
+        if (!request_parses(call, &x509_bundles_request__descriptor, msg, size)) {
+                free(pod_uid);
+                return;
+        }
+        open_stream(userdata, call, STREAM_X509_BUNDLES, pod_uid);
+}
+
+/* JWT-SVIDs: each RPC admits the caller and parses its request here, then answers through one
+ * function (the seam for modules/identity/jwt.[ch]). */
+static void jwt_unimplemented(struct grpc_call *call, const char *what) {
+        grpc_call_finish(call, GRPC_STATUS_UNIMPLEMENTED, "%s: JWT-SVIDs are not served by this agent yet", what);
+}
+
+static void workload_api_fetch_jwt_svid(struct workload_api *api, struct grpc_call *call, const char *pod_uid,
+                                        const JWTSVIDRequest *req) {
+        jwt_unimplemented(call, "FetchJWTSVID");
+}
+
+static void workload_api_fetch_jwt_bundles(struct workload_api *api, struct grpc_call *call, const char *pod_uid,
+                                           const JWTBundlesRequest *req) {
+        jwt_unimplemented(call, "FetchJWTBundles");
+}
+
+static void workload_api_validate_jwt_svid(struct workload_api *api, struct grpc_call *call, const char *pod_uid,
+                                           const ValidateJWTSVIDRequest *req) {
+        jwt_unimplemented(call, "ValidateJWTSVID");
+}
+
+#define JWT_HANDLER(fn, type, descriptor, free_unpacked, serve)                                              \
+        static void fn(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {            \
+                _cleanup_free_ char *pod_uid = NULL;                                                        \
+                type *req;                                                                                  \
+                if (admit(userdata, call, &pod_uid) < 0)                                                    \
+                        return;                                                                             \
+                req = (type *) protobuf_c_message_unpack(&descriptor, NULL, size, msg);                     \
+                if (!req) {                                                                                 \
+                        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s", descriptor.name); \
+                        return;                                                                             \
+                }                                                                                           \
+                serve(userdata, call, pod_uid, req);                                                        \
+                free_unpacked(req, NULL);                                                                   \
+        }
+
+JWT_HANDLER(fetch_jwt_svid, JWTSVIDRequest, jwtsvidrequest__descriptor, jwtsvidrequest__free_unpacked,
+            workload_api_fetch_jwt_svid)
+JWT_HANDLER(fetch_jwt_bundles, JWTBundlesRequest, jwtbundles_request__descriptor, jwtbundles_request__free_unpacked,
+            workload_api_fetch_jwt_bundles)
+JWT_HANDLER(validate_jwt_svid, ValidateJWTSVIDRequest, validate_jwtsvidrequest__descriptor,
+            validate_jwtsvidrequest__free_unpacked, workload_api_validate_jwt_svid)
+
+static const struct grpc_method methods[] = {
+        { "/SpiffeWorkloadAPI/FetchX509SVID", fetch_x509_svid },
+        { "/SpiffeWorkloadAPI/FetchX509Bundles", fetch_x509_bundles },
+        { "/SpiffeWorkloadAPI/FetchJWTSVID", fetch_jwt_svid },
+        { "/SpiffeWorkloadAPI/FetchJWTBundles", fetch_jwt_bundles },
+        { "/SpiffeWorkloadAPI/ValidateJWTSVID", validate_jwt_svid },
+};
+
+/* ---- the module's side ---- */
+
+void identity_workload_changed(struct identity *id, const char *pod_uid) {
+        waitq_wake(id->waiters, pod_uid);
+        if (id->wapi)
+                update_streams(id->wapi, pod_uid);
+}
+
+void workload_api_bundle_changed(struct identity *id) {
+        if (!id->wapi)
+                return;
+        id->wapi->bundle_generation++;
+        update_streams(id->wapi, NULL);
+}
+
+/* [identity] workload-socket: unset, beside the API socket; empty: none. */
+static char *workload_socket_path(struct identity *id) {
+        const char *set = id->settings->workload_socket, *api = api_socket_path(id->manager->api);
+        _cleanup_free_ char *copy = NULL;
+        char *s = NULL;
+
+        if (set)
+                return isempty(set) ? NULL : strdup(set);
+        if (!api)
+                return NULL;
+        copy = strdup(api);
+        if (!copy || asprintf(&s, "%s/%s", dirname(copy), WORKLOAD_SOCKET_NAME) < 0)
+                return NULL;
+        return s;
+}
+
+int workload_api_start(struct identity *id) {
+        const struct grpc_server_options opts = {
+                .name = "workload",
+                .socket_gid = id->manager->socket_gid,
+                .place = caller_peer_place, /* counted per pod as on the local API */
+                .place_userdata = id->manager,
+        };
+        _cleanup_free_ char *path = workload_socket_path(id);
+        struct workload_api *api;
+        int r;
+
+        if (id->wapi || !path)
+                return 0;
+        api = calloc(1, sizeof(*api));
+        if (!api)
+                return -ENOMEM;
+        api->id = id;
+        id->wapi = api;
+        r = grpc_server_new(id->manager->event, id->manager->metrics, &opts, &api->server);
+        if (r >= 0)
+                r = grpc_server_add_methods(api->server, methods, ELEMENTSOF(methods), api);
+        if (r < 0) {
+                workload_api_stop(id);
+                return r;
+        }
+        /* Every local user may connect: what they get is decided by attestation. */
+        r = grpc_server_listen(api->server, path, 0666);
+        if (r < 0) {
+                log_module_error_errno(MODULE, r, "Workload API not served on %s: %m", path);
+                workload_api_stop(id);
+                return 0; /* the HTTP API still serves identities */
+        }
+        return 0;
+}
+
+void workload_api_stop(struct identity *id) {
+        struct workload_api *api = id->wapi;
+
+        if (!api)
+                return;
+        /* Ends every call; their cancel callbacks free the streams. */
+        api->server = grpc_server_free(api->server);
+        while (api->streams)
+                stream_free(api->streams);
+        free(api);
+        id->wapi = NULL;
+}

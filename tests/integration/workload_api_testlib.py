@@ -1,0 +1,139 @@
+"""Helpers for the Workload API tests: the spec's messages generated for Python from
+proto/workload.proto with protoc, the python3-grpcio client (workload_api_client.py) run as a
+process of a pod, and raw HTTP/2 frames for hostile input."""
+
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+
+from pinion_testlib import SRCDIR
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENT = os.path.join(HERE, "workload_api_client.py")
+PYTHON = "/usr/bin/python3"  # Debian's, with python3-grpcio and python3-protobuf
+
+
+def generate_messages():
+    """A directory holding workload_pb2.py made by protoc from our .proto (removed by the caller)."""
+    d = tempfile.mkdtemp(prefix="workload-pb-")
+    os.chmod(d, 0o755)  # the client may run as another user
+    try:
+        subprocess.run(["protoc", "-I", os.path.join(SRCDIR, "proto"), "--python_out", d, "workload.proto"],
+                       check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    for name in os.listdir(d):
+        os.chmod(os.path.join(d, name), 0o644)
+    return d
+
+
+def client_env(pb_dir, socket_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = pb_dir + os.pathsep + HERE
+    env["SPIFFE_ENDPOINT_SOCKET"] = "unix://" + socket_path
+    return env
+
+
+def client_cmd(op, *args):
+    return [PYTHON, CLIENT, op] + [str(a) for a in args]
+
+
+def preexec(cg=None, uid=None):
+    pre_cg = cg.preexec(uid) if cg else None
+
+    def fn():
+        if pre_cg:
+            pre_cg()
+        elif uid is not None:
+            os.setgid(uid)
+            os.setuid(uid)
+    return fn
+
+
+def call(pb_dir, socket_path, op, *args, cg=None, uid=None, timeout=60):
+    """Runs the client once; returns its JSON lines."""
+    p = subprocess.run(client_cmd(op, *args), env=client_env(pb_dir, socket_path), preexec_fn=preexec(cg, uid),
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+def spawn(pb_dir, socket_path, op, *args, cg=None, uid=None):
+    return subprocess.Popen(client_cmd(op, *args), env=client_env(pb_dir, socket_path), preexec_fn=preexec(cg, uid),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def der_certs(blob):
+    """Splits concatenated DER certificates (SEQUENCE with a long-form length)."""
+    certs, i = [], 0
+    while i < len(blob):
+        assert blob[i] == 0x30, "not a DER SEQUENCE at %d" % i
+        first = blob[i + 1]
+        if first < 0x80:
+            hdr, n = 2, first
+        else:
+            k = first & 0x7F
+            hdr, n = 2 + k, int.from_bytes(blob[i + 2:i + 2 + k], "big")
+        certs.append(blob[i:i + hdr + n])
+        i += hdr + n
+    return certs
+
+
+# ---- raw HTTP/2 (RFC 9113) for input no client library sends ----
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def frame(ftype, flags, stream, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
+
+
+def hpack_literal(name, value):
+    """A header field as a literal without indexing, new name, no Huffman (RFC 7541 6.2.2)."""
+    def s(b):
+        assert len(b) < 127
+        return bytes([len(b)]) + b
+    return b"\x00" + s(name.encode()) + s(value.encode())
+
+
+def grpc_headers(path, extra=()):
+    fields = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "localhost"),
+              ("content-type", "application/grpc"), ("te", "trailers"), ("workload.spiffe.io", "true")]
+    return b"".join(hpack_literal(n, v) for n, v in fields + list(extra))
+
+
+def read_frames(sock, timeout=5):
+    """Frames the server sends until it closes or goes quiet: [(type, flags, stream, payload)]."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    frames, i = [], 0
+    while i + 9 <= len(data):
+        n = int.from_bytes(data[i:i + 3], "big")
+        frames.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF,
+                       data[i + 9:i + 9 + n]))
+        i += 9 + n
+    return frames
+
+
+def raw_exchange(socket_path, payload, timeout=3):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(socket_path)
+        s.sendall(payload)
+        return read_frames(s, timeout)
+    finally:
+        s.close()
