@@ -190,7 +190,10 @@ int identity_waiters_new(struct identity *id);
 /* Serves the Workload API on [identity] workload-socket (not listening is logged, not fatal). */
 int workload_api_start(struct identity *id);
 void workload_api_stop(struct identity *id);
-/* A pod's certificate changed or the pod went: long-polls and Workload API streams hear it. */
-void identity_workload_changed(struct identity *id, const char *pod_uid);
+/* A workload's certificate changed or the workload went (uid: a pod's UID or "service:NAME"):
+ * long-polls and Workload API streams hear it. */
+void identity_workload_changed(struct identity *id, const char *uid);
 /* The trust bundle changed: every Workload API stream gets it. */
 void workload_api_bundle_changed(struct identity *id);
+/* The JWT keys changed (identity_jwt_load()): FetchJWTBundles streams get the new JWKS. */
+void workload_api_jwt_bundle_changed(struct identity *id);

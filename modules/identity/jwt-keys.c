@@ -134,6 +134,7 @@ int identity_jwt_load(struct identity *id) {
         id->jwt = ks;
         id->jwt_generation++;
         set_error(id, NULL);
+        workload_api_jwt_bundle_changed(id);
         return 0;
 }
 

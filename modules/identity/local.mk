@@ -2,7 +2,7 @@
 MODULE_SOURCES += \
 	modules/identity/identity.c modules/identity/identity.h \
 	modules/identity/identity-api.c \
-	modules/identity/workload-api.c \
+	modules/identity/workload-api.c modules/identity/workload-api-jwt.c modules/identity/workload-api-internal.h \
 	modules/identity/workload.c \
 	modules/identity/cred.c modules/identity/cred.h \
 	modules/identity/signer.h modules/identity/signer-kind.c modules/identity/signer-local.c modules/identity/signer-cfssl.c \
@@ -13,7 +13,8 @@ MODULE_SOURCES += \
 	modules/identity/jwt.c modules/identity/jwt.h modules/identity/jwt-keys.c \
 	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
-INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py
+INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
+	tests/integration/test_workload_api_jwt.py
 EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
 	tests/integration/workload_api_client.py docs/workload-api.md
 

@@ -8,8 +8,9 @@
  *   no "workload.spiffe.io: true" metadata   -> INVALID_ARGUMENT
  *   a request that is not the RPC's message   -> INVALID_ARGUMENT
  *   a caller without an identity              -> PERMISSION_DENIED
- *   FetchJWTSVID, FetchJWTBundles, ValidateJWTSVID -> UNIMPLEMENTED (one function each below,
- *                                                     where JWT-SVIDs plug in) */
+ *
+ * A configured systemd service ([service.NAME]) is answered for itself like a pod. The JWT RPCs
+ * are in workload-api-jwt.c. */
 
 #include <errno.h>
 #include <libgen.h>
@@ -24,36 +25,13 @@
 #include "grpc-server.h"
 #include "identity.h"
 #include "log.h"
+#include "workload-api-internal.h"
 #include "workload.pb-c.h"
 #include "x509.h"
 
 #define MODULE "identity"
 #define SECURITY_HEADER "workload.spiffe.io"
 #define WORKLOAD_SOCKET_NAME "workload.sock"
-
-enum stream_kind {
-        STREAM_X509_SVID,
-        STREAM_X509_BUNDLES,
-};
-
-/* An open FetchX509SVID or FetchX509Bundles stream: what it was sent last. */
-struct wstream {
-        struct workload_api *api;
-        struct wstream *prev, *next;
-        struct grpc_call *call;
-        enum stream_kind kind;
-        char *pod_uid;
-        unsigned generation; /* of the certificate sent */
-        uint64_t bundle_generation;
-        bool sent;
-};
-
-struct workload_api {
-        struct identity *id;
-        struct grpc_server *server;
-        struct wstream *streams;
-        uint64_t bundle_generation; /* bumps with every bundle change */
-};
 
 /* ---- DER from what the module keeps as PEM ---- */
 
@@ -122,7 +100,7 @@ static void key_der_free(ProtobufCBinaryData *d) {
 }
 
 /* Packs msg and sends it on the stream, wiping the packed copy (it may hold a key). */
-static int send_packed(struct wstream *st, const ProtobufCMessage *msg) {
+int wstream_send_packed(struct wstream *st, const ProtobufCMessage *msg) {
         size_t n = protobuf_c_message_get_packed_size(msg);
         uint8_t *buf = malloc(MAX(n, (size_t) 1));
         int r;
@@ -136,7 +114,7 @@ static int send_packed(struct wstream *st, const ProtobufCMessage *msg) {
         return r;
 }
 
-static char *trust_domain_id(const struct identity *id) {
+char *trust_domain_id(const struct identity *id) {
         char *s = NULL;
 
         return asprintf(&s, "spiffe://%s", id->settings->trust_domain ?: "") < 0 ? NULL : s;
@@ -153,7 +131,7 @@ static void stream_free(struct wstream *st) {
                 api->streams = st->next;
         if (st->next)
                 st->next->prev = st->prev;
-        free(st->pod_uid);
+        free(st->uid);
         free(st);
 }
 
@@ -184,7 +162,7 @@ static int send_svid(struct wstream *st, const struct workload *w) {
         if (r >= 0) {
                 resp.n_svids = 1;
                 resp.svids = svids;
-                r = send_packed(st, &resp.base);
+                r = wstream_send_packed(st, &resp.base);
         }
         key_der_free(&svid.x509_svid_key);
         free(svid.x509_svid.data);
@@ -217,7 +195,7 @@ static int send_bundles(struct wstream *st) {
                 return r;
         resp.n_bundles = 1;
         resp.bundles = entries;
-        r = send_packed(st, &resp.base);
+        r = wstream_send_packed(st, &resp.base);
         free(entry.value.data);
         if (r < 0)
                 return r;
@@ -236,10 +214,14 @@ static int stream_update(struct wstream *st) {
                 if (!id->bundle_pem || (st->sent && st->bundle_generation == st->api->bundle_generation))
                         return 0;
                 r = send_bundles(st);
+        } else if (st->kind == STREAM_JWT_BUNDLES) {
+                if (identity_jwt_unavailable(id) || (st->sent && st->jwt_generation == id->jwt_generation))
+                        return 0;
+                r = wstream_send_jwt_bundles(st);
         } else {
-                w = workload_find(id, st->pod_uid);
+                w = workload_find(id, st->uid);
                 if (!w) {
-                        stream_end(st, GRPC_STATUS_PERMISSION_DENIED, "the pod no longer has an identity");
+                        stream_end(st, GRPC_STATUS_PERMISSION_DENIED, "the workload no longer has an identity");
                         return -ENOENT;
                 }
                 if (!w->chain_pem || !id->bundle_pem ||
@@ -258,33 +240,33 @@ static int stream_update(struct wstream *st) {
         return 0;
 }
 
-static void update_streams(struct workload_api *api, const char *pod_uid) {
+static void update_streams(struct workload_api *api, const char *uid) {
         for (struct wstream *st = api->streams, *next; st; st = next) {
                 next = st->next;
-                if (!pod_uid || (st->kind == STREAM_X509_SVID && streq(st->pod_uid, pod_uid)))
+                if (!uid || (st->kind == STREAM_X509_SVID && streq(st->uid, uid)))
                         (void) stream_update(st);
         }
 }
 
 /* ---- the RPCs ---- */
 
-/* Why a caller that is no pod gets nothing: caller_refusal()'s wording where it fits, else
- * what the Workload API's rule is (only pods have SVIDs, the host's root included). */
+/* Why a caller that is no workload gets nothing: caller_refusal()'s wording where it fits, else
+ * what the Workload API's rule is (only pods and configured services have SVIDs, the host's root
+ * included). */
 static const char *refusal(const struct caller *c) {
         if (c->kind == CALLER_HOST || c->kind == CALLER_SOCKET_GROUP)
-                return "the host has no SVID, only pods with " IDENTITY_ANNOTATION " have";
+                return "the host has no SVID, only pods with " IDENTITY_ANNOTATION " and [service.NAME] units have";
         if (c->kind == CALLER_OUTSIDER && !c->pod_error)
-                return "it runs in no pod of this node";
+                return "it runs in no pod of this node and no configured service";
         return caller_refusal(c);
 }
 
-/* The checks every RPC makes first, in the spec's order: the security header, then the caller.
- * 0: the caller is a pod of this node with an identity, *ret_pod_uid its UID; <0: the call was
- * finished. */
-static int admit(struct workload_api *api, struct grpc_call *call, char **ret_pod_uid) {
+int wapi_admit(struct workload_api *api, struct grpc_call *call, char **ret_uid) {
         struct identity *id = api->id;
         const char *header = grpc_call_metadata(call, SECURITY_HEADER);
         _cleanup_(caller_done) struct caller c = {};
+        struct workload *w;
+        int r;
 
         if (!streq_ptr(header, "true")) {
                 grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "security header missing from request (%s: true)",
@@ -292,23 +274,31 @@ static int admit(struct workload_api *api, struct grpc_call *call, char **ret_po
                 return -EINVAL;
         }
         caller_resolve_manager_peer(id->manager, grpc_call_peer(call), &c);
-        if (c.kind != CALLER_POD) {
+        r = identity_caller_workload(id, &c, &w);
+        if (r == -EPERM) {
                 log_module_debug(MODULE, "Workload API: %s refused for pid %d: %s", grpc_call_method(call),
                                  (int) grpc_call_peer(call)->pid, caller_refusal(&c));
                 grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "no identity for the caller: %s", refusal(&c));
                 return -EPERM;
         }
-        if (!workload_find(id, c.pod_uid)) {
-                grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "this pod has no identity (annotate it %s: \"true\")",
-                                 IDENTITY_ANNOTATION);
+        if (r < 0) {
+                if (c.kind == CALLER_POD)
+                        grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED,
+                                         "this pod has no identity (annotate it %s: \"true\")", IDENTITY_ANNOTATION);
+                else
+                        grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "this service has no identity");
                 return -EPERM;
         }
-        *ret_pod_uid = TAKE_PTR(c.pod_uid);
+        *ret_uid = strdup(w->uid);
+        if (!*ret_uid) {
+                grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                return -ENOMEM;
+        }
         return 0;
 }
 
 /* The request must be the RPC's message (all X.509 requests are empty, but must parse). */
-static bool request_parses(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t size) {
+bool wapi_request_parses(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t size) {
         ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, size, msg);
 
         if (!m) {
@@ -319,15 +309,15 @@ static bool request_parses(struct grpc_call *call, const ProtobufCMessageDescrip
         return true;
 }
 
-static void open_stream(struct workload_api *api, struct grpc_call *call, enum stream_kind kind, char *pod_uid) {
+void wapi_open_stream(struct workload_api *api, struct grpc_call *call, enum stream_kind kind, char *uid) {
         struct wstream *st = calloc(1, sizeof(*st));
 
         if (!st) {
-                free(pod_uid);
+                free(uid);
                 grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
         }
-        *st = (struct wstream) { .api = api, .call = call, .kind = kind, .pod_uid = pod_uid, .next = api->streams };
+        *st = (struct wstream) { .api = api, .call = call, .kind = kind, .uid = uid, .next = api->streams };
         if (api->streams)
                 api->streams->prev = st;
         api->streams = st;
@@ -337,86 +327,48 @@ static void open_stream(struct workload_api *api, struct grpc_call *call, enum s
 }
 
 static void fetch_x509_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
-        char *pod_uid = NULL;
+        char *uid = NULL;
 
-        if (admit(userdata, call, &pod_uid) < 0)
+        if (wapi_admit(userdata, call, &uid) < 0)
                 return;
-        if (!request_parses(call, &x509_svidrequest__descriptor, msg, size)) {
-                free(pod_uid);
+        if (!wapi_request_parses(call, &x509_svidrequest__descriptor, msg, size)) {
+                free(uid);
                 return;
         }
-        open_stream(userdata, call, STREAM_X509_SVID, pod_uid);
+        wapi_open_stream(userdata, call, STREAM_X509_SVID, uid);
 }
 
 static void fetch_x509_bundles(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
-        char *pod_uid = NULL;
+        char *uid = NULL;
 
-        if (admit(userdata, call, &pod_uid) < 0)
+        if (wapi_admit(userdata, call, &uid) < 0)
                 return;
-        if (!request_parses(call, &x509_bundles_request__descriptor, msg, size)) {
-                free(pod_uid);
+        if (!wapi_request_parses(call, &x509_bundles_request__descriptor, msg, size)) {
+                free(uid);
                 return;
         }
-        open_stream(userdata, call, STREAM_X509_BUNDLES, pod_uid);
+        wapi_open_stream(userdata, call, STREAM_X509_BUNDLES, uid);
 }
-
-/* JWT-SVIDs: each RPC admits the caller and parses its request here, then answers through one
- * function (the seam for modules/identity/jwt.[ch]). */
-static void jwt_unimplemented(struct grpc_call *call, const char *what) {
-        grpc_call_finish(call, GRPC_STATUS_UNIMPLEMENTED, "%s: JWT-SVIDs are not served by this agent yet", what);
-}
-
-static void workload_api_fetch_jwt_svid(struct workload_api *api, struct grpc_call *call, const char *pod_uid,
-                                        const JWTSVIDRequest *req) {
-        jwt_unimplemented(call, "FetchJWTSVID");
-}
-
-static void workload_api_fetch_jwt_bundles(struct workload_api *api, struct grpc_call *call, const char *pod_uid,
-                                           const JWTBundlesRequest *req) {
-        jwt_unimplemented(call, "FetchJWTBundles");
-}
-
-static void workload_api_validate_jwt_svid(struct workload_api *api, struct grpc_call *call, const char *pod_uid,
-                                           const ValidateJWTSVIDRequest *req) {
-        jwt_unimplemented(call, "ValidateJWTSVID");
-}
-
-#define JWT_HANDLER(fn, type, descriptor, free_unpacked, serve)                                              \
-        static void fn(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {            \
-                _cleanup_free_ char *pod_uid = NULL;                                                        \
-                type *req;                                                                                  \
-                if (admit(userdata, call, &pod_uid) < 0)                                                    \
-                        return;                                                                             \
-                req = (type *) protobuf_c_message_unpack(&descriptor, NULL, size, msg);                     \
-                if (!req) {                                                                                 \
-                        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s", descriptor.name); \
-                        return;                                                                             \
-                }                                                                                           \
-                serve(userdata, call, pod_uid, req);                                                        \
-                free_unpacked(req, NULL);                                                                   \
-        }
-
-JWT_HANDLER(fetch_jwt_svid, JWTSVIDRequest, jwtsvidrequest__descriptor, jwtsvidrequest__free_unpacked,
-            workload_api_fetch_jwt_svid)
-JWT_HANDLER(fetch_jwt_bundles, JWTBundlesRequest, jwtbundles_request__descriptor, jwtbundles_request__free_unpacked,
-            workload_api_fetch_jwt_bundles)
-JWT_HANDLER(validate_jwt_svid, ValidateJWTSVIDRequest, validate_jwtsvidrequest__descriptor,
-            validate_jwtsvidrequest__free_unpacked, workload_api_validate_jwt_svid)
 
 static const struct grpc_method methods[] = {
         { "/SpiffeWorkloadAPI/FetchX509SVID", fetch_x509_svid },
         { "/SpiffeWorkloadAPI/FetchX509Bundles", fetch_x509_bundles },
-        { "/SpiffeWorkloadAPI/FetchJWTSVID", fetch_jwt_svid },
-        { "/SpiffeWorkloadAPI/FetchJWTBundles", fetch_jwt_bundles },
-        { "/SpiffeWorkloadAPI/ValidateJWTSVID", validate_jwt_svid },
+        { "/SpiffeWorkloadAPI/FetchJWTSVID", wapi_fetch_jwt_svid },
+        { "/SpiffeWorkloadAPI/FetchJWTBundles", wapi_fetch_jwt_bundles },
+        { "/SpiffeWorkloadAPI/ValidateJWTSVID", wapi_validate_jwt_svid },
 };
 
 /* ---- the module's side ---- */
 
-void identity_workload_changed(struct identity *id, const char *pod_uid) {
-        waitq_wake(id->waiters, pod_uid);
+void identity_workload_changed(struct identity *id, const char *uid) {
+        waitq_wake(id->waiters, uid);
         if (id->wapi)
-                update_streams(id->wapi, pod_uid);
+                update_streams(id->wapi, uid);
+}
+
+void workload_api_jwt_bundle_changed(struct identity *id) {
+        if (id->wapi)
+                update_streams(id->wapi, NULL);
 }
 
 void workload_api_bundle_changed(struct identity *id) {

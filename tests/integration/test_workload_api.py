@@ -134,10 +134,13 @@ def test_the_spec_errors(agent_factory, cgroups, pb):
         (r,) = call(pb, sock, op, "--no-header", cg=cg, uid=NOBODY)
         assert r["error"] == "INVALID_ARGUMENT", (op, r)
         assert "workload.spiffe.io" in r["details"]
-    # The JWT RPCs are there, and say they are not served yet.
-    for op in ("jwt-svid", "jwt-bundles", "validate"):
-        (r,) = call(pb, sock, op, cg=cg, uid=NOBODY)
-        assert r["error"] == "UNIMPLEMENTED" and "JWT" in r["details"], (op, r)
+    # Without a JWT key on this node the JWT RPCs say so; a bad request is refused before that.
+    (r,) = call(pb, sock, "jwt-svid", "--audience", "svc", cg=cg, uid=NOBODY)
+    assert r["error"] == "UNAVAILABLE" and "jwt" in r["details"].lower(), r
+    (r,) = call(pb, sock, "jwt-svid", cg=cg, uid=NOBODY)
+    assert r["error"] == "INVALID_ARGUMENT" and "audience" in r["details"], r
+    (r,) = call(pb, sock, "validate", cg=cg, uid=NOBODY)
+    assert r["error"] == "INVALID_ARGUMENT", r
 
     # No identity: an outsider (another user in no pod), the host's root, a pod not annotated,
     # a pod this node does not know.
@@ -147,8 +150,8 @@ def test_the_spec_errors(agent_factory, cgroups, pb):
     for who, kw in (("outsider", {"uid": NOBODY}), ("host root", {}),
                     ("pod without identity", {"cg": cgroups(plain_uid), "uid": NOBODY}),
                     ("unknown pod", {"cg": cgroups(new_uid()), "uid": NOBODY})):
-        for op in ("svid", "bundles"):
-            (r,) = call(pb, sock, op, **kw)
+        for op in ("svid", "bundles", "jwt-svid", "jwt-bundles", "validate"):
+            (r,) = call(pb, sock, op, "--audience", "svc", "--token", "x.y.z", **kw)
             assert r["error"] == "PERMISSION_DENIED", (who, op, r)
 
     # A message of the wrong shape (not a protobuf at all).

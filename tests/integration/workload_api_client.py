@@ -3,6 +3,7 @@ as another user) by test_workload_api.py. It finds the agent as SPIFFE clients d
 SPIFFE_ENDPOINT_SOCKET, and prints one JSON object per line: each response, or the error.
 
     workload_api_client.py OP [--no-header] [--count N] [--timeout S] [--streams N] [--raw HEX]
+                              [--audience A]... [--spiffe-id ID] [--token JWT]
 
 OP: svid | bundles | jwt-svid | jwt-bundles | validate | many"""
 
@@ -13,6 +14,7 @@ import sys
 import time
 
 import grpc
+from google.protobuf.json_format import MessageToDict
 
 import workload_pb2 as pb  # generated at test time (protoc --python_out)
 
@@ -36,6 +38,12 @@ def describe(resp):
                            "bundle": s.bundle.hex()} for s in resp.svids]}
     if isinstance(resp, pb.X509BundlesResponse):
         return {"bundles": {k: v.hex() for k, v in resp.bundles.items()}}
+    if isinstance(resp, pb.JWTSVIDResponse):
+        return {"svids": [{"spiffe_id": s.spiffe_id, "svid": s.svid} for s in resp.svids]}
+    if isinstance(resp, pb.JWTBundlesResponse):
+        return {"bundles": {k: json.loads(v) for k, v in resp.bundles.items()}}
+    if isinstance(resp, pb.ValidateJWTSVIDResponse):
+        return {"spiffe_id": resp.spiffe_id, "claims": MessageToDict(resp.claims)}
     return {"message": str(resp)}
 
 
@@ -56,6 +64,15 @@ def stub(ch, op, raw):
     return ch.unary_unary(path, request_serializer=ser, response_deserializer=resp.FromString), req
 
 
+def request(args, req):
+    """The request message, with what the JWT RPCs take from the command line."""
+    if req is pb.JWTSVIDRequest:
+        return req(audience=args.audience, spiffe_id=args.spiffe_id or "")
+    if req is pb.ValidateJWTSVIDRequest:
+        return req(audience=(args.audience or [""])[0], svid=args.token or "")
+    return req()
+
+
 def single(args):
     md = [] if args.no_header else [("workload.spiffe.io", "true")]
     raw = bytes.fromhex(args.raw) if args.raw is not None else None
@@ -65,9 +82,9 @@ def single(args):
         streaming = METHODS[args.op][3]
         try:
             if not streaming:
-                out(describe(fn(req(), metadata=md, timeout=args.timeout)))
+                out(describe(fn(request(args, req), metadata=md, timeout=args.timeout)))
                 return
-            it = fn(req(), metadata=md, timeout=args.timeout)
+            it = fn(request(args, req), metadata=md, timeout=args.timeout)
             for n, resp in enumerate(it):
                 d = describe(resp)
                 d["t"] = time.time()
@@ -110,6 +127,9 @@ def main():
     p.add_argument("--timeout", type=float, default=30)
     p.add_argument("--streams", type=int, default=500)
     p.add_argument("--raw")
+    p.add_argument("--audience", action="append", default=[])
+    p.add_argument("--spiffe-id")
+    p.add_argument("--token")
     args = p.parse_args()
     if args.op == "many":
         many(args)
