@@ -2,8 +2,8 @@
 @grpc/proto-loader reading our proto/workload.proto (workload_api_client.js, pinned packages
 from tests/integration/grpcjs installed by scripts/npm-deps into a cache outside the tree). The
 client runs as a process of a pod, as another user, and finds the agent through
-SPIFFE_ENDPOINT_SOCKET=unix:///... What it gets is checked with python3-cryptography, by the
-same checks as the python3-grpcio tests. Without the npm packages (no cache, no registry) these
+SPIFFE_ENDPOINT_SOCKET=unix:///... What it gets is checked twice: with python3-cryptography, by
+the same checks as the python3-grpcio tests, and by the client itself with node's crypto. Without the npm packages (no cache, no registry) these
 tests fail: they are never skipped."""
 
 import json
@@ -49,6 +49,9 @@ def test_x509_svid_verifies_against_the_bundles(agent_factory, cgroups, js):  # 
     bundle = bytes.fromhex(b["bundles"]["spiffe://" + TD])
     assert bytes.fromhex(svid["bundle"]) == bundle
     verify_svid(svid, bundle)
+    # The same checks in node's own crypto, as a JS workload would make them.
+    (v,) = call(js, sock, "verify-svid", cg=cg, uid=NOBODY)
+    assert v == {"verified": True, "spiffe_id": spiffe_id}, v
 
     # Root inside another pod gets that pod's identity and key, nothing of the first one's.
     other, other_id = pod_with_identity(a, cgroups, name="db", ns="data", sa="pg")
@@ -75,6 +78,16 @@ def test_jwt_svid_verifies_against_the_jwks_and_validates(agent_factory, cgroups
     assert [k["kid"] for k in jwks["keys"]] == [thumbprint(key.public_key())]
     claims = verify_independently(svid["svid"], jwks, "svc")
     assert claims["sub"] == id_a and sorted(claims["aud"]) == ["other", "svc"]
+    # Verified in node's crypto against the JWKS it fetches itself; a signature changed by one
+    # character, or another audience, is not.
+    (v,) = call(js, sock_b, "verify-jwt", "--audience", "svc", "--token", svid["svid"], cg=cg_b, uid=NOBODY)
+    assert v == {"verified": True, "sub": id_a, "kid": thumbprint(key.public_key())}, v
+    h64, c64, s64 = svid["svid"].split(".")
+    forged = "%s.%s.%s" % (h64, c64, s64[:20] + ("A" if s64[20] != "A" else "B") + s64[21:])
+    (v,) = call(js, sock_b, "verify-jwt", "--audience", "svc", "--token", forged, cg=cg_b, uid=NOBODY)
+    assert v == {"verified": False, "reason": "bad signature"}, v
+    (v,) = call(js, sock_b, "verify-jwt", "--audience", "nope", "--token", svid["svid"], cg=cg_b, uid=NOBODY)
+    assert v == {"verified": False, "reason": "audience"}, v
 
     # Validated by the other node's agent; the claims come back as a Struct.
     (v,) = call(js, sock_b, "validate", "--audience", "svc", "--token", svid["svid"], cg=cg_b, uid=NOBODY)

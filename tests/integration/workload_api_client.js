@@ -7,10 +7,14 @@
 //   node workload_api_client.js OP --proto PATH [--no-header] [--count N] [--timeout S]
 //                               [--streams N] [--audience A]... [--spiffe-id ID] [--token JWT]
 //
-// OP: svid | bundles | jwt-svid | jwt-bundles | validate | many
+// OP: svid | bundles | jwt-svid | jwt-bundles | validate | many | verify-svid | verify-jwt
+// The verify ops check what the agent hands out with node's own crypto, as a JS workload would:
+// verify-svid its X.509-SVID chain against the FetchX509Bundles bundle, verify-jwt a token
+// (--token, --audience) against the JWKS from FetchJWTBundles.
 // Written for Debian 12's node 18: CommonJS, nothing newer.
 'use strict';
 
+const crypto = require('crypto');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 
@@ -42,7 +46,7 @@ function parseArgs(argv) {
     else if (a === '--proto') args.proto = next();
     else throw new Error('unknown argument ' + a);
   }
-  if (args.op !== 'many' && !METHODS[args.op]) throw new Error('unknown op ' + args.op);
+  if (!['many', 'verify-svid', 'verify-jwt'].includes(args.op) && !METHODS[args.op]) throw new Error('unknown op ' + args.op);
   if (!args.proto) throw new Error('--proto is required');
   return args;
 }
@@ -212,11 +216,101 @@ async function many(client, args) {
   out({ cancelled: calls.length });
 }
 
+// The first response of a stream, then the stream cancelled.
+function first(client, method) {
+  return new Promise((resolve, reject) => {
+    const call = client[method]({}, metadata(true), { deadline: new Date(Date.now() + 30000) });
+    call.once('data', (resp) => {
+      call.removeListener('error', reject);
+      call.on('error', () => {});
+      call.cancel();
+      resolve(resp);
+    });
+    call.once('error', reject);
+  });
+}
+
+// Concatenated DER certificates, split by their outer SEQUENCE's length.
+function splitDer(buf) {
+  const certs = [];
+  let i = 0;
+  while (i < buf.length) {
+    if (buf[i] !== 0x30) throw new Error('not a DER SEQUENCE at ' + i);
+    let hdr = 2;
+    let n = buf[i + 1];
+    if (n & 0x80) {
+      hdr = 2 + (n & 0x7f);
+      n = buf.subarray(i + 2, i + hdr).reduce((acc, b) => acc * 256 + b, 0);
+    }
+    certs.push(new crypto.X509Certificate(buf.subarray(i, i + hdr + n)));
+    i += hdr + n;
+  }
+  return certs;
+}
+
+// Walks from the leaf through the chain to a root of the bundle, signature by signature.
+function verifyChain(chain, roots) {
+  let cert = chain[0];
+  const issuers = chain.slice(1).concat(roots);
+  for (let hops = 0; hops <= issuers.length; hops++) {
+    const parent = issuers.find((c) => cert.checkIssued(c) && cert.verify(c.publicKey));
+    if (!parent) return 'no issuer in chain or bundle for ' + cert.subject;
+    if (roots.includes(parent)) return null;
+    cert = parent;
+  }
+  return 'chain does not end at a bundle root';
+}
+
+// The X509-SVID spec: exactly one URI SAN, the SPIFFE ID; other kinds may be there too.
+function uriSans(cert) {
+  return (cert.subjectAltName || '').split(', ').filter((e) => e.startsWith('URI:')).map((e) => e.slice(4));
+}
+
+async function verifySvid(client) {
+  const svids = await first(client, 'FetchX509SVID');
+  const bundles = await first(client, 'FetchX509Bundles');
+  const svid = svids.svids[0];
+  const chain = splitDer(svid.x509_svid);
+  const td = svid.spiffe_id.replace(/^(spiffe:\/\/[^/]+).*$/, '$1');
+  const roots = splitDer(Buffer.from(bundles.bundles[td] || []));
+  const key = crypto.createPrivateKey({ key: svid.x509_svid_key, format: 'der', type: 'pkcs8' });
+  const problem = roots.length === 0 ? 'no bundle for ' + td :
+    !chain[0].checkPrivateKey(key) ? 'the key is not the leaf\'s' :
+    uriSans(chain[0]).join() !== svid.spiffe_id ? 'URI SANs ' + uriSans(chain[0]) :
+    verifyChain(chain, roots);
+  out(problem ? { verified: false, reason: problem } : { verified: true, spiffe_id: svid.spiffe_id });
+}
+
+function b64u(s) {
+  return Buffer.from(s.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+}
+
+async function verifyJwt(client, args) {
+  const resp = await first(client, 'FetchJWTBundles');
+  const [h64, c64, s64] = args.token.split('.');
+  const header = JSON.parse(b64u(h64).toString('utf8'));
+  const claims = JSON.parse(b64u(c64).toString('utf8'));
+  const td = String(claims.sub || '').replace(/^(spiffe:\/\/[^/]+).*$/, '$1');
+  const jwks = JSON.parse(Buffer.from(resp.bundles[td] || '{"keys":[]}').toString('utf8'));
+  const jwk = jwks.keys.find((k) => k.kid === header.kid);
+  let problem = null;
+  if (header.alg !== 'ES256') problem = 'alg ' + header.alg;
+  else if (!jwk) problem = 'no key ' + header.kid + ' in the JWKS of ' + td;
+  else if (!crypto.verify('sha256', Buffer.from(h64 + '.' + c64),
+                          { key: crypto.createPublicKey({ key: jwk, format: 'jwk' }), dsaEncoding: 'ieee-p1363' },
+                          b64u(s64))) problem = 'bad signature';
+  else if (![].concat(claims.aud).includes(args.audience[0])) problem = 'audience';
+  else if (!(claims.exp > Date.now() / 1000)) problem = 'expired';
+  out(problem ? { verified: false, reason: problem } : { verified: true, sub: claims.sub, kid: header.kid });
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const client = newClient(args.proto);
   try {
     if (args.op === 'many') await many(client, args);
+    else if (args.op === 'verify-svid') await verifySvid(client);
+    else if (args.op === 'verify-jwt') await verifyJwt(client, args);
     else await single(client, args);
   } finally {
     client.close();
