@@ -3,11 +3,11 @@
 from tests/integration/grpcjs installed by scripts/npm-deps into a cache outside the tree). The
 client runs as a process of a pod, as another user, and finds the agent through
 SPIFFE_ENDPOINT_SOCKET=unix:///... What it gets is checked twice: with python3-cryptography, by
-the same checks as the python3-grpcio tests, and by the client itself with node's crypto. Without the npm packages (no cache, no registry) these
-tests fail: they are never skipped."""
+the same checks as the python3-grpcio tests, and by the client itself with node's crypto.
+Without the npm packages (no cache, no registry) these tests fail: they are never skipped."""
 
 import json
-import os
+import subprocess
 import time
 
 import pytest
@@ -17,7 +17,8 @@ from pinion_testlib import wait_until
 from test_identity import TD
 from test_identity_jwt import TD as JWT_TD
 from test_identity_jwt import start_agent, thumbprint, verify_independently
-from test_workload_api import NOBODY, agent_fds, cgroups, pod_with_identity, start, verify_svid, workload_socket  # noqa: F401
+from test_workload_api import cgroups  # noqa: F401 (a fixture)
+from test_workload_api import NOBODY, agent_fds, pod_with_identity, start, verify_svid, workload_socket
 from test_workload_api_jwt import identity_pod as jwt_identity_pod
 from test_workload_api_jwt import keys  # noqa: F401 (a fixture)
 from workload_api_testlib import NodeClient, call, der_certs, npm_packages, spawn
@@ -29,7 +30,7 @@ OPS = ("svid", "bundles", "jwt-svid", "jwt-bundles", "validate")
 def js():
     try:
         modules = npm_packages()
-    except (OSError, RuntimeError, TimeoutError) as e:
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
         pytest.fail("the @grpc/grpc-js client stack is not installed: %s" % e, pytrace=False)
     return NodeClient(modules)
 

@@ -46,7 +46,9 @@ function parseArgs(argv) {
     else if (a === '--proto') args.proto = next();
     else throw new Error('unknown argument ' + a);
   }
-  if (!['many', 'verify-svid', 'verify-jwt'].includes(args.op) && !METHODS[args.op]) throw new Error('unknown op ' + args.op);
+  if (!METHODS[args.op] && !['many', 'verify-svid', 'verify-jwt'].includes(args.op)) {
+    throw new Error('unknown op ' + args.op);
+  }
   if (!args.proto) throw new Error('--proto is required');
   return args;
 }
