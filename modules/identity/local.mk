@@ -14,9 +14,10 @@ MODULE_SOURCES += \
 	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
 INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
-	tests/integration/test_workload_api_jwt.py
+	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py
 EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
-	tests/integration/workload_api_client.py docs/workload-api.md
+	tests/integration/workload_api_client.py tests/integration/workload_api_client.js \
+	tests/integration/grpcjs/package.json tests/integration/grpcjs/package-lock.json docs/workload-api.md
 
 # Unit tests: the crypto plumbing and the CFSSL wire format (no loop, no IO but temp dirs).
 UNIT_TESTS += tests/unit/test-identity-x509

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from identity_testlib import PodCgroup, new_uid
 from pinion_testlib import make_pod, wait_until
 from test_identity import TD, identity_pod, start_local, wait_workload
-from workload_api_testlib import (PREFACE, call, der_certs, frame, generate_messages, grpc_headers, raw_exchange,
-                                  spawn)
+from workload_api_testlib import (PREFACE, PythonClient, call, der_certs, frame, generate_messages, grpc_headers,
+                                  raw_exchange, spawn)
 
 NOBODY = 65534
 
@@ -28,7 +28,7 @@ NOBODY = 65534
 @pytest.fixture(scope="module")
 def pb():
     d = generate_messages()
-    yield d
+    yield PythonClient(d)
     shutil.rmtree(d, ignore_errors=True)
 
 

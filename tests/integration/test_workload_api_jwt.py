@@ -14,7 +14,7 @@ from identity_testlib import PodCgroup, new_uid
 from pinion_testlib import wait_until
 from test_identity_jwt import TD, forge, key_pem, new_key, pub_pem, start_agent, thumbprint, verify_independently, \
     write_secret
-from workload_api_testlib import call, generate_messages, spawn
+from workload_api_testlib import PythonClient, call, generate_messages, spawn
 
 NOBODY = 65534
 
@@ -22,7 +22,7 @@ NOBODY = 65534
 @pytest.fixture(scope="module")
 def pb():
     d = generate_messages()
-    yield d
+    yield PythonClient(d)
     shutil.rmtree(d, ignore_errors=True)
 
 

@@ -1,6 +1,7 @@
 """Helpers for the Workload API tests: the spec's messages generated for Python from
-proto/workload.proto with protoc, the python3-grpcio client (workload_api_client.py) run as a
-process of a pod, and raw HTTP/2 frames for hostile input."""
+proto/workload.proto with protoc, the two client stacks (python3-grpcio: workload_api_client.py;
+@grpc/grpc-js: workload_api_client.js) run as processes of a pod, and raw HTTP/2 frames for
+hostile input."""
 
 import json
 import os
@@ -16,6 +17,8 @@ from pinion_testlib import SRCDIR
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "workload_api_client.py")
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-grpcio and python3-protobuf
+NODE_CLIENT = os.path.join(HERE, "workload_api_client.js")
+NODE = os.environ.get("PINION_NODE", "node")  # Debian's nodejs; another build to try it against
 
 
 def generate_messages():
@@ -33,15 +36,49 @@ def generate_messages():
     return d
 
 
-def client_env(pb_dir, socket_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["PYTHONPATH"] = pb_dir + os.pathsep + HERE
-    env["SPIFFE_ENDPOINT_SOCKET"] = "unix://" + socket_path
-    return env
+class PythonClient:
+    """workload_api_client.py on Debian's python3-grpcio, with the messages in pb_dir."""
+
+    def __init__(self, pb_dir):
+        self.pb_dir = pb_dir
+
+    def cmd(self, op, *args):
+        return [PYTHON, CLIENT, op] + [str(a) for a in args]
+
+    def env(self, socket_path):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["PYTHONPATH"] = self.pb_dir + os.pathsep + HERE
+        env["SPIFFE_ENDPOINT_SOCKET"] = "unix://" + socket_path
+        return env
 
 
-def client_cmd(op, *args):
-    return [PYTHON, CLIENT, op] + [str(a) for a in args]
+class NodeClient:
+    """workload_api_client.js on @grpc/grpc-js, its packages found through NODE_PATH in the
+    cache scripts/npm-deps fills, proto/workload.proto loaded at run time."""
+
+    def __init__(self, node_modules):
+        self.node_modules = node_modules
+
+    def cmd(self, op, *args):
+        return [NODE, NODE_CLIENT, op, "--proto", os.path.join(SRCDIR, "proto", "workload.proto")] + \
+            [str(a) for a in args]
+
+    def env(self, socket_path):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NODE")}
+        env["NODE_PATH"] = self.node_modules
+        env["SPIFFE_ENDPOINT_SOCKET"] = "unix://" + socket_path
+        return env
+
+
+def npm_packages():
+    """The node_modules directory of the pinned npm packages (tests/integration/grpcjs), installed
+    into the cache by scripts/npm-deps if not there yet. Raises with npm's words if it cannot be
+    had (no registry and no cache): the test fails, it is never skipped."""
+    p = subprocess.run([os.path.join(SRCDIR, "scripts", "npm-deps")], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError("scripts/npm-deps failed (run scripts/deps; is the npm registry reachable?):\n" +
+                           p.stderr[-3000:])
+    return p.stdout.strip().splitlines()[-1]
 
 
 def preexec(cg=None, uid=None):
@@ -56,16 +93,16 @@ def preexec(cg=None, uid=None):
     return fn
 
 
-def call(pb_dir, socket_path, op, *args, cg=None, uid=None, timeout=60):
+def call(client, socket_path, op, *args, cg=None, uid=None, timeout=60):
     """Runs the client once; returns its JSON lines."""
-    p = subprocess.run(client_cmd(op, *args), env=client_env(pb_dir, socket_path), preexec_fn=preexec(cg, uid),
+    p = subprocess.run(client.cmd(op, *args), env=client.env(socket_path), preexec_fn=preexec(cg, uid),
                        capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr[-3000:]
     return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
 
 
-def spawn(pb_dir, socket_path, op, *args, cg=None, uid=None):
-    return subprocess.Popen(client_cmd(op, *args), env=client_env(pb_dir, socket_path), preexec_fn=preexec(cg, uid),
+def spawn(client, socket_path, op, *args, cg=None, uid=None):
+    return subprocess.Popen(client.cmd(op, *args), env=client.env(socket_path), preexec_fn=preexec(cg, uid),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
