@@ -232,8 +232,12 @@ def bench_memory(setup, kind, levels):
         for h in holders:
             finish(h)
         holders = []
+        # What stays after every stream closed: the reason each kind has an agent of its own.
+        wait_until(lambda: fds(a.pid) <= base_fds, timeout=30, desc="agent back to %d descriptors" % base_fds)
+        time.sleep(0.3)
+        after = smaps(a.pid)
         a.check_alive()
-        return label, limit, rows
+        return label, limit, rows, after
     finally:
         for h in holders:
             h.kill()
@@ -337,6 +341,9 @@ def main():
         if top in rss[k] and top in rss["http-watch"]:
             bj.row("agent Rss per open stream, %d open: %s" % (top, KINDS[k][0]), round(rss[k][top], 2),
                    round(rss["http-watch"][top], 2), KINDS["http-watch"][0], "KiB")
+    bj.note("After every stream of a kind closed, the agent kept (anonymous Pss, KiB, against before the "
+            "first one): " + "; ".join("%s %d (%d)" % (KINDS[k][0], mem[k][3][ANON], mem[k][2][0][1][ANON])
+                                        for k in KINDS) + ".")
     bj.note("The agent with no stream open (Rss / Pss / anonymous Pss, KiB), in the run of each kind: " + "; ".join(
         "%s %d / %d / %d" % (KINDS[k][0], mem[k][2][0][1]["Rss"], mem[k][2][0][1]["Pss"], mem[k][2][0][1][ANON])
         for k in KINDS) + ".")
@@ -369,7 +376,8 @@ def main():
               [(KINDS[k][0], [r[0] for r in mem[k][2]], [r[1][ANON] for r in mem[k][2]]) for k in KINDS])
     bj.write(args.json, extra={"latency_seconds": lat,
                                "memory": {k: [{"streams": n, "smaps_kib": m, "fds": f} for n, m, f in mem[k][2]]
-                                          for k in KINDS}})
+                                          for k in KINDS},
+                               "memory_after_close": {k: mem[k][3] for k in KINDS}})
 
 
 if __name__ == "__main__":
