@@ -7,13 +7,15 @@ configuration with the same pods.
   first SVID     a pod's process (python3-grpcio, as workload_api_client.py runs it): a new
                  channel → its first FetchX509SVID response, against connect → the full reply
                  of GET /v1/identity from the same process; --calls rounds, the order
-                 alternating per round; p50 and p99 of each, and their ratio.
+                 alternating per round; p50 and p99 of each, and their ratio. Also the same RPC
+                 in HTTP/2 frames written by hand: the server's share, without grpcio's.
   JWT-SVID       the same for FetchJWTSVID against POST /v1/identity/jwt.
   memory         the agent's Rss and Pss (/proc/PID/smaps_rollup) with 0, 100, 500 and 1000
                  streams open, spread over the pods: FetchX509SVID streams on one connection
                  (as one client process multiplexes them), FetchX509SVID streams on a
                  connection each, GET /v1/identity?wait=10m long-polls and /v1/pods?watch=1
-                 streams (root). KiB per stream: (with N open − with none) / N.
+                 streams (root). KiB per stream: (with N open − with none) / N, of the
+                 anonymous memory's Pss (what a stream adds; Rss grows the same).
 
 Each memory kind gets a fresh agent started from the same configuration and pod files: freed
 heap memory stays in the process, so a kind measured after another would reuse what the first
@@ -26,7 +28,6 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,9 @@ NOBODY = 65534
 HTTP_POD_CONNECTIONS = 32
 HTTP_LIMITED_CONNECTIONS = 512
 GRPC_CALLER_CONNECTIONS = 64
+LIMITS = {"http-poll": "the HTTP API allows 32 connections per pod and 512 of pod processes and other limited "
+                       "callers in all, docs/api.md",
+          "grpc-conn": "the Workload API allows a caller 64 connections, docs/workload-api.md"}
 
 
 class Setup:
@@ -57,12 +61,19 @@ class Setup:
     def __init__(self, n_pods):
         self.work = tempfile.mkdtemp(prefix="workload-api-bench-")
         os.chmod(self.work, 0o755)
-        key = new_key()
-        write_secret(os.path.join(self.work, "jwt.key"), key_pem(key))
-        write_secret(os.path.join(self.work, "jwt-bundle"), b'{"keys": []}', 0o644)
-        self.pb = generate_messages()
+        self.pb = None
         self.pods = []
         self.cgroups = []
+        try:
+            self._make(n_pods)
+        except BaseException:
+            self.close()
+            raise
+
+    def _make(self, n_pods):
+        write_secret(os.path.join(self.work, "jwt.key"), key_pem(new_key()))
+        write_secret(os.path.join(self.work, "jwt-bundle"), b'{"keys": []}', 0o644)
+        self.pb = generate_messages()
         for i in range(n_pods):
             uid = new_uid()
             self.pods.append(("w%d" % i, make_pod("w%d" % i, namespace="bench", uid=uid, service_account="sa%d" % i,
@@ -105,8 +116,16 @@ class Setup:
     def close(self):
         for cg in self.cgroups:
             cg.close()
-        shutil.rmtree(self.pb, ignore_errors=True)
+        if self.pb:
+            shutil.rmtree(self.pb, ignore_errors=True)
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def stop(a):
+    """Stops the agent; a crash or a sanitizer's report at exit fails the benchmark."""
+    a.check_alive()
+    problem = a.close()
+    assert problem is None, problem
 
 
 def finish(p, timeout=60):
@@ -153,7 +172,7 @@ def bench_latency(setup, calls):
     try:
         p = setup.client(a, setup.cgroups[0], "latency", "--calls", calls, "--jwt")
         res = json.loads(finish(p, timeout=60 + calls))
-        a.check_alive()
+        stop(a)
         return res
     finally:
         a.close()
@@ -162,11 +181,11 @@ def bench_latency(setup, calls):
 # ---- memory --------------------------------------------------------------------------------
 
 KINDS = {
-    # kind: (label, streams per holder process at most, as root on the host)
-    "grpc-mux": ("FetchX509SVID streams, one connection", None, False),
-    "grpc-conn": ("FetchX509SVID streams, a connection each", GRPC_CALLER_CONNECTIONS, False),
-    "http-poll": ("GET /v1/identity?wait=10m long-polls", HTTP_POD_CONNECTIONS, False),
-    "http-watch": ("GET /v1/pods?watch=1 streams (root)", None, True),
+    # kind: (label, held by root on the host rather than by the pods)
+    "grpc-mux": ("FetchX509SVID streams, one connection", False),
+    "grpc-conn": ("FetchX509SVID streams, a connection each", False),
+    "http-poll": ("GET /v1/identity?wait=10m long-polls", False),
+    "http-watch": ("GET /v1/pods?watch=1 streams (root)", True),
 }
 
 
@@ -191,7 +210,7 @@ def settle(a, want_fds, timeout=30):
 
 def bench_memory(setup, kind, levels):
     """[(N, smaps)] for 0 and each level of open streams of kind, opened incrementally."""
-    label, per_holder, as_root = KINDS[kind]
+    label, as_root = KINDS[kind]
     limit = kind_limit(kind, len(setup.pods))
     levels = [n for n in levels if limit is None or n <= limit]
     a = setup.start_agent()
@@ -236,7 +255,7 @@ def bench_memory(setup, kind, levels):
         wait_until(lambda: fds(a.pid) <= base_fds, timeout=30, desc="agent back to %d descriptors" % base_fds)
         time.sleep(0.3)
         after = smaps(a.pid)
-        a.check_alive()
+        stop(a)
         return label, limit, rows, after
     finally:
         for h in holders:
@@ -311,7 +330,7 @@ def main():
         for k in KINDS:
             rows = {r[0]: r[1] for r in mem[k][2]}
             if n not in rows:
-                cells.append("over the HTTP API's limit for pods (%d)" % mem[k][1])
+                cells.append("over the limits for these pods (%d)" % mem[k][1])
                 continue
             m = rows[n]
             cells.append("Rss %d, Pss %d, anon %d KiB%s" % (m["Rss"], m["Pss"], m[ANON], "" if not n else
@@ -350,9 +369,8 @@ def main():
     for k in KINDS:
         for n in levels:
             if n not in anon[k]:
-                bj.note("%d %s: not measured, over the HTTP API's limits for pods (%d here: 32 connections per pod, "
-                        "512 of pod processes and other limited callers in all; docs/api.md)." % (n, KINDS[k][0],
-                                                                                                   mem[k][1]))
+                bj.note("%d %s: not measured, over what %d pods may hold (%d: %s)." % (
+                    n, KINDS[k][0], len(setup.pods), mem[k][1], LIMITS[k]))
     bj.note("Latency: %d rounds from one process in a pod's cgroup (uid nobody), each a fresh connection: "
             "a new grpcio channel (own subchannel) until the first response, against a Unix socket "
             "connect, the HTTP/1.1 request and the reply read to its end; the order alternates per "
