@@ -62,6 +62,17 @@ bench-identity: piniond$(EXEEXT)
 .PHONY: bench-identity
 EXTRA_DIST += tests/bench/identity-bench.py
 
+# `make bench-workload-api`: time to the first FetchX509SVID response (python3-grpcio in a pod's
+# cgroup) against GET /v1/identity, p50/p99 over 200 calls each, and the agent's memory per open
+# stream (0, 100, 500, 1,000 FetchX509SVID streams against as many long-polls and watch streams
+# on the HTTP API), in one run (tests/bench/workload-api-bench.py; root, cgroups, python3-grpcio,
+# protoc). BENCH_WORKLOAD_API_FLAGS='--calls 500 --streams 100,1000'.
+bench-workload-api: piniond$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' $(PYTHON3) \
+		$(srcdir)/tests/bench/workload-api-bench.py $(BENCH_WORKLOAD_API_FLAGS)
+.PHONY: bench-workload-api
+EXTRA_DIST += tests/bench/workload-api-bench.py tests/bench/workload-api-load.py
+
 # Fuzzing JWT-SVID validation (tokens from strangers) and JWT bundles (JWKS, PEM public keys).
 FUZZ_TARGETS += jwt
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-jwt

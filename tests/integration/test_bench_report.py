@@ -7,6 +7,7 @@ real PNG plot per benchmark. Then `make bench BENCH_QUICK=1` end to end on two b
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -142,3 +143,44 @@ def test_make_bench_quick_end_to_end(tmp_dir):
     assert "openssl req -x509 -CA" in md
     after = os.stat(src_report).st_mtime if os.path.exists(src_report) else None
     assert after == before, "the quick run must not replace the committed report"
+
+
+def test_make_bench_quick_workload_api(tmp_dir):
+    """The Workload API benchmark through make bench, tiny: real agents, a python3-grpcio client
+    in a pod's cgroup, the HTTP routes beside it, the streams really open when the memory is read
+    (the agent's descriptors), every figure beside its HTTP peer with the ratio."""
+    if not os.path.exists(os.path.join(BUILDDIR, "Makefile")):
+        pytest.skip("no Makefile in %s" % BUILDDIR)
+    if not os.path.isdir("/sys/fs/cgroup/pids") or not shutil.which("protoc"):
+        pytest.skip("needs the pids cgroup hierarchy and protoc")
+    out = os.path.join(tmp_dir, "bench")
+    p = subprocess.run(["make", "-s", "bench", "BENCH_QUICK=1", "BENCH_ONLY=workload-api", "BENCH_OUT=" + out],
+                       cwd=BUILDDIR, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    diag(p.stdout[-3000:])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    with open(os.path.join(out, "workload-api.json")) as f:
+        doc = json.load(f)
+    assert doc["name"] == "workload-api" and doc["ok"] is True, doc
+    rows = {r["figure"]: r for r in doc["rows"]}
+    lat = [r for r in doc["rows"] if r["unit"] == "ms"]
+    assert len(lat) == 6, rows.keys()  # X509 by grpcio and by hand-written frames, JWT: p50 and p99 each
+    for r in lat:
+        assert r["pinion"] > 0 and r["peer"] > 0, r
+        assert r["peer_name"].startswith(("GET /v1/identity", "POST /v1/identity/jwt")), r
+        assert abs(r["ratio"] - r["pinion"] / r["peer"]) < 0.01 * r["ratio"], r
+    assert len(doc["latency_seconds"]["grpc"]) == len(doc["latency_seconds"]["http"]) == 5
+    mem = [r for f, r in rows.items() if f.startswith("agent memory per open stream")]
+    assert {r["figure"].split(": ")[1] for r in mem} >= {"FetchX509SVID streams, one connection",
+                                                         "FetchX509SVID streams, a connection each"}, mem
+    # Each level was measured with its streams open: one connection more per stream (one in
+    # all for the multiplexed streams).
+    for kind, levels in doc["memory"].items():
+        assert [m["streams"] for m in levels] == [0, 4, 10], (kind, levels)
+        base = levels[0]["fds"]
+        for m in levels[1:]:
+            assert m["fds"] >= base + (1 if kind == "grpc-mux" else m["streams"]), (kind, m)
+            assert m["smaps_kib"]["Rss"] > 0 and "Pss_Anon" in m["smaps_kib"], m
+    png_size(os.path.join(out, "bench-workload-api.png"))
+    with open(os.path.join(out, "REPORT.md")) as f:
+        md = f.read()
+    assert "## Workload API: gRPC against the HTTP/JSON API" in md and "![workload-api](bench-workload-api.png)" in md
