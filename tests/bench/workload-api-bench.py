@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from identity_testlib import PodCgroup, new_uid  # noqa: E402
 from pinion_testlib import Agent, make_pod, wait_until  # noqa: E402
 from test_identity_jwt import key_pem, new_key, write_secret  # noqa: E402
-from workload_api_testlib import PYTHON, client_env, generate_messages  # noqa: E402
+from workload_api_testlib import PYTHON, PythonClient, generate_messages  # noqa: E402
 from benchjson import BenchJson  # noqa: E402
 
 LOAD = os.path.join(HERE, "workload-api-load.py")
@@ -110,7 +110,7 @@ class Setup:
             if cg:
                 cg.preexec(None if as_root else NOBODY)()
         return subprocess.Popen([PYTHON, LOAD] + [str(x) for x in args] + ["--http", a.socket],
-                                env=client_env(self.pb, self.workload_socket(a)), preexec_fn=pre,
+                                env=PythonClient(self.pb).env(self.workload_socket(a)), preexec_fn=pre,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def close(self):
