@@ -30,11 +30,23 @@ struct wstream {
         bool sent;
 };
 
+/* The DER a workload's responses carry, made once per certificate rather than once per
+ * response (the PEM -> DER conversion is most of what a first response costs). */
+struct svid_der {
+        char *uid;
+        unsigned generation; /* of the certificate encoded */
+        ProtobufCBinaryData chain, key; /* key: wiped when dropped */
+};
+
 struct workload_api {
         struct identity *id;
         struct grpc_server *server;
         struct wstream *streams;
         uint64_t bundle_generation; /* bumps with every bundle change */
+        struct svid_der *ders;
+        size_t n_ders;
+        char *bundle_pem;              /* the bundle bundle_der was made from */
+        ProtobufCBinaryData bundle_der;
 };
 
 /* The checks every RPC makes first, in the spec's order: the security header, then the caller.

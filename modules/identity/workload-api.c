@@ -146,27 +146,130 @@ static void on_stream_cancel(struct grpc_call *call, enum grpc_status status, vo
         stream_free(userdata);
 }
 
+/* ---- DER made once per change ---- */
+
+/* The bundle's DER, encoded again only when the bundle's PEM changed. */
+static int bundle_der(struct workload_api *api, const ProtobufCBinaryData **ret) {
+        const char *pem = api->id->bundle_pem ?: "";
+        ProtobufCBinaryData d;
+        char *copy;
+        int r;
+
+        if (!api->bundle_pem || !streq(api->bundle_pem, pem)) {
+                r = certs_der(pem, &d);
+                if (r < 0)
+                        return r;
+                copy = strdup(pem);
+                if (!copy) {
+                        free(d.data);
+                        return -ENOMEM;
+                }
+                free(api->bundle_der.data);
+                free(api->bundle_pem);
+                api->bundle_der = d;
+                api->bundle_pem = copy;
+        }
+        *ret = &api->bundle_der;
+        return 0;
+}
+
+static struct svid_der *svid_der_find(struct workload_api *api, const char *uid) {
+        for (size_t i = 0; i < api->n_ders; i++)
+                if (streq(api->ders[i].uid, uid))
+                        return &api->ders[i];
+        return NULL;
+}
+
+static void svid_der_clear(struct svid_der *d) {
+        free(d->chain.data);
+        key_der_free(&d->key);
+        d->chain = (ProtobufCBinaryData) {};
+}
+
+/* The workload is gone: its encodings (its key among them) go with it. */
+static void svid_der_drop(struct workload_api *api, const char *uid) {
+        struct svid_der *d = svid_der_find(api, uid);
+
+        if (!d)
+                return;
+        svid_der_clear(d);
+        free(d->uid);
+        *d = api->ders[--api->n_ders];
+}
+
+/* The chain and key of w's current certificate as DER, encoded again only after a rotation. */
+static int svid_der(struct workload_api *api, const struct workload *w, const struct svid_der **ret) {
+        struct svid_der *d = svid_der_find(api, w->uid);
+        ProtobufCBinaryData chain, key;
+        int r;
+
+        if (d && d->chain.data && d->generation == w->generation) {
+                *ret = d;
+                return 0;
+        }
+        r = certs_der(w->chain_pem, &chain);
+        if (r < 0)
+                return r;
+        r = key_der(w->key_pem, &key);
+        if (r < 0) {
+                free(chain.data);
+                return r;
+        }
+        if (!d) {
+                struct svid_der *grown = realloc(api->ders, (api->n_ders + 1) * sizeof(*grown));
+                char *uid = strdup(w->uid);
+
+                if (grown)
+                        api->ders = grown;
+                if (!grown || !uid) {
+                        free(uid);
+                        free(chain.data);
+                        key_der_free(&key);
+                        return -ENOMEM;
+                }
+                d = &api->ders[api->n_ders++];
+                *d = (struct svid_der) { .uid = uid };
+        }
+        svid_der_clear(d);
+        d->chain = chain;
+        d->key = key;
+        d->generation = w->generation;
+        *ret = d;
+        return 0;
+}
+
+static void ders_free(struct workload_api *api) {
+        while (api->n_ders > 0)
+                svid_der_drop(api, api->ders[0].uid);
+        free(api->ders);
+        api->ders = NULL;
+        free(api->bundle_der.data);
+        free(api->bundle_pem);
+        api->bundle_der = (ProtobufCBinaryData) {};
+        api->bundle_pem = NULL;
+}
+
 static int send_svid(struct wstream *st, const struct workload *w) {
-        struct identity *id = st->api->id;
         X509SVID svid = X509_SVID__INIT;
         X509SVID *svids[] = { &svid };
         X509SVIDResponse resp = X509_SVIDRESPONSE__INIT;
+        const ProtobufCBinaryData *bundle;
+        const struct svid_der *d;
         int r;
 
         svid.spiffe_id = w->spiffe;
-        r = certs_der(w->chain_pem, &svid.x509_svid);
+        r = svid_der(st->api, w, &d);
         if (r >= 0)
-                r = certs_der(id->bundle_pem ?: "", &svid.bundle);
-        if (r >= 0)
-                r = key_der(w->key_pem, &svid.x509_svid_key);
+                r = bundle_der(st->api, &bundle);
         if (r >= 0) {
+                /* Borrowed: the message is only packed, never freed. */
+                svid.x509_svid = d->chain;
+                svid.x509_svid_key = d->key;
+                svid.bundle = *bundle;
                 resp.n_svids = 1;
                 resp.svids = svids;
                 r = wstream_send_packed(st, &resp.base);
         }
-        key_der_free(&svid.x509_svid_key);
-        free(svid.x509_svid.data);
-        free(svid.bundle.data);
         if (r == -ENOBUFS || r == -ESHUTDOWN)
                 return r; /* the call has ended */
         if (r < 0) {
@@ -185,18 +288,19 @@ static int send_bundles(struct wstream *st) {
         X509BundlesResponse__BundlesEntry *entries[] = { &entry };
         X509BundlesResponse resp = X509_BUNDLES_RESPONSE__INIT;
         _cleanup_free_ char *td = trust_domain_id(id);
+        const ProtobufCBinaryData *bundle;
         int r;
 
         if (!td)
                 return -ENOMEM;
-        entry.key = td;
-        r = certs_der(id->bundle_pem, &entry.value);
+        r = bundle_der(st->api, &bundle);
         if (r < 0)
                 return r;
+        entry.key = td;
+        entry.value = *bundle; /* borrowed */
         resp.n_bundles = 1;
         resp.bundles = entries;
         r = wstream_send_packed(st, &resp.base);
-        free(entry.value.data);
         if (r < 0)
                 return r;
         st->bundle_generation = st->api->bundle_generation;
@@ -362,8 +466,11 @@ static const struct grpc_method methods[] = {
 
 void identity_workload_changed(struct identity *id, const char *uid) {
         waitq_wake(id->waiters, uid);
-        if (id->wapi)
-                update_streams(id->wapi, uid);
+        if (!id->wapi)
+                return;
+        if (!workload_find(id, uid))
+                svid_der_drop(id->wapi, uid);
+        update_streams(id->wapi, uid);
 }
 
 void workload_api_jwt_bundle_changed(struct identity *id) {
@@ -438,6 +545,7 @@ void workload_api_stop(struct identity *id) {
         api->server = grpc_server_free(api->server);
         while (api->streams)
                 stream_free(api->streams);
+        ders_free(api);
         free(api);
         id->wapi = NULL;
 }
