@@ -27,6 +27,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pinion_testlib  # noqa: E402
 from pinion_testlib import agent, agent_factory, binaries, tmp_dir  # noqa: E402,F401
+import pytest  # noqa: E402
+from identity_testlib import PodCgroup, ServiceCgroup  # noqa: E402
+
+
+def _cgroup_maker(cls):
+    """A maker of test cgroups of cls, each removed at the end; the test is skipped where this
+    host cannot make them."""
+    made = []
+
+    def make(key, **kw):
+        try:
+            cg = cls(key, **kw)
+        except (OSError, RuntimeError) as e:
+            pytest.skip("cannot create test cgroups: %s" % e)
+        made.append(cg)
+        return cg
+    return made, make
+
+
+@pytest.fixture
+def pod_cgroups():
+    """pod_cgroups(pod_uid, **PodCgroup options): a kubelet-layout cgroup of that pod."""
+    made, make = _cgroup_maker(PodCgroup)
+    yield make
+    for cg in made:
+        cg.close()
+
+
+@pytest.fixture
+def service_cgroups():
+    """service_cgroups(unit, **ServiceCgroup options): the cgroup of a systemd unit."""
+    made, make = _cgroup_maker(ServiceCgroup)
+    yield make
+    for cg in made:
+        cg.close()
 
 _TAP = os.environ.get("PINION_TAP") == "1"
 

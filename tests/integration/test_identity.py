@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from identity_testlib import (PodCgroup, cert_dates, cert_sans, cert_text, cfssl_server, key_matches,
+from identity_testlib import (cert_dates, cert_sans, cert_text, cfssl_server, key_matches,
                               new_uid, openssl_verify, other_root, request_from)
 from pinion_testlib import SRCDIR, T, make_pod, wait_until
 
@@ -281,21 +281,6 @@ def test_reload_applies_lifetimes_and_refuses_a_new_signer(agent_factory):
 
 # ---------------------------------------------------------------------------------------------
 # delivery only to the owner
-
-@pytest.fixture
-def pod_cgroups():
-    made = []
-
-    def make(uid, **kw):
-        try:
-            cg = PodCgroup(uid, **kw)
-        except (OSError, RuntimeError) as e:
-            pytest.skip("cannot create test cgroups: %s" % e)
-        made.append(cg)
-        return cg
-    yield make
-    for cg in made:
-        cg.close()
 
 
 def test_each_pod_gets_only_its_own_identity(agent_factory, pod_cgroups):

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
-from identity_testlib import PodCgroup, new_uid
+from identity_testlib import new_uid
 from pinion_testlib import make_pod, request_child, wait_until
 
 TD = "jwt.test"
@@ -124,23 +124,8 @@ def kids(a):
     return [k["kid"] for k in bundle(a)["keys"]]
 
 
-@pytest.fixture
-def pod_cg():
-    made = []
 
-    def make(uid):
-        try:
-            cg = PodCgroup(uid)
-        except (OSError, RuntimeError) as e:
-            pytest.skip("cannot create test cgroups: %s" % e)
-        made.append(cg)
-        return cg
-    yield make
-    for cg in made:
-        cg.close()
-
-
-def test_two_agents_share_the_trust_domain_key(agent_factory, tmp_path, pod_cg):
+def test_two_agents_share_the_trust_domain_key(agent_factory, tmp_path, pod_cgroups):
     jwt_dir = str(tmp_path)
     key1, key2, stranger = new_key(), new_key(), new_key()
     kid1, kid2 = thumbprint(key1.public_key()), thumbprint(key2.public_key())
@@ -154,7 +139,7 @@ def test_two_agents_share_the_trust_domain_key(agent_factory, tmp_path, pod_cg):
     uid = new_uid()
     a.write_pod("web", make_pod("web", namespace="shop", uid=uid, service_account="web", ip="10.1.2.3",
                                 annotations={"pinion.io/identity": "true"}))
-    cg = pod_cg(uid)
+    cg = pod_cgroups(uid)
     spiffe = "spiffe://%s/ns/shop/sa/web" % TD
 
     def mint(audience=("svc",)):

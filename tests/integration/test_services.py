@@ -15,30 +15,15 @@ import subprocess
 
 import pytest
 
-from identity_testlib import ServiceCgroup, cert_sans, key_matches, openssl_verify, request_from
+from identity_testlib import cert_sans, key_matches, openssl_verify, request_from
 from pinion_testlib import POD_CGROUP_TOP, SERVICE_CGROUP_ROOT, run_piniond, wait_until
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, file owners)")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (service_cgroups, file owners)")
 
 TD = "example.org"
 NOBODY = pwd.getpwnam("nobody")
 STRANGER = 40999  # a uid with no business reading the service's key
 
-
-@pytest.fixture
-def cgroups():
-    made = []
-
-    def make(unit, **kw):
-        try:
-            cg = ServiceCgroup(unit, **kw)
-        except (OSError, RuntimeError) as e:
-            pytest.skip("cannot create test cgroups: %s" % e)
-        made.append(cg)
-        return cg
-    yield make
-    for cg in made:
-        cg.close()
 
 
 def services_config(tmp_dir, with_db=True):
@@ -76,11 +61,11 @@ def read_as(uid, path):
                           preexec_fn=lambda: (os.setgid(uid), os.setuid(uid)), timeout=10)
 
 
-def test_a_service_gets_its_own_identity_and_nothing_else(agent_factory, tmp_dir, cgroups):
+def test_a_service_gets_its_own_identity_and_nothing_else(agent_factory, tmp_dir, service_cgroups):
     a = start_agent(agent_factory, tmp_dir)
     wait_issued(a, "web.service")
     wait_issued(a, "db.service")
-    web = cgroups("web.service")
+    web = service_cgroups("web.service")
 
     # Its process, as its user and as root: the mapped ID, with its DNS names, and its key.
     for uid in (NOBODY.pw_uid, None):
@@ -96,19 +81,19 @@ def test_a_service_gets_its_own_identity_and_nothing_else(agent_factory, tmp_dir
         assert status == 403, (path, got)
 
     # The default SPIFFE ID, from the unit name; the v2 line's spelling counts as well.
-    db = cgroups("db.service", hierarchy="unified") if os.path.isdir("/sys/fs/cgroup/unified") else cgroups("db.service")
+    db = service_cgroups("db.service", hierarchy="unified") if os.path.isdir("/sys/fs/cgroup/unified") else service_cgroups("db.service")
     status, got = request_from(db, a.socket, "/v1/identity", uid=NOBODY.pw_uid)
     assert status == 200 and got["id"] == "spiffe://%s/service/db" % TD, got
     assert got["private_key"] != body["private_key"]
 
     # Another unit, and the unit's name outside the service roots (a user's delegated subtree).
-    status, got = request_from(cgroups("other.service"), a.socket, "/v1/identity", uid=NOBODY.pw_uid)
+    status, got = request_from(service_cgroups("other.service"), a.socket, "/v1/identity", uid=NOBODY.pw_uid)
     assert status == 403 and "private_key" not in str(got), got
     user_slice = "/%s/user.slice/user-%d.slice/user@%d.service" % (POD_CGROUP_TOP, NOBODY.pw_uid, NOBODY.pw_uid)
-    status, got = request_from(cgroups("web.service", root=user_slice), a.socket, "/v1/identity", uid=NOBODY.pw_uid)
+    status, got = request_from(service_cgroups("web.service", root=user_slice), a.socket, "/v1/identity", uid=NOBODY.pw_uid)
     assert status == 403 and "private_key" not in str(got), got
     # Root in a unit that has no section stays the host: the overview, never a key.
-    r = request_from(cgroups("cron.service"), a.socket, "/v1/identity")
+    r = request_from(service_cgroups("cron.service"), a.socket, "/v1/identity")
     assert r[0] == 200 and "PRIVATE KEY" not in str(r[1]) and "private_key" not in r[1], r
 
     # The files: the user's, the key 0600, the directory root's with the user's group let in.

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from identity_testlib import PodCgroup, cert_sans, key_matches, openssl_verify, request_from
+from identity_testlib import cert_sans, key_matches, openssl_verify, request_from
 from pinion_testlib import SRCDIR, make_pod, wait_until
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
@@ -51,21 +51,6 @@ def fake():
     f.stop()
 
 
-@pytest.fixture
-def cgroups():
-    made = []
-
-    def make(uid, **kw):
-        try:
-            cg = PodCgroup(uid, **kw)
-        except (OSError, RuntimeError) as e:
-            pytest.skip("cannot create test cgroups: %s" % e)
-        made.append(cg)
-        return cg
-    yield make
-    for cg in made:
-        cg.close()
-
 
 def start_agent(agent_factory, fake, tmp_dir):
     token_file = os.path.join(tmp_dir, "token")
@@ -86,9 +71,9 @@ def issued(a, name):
     return any(w["name"] == name and w["state"] == "issued" for w in a.get_json("/v1/identity")["workloads"])
 
 
-def test_static_pod_is_answered_for_its_mirror_pod(agent_factory, fake, tmp_dir, cgroups):
+def test_static_pod_is_answered_for_its_mirror_pod(agent_factory, fake, tmp_dir, pod_cgroups):
     h_etcd, h_nodeless, h_foreign, h_file = (config_hash() for _ in range(4))
-    cg_etcd = cgroups(h_etcd, hierarchy="pids")
+    cg_etcd = pod_cgroups(h_etcd, hierarchy="pids")
     etcd = fake.add_pod(mirror_pod("etcd-test-node", "kube-system", "etcd", h_etcd,
                                    container_id=cg_etcd.container_id))
     fake.add_pod(fake_pod("web", node=NODE, annotations=IDENTITY))
@@ -116,18 +101,18 @@ def test_static_pod_is_answered_for_its_mirror_pod(agent_factory, fake, tmp_dir,
     status, body = request_from(cg_etcd, a.socket, "/v1/identity?pod=default/web")
     assert status == 403 and "private_key" not in str(body), body
     # A process of the static pod in no container its mirror pod lists is not the pod.
-    other_container = cgroups(h_etcd, hierarchy="pids")
+    other_container = pod_cgroups(h_etcd, hierarchy="pids")
     status, body = request_from(other_container, a.socket, "/v1/identity", uid=65534)
     assert status == 403 and "containers" in body["error"], body
 
     # A pod that names a hash in config.mirror without being the node's mirror pod captures
     # nothing: the process of that hash is in a pod this node does not know.
     for h in (h_nodeless, h_foreign):
-        status, body = request_from(cgroups(h, hierarchy="pids"), a.socket, "/v1/identity", uid=65534)
+        status, body = request_from(pod_cgroups(h, hierarchy="pids"), a.socket, "/v1/identity", uid=65534)
         assert status == 403 and "not on this node" in body["error"], body
 
     # The pods-dir static pod, by its hash, in the v2 line's systemd spelling.
-    cg_file = cgroups(h_file, hierarchy="unified", systemd=True)
+    cg_file = pod_cgroups(h_file, hierarchy="unified", systemd=True)
     status, body = request_from(cg_file, a.socket, "/v1/identity", uid=65534)
     assert status == 200, body
     assert body["id"] == "spiffe://%s/ns/infra/sa/filer" % TD
@@ -140,7 +125,7 @@ def test_static_pod_is_answered_for_its_mirror_pod(agent_factory, fake, tmp_dir,
     assert status == 403, body
 
 
-def test_a_mirror_annotation_cannot_capture_a_real_pod(agent_factory, fake, tmp_dir, cgroups):
+def test_a_mirror_annotation_cannot_capture_a_real_pod(agent_factory, fake, tmp_dir, pod_cgroups):
     """A pod annotated with another pod's UID as config.mirror (even Node-owned) does not take
     that pod's processes: a pod found by its own UID is always itself."""
     a = start_agent(agent_factory, fake, tmp_dir)
@@ -148,6 +133,6 @@ def test_a_mirror_annotation_cannot_capture_a_real_pod(agent_factory, fake, tmp_
     vuid = victim["metadata"]["uid"]
     fake.add_pod(mirror_pod("thief", "default", "thief", vuid))
     wait_until(lambda: issued(a, "victim") and issued(a, "thief"), timeout=15, desc="certificates")
-    status, body = request_from(cgroups(vuid, hierarchy="pids"), a.socket, "/v1/identity", uid=65534)
+    status, body = request_from(pod_cgroups(vuid, hierarchy="pids"), a.socket, "/v1/identity", uid=65534)
     assert status == 200, body
     assert body["id"] == "spiffe://%s/ns/default/sa/default" % TD

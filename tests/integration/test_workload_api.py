@@ -16,7 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from identity_testlib import PodCgroup, new_uid
+from identity_testlib import new_uid
 from pinion_testlib import make_pod, wait_until
 from test_identity import TD, identity_pod, start_local, wait_workload
 from workload_api_testlib import (PREFACE, PythonClient, call, der_certs, frame, generate_messages, grpc_headers,
@@ -32,21 +32,6 @@ def pb():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture
-def cgroups():
-    made = []
-
-    def make(uid, **kw):
-        try:
-            cg = PodCgroup(uid, **kw)
-        except (OSError, RuntimeError) as e:
-            pytest.skip("cannot create test cgroups: %s" % e)
-        made.append(cg)
-        return cg
-    yield make
-    for cg in made:
-        cg.close()
-
 
 def workload_socket(a):
     return os.path.join(a.runtime_dir, "workload.sock")
@@ -58,11 +43,11 @@ def start(agent_factory, **identity):
     return a
 
 
-def pod_with_identity(a, cgroups, name="web", ns="shop", sa="front"):
+def pod_with_identity(a, pod_cgroups, name="web", ns="shop", sa="front"):
     uid = new_uid()
     a.write_pod(name, identity_pod(name, uid, ns=ns, sa=sa))
     wait_workload(a, name)
-    return cgroups(uid, hierarchy="pids"), "spiffe://%s/ns/%s/sa/%s" % (TD, ns, sa)
+    return pod_cgroups(uid, hierarchy="pids"), "spiffe://%s/ns/%s/sa/%s" % (TD, ns, sa)
 
 
 def verify_svid(svid, bundle_der):
@@ -100,10 +85,10 @@ def test_socket_is_open_to_everyone_and_beside_the_api_socket(agent_factory):
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o666 and st.st_uid == 0
 
 
-def test_pod_gets_its_svid_that_verifies_against_the_bundles(agent_factory, cgroups, pb):
+def test_pod_gets_its_svid_that_verifies_against_the_bundles(agent_factory, pod_cgroups, pb):
     a = start(agent_factory)
-    cg, spiffe_id = pod_with_identity(a, cgroups)
-    other, other_id = pod_with_identity(a, cgroups, name="db", ns="data", sa="pg")
+    cg, spiffe_id = pod_with_identity(a, pod_cgroups)
+    other, other_id = pod_with_identity(a, pod_cgroups, name="db", ns="data", sa="pg")
 
     svid_resp = call(pb, workload_socket(a), "svid", cg=cg, uid=NOBODY)
     assert len(svid_resp) == 1 and "error" not in svid_resp[0], svid_resp
@@ -126,9 +111,9 @@ def test_pod_gets_its_svid_that_verifies_against_the_bundles(agent_factory, cgro
     verify_svid(o["svids"][0], bundle)
 
 
-def test_the_spec_errors(agent_factory, cgroups, pb):
+def test_the_spec_errors(agent_factory, pod_cgroups, pb):
     a = start(agent_factory)
-    cg, _ = pod_with_identity(a, cgroups)
+    cg, _ = pod_with_identity(a, pod_cgroups)
     sock = workload_socket(a)
     for op in ("svid", "bundles", "jwt-svid", "jwt-bundles", "validate"):
         (r,) = call(pb, sock, op, "--no-header", cg=cg, uid=NOBODY)
@@ -148,8 +133,8 @@ def test_the_spec_errors(agent_factory, cgroups, pb):
     a.write_pod("plain", make_pod("plain", uid=plain_uid))
     a.wait_pod("default", "plain")
     for who, kw in (("outsider", {"uid": NOBODY}), ("host root", {}),
-                    ("pod without identity", {"cg": cgroups(plain_uid), "uid": NOBODY}),
-                    ("unknown pod", {"cg": cgroups(new_uid()), "uid": NOBODY})):
+                    ("pod without identity", {"cg": pod_cgroups(plain_uid), "uid": NOBODY}),
+                    ("unknown pod", {"cg": pod_cgroups(new_uid()), "uid": NOBODY})):
         for op in ("svid", "bundles", "jwt-svid", "jwt-bundles", "validate"):
             (r,) = call(pb, sock, op, "--audience", "svc", "--token", "x.y.z", **kw)
             assert r["error"] == "PERMISSION_DENIED", (who, op, r)
@@ -168,9 +153,9 @@ def test_the_spec_errors(agent_factory, cgroups, pb):
     a.check_alive()
 
 
-def test_rotation_is_pushed_on_an_open_stream(agent_factory, cgroups, pb):
+def test_rotation_is_pushed_on_an_open_stream(agent_factory, pod_cgroups, pb):
     a = start(agent_factory, **{"workload-cert-lifetime": "10s"})
-    cg, spiffe_id = pod_with_identity(a, cgroups)
+    cg, spiffe_id = pod_with_identity(a, pod_cgroups)
     t0 = time.time()
     got = call(pb, workload_socket(a), "svid", "--count", 2, "--timeout", 30, cg=cg, uid=NOBODY)
     assert len(got) == 2 and all("svids" in g for g in got), got
@@ -184,9 +169,9 @@ def test_rotation_is_pushed_on_an_open_stream(agent_factory, cgroups, pb):
     verify_svid(second, bytes.fromhex(second["bundle"]))
 
 
-def test_500_concurrent_streams_then_cancelled(agent_factory, cgroups, pb):
+def test_500_concurrent_streams_then_cancelled(agent_factory, pod_cgroups, pb):
     a = start(agent_factory)
-    cg, spiffe_id = pod_with_identity(a, cgroups)
+    cg, spiffe_id = pod_with_identity(a, pod_cgroups)
     fds = agent_fds(a)
     rss = a.rss_kib()
     p = spawn(pb, workload_socket(a), "many", "--streams", 500, cg=cg, uid=NOBODY)
@@ -216,9 +201,9 @@ def test_500_concurrent_streams_then_cancelled(agent_factory, cgroups, pb):
           % (r["seconds"], rss, rss_open, (rss_open - rss) / 500.0))
 
 
-def test_deadline_exceeded_is_honoured(agent_factory, cgroups, pb):
+def test_deadline_exceeded_is_honoured(agent_factory, pod_cgroups, pb):
     a = start(agent_factory)
-    cg, _ = pod_with_identity(a, cgroups)
+    cg, _ = pod_with_identity(a, pod_cgroups)
     t0 = time.time()
     got = call(pb, workload_socket(a), "svid", "--count", 5, "--timeout", 1.5, cg=cg, uid=NOBODY)
     assert "svids" in got[0] and got[-1]["error"] == "DEADLINE_EXCEEDED", got
@@ -226,9 +211,9 @@ def test_deadline_exceeded_is_honoured(agent_factory, cgroups, pb):
     wait_until(lambda: a.metrics().value("pinion_grpc_streams_open", server="workload") == 0, desc="stream ended")
 
 
-def test_hostile_input_never_crashes(agent_factory, cgroups, pb):
+def test_hostile_input_never_crashes(agent_factory, pod_cgroups, pb):
     a = start(agent_factory)
-    cg, _ = pod_with_identity(a, cgroups)
+    cg, _ = pod_with_identity(a, pod_cgroups)
     sock = workload_socket(a)
     fds = agent_fds(a)
     settings = frame(4, 0, 0, b"")
@@ -294,11 +279,11 @@ print(served, n - served)
 """
 
 
-def test_one_caller_cannot_take_every_connection(agent_factory, cgroups, pb):
+def test_one_caller_cannot_take_every_connection(agent_factory, pod_cgroups, pb):
     import subprocess
     import sys
     a = start(agent_factory)
-    cg, _ = pod_with_identity(a, cgroups)
+    cg, _ = pod_with_identity(a, pod_cgroups)
 
     def run_as_nobody():
         os.setgid(NOBODY)
@@ -314,13 +299,13 @@ def test_one_caller_cannot_take_every_connection(agent_factory, cgroups, pb):
     assert "svids" in r, r
 
 
-def test_stream_ends_when_the_pod_goes(agent_factory, cgroups, pb):
+def test_stream_ends_when_the_pod_goes(agent_factory, pod_cgroups, pb):
     import json
     a = start(agent_factory)
     uid = new_uid()
     a.write_pod("web", identity_pod("web", uid, ns="shop", sa="front"))
     wait_workload(a, "web")
-    cg = cgroups(uid, hierarchy="pids")
+    cg = pod_cgroups(uid, hierarchy="pids")
     p = spawn(pb, workload_socket(a), "svid", "--count", 2, cg=cg, uid=NOBODY)
     try:
         first = json.loads(p.stdout.readline())

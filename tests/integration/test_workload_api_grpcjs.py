@@ -17,7 +17,6 @@ from pinion_testlib import wait_until
 from test_identity import TD
 from test_identity_jwt import TD as JWT_TD
 from test_identity_jwt import start_agent, thumbprint, verify_independently
-from test_workload_api import cgroups  # noqa: F401 (a fixture)
 from test_workload_api import NOBODY, agent_fds, pod_with_identity, start, verify_svid, workload_socket
 from test_workload_api_jwt import identity_pod as jwt_identity_pod
 from test_workload_api_jwt import keys  # noqa: F401 (a fixture)
@@ -35,9 +34,9 @@ def js():
     return NodeClient(modules)
 
 
-def test_x509_svid_verifies_against_the_bundles(agent_factory, cgroups, js):  # noqa: F811
+def test_x509_svid_verifies_against_the_bundles(agent_factory, pod_cgroups, js):
     a = start(agent_factory)
-    cg, spiffe_id = pod_with_identity(a, cgroups)
+    cg, spiffe_id = pod_with_identity(a, pod_cgroups)
     sock = workload_socket(a)
 
     (r,) = call(js, sock, "svid", cg=cg, uid=NOBODY)
@@ -55,19 +54,19 @@ def test_x509_svid_verifies_against_the_bundles(agent_factory, cgroups, js):  # 
     assert v == {"verified": True, "spiffe_id": spiffe_id}, v
 
     # Root inside another pod gets that pod's identity and key, nothing of the first one's.
-    other, other_id = pod_with_identity(a, cgroups, name="db", ns="data", sa="pg")
+    other, other_id = pod_with_identity(a, pod_cgroups, name="db", ns="data", sa="pg")
     (o,) = call(js, sock, "svid", cg=other, uid=0)
     assert o["svids"][0]["spiffe_id"] == other_id and o["svids"][0]["key"] != svid["key"]
     verify_svid(o["svids"][0], bundle)
     a.check_alive()
 
 
-def test_jwt_svid_verifies_against_the_jwks_and_validates(agent_factory, cgroups, js, keys):  # noqa: F811
+def test_jwt_svid_verifies_against_the_jwks_and_validates(agent_factory, pod_cgroups, js, keys):
     key, jwt_dir = keys
     a = start_agent(agent_factory, "node-a", jwt_dir)
     b = start_agent(agent_factory, "node-b", jwt_dir)
-    cg_a, id_a = jwt_identity_pod(a, cgroups, "web")
-    cg_b, _ = jwt_identity_pod(b, cgroups, "api", sa="back")
+    cg_a, id_a = jwt_identity_pod(a, pod_cgroups, "web")
+    cg_b, _ = jwt_identity_pod(b, pod_cgroups, "api", sa="back")
     sock_a, sock_b = workload_socket(a), workload_socket(b)
 
     (r,) = call(js, sock_a, "jwt-svid", "--audience", "svc", "--audience", "other", cg=cg_a, uid=NOBODY)
@@ -101,9 +100,9 @@ def test_jwt_svid_verifies_against_the_jwks_and_validates(agent_factory, cgroups
     b.check_alive()
 
 
-def test_the_spec_errors(agent_factory, cgroups, js):  # noqa: F811
+def test_the_spec_errors(agent_factory, pod_cgroups, js):
     a = start(agent_factory)
-    cg, _ = pod_with_identity(a, cgroups)
+    cg, _ = pod_with_identity(a, pod_cgroups)
     sock = workload_socket(a)
     for op in OPS:
         (r,) = call(js, sock, op, "--no-header", "--audience", "svc", "--token", "x.y.z", cg=cg, uid=NOBODY)
@@ -115,9 +114,9 @@ def test_the_spec_errors(agent_factory, cgroups, js):  # noqa: F811
     a.check_alive()
 
 
-def test_rotation_is_pushed_on_an_open_stream(agent_factory, cgroups, js):  # noqa: F811
+def test_rotation_is_pushed_on_an_open_stream(agent_factory, pod_cgroups, js):
     a = start(agent_factory, **{"workload-cert-lifetime": "10s"})
-    cg, spiffe_id = pod_with_identity(a, cgroups)
+    cg, spiffe_id = pod_with_identity(a, pod_cgroups)
     t0 = time.time()
     got = call(js, workload_socket(a), "svid", "--count", 2, "--timeout", 30, cg=cg, uid=NOBODY)
     assert len(got) == 2 and all("svids" in g for g in got), got
@@ -131,9 +130,9 @@ def test_rotation_is_pushed_on_an_open_stream(agent_factory, cgroups, js):  # no
     verify_svid(second, bytes.fromhex(second["bundle"]))
 
 
-def test_500_concurrent_streams_then_cancelled(agent_factory, cgroups, js):  # noqa: F811
+def test_500_concurrent_streams_then_cancelled(agent_factory, pod_cgroups, js):
     a = start(agent_factory)
-    cg, spiffe_id = pod_with_identity(a, cgroups)
+    cg, spiffe_id = pod_with_identity(a, pod_cgroups)
     fds = agent_fds(a)
     rss = a.rss_kib()
     p = spawn(js, workload_socket(a), "many", "--streams", 500, cg=cg, uid=NOBODY)

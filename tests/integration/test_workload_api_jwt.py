@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from identity_testlib import PodCgroup, new_uid
+from identity_testlib import new_uid
 from pinion_testlib import wait_until
 from test_identity_jwt import TD, forge, key_pem, new_key, pub_pem, start_agent, thumbprint, verify_independently, \
     write_secret
@@ -26,27 +26,12 @@ def pb():
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture
-def cgroups():
-    made = []
-
-    def make(uid):
-        try:
-            cg = PodCgroup(uid, hierarchy="pids")
-        except (OSError, RuntimeError) as e:
-            pytest.skip("cannot create test cgroups: %s" % e)
-        made.append(cg)
-        return cg
-    yield make
-    for cg in made:
-        cg.close()
-
 
 def sock(a):
     return os.path.join(a.runtime_dir, "workload.sock")
 
 
-def identity_pod(a, cgroups, name, ns="shop", sa="front"):
+def identity_pod(a, pod_cgroups, name, ns="shop", sa="front"):
     uid = new_uid()
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": ns, "uid": uid, "annotations": {"pinion.io/identity": "true"}},
@@ -57,7 +42,7 @@ def identity_pod(a, cgroups, name, ns="shop", sa="front"):
     wait_until(lambda: any(w.get("name") == name and w.get("id") for w in
                            a.get_json("/v1/identity")["workloads"]), desc="identity of " + name)
     wait_until(lambda: os.path.exists(sock(a)), desc="workload socket")
-    return cgroups(uid), "spiffe://%s/ns/%s/sa/%s" % (TD, ns, sa)
+    return pod_cgroups(uid, hierarchy="pids"), "spiffe://%s/ns/%s/sa/%s" % (TD, ns, sa)
 
 
 @pytest.fixture
@@ -68,12 +53,12 @@ def keys(tmp_path):
     return key, str(tmp_path)
 
 
-def test_jwt_svid_verifies_against_the_jwks_and_validates_on_another_agent(agent_factory, cgroups, pb, keys):
+def test_jwt_svid_verifies_against_the_jwks_and_validates_on_another_agent(agent_factory, pod_cgroups, pb, keys):
     key, jwt_dir = keys
     a = start_agent(agent_factory, "node-a", jwt_dir)
     b = start_agent(agent_factory, "node-b", jwt_dir)
-    cg_a, id_a = identity_pod(a, cgroups, "web")
-    cg_b, _ = identity_pod(b, cgroups, "api", sa="back")
+    cg_a, id_a = identity_pod(a, pod_cgroups, "web")
+    cg_b, _ = identity_pod(b, pod_cgroups, "api", sa="back")
 
     (r,) = call(pb, sock(a), "jwt-svid", "--audience", "svc", "--audience", "other", cg=cg_a, uid=NOBODY)
     assert "svids" in r, r
@@ -110,10 +95,10 @@ def test_jwt_svid_verifies_against_the_jwks_and_validates_on_another_agent(agent
     b.check_alive()
 
 
-def test_jwt_bundles_stream_pushes_a_key_change(agent_factory, cgroups, pb, keys):
+def test_jwt_bundles_stream_pushes_a_key_change(agent_factory, pod_cgroups, pb, keys):
     key, jwt_dir = keys
     a = start_agent(agent_factory, "node-a", jwt_dir)
-    cg, _ = identity_pod(a, cgroups, "web")
+    cg, _ = identity_pod(a, pod_cgroups, "web")
     p = spawn(pb, sock(a), "jwt-bundles", "--count", "2", "--timeout", "60", cg=cg, uid=NOBODY)
     try:
         first = json.loads(p.stdout.readline())
