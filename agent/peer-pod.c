@@ -254,30 +254,42 @@ void peer_pod_done(struct peer_pod *p) {
         p->container_id = mfree(p->container_id);
 }
 
-int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *ret) {
-        _cleanup_(peer_pod_done) struct peer_pod found = {};
+int proc_cgroup_next_path(const char **cursor, const char **ret_path, size_t *ret_len) {
+        while (**cursor) {
+                const char *line = *cursor, *end = strchrnul(line, '\n'), *path;
 
-        if (!text || !ret)
-                return -EINVAL;
-        for (const char *line = text; *line;) {
-                const char *end = strchrnul(line, '\n'), *path;
+                *cursor = *end ? end + 1 : end;
                 /* "hierarchy-id:controllers:path"; the path may itself contain ':' */
                 path = memchr(line, ':', (size_t) (end - line));
                 if (path)
                         path = memchr(path + 1, ':', (size_t) (end - path - 1));
                 if (path) {
-                        _cleanup_(peer_pod_done) struct peer_pod here = {};
                         path++;
-                        int r = pod_from_path(path, (size_t) (end - path), roots, &here);
-                        if (r < 0)
-                                return r;
-                        if (r > 0 && !found.uid)
-                                found = here, here = (struct peer_pod) {};
-                        else if (r > 0 && (!streq(found.uid, here.uid) ||
-                                           !streq_ptr(found.container_id, here.container_id)))
-                                return -EBADMSG;
+                        *ret_path = path;
+                        *ret_len = (size_t) (end - path);
+                        return 1;
                 }
-                line = *end ? end + 1 : end;
+        }
+        return 0;
+}
+
+int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *ret) {
+        _cleanup_(peer_pod_done) struct peer_pod found = {};
+        const char *path;
+        size_t len;
+
+        if (!text || !ret)
+                return -EINVAL;
+        while (proc_cgroup_next_path(&text, &path, &len) > 0) {
+                _cleanup_(peer_pod_done) struct peer_pod here = {};
+                int r = pod_from_path(path, len, roots, &here);
+
+                if (r < 0)
+                        return r;
+                if (r > 0 && !found.uid)
+                        found = here, here = (struct peer_pod) {};
+                else if (r > 0 && (!streq(found.uid, here.uid) || !streq_ptr(found.container_id, here.container_id)))
+                        return -EBADMSG;
         }
         if (!found.uid)
                 return 0;

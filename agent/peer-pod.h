@@ -58,6 +58,10 @@ int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret);
  * layout, or the lines name different pods or containers. */
 int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *ret);
 
+/* The cgroup paths of a /proc/PID/cgroup text, one per call: *cursor starts at the text. 1:
+ * *ret_path (not NUL-terminated, *ret_len bytes) is the next line's path; 0: no more lines. */
+int proc_cgroup_next_path(const char **cursor, const char **ret_path, size_t *ret_len);
+
 /* The text of /proc/PID/cgroup, read between two checks that the process's start time is
  * start_time (so it is the connected process's). -ESRCH as for peer_pod_lookup(). */
 int proc_cgroup_read(const char *proc_root, pid_t pid, uint64_t start_time, char **ret);

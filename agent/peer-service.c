@@ -47,27 +47,21 @@ static int unit_from_path(const char *path, size_t len, char *const *roots, char
 
 int service_from_proc_cgroup(const char *text, char *const *roots, char **ret_unit) {
         _cleanup_free_ char *found = NULL;
+        const char *path;
+        size_t len;
 
         if (!text || !ret_unit)
                 return -EINVAL;
-        for (const char *line = text; *line;) {
-                const char *end = strchrnul(line, '\n'), *path;
-                /* "hierarchy-id:controllers:path"; the path may itself contain ':' */
-                path = memchr(line, ':', (size_t) (end - line));
-                if (path)
-                        path = memchr(path + 1, ':', (size_t) (end - path - 1));
-                if (path) {
-                        _cleanup_free_ char *here = NULL;
-                        path++;
-                        int r = unit_from_path(path, (size_t) (end - path), roots, &here);
-                        if (r < 0)
-                                return r;
-                        if (r > 0 && !found)
-                                found = TAKE_PTR(here);
-                        else if (r > 0 && !streq(found, here))
-                                return -EBADMSG;
-                }
-                line = *end ? end + 1 : end;
+        while (proc_cgroup_next_path(&text, &path, &len) > 0) {
+                _cleanup_free_ char *here = NULL;
+                int r = unit_from_path(path, len, roots, &here);
+
+                if (r < 0)
+                        return r;
+                if (r > 0 && !found)
+                        found = TAKE_PTR(here);
+                else if (r > 0 && !streq(found, here))
+                        return -EBADMSG;
         }
         if (!found)
                 return 0;
