@@ -281,6 +281,26 @@ def test_image_runtime_packages_cover_the_binaries():
                 os.path.basename(binary), soname, pkg)
 
 
+def test_vm_guest_image_packages_cover_the_binaries():
+    """The VM suite's guest (tests/vm/image/packages) has every library the binaries load: a
+    library missing there fails every guest test at the first start, far from the cause."""
+    if not shutil.which("objdump"):
+        pytest.skip("objdump (binutils) is not installed")
+    with open(os.path.join(SRCDIR, "tests", "vm", "image", "packages")) as f:
+        wanted = {line.strip() for line in f if line.strip() and not line.startswith("#")}
+    # In the minbase guest already, or pulled in by systemd-sysv.
+    base = {"libc6", "libgcc-s1", "libsystemd0"}
+    for name in ("piniond", "pinionctl", "pinion-cni"):
+        binary = os.path.join(BUILDDIR, name)
+        if not os.path.exists(binary):
+            continue
+        for soname in _needed(binary):
+            if re.match(r"lib(asan|ubsan|lsan)\.so", soname):
+                continue
+            pkg = _package_of(soname, binary).split(":")[0]
+            assert pkg in wanted | base, "%s needs %s from %s, not in tests/vm/image/packages" % (name, soname, pkg)
+
+
 def test_image_paths_exist_in_an_install():
     """What the DaemonSet and install-cni name in the image (make install with prefix=/usr,
     sysconfdir=/etc, as the Containerfile builds it) is really installed there."""
