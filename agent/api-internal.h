@@ -2,8 +2,8 @@
 #pragma once
 
 /* Shared by the parts of the local API: api.c (the server: MHD on sd-event, draining, the
- * API object), api-listen.c (the listening socket, our own accept loop, noticing the socket
- * file replaced), api-conn.c (connections: peer credentials, limits, the header deadline),
+ * API object), api-listen.c (the listening socket, our own accept loop, rebinding it when
+ * socket-watch.c finds the file replaced), api-conn.c (connections: peer credentials, limits, the header deadline),
  * api-request.c (a request's life: from
  * its URI through its body and handler to its completion), api-route.c (paths and the route
  * table) and api-reply.c (replies, suspend/resume, streaming). Nothing else includes this. */
@@ -17,6 +17,7 @@
 
 #include "api.h"
 #include "peer-creds.h"
+#include "socket-watch.h"
 
 #define API_PARAMS_MAX 8
 
@@ -57,13 +58,9 @@ struct api {
         /* The socket file whose mode and group decide who may connect: the one we bound, or the
          * inherited socket's own path (NULL for an unnamed or abstract one). */
         char *access_path;
-        /* What access_path must name while it is our socket; watched so that a file put in
-         * its place is noticed and replaced by a fresh socket of ours. */
-        bool socket_known;
-        dev_t socket_dev;
-        ino_t socket_ino;
-        sd_event_source *socket_watch; /* inotify on the directory */
-        sd_event_source *socket_check; /* the same check, periodically */
+        /* Watches that access_path names our socket, so that a file put in its place is
+         * noticed and replaced by a fresh socket of ours (socket-watch.h). */
+        struct socket_watch *watch;
         mode_t socket_mode;
         gid_t socket_gid;
         size_t max_body;
@@ -184,7 +181,6 @@ int api_listen_start(struct api *a, const struct api_options *opts);
 void api_listen_pause(struct api *a);
 /* Closes the socket, unlinking the file if it is still ours and we made it. */
 void api_listen_stop(struct api *a);
-int socket_apply_access(const char *path, mode_t mode, gid_t gid);
 
 /* ---- api-conn.c ---- */
 

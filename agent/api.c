@@ -372,6 +372,7 @@ int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid) {
         }
         a->socket_mode = socket_mode;
         a->socket_gid = socket_gid;
+        socket_watch_set_access(a->watch, socket_mode, socket_gid);
         return 0;
 }
 

@@ -103,11 +103,7 @@ void api_set_place_fn(struct api *a, api_place_fn fn, void *userdata);
 int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid);
 const char *api_socket_path(const struct api *a);
 
-/* Binds and listens on a Unix socket at path with mode and group (gid -1: unchanged), never
- * more open than asked even for an instant; a stale socket there (nobody answers) is replaced,
- * a live one is -EADDRINUSE, anything else -EEXIST. The one rule for every socket the agent
- * serves (the local API's, the gRPC servers'). */
-int socket_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd);
+/* socket_listen() is in socket-watch.h. */
 
 /* Request accessors (valid until the reply is sent). */
 const char *api_request_method(const struct api_request *r);

@@ -27,6 +27,8 @@ struct grpc_server {
         size_t n_methods;
         int listen_fd;
         char *socket_path; /* what we bound and remove again */
+        char *watch_name;  /* "gRPC <name>", for the watch's logs */
+        struct socket_watch *watch; /* that socket_path still names our socket (socket-watch.h) */
         sd_event_source *listen_source;
         sd_event_source *accept_pause;
         struct grpc_conn *conns;
@@ -34,7 +36,7 @@ struct grpc_server {
         unsigned n_conns, n_streams;
         size_t in_bytes; /* request bytes held by every call of every connection */
         struct metrics_registration *metrics_reg;
-        struct metric_family *m_calls, *m_streams, *m_rejected;
+        struct metric_family *m_calls, *m_streams, *m_rejected, *m_socket_replaced;
 };
 
 struct grpc_md {

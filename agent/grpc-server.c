@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The gRPC server's socket and connections: accept (with a cap on connections), read the
  * peer, feed what arrives to the connection's HTTP/2 session and write what it produces,
- * without blocking the loop. The HTTP/2 and gRPC layers are in grpc-call.c. */
+ * without blocking the loop; the socket file is watched (socket-watch.h) and bound afresh when
+ * something else takes its path. The HTTP/2 and gRPC layers are in grpc-call.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "grpc-internal.h"
 #include "log.h"
 #include "socket-trust.h"
+#include "socket-watch.h"
 #include "string-table.h"
 
 #define DEFAULT_MAX_CONNECTIONS 1000U
@@ -65,6 +67,10 @@ static int register_metrics(struct grpc_server *s, struct metrics *metrics) {
                   "(connections, caller-connections, streams, caller-streams, request-bytes, slow-reader, "
                   "protocol, header-timeout).",
                   reject_labels, NULL, 0, &s->m_rejected },
+                { METRIC_COUNTER, "pinion_grpc_socket_replaced_total",
+                  "Times a gRPC server's socket file was found moved, deleted or replaced and a fresh "
+                  "socket was bound there, by server.",
+                  server_label, NULL, 0, &s->m_socket_replaced },
         };
 
         if (!metrics)
@@ -446,6 +452,39 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
         return 0;
 }
 
+static int accept_start(struct grpc_server *s, int fd) {
+        int r;
+
+        r = sd_event_add_io(s->event, &s->listen_source, fd, EPOLLIN, on_accept, s);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(s->listen_source, "grpc-accept");
+        return 0;
+}
+
+static void on_probe_admit(int fd, void *userdata) {
+        (void) grpc_server_add_connection(userdata, fd);
+}
+
+/* socket-watch.c found the path no longer ours, and bound a fresh socket there (fd >= 0): what
+ * still waits in the old backlog is taken, then accepting moves to the new one. */
+static void on_socket_replaced(int fd, void *userdata) {
+        struct grpc_server *s = userdata;
+        int r;
+
+        (void) metric_inc(s->m_socket_replaced, s->name);
+        if (fd < 0)
+                return;
+        if (s->listen_source && s->listen_fd >= 0)
+                (void) on_accept(s->listen_source, s->listen_fd, EPOLLIN, s);
+        s->listen_source = sd_event_source_disable_unref(s->listen_source);
+        safe_close(s->listen_fd);
+        s->listen_fd = fd;
+        r = accept_start(s, fd);
+        if (r < 0)
+                log_error_errno(r, "gRPC %s: cannot accept on the new socket %s: %m", s->name, s->socket_path);
+}
+
 int grpc_server_listen(struct grpc_server *s, const char *path, mode_t mode) {
         char why[SOCKET_TRUST_WHY_MAX] = "";
         _cleanup_close_ int fd = -EBADF;
@@ -462,10 +501,25 @@ int grpc_server_listen(struct grpc_server *s, const char *path, mode_t mode) {
         s->socket_path = strdup(path);
         if (!s->socket_path)
                 return -ENOMEM;
-        r = sd_event_add_io(s->event, &s->listen_source, fd, EPOLLIN, on_accept, s);
+        r = accept_start(s, fd);
         if (r < 0)
                 return r;
         s->listen_fd = TAKE_FD(fd);
+        if (asprintf(&s->watch_name, "gRPC %s", s->name) < 0)
+                return -ENOMEM;
+        r = socket_watch_new(s->event,
+                             &(const struct socket_watch_options) {
+                                     .name = s->watch_name,
+                                     .path = path,
+                                     .mode = mode,
+                                     .gid = s->opts.socket_gid,
+                                     .admit = on_probe_admit,
+                                     .replaced = on_socket_replaced,
+                                     .userdata = s,
+                             },
+                             s->listen_fd, &s->watch);
+        if (r < 0)
+                return r;
         log_info("gRPC %s: listening on %s", s->name, path);
         return 0;
 }
@@ -516,10 +570,13 @@ struct grpc_server *grpc_server_free(struct grpc_server *s) {
                 conn_free(s->conns);
         }
         s->listen_source = sd_event_source_disable_unref(s->listen_source);
-        if (s->listen_fd >= 0 && s->socket_path)
+        /* Only our own file: what someone put in its place is not ours to remove. */
+        if (s->listen_fd >= 0 && s->socket_path && socket_watch_is_ours(s->watch))
                 (void) unlink(s->socket_path);
+        s->watch = socket_watch_free(s->watch);
         safe_close(s->listen_fd);
         free(s->socket_path);
+        free(s->watch_name);
         metrics_registration_free(s->metrics_reg);
         free(s->methods);
         free(s->method_userdata);

@@ -96,7 +96,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct grpc_server *, grpc_server_free);
 /* Adds methods (the table must outlive the server); userdata goes to their handlers. */
 int grpc_server_add_methods(struct grpc_server *s, const struct grpc_method *methods, size_t n, void *userdata);
 /* Binds path (socket_listen(): mode, the socket group when set) in a directory that passes
- * socket_dir_prepare(), and starts accepting. Removes the socket again on free. */
+ * socket_dir_prepare(), starts accepting and watches the socket file (socket-watch.h: moved,
+ * deleted or replaced, it is bound afresh, counted in pinion_grpc_socket_replaced_total).
+ * Removes the socket again on free if the path still names it. */
 int grpc_server_listen(struct grpc_server *s, const char *path, mode_t mode);
 /* Serves an already connected socket (takes fd, also on error): tests and the fuzz target. */
 int grpc_server_add_connection(struct grpc_server *s, int fd);

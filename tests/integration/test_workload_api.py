@@ -320,3 +320,50 @@ def test_stream_ends_when_the_pod_goes(agent_factory, pod_cgroups, pb):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_a_replaced_workload_socket_is_noticed_and_rebound(agent_factory, pod_cgroups, pb):
+    """As the local API's (test_api_conn.py): the workload socket moved aside and an impostor
+    listening at its path; the agent notices, binds a fresh socket over it, and a grpcio client
+    through the path gets its SVID from the agent again."""
+    a = start(agent_factory)
+    cg, spiffe_id = pod_with_identity(a, pod_cgroups)
+    path = workload_socket(a)
+    (r,) = call(pb, path, "svid", cg=cg, uid=NOBODY)
+    assert r["svids"][0]["spiffe_id"] == spiffe_id, r
+
+    def replaced():
+        return a.metrics().value("pinion_grpc_socket_replaced_total", server="workload") or 0
+
+    aside = os.path.join(os.path.dirname(path), "moved-aside.sock")
+    impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    impostor_ino = None
+    try:
+        os.rename(path, aside)
+        try:
+            impostor.bind(path)
+            impostor.listen(16)
+            impostor_ino = os.lstat(path).st_ino
+        except OSError:
+            pass  # the agent was quicker: the path is already its own again
+        wait_until(lambda: replaced() >= 1, 5, desc="the agent noticed")
+        wait_until(lambda: os.path.exists(path) and os.lstat(path).st_ino != impostor_ino, 5,
+                   desc="a fresh socket of the agent's at the path")
+        a.wait_log(r"gRPC workload socket %s is no longer ours" % path, timeout=5)
+        st = os.lstat(path)
+        assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o666
+        started = time.monotonic()
+        (r,) = call(pb, path, "svid", cg=cg, uid=NOBODY, timeout=30)
+        assert r["svids"][0]["spiffe_id"] == spiffe_id, r
+        assert time.monotonic() - started < 10
+        # Still ours after a while (the check does not flap), and the agent keeps serving.
+        before = replaced()
+        time.sleep(1)
+        assert replaced() == before
+        # The local API's own counter is not touched by it.
+        assert (a.metrics().value("pinion_api_socket_replaced_total") or 0) == 0
+    finally:
+        impostor.close()
+        if os.path.exists(aside):
+            os.unlink(aside)
+    a.check_alive()
