@@ -124,7 +124,6 @@ def kids(a):
     return [k["kid"] for k in bundle(a)["keys"]]
 
 
-
 def test_two_agents_share_the_trust_domain_key(agent_factory, tmp_path, pod_cgroups):
     jwt_dir = str(tmp_path)
     key1, key2, stranger = new_key(), new_key(), new_key()

@@ -25,7 +25,6 @@ NOBODY = pwd.getpwnam("nobody")
 STRANGER = 40999  # a uid with no business reading the service's key
 
 
-
 def services_config(tmp_dir, with_db=True):
     s = {"service.web": {"unit": "web.service", "spiffe-id": "spiffe://%s/vm/web" % TD, "user": "nobody",
                          "tls-dir": os.path.join(tmp_dir, "tls", "web"), "dns-names": "web.example.org web"}}

@@ -51,7 +51,6 @@ def fake():
     f.stop()
 
 
-
 def start_agent(agent_factory, fake, tmp_dir):
     token_file = os.path.join(tmp_dir, "token")
     with open(token_file, "w") as f:

@@ -32,7 +32,6 @@ def pb():
     shutil.rmtree(d, ignore_errors=True)
 
 
-
 def workload_socket(a):
     return os.path.join(a.runtime_dir, "workload.sock")
 

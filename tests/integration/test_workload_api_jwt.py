@@ -6,7 +6,6 @@ change."""
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -14,21 +13,10 @@ from identity_testlib import new_uid
 from pinion_testlib import wait_until
 from test_identity_jwt import TD, forge, key_pem, new_key, pub_pem, start_agent, thumbprint, verify_independently, \
     write_secret
-from workload_api_testlib import PythonClient, call, generate_messages, spawn
+from test_workload_api import pb, workload_socket as sock  # noqa: F401 (pb: a fixture)
+from workload_api_testlib import call, spawn
 
 NOBODY = 65534
-
-
-@pytest.fixture(scope="module")
-def pb():
-    d = generate_messages()
-    yield PythonClient(d)
-    shutil.rmtree(d, ignore_errors=True)
-
-
-
-def sock(a):
-    return os.path.join(a.runtime_dir, "workload.sock")
 
 
 def identity_pod(a, pod_cgroups, name, ns="shop", sa="front"):
