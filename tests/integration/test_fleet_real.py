@@ -81,6 +81,9 @@ def test_real_fleet_matches_the_simulation(tmp_dir, mode):
     assert real["synced"] == AGENTS, "only %d/%d agents synced again" % (real["synced"], AGENTS)
     assert real["gone_after_recovery"] == AGENTS, real
     assert real["lists_after_recovery"] == AGENTS, real
+    # Each agent read its Node (podnet's pod CIDR) once at start, not again after the outage:
+    # the recovery's requests are the reflectors' alone, the ones the simulation models.
+    assert real["node_gets_after_recovery"] == 0, real
 
     # The outage's request count, against the simulation.
     counts = [s["requests_outage"] for s in sims]
