@@ -5,14 +5,13 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 
-#include <libcgroup.h>
-
 #include "fsutil.h"
 #include "memcg.h"
 
-/* libcgroup keeps its mount table in process-wide state filled by cgroup_init(); this flag only
- * mirrors that (the library offers no "is initialised" query). */
-static bool libcgroup_ready;
+/* The cgroup files are read and written directly, not through libcgroup: its cgroup_init()
+ * zeroes an 800 KiB table in every process that calls it (measured: +812 KiB of the agent's
+ * anonymous memory, more than everything else the idle agent keeps), for what is a mount
+ * lookup and a few one-line files. */
 
 static int parse_u64(const char *s, uint64_t *ret) {
         char *end;
@@ -24,57 +23,90 @@ static int parse_u64(const char *s, uint64_t *ret) {
         return 0;
 }
 
-/* libcgroup's codes → negative errno. */
-static int cg_error(int r) {
-        switch (r) {
-        case 0:
-                return 0;
-        case ECGROUPNOTEXIST:
-        case ECGEOF:
-                return -ENOENT;
-        case ECGROUPNOTMOUNTED:
-        case ECGROUPSUBSYSNOTMOUNTED:
-                return -ENOMEDIUM;
-        case ECGOTHER: {
-                int e = cgroup_get_last_errno();
-                return e > 0 ? -e : -EIO;
-        }
-        default:
-                return -EIO;
-        }
+/* A cgroup file's whole content (they are small: memory.stat is the largest, a few KiB). A
+ * directory that vanished is -ENOENT, as the callers expect of a removed cgroup. */
+static int read_cgroup_file(const struct memcg *g, const char *name, char **ret) {
+        _cleanup_free_ char *p = memcg_file(g, name);
+        if (!p)
+                return -ENOMEM;
+        return read_file_full(p, 1u << 20, ret, NULL);
 }
 
-static int memcg_init_library(void) {
-        if (libcgroup_ready)
-                return 0;
-        int r = cgroup_init();
-        if (r != 0)
-                return r == ECGROUPNOTMOUNTED ? -ENOENT : cg_error(r);
-        libcgroup_ready = true;
-        return 0;
+static int write_cgroup_file(const struct memcg *g, const char *name, const char *value) {
+        _cleanup_free_ char *p = memcg_file(g, name);
+        if (!p)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(p, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        /* One write: the kernel applies the value (and may refuse it) in that call. */
+        ssize_t n = write(fd, value, strlen(value));
+        if (n < 0)
+                return negative_errno();
+        return (size_t) n == strlen(value) ? 0 : -EIO;
+}
+
+/* One mountinfo line: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE
+ * SUPEROPTS". Returns true for a cgroup mount that holds the memory controller: v1 with "memory"
+ * among its super options, v2 whose root lists it in cgroup.controllers. */
+static bool mountinfo_memory_line(char *line, char **ret_mount, enum memcg_version *ret_version) {
+        char *sep = strstr(line, " - ");
+        if (!sep)
+                return false;
+        *sep = 0;
+        char fstype[32], superopts[512];
+        if (sscanf(sep + 3, "%31s %*s %511s", fstype, superopts) != 2)
+                return false;
+        char root[8], mount[4096];
+        if (sscanf(line, "%*s %*s %*s %7s %4095s", root, mount) != 2 || !streq(root, "/"))
+                return false; /* a bind of a subtree (a container's view) is not the hierarchy */
+        if (strchr(mount, '\\'))
+                return false; /* escaped characters: not where a cgroup hierarchy is mounted */
+        if (streq(fstype, "cgroup")) {
+                bool has = false;
+                for (char *save = NULL, *t = strtok_r(superopts, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                        has = has || streq(t, "memory");
+                if (!has)
+                        return false;
+                *ret_version = MEMCG_V1;
+        } else if (streq(fstype, "cgroup2")) {
+                _cleanup_free_ char *cp = path_join(mount, "cgroup.controllers"), *controllers = NULL;
+                if (!cp || read_file_full(cp, 4096, &controllers, NULL) < 0)
+                        return false;
+                bool has = false;
+                for (char *save = NULL, *t = strtok_r(controllers, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+                        has = has || streq(t, "memory");
+                if (!has)
+                        return false;
+                *ret_version = MEMCG_V2;
+        } else
+                return false;
+        *ret_mount = strdup(mount);
+        return true;
 }
 
 int memcg_hierarchy(enum memcg_version *ret_version, char **ret_mount) {
-        char *mount = NULL;
-        int r = memcg_init_library();
+        _cleanup_free_ char *info = NULL;
+        int r = read_file_full("/proc/self/mountinfo", 16u << 20, &info, NULL);
         if (r < 0)
                 return r;
-        r = cgroup_get_subsys_mount_point("memory", &mount);
-        if (r != 0)
-                return r == ECGROUPNOTEXIST || r == ECGROUPSUBSYSNOTMOUNTED ? -ENOENT : cg_error(r);
-        /* The unified hierarchy has cgroup.controllers in its root; v1 hierarchies do not. */
-        _cleanup_free_ char *controllers = path_join(mount, "cgroup.controllers");
-        if (!controllers) {
-                free(mount);
-                return -ENOMEM;
+        /* The kernel binds the memory controller to one hierarchy: at most one line matches. */
+        for (char *save = NULL, *line = strtok_r(info, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *mount = NULL;
+                enum memcg_version v;
+                if (!mountinfo_memory_line(line, &mount, &v))
+                        continue;
+                if (!mount)
+                        return -ENOMEM;
+                if (ret_version)
+                        *ret_version = v;
+                if (ret_mount)
+                        *ret_mount = mount;
+                else
+                        free(mount);
+                return 0;
         }
-        if (ret_version)
-                *ret_version = access(controllers, F_OK) == 0 ? MEMCG_V2 : MEMCG_V1;
-        if (ret_mount)
-                *ret_mount = mount;
-        else
-                free(mount);
-        return 0;
+        return -ENOENT;
 }
 
 int memcg_path_normalize(const char *path, char **ret) {
@@ -159,17 +191,16 @@ char *memcg_file(const struct memcg *g, const char *name) {
         return path_join(g->dir, name);
 }
 
-/* One value (the first line of a file) through libcgroup. */
+/* One value: the first line of a file. */
 static int read_value(const struct memcg *g, const char *name, char *buf, size_t size) {
-        void *handle = NULL;
-        buf[0] = 0;
-        /* libcgroup takes the name as char * but does not change it. */
-        int r = cgroup_read_value_begin("memory", g->path, (char *) name, &handle, buf, (int) size);
-        if (handle)
-                (void) cgroup_read_value_end(&handle);
-        if (r != 0 && r != ECGEOF)
-                return cg_error(r);
-        buf[strcspn(buf, "\n")] = 0;
+        _cleanup_free_ char *data = NULL;
+        int r = read_cgroup_file(g, name, &data);
+        if (r < 0)
+                return r;
+        data[strcspn(data, "\n")] = 0;
+        if (strlen(data) >= size)
+                return -EINVAL;
+        strcpy(buf, data);
         return 0;
 }
 
@@ -185,45 +216,47 @@ static int read_u64(const struct memcg *g, const char *name, uint64_t *ret) {
         return parse_u64(buf, ret);
 }
 
-/* memory.stat through libcgroup's stats iterator; fills the values of the names asked for. */
-static int read_stats(const struct memcg *g, const char *const *names, uint64_t *values, size_t n) {
-        struct cgroup_stat st;
-        void *handle = NULL;
-        int r = cgroup_read_stats_begin("memory", g->path, &handle, &st);
-        while (r == 0) {
+/* A "key value" file (memory.stat, memory.events): fills the values of the keys asked for;
+ * keys not present stay as they were. */
+static int read_keyed(const struct memcg *g, const char *file, const char *const *names, uint64_t *values, size_t n) {
+        _cleanup_free_ char *data = NULL;
+        int r = read_cgroup_file(g, file, &data);
+        if (r < 0)
+                return r;
+        for (char *save = NULL, *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *value = strchr(line, ' ');
+                if (!value)
+                        continue;
+                *value++ = 0;
                 for (size_t i = 0; i < n; i++)
-                        if (streq(st.name, names[i])) {
-                                char *v = st.value;
-                                v[strcspn(v, "\n")] = 0;
-                                if (parse_u64(v, &values[i]) < 0)
-                                        values[i] = 0;
-                        }
-                r = cgroup_read_stats_next(&handle, &st);
+                        if (streq(line, names[i]) && parse_u64(value, &values[i]) < 0)
+                                values[i] = 0;
         }
-        if (handle)
-                (void) cgroup_read_stats_end(&handle);
-        return r == ECGEOF ? 0 : cg_error(r);
+        return 0;
 }
 
-/* The "max" line of v2 memory.events, read line by line through libcgroup. */
+static int read_stats(const struct memcg *g, const char *const *names, uint64_t *values, size_t n) {
+        return read_keyed(g, "memory.stat", names, values, n);
+}
+
+/* The "max" line of v2 memory.events: how often the cgroup hit memory.max. */
 static int read_events_max(const struct memcg *g, uint64_t *ret) {
-        void *handle = NULL;
-        char line[256];
+        static const char *const names[] = { "max" };
         uint64_t v = 0;
-        int r = cgroup_read_value_begin("memory", g->path, "memory.events", &handle, line, sizeof(line));
-        while (r == 0) {
-                uint64_t x;
-                char key[32];
-                if (sscanf(line, "%31s %" SCNu64, key, &x) == 2 && streq(key, "max"))
-                        v = x;
-                r = cgroup_read_value_next(&handle, line, sizeof(line));
-        }
-        if (handle)
-                (void) cgroup_read_value_end(&handle);
-        if (r != ECGEOF)
-                return cg_error(r);
+        int r = read_keyed(g, "memory.events", names, &v, 1);
+        if (r < 0)
+                return r;
         *ret = v;
         return 0;
+}
+
+static int write_u64_or_max(const struct memcg *g, const char *name, uint64_t value) {
+        char buf[32];
+        if (value == UINT64_MAX)
+                strcpy(buf, "max");
+        else
+                snprintf(buf, sizeof(buf), "%" PRIu64, value);
+        return write_cgroup_file(g, name, buf);
 }
 
 int memcg_read_limit(const struct memcg *g, uint64_t *ret) {
@@ -255,16 +288,7 @@ int memcg_read_cap(const struct memcg *g, uint64_t *ret) {
 int memcg_write_cap(const struct memcg *g, uint64_t value) {
         if (g->version == MEMCG_V1)
                 return memcg_set_limit(g, value);
-        struct cgroup *cg = cgroup_new_cgroup(g->path);
-        if (!cg)
-                return -ENOMEM;
-        int r = -ENOMEM;
-        struct cgroup_controller *c = cgroup_add_controller(cg, "memory");
-        if (c && (value == UINT64_MAX ? cgroup_add_value_string(c, "memory.high", "max")
-                                      : cgroup_add_value_uint64(c, "memory.high", value)) == 0)
-                r = cg_error(cgroup_modify_cgroup(cg));
-        cgroup_free(&cg);
-        return r;
+        return write_u64_or_max(g, "memory.high", value);
 }
 
 int memcg_read(const struct memcg *g, struct memcg_sample *ret) {
@@ -310,15 +334,10 @@ int memcg_read(const struct memcg *g, struct memcg_sample *ret) {
 int memcg_set_limit(const struct memcg *g, uint64_t limit) {
         if (g->version != MEMCG_V1)
                 return -EOPNOTSUPP;
-        struct cgroup *cg = cgroup_new_cgroup(g->path);
-        if (!cg)
-                return -ENOMEM;
-        int r = -ENOMEM;
-        struct cgroup_controller *c = cgroup_add_controller(cg, "memory");
-        if (c && cgroup_add_value_uint64(c, "memory.limit_in_bytes", limit) == 0)
-                r = cg_error(cgroup_modify_cgroup(cg));
-        cgroup_free(&cg);
-        return r;
+        /* v1 has no "max" spelling: -1 is "no limit". */
+        if (limit == UINT64_MAX)
+                return write_cgroup_file(g, "memory.limit_in_bytes", "-1");
+        return write_u64_or_max(g, "memory.limit_in_bytes", limit);
 }
 
 /* Kernels before the swappiness= argument of memory.reclaim (Linux 6.9) refuse it with
@@ -332,9 +351,8 @@ static int write_reclaim(int fd, uint64_t bytes, bool file_only) {
         return write(fd, buf, (size_t) n) < 0 ? negative_errno() : 0;
 }
 
-/* Direct write: memory.reclaim is an action, not a value, and its EAGAIN ("reclaimed less than
- * asked") must reach us as such; libcgroup's value writer reports through stdio buffering.
- * "N swappiness=0" asks for page cache, not anonymous memory (which would go to swap). */
+/* memory.reclaim is an action, not a value: its EAGAIN ("reclaimed less than asked") is the
+ * answer, not a failure. "N swappiness=0" asks for page cache, not anonymous memory (which would go to swap). */
 int memcg_reclaim(const struct memcg *g, uint64_t bytes) {
         if (g->version != MEMCG_V2)
                 return -EOPNOTSUPP;
@@ -353,8 +371,8 @@ int memcg_reclaim(const struct memcg *g, uint64_t bytes) {
         return write_reclaim(fd, bytes, false);
 }
 
-/* Direct file access: libcgroup has no call for cgroup.event_control. The kernel takes its own
- * references during the write, so only the eventfd stays open. */
+/* cgroup.event_control: the kernel takes its own references during the write, so only the
+ * eventfd stays open. */
 static int v1_register_event(const struct memcg *g, const char *file, const char *args, int *ret_fd) {
         if (g->version != MEMCG_V1)
                 return -EOPNOTSUPP;
@@ -390,8 +408,8 @@ int memcg_v1_pressure_fd(const struct memcg *g, const char *level, int *ret_fd) 
         return v1_register_event(g, "memory.pressure_level", level, ret_fd);
 }
 
-/* Direct file access: a PSI trigger is the open file description that wrote it (libcgroup has
- * no call for it); it fires POLLPRI and goes away when the fd is closed. */
+/* A PSI trigger is the open file description that wrote it; it fires POLLPRI and goes away
+ * when the fd is closed. */
 int memcg_v2_psi_fd(const struct memcg *g, const char *trigger, int *ret_fd) {
         if (g->version != MEMCG_V2)
                 return -EOPNOTSUPP;
@@ -423,30 +441,42 @@ bool memcg_is_pod_dir(const char *name, const char *uid) {
         return ln >= lw && streq(name + ln - lw, want) && (ln == lw || name[ln - lw - 1] == '-');
 }
 
+/* Depth-first below dir_fd (a directory at `rel` in the hierarchy), at most depth levels. */
+static int find_pod_below(int dir_fd, const char *rel, const char *uid, unsigned depth, char **ret_path) {
+        if (depth == 0)
+                return -ENOENT;
+        DIR *d = opendir_at(dir_fd, ".");
+        if (!d)
+                return negative_errno();
+        struct dirent *de;
+        int found = -ENOENT, r;
+        while (found == -ENOENT && (r = read_entry(d, &de)) > 0) {
+                if (de->d_type != DT_DIR)
+                        continue; /* cgroupfs reports every type; a cgroup is a directory */
+                _cleanup_free_ char *child = NULL;
+                if (asprintf(&child, "%s/%s", streq(rel, "/") ? "" : rel, de->d_name) < 0)
+                        found = -ENOMEM;
+                else if (memcg_is_pod_dir(de->d_name, uid))
+                        found = memcg_path_normalize(child, ret_path);
+                else {
+                        _cleanup_close_ int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (fd >= 0)
+                                found = find_pod_below(fd, child, uid, depth - 1, ret_path);
+                        if (found != -ENOENT && found < 0 && found != -ENOMEM)
+                                found = -ENOENT; /* a cgroup removed meanwhile: look on */
+                }
+        }
+        closedir(d);
+        return found;
+}
+
 int memcg_find_pod(const char *uid, unsigned depth, char **ret_path) {
         _cleanup_free_ char *mount = NULL;
-        struct cgroup_file_info info;
-        void *handle = NULL;
-        int base, r;
-
-        r = memcg_hierarchy(NULL, &mount);
+        int r = memcg_hierarchy(NULL, &mount);
         if (r < 0)
                 return r;
-        size_t ml = strlen(mount);
-        while (ml > 1 && mount[ml - 1] == '/')
-                ml--;
-        r = cgroup_walk_tree_begin("memory", "/", (int) depth, &handle, &info, &base);
-        int found = -ENOENT;
-        while (r == 0) {
-                if (info.type == CGROUP_FILE_TYPE_DIR && info.path && memcg_is_pod_dir(info.path, uid) &&
-                    info.full_path && strncmp(info.full_path, mount, ml) == 0) {
-                        const char *rel = info.full_path + ml;
-                        found = memcg_path_normalize(*rel ? rel : "/", ret_path);
-                        break;
-                }
-                r = cgroup_walk_tree_next((int) depth, &handle, &info, base);
-        }
-        if (handle)
-                (void) cgroup_walk_tree_end(&handle);
-        return found;
+        _cleanup_close_ int fd = open_directory(mount);
+        if (fd < 0)
+                return fd;
+        return find_pod_below(fd, "/", uid, depth, ret_path);
 }

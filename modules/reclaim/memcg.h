@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* memcg: one memory cgroup, v1 (legacy) or v2 (unified), read and acted on through libcgroup.
- * Library-like: no logging, negative errno, outputs through ret_ parameters.
+/* memcg: one memory cgroup, v1 (legacy) or v2 (unified), read and acted on through its files
+ * under the memory hierarchy's mount point (found in /proc/self/mountinfo). Library-like: no
+ * logging, negative errno, outputs through ret_ parameters.
  *
- * Reads (limit, usage, file/anon split, failures, peak) and the v1 limit writes go through
- * libcgroup. Where libcgroup has no call, the file is used directly and the function says so:
+ * Values (limit, usage, file/anon split, failures, peak) are one-line or "key value" files;
+ * writes are one write() each, so the kernel's refusal is the call's error. Beside values:
  * eventfd registration on cgroup.event_control (v1 thresholds and pressure levels), the PSI
  * trigger on memory.pressure (v2: it lives as long as the fd that wrote it), and memory.reclaim
  * (v2: an action whose EAGAIN must be seen as such). */
@@ -36,8 +37,8 @@ struct memcg_sample {
         uint64_t cap;     /* what the agent lowers (memcg_read_cap): v1 the limit, v2 memory.high */
 };
 
-/* Initialises libcgroup once (cgroup_init) and finds the memory hierarchy: its mount point and
- * whether it is v1 or v2. -ENOENT if no hierarchy has the memory controller. */
+/* Finds the memory hierarchy (the cgroup mount that holds the memory controller): its mount
+ * point and whether it is v1 or v2. -ENOENT if no hierarchy has the memory controller. */
 int memcg_hierarchy(enum memcg_version *ret_version, char **ret_mount);
 
 /* Normalises a cgroup path ("/a/b", no "..", no trailing slash); -EINVAL if it cannot be one. */
@@ -62,13 +63,13 @@ int memcg_read_limit(const struct memcg *g, uint64_t *ret);
  * memory.limit_in_bytes (a hard limit: the kernel reclaims down to it before a write takes
  * effect, and a charge it cannot make room for below it fails), v2 memory.high (a throttle: a
  * task charging over it reclaims in its own context before it returns to user space; never an
- * OOM). UINT64_MAX: none ("max"). Through libcgroup. */
+ * OOM). UINT64_MAX: none ("max"). */
 int memcg_read_cap(const struct memcg *g, uint64_t *ret);
 int memcg_write_cap(const struct memcg *g, uint64_t value);
 /* The name of that file, for messages. */
 const char *memcg_cap_name(enum memcg_version v);
 
-/* v1: writes memory.limit_in_bytes (through libcgroup). The kernel reclaims synchronously down
+/* v1: writes memory.limit_in_bytes. The kernel reclaims synchronously down
  * to the new limit before the write returns; -EBUSY if it could not. */
 int memcg_set_limit(const struct memcg *g, uint64_t limit);
 /* v2: asks the kernel to reclaim `bytes` (memory.reclaim). -EAGAIN if it reclaimed less. */

@@ -2,7 +2,7 @@
 /* reclaim: watches the memory cgroups of co-located components ([reclaim.NAME] sections, and
  * pods that opt in with the pinion.io/reclaim annotation) and reclaims their page cache before
  * it drives them into their limit (target*.c: one cgroup's state machine and episodes; plan.c:
- * the decisions; memcg.c: the cgroup files through libcgroup). This file is the module: config,
+ * the decisions; memcg.c: the cgroup files). This file is the module: config,
  * the pod observer, metrics, lifecycle; /v1/reclaim is reclaim-api.c. */
 
 #include <stddef.h>

@@ -5,7 +5,7 @@
  *   reclaim.c       the module: config, the pod observer, metrics, lifecycle
  *   reclaim-api.c   GET /v1/reclaim
  *   target*.c       one cgroup's state machine and episodes (target.h)
- *   plan.c          the decisions; memcg.c: the cgroup files through libcgroup */
+ *   plan.c          the decisions; memcg.c: the cgroup files */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -85,6 +85,16 @@ def rss_anon_kib(pid):
     return status_kib(pid, "RssAnon")
 
 
+def pss_kib(pid):
+    """The proportional set size (/proc/PID/smaps_rollup): a shared page counts 1/N for N
+    processes mapping it. Read once at the end: reading smaps walks the page tables."""
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
 class Sampler(threading.Thread):
     def __init__(self, pid, period=0.5):
         super().__init__(daemon=True)
@@ -369,6 +379,7 @@ def run(args, out=sys.stdout):
         # trims every 10 s): what it holds, not what the convergence checks just allocated.
         time.sleep(getattr(args, "settle", 0))
         sampler.sample()
+        result["pss_kib_end"] = pss_kib(agent.proc.pid)
         sampler.stop.set()
         sampler.join(2)
 
@@ -446,6 +457,8 @@ def write_json(args, r, samples, warm_at):
         bj.row("VmRSS, max after warm-up", m["max_after_warm"], m["warm"], warm, "KiB")
         a = r["rss_anon_kib"]
         bj.row("RssAnon (heap and anonymous maps) at the end", a["end"], a["warm"], warm, "KiB")
+        if r.get("pss_kib_end"):
+            bj.row("Pss at the end (smaps_rollup)", r["pss_kib_end"], unit="KiB")
         # The last sample taken while changes were still being made, apart from the end (after
         # the convergence wait): a growth that only shows at the end is not a growth per change.
         during = [smp for smp in samples if warm_at <= smp[1] < r["events"]]
