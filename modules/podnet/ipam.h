@@ -4,12 +4,17 @@
 /* IP address management for the pod network: one IPv4 pool (the pod CIDR), one address per
  * attachment (container ID + interface name), persisted crash-safely.
  *
- * The state file (JSON) holds every allocation and the quarantine: an address released less than
- * `quarantine` ago is not handed out again, so a pod that just went away cannot have its packets
- * (or its peers' stale connections) land on a new pod. Every change is written with
- * write_file_atomic() before it is reported: a kill -9 leaves the old or the new table, and an
- * address that was handed out is always on disk first. Allocation is next-fit from a cursor (like
- * host-local), skipping the network and broadcast addresses.
+ * The state (ipam-state.c) is a snapshot plus a journal of changes: every change appends one
+ * checksummed record and fdatasyncs it before it is reported, so a change costs O(1) in the
+ * number of allocations (the journal is folded into the snapshot now and then: amortised O(1)).
+ * A kill -9 leaves the old or the new state, and an address that was handed out is always on
+ * disk first. Lookups are hash tables (by attachment, address, host interface name); allocation
+ * is next-fit from a cursor (like host-local) over a bitmap of the taken addresses, skipping the
+ * network and broadcast addresses.
+ *
+ * The quarantine: an address released less than `quarantine` ago is not handed out again, so a
+ * pod that just went away cannot have its packets (or its peers' stale connections) land on a
+ * new pod.
  *
  * Times are CLOCK_REALTIME microseconds passed in by the caller, so the quarantine survives
  * restarts and tests control the clock. No logging: callers log. */
@@ -44,7 +49,8 @@ struct ipam_owner {
 struct ipam;
 
 /* cidr "10.1.2.0/24" (prefix 8..30). state_file NULL: nothing persisted (tests). Loads the state
- * file if it exists; a file that does not parse is -EBADMSG (nothing is overwritten: the
+ * file (and its journal, "<state_file minus .json>.journal") if it exists; a state that does not
+ * parse is -EBADMSG (nothing is overwritten: the
  * operator decides), with *ret_error saying why. Allocations outside cidr (the pod CIDR
  * changed) are kept until released but never handed out again. */
 int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct ipam **ret, char **ret_error);
@@ -53,6 +59,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct ipam *, ipam_free);
 
 int ipam_parse_cidr(const char *cidr, uint32_t *ret_network, unsigned *ret_prefix);
 void ipam_set_quarantine(struct ipam *p, usec_t quarantine);
+/* The journal is folded into the snapshot once it holds more than this many records (default,
+ * or negative: twice the state's entries, at least 1,024; 0: after every change). For tests. */
+void ipam_set_journal_limit(struct ipam *p, long records);
 
 /* The allocation of an attachment, or NULL. */
 const struct ipam_allocation *ipam_find(const struct ipam *p, const char *container_id, const char *ifname);
@@ -66,6 +75,13 @@ int ipam_host_ifname(const struct ipam *p, const char *container_id, const char 
  * error (nothing changed then). */
 int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                   usec_t now, const struct ipam_allocation **ret);
+/* The same for a requested address (CNI_ARGS IP=, runtimeConfig ips): 1 reserved, 0 the
+ * attachment holds that address already (a repeated ADD); nothing allocated on an error:
+ * -ERANGE outside the pool (the network and broadcast addresses included), -EADDRINUSE another
+ * attachment's, -EBUSY in quarantine, -EEXIST the attachment holds another address. The cursor
+ * of the dynamic allocations does not move. */
+int ipam_allocate_addr(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
+                       uint32_t addr, usec_t now, const struct ipam_allocation **ret);
 /* Replaces the owner fields of an existing allocation (a repeated ADD that worked) and persists;
  * on a write error nothing changed. -ENOENT if the attachment has no allocation. */
 int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner);
@@ -81,12 +97,15 @@ int ipam_link_deleted(struct ipam *p, const char *host_ifname);
 size_t ipam_n_deleting(const struct ipam *p);
 const char *ipam_deleting(const struct ipam *p, size_t i);
 
-/* A write whose rename succeeded but whose directory fsync failed counts as done (the file is
- * what every reader sees; rolling back in memory would disagree with it). This returns that
+/* A write that every reader sees already but that may not survive a power loss (a snapshot
+ * renamed into place, or a new journal file, whose directory's fsync failed) counts as done
+ * (rolling back in memory would disagree with the file). This returns that
  * fsync's error since the last call (0: none), for the caller to warn about. */
 int ipam_take_not_durable(struct ipam *p);
 
-/* Iteration over the allocations (index order is stable until the next change). */
+/* Iteration over the allocations (index order is stable until the next change; a release moves
+ * the last allocation into the released one's index, so a loop that releases at i looks at i
+ * again). A pointer to an allocation stays valid until that allocation is released or updated. */
 size_t ipam_count(const struct ipam *p);
 const struct ipam_allocation *ipam_get(const struct ipam *p, size_t i);
 

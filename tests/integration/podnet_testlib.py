@@ -208,3 +208,60 @@ def podnet_status(agent):
         if m["name"] == "podnet":
             return m
     raise KeyError("podnet")
+
+
+def podnet_state_on_disk(state_dir):
+    """The pool's state as a restart loads it: podnet/allocations.json (the snapshot) with
+    podnet/allocations.journal replayed on top ("<crc32 hex> <JSON record>" lines; records whose
+    seq the snapshot holds are skipped; a torn last line is dropped, a damaged earlier one raises).
+    Returns {"allocations": [...], "quarantine": [...], "deleting": [...]} as in the snapshot."""
+    import zlib
+    d = os.path.join(state_dir, "podnet")
+    try:
+        with open(os.path.join(d, "allocations.json")) as f:
+            snap = json.load(f)
+    except FileNotFoundError:
+        snap = {}
+    seq = snap.get("journalSeq", 0)
+    allocs = {(a["containerID"], a["ifname"]): a for a in snap.get("allocations", [])}
+    quarantine = list(snap.get("quarantine", []))
+    deleting = list(snap.get("deleting", []))
+    try:
+        with open(os.path.join(d, "allocations.journal"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        data = b""
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines[:-1]):  # (the piece after the last newline is torn)
+        last = i == len(lines) - 2 and lines[-1] == b""
+        crc, _, text = line.partition(b" ")
+        if len(crc) != 8 or int(crc, 16) != zlib.crc32(text):
+            if last:
+                break
+            raise ValueError("journal line %d is damaged" % (i + 1))
+        r = json.loads(text)
+        if r["seq"] <= seq:
+            continue
+        assert r["seq"] == seq + 1, (r, seq)
+        seq = r["seq"]
+        if r["op"] in ("allocate", "update"):
+            a = r["allocation"]
+            allocs[(a["containerID"], a["ifname"])] = a
+        elif r["op"] == "release":
+            a = allocs.pop((r["containerID"], r["ifname"]))
+            if r.get("quarantine"):
+                quarantine.append({"ip": a["ip"], "releasedAt": r["releasedAt"]})
+            if r.get("deleting"):
+                deleting.append(r["deleting"])
+        elif r["op"] == "linkDeleted":
+            deleting.remove(r["hostIfname"])
+    return {"allocations": list(allocs.values()), "quarantine": quarantine, "deleting": deleting}
+
+
+def remove_podnet_state(state_dir):
+    """Deletes the pool's state (snapshot and journal), as an operator starting afresh would."""
+    for name in ("allocations.json", "allocations.journal"):
+        try:
+            os.unlink(os.path.join(state_dir, "podnet", name))
+        except FileNotFoundError:
+            pass

@@ -16,7 +16,7 @@ import pytest
 
 from pinion_testlib import SRCDIR, BUILDDIR, make_pod, unix_request_as, wait_until
 from podnet_testlib import (PINION_CNI, CniResult, cni, delete_links, exec_plugin, free_pod_cidr, host_links,
-                            k8s_args, netns, ping, pinion_conf, podnet_status)
+                            k8s_args, netns, ping, pinion_conf, podnet_state_on_disk, podnet_status)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -533,7 +533,7 @@ def test_deletions_interrupted_by_a_crash_are_retried_at_start(podnet_agent, net
         cmds.append(([PINION_CNI], env, json.dumps(pinion_conf(a)).encode()))
     run_concurrently(cmds)
     a.kill9()
-    state = json.load(open(os.path.join(a.state_dir, "podnet", "allocations.json")))
+    state = podnet_state_on_disk(a.state_dir)
     assert state["allocations"] == []
     a.start()
     ours = {fnv_host_ifname("d%d" % i, "eth0") for i in range(10)}
