@@ -3,6 +3,7 @@
  * loop one at a time, so concurrent ADDs are serialised by construction; a wiring takes a few
  * milliseconds of netlink round trips (bounded: no waiting on anything). */
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +159,57 @@ static int reply_name_taken(struct podnet *p, struct api_request *req, const str
                            "pinion deletes only interfaces it created: remove or rename it", host_ifname);
 }
 
+/* A dynamic address, or the one the runtime asked for (CNI_ARGS IP=, runtimeConfig ips). */
+static int allocate(struct podnet *p, const struct cni_request *cr, const struct ipam_owner *owner,
+                    const struct ipam_allocation **ret) {
+        usec_t now = now_usec(CLOCK_REALTIME);
+        uint32_t addr;
+
+        if (cr->requested_ip6)
+                return -EAFNOSUPPORT; /* IPv4 only */
+        if (!cr->requested_ip4)
+                return ipam_allocate(p->ipam, cr->container_id, cr->ifname, owner, now, ret);
+        if (inet_pton(AF_INET, cr->requested_ip4, &addr) != 1)
+                return -ERANGE;
+        return ipam_allocate_addr(p->ipam, cr->container_id, cr->ifname, owner, ntohl(addr), now, ret);
+}
+
+/* A requested address that cannot be had: nothing was allocated. */
+static int reply_request_refused(struct podnet *p, struct api_request *req, const struct cni_request *cr, int error) {
+        const char *want = cr->requested_ip6 && error == -EAFNOSUPPORT ? cr->requested_ip6 : cr->requested_ip4;
+        const struct ipam_allocation *a = ipam_find(p->ipam, cr->container_id, cr->ifname), *other = NULL;
+        char held[16] = "";
+        uint32_t addr;
+
+        log_module_info(MODULE, "ADD %s/%s: requested address %s refused: %s", cr->container_id, cr->ifname, want,
+                        strerror(-error));
+        switch (error) {
+        case -EAFNOSUPPORT:
+                return reply_error(p, req, 400, cr, CNI_ERR_ADDRESS_UNUSABLE, "no pool for the requested address",
+                                   "%s: the pod network has no IPv6 pool (pod-cidr %s)", want, ipam_cidr(p->ipam));
+        case -EEXIST:
+                if (a)
+                        ipam_format_addr(a->addr, held);
+                return reply_error(p, req, 409, cr, CNI_ERR_ADDRESS_UNUSABLE, "the attachment holds another address",
+                                   "%s/%s holds %s; a repeated ADD cannot ask for %s", cr->container_id, cr->ifname, held,
+                                   want);
+        case -EADDRINUSE:
+                if (inet_pton(AF_INET, want, &addr) == 1)
+                        other = ipam_find_addr(p->ipam, ntohl(addr));
+                return reply_error(p, req, 409, cr, CNI_ERR_ADDRESS_TAKEN, "the requested address is in use",
+                                   "%s is held by attachment %s/%s (pod %s/%s)", want, other ? other->container_id : "?",
+                                   other ? other->ifname : "?", other ? strempty(other->pod_namespace) : "",
+                                   other ? strempty(other->pod_name) : "");
+        case -EBUSY:
+                return reply_error(p, req, 503, cr, CNI_ERR_TRY_AGAIN_LATER, "the requested address is in quarantine",
+                                   "%s was released less than address-quarantine ago; ask again later", want);
+        default:
+                return reply_error(p, req, 400, cr, CNI_ERR_ADDRESS_UNUSABLE, "the requested address is outside the pool",
+                                   "%s is not a pod address of %s (its network and broadcast addresses are not)", want,
+                                   ipam_cidr(p->ipam));
+        }
+}
+
 static int cni_add(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         const struct ipam_allocation *a;
@@ -184,7 +236,9 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 .network = cr->network_name,
                 .mtu = p->settings->mtu,
         };
-        r = ipam_allocate(p->ipam, cr->container_id, cr->ifname, &owner, now_usec(CLOCK_REALTIME), &a);
+        r = allocate(p, cr, &owner, &a);
+        if (r == -ERANGE || r == -EEXIST || r == -EADDRINUSE || r == -EBUSY || r == -EAFNOSUPPORT)
+                return reply_request_refused(p, req, cr, r);
         if (r == -ENOSPC) {
                 log_module_warning(MODULE, "No free address in %s for %s/%s", ipam_cidr(p->ipam), strempty(cr->k8s_namespace),
                                    strempty(cr->k8s_name));
