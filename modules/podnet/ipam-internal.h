@@ -20,25 +20,33 @@
 struct ipam_node {
         struct ipam_allocation a;
         size_t index; /* in ipam.nodes */
-        struct ipam_node *next_id, *next_addr, *next_host; /* hash chains */
+        struct ipam_node *next_id, *next_addr, *next_addr6, *next_host; /* hash chains */
 };
 
 struct quarantined {
-        uint32_t addr;
+        uint32_t addr;          /* 0: none */
+        uint32_t off6;          /* offset in the IPv6 pool; 0: none */
         usec_t released;
 };
 
 struct ipam {
-        char *cidr;
-        uint32_t network, broadcast; /* host byte order */
+        char *cidr, *cidr4, *cidr6;
+        uint32_t network, broadcast; /* host byte order; both 0 without an IPv4 pool */
         unsigned prefix;
         usec_t quarantine;
+
+        /* The IPv6 pool: offsets 1..size6 from network6 (size6 0: no IPv6 pool). */
+        struct in6_addr network6;
+        unsigned prefix6;
+        uint32_t size6, cursor6;
+        uint64_t *taken6;
+        size_t n_in_pool6;
 
         /* Allocations: a dense array (iteration, O(1) removal by swapping in the last) and three
          * hash tables of chains (attachment, address, host interface name). */
         struct ipam_node **nodes;
         size_t n_nodes, n_nodes_allocated;
-        struct ipam_node **by_id, **by_addr, **by_host;
+        struct ipam_node **by_id, **by_addr, **by_addr6, **by_host;
         size_t n_buckets; /* a power of two, >= n_nodes */
         size_t n_foreign;  /* allocations outside the pool (after a pod-cidr change) */
 
@@ -70,14 +78,19 @@ struct ipam_node *ipam_node_free(struct ipam_node *n);
 int ipam_node_set_owner(struct ipam_node *n, const struct ipam_owner *o);
 int ipam_reserve(struct ipam *p, size_t nodes, size_t quarantined, size_t deleting);
 /* The apply step of each change (capacity reserved first: they cannot fail). */
-void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor);
+void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor, uint32_t cursor6);
 void ipam_apply_release(struct ipam *p, struct ipam_node *n, usec_t released, bool quarantine, char *deleting);
 void ipam_apply_link_deleted(struct ipam *p, size_t i);
 void ipam_apply_update(struct ipam *p, struct ipam_node *n, struct ipam_node *updated);
 struct ipam_node *ipam_node_find(const struct ipam *p, const char *container_id, const char *ifname);
 struct ipam_node *ipam_node_find_addr(const struct ipam *p, uint32_t addr);
+struct ipam_node *ipam_node_find_addr6(const struct ipam *p, const struct in6_addr *addr);
 bool ipam_in_pool(const struct ipam *p, uint32_t addr);
+/* The address's offset in the IPv6 pool, 0 if outside it; and back. */
+uint32_t ipam_offset6(const struct ipam *p, const struct in6_addr *addr);
+void ipam_addr6_at(const struct ipam *p, uint32_t offset, struct in6_addr *ret);
 int ipam_parse_addr(const char *s, uint32_t *ret);
+void ipam_mark(struct ipam *p, uint32_t addr, uint32_t off6, bool taken);
 
 /* ---- ipam-state.c ---- */
 cJSON *ipam_allocation_to_json(const struct ipam_allocation *a);

@@ -74,10 +74,13 @@ static bool add_opt(cJSON *o, const char *key, const char *v) {
 
 cJSON *ipam_allocation_to_json(const struct ipam_allocation *a) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        char ip[16];
+        char ip[16], ip6[INET6_ADDRSTRLEN];
 
         ipam_format_addr(a->addr, ip);
-        if (!o || !cJSON_AddStringToObject(o, "ip", ip) || !cJSON_AddStringToObject(o, "containerID", a->container_id) ||
+        ipam_format_addr6(&a->addr6, ip6);
+        if (!o || (a->addr != 0 && !cJSON_AddStringToObject(o, "ip", ip)) ||
+            (a->has_addr6 && !cJSON_AddStringToObject(o, "ip6", ip6)) ||
+            !cJSON_AddStringToObject(o, "containerID", a->container_id) ||
             !cJSON_AddStringToObject(o, "ifname", a->ifname) || !add_opt(o, "netns", a->netns) ||
             !cJSON_AddStringToObject(o, "hostIfname", a->host_ifname) || !add_opt(o, "namespace", a->pod_namespace) ||
             !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) || !add_opt(o, "network", a->network) ||
@@ -91,12 +94,15 @@ cJSON *ipam_allocation_to_json(const struct ipam_allocation *a) {
 static int node_from_json(const cJSON *item, struct ipam_node **ret, char **ret_error) {
         const cJSON *since = cJSON_GetObjectItemCaseSensitive(item, "since"),
                     *mtu = cJSON_GetObjectItemCaseSensitive(item, "mtu");
+        const char *ip = opt_string(item, "ip"), *ip6 = opt_string(item, "ip6");
+        struct in6_addr addr6 = {};
         struct ipam_node *n;
-        uint32_t addr;
+        uint32_t addr = 0;
 
-        if (ipam_parse_addr(opt_string(item, "ip"), &addr) < 0 || isempty(opt_string(item, "containerID")) ||
-            isempty(opt_string(item, "ifname")) || isempty(opt_string(item, "hostIfname")))
-                return state_error(ret_error, "an allocation lacks ip, containerID, ifname or hostIfname");
+        if ((!ip && !ip6) || (ip && ipam_parse_addr(ip, &addr) < 0) || (ip6 && inet_pton(AF_INET6, ip6, &addr6) != 1) ||
+            isempty(opt_string(item, "containerID")) || isempty(opt_string(item, "ifname")) ||
+            isempty(opt_string(item, "hostIfname")))
+                return state_error(ret_error, "an allocation lacks ip (or ip6), containerID, ifname or hostIfname");
         if (mtu && (!cJSON_IsNumber(mtu) || mtu->valuedouble < 0 || mtu->valuedouble > 65535))
                 return state_error(ret_error, "an allocation's mtu is not a number from 0 to 65535");
         n = ipam_node_new(opt_string(item, "containerID"), opt_string(item, "ifname"), addr,
@@ -114,16 +120,19 @@ static int node_from_json(const cJSON *item, struct ipam_node **ret, char **ret_
                 ipam_node_free(n);
                 return -ENOMEM;
         }
+        n->a.has_addr6 = ip6 != NULL;
+        n->a.addr6 = addr6;
         *ret = n;
         return 0;
 }
 
-static int load_allocation(struct ipam *p, const cJSON *item, uint32_t cursor, char **ret_error) {
+static int load_allocation(struct ipam *p, const cJSON *item, uint32_t cursor, uint32_t cursor6, char **ret_error) {
         struct ipam_node *n = NULL;
         int r = node_from_json(item, &n, ret_error);
         if (r < 0)
                 return r;
-        if (ipam_node_find(p, n->a.container_id, n->a.ifname) || ipam_node_find_addr(p, n->a.addr)) {
+        if (ipam_node_find(p, n->a.container_id, n->a.ifname) || (n->a.addr && ipam_node_find_addr(p, n->a.addr)) ||
+            (n->a.has_addr6 && ipam_node_find_addr6(p, &n->a.addr6))) {
                 ipam_node_free(n);
                 return state_error(ret_error, "two allocations for one attachment or one address");
         }
@@ -131,19 +140,20 @@ static int load_allocation(struct ipam *p, const cJSON *item, uint32_t cursor, c
                 ipam_node_free(n);
                 return -ENOMEM;
         }
-        ipam_apply_allocate(p, n, cursor);
+        ipam_apply_allocate(p, n, cursor, cursor6);
         return 0;
 }
 
-static int load_quarantined(struct ipam *p, uint32_t addr, usec_t released) {
+static int load_quarantined(struct ipam *p, uint32_t addr, uint32_t off6, usec_t released) {
+        if (!ipam_in_pool(p, addr) && off6 == 0)
+                return 0; /* (outside the pools now: nothing to hold back) */
         if (ipam_reserve(p, 0, 1, 0) < 0)
                 return -ENOMEM;
         /* The same as a release's, without an allocation to drop. */
-        p->q[(p->q_head + p->q_len++) % p->q_allocated] = (struct quarantined) { .addr = addr, .released = released };
-        if (ipam_in_pool(p, addr)) {
-                uint32_t o = addr - p->network;
-                p->taken[o / 64] |= UINT64_C(1) << (o % 64);
-        }
+        addr = ipam_in_pool(p, addr) ? addr : 0;
+        p->q[(p->q_head + p->q_len++) % p->q_allocated] =
+                (struct quarantined) { .addr = addr, .off6 = off6, .released = released };
+        ipam_mark(p, addr, off6, true);
         return 0;
 }
 
@@ -183,7 +193,7 @@ static int snapshot_load(struct ipam *p, char **ret_error) {
         if (!cJSON_IsArray(list))
                 return state_error(ret_error, "allocations is not an array");
         cJSON_ArrayForEach(item, list) {
-                r = load_allocation(p, item, p->cursor, ret_error);
+                r = load_allocation(p, item, p->cursor, p->cursor6, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -192,10 +202,14 @@ static int snapshot_load(struct ipam *p, char **ret_error) {
                 return state_error(ret_error, "quarantine is not an array");
         cJSON_ArrayForEach(item, list) {
                 const cJSON *rel = cJSON_GetObjectItemCaseSensitive(item, "releasedAt");
-                uint32_t a;
-                if (ipam_parse_addr(opt_string(item, "ip"), &a) < 0 || !cJSON_IsNumber(rel))
-                        return state_error(ret_error, "a quarantine entry lacks ip or releasedAt");
-                if (load_quarantined(p, a, rel->valuedouble > 0 ? (usec_t) (rel->valuedouble * USEC_PER_SEC) : 0) < 0)
+                const char *ip = opt_string(item, "ip"), *ip6 = opt_string(item, "ip6");
+                struct in6_addr a6;
+                uint32_t a = 0;
+                if ((!ip && !ip6) || (ip && ipam_parse_addr(ip, &a) < 0) || (ip6 && inet_pton(AF_INET6, ip6, &a6) != 1) ||
+                    !cJSON_IsNumber(rel))
+                        return state_error(ret_error, "a quarantine entry lacks ip (or ip6) or releasedAt");
+                if (load_quarantined(p, a, ip6 ? ipam_offset6(p, &a6) : 0,
+                                     rel->valuedouble > 0 ? (usec_t) (rel->valuedouble * USEC_PER_SEC) : 0) < 0)
                         return -ENOMEM;
         }
         list = cJSON_GetObjectItemCaseSensitive(root, "deleting");
@@ -210,6 +224,9 @@ static int snapshot_load(struct ipam *p, char **ret_error) {
         uint32_t cursor;
         if (ipam_parse_addr(opt_string(root, "cursor"), &cursor) >= 0 && ipam_in_pool(p, cursor))
                 p->cursor = cursor;
+        const cJSON *c6 = cJSON_GetObjectItemCaseSensitive(root, "cursor6");
+        if (cJSON_IsNumber(c6) && c6->valuedouble >= 1 && c6->valuedouble <= p->size6)
+                p->cursor6 = (uint32_t) c6->valuedouble;
         return 0;
 }
 
@@ -221,6 +238,7 @@ static char *snapshot_format(const struct ipam *p) {
         ipam_format_addr(p->cursor, ip);
         if (!root || !cJSON_AddNumberToObject(root, "version", 2) || !cJSON_AddStringToObject(root, "cidr", p->cidr) ||
             !cJSON_AddNumberToObject(root, "journalSeq", (double) p->seq) || !cJSON_AddStringToObject(root, "cursor", ip) ||
+            !cJSON_AddNumberToObject(root, "cursor6", p->cursor6) ||
             !(list = cJSON_AddArrayToObject(root, "allocations")) || !(q = cJSON_AddArrayToObject(root, "quarantine")) ||
             !(d = cJSON_AddArrayToObject(root, "deleting")))
                 return NULL;
@@ -233,8 +251,13 @@ static char *snapshot_format(const struct ipam *p) {
         for (size_t i = 0; i < p->q_len; i++) {
                 const struct quarantined *e = &p->q[(p->q_head + i) % p->q_allocated];
                 cJSON *o = cJSON_CreateObject();
+                char ip6[INET6_ADDRSTRLEN];
+                struct in6_addr a6;
                 ipam_format_addr(e->addr, ip);
-                if (!o || !cJSON_AddItemToArray(q, o) || !cJSON_AddStringToObject(o, "ip", ip) ||
+                ipam_addr6_at(p, e->off6, &a6);
+                ipam_format_addr6(&a6, ip6);
+                if (!o || !cJSON_AddItemToArray(q, o) || (e->addr && !cJSON_AddStringToObject(o, "ip", ip)) ||
+                    (e->off6 && !cJSON_AddStringToObject(o, "ip6", ip6)) ||
                     !cJSON_AddNumberToObject(o, "releasedAt", (double) e->released / USEC_PER_SEC))
                         return cJSON_Delete(o), NULL;
         }
@@ -277,9 +300,12 @@ static int replay_record(struct ipam *p, const cJSON *record, char **ret_error) 
         uint32_t cursor;
 
         if (streq_ptr(op, "allocate")) {
+                const cJSON *c6 = cJSON_GetObjectItemCaseSensitive(record, "cursor6");
                 if (ipam_parse_addr(opt_string(record, "cursor"), &cursor) < 0)
                         cursor = p->cursor;
-                return load_allocation(p, cJSON_GetObjectItemCaseSensitive(record, "allocation"), cursor, ret_error);
+                return load_allocation(p, cJSON_GetObjectItemCaseSensitive(record, "allocation"), cursor,
+                                       cJSON_IsNumber(c6) && c6->valuedouble >= 0 ? (uint32_t) c6->valuedouble : 0,
+                                       ret_error);
         }
         if (streq_ptr(op, "update"))
                 return replay_update(p, record, ret_error);

@@ -25,6 +25,61 @@ int ipam_parse_addr(const char *s, uint32_t *ret) {
         return 0;
 }
 
+void ipam_format_addr6(const struct in6_addr *addr, char buf[INET6_ADDRSTRLEN]) {
+        if (!inet_ntop(AF_INET6, addr, buf, INET6_ADDRSTRLEN))
+                buf[0] = '\0';
+}
+
+int ipam_parse_cidr6(const char *cidr, struct in6_addr *ret_network, unsigned *ret_prefix) {
+        char addr[INET6_ADDRSTRLEN + 1], extra;
+        struct in6_addr a;
+        unsigned prefix;
+
+        if (!cidr || sscanf(cidr, "%46[0-9a-fA-F:.]/%u%c", addr, &prefix, &extra) != 2 || prefix < 48 || prefix > 126 ||
+            inet_pton(AF_INET6, addr, &a) != 1)
+                return -EINVAL;
+        for (unsigned i = 0; i < 16; i++) {
+                unsigned bits = prefix > i * 8 ? MIN(8u, prefix - i * 8) : 0;
+                a.s6_addr[i] &= (uint8_t) (0xff00u >> bits);
+        }
+        *ret_network = a;
+        *ret_prefix = prefix;
+        return 0;
+}
+
+int ipam_parse_pod_cidrs(const char *s, char **ret_v4, char **ret_v6, const char **reason) {
+        _cleanup_free_ char *copy = s ? strdup(s) : NULL, *v4 = NULL, *v6 = NULL;
+        char *save = NULL;
+
+        if (!copy)
+                return s ? -ENOMEM : -EINVAL;
+        for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
+                struct in6_addr n6;
+                uint32_t n4;
+                unsigned prefix;
+                bool six = strchr(t, ':');
+                if (six ? ipam_parse_cidr6(t, &n6, &prefix) < 0 : ipam_parse_cidr(t, &n4, &prefix) < 0) {
+                        *reason = six ? "expected an IPv6 CIDR such as fd00:1::/64 (prefix /48 to /126)"
+                                      : "expected an IPv4 CIDR such as 10.1.2.0/24 (prefix /8 to /30)";
+                        return -EINVAL;
+                }
+                char **slot = six ? &v6 : &v4;
+                if (*slot) {
+                        *reason = "at most one IPv4 and one IPv6 CIDR";
+                        return -EINVAL;
+                }
+                if (!(*slot = strdup(t)))
+                        return -ENOMEM;
+        }
+        if (!v4 && !v6) {
+                *reason = "expected an IPv4 and/or an IPv6 CIDR";
+                return -EINVAL;
+        }
+        *ret_v4 = TAKE_PTR(v4);
+        *ret_v6 = TAKE_PTR(v6);
+        return 0;
+}
+
 int ipam_parse_cidr(const char *cidr, uint32_t *ret_network, unsigned *ret_prefix) {
         char addr[INET_ADDRSTRLEN + 1], extra;
         unsigned prefix;
@@ -40,6 +95,28 @@ int ipam_parse_cidr(const char *cidr, uint32_t *ret_network, unsigned *ret_prefi
 
 bool ipam_in_pool(const struct ipam *p, uint32_t a) {
         return a > p->network && a < p->broadcast;
+}
+
+static uint32_t low32(const struct in6_addr *a) {
+        return (uint32_t) a->s6_addr[12] << 24 | (uint32_t) a->s6_addr[13] << 16 | (uint32_t) a->s6_addr[14] << 8 |
+               a->s6_addr[15];
+}
+
+uint32_t ipam_offset6(const struct ipam *p, const struct in6_addr *a) {
+        /* (Pools hold at most 2^16 addresses: only the last 32 bits differ within one.) */
+        if (p->size6 == 0 || memcmp(a->s6_addr, p->network6.s6_addr, 12) != 0)
+                return 0;
+        uint32_t off = low32(a) - low32(&p->network6);
+        return off >= 1 && off <= p->size6 ? off : 0;
+}
+
+void ipam_addr6_at(const struct ipam *p, uint32_t offset, struct in6_addr *ret) {
+        uint32_t v = low32(&p->network6) + offset;
+        *ret = p->network6;
+        ret->s6_addr[12] = (uint8_t) (v >> 24);
+        ret->s6_addr[13] = (uint8_t) (v >> 16);
+        ret->s6_addr[14] = (uint8_t) (v >> 8);
+        ret->s6_addr[15] = (uint8_t) v;
 }
 
 static int set_string(char **dst, const char *v) {
@@ -110,6 +187,13 @@ static size_t bucket_addr(const struct ipam *p, uint32_t addr) {
         return (addr * 2654435761u) & (p->n_buckets - 1);
 }
 
+static size_t bucket_addr6(const struct ipam *p, const struct in6_addr *addr) {
+        uint32_t h = 2166136261u;
+        for (int i = 0; i < 16; i++)
+                h = (h ^ addr->s6_addr[i]) * 16777619u;
+        return h & (p->n_buckets - 1);
+}
+
 static size_t bucket_host(const struct ipam *p, const char *host_ifname) {
         return fnv1a(host_ifname, NULL, 1) & (p->n_buckets - 1);
 }
@@ -121,6 +205,11 @@ static void chain_insert(struct ipam *p, struct ipam_node *n) {
         b = bucket_addr(p, n->a.addr);
         n->next_addr = p->by_addr[b];
         p->by_addr[b] = n;
+        if (n->a.has_addr6) {
+                b = bucket_addr6(p, &n->a.addr6);
+                n->next_addr6 = p->by_addr6[b];
+                p->by_addr6[b] = n;
+        }
         b = bucket_host(p, n->a.host_ifname);
         n->next_host = p->by_host[b];
         p->by_host[b] = n;
@@ -146,23 +235,31 @@ static void chain_remove(struct ipam *p, struct ipam_node *n) {
                         *i = n->next_addr;
                         break;
                 }
+        for (i = n->a.has_addr6 ? &p->by_addr6[bucket_addr6(p, &n->a.addr6)] : NULL; i && *i; i = &(*i)->next_addr6)
+                if (*i == n) {
+                        *i = n->next_addr6;
+                        break;
+                }
         chain_remove_host(p, n);
 }
 
 static int rehash(struct ipam *p, size_t n_buckets) {
         struct ipam_node **id = calloc(n_buckets, sizeof(*id)), **addr = calloc(n_buckets, sizeof(*addr)),
-                         **host = calloc(n_buckets, sizeof(*host));
-        if (!id || !addr || !host) {
+                         **addr6 = calloc(n_buckets, sizeof(*addr6)), **host = calloc(n_buckets, sizeof(*host));
+        if (!id || !addr || !addr6 || !host) {
                 free(id);
                 free(addr);
+                free(addr6);
                 free(host);
                 return -ENOMEM;
         }
         free(p->by_id);
         free(p->by_addr);
+        free(p->by_addr6);
         free(p->by_host);
         p->by_id = id;
         p->by_addr = addr;
+        p->by_addr6 = addr6;
         p->by_host = host;
         p->n_buckets = n_buckets;
         for (size_t i = 0; i < p->n_nodes; i++)
@@ -232,6 +329,15 @@ struct ipam_node *ipam_node_find_addr(const struct ipam *p, uint32_t addr) {
         return NULL;
 }
 
+struct ipam_node *ipam_node_find_addr6(const struct ipam *p, const struct in6_addr *addr) {
+        if (!p || p->n_buckets == 0)
+                return NULL;
+        for (struct ipam_node *n = p->by_addr6[bucket_addr6(p, addr)]; n; n = n->next_addr6)
+                if (n->a.has_addr6 && memcmp(&n->a.addr6, addr, sizeof(*addr)) == 0)
+                        return n;
+        return NULL;
+}
+
 static bool host_ifname_taken(const struct ipam *p, const char *name) {
         if (p->n_buckets > 0)
                 for (struct ipam_node *n = p->by_host[bucket_host(p, name)]; n; n = n->next_host)
@@ -246,17 +352,23 @@ static bool host_ifname_taken(const struct ipam *p, const char *name) {
 
 /* ---- the free-address bitmap and the quarantine ---- */
 
-static bool bit_get(const struct ipam *p, uint32_t addr) {
-        uint32_t o = addr - p->network;
-        return p->taken[o / 64] & (UINT64_C(1) << (o % 64));
+static bool bit_get(const uint64_t *bits, uint32_t o) {
+        return bits[o / 64] & (UINT64_C(1) << (o % 64));
 }
 
-static void bit_set(struct ipam *p, uint32_t addr, bool v) {
-        uint32_t o = addr - p->network;
+static void bit_set(uint64_t *bits, uint32_t o, bool v) {
         if (v)
-                p->taken[o / 64] |= UINT64_C(1) << (o % 64);
+                bits[o / 64] |= UINT64_C(1) << (o % 64);
         else
-                p->taken[o / 64] &= ~(UINT64_C(1) << (o % 64));
+                bits[o / 64] &= ~(UINT64_C(1) << (o % 64));
+}
+
+/* Marks an IPv4 address (if in the pool) and an IPv6 pool offset (if not 0) taken or free. */
+void ipam_mark(struct ipam *p, uint32_t addr, uint32_t off6, bool taken) {
+        if (ipam_in_pool(p, addr))
+                bit_set(p->taken, addr - p->network, taken);
+        if (off6 > 0)
+                bit_set(p->taken6, off6, taken);
 }
 
 static const struct quarantined *q_at(const struct ipam *p, size_t i) {
@@ -272,64 +384,75 @@ static bool q_live(const struct ipam *p, const struct quarantined *q, usec_t now
  * are at the head; one out of order (the clock stepped) waits for those before it. */
 static void quarantine_expire(struct ipam *p, usec_t now) {
         while (p->q_len > 0 && !q_live(p, q_at(p, 0), now)) {
-                uint32_t addr = q_at(p, 0)->addr;
-                if (ipam_in_pool(p, addr) && !ipam_node_find_addr(p, addr))
-                        bit_set(p, addr, false);
+                const struct quarantined *q = q_at(p, 0);
+                struct in6_addr a6;
+                ipam_addr6_at(p, q->off6, &a6);
+                ipam_mark(p, ipam_node_find_addr(p, q->addr) ? 0 : q->addr,
+                          q->off6 > 0 && !ipam_node_find_addr6(p, &a6) ? q->off6 : 0, false);
                 p->q_head = (p->q_head + 1) % p->q_allocated;
                 p->q_len--;
         }
 }
 
-/* Next-fit from the cursor, a 64-address word at a time. */
-static int next_free(const struct ipam *p, uint32_t *ret) {
-        uint32_t first = p->network + 1, last = p->broadcast - 1;
-        uint32_t a = p->cursor >= first && p->cursor < last ? p->cursor + 1 : first;
+/* Next-fit over the offsets first..last of a bitmap, from the one after cursor, 64 at a time. */
+static int next_free(const uint64_t *bits, uint32_t first, uint32_t last, uint32_t cursor, uint32_t *ret) {
+        uint32_t o = cursor >= first && cursor < last ? cursor + 1 : first;
         uint64_t size = (uint64_t) last - first + 1;
 
         for (uint64_t seen = 0; seen < size;) {
-                uint32_t o = a - p->network;
-                if (o % 64 == 0 && a + 63 <= last && p->taken[o / 64] == UINT64_MAX) {
+                if (o % 64 == 0 && (uint64_t) o + 63 <= last && bits[o / 64] == UINT64_MAX) {
                         seen += 64;
-                        a = a + 64 > last ? first : a + 64;
+                        o = (uint64_t) o + 64 > last ? first : o + 64;
                         continue;
                 }
-                if (!bit_get(p, a)) {
-                        *ret = a;
+                if (!bit_get(bits, o)) {
+                        *ret = o;
                         return 0;
                 }
                 seen++;
-                a = a == last ? first : a + 1;
+                o = o == last ? first : o + 1;
         }
         return -ENOSPC;
 }
 
 /* ---- the apply steps (see ipam-internal.h) ---- */
 
-void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor) {
+void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor, uint32_t cursor6) {
+        uint32_t off6 = n->a.has_addr6 ? ipam_offset6(p, &n->a.addr6) : 0;
+
         n->index = p->n_nodes;
         p->nodes[p->n_nodes++] = n;
         chain_insert(p, n);
-        if (ipam_in_pool(p, n->a.addr))
-                bit_set(p, n->a.addr, true);
-        else
+        ipam_mark(p, n->a.addr, off6, true);
+        if (n->a.addr != 0 && !ipam_in_pool(p, n->a.addr))
                 p->n_foreign++;
+        if (off6 > 0)
+                p->n_in_pool6++;
         if (ipam_in_pool(p, cursor))
                 p->cursor = cursor;
+        if (cursor6 >= 1 && cursor6 <= p->size6)
+                p->cursor6 = cursor6;
 }
 
 void ipam_apply_release(struct ipam *p, struct ipam_node *n, usec_t released, bool quarantine, char *deleting) {
+        uint32_t off6 = n->a.has_addr6 ? ipam_offset6(p, &n->a.addr6) : 0;
+        uint32_t addr = ipam_in_pool(p, n->a.addr) ? n->a.addr : 0;
         size_t i = n->index;
 
         chain_remove(p, n);
         p->nodes[i] = p->nodes[--p->n_nodes];
         p->nodes[i]->index = i;
-        if (!ipam_in_pool(p, n->a.addr))
+        if (n->a.addr != 0 && !addr)
                 p->n_foreign--;
-        else if (quarantine) {
-                p->q[(p->q_head + p->q_len) % p->q_allocated] = (struct quarantined) { .addr = n->a.addr, .released = released };
+        if (off6 > 0)
+                p->n_in_pool6--;
+        if (quarantine && (addr || off6)) {
+                /* (Its addresses stay marked taken until the entry expires.) */
+                p->q[(p->q_head + p->q_len) % p->q_allocated] =
+                        (struct quarantined) { .addr = addr, .off6 = off6, .released = released };
                 p->q_len++;
         } else
-                bit_set(p, n->a.addr, false);
+                ipam_mark(p, addr, off6, false);
         if (deleting)
                 p->deleting[p->n_deleting++] = deleting;
         ipam_node_free(n);
@@ -345,6 +468,8 @@ void ipam_apply_update(struct ipam *p, struct ipam_node *n, struct ipam_node *up
         n->a.container_id = old.container_id;
         n->a.ifname = old.ifname;
         n->a.addr = old.addr;
+        n->a.has_addr6 = old.has_addr6;
+        n->a.addr6 = old.addr6;
         n->a.since = old.since;
         updated->a = old;
         updated->a.container_id = new.container_id;
@@ -371,8 +496,12 @@ struct ipam *ipam_free(struct ipam *p) {
         free(p->nodes);
         free(p->by_id);
         free(p->by_addr);
+        free(p->by_addr6);
         free(p->by_host);
         free(p->taken);
+        free(p->taken6);
+        free(p->cidr4);
+        free(p->cidr6);
         free(p->q);
         for (size_t i = 0; i < p->n_deleting; i++)
                 free(p->deleting[i]);
@@ -401,6 +530,7 @@ static int load_error(char **ret_error, const char *what) {
 
 int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct ipam **ret, char **ret_error) {
         _cleanup_(ipam_freep) struct ipam *p = NULL;
+        const char *reason = NULL;
         int r;
 
         p = calloc(1, sizeof(struct ipam));
@@ -408,14 +538,27 @@ int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct
                 return -ENOMEM;
         p->journal_fd = -EBADF;
         p->journal_limit = -1;
-        if (ipam_parse_cidr(cidr, &p->network, &p->prefix) < 0)
+        r = ipam_parse_pod_cidrs(cidr, &p->cidr4, &p->cidr6, &reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
                 return load_error(ret_error, "invalid pod CIDR");
-        p->broadcast = p->network | ~(UINT32_MAX << (32 - p->prefix));
         p->quarantine = quarantine;
-        p->cursor = p->network;
-        /* (Pages of it never touched cost no memory: a /16 is 8 KiB.) */
-        p->taken = calloc(((uint64_t) p->broadcast - p->network + 1 + 63) / 64, sizeof(uint64_t));
-        if (!p->taken || !(p->cidr = strdup(cidr)) || ipam_reserve(p, 1, 1, 1) < 0)
+        if (p->cidr4) {
+                (void) ipam_parse_cidr(p->cidr4, &p->network, &p->prefix);
+                p->broadcast = p->network | ~(UINT32_MAX << (32 - p->prefix));
+                p->cursor = p->network;
+                /* (Pages of it never touched cost no memory: a /16 is 8 KiB.) */
+                if (!(p->taken = calloc(((uint64_t) p->broadcast - p->network + 1 + 63) / 64, sizeof(uint64_t))))
+                        return -ENOMEM;
+        }
+        if (p->cidr6) {
+                (void) ipam_parse_cidr6(p->cidr6, &p->network6, &p->prefix6);
+                p->size6 = p->prefix6 >= 112 ? (1u << (128 - p->prefix6)) - 1 : IPAM_MAX_POOL6;
+                if (!(p->taken6 = calloc((p->size6 + 1 + 63) / 64, sizeof(uint64_t))))
+                        return -ENOMEM;
+        }
+        if (!(p->cidr = strdup(cidr)) || ipam_reserve(p, 1, 1, 1) < 0)
                 return -ENOMEM;
         if (state_file) {
                 p->state_file = strdup(state_file);
@@ -439,6 +582,23 @@ void ipam_set_journal_limit(struct ipam *p, long records) {
 
 const char *ipam_cidr(const struct ipam *p) {
         return p->cidr;
+}
+
+const char *ipam_cidr4(const struct ipam *p) {
+        return p->cidr4;
+}
+
+const char *ipam_cidr6(const struct ipam *p) {
+        return p->cidr6;
+}
+
+bool ipam_has_family(const struct ipam *p, int family) {
+        return family == AF_INET ? p->cidr4 != NULL : family == AF_INET6 ? p->size6 > 0 : false;
+}
+
+const struct ipam_allocation *ipam_find_addr6(const struct ipam *p, const struct in6_addr *addr) {
+        struct ipam_node *n = ipam_node_find_addr6(p, addr);
+        return n ? &n->a : NULL;
 }
 
 const struct ipam_allocation *ipam_find(const struct ipam *p, const char *container_id, const char *ifname) {
@@ -472,16 +632,58 @@ static int check_request(struct ipam *p, uint32_t addr) {
                 return -ERANGE;
         if (ipam_node_find_addr(p, addr))
                 return -EADDRINUSE;
-        if (bit_get(p, addr))
+        if (bit_get(p->taken, addr - p->network))
                 return -EBUSY; /* not allocated, so quarantined */
         return 0;
 }
 
+static int check_request6(struct ipam *p, const struct in6_addr *addr, uint32_t *ret_off) {
+        uint32_t off = ipam_offset6(p, addr);
+        if (off == 0)
+                return -ERANGE;
+        if (ipam_node_find_addr6(p, addr))
+                return -EADDRINUSE;
+        if (bit_get(p->taken6, off))
+                return -EBUSY;
+        *ret_off = off;
+        return 0;
+}
+
+static bool holds_request(const struct ipam_allocation *a, const uint32_t *req4, const struct in6_addr *req6) {
+        return (!req4 || a->addr == *req4) && (!req6 || (a->has_addr6 && memcmp(&a->addr6, req6, sizeof(*req6)) == 0));
+}
+
+/* The addresses for a new allocation: requested, or next-fit (moving that family's cursor). */
+static int pick(struct ipam *p, const uint32_t *req4, const struct in6_addr *req6, uint32_t *addr, uint32_t *off6,
+                uint32_t *cursor, uint32_t *cursor6) {
+        int r = 0;
+
+        if ((req4 && !p->cidr4) || (req6 && p->size6 == 0))
+                return -EAFNOSUPPORT;
+        if (req4) {
+                r = check_request(p, *req4);
+                *addr = *req4;
+        } else if (p->cidr4) {
+                uint32_t o = 0;
+                r = next_free(p->taken, 1, p->broadcast - p->network - 1, p->cursor - p->network, &o);
+                *addr = *cursor = p->network + o;
+        }
+        if (r < 0)
+                return r;
+        if (req6)
+                r = check_request6(p, req6, off6);
+        else if (p->size6 > 0) {
+                r = next_free(p->taken6, 1, p->size6, p->cursor6, off6);
+                *cursor6 = *off6;
+        }
+        return r;
+}
+
 static int allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
-                    const uint32_t *request, usec_t now, const struct ipam_allocation **ret) {
+                    const uint32_t *req4, const struct in6_addr *req6, usec_t now, const struct ipam_allocation **ret) {
         struct ipam_node *existing = ipam_node_find(p, container_id, ifname), *n;
         _cleanup_(cJSON_Deletep) cJSON *record = NULL;
-        uint32_t addr, cursor = p->cursor;
+        uint32_t addr = 0, off6 = 0, cursor = p->cursor, cursor6 = p->cursor6;
         char ip[16];
         int r;
 
@@ -490,31 +692,27 @@ static int allocate(struct ipam *p, const char *container_id, const char *ifname
         if (existing) {
                 /* A repeated ADD (the runtime retrying after a failure): same address, nothing
                  * changed yet (ipam_update_owner() once the repeated ADD worked). */
-                if (request && existing->a.addr != *request)
+                if (!holds_request(&existing->a, req4, req6))
                         return -EEXIST;
                 *ret = &existing->a;
                 return 0;
         }
 
         quarantine_expire(p, now);
-        if (request) {
-                r = check_request(p, *request);
-                if (r < 0)
-                        return r;
-                addr = *request; /* (the cursor stays: next-fit goes on where it was) */
-        } else {
-                r = next_free(p, &addr);
-                if (r < 0)
-                        return r;
-                cursor = addr;
-        }
+        r = pick(p, req4, req6, &addr, &off6, &cursor, &cursor6);
+        if (r < 0)
+                return r;
         if (ipam_reserve(p, 1, 0, 0) < 0 || !(n = ipam_node_new(container_id, ifname, addr, now)))
                 return -ENOMEM;
+        if (off6 > 0) {
+                n->a.has_addr6 = true;
+                ipam_addr6_at(p, off6, &n->a.addr6);
+        }
         ipam_format_addr(cursor, ip);
         if (ipam_node_set_owner(n, owner) < 0 || !(record = cJSON_CreateObject()) ||
             !cJSON_AddStringToObject(record, "op", "allocate") ||
             !cJSON_AddItemToObject(record, "allocation", ipam_allocation_to_json(&n->a)) ||
-            !cJSON_AddStringToObject(record, "cursor", ip)) {
+            !cJSON_AddStringToObject(record, "cursor", ip) || !cJSON_AddNumberToObject(record, "cursor6", cursor6)) {
                 ipam_node_free(n);
                 return -ENOMEM;
         }
@@ -524,7 +722,7 @@ static int allocate(struct ipam *p, const char *container_id, const char *ifname
                 ipam_node_free(n);
                 return r;
         }
-        ipam_apply_allocate(p, n, cursor);
+        ipam_apply_allocate(p, n, cursor, cursor6);
         ipam_state_compact_if_due(p);
         *ret = &n->a;
         return 1;
@@ -532,12 +730,18 @@ static int allocate(struct ipam *p, const char *container_id, const char *ifname
 
 int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                   usec_t now, const struct ipam_allocation **ret) {
-        return allocate(p, container_id, ifname, owner, NULL, now, ret);
+        return allocate(p, container_id, ifname, owner, NULL, NULL, now, ret);
 }
 
 int ipam_allocate_addr(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                        uint32_t addr, usec_t now, const struct ipam_allocation **ret) {
-        return allocate(p, container_id, ifname, owner, &addr, now, ret);
+        return allocate(p, container_id, ifname, owner, &addr, NULL, now, ret);
+}
+
+int ipam_allocate_request(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
+                          const uint32_t *addr, const struct in6_addr *addr6, usec_t now,
+                          const struct ipam_allocation **ret) {
+        return allocate(p, container_id, ifname, owner, addr, addr6, now, ret);
 }
 
 int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner) {
@@ -551,6 +755,10 @@ int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifna
                 return -EINVAL;
         /* A copy first: a failure half-way leaves the allocation as it was. */
         updated = ipam_node_new(container_id, ifname, existing->a.addr, existing->a.since);
+        if (updated) {
+                updated->a.has_addr6 = existing->a.has_addr6;
+                updated->a.addr6 = existing->a.addr6;
+        }
         if (!updated || ipam_node_set_owner(updated, owner) < 0 || !(record = cJSON_CreateObject()) ||
             !cJSON_AddStringToObject(record, "op", "update") ||
             !cJSON_AddItemToObject(record, "allocation", ipam_allocation_to_json(&updated->a))) {
@@ -628,10 +836,13 @@ const struct ipam_allocation *ipam_get(const struct ipam *p, size_t i) {
 }
 
 void ipam_usage(const struct ipam *p, usec_t now, struct ipam_usage *ret) {
-        struct ipam_usage u = { .size = (uint64_t) p->broadcast - p->network - 1 };
+        struct ipam_usage u = { .size = p->cidr4 ? (uint64_t) p->broadcast - p->network - 1 : 0 };
+        size_t with_v4 = 0;
 
+        for (size_t i = 0; i < p->n_nodes; i++)
+                with_v4 += p->nodes[i]->a.addr != 0;
         u.foreign = p->n_foreign;
-        u.allocated = p->n_nodes - p->n_foreign;
+        u.allocated = with_v4 - p->n_foreign;
         /* (Walks the quarantine: for status and metrics, not on the path of a change.) */
         for (size_t i = 0; i < p->q_len; i++) {
                 const struct quarantined *q = q_at(p, i);
@@ -642,13 +853,47 @@ void ipam_usage(const struct ipam *p, usec_t now, struct ipam_usage *ret) {
         *ret = u;
 }
 
+bool ipam_usage6(const struct ipam *p, usec_t now, struct ipam_usage *ret) {
+        struct ipam_usage u = { .size = p->size6, .allocated = p->n_in_pool6 };
+
+        for (size_t i = 0; i < p->q_len; i++) {
+                const struct quarantined *q = q_at(p, i);
+                struct in6_addr a6;
+                ipam_addr6_at(p, q->off6, &a6);
+                if (q->off6 > 0 && !ipam_node_find_addr6(p, &a6) && q_live(p, q, now))
+                        u.quarantined++;
+        }
+        u.free = u.size - MIN(u.size, u.allocated + u.quarantined);
+        *ret = u;
+        return p->size6 > 0;
+}
+
+static cJSON *usage_to_json(const char *cidr, const struct ipam_usage *u) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "podCIDR", cidr) || !cJSON_AddNumberToObject(o, "size", (double) u->size) ||
+            !cJSON_AddNumberToObject(o, "allocated", (double) u->allocated) ||
+            !cJSON_AddNumberToObject(o, "quarantined", (double) u->quarantined) ||
+            !cJSON_AddNumberToObject(o, "free", (double) u->free))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
 cJSON *ipam_to_json(const struct ipam *p, usec_t now) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         struct ipam_usage u;
         cJSON *list;
 
+        struct ipam_usage u6;
+        bool six = ipam_usage6(p, now, &u6);
         ipam_usage(p, now, &u);
-        if (!o || !cJSON_AddStringToObject(o, "podCIDR", p->cidr) || !cJSON_AddNumberToObject(o, "size", (double) u.size) ||
+        /* One object per pool; the top level repeats the IPv4 pool's (the IPv6 one's alone). */
+        if (!o || (p->cidr4 && !cJSON_AddItemToObject(o, "ipv4", usage_to_json(p->cidr4, &u))) ||
+            (six && !cJSON_AddItemToObject(o, "ipv6", usage_to_json(p->cidr6, &u6))))
+                return NULL;
+        if (!p->cidr4)
+                u = (struct ipam_usage) { .size = u6.size, .allocated = u6.allocated, .quarantined = u6.quarantined,
+                                          .free = u6.free, .foreign = u.foreign };
+        if (!cJSON_AddStringToObject(o, "podCIDR", p->cidr) || !cJSON_AddNumberToObject(o, "size", (double) u.size) ||
             !cJSON_AddNumberToObject(o, "allocated", (double) u.allocated) ||
             !cJSON_AddNumberToObject(o, "quarantined", (double) u.quarantined) ||
             !cJSON_AddNumberToObject(o, "free", (double) u.free) ||

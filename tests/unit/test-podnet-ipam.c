@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
 #include <cmocka.h>
 #include <sys/stat.h>
 
 #include "fsutil.h"
 #include "ipam.h"
+#include "json.h"
 
 #define SEC USEC_PER_SEC
 
@@ -532,6 +534,111 @@ static void test_large_pool(void **state) {
         assert_int_equal(ipam_allocate(p, "more", "eth0", &owner, SEC, &a), -ENOSPC);
 }
 
+static char *addr6_of(const struct ipam_allocation *a) {
+        static char buf[INET6_ADDRSTRLEN];
+        assert_true(a->has_addr6);
+        ipam_format_addr6(&a->addr6, buf);
+        return buf;
+}
+
+/* An IPv4 and an IPv6 pool: each attachment gets one of each, released, quarantined, requested
+ * and persisted together; an IPv6-only pool too. */
+static void test_dual_stack(void **state) {
+        _cleanup_(ipam_freep) struct ipam *p = NULL, *again = NULL, *six = NULL;
+        char dir[] = "/tmp/test-podnet-ipam-XXXXXX", name[16];
+        _cleanup_free_ char *file = NULL, *v4 = NULL, *v6 = NULL;
+        const struct ipam_allocation *a;
+        struct ipam_usage u;
+        struct in6_addr want6;
+        const char *reason = NULL;
+
+        assert_int_equal(ipam_parse_pod_cidrs("10.21.0.0/24, fd00:21::/64", &v4, &v6, &reason), 0);
+        assert_string_equal(v4, "10.21.0.0/24");
+        assert_string_equal(v6, "fd00:21::/64");
+        free(v4), free(v6), v4 = v6 = NULL;
+        assert_int_equal(ipam_parse_pod_cidrs("fd00:21::/120", &v4, &v6, &reason), 0);
+        assert_null(v4);
+        free(v6), v6 = NULL;
+        const char *bad[] = { "", "10.0.0.0/24,10.1.0.0/24", "fd00::/64 fd01::/64", "fd00::/8", "fd00::/127",
+                              "fd00::1::/64", "10.0.0.0/24,x" };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                reason = NULL;
+                assert_int_equal(ipam_parse_pod_cidrs(bad[i], &v4, &v6, &reason), -EINVAL);
+                assert_non_null(reason);
+        }
+
+        assert_non_null(mkdtemp(dir));
+        file = path_join(dir, "allocations.json");
+        assert_int_equal(ipam_new("10.21.0.0/24,fd00:21::/64", 30 * SEC, file, &p, NULL), 0);
+        assert_true(ipam_has_family(p, AF_INET) && ipam_has_family(p, AF_INET6));
+        struct ipam_owner o = owner_named(name, 1);
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &o, SEC, &a), 1);
+        assert_string_equal(addr_of(a), "10.21.0.1");
+        assert_string_equal(addr6_of(a), "fd00:21::1");
+        assert_ptr_equal(ipam_find_addr6(p, &a->addr6), a);
+        /* A request of both families, then of one (the other dynamic). */
+        assert_int_equal(inet_pton(AF_INET6, "fd00:21::99", &want6), 1);
+        uint32_t want4 = 0x0a150063;
+        o = owner_named(name, 2);
+        assert_int_equal(ipam_allocate_request(p, "c2", "eth0", &o, &want4, &want6, SEC, &a), 1);
+        assert_string_equal(addr_of(a), "10.21.0.99");
+        assert_string_equal(addr6_of(a), "fd00:21::99");
+        assert_int_equal(ipam_allocate_request(p, "c2", "eth0", &o, NULL, &want6, SEC, &a), 0);
+        assert_int_equal(ipam_allocate_request(p, "c3", "eth0", &o, NULL, &want6, SEC, &a), -EADDRINUSE);
+        assert_int_equal(inet_pton(AF_INET6, "fd00:22::5", &want6), 1);
+        assert_int_equal(ipam_allocate_request(p, "c3", "eth0", &o, NULL, &want6, SEC, &a), -ERANGE);
+        assert_int_equal(inet_pton(AF_INET6, "fd00:21::", &want6), 1); /* the subnet-router anycast address */
+        assert_int_equal(ipam_allocate_request(p, "c3", "eth0", &o, NULL, &want6, SEC, &a), -ERANGE);
+        assert_int_equal(inet_pton(AF_INET6, "fd00:21::5", &want6), 1);
+        o = owner_named(name, 3);
+        assert_int_equal(ipam_allocate_request(p, "c3", "eth0", &o, NULL, &want6, SEC, &a), 1);
+        assert_string_equal(addr_of(a), "10.21.0.2");
+        assert_string_equal(addr6_of(a), "fd00:21::5");
+
+        /* Release: both quarantined, both come back after it. */
+        assert_int_equal(ipam_release(p, "c1", "eth0", 2 * SEC, false), 1);
+        assert_true(ipam_usage6(p, 3 * SEC, &u));
+        assert_int_equal(u.allocated, 2);
+        assert_int_equal(u.quarantined, 1);
+        assert_int_equal(inet_pton(AF_INET6, "fd00:21::1", &want6), 1);
+        assert_int_equal(ipam_allocate_request(p, "c4", "eth0", &o, NULL, &want6, 3 * SEC, &a), -EBUSY);
+        assert_null(ipam_find(p, "c4", "eth0"));
+
+        /* A restart: the same allocations, quarantine and cursors; and the status shows both pools. */
+        assert_int_equal(ipam_new("10.21.0.0/24,fd00:21::/64", 30 * SEC, file, &again, NULL), 0);
+        assert_same_state(p, again, 3 * SEC);
+        assert_string_equal(addr6_of(ipam_find(again, "c3", "eth0")), "fd00:21::5");
+        assert_int_equal(ipam_allocate_request(again, "c4", "eth0", &o, NULL, &want6, 3 * SEC, &a), -EBUSY);
+        o = owner_named(name, 4);
+        assert_int_equal(ipam_allocate(again, "c4", "eth0", &o, 3 * SEC, &a), 1);
+        assert_string_equal(addr6_of(a), "fd00:21::2"); /* next-fit after ::1, skipping the quarantined one */
+        _cleanup_(cJSON_Deletep) cJSON *j = ipam_to_json(again, 3 * SEC);
+        assert_non_null(j);
+        const cJSON *p6 = cJSON_GetObjectItem(j, "ipv6");
+        assert_non_null(p6);
+        assert_string_equal(cJSON_GetObjectItem(p6, "podCIDR")->valuestring, "fd00:21::/64");
+        assert_int_equal(cJSON_GetObjectItem(p6, "allocated")->valueint, 3);
+        assert_int_equal(cJSON_GetObjectItem(p6, "size")->valueint, IPAM_MAX_POOL6);
+        assert_int_equal(rm_rf(dir), 0);
+
+        /* IPv6 only: no IPv4 address, an IPv4 request refused, a small pool fills up. */
+        assert_int_equal(ipam_new("fd00:23::/126", 0, NULL, &six, NULL), 0);
+        assert_false(ipam_has_family(six, AF_INET));
+        for (int i = 1; i <= 3; i++) {
+                char id[8];
+                snprintf(id, sizeof(id), "s%d", i);
+                o = owner_named(name, 10 + i);
+                assert_int_equal(ipam_allocate(six, id, "eth0", &o, SEC, &a), 1);
+                assert_int_equal(a->addr, 0);
+        }
+        assert_string_equal(addr6_of(a), "fd00:23::3");
+        assert_int_equal(ipam_allocate(six, "s4", "eth0", &o, SEC, &a), -ENOSPC);
+        assert_int_equal(ipam_allocate_request(six, "s4", "eth0", &o, &want4, NULL, SEC, &a), -EAFNOSUPPORT);
+        ipam_usage(six, SEC, &u);
+        assert_int_equal(u.size, 0);
+        assert_int_equal(u.allocated, 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_allocate_release),
@@ -545,6 +652,7 @@ int main(void) {
                 cmocka_unit_test(test_journal_torn_and_damaged),
                 cmocka_unit_test(test_static_request),
                 cmocka_unit_test(test_large_pool),
+                cmocka_unit_test(test_dual_stack),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
