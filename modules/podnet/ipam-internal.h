@@ -72,7 +72,13 @@ struct ipam {
         int not_durable;
 };
 
-/* ---- ipam.c, for ipam-state.c ---- */
+/* ---- ipam-index.c ---- */
+void ipam_index_insert(struct ipam *p, struct ipam_node *n);
+void ipam_index_remove(struct ipam *p, struct ipam_node *n);
+void ipam_index_insert_host(struct ipam *p, struct ipam_node *n);
+void ipam_index_remove_host(struct ipam *p, struct ipam_node *n);
+
+/* ---- ipam.c and ipam-index.c, for ipam-state.c ---- */
 struct ipam_node *ipam_node_new(const char *container_id, const char *ifname, uint32_t addr, usec_t since);
 struct ipam_node *ipam_node_free(struct ipam_node *n);
 int ipam_node_set_owner(struct ipam_node *n, const struct ipam_owner *o);

@@ -5,7 +5,7 @@ MODULE_SOURCES += \
 	modules/podnet/attachment.c \
 	modules/podnet/cni.c modules/podnet/cni.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
-	modules/podnet/ipam-state.c modules/podnet/ipam-internal.h \
+	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-internal.h \
 	modules/podnet/wire.c modules/podnet/wire.h \
 	modules/podnet/reaper.c modules/podnet/reaper.h
 EXTRA_DIST += modules/podnet/local.mk
@@ -32,7 +32,7 @@ tests_unit_test_podnet_cni_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podne
 tests_unit_test_podnet_cni_LDADD = $(UNIT_LIBS)
 
 tests_unit_test_podnet_ipam_SOURCES = tests/unit/test-podnet-ipam.c modules/podnet/ipam.c \
-	modules/podnet/ipam-state.c agent/fsutil.c agent/json.c
+	modules/podnet/ipam-state.c modules/podnet/ipam-index.c agent/fsutil.c agent/json.c
 tests_unit_test_podnet_ipam_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
 tests_unit_test_podnet_ipam_LDADD = $(UNIT_LIBS)
 # (fsync is wrapped: the test makes a directory fsync fail after the rename)
