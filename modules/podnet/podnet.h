@@ -64,6 +64,7 @@ struct podnet {
         struct metric_family *m_ops;   /* pinion_podnet_operations_total{verb,result} */
         struct metric_family *m_setup; /* pinion_podnet_setup_seconds */
         struct metric_family *m_pool;  /* pinion_podnet_pool_addresses{state} */
+        struct metric_family *m_pool6; /* pinion_podnet_ipv6_pool_addresses{state} */
 };
 
 /* Logs about one attachment carry its pod (uid, namespace/name) as structured fields. */

@@ -265,3 +265,48 @@ def remove_podnet_state(state_dir):
             os.unlink(os.path.join(state_dir, "podnet", name))
         except FileNotFoundError:
             pass
+
+
+def free_pod_cidr6():
+    """A random fdXX:...::/64 (a ULA no route on this host overlaps)."""
+    routes = subprocess.run(["ip", "-6", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+    for _ in range(200):
+        net = ipaddress.ip_network("fd%02x:%x:%x::/64" % (random.randint(0x10, 0xff), random.randint(1, 0xffff),
+                                                          random.randint(1, 0xffff)))
+        if str(net.network_address).split("::")[0] not in routes:
+            return str(net)
+    raise RuntimeError("no free IPv6 pod CIDR")
+
+
+# An ICMPv6 echo: raw socket (the kernel fills in the checksum), no ping binary needed.
+_ICMP6 = r'''
+import os, socket, struct, sys, time
+dst = sys.argv[1]
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6); s.settimeout(0.5)
+ident = os.getpid() & 0xffff
+end = time.time() + float(sys.argv[2])
+seq = 0
+addr = socket.getaddrinfo(dst, None, socket.AF_INET6, socket.SOCK_DGRAM)[0][4]
+while time.time() < end:
+    seq += 1
+    s.sendto(struct.pack("!BBHHH", 128, 0, 0, ident, seq) + b"pinion", addr)
+    try:
+        while True:
+            data, frm = s.recvfrom(2048)
+            t, c, _, i, q = struct.unpack("!BBHHH", data[:8])
+            if t == 129 and i == ident:
+                sys.exit(0)
+    except socket.timeout:
+        pass
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+'''
+
+
+def ping6(dst, netns=None, timeout=3):
+    """True if dst (an IPv6 address, "fe80::1%eth0" for a link-local one) answers an ICMPv6 echo."""
+    cmd = [PYTHON, "-c", _ICMP6, dst, str(timeout)]
+    if netns is not None:
+        cmd = ["ip", "netns", "exec", netns.name] + cmd
+    return subprocess.run(cmd, capture_output=True, timeout=timeout + 10).returncode == 0
