@@ -143,3 +143,33 @@ def test_bad_pod_cidrs_are_config_errors(podnet_agent, cidr):
     a.write_config(sections={"network": {"pod-cidr": cidr}})
     rc, out, err = a.check_config()
     assert rc == 78 and re.search(r":\d+: .*CIDR", err), (cidr, rc, out, err)
+
+
+def test_dual_stack_cidrs_from_the_node_object(agent_factory, netns, tmp_dir):
+    """No pod-cidr: a dual-stack Node's spec.podCIDRs (IPv6 listed first here) give both pools."""
+    import sys
+    from pinion_testlib import SRCDIR
+    sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
+    from kube_apiserver import FakeApiserver
+    from kube_objects import make_node
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write("podnet-token\n")
+    fake = FakeApiserver(tls=True, token="podnet-token").start()
+    try:
+        a = agent_factory(config={"apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
+                                                "backoff-initial": "100ms", "backoff-max": "1s"}})
+        v4, v6 = free_pod_cidr(), free_pod_cidr6()
+        node = make_node("test-node")
+        node["spec"] = {"podCIDR": v6, "podCIDRs": [v6, v4]}
+        fake.set_node("test-node", node=node)
+        wait_until(lambda: podnet_status(a)["state"] == "running", timeout=30)
+        st = podnet_status(a)["details"]
+        assert st["podCIDR"] == "%s,%s" % (v4, v6) and st["podCIDRFrom"] == "node", st
+        n = netns()
+        r = cni(a, "ADD", "nd1", n)
+        assert r.rc == 0 and set(addrs(r.json)) == {4, 6}, r
+        assert ping6(addrs(r.json)[6][0]) and ping(addrs(r.json)[4][0])
+        assert cni(a, "DEL", "nd1", n).rc == 0
+    finally:
+        fake.stop()
