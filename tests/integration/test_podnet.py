@@ -420,6 +420,7 @@ def test_bench_smoke(podnet_agent):
                        capture_output=True, text=True, timeout=240, env=dict(os.environ, PINION_BUILDDIR=BUILDDIR))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "ratio" in p.stdout and "ptp" in p.stdout and "bridge" in p.stdout, p.stdout
+    assert "ratio held-4000/held-10" in p.stdout, p.stdout
 
 
 def test_pod_cidr_from_the_node_object(agent_factory, netns, tmp_dir):
