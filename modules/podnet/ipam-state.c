@@ -330,21 +330,21 @@ static int replay_line(struct ipam *p, char *line, size_t len, bool last, unsign
         char sep;
 
         if (len < 10 || sscanf(line, "%8x%c", &crc, &sep) != 2 || sep != ' ' || crc32_ieee(line + 9, len - 9) != crc)
-                return last ? 1 : state_error(ret_error, "journal line %u is damaged (checksum)", lineno);
+                return last ? 1 : state_error(ret_error, "line %u is damaged (checksum)", lineno);
         record = cJSON_ParseWithLength(line + 9, len - 9);
         const cJSON *seq = cJSON_GetObjectItemCaseSensitive(record, "seq");
         if (!cJSON_IsObject(record) || !cJSON_IsNumber(seq))
-                return state_error(ret_error, "journal line %u is not a record", lineno);
+                return state_error(ret_error, "line %u is not a record", lineno);
         uint64_t s = (uint64_t) seq->valuedouble;
         if (s <= p->seq)
                 return 0; /* in the snapshot already (a compaction's truncation did not happen) */
         if (s != p->seq + 1)
-                return state_error(ret_error, "journal line %u: seq %llu follows %llu", lineno, (unsigned long long) s,
+                return state_error(ret_error, "line %u: seq %llu follows %llu", lineno, (unsigned long long) s,
                                    (unsigned long long) p->seq);
         int r = replay_record(p, record, ret_error);
         if (r == -EBADMSG && ret_error && *ret_error) {
                 char *with_line = NULL;
-                if (asprintf(&with_line, "journal line %u: %s", lineno, *ret_error) >= 0) {
+                if (asprintf(&with_line, "line %u: %s", lineno, *ret_error) >= 0) {
                         free(*ret_error);
                         *ret_error = with_line;
                 }
@@ -399,6 +399,16 @@ static int journal_open(struct ipam *p, bool truncate) {
         return 0;
 }
 
+/* Names the file in a load error: "<path><sep><reason>". */
+static int error_in(const char *path, const char *sep, int r, char **ret_error) {
+        char *with_path = NULL;
+        if (r == -EBADMSG && ret_error && *ret_error && asprintf(&with_path, "%s%s%s", path, sep, *ret_error) >= 0) {
+                free(*ret_error);
+                *ret_error = with_path;
+        }
+        return r;
+}
+
 int ipam_state_open(struct ipam *p, char **ret_error) {
         size_t n = strlen(p->state_file);
         off_t good = 0;
@@ -412,10 +422,10 @@ int ipam_state_open(struct ipam *p, char **ret_error) {
                 return -ENOMEM;
         r = snapshot_load(p, ret_error);
         if (r < 0)
-                return r;
+                return error_in(p->state_file, ": ", r, ret_error);
         r = journal_replay(p, &good, &p->journal_records, ret_error);
         if (r < 0)
-                return r;
+                return error_in(p->journal_file, " ", r, ret_error);
         if (r > 0 && truncate(p->journal_file, good) < 0)
                 return negative_errno();
         p->journal_size = good;

@@ -255,8 +255,8 @@ static int podnet_open(struct module_instance *mi) {
         (void) fsutil_cleanup_temp(dir);
         r = ipam_new(p->cidr, p->settings->address_quarantine, p->state_file, &p->ipam, &error);
         if (r == -EBADMSG) {
-                module_set_state(mi, MODULE_FAILED, "%s is damaged (%s); move it away to start with an empty pool",
-                                 p->state_file, strempty(error));
+                module_set_state(mi, MODULE_FAILED, "the pod address state is damaged (%s); move %s and its journal "
+                                 "away to start with an empty pool", strempty(error), p->state_file);
                 return 0;
         }
         if (r < 0) {

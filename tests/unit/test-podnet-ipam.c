@@ -437,7 +437,7 @@ static void test_journal_torn_and_damaged(void **state) {
         now = slurp(journal);
         assert_int_equal(ipam_new("10.17.0.0/24", 30 * SEC, file, &p, &error), -EBADMSG);
         assert_non_null(error);
-        assert_non_null(strstr(error, "journal line 5"));
+        assert_non_null(strstr(error, "allocations.journal line 5 is damaged"));
         free(error);
         error = NULL;
         free(good);
