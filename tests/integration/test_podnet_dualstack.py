@@ -159,11 +159,18 @@ def test_dual_stack_cidrs_from_the_node_object(agent_factory, netns, tmp_dir):
     try:
         a = agent_factory(config={"apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
                                                 "backoff-initial": "100ms", "backoff-max": "1s"}})
+        wait_until(lambda: podnet_status(a)["reason"] == "waiting for the Node's spec.podCIDR from the apiserver",
+                   timeout=10)
         v4, v6 = free_pod_cidr(), free_pod_cidr6()
         node = make_node("test-node")
         node["spec"] = {"podCIDR": v6, "podCIDRs": [v6, v4]}
         fake.set_node("test-node", node=node)
-        wait_until(lambda: podnet_status(a)["state"] == "running", timeout=30)
+
+        def running():
+            st = podnet_status(a)
+            assert st["state"] == "running", (st, [m for m in a.status()["modules"] if m["name"] == "apiserver"])
+            return st
+        wait_until(running, timeout=30, desc="podnet running with the Node's CIDRs")
         st = podnet_status(a)["details"]
         assert st["podCIDR"] == "%s,%s" % (v4, v6) and st["podCIDRFrom"] == "node", st
         n = netns()
