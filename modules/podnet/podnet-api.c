@@ -177,8 +177,8 @@ static int reply_name_taken(struct podnet *p, struct api_request *req, const str
 /* A dynamic address, or the one the runtime asked for (CNI_ARGS IP=, runtimeConfig ips). */
 static int allocate(struct podnet *p, const struct cni_request *cr, const struct ipam_owner *owner,
                     const struct ipam_allocation **ret) {
-        struct in6_addr addr6;
-        uint32_t addr;
+        struct in6_addr addr6 = {};
+        uint32_t addr = 0;
 
         if ((cr->requested_ip4 && inet_pton(AF_INET, cr->requested_ip4, &addr) != 1) ||
             (cr->requested_ip6 && inet_pton(AF_INET6, cr->requested_ip6, &addr6) != 1))
