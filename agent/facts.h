@@ -30,13 +30,13 @@ struct zookeeper_fact {
         void (*unwatch_node)(void *zk, void *watch);
 };
 
-/* apiserver → podnet: this node's pod CIDR from the Node object's spec.podCIDR (or the first IPv4
- * entry of spec.podCIDRs). Published by apiserver while it runs (unpublished before it stops).
+/* apiserver → podnet: this node's pod CIDR(s) from the Node object's spec.podCIDR and
+ * spec.podCIDRs: the first IPv4 and the first IPv6 one, "v4,v6" when the Node is dual-stack. Published by apiserver while it runs (unpublished before it stops).
  * The Node is read only on demand: a module that needs the CIDR calls request() (idempotent);
  * cidr stays NULL until the Node has been read and has one. */
 #define FACT_NODE_POD_CIDR "node-pod-cidr"
 struct node_pod_cidr {
-        const char *cidr; /* "10.244.7.0/24", or NULL (not read yet, or the Node has none) */
+        const char *cidr; /* "10.244.7.0/24", "10.244.7.0/24,fd00:7::/64", or NULL (not read yet, or none) */
         void (*request)(void *userdata);
         void *userdata;
 };

@@ -163,50 +163,62 @@ static void node_fetch_schedule(struct apiserver *a, usec_t delay) {
                 log_module_warning_errno(MODULE, r, "Cannot schedule the Node request, the pod CIDR stays unknown: %m");
 }
 
-/* spec.podCIDR, else the first IPv4 entry of spec.podCIDRs; NULL if none. */
-static const char *node_ipv4_pod_cidr(const cJSON *node) {
+static bool is_cidr(const char *s, int family) {
+        char addr[INET6_ADDRSTRLEN + 1], extra;
+        unsigned char bin[16];
+        unsigned prefix;
+
+        if (family == AF_INET)
+                return sscanf(s, "%16[0-9.]/%u%c", addr, &prefix, &extra) == 2 && prefix >= 8 && prefix <= 30 &&
+                       inet_pton(AF_INET, addr, bin) == 1;
+        return sscanf(s, "%46[0-9a-fA-F:.]/%u%c", addr, &prefix, &extra) == 2 && prefix >= 48 && prefix <= 126 &&
+               inet_pton(AF_INET6, addr, bin) == 1;
+}
+
+/* The pod CIDRs podnet can use: the first IPv4 and the first IPv6 one of spec.podCIDR and
+ * spec.podCIDRs, "v4,v6" when the Node is dual-stack; NULL if none (or out of memory). */
+static char *node_pod_cidrs(const cJSON *node) {
         const cJSON *spec = cJSON_GetObjectItemCaseSensitive(node, "spec");
         const cJSON *one = cJSON_GetObjectItemCaseSensitive(spec, "podCIDR");
         const cJSON *many = cJSON_GetObjectItemCaseSensitive(spec, "podCIDRs"), *c;
-        const char *candidates[9] = { cJSON_IsString(one) ? one->valuestring : NULL };
+        const char *candidates[9] = { cJSON_IsString(one) ? one->valuestring : NULL }, *v4 = NULL, *v6 = NULL;
         size_t n = 1;
+        char *ret = NULL;
 
         if (cJSON_IsArray(many))
                 cJSON_ArrayForEach(c, many)
                         if (n < ELEMENTSOF(candidates) && cJSON_IsString(c))
                                 candidates[n++] = c->valuestring;
         for (size_t i = 0; i < n; i++) {
-                char addr[INET_ADDRSTRLEN + 1], extra;
-                unsigned prefix;
-                struct in_addr in;
-                if (candidates[i] && sscanf(candidates[i], "%16[0-9.]/%u%c", addr, &prefix, &extra) == 2 &&
-                    prefix >= 8 && prefix <= 30 && inet_pton(AF_INET, addr, &in) == 1)
-                        return candidates[i];
+                if (candidates[i] && !v4 && is_cidr(candidates[i], AF_INET))
+                        v4 = candidates[i];
+                if (candidates[i] && !v6 && is_cidr(candidates[i], AF_INET6))
+                        v6 = candidates[i];
         }
-        return NULL;
+        if ((v4 || v6) && asprintf(&ret, "%s%s%s", strempty(v4), v4 && v6 ? "," : "", strempty(v6)) < 0)
+                return NULL;
+        return ret;
 }
 
 static void on_node_done(struct http_client *c, const struct http_response *resp, void *userdata) {
         struct apiserver *a = userdata;
         _cleanup_(cJSON_Deletep) cJSON *node = NULL;
-        const char *cidr = NULL;
+        _cleanup_free_ char *cidr = NULL;
 
         a->node_transfer = NULL;
         if (resp->error == 0 && resp->status == 200) {
                 node = cJSON_ParseWithLength(resp->body, resp->body_size);
-                cidr = node_ipv4_pod_cidr(node);
+                cidr = node_pod_cidrs(node);
         }
         if (!cidr) {
                 usec_t delay = backoff_next(&a->node_backoff, now_usec(CLOCK_MONOTONIC), http_response_retry_after(resp));
-                (void) log_module_full_errno(MODULE, LOG_DEBUG, 0, "Node %s: no IPv4 spec.podCIDR yet (%s%ld); asking again in %.1fs",
+                (void) log_module_full_errno(MODULE, LOG_DEBUG, 0, "Node %s: no usable spec.podCIDR yet (%s%ld); asking again in %.1fs",
                                       a->mi->manager->settings.node_name,
                                       resp->error ? strerror(-resp->error) : "HTTP ", resp->error ? 0L : resp->status,
                                       (double) delay / USEC_PER_SEC);
                 return node_fetch_schedule(a, delay);
         }
-        a->node_pod_cidr = strdup(cidr);
-        if (!a->node_pod_cidr)
-                return node_fetch_schedule(a, USEC_PER_SEC);
+        a->node_pod_cidr = TAKE_PTR(cidr);
         a->node_fact.cidr = a->node_pod_cidr;
         log_module_info(MODULE, "Node %s has pod CIDR %s", a->mi->manager->settings.node_name, a->node_pod_cidr);
 }

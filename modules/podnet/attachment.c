@@ -3,6 +3,7 @@
  * registration and identity see it), its release, and the host veths the reaper is deleting,
  * which an ADD reusing a namespace may have to wait for. */
 
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,15 +26,21 @@ static bool same_pod(const struct ipam_allocation *a, const struct ipam_allocati
                streq_ptr(a->pod_name, b->pod_name);
 }
 
-/* The pod's address becomes the store's IP for it (so registration and identity see it). */
+/* The pod's addresses become the store's IPs for it (so registration and identity see them):
+ * the IPv4 one first, as Kubernetes lists podIPs. */
 void podnet_store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set) {
-        char ip[16];
-        char *ips[] = { ip, NULL };
+        char ip[16], ip6[INET6_ADDRSTRLEN];
+        char *ips[3] = {}, **next = ips;
         int r;
 
         if (!names_pod(a))
                 return; /* CNI_ARGS named no pod: nothing to record */
         ipam_format_addr(a->addr, ip);
+        ipam_format_addr6(&a->addr6, ip6);
+        if (a->addr)
+                *next++ = ip;
+        if (a->has_addr6)
+                *next++ = ip6;
         r = pod_store_set_ips(mi->manager->pods, a->pod_uid, a->pod_namespace, a->pod_name, set ? ips : NULL);
         if (r < 0)
                 (void) log_attachment_full_errno(a, LOG_WARNING, r, "Failed to record the pod's IP in the pod store, ignoring: %m");

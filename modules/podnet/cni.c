@@ -2,6 +2,7 @@
 /* The CNI protocol: environment and network-config parsing, the agent request body, errors.
  * See cni.h. */
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -67,6 +68,9 @@ void cni_request_done(struct cni_request *r) {
         free(r->k8s_namespace);
         free(r->k8s_name);
         free(r->k8s_uid);
+        free(r->ip_arg);
+        free(r->requested_ip4);
+        free(r->requested_ip6);
         cJSON_Delete(r->config);
         free(r->cni_version);
         free(r->network_name);
@@ -135,6 +139,55 @@ bool cni_version_supported(const char *v) {
         return false;
 }
 
+/* One requested address: IPv4 or IPv6, optionally with a prefix length (the runtime's view of
+ * the network; pods get a /32 and a /128 whatever it says). One per family. */
+static int request_ip(struct cni_request *r, const char *item, const char **why) {
+        char addr[INET6_ADDRSTRLEN + 1], buf[INET6_ADDRSTRLEN];
+        unsigned char bin[16];
+        const char *slash = strchr(item, '/');
+        size_t n = slash ? (size_t) (slash - item) : strlen(item);
+        int family;
+
+        if (n == 0 || n >= sizeof(addr))
+                return *why = "not an IP address", -EINVAL;
+        memcpy(addr, item, n);
+        addr[n] = '\0';
+        family = strchr(addr, ':') ? AF_INET6 : AF_INET;
+        if (inet_pton(family, addr, bin) != 1 || !inet_ntop(family, bin, buf, sizeof(buf)))
+                return *why = "not an IP address", -EINVAL;
+        if (slash) {
+                char *end = NULL;
+                unsigned long len = strtoul(slash + 1, &end, 10);
+                if (!isdigit((unsigned char) slash[1]) || *end || len > (family == AF_INET ? 32u : 128u))
+                        return *why = "not a prefix length after '/'", -EINVAL;
+        }
+        char **target = family == AF_INET ? &r->requested_ip4 : &r->requested_ip6;
+        if (*target)
+                return *why = "two addresses of one family", -EINVAL;
+        *target = strdup(buf);
+        return *target ? 0 : -ENOMEM;
+}
+
+/* CNI_ARGS IP=: "10.1.2.3" or "10.1.2.3,fd00::3" (host-local's form). */
+static int request_ip_list(struct cni_request *r, const char *list, struct cni_error *err) {
+        _cleanup_free_ char *copy = strdup(list);
+        const char *why = NULL;
+        char *save = NULL;
+        int k;
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+                k = request_ip(r, item, &why);
+                if (k == -ENOMEM)
+                        return k;
+                if (k < 0)
+                        return cni_error_set(err, CNI_ERR_INVALID_ENV, "invalid CNI_ARGS", "IP=%.128s: '%.64s' is %s", list,
+                                             item, why);
+        }
+        return 0;
+}
+
 /* CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=n;K8S_POD_UID=u". Keys we do not
  * know are an error unless IgnoreUnknown is true, as with the reference plugins. */
 static int parse_cni_args(struct cni_request *r, const char *args, struct cni_error *err) {
@@ -174,6 +227,8 @@ static int parse_cni_args(struct cni_request *r, const char *args, struct cni_er
                         target = &r->k8s_name;
                 else if (streq(kv, "K8S_POD_UID"))
                         target = &r->k8s_uid;
+                else if (streq(kv, "IP"))
+                        target = &r->ip_arg;
                 else {
                         if (!unknown)
                                 unknown = kv; /* decided once IgnoreUnknown, wherever it is, is seen */
@@ -189,6 +244,9 @@ static int parse_cni_args(struct cni_request *r, const char *args, struct cni_er
         if (unknown && !ignore_unknown)
                 return cni_error_set(err, CNI_ERR_INVALID_ENV, "invalid CNI_ARGS",
                                      "unknown key '%.64s' (set IgnoreUnknown=1 to ignore it)", unknown);
+        /* (Only an ADD reserves addresses: a DEL is never refused over them.) */
+        if (r->ip_arg && r->command == CNI_ADD)
+                return request_ip_list(r, r->ip_arg, err);
         return 0;
 }
 
@@ -277,6 +335,32 @@ static int parse_valid_attachments(struct cni_request *r, const cJSON *list, str
         return 0;
 }
 
+/* runtimeConfig "ips" (the capability the conflist declares): ["10.1.2.3/24", "fd00::3/64"]. It
+ * takes the place of CNI_ARGS IP= (the conventions give runtimeConfig precedence). */
+static int parse_runtime_config_ips(struct cni_request *r, const cJSON *ips, struct cni_error *err) {
+        const cJSON *item;
+        const char *why = NULL;
+
+        if (!ips)
+                return 0;
+        if (!cJSON_IsArray(ips))
+                return cni_error_set(err, CNI_ERR_INVALID_CONFIG, "invalid network config", "runtimeConfig.ips must be an array");
+        if (cJSON_GetArraySize(ips) == 0)
+                return 0;
+        r->requested_ip4 = mfree(r->requested_ip4);
+        r->requested_ip6 = mfree(r->requested_ip6);
+        cJSON_ArrayForEach(item, ips) {
+                int k = cJSON_IsString(item) ? request_ip(r, item->valuestring, &why) : (why = "not a string", -EINVAL);
+                if (k == -ENOMEM)
+                        return k;
+                if (k < 0)
+                        return cni_error_set(err, CNI_ERR_INVALID_CONFIG, "invalid network config",
+                                             "runtimeConfig.ips: '%.64s' is %s", cJSON_IsString(item) ? item->valuestring : "?",
+                                             why);
+        }
+        return 0;
+}
+
 /* Takes ownership of obj. */
 static int request_set_config(struct cni_request *r, cJSON *obj, struct cni_error *err) {
         const cJSON *v, *name, *type, *sock, *prev;
@@ -333,6 +417,11 @@ static int request_set_config(struct cni_request *r, cJSON *obj, struct cni_erro
                                              "dns an object)");
                 r->prev_result = prev;
         }
+        if (r->command == CNI_ADD) {
+                int k = parse_runtime_config_ips(r, field(field(obj, "runtimeConfig"), "ips"), err);
+                if (k < 0)
+                        return k;
+        }
         if (r->command == CNI_CHECK && !r->prev_result && cni_version_compare(r->cni_version, "1.0.0") >= 0)
                 return cni_error_set(err, CNI_ERR_INVALID_CONFIG, "invalid network config", "CHECK needs prevResult");
 
@@ -373,9 +462,10 @@ cJSON *cni_request_to_json(const struct cni_request *r) {
             !add_opt_string(o, "containerID", r->container_id) || !add_opt_string(o, "netns", r->netns) ||
             !add_opt_string(o, "ifname", r->ifname))
                 return NULL;
-        if (r->k8s_namespace || r->k8s_name || r->k8s_uid) {
-                if (asprintf(&args, "IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_UID=%s",
-                             strempty(r->k8s_namespace), strempty(r->k8s_name), strempty(r->k8s_uid)) < 0)
+        if (r->k8s_namespace || r->k8s_name || r->k8s_uid || r->ip_arg) {
+                if (asprintf(&args, "IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_UID=%s%s%s",
+                             strempty(r->k8s_namespace), strempty(r->k8s_name), strempty(r->k8s_uid),
+                             r->ip_arg ? ";IP=" : "", strempty(r->ip_arg)) < 0)
                         return NULL;
                 if (!cJSON_AddStringToObject(o, "args", args))
                         return NULL;

@@ -39,6 +39,8 @@ enum cni_error_code {
         CNI_ERR_DRIFT = 101,          /* CHECK: the kernel state differs from what ADD set up */
         CNI_ERR_INTERNAL = 102,       /* the agent failed (netlink, state file) */
         CNI_ERR_NAME_TAKEN = 103,     /* ADD: an interface pinion did not make has the host end's name */
+        CNI_ERR_ADDRESS_UNUSABLE = 104, /* ADD: a requested address outside the pool, or not the one the attachment holds */
+        CNI_ERR_ADDRESS_TAKEN = 105,  /* ADD: a requested address another attachment holds */
 };
 
 enum cni_command {
@@ -77,6 +79,10 @@ struct cni_request {
         char *netns;        /* CNI_NETNS: a path */
         char *ifname;       /* CNI_IFNAME */
         char *k8s_namespace, *k8s_name, *k8s_uid; /* from CNI_ARGS, may be NULL */
+        char *ip_arg;       /* CNI_ARGS IP= as given (forwarded to the agent), may be NULL */
+        /* ADD: the requested addresses, canonical, no prefix length (runtimeConfig "ips", else
+         * CNI_ARGS IP=; at most one per family), may be NULL. */
+        char *requested_ip4, *requested_ip6;
         /* From the network config (stdin). */
         cJSON *config;      /* the whole config object, owned */
         char *cni_version;
@@ -96,13 +102,13 @@ bool cni_command_needs_container(enum cni_command c); /* CNI_CONTAINERID, CNI_IF
 bool cni_command_needs_netns(enum cni_command c);     /* CNI_NETNS */
 
 /* Parses the CNI_* environment (getenv is passed in, for tests and fuzzing): CNI_COMMAND,
- * CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS ("K=V;K=V", only the K8S_POD_* keys kept,
- * IgnoreUnknown honoured). Errors: code 4 (CNI_ERR_INVALID_ENV). */
+ * CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS ("K=V;K=V", only the K8S_POD_* keys and IP
+ * kept, IgnoreUnknown honoured). Errors: code 4 (CNI_ERR_INVALID_ENV). */
 typedef const char *(*cni_getenv_fn)(const char *name, void *userdata);
 int cni_request_from_env(struct cni_request *r, cni_getenv_fn getenv_fn, void *userdata, struct cni_error *err);
 
-/* Parses the network config (stdin) into r: code 6 if not JSON, 7 if invalid, 1 if the
- * cniVersion is not supported (or too old for the command). */
+/* Parses the network config (stdin) into r: code 6 if not JSON, 7 if invalid (runtimeConfig
+ * "ips" included), 1 if the cniVersion is not supported (or too old for the command). */
 int cni_request_parse_config(struct cni_request *r, const char *text, size_t size, struct cni_error *err);
 
 /* The POST /v1/cni body and its parser (the daemon's side). */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The pod address pool and its state file. See ipam.h. */
+/* The pod address pool in memory: the free-address bitmaps, the quarantine, allocation and
+ * release. See ipam.h; the index (lookups) is ipam-index.c's, the files ipam-state.c's, and every
+ * change follows ipam-internal.h's prepare / persist / apply steps. */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -7,265 +9,168 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsutil.h"
-#include "ipam.h"
+#include "ipam-internal.h"
 #include "json.h"
 
-#define IPAM_MAX_STATE (64u << 20)
+/* ---- the free-address bitmap and the quarantine ---- */
 
-struct quarantined {
-        uint32_t addr;
-        usec_t released;
-};
-
-struct ipam {
-        char *cidr;
-        uint32_t network, broadcast; /* host byte order */
-        unsigned prefix;
-        usec_t quarantine;
-        char *state_file;
-
-        struct ipam_allocation *allocs;
-        size_t n_allocs;
-        struct quarantined *quarantined;
-        size_t n_quarantined;
-        char **deleting; /* host interface names released, deletion not confirmed */
-        size_t n_deleting;
-        uint32_t cursor; /* the last address handed out */
-        int not_durable; /* the last write was renamed into place but its directory fsync failed */
-};
-
-void ipam_format_addr(uint32_t addr, char buf[16]) {
-        struct in_addr in = { .s_addr = htonl(addr) };
-        if (!inet_ntop(AF_INET, &in, buf, 16))
-                buf[0] = '\0';
+static bool bit_get(const uint64_t *bits, uint32_t o) {
+        return bits[o / 64] & (UINT64_C(1) << (o % 64));
 }
 
-static int parse_addr(const char *s, uint32_t *ret) {
-        struct in_addr in;
-        if (!s || inet_pton(AF_INET, s, &in) != 1)
-                return -EINVAL;
-        *ret = ntohl(in.s_addr);
-        return 0;
+static void bit_set(uint64_t *bits, uint32_t o, bool v) {
+        if (v)
+                bits[o / 64] |= UINT64_C(1) << (o % 64);
+        else
+                bits[o / 64] &= ~(UINT64_C(1) << (o % 64));
 }
 
-int ipam_parse_cidr(const char *cidr, uint32_t *ret_network, unsigned *ret_prefix) {
-        char addr[INET_ADDRSTRLEN + 1], extra;
-        unsigned prefix;
-        uint32_t a;
-
-        if (!cidr || sscanf(cidr, "%16[0-9.]/%u%c", addr, &prefix, &extra) != 2 || prefix < 8 || prefix > 30 ||
-            parse_addr(addr, &a) < 0)
-                return -EINVAL;
-        *ret_network = a & (UINT32_MAX << (32 - prefix));
-        *ret_prefix = prefix;
-        return 0;
+/* Marks an IPv4 address (if in the pool) and an IPv6 pool offset (if not 0) taken or free. */
+void ipam_mark(struct ipam *p, uint32_t addr, uint32_t off6, bool taken) {
+        if (ipam_in_pool(p, addr))
+                bit_set(p->taken, addr - p->network, taken);
+        if (off6 > 0)
+                bit_set(p->taken6, off6, taken);
 }
 
-static void allocation_done(struct ipam_allocation *a) {
-        free(a->container_id);
-        free(a->ifname);
-        free(a->netns);
-        free(a->host_ifname);
-        free(a->pod_namespace);
-        free(a->pod_name);
-        free(a->pod_uid);
-        free(a->network);
+static const struct quarantined *q_at(const struct ipam *p, size_t i) {
+        return &p->q[(p->q_head + i) % p->q_allocated];
 }
+
+static bool q_live(const struct ipam *p, const struct quarantined *q, usec_t now) {
+        /* (Within quarantine either way: a clock stepped far back does not pin an address.) */
+        return q->released + p->quarantine > now && q->released <= now + p->quarantine;
+}
+
+/* Frees the addresses whose quarantine is over. Releases come in time order, so the expired ones
+ * are at the head; one out of order (the clock stepped) waits for those before it. */
+static void quarantine_expire(struct ipam *p, usec_t now) {
+        while (p->q_len > 0 && !q_live(p, q_at(p, 0), now)) {
+                const struct quarantined *q = q_at(p, 0);
+                struct in6_addr a6;
+                ipam_addr6_at(p, q->off6, &a6);
+                ipam_mark(p, ipam_node_find_addr(p, q->addr) ? 0 : q->addr,
+                          q->off6 > 0 && !ipam_node_find_addr6(p, &a6) ? q->off6 : 0, false);
+                p->q_head = (p->q_head + 1) % p->q_allocated;
+                p->q_len--;
+        }
+}
+
+/* Next-fit over the offsets first..last of a bitmap, from the one after cursor, 64 at a time. */
+static int next_free(const uint64_t *bits, uint32_t first, uint32_t last, uint32_t cursor, uint32_t *ret) {
+        uint32_t o = cursor >= first && cursor < last ? cursor + 1 : first;
+        uint64_t size = (uint64_t) last - first + 1;
+
+        for (uint64_t seen = 0; seen < size;) {
+                if (o % 64 == 0 && (uint64_t) o + 63 <= last && bits[o / 64] == UINT64_MAX) {
+                        seen += 64;
+                        o = (uint64_t) o + 64 > last ? first : o + 64;
+                        continue;
+                }
+                if (!bit_get(bits, o)) {
+                        *ret = o;
+                        return 0;
+                }
+                seen++;
+                o = o == last ? first : o + 1;
+        }
+        return -ENOSPC;
+}
+
+/* ---- the apply steps (see ipam-internal.h) ---- */
+
+void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor, uint32_t cursor6) {
+        uint32_t off6 = n->a.has_addr6 ? ipam_offset6(p, &n->a.addr6) : 0;
+
+        n->index = p->n_nodes;
+        p->nodes[p->n_nodes++] = n;
+        ipam_index_insert(p, n);
+        ipam_mark(p, n->a.addr, off6, true);
+        if (n->a.addr != 0 && !ipam_in_pool(p, n->a.addr))
+                p->n_foreign++;
+        if (off6 > 0)
+                p->n_in_pool6++;
+        if (ipam_in_pool(p, cursor))
+                p->cursor = cursor;
+        if (cursor6 >= 1 && cursor6 <= p->size6)
+                p->cursor6 = cursor6;
+}
+
+void ipam_apply_release(struct ipam *p, struct ipam_node *n, usec_t released, bool quarantine, char *deleting) {
+        uint32_t off6 = n->a.has_addr6 ? ipam_offset6(p, &n->a.addr6) : 0;
+        uint32_t addr = ipam_in_pool(p, n->a.addr) ? n->a.addr : 0;
+        size_t i = n->index;
+
+        ipam_index_remove(p, n);
+        p->nodes[i] = p->nodes[--p->n_nodes];
+        p->nodes[i]->index = i;
+        if (n->a.addr != 0 && !addr)
+                p->n_foreign--;
+        if (off6 > 0)
+                p->n_in_pool6--;
+        if (quarantine && (addr || off6)) {
+                /* (Its addresses stay marked taken until the entry expires.) */
+                p->q[(p->q_head + p->q_len) % p->q_allocated] =
+                        (struct quarantined) { .addr = addr, .off6 = off6, .released = released };
+                p->q_len++;
+        } else
+                ipam_mark(p, addr, off6, false);
+        if (deleting)
+                p->deleting[p->n_deleting++] = deleting;
+        ipam_node_free(n);
+}
+
+void ipam_apply_update(struct ipam *p, struct ipam_node *n, struct ipam_node *updated) {
+        struct ipam_allocation old = n->a, new = updated->a;
+
+        /* The identity (attachment, address, age) stays; the owner fields are swapped in, and
+         * updated takes the old ones to be freed. */
+        ipam_index_remove_host(p, n);
+        n->a = new;
+        n->a.container_id = old.container_id;
+        n->a.ifname = old.ifname;
+        n->a.addr = old.addr;
+        n->a.has_addr6 = old.has_addr6;
+        n->a.addr6 = old.addr6;
+        n->a.since = old.since;
+        updated->a = old;
+        updated->a.container_id = new.container_id;
+        updated->a.ifname = new.ifname;
+        ipam_node_free(updated);
+        ipam_index_insert_host(p, n);
+}
+
+void ipam_apply_link_deleted(struct ipam *p, size_t i) {
+        free(p->deleting[i]);
+        p->deleting[i] = p->deleting[--p->n_deleting];
+}
+
+/* ---- the pool ---- */
 
 struct ipam *ipam_free(struct ipam *p) {
         if (!p)
                 return NULL;
-        for (size_t i = 0; i < p->n_allocs; i++)
-                allocation_done(&p->allocs[i]);
-        free(p->allocs);
-        free(p->quarantined);
+        ipam_state_close(p);
+        for (size_t i = 0; i < p->n_nodes; i++)
+                ipam_node_free(p->nodes[i]);
+        free(p->nodes);
+        free(p->by_id);
+        free(p->by_addr);
+        free(p->by_addr6);
+        free(p->by_host);
+        free(p->taken);
+        free(p->taken6);
+        free(p->cidr4);
+        free(p->cidr6);
+        free(p->q);
         for (size_t i = 0; i < p->n_deleting; i++)
                 free(p->deleting[i]);
         free(p->deleting);
         free(p->cidr);
         free(p->state_file);
+        free(p->journal_file);
         free(p);
         return NULL;
-}
-
-static bool in_pool(const struct ipam *p, uint32_t a) {
-        return a > p->network && a < p->broadcast;
-}
-
-static int set_string(char **dst, const char *v) {
-        char *c = NULL;
-        if (v && !(c = strdup(v)))
-                return -ENOMEM;
-        free(*dst);
-        *dst = c;
-        return 0;
-}
-
-/* ---- the state file ---- */
-
-static const char *opt_string(const cJSON *o, const char *key) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-        return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int load_error(char **ret_error, const char *what) {
-        if (ret_error) {
-                free(*ret_error);
-                *ret_error = strdup(what);
-        }
-        return -EBADMSG;
-}
-
-static int ipam_load(struct ipam *p, char **ret_error) {
-        _cleanup_free_ char *text = NULL;
-        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
-        const cJSON *list, *item, *v;
-        size_t size = 0;
-        int r;
-
-        r = read_file_full(p->state_file, IPAM_MAX_STATE, &text, &size);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0)
-                return r;
-        root = cJSON_ParseWithLength(text, size);
-        if (!cJSON_IsObject(root))
-                return load_error(ret_error, "not a JSON object");
-        v = cJSON_GetObjectItemCaseSensitive(root, "version");
-        if (!cJSON_IsNumber(v) || v->valueint != 1)
-                return load_error(ret_error, "unknown version (expected 1)");
-
-        list = cJSON_GetObjectItemCaseSensitive(root, "allocations");
-        if (!cJSON_IsArray(list))
-                return load_error(ret_error, "allocations is not an array");
-        size_t n = (size_t) cJSON_GetArraySize(list);
-        p->allocs = calloc(MAX(n, 1u), sizeof(struct ipam_allocation));
-        if (!p->allocs)
-                return -ENOMEM;
-        cJSON_ArrayForEach(item, list) {
-                struct ipam_allocation a = {};
-                const cJSON *since = cJSON_GetObjectItemCaseSensitive(item, "since");
-                if (parse_addr(opt_string(item, "ip"), &a.addr) < 0 || isempty(opt_string(item, "containerID")) ||
-                    isempty(opt_string(item, "ifname")) || isempty(opt_string(item, "hostIfname")))
-                        return load_error(ret_error, "an allocation lacks ip, containerID, ifname or hostIfname");
-                if (ipam_find(p, opt_string(item, "containerID"), opt_string(item, "ifname")) || ipam_find_addr(p, a.addr))
-                        return load_error(ret_error, "two allocations for one attachment or one address");
-                if (set_string(&a.container_id, opt_string(item, "containerID")) < 0 ||
-                    set_string(&a.ifname, opt_string(item, "ifname")) < 0 ||
-                    set_string(&a.netns, opt_string(item, "netns")) < 0 ||
-                    set_string(&a.host_ifname, opt_string(item, "hostIfname")) < 0 ||
-                    set_string(&a.pod_namespace, opt_string(item, "namespace")) < 0 ||
-                    set_string(&a.pod_name, opt_string(item, "name")) < 0 ||
-                    set_string(&a.pod_uid, opt_string(item, "uid")) < 0 ||
-                    set_string(&a.network, opt_string(item, "network")) < 0) {
-                        allocation_done(&a);
-                        return -ENOMEM;
-                }
-                const cJSON *mtu = cJSON_GetObjectItemCaseSensitive(item, "mtu");
-                if (mtu && (!cJSON_IsNumber(mtu) || mtu->valuedouble < 0 || mtu->valuedouble > 65535)) {
-                        allocation_done(&a);
-                        return load_error(ret_error, "an allocation's mtu is not a number from 0 to 65535");
-                }
-                a.mtu = mtu ? (unsigned) mtu->valuedouble : 0;
-                a.since = cJSON_IsNumber(since) && since->valuedouble > 0 ? (usec_t) (since->valuedouble * USEC_PER_SEC) : 0;
-                p->allocs[p->n_allocs++] = a;
-        }
-
-        list = cJSON_GetObjectItemCaseSensitive(root, "quarantine");
-        if (list && !cJSON_IsArray(list))
-                return load_error(ret_error, "quarantine is not an array");
-        n = list ? (size_t) cJSON_GetArraySize(list) : 0;
-        p->quarantined = calloc(MAX(n, 1u), sizeof(struct quarantined));
-        if (!p->quarantined)
-                return -ENOMEM;
-        cJSON_ArrayForEach(item, list) {
-                const cJSON *rel = cJSON_GetObjectItemCaseSensitive(item, "releasedAt");
-                uint32_t a;
-                if (parse_addr(opt_string(item, "ip"), &a) < 0 || !cJSON_IsNumber(rel))
-                        return load_error(ret_error, "a quarantine entry lacks ip or releasedAt");
-                p->quarantined[p->n_quarantined++] = (struct quarantined) {
-                        .addr = a,
-                        .released = rel->valuedouble > 0 ? (usec_t) (rel->valuedouble * USEC_PER_SEC) : 0,
-                };
-        }
-        list = cJSON_GetObjectItemCaseSensitive(root, "deleting");
-        if (list && !cJSON_IsArray(list))
-                return load_error(ret_error, "deleting is not an array");
-        n = list ? (size_t) cJSON_GetArraySize(list) : 0;
-        p->deleting = calloc(MAX(n, 1u), sizeof(char *));
-        if (!p->deleting)
-                return -ENOMEM;
-        cJSON_ArrayForEach(item, list) {
-                if (!cJSON_IsString(item) || isempty(item->valuestring) || strlen(item->valuestring) > 15)
-                        return load_error(ret_error, "a deleting entry is not an interface name");
-                if (!(p->deleting[p->n_deleting] = strdup(item->valuestring)))
-                        return -ENOMEM;
-                p->n_deleting++;
-        }
-        uint32_t cursor;
-        if (parse_addr(opt_string(root, "cursor"), &cursor) >= 0 && in_pool(p, cursor))
-                p->cursor = cursor;
-        return 0;
-}
-
-static bool add_opt(cJSON *o, const char *key, const char *v) {
-        return !v || cJSON_AddStringToObject(o, key, v);
-}
-
-static cJSON *allocation_to_json(const struct ipam_allocation *a) {
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        char ip[16];
-
-        ipam_format_addr(a->addr, ip);
-        if (!o || !cJSON_AddStringToObject(o, "ip", ip) || !cJSON_AddStringToObject(o, "containerID", a->container_id) ||
-            !cJSON_AddStringToObject(o, "ifname", a->ifname) || !add_opt(o, "netns", a->netns) ||
-            !cJSON_AddStringToObject(o, "hostIfname", a->host_ifname) || !add_opt(o, "namespace", a->pod_namespace) ||
-            !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) || !add_opt(o, "network", a->network) ||
-            (a->mtu > 0 && !cJSON_AddNumberToObject(o, "mtu", a->mtu)) ||
-            !cJSON_AddNumberToObject(o, "since", (double) a->since / USEC_PER_SEC))
-                return NULL;
-        return TAKE_PTR(o);
-}
-
-static int ipam_save(struct ipam *p) {
-        _cleanup_(cJSON_Deletep) cJSON *root = cJSON_CreateObject();
-        _cleanup_free_ char *text = NULL;
-        cJSON *list, *q, *d;
-        char ip[16];
-
-        if (!p->state_file)
-                return 0;
-        ipam_format_addr(p->cursor, ip);
-        if (!root || !cJSON_AddNumberToObject(root, "version", 1) || !cJSON_AddStringToObject(root, "cidr", p->cidr) ||
-            !cJSON_AddStringToObject(root, "cursor", ip) || !(list = cJSON_AddArrayToObject(root, "allocations")) ||
-            !(q = cJSON_AddArrayToObject(root, "quarantine")) || !(d = cJSON_AddArrayToObject(root, "deleting")))
-                return -ENOMEM;
-        for (size_t i = 0; i < p->n_deleting; i++)
-                if (!cJSON_AddItemToArray(d, cJSON_CreateString(p->deleting[i])))
-                        return -ENOMEM;
-        for (size_t i = 0; i < p->n_allocs; i++)
-                if (!cJSON_AddItemToArray(list, allocation_to_json(&p->allocs[i])))
-                        return -ENOMEM;
-        for (size_t i = 0; i < p->n_quarantined; i++) {
-                cJSON *e = cJSON_CreateObject();
-                ipam_format_addr(p->quarantined[i].addr, ip);
-                if (!e || !cJSON_AddItemToArray(q, e) || !cJSON_AddStringToObject(e, "ip", ip) ||
-                    !cJSON_AddNumberToObject(e, "releasedAt", (double) p->quarantined[i].released / USEC_PER_SEC))
-                        return cJSON_Delete(e), -ENOMEM;
-        }
-        text = cJSON_Print(root);
-        if (!text)
-                return -ENOMEM;
-        bool renamed = false;
-        int r = write_file_atomic_full(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1, &renamed);
-        if (r < 0 && renamed) {
-                /* Every reader (a restart included) sees the new state already: rolling back in
-                 * memory would make memory and disk disagree. Only a power loss could lose it. */
-                p->not_durable = r;
-                return 0;
-        }
-        return r;
 }
 
 int ipam_take_not_durable(struct ipam *p) {
@@ -275,26 +180,51 @@ int ipam_take_not_durable(struct ipam *p) {
         return r;
 }
 
+static int load_error(char **ret_error, const char *what) {
+        if (ret_error) {
+                free(*ret_error);
+                *ret_error = strdup(what);
+        }
+        return -EINVAL;
+}
+
 int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct ipam **ret, char **ret_error) {
         _cleanup_(ipam_freep) struct ipam *p = NULL;
+        const char *reason = NULL;
         int r;
 
         p = calloc(1, sizeof(struct ipam));
         if (!p)
                 return -ENOMEM;
-        r = ipam_parse_cidr(cidr, &p->network, &p->prefix);
+        p->journal_fd = -EBADF;
+        p->journal_limit = -1;
+        r = ipam_parse_pod_cidrs(cidr, &p->cidr4, &p->cidr6, &reason);
+        if (r == -ENOMEM)
+                return r;
         if (r < 0)
-                return load_error(ret_error, "invalid pod CIDR"), -EINVAL;
-        p->broadcast = p->network | ~(UINT32_MAX << (32 - p->prefix));
+                return load_error(ret_error, "invalid pod CIDR");
         p->quarantine = quarantine;
-        p->cursor = p->network;
-        if (asprintf(&p->cidr, "%s", cidr) < 0)
+        if (p->cidr4) {
+                (void) ipam_parse_cidr(p->cidr4, &p->network, &p->prefix);
+                p->broadcast = p->network | ~(UINT32_MAX << (32 - p->prefix));
+                p->cursor = p->network;
+                /* (Pages of it never touched cost no memory: a /16 is 8 KiB.) */
+                if (!(p->taken = calloc(((uint64_t) p->broadcast - p->network + 1 + 63) / 64, sizeof(uint64_t))))
+                        return -ENOMEM;
+        }
+        if (p->cidr6) {
+                (void) ipam_parse_cidr6(p->cidr6, &p->network6, &p->prefix6);
+                p->size6 = p->prefix6 >= 112 ? (1u << (128 - p->prefix6)) - 1 : IPAM_MAX_POOL6;
+                if (!(p->taken6 = calloc((p->size6 + 1 + 63) / 64, sizeof(uint64_t))))
+                        return -ENOMEM;
+        }
+        if (!(p->cidr = strdup(cidr)) || ipam_reserve(p, 1, 1, 1) < 0)
                 return -ENOMEM;
         if (state_file) {
                 p->state_file = strdup(state_file);
                 if (!p->state_file)
                         return -ENOMEM;
-                r = ipam_load(p, ret_error);
+                r = ipam_state_open(p, ret_error);
                 if (r < 0)
                         return r;
         }
@@ -306,139 +236,147 @@ void ipam_set_quarantine(struct ipam *p, usec_t quarantine) {
         p->quarantine = quarantine;
 }
 
+void ipam_set_journal_limit(struct ipam *p, long records) {
+        p->journal_limit = records;
+}
+
 const char *ipam_cidr(const struct ipam *p) {
         return p->cidr;
 }
 
-const struct ipam_allocation *ipam_find(const struct ipam *p, const char *container_id, const char *ifname) {
-        for (size_t i = 0; p && container_id && ifname && i < p->n_allocs; i++)
-                if (streq(p->allocs[i].container_id, container_id) && streq(p->allocs[i].ifname, ifname))
-                        return &p->allocs[i];
-        return NULL;
+const char *ipam_cidr4(const struct ipam *p) {
+        return p->cidr4;
 }
 
-const struct ipam_allocation *ipam_find_addr(const struct ipam *p, uint32_t addr) {
-        for (size_t i = 0; p && i < p->n_allocs; i++)
-                if (p->allocs[i].addr == addr)
-                        return &p->allocs[i];
-        return NULL;
+const char *ipam_cidr6(const struct ipam *p) {
+        return p->cidr6;
 }
 
-static bool quarantined(const struct ipam *p, uint32_t addr, usec_t now) {
-        for (size_t i = 0; i < p->n_quarantined; i++)
-                if (p->quarantined[i].addr == addr && p->quarantined[i].released + p->quarantine > now)
-                        return true;
-        return false;
+bool ipam_has_family(const struct ipam *p, int family) {
+        return family == AF_INET ? p->cidr4 != NULL : family == AF_INET6 ? p->size6 > 0 : false;
 }
 
-/* Drops quarantine entries that have expired (or that the clock jumped far behind). */
-static void quarantine_expire(struct ipam *p, usec_t now) {
-        size_t j = 0;
-        for (size_t i = 0; i < p->n_quarantined; i++)
-                if (p->quarantined[i].released + p->quarantine > now &&
-                    p->quarantined[i].released <= now + p->quarantine)
-                        p->quarantined[j++] = p->quarantined[i];
-        p->n_quarantined = j;
-}
-
-/* FNV-1a: stable across restarts and builds, so a host interface name can be found again. */
-static uint32_t fnv1a(const char *a, const char *b, unsigned salt) {
-        uint32_t h = 2166136261u;
-        for (const char *s = a; *s; s++)
-                h = (h ^ (uint8_t) *s) * 16777619u;
-        h = (h ^ '/') * 16777619u;
-        for (const char *s = b; *s; s++)
-                h = (h ^ (uint8_t) *s) * 16777619u;
-        return (h ^ salt) * 16777619u;
-}
-
-int ipam_host_ifname(const struct ipam *p, const char *container_id, const char *ifname, char ret[16]) {
-        const struct ipam_allocation *a = ipam_find(p, container_id, ifname);
-
-        if (a) {
-                snprintf(ret, 16, "%s", a->host_ifname);
-                return 0;
-        }
-        for (unsigned salt = 0; salt < 64; salt++) {
-                bool taken = false;
-                snprintf(ret, 16, "pin%08x", fnv1a(container_id, ifname, salt));
-                for (size_t i = 0; !taken && p && i < p->n_allocs; i++)
-                        taken = streq(p->allocs[i].host_ifname, ret);
-                for (size_t i = 0; !taken && p && i < p->n_deleting; i++)
-                        taken = streq(p->deleting[i], ret);
-                if (!taken)
-                        return 0;
-        }
-        return -EADDRINUSE;
-}
-
-static int owner_apply(struct ipam_allocation *a, const struct ipam_owner *o) {
-        if (!o)
-                return 0;
-        if (set_string(&a->netns, o->netns) < 0 || set_string(&a->host_ifname, o->host_ifname) < 0 ||
-            set_string(&a->pod_namespace, o->pod_namespace) < 0 || set_string(&a->pod_name, o->pod_name) < 0 ||
-            set_string(&a->pod_uid, o->pod_uid) < 0 || set_string(&a->network, o->network) < 0)
-                return -ENOMEM;
-        a->mtu = o->mtu;
+/* Why a requested address cannot be had (0: it can). */
+static int check_request(struct ipam *p, uint32_t addr) {
+        if (!ipam_in_pool(p, addr))
+                return -ERANGE;
+        if (ipam_node_find_addr(p, addr))
+                return -EADDRINUSE;
+        if (bit_get(p->taken, addr - p->network))
+                return -EBUSY; /* not allocated, so quarantined */
         return 0;
 }
 
-int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
-                  usec_t now, const struct ipam_allocation **ret) {
-        struct ipam_allocation *existing = (struct ipam_allocation *) ipam_find(p, container_id, ifname);
-        struct ipam_allocation a = {};
-        uint64_t size = (uint64_t) p->broadcast - p->network - 1;
-        uint32_t candidate = p->cursor, old_cursor = p->cursor;
-        bool found = false;
+static int check_request6(struct ipam *p, const struct in6_addr *addr, uint32_t *ret_off) {
+        uint32_t off = ipam_offset6(p, addr);
+        if (off == 0)
+                return -ERANGE;
+        if (ipam_node_find_addr6(p, addr))
+                return -EADDRINUSE;
+        if (bit_get(p->taken6, off))
+                return -EBUSY;
+        *ret_off = off;
+        return 0;
+}
+
+static bool holds_request(const struct ipam_allocation *a, const uint32_t *req4, const struct in6_addr *req6) {
+        return (!req4 || a->addr == *req4) && (!req6 || (a->has_addr6 && memcmp(&a->addr6, req6, sizeof(*req6)) == 0));
+}
+
+/* The addresses for a new allocation: requested, or next-fit (moving that family's cursor). */
+static int pick(struct ipam *p, const uint32_t *req4, const struct in6_addr *req6, uint32_t *addr, uint32_t *off6,
+                uint32_t *cursor, uint32_t *cursor6) {
+        int r = 0;
+
+        if ((req4 && !p->cidr4) || (req6 && p->size6 == 0))
+                return -EAFNOSUPPORT;
+        if (req4) {
+                r = check_request(p, *req4);
+                *addr = *req4;
+        } else if (p->cidr4) {
+                uint32_t o = 0;
+                r = next_free(p->taken, 1, p->broadcast - p->network - 1, p->cursor - p->network, &o);
+                *addr = *cursor = p->network + o;
+        }
+        if (r < 0)
+                return r;
+        if (req6)
+                r = check_request6(p, req6, off6);
+        else if (p->size6 > 0) {
+                r = next_free(p->taken6, 1, p->size6, p->cursor6, off6);
+                *cursor6 = *off6;
+        }
+        return r;
+}
+
+static int allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
+                    const uint32_t *req4, const struct in6_addr *req6, usec_t now, const struct ipam_allocation **ret) {
+        struct ipam_node *existing = ipam_node_find(p, container_id, ifname), *n;
+        _cleanup_(cJSON_Deletep) cJSON *record = NULL;
+        uint32_t addr = 0, off6 = 0, cursor = p->cursor, cursor6 = p->cursor6;
+        char ip[16];
         int r;
 
-        if (!owner || isempty(owner->host_ifname))
+        if (!owner || isempty(owner->host_ifname) || isempty(container_id) || isempty(ifname))
                 return -EINVAL;
         if (existing) {
                 /* A repeated ADD (the runtime retrying after a failure): same address, nothing
                  * changed yet (ipam_update_owner() once the repeated ADD worked). */
-                *ret = existing;
+                if (!holds_request(&existing->a, req4, req6))
+                        return -EEXIST;
+                *ret = &existing->a;
                 return 0;
         }
 
         quarantine_expire(p, now);
-        for (uint64_t tries = 0; tries < size; tries++) {
-                candidate = candidate + 1 >= p->broadcast ? p->network + 1 : candidate + 1;
-                if (!ipam_find_addr(p, candidate) && !quarantined(p, candidate, now)) {
-                        found = true;
-                        break;
-                }
-        }
-        if (!found)
-                return -ENOSPC;
-
-        struct ipam_allocation *grown = realloc(p->allocs, (p->n_allocs + 1) * sizeof(struct ipam_allocation));
-        if (!grown)
+        r = pick(p, req4, req6, &addr, &off6, &cursor, &cursor6);
+        if (r < 0)
+                return r;
+        if (ipam_reserve(p, 1, 0, 0) < 0 || !(n = ipam_node_new(container_id, ifname, addr, now)))
                 return -ENOMEM;
-        p->allocs = grown;
-        a.addr = candidate;
-        a.since = now;
-        if (set_string(&a.container_id, container_id) < 0 || set_string(&a.ifname, ifname) < 0 ||
-            owner_apply(&a, owner) < 0) {
-                allocation_done(&a);
+        if (off6 > 0) {
+                n->a.has_addr6 = true;
+                ipam_addr6_at(p, off6, &n->a.addr6);
+        }
+        ipam_format_addr(cursor, ip);
+        if (ipam_node_set_owner(n, owner) < 0 || !(record = cJSON_CreateObject()) ||
+            !cJSON_AddStringToObject(record, "op", "allocate") ||
+            !cJSON_AddItemToObject(record, "allocation", ipam_allocation_to_json(&n->a)) ||
+            !cJSON_AddStringToObject(record, "cursor", ip) || !cJSON_AddNumberToObject(record, "cursor6", cursor6)) {
+                ipam_node_free(n);
                 return -ENOMEM;
         }
-        p->allocs[p->n_allocs++] = a;
-        p->cursor = candidate;
-        r = ipam_save(p);
+        r = ipam_state_append(p, record);
         if (r < 0) {
                 /* Not on disk: not handed out. */
-                allocation_done(&p->allocs[--p->n_allocs]);
-                p->cursor = old_cursor;
+                ipam_node_free(n);
                 return r;
         }
-        *ret = &p->allocs[p->n_allocs - 1];
+        ipam_apply_allocate(p, n, cursor, cursor6);
+        ipam_state_compact_if_due(p);
+        *ret = &n->a;
         return 1;
 }
 
+int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
+                  usec_t now, const struct ipam_allocation **ret) {
+        return allocate(p, container_id, ifname, owner, NULL, NULL, now, ret);
+}
+
+int ipam_allocate_addr(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
+                       uint32_t addr, usec_t now, const struct ipam_allocation **ret) {
+        return allocate(p, container_id, ifname, owner, &addr, NULL, now, ret);
+}
+
+int ipam_allocate_request(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
+                          const uint32_t *addr, const struct in6_addr *addr6, usec_t now,
+                          const struct ipam_allocation **ret) {
+        return allocate(p, container_id, ifname, owner, addr, addr6, now, ret);
+}
+
 int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner) {
-        struct ipam_allocation *existing = (struct ipam_allocation *) ipam_find(p, container_id, ifname);
-        struct ipam_allocation updated = {}, old;
+        struct ipam_node *existing = ipam_node_find(p, container_id, ifname), *updated;
+        _cleanup_(cJSON_Deletep) cJSON *record = NULL;
         int r;
 
         if (!existing)
@@ -446,87 +384,66 @@ int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifna
         if (!owner || isempty(owner->host_ifname))
                 return -EINVAL;
         /* A copy first: a failure half-way leaves the allocation as it was. */
-        updated.addr = existing->addr;
-        updated.since = existing->since;
-        if (set_string(&updated.container_id, existing->container_id) < 0 ||
-            set_string(&updated.ifname, existing->ifname) < 0 || owner_apply(&updated, owner) < 0) {
-                allocation_done(&updated);
+        updated = ipam_node_new(container_id, ifname, existing->a.addr, existing->a.since);
+        if (updated) {
+                updated->a.has_addr6 = existing->a.has_addr6;
+                updated->a.addr6 = existing->a.addr6;
+        }
+        if (!updated || ipam_node_set_owner(updated, owner) < 0 || !(record = cJSON_CreateObject()) ||
+            !cJSON_AddStringToObject(record, "op", "update") ||
+            !cJSON_AddItemToObject(record, "allocation", ipam_allocation_to_json(&updated->a))) {
+                ipam_node_free(updated);
                 return -ENOMEM;
         }
-        old = *existing;
-        *existing = updated;
-        r = ipam_save(p);
+        r = ipam_state_append(p, record);
         if (r < 0) {
-                allocation_done(existing);
-                *existing = old;
+                ipam_node_free(updated);
                 return r;
         }
-        allocation_done(&old);
+        ipam_apply_update(p, existing, updated);
+        ipam_state_compact_if_due(p);
         return 0;
 }
 
 int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now, bool link_pending) {
-        const struct ipam_allocation *found = ipam_find(p, container_id, ifname);
-        struct ipam_allocation gone;
-        size_t i;
+        struct ipam_node *n = ipam_node_find(p, container_id, ifname);
+        _cleanup_(cJSON_Deletep) cJSON *record = NULL;
+        _cleanup_free_ char *deleting = NULL;
+        bool quarantine = p && p->quarantine > 0;
         int r;
 
-        if (!found)
+        if (!n)
                 return 0;
-        i = (size_t) (found - p->allocs);
-        struct quarantined *grown = realloc(p->quarantined, (p->n_quarantined + 1) * sizeof(struct quarantined));
-        if (!grown)
-                return -ENOMEM;
-        p->quarantined = grown;
-        char **grown_d = realloc(p->deleting, (p->n_deleting + 1) * sizeof(char *));
-        if (!grown_d)
-                return -ENOMEM;
-        p->deleting = grown_d;
-        if (link_pending) {
-                p->deleting[p->n_deleting] = strdup(found->host_ifname);
-                if (!p->deleting[p->n_deleting])
-                        return -ENOMEM;
-                p->n_deleting++;
-        }
-
-        gone = p->allocs[i];
-        memmove(&p->allocs[i], &p->allocs[i + 1], (p->n_allocs - i - 1) * sizeof(struct ipam_allocation));
-        p->n_allocs--;
         quarantine_expire(p, now);
-        if (p->quarantine > 0)
-                p->quarantined[p->n_quarantined++] = (struct quarantined) { .addr = gone.addr, .released = now };
-
-        r = ipam_save(p);
-        if (r < 0) {
-                /* Put it back where it was: the file still says it is allocated. */
-                if (p->quarantine > 0)
-                        p->n_quarantined--;
-                if (link_pending)
-                        free(p->deleting[--p->n_deleting]);
-                memmove(&p->allocs[i + 1], &p->allocs[i], (p->n_allocs - i) * sizeof(struct ipam_allocation));
-                p->allocs[i] = gone;
-                p->n_allocs++;
-                return r;
-        }
-        allocation_done(&gone);
+        if (ipam_reserve(p, 0, 1, 1) < 0 || (link_pending && !(deleting = strdup(n->a.host_ifname))) ||
+            !(record = cJSON_CreateObject()) || !cJSON_AddStringToObject(record, "op", "release") ||
+            !cJSON_AddStringToObject(record, "containerID", n->a.container_id) ||
+            !cJSON_AddStringToObject(record, "ifname", n->a.ifname) ||
+            !cJSON_AddNumberToObject(record, "releasedAt", (double) now / USEC_PER_SEC) ||
+            !cJSON_AddBoolToObject(record, "quarantine", quarantine) ||
+            (deleting && !cJSON_AddStringToObject(record, "deleting", deleting)))
+                return -ENOMEM;
+        r = ipam_state_append(p, record);
+        if (r < 0)
+                return r; /* the file still says it is allocated */
+        ipam_apply_release(p, n, now, quarantine, TAKE_PTR(deleting));
+        ipam_state_compact_if_due(p);
         return 1;
 }
 
 int ipam_link_deleted(struct ipam *p, const char *host_ifname) {
         for (size_t i = 0; i < p->n_deleting; i++) {
+                _cleanup_(cJSON_Deletep) cJSON *record = NULL;
                 if (!streq(p->deleting[i], host_ifname))
                         continue;
-                char *name = p->deleting[i];
-                memmove(&p->deleting[i], &p->deleting[i + 1], (p->n_deleting - i - 1) * sizeof(char *));
-                p->n_deleting--;
-                int r = ipam_save(p);
-                if (r < 0) {
-                        memmove(&p->deleting[i + 1], &p->deleting[i], (p->n_deleting - i) * sizeof(char *));
-                        p->deleting[i] = name;
-                        p->n_deleting++;
+                if (!(record = cJSON_CreateObject()) || !cJSON_AddStringToObject(record, "op", "linkDeleted") ||
+                    !cJSON_AddStringToObject(record, "hostIfname", host_ifname))
+                        return -ENOMEM;
+                int r = ipam_state_append(p, record);
+                if (r < 0)
                         return r;
-                }
-                free(name);
+                ipam_apply_link_deleted(p, i);
+                ipam_state_compact_if_due(p);
                 return 1;
         }
         return 0;
@@ -541,28 +458,54 @@ const char *ipam_deleting(const struct ipam *p, size_t i) {
 }
 
 size_t ipam_count(const struct ipam *p) {
-        return p ? p->n_allocs : 0;
+        return p ? p->n_nodes : 0;
 }
 
 const struct ipam_allocation *ipam_get(const struct ipam *p, size_t i) {
-        return p && i < p->n_allocs ? &p->allocs[i] : NULL;
+        return p && i < p->n_nodes ? &p->nodes[i]->a : NULL;
 }
 
 void ipam_usage(const struct ipam *p, usec_t now, struct ipam_usage *ret) {
-        struct ipam_usage u = { .size = (uint64_t) p->broadcast - p->network - 1 };
+        struct ipam_usage u = { .size = p->cidr4 ? (uint64_t) p->broadcast - p->network - 1 : 0 };
+        size_t with_v4 = 0;
 
-        for (size_t i = 0; i < p->n_allocs; i++) {
-                if (in_pool(p, p->allocs[i].addr))
-                        u.allocated++;
-                else
-                        u.foreign++;
-        }
-        for (size_t i = 0; i < p->n_quarantined; i++)
-                if (in_pool(p, p->quarantined[i].addr) && !ipam_find_addr(p, p->quarantined[i].addr) &&
-                    quarantined(p, p->quarantined[i].addr, now))
+        for (size_t i = 0; i < p->n_nodes; i++)
+                with_v4 += p->nodes[i]->a.addr != 0;
+        u.foreign = p->n_foreign;
+        u.allocated = with_v4 - p->n_foreign;
+        /* (Walks the quarantine: for status and metrics, not on the path of a change.) */
+        for (size_t i = 0; i < p->q_len; i++) {
+                const struct quarantined *q = q_at(p, i);
+                if (ipam_in_pool(p, q->addr) && !ipam_node_find_addr(p, q->addr) && q_live(p, q, now))
                         u.quarantined++;
+        }
         u.free = u.size - MIN(u.size, u.allocated + u.quarantined);
         *ret = u;
+}
+
+bool ipam_usage6(const struct ipam *p, usec_t now, struct ipam_usage *ret) {
+        struct ipam_usage u = { .size = p->size6, .allocated = p->n_in_pool6 };
+
+        for (size_t i = 0; i < p->q_len; i++) {
+                const struct quarantined *q = q_at(p, i);
+                struct in6_addr a6;
+                ipam_addr6_at(p, q->off6, &a6);
+                if (q->off6 > 0 && !ipam_node_find_addr6(p, &a6) && q_live(p, q, now))
+                        u.quarantined++;
+        }
+        u.free = u.size - MIN(u.size, u.allocated + u.quarantined);
+        *ret = u;
+        return p->size6 > 0;
+}
+
+static cJSON *usage_to_json(const char *cidr, const struct ipam_usage *u) {
+        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "podCIDR", cidr) || !cJSON_AddNumberToObject(o, "size", (double) u->size) ||
+            !cJSON_AddNumberToObject(o, "allocated", (double) u->allocated) ||
+            !cJSON_AddNumberToObject(o, "quarantined", (double) u->quarantined) ||
+            !cJSON_AddNumberToObject(o, "free", (double) u->free))
+                return NULL;
+        return TAKE_PTR(o);
 }
 
 cJSON *ipam_to_json(const struct ipam *p, usec_t now) {
@@ -570,8 +513,17 @@ cJSON *ipam_to_json(const struct ipam *p, usec_t now) {
         struct ipam_usage u;
         cJSON *list;
 
+        struct ipam_usage u6;
+        bool six = ipam_usage6(p, now, &u6);
         ipam_usage(p, now, &u);
-        if (!o || !cJSON_AddStringToObject(o, "podCIDR", p->cidr) || !cJSON_AddNumberToObject(o, "size", (double) u.size) ||
+        /* One object per pool; the top level repeats the IPv4 pool's (the IPv6 one's alone). */
+        if (!o || (p->cidr4 && !cJSON_AddItemToObject(o, "ipv4", usage_to_json(p->cidr4, &u))) ||
+            (six && !cJSON_AddItemToObject(o, "ipv6", usage_to_json(p->cidr6, &u6))))
+                return NULL;
+        if (!p->cidr4)
+                u = (struct ipam_usage) { .size = u6.size, .allocated = u6.allocated, .quarantined = u6.quarantined,
+                                          .free = u6.free, .foreign = u.foreign };
+        if (!cJSON_AddStringToObject(o, "podCIDR", p->cidr) || !cJSON_AddNumberToObject(o, "size", (double) u.size) ||
             !cJSON_AddNumberToObject(o, "allocated", (double) u.allocated) ||
             !cJSON_AddNumberToObject(o, "quarantined", (double) u.quarantined) ||
             !cJSON_AddNumberToObject(o, "free", (double) u.free) ||
@@ -579,12 +531,13 @@ cJSON *ipam_to_json(const struct ipam *p, usec_t now) {
             !cJSON_AddNumberToObject(o, "interfacesBeingDeleted", (double) p->n_deleting) ||
             !(list = cJSON_AddArrayToObject(o, "allocations")))
                 return NULL;
-        for (size_t i = 0; i < p->n_allocs; i++) {
-                cJSON *a = allocation_to_json(&p->allocs[i]);
+        for (size_t i = 0; i < p->n_nodes; i++) {
+                const struct ipam_allocation *alloc = &p->nodes[i]->a;
+                cJSON *a = ipam_allocation_to_json(alloc);
                 if (!a || !cJSON_AddItemToArray(list, a))
                         return cJSON_Delete(a), NULL;
                 cJSON_DeleteItemFromObjectCaseSensitive(a, "since");
-                if (!json_add_time(a, "since", p->allocs[i].since))
+                if (!json_add_time(a, "since", alloc->since))
                         return NULL;
         }
         return TAKE_PTR(o);

@@ -5,7 +5,8 @@ MODULE_SOURCES += \
 	modules/podnet/attachment.c \
 	modules/podnet/cni.c modules/podnet/cni.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
-	modules/podnet/wire.c modules/podnet/wire.h \
+	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-internal.h \
+	modules/podnet/wire.c modules/podnet/wire.h modules/podnet/wire6.c modules/podnet/wire-internal.h \
 	modules/podnet/reaper.c modules/podnet/reaper.h
 EXTRA_DIST += modules/podnet/local.mk
 
@@ -30,14 +31,17 @@ tests_unit_test_podnet_cni_SOURCES = tests/unit/test-podnet-cni.c modules/podnet
 tests_unit_test_podnet_cni_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
 tests_unit_test_podnet_cni_LDADD = $(UNIT_LIBS)
 
-tests_unit_test_podnet_ipam_SOURCES = tests/unit/test-podnet-ipam.c modules/podnet/ipam.c agent/fsutil.c agent/json.c
+tests_unit_test_podnet_ipam_SOURCES = tests/unit/test-podnet-ipam.c modules/podnet/ipam.c \
+	modules/podnet/ipam-state.c modules/podnet/ipam-index.c agent/fsutil.c agent/json.c
 tests_unit_test_podnet_ipam_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
 tests_unit_test_podnet_ipam_LDADD = $(UNIT_LIBS)
 # (fsync is wrapped: the test makes a directory fsync fail after the rename)
 tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync
 
 # ---- integration tests (real network namespaces, real reference plugins) ----
-INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py
+INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \
+	tests/integration/test_podnet_static.py tests/integration/test_podnet_dualstack.py \
+	tests/integration/test_podnet_state.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----

@@ -3,6 +3,7 @@
  * loop one at a time, so concurrent ADDs are serialised by construction; a wiring takes a few
  * milliseconds of netlink round trips (bounded: no waiting on anything). */
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,7 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
                            const struct wire_result *w) {
         _cleanup_(cJSON_Deletep) cJSON *o = cr->prev_result ? cJSON_Duplicate(cr->prev_result, true) : cJSON_CreateObject();
         cJSON *ifs, *ips, *routes, *x;
-        char addr[32], ip[16], gw[16];
+        char addr[32], ip[16], gw[16], ip6[INET6_ADDRSTRLEN], addr6[INET6_ADDRSTRLEN + 8];
         bool old_format = cni_version_compare(cr->cni_version, "1.0.0") < 0;
 
         if (!o)
@@ -87,6 +88,10 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
         ipam_format_addr(a->addr, ip);
         ipam_format_addr(p->gateway, gw);
         snprintf(addr, sizeof(addr), "%s/32", ip);
+        if (a->has_addr6) {
+                ipam_format_addr6(&a->addr6, ip6);
+                snprintf(addr6, sizeof(addr6), "%s/128", ip6);
+        }
 
         if (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(ifs, x) ||
             !cJSON_AddStringToObject(x, "name", a->host_ifname) || !cJSON_AddStringToObject(x, "mac", w->host_mac))
@@ -96,13 +101,22 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
             !cJSON_AddStringToObject(x, "name", a->ifname) || !cJSON_AddStringToObject(x, "mac", w->pod_mac) ||
             !cJSON_AddStringToObject(x, "sandbox", cr->netns))
                 return NULL;
-        if (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(ips, x) ||
-            (old_format && !cJSON_AddStringToObject(x, "version", "4")) ||
-            !cJSON_AddStringToObject(x, "address", addr) || !cJSON_AddStringToObject(x, "gateway", gw) ||
-            !cJSON_AddNumberToObject(x, "interface", pod_if))
+        if (a->addr && (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(ips, x) ||
+                        (old_format && !cJSON_AddStringToObject(x, "version", "4")) ||
+                        !cJSON_AddStringToObject(x, "address", addr) || !cJSON_AddStringToObject(x, "gateway", gw) ||
+                        !cJSON_AddNumberToObject(x, "interface", pod_if)))
                 return NULL;
-        if (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(routes, x) ||
-            !cJSON_AddStringToObject(x, "dst", "0.0.0.0/0") || !cJSON_AddStringToObject(x, "gw", gw))
+        if (a->addr && (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(routes, x) ||
+                        !cJSON_AddStringToObject(x, "dst", "0.0.0.0/0") || !cJSON_AddStringToObject(x, "gw", gw)))
+                return NULL;
+        if (a->has_addr6 && (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(ips, x) ||
+                             (old_format && !cJSON_AddStringToObject(x, "version", "6")) ||
+                             !cJSON_AddStringToObject(x, "address", addr6) ||
+                             !cJSON_AddStringToObject(x, "gateway", WIRE6_GATEWAY) ||
+                             !cJSON_AddNumberToObject(x, "interface", pod_if)))
+                return NULL;
+        if (a->has_addr6 && (!(x = cJSON_CreateObject()) || !cJSON_AddItemToArray(routes, x) ||
+                             !cJSON_AddStringToObject(x, "dst", "::/0") || !cJSON_AddStringToObject(x, "gw", WIRE6_GATEWAY)))
                 return NULL;
         return TAKE_PTR(o);
 }
@@ -121,6 +135,8 @@ static struct wire_params wire_params_of(const struct podnet *p, const struct ip
                 .netns_path = netns ? netns : a->netns,
                 .netns_fd = netns_fd,
                 .addr = a->addr,
+                .has_addr6 = a->has_addr6,
+                .addr6 = a->addr6,
                 .gateway = p->gateway,
                 .mtu = p->settings->mtu,
         };
@@ -158,12 +174,72 @@ static int reply_name_taken(struct podnet *p, struct api_request *req, const str
                            "pinion deletes only interfaces it created: remove or rename it", host_ifname);
 }
 
+/* A dynamic address, or the one the runtime asked for (CNI_ARGS IP=, runtimeConfig ips). */
+static int allocate(struct podnet *p, const struct cni_request *cr, const struct ipam_owner *owner,
+                    const struct ipam_allocation **ret) {
+        struct in6_addr addr6 = {};
+        uint32_t addr = 0;
+
+        if ((cr->requested_ip4 && inet_pton(AF_INET, cr->requested_ip4, &addr) != 1) ||
+            (cr->requested_ip6 && inet_pton(AF_INET6, cr->requested_ip6, &addr6) != 1))
+                return -ERANGE;
+        addr = ntohl(addr);
+        return ipam_allocate_request(p->ipam, cr->container_id, cr->ifname, owner, cr->requested_ip4 ? &addr : NULL,
+                                     cr->requested_ip6 ? &addr6 : NULL, now_usec(CLOCK_REALTIME), ret);
+}
+
+/* A requested address that cannot be had: nothing was allocated. */
+static int reply_request_refused(struct podnet *p, struct api_request *req, const struct cni_request *cr, int error) {
+        const struct ipam_allocation *a = ipam_find(p->ipam, cr->container_id, cr->ifname), *other = NULL;
+        char want[2 * INET6_ADDRSTRLEN + 2], held[INET6_ADDRSTRLEN + 18] = "";
+        struct in6_addr addr6;
+        uint32_t addr;
+
+        snprintf(want, sizeof(want), "%s%s%s", strempty(cr->requested_ip4), cr->requested_ip4 && cr->requested_ip6 ? "," : "",
+                 strempty(cr->requested_ip6));
+
+        log_module_info(MODULE, "ADD %s/%s: requested address %s refused: %s", cr->container_id, cr->ifname, want,
+                        strerror(-error));
+        switch (error) {
+        case -EAFNOSUPPORT:
+                return reply_error(p, req, 400, cr, CNI_ERR_ADDRESS_UNUSABLE, "no pool for the requested address",
+                                   "%s: the pod network has no pool of that family (pod-cidr %s)", want, ipam_cidr(p->ipam));
+        case -EEXIST:
+                if (a && a->addr)
+                        ipam_format_addr(a->addr, held);
+                if (a && a->has_addr6) {
+                        size_t n = strlen(held);
+                        held[n] = n ? ',' : '\0';
+                        ipam_format_addr6(&a->addr6, held + (n ? n + 1 : 0));
+                }
+                return reply_error(p, req, 409, cr, CNI_ERR_ADDRESS_UNUSABLE, "the attachment holds another address",
+                                   "%s/%s holds %s; a repeated ADD cannot ask for %s", cr->container_id, cr->ifname, held,
+                                   want);
+        case -EADDRINUSE:
+                if (cr->requested_ip4 && inet_pton(AF_INET, cr->requested_ip4, &addr) == 1)
+                        other = ipam_find_addr(p->ipam, ntohl(addr));
+                if (!other && cr->requested_ip6 && inet_pton(AF_INET6, cr->requested_ip6, &addr6) == 1)
+                        other = ipam_find_addr6(p->ipam, &addr6);
+                return reply_error(p, req, 409, cr, CNI_ERR_ADDRESS_TAKEN, "the requested address is in use",
+                                   "%s is held by attachment %s/%s (pod %s/%s)", want, other ? other->container_id : "?",
+                                   other ? other->ifname : "?", other ? strempty(other->pod_namespace) : "",
+                                   other ? strempty(other->pod_name) : "");
+        case -EBUSY:
+                return reply_error(p, req, 503, cr, CNI_ERR_TRY_AGAIN_LATER, "the requested address is in quarantine",
+                                   "%s was released less than address-quarantine ago; ask again later", want);
+        default:
+                return reply_error(p, req, 400, cr, CNI_ERR_ADDRESS_UNUSABLE, "the requested address is outside the pool",
+                                   "%s is not a pod address of %s (its network, broadcast and subnet-router addresses are not)", want,
+                                   ipam_cidr(p->ipam));
+        }
+}
+
 static int cni_add(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         const struct ipam_allocation *a;
         struct wire_result w = {};
         _cleanup_close_ int netns_fd = -EBADF;
-        char host_ifname[16], ip[16];
+        char host_ifname[16], ip[16], ip6[INET6_ADDRSTRLEN];
         usec_t start = now_usec(CLOCK_MONOTONIC);
         bool fresh;
         int r;
@@ -184,7 +260,9 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 .network = cr->network_name,
                 .mtu = p->settings->mtu,
         };
-        r = ipam_allocate(p->ipam, cr->container_id, cr->ifname, &owner, now_usec(CLOCK_REALTIME), &a);
+        r = allocate(p, cr, &owner, &a);
+        if (r == -ERANGE || r == -EEXIST || r == -EADDRINUSE || r == -EBUSY || r == -EAFNOSUPPORT)
+                return reply_request_refused(p, req, cr, r);
         if (r == -ENOSPC) {
                 log_module_warning(MODULE, "No free address in %s for %s/%s", ipam_cidr(p->ipam), strempty(cr->k8s_namespace),
                                    strempty(cr->k8s_name));
@@ -250,8 +328,11 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
 
         podnet_store_set_ip(mi, a, true);
         ipam_format_addr(a->addr, ip);
+        ipam_format_addr6(&a->addr6, ip6);
         (void) metric_observe(p->m_setup, (double) (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_SEC);
-        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Wired %s in %s: %s/32 via %s", a->ifname, cr->netns, ip, a->host_ifname);
+        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Wired %s in %s: %s%s%s%s%s via %s", a->ifname, cr->netns,
+                                         a->addr ? ip : "", a->addr ? "/32" : "", a->addr && a->has_addr6 ? " " : "",
+                                         a->has_addr6 ? ip6 : "", a->has_addr6 ? "/128" : "", a->host_ifname);
         cJSON *result = build_result(p, cr, a, &w);
         if (!result) {
                 /* Out of memory: the runtime sees a failure, so nothing may stay wired for it. */
@@ -292,7 +373,7 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
         struct podnet *p = mi->data;
         const struct ipam_allocation *a = ipam_find(p->ipam, cr->container_id, cr->ifname);
         _cleanup_free_ char *drift = NULL;
-        char ip[16], addr[32];
+        char ip[INET6_ADDRSTRLEN], addr[INET6_ADDRSTRLEN + 8], addr6[INET6_ADDRSTRLEN + 8];
         int r;
 
         if (!a)
@@ -300,9 +381,16 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
                                    "no address for %s/%s", cr->container_id, cr->ifname);
         ipam_format_addr(a->addr, ip);
         snprintf(addr, sizeof(addr), "%s/32", ip);
-        if (cr->prev_result && !prev_result_has(cr->prev_result, addr))
+        ipam_format_addr6(&a->addr6, ip);
+        snprintf(addr6, sizeof(addr6), "%s/128", ip);
+        /* prevResult must list every address the agent gave the attachment. */
+        const char *missing = !cr->prev_result                                   ? NULL
+                              : a->addr && !prev_result_has(cr->prev_result, addr) ? addr
+                              : a->has_addr6 && !prev_result_has(cr->prev_result, addr6) ? addr6
+                                                                                          : NULL;
+        if (missing)
                 return reply_error(p, req, 409, cr, CNI_ERR_DRIFT, "prevResult does not match",
-                                   "the agent gave %s to %s/%s; prevResult does not list it", addr, cr->container_id,
+                                   "the agent gave %s to %s/%s; prevResult does not list it", missing, cr->container_id,
                                    cr->ifname);
         _cleanup_close_ int netns_fd = -EBADF;
         r = wire_netns_open(cr->netns, p->host_netns_fd, &netns_fd);
@@ -394,10 +482,14 @@ static int cni_status(struct module_instance *mi, struct api_request *req, const
         if (mi->state != MODULE_RUNNING || !p->ipam)
                 return reply_error(p, req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available", "podnet is %s%s%s",
                                    module_state_to_string(mi->state), mi->reason ? ": " : "", strempty(mi->reason));
+        /* An ADD needs an address of every family the pods get. */
         ipam_usage(p->ipam, now_usec(CLOCK_REALTIME), &u);
-        if (u.free == 0)
+        const char *full = ipam_has_family(p->ipam, AF_INET) && u.free == 0 ? ipam_cidr4(p->ipam) : NULL;
+        if (ipam_usage6(p->ipam, now_usec(CLOCK_REALTIME), &u) && u.free == 0)
+                full = ipam_cidr6(p->ipam);
+        if (full)
                 return reply_error(p, req, 503, cr, CNI_ERR_NOT_AVAILABLE, "the pod network is not available",
-                                   "no free address in %s", ipam_cidr(p->ipam));
+                                   "no free address in %s", full);
         return reply_ok(req, NULL);
 }
 

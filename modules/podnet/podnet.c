@@ -26,17 +26,16 @@
 #include "strv.h"
 #include "wire.h"
 
-/* "10.1.2.0/24": an IPv4 network with a prefix of /8 to /30 (a /31 or /32 leaves no pods). */
+/* "10.1.2.0/24" (an IPv4 network, /8 to /30: a /31 or /32 leaves no pods), "fd00:1::/64" (IPv6,
+ * /48 to /126), or one of each separated by a comma or blanks (dual-stack). */
 static int parse_cidr(const char *v, void *ret, const char **reason) {
-        uint32_t network;
-        unsigned prefix;
+        _cleanup_free_ char *v4 = NULL, *v6 = NULL;
 
         if (isempty(v))
                 return config_parse_string(v, ret, reason);
-        if (ipam_parse_cidr(v, &network, &prefix) < 0) {
-                *reason = "expected an IPv4 CIDR such as 10.1.2.0/24 (prefix /8 to /30)";
-                return -EINVAL;
-        }
+        int r = ipam_parse_pod_cidrs(v, &v4, &v6, reason);
+        if (r < 0)
+                return r;
         return config_parse_string(v, ret, reason);
 }
 
@@ -61,12 +60,15 @@ static const struct config_key podnet_keys[] = {
 #undef FIELD
 
 /* The pods route everything via host-gateway: inside their own CIDR it would be a pod's address. */
-static bool gateway_in_cidr(const char *gateway, const char *cidr) {
+static bool gateway_in_cidr(const char *gateway, const char *cidrs) {
+        _cleanup_free_ char *cidr = NULL, *v6 = NULL;
+        const char *reason = NULL;
         uint32_t net, gw;
         unsigned prefix;
         struct in_addr in;
 
-        if (ipam_parse_cidr(cidr, &net, &prefix) < 0 || inet_pton(AF_INET, gateway, &in) != 1)
+        if (ipam_parse_pod_cidrs(cidrs, &cidr, &v6, &reason) < 0 || !cidr || ipam_parse_cidr(cidr, &net, &prefix) < 0 ||
+            inet_pton(AF_INET, gateway, &in) != 1)
                 return false;
         gw = ntohl(in.s_addr);
         return (gw & (UINT32_MAX << (32 - prefix))) == net;
@@ -118,6 +120,12 @@ static void collect_podnet(struct metrics *metrics, void *userdata) {
         (void) metric_set(p->m_pool, (double) u.quarantined, "quarantined");
         (void) metric_set(p->m_pool, (double) u.free, "free");
         (void) metric_set(p->m_pool, (double) u.size, "size");
+        if (ipam_usage6(p->ipam, now_usec(CLOCK_REALTIME), &u)) {
+                (void) metric_set(p->m_pool6, (double) u.allocated, "allocated");
+                (void) metric_set(p->m_pool6, (double) u.quarantined, "quarantined");
+                (void) metric_set(p->m_pool6, (double) u.free, "free");
+                (void) metric_set(p->m_pool6, (double) u.size, "size");
+        }
 }
 
 static int podnet_register(struct module_instance *mi) {
@@ -131,7 +139,8 @@ static int podnet_register(struct module_instance *mi) {
         const struct metric_def families[] = {
                 { METRIC_COUNTER, "pinion_podnet_operations_total", "CNI operations by verb (ADD, DEL, CHECK, STATUS, GC, VERSION; invalid: unparsable) and result (ok, error).", verb_result, NULL, 0, &p->m_ops },
                 { METRIC_HISTOGRAM, "pinion_podnet_setup_seconds", "Time to wire a pod (a successful ADD: allocation, veth, addresses, routes).", NULL, buckets, ELEMENTSOF(buckets), &p->m_setup },
-                { METRIC_GAUGE, "pinion_podnet_pool_addresses", "Pod CIDR addresses by state: allocated, quarantined (recently released), free, size (usable in all).", state, NULL, 0, &p->m_pool },
+                { METRIC_GAUGE, "pinion_podnet_pool_addresses", "IPv4 pod CIDR addresses by state: allocated, quarantined (recently released), free, size (usable in all).", state, NULL, 0, &p->m_pool },
+                { METRIC_GAUGE, "pinion_podnet_ipv6_pool_addresses", "IPv6 pod CIDR addresses by state (with an IPv6 pod-cidr): allocated, quarantined, free, size.", state, NULL, 0, &p->m_pool6 },
         };
         if (!p->metrics_reg) {
                 r = metrics_register(m->metrics, families, ELEMENTSOF(families), collect_podnet, mi, &p->metrics_reg);
@@ -246,8 +255,8 @@ static int podnet_open(struct module_instance *mi) {
         (void) fsutil_cleanup_temp(dir);
         r = ipam_new(p->cidr, p->settings->address_quarantine, p->state_file, &p->ipam, &error);
         if (r == -EBADMSG) {
-                module_set_state(mi, MODULE_FAILED, "%s is damaged (%s); move it away to start with an empty pool",
-                                 p->state_file, strempty(error));
+                module_set_state(mi, MODULE_FAILED, "the pod address state is damaged (%s); move %s and its journal "
+                                 "away to start with an empty pool", strempty(error), p->state_file);
                 return 0;
         }
         if (r < 0) {
@@ -266,10 +275,15 @@ static int podnet_open(struct module_instance *mi) {
         for (size_t i = 0; i < ipam_count(p->ipam); i++)
                 podnet_store_set_ip(mi, ipam_get(p->ipam, i), true);
 
-        /* Routing between pods and the host needs forwarding. */
-        r = wire_sysctl_write("net/ipv4/ip_forward", "1");
+        /* Routing between pods and the host needs forwarding, for each family the pods have. */
+        r = ipam_has_family(p->ipam, AF_INET) ? wire_sysctl_write("net/ipv4/ip_forward", "1") : 0;
         if (r < 0) {
                 module_set_state(mi, MODULE_DEGRADED, "cannot enable net.ipv4.ip_forward: %s", strerror(-r));
+                return 0;
+        }
+        r = ipam_has_family(p->ipam, AF_INET6) ? wire_sysctl_write("net/ipv6/conf/all/forwarding", "1") : 0;
+        if (r < 0) {
+                module_set_state(mi, MODULE_DEGRADED, "cannot enable net.ipv6.conf.all.forwarding: %s", strerror(-r));
                 return 0;
         }
         log_module_info(MODULE, "Pod network %s%s: %zu allocation(s) restored from %s", p->cidr,

@@ -8,7 +8,9 @@
  *   attachment.c   one attachment's pod store IP and release, and the host veths the reaper is
  *                  deleting
  *   cni.c          the protocol (request parsing shared with the plugin, errors)
- *   ipam.c         the address pool and its crash-safe state file
+ *   ipam.c         the address pools (IPv4, IPv6): allocation, quarantine
+ *   ipam-index.c   address parsing and the allocations' hash tables
+ *   ipam-state.c   the crash-safe state: snapshot + journal
  *   wire.c         the kernel state over rtnetlink
  *   reaper.c       host veth deletion off the loop */
 
@@ -62,6 +64,7 @@ struct podnet {
         struct metric_family *m_ops;   /* pinion_podnet_operations_total{verb,result} */
         struct metric_family *m_setup; /* pinion_podnet_setup_seconds */
         struct metric_family *m_pool;  /* pinion_podnet_pool_addresses{state} */
+        struct metric_family *m_pool6; /* pinion_podnet_ipv6_pool_addresses{state} */
 };
 
 /* Logs about one attachment carry its pod (uid, namespace/name) as structured fields. */

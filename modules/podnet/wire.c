@@ -25,20 +25,13 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
-#include "wire.h"
+#include "wire-internal.h"
 
 #define NL_BUF_SIZE 32768
 #define ALIAS_SIZE 256 /* IFALIASZ: 255 bytes and the NUL */
-#define MSG_BUF_SIZE 4096 /* one request: a few attributes */
 /* The kernel answers a request at once; a reply that does not come in this time is lost (the
  * loop must not wait for it forever). */
 #define NL_RECV_TIMEOUT_SEC 5
-
-struct nl {
-        struct mnl_socket *sock;
-        unsigned portid;
-        unsigned seq;
-};
 
 static void nl_close(struct nl *nl) {
         if (nl->sock)
@@ -81,7 +74,7 @@ static int nl_open_in(struct nl *nl, int host_netns_fd, int netns_fd) {
 }
 
 /* Sends one request and reads until its ACK (or the end of its dump), calling cb per message. */
-static int nl_talk(struct nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data) {
+int wire_nl_talk(struct nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data) {
         _cleanup_free_ char *buf = malloc(NL_BUF_SIZE);
         unsigned seq = ++nl->seq;
         int r;
@@ -103,7 +96,7 @@ static int nl_talk(struct nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
         }
 }
 
-static struct nlmsghdr *msg_new(char *buf, uint16_t type, uint16_t flags) {
+struct nlmsghdr *wire_msg_new(char *buf, uint16_t type, uint16_t flags) {
         struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
         nlh->nlmsg_type = type;
         nlh->nlmsg_flags = NLM_F_REQUEST | flags;
@@ -172,14 +165,14 @@ static int link_cb(const struct nlmsghdr *nlh, void *data) {
 
 static int link_get(struct nl *nl, const char *name, struct link_info *ret) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_GETLINK, NLM_F_ACK); /* the link, then the ACK */
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_GETLINK, NLM_F_ACK); /* the link, then the ACK */
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
         struct link_info li = {};
         int r;
 
         ifi->ifi_family = AF_UNSPEC;
         mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-        r = nl_talk(nl, nlh, link_cb, &li);
+        r = wire_nl_talk(nl, nlh, link_cb, &li);
         if (r < 0)
                 return r;
         if (li.index <= 0)
@@ -190,7 +183,7 @@ static int link_get(struct nl *nl, const char *name, struct link_info *ret) {
 
 static int link_set_up(struct nl *nl, int index, unsigned mtu) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
 
         ifi->ifi_family = AF_UNSPEC;
@@ -199,18 +192,18 @@ static int link_set_up(struct nl *nl, int index, unsigned mtu) {
         ifi->ifi_change = IFF_UP;
         if (mtu > 0)
                 mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
-        return nl_talk(nl, nlh, NULL, NULL);
+        return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
 static int link_del_index(struct nl *nl, int index) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_DELLINK, NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_DELLINK, NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
         int r;
 
         ifi->ifi_family = AF_UNSPEC;
         ifi->ifi_index = index;
-        r = nl_talk(nl, nlh, NULL, NULL);
+        r = wire_nl_talk(nl, nlh, NULL, NULL);
         return r == -ENODEV ? 0 : r;
 }
 
@@ -219,14 +212,14 @@ static int link_del_index(struct nl *nl, int index) {
  * adopts (its allocation was recorded before the veth was made: adopt_unmarked). */
 static int link_set_mark(struct nl *nl, int index, const char *container_id) {
         char buf[MSG_BUF_SIZE], mark[ALIAS_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
 
         snprintf(mark, sizeof(mark), "%s%s", WIRE_MARK_PREFIX, container_id ? container_id : "");
         ifi->ifi_family = AF_UNSPEC;
         ifi->ifi_index = index;
         mnl_attr_put_strz(nlh, IFLA_IFALIAS, mark);
-        return nl_talk(nl, nlh, NULL, NULL);
+        return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
 static bool link_is_ours(const struct link_info *li, bool adopt_unmarked) {
@@ -256,13 +249,13 @@ static int link_del_ours(struct nl *nl, const char *name, bool adopt_unmarked) {
 
 static int link_del(struct nl *nl, const char *name) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_DELLINK, NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_DELLINK, NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
         int r;
 
         ifi->ifi_family = AF_UNSPEC;
         mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-        r = nl_talk(nl, nlh, NULL, NULL);
+        r = wire_nl_talk(nl, nlh, NULL, NULL);
         return r == -ENODEV ? 0 : r;
 }
 
@@ -286,7 +279,7 @@ static int random_mac(uint8_t mac[6]) {
  * every packet from the pod would be dropped. An address set at creation is left alone. */
 static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
         struct nlattr *linkinfo, *data, *peer;
         struct ifinfomsg *pifi;
@@ -316,14 +309,14 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         mnl_attr_nest_end(nlh, peer);
         mnl_attr_nest_end(nlh, data);
         mnl_attr_nest_end(nlh, linkinfo);
-        return nl_talk(nl, nlh, NULL, NULL);
+        return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
 /* ---- addresses, routes, neighbours ---- */
 
 static int addr_add(struct nl *nl, int index, uint32_t addr) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
         struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
         uint32_t be = htonl(addr);
 
@@ -333,12 +326,12 @@ static int addr_add(struct nl *nl, int index, uint32_t addr) {
         ifa->ifa_index = (unsigned) index;
         mnl_attr_put_u32(nlh, IFA_LOCAL, be);
         mnl_attr_put_u32(nlh, IFA_ADDRESS, be);
-        return nl_talk(nl, nlh, NULL, NULL);
+        return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
 static int route_add(struct nl *nl, uint32_t dst, unsigned dst_len, uint32_t gw, int oif, unsigned char scope) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
         struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
 
         rtm->rtm_family = AF_INET;
@@ -354,7 +347,7 @@ static int route_add(struct nl *nl, uint32_t dst, unsigned dst_len, uint32_t gw,
         if (gw)
                 mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gw));
         mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t) oif);
-        return nl_talk(nl, nlh, NULL, NULL);
+        return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
 static int parse_mac(const char *s, uint8_t mac[6]) {
@@ -368,7 +361,7 @@ static int parse_mac(const char *s, uint8_t mac[6]) {
 
 static int neigh_add(struct nl *nl, int index, uint32_t addr, const char *mac) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
         struct ndmsg *nd = mnl_nlmsg_put_extra_header(nlh, sizeof(*nd));
         uint8_t ll[6];
 
@@ -379,7 +372,7 @@ static int neigh_add(struct nl *nl, int index, uint32_t addr, const char *mac) {
         nd->ndm_state = NUD_PERMANENT;
         mnl_attr_put_u32(nlh, NDA_DST, htonl(addr));
         mnl_attr_put(nlh, NDA_LLADDR, sizeof(ll), ll);
-        return nl_talk(nl, nlh, NULL, NULL);
+        return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
 /* ---- dumps, for CHECK ---- */
@@ -436,13 +429,13 @@ static int route_cb(const struct nlmsghdr *nlh, void *data) {
 
 static int route_exists(struct nl *nl, uint32_t dst, unsigned dst_len, uint32_t gw, int oif, bool *ret) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_GETROUTE, NLM_F_DUMP);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_GETROUTE, NLM_F_DUMP);
         struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
         struct route_query q = { .dst = dst_len ? dst : 0, .dst_len = dst_len, .gw = gw, .oif = oif };
         int r;
 
         rtm->rtm_family = AF_INET;
-        r = nl_talk(nl, nlh, route_cb, &q);
+        r = wire_nl_talk(nl, nlh, route_cb, &q);
         if (r < 0)
                 return r;
         *ret = q.found;
@@ -479,13 +472,13 @@ static int addr_cb(const struct nlmsghdr *nlh, void *data) {
 
 static int addr_exists(struct nl *nl, int index, uint32_t addr, bool *ret) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = msg_new(buf, RTM_GETADDR, NLM_F_DUMP);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_GETADDR, NLM_F_DUMP);
         struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
         struct addr_query q = { .index = index, .addr = addr };
         int r;
 
         ifa->ifa_family = AF_INET;
-        r = nl_talk(nl, nlh, addr_cb, &q);
+        r = wire_nl_talk(nl, nlh, addr_cb, &q);
         if (r < 0)
                 return r;
         *ret = q.found;
@@ -528,7 +521,7 @@ int wire_sysctl_read(const char *key, char *buf, size_t size) {
         return 0;
 }
 
-static int host_sysctls(const char *host_ifname) {
+static int host_sysctls(const char *host_ifname, bool v6) {
         char key[128];
         int r;
 
@@ -540,6 +533,8 @@ static int host_sysctls(const char *host_ifname) {
                 return r;
         snprintf(key, sizeof(key), "net/ipv4/neigh/%s/proxy_delay", host_ifname);
         (void) wire_sysctl_write(key, "0");
+        if (v6)
+                return wire6_host_sysctls(host_ifname);
         /* The host end carries no IPv6: no router solicitations, no link-local noise. */
         snprintf(key, sizeof(key), "net/ipv6/conf/%s/disable_ipv6", host_ifname);
         (void) wire_sysctl_write(key, "1");
@@ -612,23 +607,29 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         if (r >= 0)
                 r = link_set_mark(&host, hl.index, p->container_id);
         if (r >= 0)
-                r = host_sysctls(p->host_ifname);
+                r = host_sysctls(p->host_ifname, p->has_addr6);
         if (r >= 0)
                 r = link_set_up(&host, hl.index, 0);
-        if (r >= 0)
+        if (r >= 0 && p->addr)
                 r = route_add(&host, p->addr, 32, 0, hl.index, RT_SCOPE_LINK);
+        if (r >= 0 && p->has_addr6)
+                r = wire6_add_host(&host, hl.index, &p->addr6);
         if (r >= 0)
                 r = nl_open_in(&pod, host_netns_fd, p->netns_fd);
         if (r >= 0)
                 r = link_get(&pod, p->ifname, &pl);
-        if (r >= 0)
+        if (r >= 0 && p->addr)
                 r = addr_add(&pod, pl.index, p->addr);
+        if (r >= 0 && p->has_addr6)
+                r = wire6_add_pod_addr(&pod, pl.index, &p->addr6);
         if (r >= 0)
                 r = link_set_up(&pod, pl.index, 0);
-        if (r >= 0)
+        if (r >= 0 && p->addr)
                 r = neigh_add(&pod, pl.index, p->gateway, hl.mac);
-        if (r >= 0)
+        if (r >= 0 && p->addr)
                 r = route_add(&pod, 0, 0, p->gateway, pl.index, RT_SCOPE_UNIVERSE);
+        if (r >= 0 && p->has_addr6)
+                r = wire6_add_pod_routes(&pod, pl.index, hl.mac);
         nl_close(&pod);
         if (r < 0) {
                 (void) link_del(&host, p->host_ifname);
@@ -653,7 +654,7 @@ int wire_del(const char *host_ifname) {
         return r;
 }
 
-_printf_(2, 3) static int drift(char **ret, const char *format, ...) {
+_printf_(2, 3) int wire_drift(char **ret, const char *format, ...) {
         va_list ap;
         int r;
 
@@ -682,30 +683,34 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
                 return r;
         r = link_get(&host, p->host_ifname, &hl);
         if (r == -ENODEV) {
-                r = drift(ret_drift, "host interface %s is missing", p->host_ifname);
+                r = wire_drift(ret_drift, "host interface %s is missing", p->host_ifname);
                 goto out;
         }
         if (r < 0)
                 goto out;
         if (!link_is_ours(&hl, true)) {
-                r = drift(ret_drift, "host interface %s is not pinion's (kind %s, alias \"%s\")", p->host_ifname,
+                r = wire_drift(ret_drift, "host interface %s is not pinion's (kind %s, alias \"%s\")", p->host_ifname,
                           hl.kind[0] ? hl.kind : "none", hl.alias);
                 goto out;
         }
         if (!(hl.flags & IFF_UP)) {
-                r = drift(ret_drift, "host interface %s is down", p->host_ifname);
+                r = wire_drift(ret_drift, "host interface %s is down", p->host_ifname);
                 goto out;
         }
-        r = route_exists(&host, p->addr, 32, 0, hl.index, &ok);
+        ok = true;
+        r = p->addr ? route_exists(&host, p->addr, 32, 0, hl.index, &ok) : 0;
         if (r < 0)
                 goto out;
         if (!ok) {
-                r = drift(ret_drift, "host route %s/32 dev %s is missing", ip, p->host_ifname);
+                r = wire_drift(ret_drift, "host route %s/32 dev %s is missing", ip, p->host_ifname);
                 goto out;
         }
+        r = p->has_addr6 ? wire6_check_host(&host, hl.index, p, ret_drift) : 0;
+        if (r < 0)
+                goto out;
         snprintf(key, sizeof(key), "net/ipv4/conf/%s/proxy_arp", p->host_ifname);
         if (wire_sysctl_read(key, val, sizeof(val)) < 0 || !streq(val, "1")) {
-                r = drift(ret_drift, "proxy_arp is off on %s", p->host_ifname);
+                r = wire_drift(ret_drift, "proxy_arp is off on %s", p->host_ifname);
                 goto out;
         }
 
@@ -714,31 +719,34 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
                 goto out;
         r = link_get(&pod, p->ifname, &pl);
         if (r == -ENODEV) {
-                r = drift(ret_drift, "interface %s is missing in %s", p->ifname, p->netns_path);
+                r = wire_drift(ret_drift, "interface %s is missing in %s", p->ifname, p->netns_path);
                 goto out;
         }
         if (r < 0)
                 goto out;
         if (!(pl.flags & IFF_UP)) {
-                r = drift(ret_drift, "interface %s is down in %s", p->ifname, p->netns_path);
+                r = wire_drift(ret_drift, "interface %s is down in %s", p->ifname, p->netns_path);
                 goto out;
         }
         if (p->mtu && pl.mtu != p->mtu) {
-                r = drift(ret_drift, "interface %s has MTU %u, ADD set %u", p->ifname, pl.mtu, p->mtu);
+                r = wire_drift(ret_drift, "interface %s has MTU %u, ADD set %u", p->ifname, pl.mtu, p->mtu);
                 goto out;
         }
+        r = p->has_addr6 ? wire6_check_pod(&pod, pl.index, p, ret_drift) : 0;
+        if (r < 0 || !p->addr)
+                goto out;
         r = addr_exists(&pod, pl.index, p->addr, &ok);
         if (r < 0)
                 goto out;
         if (!ok) {
-                r = drift(ret_drift, "address %s/32 is missing on %s", ip, p->ifname);
+                r = wire_drift(ret_drift, "address %s/32 is missing on %s", ip, p->ifname);
                 goto out;
         }
         r = route_exists(&pod, 0, 0, p->gateway, pl.index, &ok);
         if (r < 0)
                 goto out;
         if (!ok)
-                r = drift(ret_drift, "default route via %s dev %s is missing", gw, p->ifname);
+                r = wire_drift(ret_drift, "default route via %s dev %s is missing", gw, p->ifname);
 out:
         nl_close(&pod);
         nl_close(&host);

@@ -8,6 +8,12 @@
  *   route 10.x.y.z/32 dev pinXXXXXXXX             default via 169.254.1.1 dev CNI_IFNAME onlink
  *                                                 neigh 169.254.1.1 lladdr <host end's MAC>
  *
+ * With an IPv6 address too (dual-stack, or IPv6 only), routed the same way (wire6.c):
+ *   pinXXXXXXXX fe80::1/64 (nodad)            ──  CNI_IFNAME fd00::z/128 (nodad)
+ *   route fd00::z/128 dev pinXXXXXXXX             default via fe80::1 dev CNI_IFNAME
+ *                                                 neigh fe80::1 lladdr <host end's MAC>
+ * (every host end carries the same link-local gateway address: it is only ever used on its link).
+ *
  * The pod end is created directly inside the namespace under its final name (IFLA_NET_NS_FD on
  * the veth peer), so there is no move or rename step to fail half-way. Work inside the pod's
  * namespace uses a netlink socket opened there: setns() into it, socket(), setns() back — the
@@ -21,12 +27,14 @@
  *
  * Library-like: no logging; errors are negative errno and, for CHECK, a description of the drift. */
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "macro.h"
 
 #define WIRE_MARK_PREFIX "pinion:"
+#define WIRE6_GATEWAY "fe80::1"
 
 struct wire_params {
         const char *host_ifname; /* "pin%08x" */
@@ -35,7 +43,9 @@ struct wire_params {
         const char *ifname;      /* CNI_IFNAME inside the pod */
         const char *netns_path;  /* CNI_NETNS (for messages) */
         int netns_fd;            /* CNI_NETNS opened by wire_netns_open() */
-        uint32_t addr;           /* host byte order */
+        uint32_t addr;           /* host byte order; 0: no IPv4 */
+        bool has_addr6;
+        struct in6_addr addr6;
         uint32_t gateway;        /* host-gateway, host byte order */
         unsigned mtu;
 };

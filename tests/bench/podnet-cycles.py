@@ -7,9 +7,15 @@ pod sandbox does (created and removed outside the timed part). Prints the median
 the ratios (pinion / reference; below 1 is faster). Everything it creates (namespaces, the bridge,
 the agent, temp dirs) is removed at the end.
 
-  --cycles N   measured cycles per plugin (default 100), after 3 warm-up cycles each"""
+Then the IPAM's scaling: the same pinion-cni cycle against two more agents, one holding 10
+allocations and one holding 4,000 (pre-filled through the state file, all in one /20), interleaved
+the same way; the ratio of the two shows whether a change costs O(1) in the allocations held.
+
+  --cycles N   measured cycles per plugin (default 100), after 3 warm-up cycles each
+  --held N     allocations held by the large agent (default 4000; 0 skips the comparison)"""
 
 import argparse
+import ipaddress
 import json
 import os
 import shutil
@@ -32,9 +38,31 @@ def percentile(values, p):
     return s[k]
 
 
+def prefill(state_dir, cidr, n, netns_path):
+    """A state file holding n allocations (the first n addresses of cidr), as if n pods were wired."""
+    net = ipaddress.ip_network(cidr)
+    allocs = []
+    for i in range(n):
+        allocs.append({"ip": str(net[1 + i]), "containerID": "held%d" % i, "ifname": "eth0", "netns": netns_path,
+                       "hostIfname": "pinh%07x" % i, "network": "bench-held", "since": time.time()})
+    d = os.path.join(state_dir, "podnet")
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    with open(os.path.join(d, "allocations.json"), "w") as f:
+        json.dump({"version": 1, "cidr": cidr, "cursor": str(net[n]), "allocations": allocs, "quarantine": [],
+                   "deleting": []}, f)
+
+
+def podnet_allocated(agent):
+    for m in agent.status()["modules"]:
+        if m["name"] == "podnet":
+            return m["details"]["pool"]["allocated"]
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=100)
+    ap.add_argument("--held", type=int, default=4000)
     ap.add_argument("--json", help="the figures in the common schema (tests/bench/benchjson.py)")
     opts = ap.parse_args()
     bj = BenchJson("podnet", "Pod network: pinion-cni ADD+DEL cycles against the reference plugins")
@@ -43,6 +71,7 @@ def main():
     tag = "%d" % (os.getpid() % 100000)
     bridge = "pnbr%s" % tag
     agent = None
+    held_agents = []
     nss = []
     try:
         agent = Agent(config={"network": {"pod-cidr": free_pod_cidr(), "address-quarantine": "0s"},
@@ -59,6 +88,23 @@ def main():
                                   "ipam": {"type": "host-local", "subnet": free_pod_cidr(),
                                            "dataDir": os.path.join(tmp, "bridge")}}),
         }
+        holder = None
+        if opts.held > 0:
+            # The held allocations name a live namespace, so that nothing takes them for leaks.
+            holder = Netns("pinion-podnet-%d-bench-holder" % os.getpid())
+            nss.append(holder)
+            for n in (10, opts.held):
+                cidr = free_pod_cidr(prefix=20)
+                ha = Agent(config={"network": {"pod-cidr": cidr, "address-quarantine": "0s"},
+                                   "agent": {"log-level": "info"}})
+                prefill(ha.state_dir, cidr, n, holder.path)
+                ha.start()
+                held_agents.append(ha)
+                got = podnet_allocated(ha)
+                if got != n:
+                    raise SystemExit("the agent pre-filled with %d allocations holds %d" % (n, got))
+                plugins["held-%d" % n] = (PINION_CNI, {"cniVersion": "1.1.0", "name": "bench-pinion", "type": "pinion-cni",
+                                                       "socket": ha.socket})
         times = {name: [] for name in plugins}
 
         def cycle(name, i):
@@ -89,7 +135,7 @@ def main():
                 times[name].append(cycle(name, 1000 + i))
 
         rows = []
-        for name in plugins:
+        for name in [n for n in plugins if not n.startswith("held-")]:
             t = times[name]
             rows.append((name, percentile(t, 50) * 1000, percentile(t, 99) * 1000))
         print("podnet benchmark: ADD+DEL cycles, %d per plugin, interleaved, same machine and run" % opts.cycles)
@@ -105,6 +151,19 @@ def main():
             bj.row("ADD+DEL cycle, median", round(pin[1], 2), round(med, 2), "%s + host-local" % name, "ms",
                    goal=goal, met=None if goal is None else pin[1] / med <= 0.5)
             bj.row("ADD+DEL cycle, p99", round(pin[2], 2), round(p99, 2), "%s + host-local" % name, "ms")
+        if opts.held > 0:
+            small, large = "held-10", "held-%d" % opts.held
+            ms, ls = (percentile(times[small], 50) * 1000, percentile(times[large], 50) * 1000)
+            mp, lp = (percentile(times[small], 99) * 1000, percentile(times[large], 99) * 1000)
+            print("IPAM scaling: pinion-cni ADD+DEL cycle with 10 and with %d allocations held" % opts.held)
+            print("%-12s %12.2f %12.2f" % (small, ms, mp))
+            print("%-12s %12.2f %12.2f" % (large, ls, lp))
+            print("ratio held-%d/held-10: median %.2f, p99 %.2f" % (opts.held, ls / ms, lp / mp))
+            # O(1) in the pool: the cycle with thousands held within 1.2x of the one with 10.
+            bj.row("ADD+DEL cycle, median, %d allocations held" % opts.held, round(ls, 2), round(ms, 2),
+                   "pinion-cni with 10 held", "ms", goal="ratio <= 1.2", met=ls / ms <= 1.2)
+            bj.row("ADD+DEL cycle, p99, %d allocations held" % opts.held, round(lp, 2), round(mp, 2),
+                   "pinion-cni with 10 held", "ms")
         bj.note("%d measured cycles per plugin after 3 warm-up cycles each, interleaved cycle by cycle; "
                 "a fresh network namespace per cycle, made outside the timed part." % opts.cycles)
         bj.series("ADD+DEL cycle times", "cycle time (ms)", "cycles",
@@ -117,6 +176,8 @@ def main():
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         if agent:
             agent.close()
+        for ha in held_agents:
+            ha.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

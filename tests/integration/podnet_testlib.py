@@ -208,3 +208,105 @@ def podnet_status(agent):
         if m["name"] == "podnet":
             return m
     raise KeyError("podnet")
+
+
+def podnet_state_on_disk(state_dir):
+    """The pool's state as a restart loads it: podnet/allocations.json (the snapshot) with
+    podnet/allocations.journal replayed on top ("<crc32 hex> <JSON record>" lines; records whose
+    seq the snapshot holds are skipped; a torn last line is dropped, a damaged earlier one raises).
+    Returns {"allocations": [...], "quarantine": [...], "deleting": [...]} as in the snapshot."""
+    import zlib
+    d = os.path.join(state_dir, "podnet")
+    try:
+        with open(os.path.join(d, "allocations.json")) as f:
+            snap = json.load(f)
+    except FileNotFoundError:
+        snap = {}
+    seq = snap.get("journalSeq", 0)
+    allocs = {(a["containerID"], a["ifname"]): a for a in snap.get("allocations", [])}
+    quarantine = list(snap.get("quarantine", []))
+    deleting = list(snap.get("deleting", []))
+    try:
+        with open(os.path.join(d, "allocations.journal"), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        data = b""
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines[:-1]):  # (the piece after the last newline is torn)
+        last = i == len(lines) - 2 and lines[-1] == b""
+        crc, _, text = line.partition(b" ")
+        if len(crc) != 8 or int(crc, 16) != zlib.crc32(text):
+            if last:
+                break
+            raise ValueError("journal line %d is damaged" % (i + 1))
+        r = json.loads(text)
+        if r["seq"] <= seq:
+            continue
+        assert r["seq"] == seq + 1, (r, seq)
+        seq = r["seq"]
+        if r["op"] in ("allocate", "update"):
+            a = r["allocation"]
+            allocs[(a["containerID"], a["ifname"])] = a
+        elif r["op"] == "release":
+            a = allocs.pop((r["containerID"], r["ifname"]))
+            if r.get("quarantine"):
+                quarantine.append({"ip": a["ip"], "releasedAt": r["releasedAt"]})
+            if r.get("deleting"):
+                deleting.append(r["deleting"])
+        elif r["op"] == "linkDeleted":
+            deleting.remove(r["hostIfname"])
+    return {"allocations": list(allocs.values()), "quarantine": quarantine, "deleting": deleting}
+
+
+def remove_podnet_state(state_dir):
+    """Deletes the pool's state (snapshot and journal), as an operator starting afresh would."""
+    for name in ("allocations.json", "allocations.journal"):
+        try:
+            os.unlink(os.path.join(state_dir, "podnet", name))
+        except FileNotFoundError:
+            pass
+
+
+def free_pod_cidr6():
+    """A random fdXX:...::/64 (a ULA no route on this host overlaps)."""
+    routes = subprocess.run(["ip", "-6", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+    for _ in range(200):
+        net = ipaddress.ip_network("fd%02x:%x:%x::/64" % (random.randint(0x10, 0xff), random.randint(1, 0xffff),
+                                                          random.randint(1, 0xffff)))
+        if str(net.network_address).split("::")[0] not in routes:
+            return str(net)
+    raise RuntimeError("no free IPv6 pod CIDR")
+
+
+# An ICMPv6 echo: raw socket (the kernel fills in the checksum), no ping binary needed.
+_ICMP6 = r'''
+import os, socket, struct, sys, time
+dst = sys.argv[1]
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6); s.settimeout(0.5)
+ident = os.getpid() & 0xffff
+end = time.time() + float(sys.argv[2])
+seq = 0
+addr = socket.getaddrinfo(dst, None, socket.AF_INET6, socket.SOCK_DGRAM)[0][4]
+while time.time() < end:
+    seq += 1
+    s.sendto(struct.pack("!BBHHH", 128, 0, 0, ident, seq) + b"pinion", addr)
+    try:
+        while True:
+            data, frm = s.recvfrom(2048)
+            t, c, _, i, q = struct.unpack("!BBHHH", data[:8])
+            if t == 129 and i == ident:
+                sys.exit(0)
+    except socket.timeout:
+        pass
+    except OSError:
+        time.sleep(0.2)
+sys.exit(1)
+'''
+
+
+def ping6(dst, netns=None, timeout=3):
+    """True if dst (an IPv6 address, "fe80::1%eth0" for a link-local one) answers an ICMPv6 echo."""
+    cmd = [PYTHON, "-c", _ICMP6, dst, str(timeout)]
+    if netns is not None:
+        cmd = ["ip", "netns", "exec", netns.name] + cmd
+    return subprocess.run(cmd, capture_output=True, timeout=timeout + 10).returncode == 0

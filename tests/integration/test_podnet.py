@@ -16,7 +16,7 @@ import pytest
 
 from pinion_testlib import SRCDIR, BUILDDIR, make_pod, unix_request_as, wait_until
 from podnet_testlib import (PINION_CNI, CniResult, cni, delete_links, exec_plugin, free_pod_cidr, host_links,
-                            k8s_args, netns, ping, pinion_conf, podnet_status)
+                            k8s_args, netns, ping, pinion_conf, podnet_state_on_disk, podnet_status)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -420,6 +420,7 @@ def test_bench_smoke(podnet_agent):
                        capture_output=True, text=True, timeout=240, env=dict(os.environ, PINION_BUILDDIR=BUILDDIR))
     assert p.returncode == 0, p.stdout + p.stderr
     assert "ratio" in p.stdout and "ptp" in p.stdout and "bridge" in p.stdout, p.stdout
+    assert "ratio held-4000/held-10" in p.stdout, p.stdout
 
 
 def test_pod_cidr_from_the_node_object(agent_factory, netns, tmp_dir):
@@ -466,7 +467,8 @@ def test_make_install_ships_the_plugin_and_the_conflist(tmp_dir):
     plugin = os.path.join(tmp_dir, "opt/cni/bin/pinion-cni")
     assert os.access(plugin, os.X_OK)
     conflist = json.load(open(os.path.join(tmp_dir, "etc/cni/net.d/10-pinion.conflist")))
-    assert conflist["plugins"][0] == {"type": "pinion-cni", "socket": "/run/pinion/sockets/pinion.sock"}
+    assert conflist["plugins"][0] == {"type": "pinion-cni", "socket": "/run/pinion/sockets/pinion.sock",
+                                      "capabilities": {"ips": True}}
     assert conflist["plugins"][1]["type"] == "portmap"
     # The installed plugin runs on its own (VERSION needs no agent).
     v = exec_plugin(plugin, "VERSION", {"cniVersion": "1.0.0"})
@@ -533,7 +535,7 @@ def test_deletions_interrupted_by_a_crash_are_retried_at_start(podnet_agent, net
         cmds.append(([PINION_CNI], env, json.dumps(pinion_conf(a)).encode()))
     run_concurrently(cmds)
     a.kill9()
-    state = json.load(open(os.path.join(a.state_dir, "podnet", "allocations.json")))
+    state = podnet_state_on_disk(a.state_dir)
     assert state["allocations"] == []
     a.start()
     ours = {fnv_host_ifname("d%d" % i, "eth0") for i in range(10)}

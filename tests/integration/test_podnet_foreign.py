@@ -10,7 +10,8 @@ import subprocess
 import pytest
 
 from pinion_testlib import wait_until
-from podnet_testlib import cni, delete_links, host_links, netns, pinion_conf, podnet_status  # noqa: F401
+from podnet_testlib import (cni, delete_links, host_links, netns, pinion_conf, podnet_status,  # noqa: F401
+                            remove_podnet_state)
 
 from test_podnet import fnv_host_ifname, podnet_agent  # noqa: F401
 
@@ -118,8 +119,7 @@ def test_retried_add_after_kill9_cleans_its_own(podnet_agent, netns):
     # kill -9, and the allocation is lost too (a state file restored from before it): only the
     # mark says the leftover veth is pinion's. The runtime retries the ADD in a new sandbox.
     a.kill9()
-    state = os.path.join(a.state_dir, "podnet", "allocations.json")
-    os.unlink(state)
+    remove_podnet_state(a.state_dir)
     a.start()
     r = cni(a, "ADD", "c-retry", n2)
     assert r.rc == 0, r

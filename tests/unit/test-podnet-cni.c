@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -185,6 +186,62 @@ static void test_request_roundtrip(void **state) {
         cni_error_done(&err);
 }
 
+/* Requested addresses: CNI_ARGS IP= (one per family, an optional prefix length), runtimeConfig
+ * ips in its place when both come, forwarded to the agent; only an ADD parses them. */
+static void test_requested_ips(void **state) {
+        struct env e = { { "CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/n", "CNI_IFNAME=eth0",
+                           "CNI_ARGS=IgnoreUnknown=1;IP=10.1.2.3/24,FD00:0::3" } };
+        const char *conf = "{\"cniVersion\":\"1.0.0\",\"name\":\"pinion\",\"type\":\"pinion-cni\"}";
+        const char *rc = "{\"cniVersion\":\"1.0.0\",\"name\":\"pinion\",\"type\":\"pinion-cni\","
+                         "\"runtimeConfig\":{\"ips\":[\"10.1.2.9/24\"]}}";
+        struct cni_request r, back = { .command = _CNI_COMMAND_INVALID };
+        struct cni_error err = {};
+
+        assert_int_equal(parse_env(&e, &r, &err), 0);
+        assert_int_equal(cni_request_parse_config(&r, conf, strlen(conf), &err), 0);
+        assert_string_equal(r.requested_ip4, "10.1.2.3");
+        assert_string_equal(r.requested_ip6, "fd00::3");
+        _cleanup_(cJSON_Deletep) cJSON *j = cni_request_to_json(&r);
+        _cleanup_free_ char *text = cJSON_PrintUnformatted(j);
+        assert_int_equal(cni_request_from_json(&back, text, strlen(text), &err), 0);
+        assert_string_equal(back.requested_ip4, "10.1.2.3");
+        assert_string_equal(back.requested_ip6, "fd00::3");
+        cni_request_done(&back);
+        cni_request_done(&r);
+
+        assert_int_equal(parse_env(&e, &r, &err), 0);
+        assert_int_equal(cni_request_parse_config(&r, rc, strlen(rc), &err), 0);
+        assert_string_equal(r.requested_ip4, "10.1.2.9");
+        assert_null(r.requested_ip6);
+        cni_request_done(&r);
+
+        const char *bad_args[] = { "IP=10.1.2", "IP=10.1.2.3,10.1.2.4", "IP=10.1.2.3/33", "IP=fd00::1/x", "IP=" "/24" };
+        for (size_t i = 0; i < ELEMENTSOF(bad_args); i++) {
+                char args[64];
+                snprintf(args, sizeof(args), "CNI_ARGS=%s", bad_args[i]);
+                struct env b = { { "CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/n", "CNI_IFNAME=eth0", args } };
+                assert_int_equal(parse_env(&b, &r, &err), -EINVAL);
+                assert_int_equal(err.code, CNI_ERR_INVALID_ENV);
+                cni_request_done(&r);
+                /* A DEL is not refused over them. */
+                b.kv[0] = "CNI_COMMAND=DEL";
+                assert_int_equal(parse_env(&b, &r, &err), 0);
+                cni_request_done(&r);
+        }
+        const char *bad_conf[] = {
+                "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"t\",\"runtimeConfig\":{\"ips\":\"10.1.2.3\"}}",
+                "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"t\",\"runtimeConfig\":{\"ips\":[7]}}",
+                "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"t\",\"runtimeConfig\":{\"ips\":[\"fd00::1\",\"fd00::2\"]}}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad_conf); i++) {
+                assert_int_equal(parse_env(&e, &r, &err), 0);
+                assert_int_equal(cni_request_parse_config(&r, bad_conf[i], strlen(bad_conf[i]), &err), -EINVAL);
+                assert_int_equal(err.code, CNI_ERR_INVALID_CONFIG);
+                cni_request_done(&r);
+        }
+        cni_error_done(&err);
+}
+
 static void test_versions(void **state) {
         assert_true(cni_version_compare("1.0.0", "1.1.0") < 0);
         assert_true(cni_version_compare("0.4.0", "0.3.1") > 0);
@@ -206,6 +263,7 @@ int main(void) {
                 cmocka_unit_test(test_config),
                 cmocka_unit_test(test_gc_and_prev_result),
                 cmocka_unit_test(test_request_roundtrip),
+                cmocka_unit_test(test_requested_ips),
                 cmocka_unit_test(test_versions),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
