@@ -168,6 +168,8 @@ static int ipam_load(struct ipam *p, char **ret_error) {
                         return load_error(ret_error, "an allocation's mtu is not a number from 0 to 65535");
                 }
                 a.mtu = mtu ? (unsigned) mtu->valuedouble : 0;
+                const cJSON *ino = cJSON_GetObjectItemCaseSensitive(item, "netnsInode");
+                a.netns_ino = cJSON_IsNumber(ino) && ino->valuedouble > 0 ? (uint64_t) ino->valuedouble : 0;
                 a.since = cJSON_IsNumber(since) && since->valuedouble > 0 ? (usec_t) (since->valuedouble * USEC_PER_SEC) : 0;
                 p->allocs[p->n_allocs++] = a;
         }
@@ -223,6 +225,7 @@ static cJSON *allocation_to_json(const struct ipam_allocation *a) {
             !cJSON_AddStringToObject(o, "hostIfname", a->host_ifname) || !add_opt(o, "namespace", a->pod_namespace) ||
             !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) || !add_opt(o, "network", a->network) ||
             (a->mtu > 0 && !cJSON_AddNumberToObject(o, "mtu", a->mtu)) ||
+            (a->netns_ino > 0 && !cJSON_AddNumberToObject(o, "netnsInode", (double) a->netns_ino)) ||
             !cJSON_AddNumberToObject(o, "since", (double) a->since / USEC_PER_SEC))
                 return NULL;
         return TAKE_PTR(o);
@@ -380,6 +383,7 @@ static int owner_apply(struct ipam_allocation *a, const struct ipam_owner *o) {
             set_string(&a->pod_uid, o->pod_uid) < 0 || set_string(&a->network, o->network) < 0)
                 return -ENOMEM;
         a->mtu = o->mtu;
+        a->netns_ino = o->netns_ino;
         return 0;
 }
 

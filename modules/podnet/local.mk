@@ -6,7 +6,8 @@ MODULE_SOURCES += \
 	modules/podnet/cni.c modules/podnet/cni.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
 	modules/podnet/wire.c modules/podnet/wire.h \
-	modules/podnet/reaper.c modules/podnet/reaper.h
+	modules/podnet/reaper.c modules/podnet/reaper.h \
+	modules/podnet/reconcile.c
 EXTRA_DIST += modules/podnet/local.mk
 
 # The CNI plugin: exec'd by the container runtime per operation, so it links only cJSON (linking
@@ -37,7 +38,8 @@ tests_unit_test_podnet_ipam_LDADD = $(UNIT_LIBS)
 tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync
 
 # ---- integration tests (real network namespaces, real reference plugins) ----
-INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py
+INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \
+	tests/integration/test_podnet_reconcile.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----

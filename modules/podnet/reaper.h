@@ -25,6 +25,9 @@ struct reaper *reaper_free(struct reaper *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct reaper *, reaper_free);
 
 int reaper_queue(struct reaper *r, const char *name);
+/* Moves name to the front of the queue, without waiting (a DEL is waiting for it): 0, or
+ * -ENOENT if it is not queued (in progress already, or done). */
+int reaper_expedite(struct reaper *r, const char *name);
 /* Deletions queued or in progress. */
 unsigned reaper_pending(const struct reaper *r);
 /* Blocks until the deletion of name (queued or in progress) is done, then runs the done

@@ -16,20 +16,9 @@ import pytest
 
 from pinion_testlib import SRCDIR, BUILDDIR, make_pod, unix_request_as, wait_until
 from podnet_testlib import (PINION_CNI, CniResult, cni, delete_links, exec_plugin, free_pod_cidr, host_links,
-                            k8s_args, netns, ping, pinion_conf, podnet_status)
+                            k8s_args, netns, ping, pinion_conf, podnet_agent, podnet_status)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
-
-
-@pytest.fixture
-def podnet_agent(agent_factory):
-    def make(cidr=None, quarantine="30s", agent=None, network=None, **kw):
-        cidr = cidr or free_pod_cidr()
-        a = agent_factory(config={"network": dict({"pod-cidr": cidr, "address-quarantine": quarantine}, **(network or {})),
-                                  "agent": dict(agent or {})}, **kw)
-        a.pod_cidr = cidr
-        return a
-    return make
 
 
 def fnv_host_ifname(container_id, ifname):
