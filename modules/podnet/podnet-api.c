@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* POST /v1/cni (root only): pinion-cni forwards every CNI operation here. Requests run on the
  * loop one at a time, so concurrent ADDs are serialised by construction; a wiring takes a few
- * milliseconds of netlink round trips (bounded: no waiting on anything). */
+ * milliseconds of netlink round trips (bounded: no waiting on anything). A DEL's request is
+ * held, off the loop, until the reaper has deleted its veth. */
 
 #include <stdarg.h>
 #include <stdio.h>
