@@ -182,6 +182,7 @@ int podnet_pending_hold(struct module_instance *mi, struct api_request *req, con
                 d->waiters = grown;
                 d->waiters[d->n_waiters++] = req;
                 api_request_suspend(req, on_del_abort, p);
+                log_module_debug(MODULE, "DEL of %s/%s answers once %s is deleted", container_id, ifname, d->host_ifname);
                 /* Next in line: a DEL waits for its own veth, not for the backlog. */
                 if (p->reaper)
                         (void) reaper_expedite(p->reaper, d->host_ifname);
@@ -191,7 +192,8 @@ int podnet_pending_hold(struct module_instance *mi, struct api_request *req, con
 }
 
 /* Tears one attachment down: the veth (the pod end goes with it) and then the address. */
-int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error) {
+int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, const char *why,
+                             char **ret_error) {
         struct podnet *p = mi->data;
         const struct ipam_allocation *a = ipam_find(p->ipam, container_id, ifname);
         char ip[16];
@@ -219,7 +221,8 @@ int podnet_attachment_remove(struct module_instance *mi, const char *container_i
         /* The store forgets the IP while a (freed by the release) still names the pod. */
         bool forgot = store_forget_ip(mi, a);
         ipam_format_addr(a->addr, ip);
-        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
+        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing %s (%s/%s, %s in %s): %s", ip, a->container_id, a->ifname,
+                                         a->host_ifname, a->netns ? a->netns : "an unrecorded namespace", why);
         /* With the reaper, the name is recorded as being deleted in the same write. */
         r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
         if (r < 0) {

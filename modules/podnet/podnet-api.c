@@ -264,7 +264,8 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 /* Out of memory: the runtime sees a failure, so nothing may stay wired for it. */
                 if (fresh) {
                         _cleanup_free_ char *error = NULL;
-                        if (podnet_attachment_remove(mi, cr->container_id, cr->ifname, &error) < 0)
+                        if (podnet_attachment_remove(mi, cr->container_id, cr->ifname, "the ADD's result could not be built",
+                                                     &error) < 0)
                                 log_module_warning(MODULE, "Failed to undo %s/%s (%s); GC or DEL will", cr->container_id,
                                                    cr->ifname, strempty(error));
                 }
@@ -280,7 +281,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         _cleanup_free_ char *error = NULL;
-        int r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, &error);
+        int r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, "DEL", &error);
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Failed to delete %s/%s: %s", cr->container_id, cr->ifname, strempty(error));
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to delete the attachment", "%s", strempty(error));

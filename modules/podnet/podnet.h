@@ -101,8 +101,10 @@ struct podnet {
 
 /* set: the attachment's address becomes the pod's IP in the store; else the store forgets it. */
 void podnet_store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set);
-/* Tears one attachment down: the veth (the pod end goes with it) and then the address. */
-int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error);
+/* Tears one attachment down: the veth (the pod end goes with it) and then the address; logged at
+ * info with why. */
+int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, const char *why,
+                             char **ret_error);
 /* The reaper's callback: a host veth it deleted (on the loop). */
 void podnet_on_reaped(struct reaper *r, const char *name, int error, void *userdata);
 /* Logs a state write that is in place but not durable (see ipam.h). */

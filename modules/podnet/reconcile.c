@@ -62,10 +62,7 @@ int podnet_release(struct module_instance *mi, const struct ipam_allocation *a, 
 
         if (!cid || !ifn)
                 return -ENOMEM;
-        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing the allocation of %s/%s (%s in %s): %s", cid, ifn,
-                                         a->host_ifname, a->netns ? a->netns : "an unrecorded namespace",
-                                         release_reason_text[reason]);
-        r = podnet_attachment_remove(mi, cid, ifn, ret_error);
+        r = podnet_attachment_remove(mi, cid, ifn, release_reason_text[reason], ret_error);
         if (r < 0)
                 return r;
         p->released[reason]++;

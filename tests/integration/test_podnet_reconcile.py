@@ -85,6 +85,36 @@ def test_a_repeated_del_also_waits_and_a_del_of_nothing_answers(podnet_agent, ne
     assert a.metrics().value("pinion_podnet_operations_total", verb="DEL", result="ok") == 7
 
 
+def test_dels_waiting_when_the_agent_stops_are_answered_once_their_interfaces_are_gone(podnet_agent, netns):
+    """30 DELs at once: each waits for its own veth, deleted one after the other. The agent is
+    stopped while most still wait: it deletes what they wait for before it goes, so every DEL
+    answers 0 and no pod end is left in its namespace."""
+    a = podnet_agent()
+    nss = [netns() for _ in range(30)]
+    for i, ns in enumerate(nss):
+        assert cni(a, "ADD", "stop%d" % i, ns).rc == 0
+    mark = a.log_mark()
+    procs = []
+    for i, ns in enumerate(nss):
+        argv, env, data = del_command(a, "stop%d" % i, ns)
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(data)
+        p.stdin.close()
+        procs.append(p)
+    try:
+        wait_until(lambda: len(re.findall(r"\): DEL\b", a.log_text(since_start=False)[mark:])) == 30, timeout=30,
+                   desc="every DEL received")
+        a.stop()
+        results = [(p.wait(timeout=60), p.stdout.read(), p.stderr.read()) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert all(rc == 0 for rc, _, _ in results), results
+    assert all("eth0" not in ns.run("ip", "-o", "link").stdout for ns in nss)
+
+
 def test_reconcile_at_start_releases_what_the_agent_missed_while_down(podnet_agent, netns):
     """The podman case: the agent is down during `podman rm`, the DEL fails, podman deletes the
     namespace and never retries. The next start releases the allocation (netns-gone), logged
@@ -101,8 +131,8 @@ def test_reconcile_at_start_releases_what_the_agent_missed_while_down(podnet_age
     assert d.rc != 0, d  # the agent is down: the runtime sees a failure and gives up
     gone.delete()
     a.start()
-    a.wait_log(r"Releasing the allocation of gone/eth0 \(pin[0-9a-f]{8} in %s\): its network namespace and "
-               r"its host interface are gone" % re.escape(gone.path))
+    a.wait_log(r"Releasing %s \(gone/eth0, pin[0-9a-f]{8} in %s\): its network namespace and its host interface "
+               r"are gone" % (re.escape(r_gone.ip()), re.escape(gone.path)))
     assert set(allocated(a)) == {"live"}
     assert allocated(a)["live"]["ip"] == r_live.ip()
     st = reconcile_status(a)
@@ -201,7 +231,7 @@ def test_attachments_without_namespace_or_uid_are_tracked_and_released(podnet_ag
     m = a.metrics()
     assert m.value("pinion_podnet_reconciled_total", reason="netns-gone") == 1
     assert a.pods()["pods"] == pods_before
-    a.wait_log(r"Releasing the allocation of rec/eth0")
+    a.wait_log(r"Releasing [0-9.]+ \(rec/eth0, .*\): its network namespace and its host interface are gone")
 
 
 def test_reconcile_interval_is_checked(podnet_agent):
