@@ -3,6 +3,7 @@
  * registration and identity see it), its release, and the host veths the reaper is deleting,
  * which an ADD reusing a namespace may have to wait for. */
 
+#include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,6 +154,20 @@ const char *podnet_pending_blocking(const struct podnet *p, const char *host_ifn
         return NULL;
 }
 
+void podnet_on_link_removed(int ifindex, const char *name, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
+
+        for (size_t i = 0; i < p->n_pending; i++) {
+                struct pending_deletion *d = &p->pending[i];
+                /* The index too: an announcement about an earlier interface by that name does not count. */
+                if (d->n_waiters > 0 && d->ifindex == ifindex && streq(d->host_ifname, name)) {
+                        pending_answer(p, d, 0);
+                        return;
+                }
+        }
+}
+
 /* The runtime gave up on a held DEL: forget it (the deletion goes on). */
 static void on_del_abort(struct api_request *req, void *userdata) {
         struct podnet *p = userdata;
@@ -176,6 +191,11 @@ int podnet_pending_hold(struct module_instance *mi, struct api_request *req, con
                 struct pending_deletion *d = &p->pending[i];
                 if (!streq(d->container_id, container_id) || !streq(d->ifname, ifname))
                         continue;
+                /* Gone already (the reaper was quick, or the namespace went): nothing to wait for. */
+                int index = (int) if_nametoindex(d->host_ifname);
+                if (index <= 0)
+                        return 0;
+                d->ifindex = index;
                 struct api_request **grown = realloc(d->waiters, (d->n_waiters + 1) * sizeof(*d->waiters));
                 if (!grown)
                         return -ENOMEM;

@@ -7,7 +7,8 @@ MODULE_SOURCES += \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
 	modules/podnet/wire.c modules/podnet/wire.h \
 	modules/podnet/reaper.c modules/podnet/reaper.h \
-	modules/podnet/reconcile.c
+	modules/podnet/reconcile.c \
+	modules/podnet/link-monitor.c modules/podnet/link-monitor.h
 EXTRA_DIST += modules/podnet/local.mk
 
 # The CNI plugin: exec'd by the container runtime per operation, so it links only cJSON (linking

@@ -314,6 +314,13 @@ static int podnet_start(struct module_instance *mi) {
         r = reaper_new(mi->manager->event, podnet_on_reaped, mi, &p->reaper);
         if (r < 0)
                 log_module_warning(MODULE, "Cannot start the veth deletion thread (%s); deleting inline", strerror(-r));
+        /* A held DEL answers when the kernel announces its veth gone, before the deletion's own
+         * reply (link-monitor.h). */
+        p->link_monitor = link_monitor_free(p->link_monitor);
+        r = link_monitor_new(mi->manager->event, podnet_on_link_removed, mi, &p->link_monitor);
+        if (r < 0)
+                log_module_warning(MODULE, "Cannot watch link removals (%s); a DEL answers when its deletion is done",
+                                   strerror(-r));
         r = podnet_open(mi);
         module_set_synced(mi);
         return r;
@@ -367,6 +374,7 @@ static int podnet_stop(struct module_instance *mi) {
         /* The deletion in progress finishes; queued ones stay recorded for the next start (those
          * a DEL waits for are done now: podnet_pending_clear()). */
         p->reaper = reaper_free(p->reaper);
+        p->link_monitor = link_monitor_free(p->link_monitor);
         podnet_pending_clear(p);
         return 0;
 }
@@ -399,6 +407,7 @@ static void podnet_free(struct module_instance *mi) {
         api_routes_free(p->routes);
         metrics_registration_free(p->metrics_reg);
         p->reaper = reaper_free(p->reaper);
+        p->link_monitor = link_monitor_free(p->link_monitor);
         podnet_pending_clear(p);
         podnet_reconcile_stop(p);
         p->ipam = ipam_free(p->ipam);

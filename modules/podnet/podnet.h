@@ -11,6 +11,8 @@
  *   ipam.c         the address pool and its crash-safe state file
  *   wire.c         the kernel state over rtnetlink
  *   reaper.c       host veth deletion off the loop
+ *   link-monitor.c the kernel's announcements of removed host links (a held DEL answers at the
+ *                  first sign its veth is gone)
  *   reconcile.c    releasing the allocations of attachments that are gone (at start, on a
  *                  timer, and the release rule GC shares) */
 
@@ -25,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "module.h"
+#include "link-monitor.h"
 #include "reaper.h"
 
 #define MODULE "podnet"
@@ -46,6 +49,7 @@ struct pending_deletion {
         char *container_id;
         char *ifname;
         /* DELs answered once the deletion is done (the pod end must be gone when DEL returns). */
+        int ifindex; /* the host end's, while DELs wait (0: none wait) */
         struct api_request **waiters;
         size_t n_waiters;
 };
@@ -66,6 +70,7 @@ struct podnet {
         uint32_t gateway;
         char *cidr;                    /* in use: pod-cidr, or the Node's spec.podCIDR */
         struct reaper *reaper;         /* deletes host veths off the loop; NULL: inline */
+        struct link_monitor *link_monitor; /* NULL: held DELs answer when the reaper is done */
         sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
         struct pending_deletion *pending; /* what the reaper is deleting for this run */
         size_t n_pending;
@@ -107,6 +112,8 @@ int podnet_attachment_remove(struct module_instance *mi, const char *container_i
                              char **ret_error);
 /* The reaper's callback: a host veth it deleted (on the loop). */
 void podnet_on_reaped(struct reaper *r, const char *name, int error, void *userdata);
+/* The link monitor's callback: a host link is gone; the DELs waiting for it are answered. */
+void podnet_on_link_removed(int ifindex, const char *name, void *userdata);
 /* Logs a state write that is in place but not durable (see ipam.h). */
 void podnet_warn_not_durable(struct podnet *p);
 void podnet_pending_clear(struct podnet *p);
