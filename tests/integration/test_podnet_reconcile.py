@@ -202,6 +202,26 @@ def test_adds_racing_reconcile_passes_keep_their_addresses(podnet_agent, netns):
     assert sum(reconcile_status(a)["released"].values()) == 0
 
 
+def test_reconcile_spares_attachments_younger_than_gc_grace(podnet_agent, netns):
+    """An allocation younger than gc-grace is not reconciliation's, even with its namespace and
+    veth gone (a namespace being set up must not be reaped); a reload with a shorter grace and
+    another interval runs a pass at once, which releases it."""
+    a = podnet_agent(network={"gc-grace": "1h", "reconcile-interval": "1s"})
+    n = netns()
+    r = cni(a, "ADD", "young", n)
+    assert r.rc == 0, r
+    n.delete()
+    wait_runs(a, 2)
+    assert set(allocated(a)) == {"young"}
+    mark = a.log_mark()
+    a.write_config(sections={"network": {"pod-cidr": a.pod_cidr, "gc-grace": "0s", "reconcile-interval": "1h"}})
+    a.sighup()
+    a.wait_log(r"Configuration reloaded", since=mark)
+    wait_until(lambda: not allocated(a), timeout=10, desc="the allocation released")
+    st = reconcile_status(a)
+    assert st["intervalSeconds"] == 3600 and st["released"]["netns-gone"] == 1, st
+
+
 @pytest.mark.parametrize("args", [None, "IgnoreUnknown=1;K8S_POD_NAME=podman-web"], ids=["no-args", "pod-name-only"])
 def test_attachments_without_namespace_or_uid_are_tracked_and_released(podnet_agent, netns, args):
     """A runtime that names no pod (none) or only K8S_POD_NAME (podman): the attachment is
