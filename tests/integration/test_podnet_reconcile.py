@@ -30,6 +30,13 @@ def reconcile_status(a):
     return podnet_status(a)["details"]["reconcile"]
 
 
+def wait_veth_gone(result):
+    """The kernel tears a deleted namespace down in a worker, its veth with it: until then the
+    host end exists and a pass keeps the allocation (the next pass would release it)."""
+    host_if = result.json["interfaces"][0]["name"]
+    wait_until(lambda: host_if not in host_links(), timeout=10, desc="%s gone with its namespace" % host_if)
+
+
 def wait_runs(a, n, timeout=15):
     """Waits for n more reconciliation passes than have run now."""
     start = reconcile_status(a)["runs"]
@@ -130,6 +137,7 @@ def test_reconcile_at_start_releases_what_the_agent_missed_while_down(podnet_age
     d = cni(a, "DEL", "gone", gone)
     assert d.rc != 0, d  # the agent is down: the runtime sees a failure and gives up
     gone.delete()
+    wait_veth_gone(r_gone)
     a.start()
     a.wait_log(r"Releasing %s \(gone/eth0, pin[0-9a-f]{8} in %s\): its network namespace and its host interface "
                r"are gone" % (re.escape(r_gone.ip()), re.escape(gone.path)))
@@ -166,7 +174,8 @@ def test_live_attachments_keep_their_addresses_across_reconcile_passes(podnet_ag
         subprocess.run(["ip", "netns", "add", recycled.name], check=True)
         subprocess.run(["umount", unmounted.path], check=True)
         assert os.path.exists(unmounted.path)
-        wait_runs(a, 3)
+        wait_until(lambda: set(allocated(a)) == {"kept", "held"}, timeout=15, desc="two allocations released")
+        wait_runs(a, 2)
         assert set(allocated(a)) == {"kept", "held"}, allocated(a)
         assert ping(ips["kept"]) and ping(ips["held"])
         st = reconcile_status(a)["released"]
@@ -211,6 +220,7 @@ def test_reconcile_spares_attachments_younger_than_gc_grace(podnet_agent, netns)
     r = cni(a, "ADD", "young", n)
     assert r.rc == 0, r
     n.delete()
+    wait_veth_gone(r)
     wait_runs(a, 2)
     assert set(allocated(a)) == {"young"}
     mark = a.log_mark()
@@ -230,8 +240,9 @@ def test_attachments_without_namespace_or_uid_are_tracked_and_released(podnet_ag
     a = podnet_agent(network={"gc-grace": "0s"}, quarantine="0s")
     pods_before = a.pods()["pods"]
     by_del, by_gc, by_reconcile, kept = netns(), netns(), netns(), netns()
+    added = {}
     for cid, ns in (("del", by_del), ("gc", by_gc), ("rec", by_reconcile), ("kept", kept)):
-        r = cni(a, "ADD", cid, ns, args=args)
+        r = added[cid] = cni(a, "ADD", cid, ns, args=args)
         assert r.rc == 0, r
         assert ping(r.ip())
     rec = allocated(a)
@@ -245,6 +256,7 @@ def test_attachments_without_namespace_or_uid_are_tracked_and_released(podnet_ag
     assert gc.rc == 0, gc
     assert set(allocated(a)) == {"rec", "kept"}
     by_reconcile.delete()
+    wait_veth_gone(added["rec"])
     a.stop()  # no DEL came for it: the next start's pass finds it gone
     a.start()
     wait_until(lambda: set(allocated(a)) == {"kept"}, timeout=10)
