@@ -2,7 +2,7 @@
 /* POST /v1/cni (root only): pinion-cni forwards every CNI operation here. Requests run on the
  * loop one at a time, so concurrent ADDs are serialised by construction; a wiring takes a few
  * milliseconds of netlink round trips (bounded: no waiting on anything). A DEL's request is
- * held, off the loop, until the reaper has deleted its veth. */
+ * held, not the loop, until its veth is gone (cni_del()). */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -296,6 +296,9 @@ static int cni_del(struct module_instance *mi, struct api_request *req, const st
 }
 
 void podnet_del_finish(struct podnet *p, struct api_request *req, int error) {
+        /* This may run in the middle of another request (an ADD waiting for a deletion): its
+         * result flag is kept for it. */
+        bool other_failed = p->failed;
         int r;
 
         p->failed = false;
@@ -307,6 +310,7 @@ void podnet_del_finish(struct podnet *p, struct api_request *req, int error) {
                 r = reply_ok(req, NULL);
         if (p->metrics_reg)
                 (void) metric_inc(p->m_ops, cni_command_to_string(CNI_DEL), r >= 0 && !p->failed ? "ok" : "error");
+        p->failed = other_failed;
 }
 
 /* prevResult must still name our address on our interface. */
