@@ -4,6 +4,7 @@
  * which an ADD reusing a namespace may have to wait for. */
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,19 +80,41 @@ void podnet_warn_not_durable(struct podnet *p) {
 static void pending_done(struct pending_deletion *d) {
         free(d->host_ifname);
         free(d->netns);
+        free(d->container_id);
         free(d->ifname);
+        free(d->waiters);
 }
 
+/* The held DELs of d learn how its deletion ended. */
+static void pending_answer(struct podnet *p, struct pending_deletion *d, int error) {
+        for (size_t i = 0; i < d->n_waiters; i++)
+                podnet_del_finish(p, d->waiters[i], error);
+        d->waiters = mfree(d->waiters);
+        d->n_waiters = 0;
+}
+
+/* Stopping: a held DEL is answered only once its interface is gone, so the deletions it waits
+ * for are done here (the reaper is stopped by now); the others stay recorded for the next
+ * start. */
 void podnet_pending_clear(struct podnet *p) {
-        for (size_t i = 0; i < p->n_pending; i++)
-                pending_done(&p->pending[i]);
+        for (size_t i = 0; i < p->n_pending; i++) {
+                struct pending_deletion *d = &p->pending[i];
+                if (d->n_waiters > 0) {
+                        int r = wire_del(d->host_ifname);
+                        if ((r >= 0 || r == -ENOTUNIQ) && p->ipam)
+                                (void) ipam_link_deleted(p->ipam, d->host_ifname);
+                        pending_answer(p, d, r == -ENOTUNIQ ? 0 : r);
+                }
+                pending_done(d);
+        }
         p->pending = mfree(p->pending);
         p->n_pending = 0;
 }
 
 /* Best effort: without the record, an ADD that hits the old pod end answers "try again later"
- * instead of waiting for it. */
-static void pending_add(struct podnet *p, const char *host_ifname, const char *netns, const char *ifname) {
+ * instead of waiting for it, and a DEL answers before the veth is gone. */
+static void pending_add(struct podnet *p, const char *host_ifname, const char *netns, const char *container_id,
+                        const char *ifname) {
         struct pending_deletion d = {};
         struct pending_deletion *grown = realloc(p->pending, (p->n_pending + 1) * sizeof(struct pending_deletion));
 
@@ -100,22 +123,30 @@ static void pending_add(struct podnet *p, const char *host_ifname, const char *n
         p->pending = grown;
         d.host_ifname = strdup(host_ifname);
         d.netns = netns ? strdup(netns) : NULL;
+        d.container_id = strdup(container_id);
         d.ifname = strdup(ifname);
-        if (!d.host_ifname || !d.ifname || (netns && !d.netns)) {
+        if (!d.host_ifname || !d.ifname || !d.container_id || (netns && !d.netns)) {
                 pending_done(&d);
                 return;
         }
         p->pending[p->n_pending++] = d;
 }
 
-void podnet_pending_remove(struct podnet *p, const char *host_ifname) {
+/* The deletion of host_ifname is over (error: how it ended); its held DELs are answered. */
+static void pending_finish(struct podnet *p, const char *host_ifname, int error) {
         for (size_t i = 0; i < p->n_pending; i++)
                 if (streq(p->pending[i].host_ifname, host_ifname)) {
-                        pending_done(&p->pending[i]);
+                        struct pending_deletion d = p->pending[i];
                         memmove(&p->pending[i], &p->pending[i + 1], (p->n_pending - i - 1) * sizeof(struct pending_deletion));
                         p->n_pending--;
+                        pending_answer(p, &d, error);
+                        pending_done(&d);
                         return;
                 }
+}
+
+void podnet_pending_remove(struct podnet *p, const char *host_ifname) {
+        pending_finish(p, host_ifname, 0);
 }
 
 /* The deletion that explains an EEXIST for this ADD: its own host end, or an earlier pod end by
@@ -130,8 +161,66 @@ const char *podnet_pending_blocking(const struct podnet *p, const char *host_ifn
         return NULL;
 }
 
+void podnet_on_link_removed(int ifindex, const char *name, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
+
+        for (size_t i = 0; i < p->n_pending; i++) {
+                struct pending_deletion *d = &p->pending[i];
+                /* The index too: an announcement about an earlier interface by that name does not count. */
+                if (d->n_waiters > 0 && d->ifindex == ifindex && streq(d->host_ifname, name)) {
+                        pending_answer(p, d, 0);
+                        return;
+                }
+        }
+}
+
+/* The runtime gave up on a held DEL: forget it (the deletion goes on). */
+static void on_del_abort(struct api_request *req, void *userdata) {
+        struct podnet *p = userdata;
+
+        for (size_t i = 0; i < p->n_pending; i++) {
+                struct pending_deletion *d = &p->pending[i];
+                for (size_t j = 0; j < d->n_waiters; j++)
+                        if (d->waiters[j] == req) {
+                                memmove(&d->waiters[j], &d->waiters[j + 1], (d->n_waiters - j - 1) * sizeof(*d->waiters));
+                                d->n_waiters--;
+                                return;
+                        }
+        }
+}
+
+int podnet_pending_hold(struct module_instance *mi, struct api_request *req, const char *container_id,
+                        const char *ifname) {
+        struct podnet *p = mi->data;
+
+        for (size_t i = 0; i < p->n_pending; i++) {
+                struct pending_deletion *d = &p->pending[i];
+                if (!streq(d->container_id, container_id) || !streq(d->ifname, ifname))
+                        continue;
+                /* Gone already (the reaper was quick, or the namespace went): nothing to wait for. */
+                int index = (int) if_nametoindex(d->host_ifname);
+                if (index <= 0)
+                        return 0;
+                d->ifindex = index;
+                struct api_request **grown = realloc(d->waiters, (d->n_waiters + 1) * sizeof(*d->waiters));
+                if (!grown)
+                        return -ENOMEM;
+                d->waiters = grown;
+                d->waiters[d->n_waiters++] = req;
+                api_request_suspend(req, on_del_abort, p);
+                log_module_debug(MODULE, "DEL of %s/%s answers once %s is deleted", container_id, ifname, d->host_ifname);
+                /* Next in line: a DEL waits for its own veth, not for the backlog. */
+                if (p->reaper)
+                        (void) reaper_expedite(p->reaper, d->host_ifname);
+                return 1;
+        }
+        return 0;
+}
+
 /* Tears one attachment down: the veth (the pod end goes with it) and then the address. */
-int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error) {
+int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, const char *why,
+                             char **ret_error) {
         struct podnet *p = mi->data;
         const struct ipam_allocation *a = ipam_find(p->ipam, container_id, ifname);
         char ip[16];
@@ -159,7 +248,8 @@ int podnet_attachment_remove(struct module_instance *mi, const char *container_i
         /* The store forgets the IP while a (freed by the release) still names the pod. */
         bool forgot = store_forget_ip(mi, a);
         ipam_format_addr(a->addr, ip);
-        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing %s (%s/%s)", ip, a->container_id, a->ifname);
+        (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing %s (%s/%s, %s in %s): %s", ip, a->container_id, a->ifname,
+                                         a->host_ifname, a->netns ? a->netns : "an unrecorded namespace", why);
         /* With the reaper, the name is recorded as being deleted in the same write. */
         r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
         if (r < 0) {
@@ -170,7 +260,7 @@ int podnet_attachment_remove(struct module_instance *mi, const char *container_i
                 return r;
         }
         if (p->reaper && reaper_queue(p->reaper, host) >= 0)
-                pending_add(p, host, netns, ifn);
+                pending_add(p, host, netns, cid, ifn);
         else if (p->reaper) {
                 /* Cannot queue (out of memory): do it here. */
                 r = wire_del(host);
@@ -186,7 +276,7 @@ void podnet_on_reaped(struct reaper *r, const char *name, int error, void *userd
         struct podnet *p = mi->data;
         int k;
 
-        podnet_pending_remove(p, name);
+        pending_finish(p, name, error == -ENOTUNIQ ? 0 : error);
         if (error == -ENOTUNIQ)
                 /* Ours went (or never was): whatever has the name now is someone else's. */
                 log_module_warning(MODULE, "Host interface %s is not pinion's (no \"" WIRE_MARK_PREFIX "\" mark, or not "

@@ -165,6 +165,7 @@ int ipam_node_set_owner(struct ipam_node *n, const struct ipam_owner *o) {
             set_string(&a->pod_uid, o->pod_uid) < 0 || set_string(&a->network, o->network) < 0)
                 return -ENOMEM;
         a->mtu = o->mtu;
+        a->netns_ino = o->netns_ino;
         return 0;
 }
 

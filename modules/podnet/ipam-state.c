@@ -85,6 +85,7 @@ cJSON *ipam_allocation_to_json(const struct ipam_allocation *a) {
             !cJSON_AddStringToObject(o, "hostIfname", a->host_ifname) || !add_opt(o, "namespace", a->pod_namespace) ||
             !add_opt(o, "name", a->pod_name) || !add_opt(o, "uid", a->pod_uid) || !add_opt(o, "network", a->network) ||
             (a->mtu > 0 && !cJSON_AddNumberToObject(o, "mtu", a->mtu)) ||
+            (a->netns_ino > 0 && !cJSON_AddNumberToObject(o, "netnsInode", (double) a->netns_ino)) ||
             !cJSON_AddNumberToObject(o, "since", (double) a->since / USEC_PER_SEC))
                 return NULL;
         return TAKE_PTR(o);
@@ -93,7 +94,8 @@ cJSON *ipam_allocation_to_json(const struct ipam_allocation *a) {
 /* One allocation of the snapshot or of an "allocate"/"update" record. */
 static int node_from_json(const cJSON *item, struct ipam_node **ret, char **ret_error) {
         const cJSON *since = cJSON_GetObjectItemCaseSensitive(item, "since"),
-                    *mtu = cJSON_GetObjectItemCaseSensitive(item, "mtu");
+                    *mtu = cJSON_GetObjectItemCaseSensitive(item, "mtu"),
+                    *ino = cJSON_GetObjectItemCaseSensitive(item, "netnsInode");
         const char *ip = opt_string(item, "ip"), *ip6 = opt_string(item, "ip6");
         struct in6_addr addr6 = {};
         struct ipam_node *n;
@@ -115,6 +117,7 @@ static int node_from_json(const cJSON *item, struct ipam_node **ret, char **ret_
                 .pod_uid = opt_string(item, "uid"),
                 .network = opt_string(item, "network"),
                 .mtu = mtu ? (unsigned) mtu->valuedouble : 0,
+                .netns_ino = cJSON_IsNumber(ino) && ino->valuedouble > 0 ? (uint64_t) ino->valuedouble : 0,
         };
         if (!n || ipam_node_set_owner(n, &o) < 0) {
                 ipam_node_free(n);

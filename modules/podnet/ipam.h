@@ -39,6 +39,7 @@ struct ipam_allocation {
         char *container_id;
         char *ifname;
         char *netns;        /* CNI_NETNS at ADD (for CHECK and the operator) */
+        uint64_t netns_ino; /* that namespace's inode at ADD (0: unknown): a recycled path differs */
         char *host_ifname;  /* the host end of the veth */
         char *pod_namespace, *pod_name, *pod_uid; /* from CNI_ARGS, may be NULL */
         char *network;      /* the network config's name (NULL: from before it was recorded) */
@@ -48,6 +49,7 @@ struct ipam_allocation {
 
 struct ipam_owner {
         const char *netns, *host_ifname;
+        uint64_t netns_ino;
         const char *pod_namespace, *pod_name, *pod_uid;
         const char *network;
         unsigned mtu;

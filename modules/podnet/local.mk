@@ -7,7 +7,9 @@ MODULE_SOURCES += \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
 	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-internal.h \
 	modules/podnet/wire.c modules/podnet/wire.h modules/podnet/wire6.c modules/podnet/wire-internal.h \
-	modules/podnet/reaper.c modules/podnet/reaper.h
+	modules/podnet/reaper.c modules/podnet/reaper.h \
+	modules/podnet/reconcile.c \
+	modules/podnet/link-monitor.c modules/podnet/link-monitor.h
 EXTRA_DIST += modules/podnet/local.mk
 
 # The CNI plugin: exec'd by the container runtime per operation, so it links only cJSON (linking
@@ -41,7 +43,7 @@ tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync
 # ---- integration tests (real network namespaces, real reference plugins) ----
 INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \
 	tests/integration/test_podnet_static.py tests/integration/test_podnet_dualstack.py \
-	tests/integration/test_podnet_state.py
+	tests/integration/test_podnet_state.py tests/integration/test_podnet_reconcile.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* POST /v1/cni (root only): pinion-cni forwards every CNI operation here. Requests run on the
  * loop one at a time, so concurrent ADDs are serialised by construction; a wiring takes a few
- * milliseconds of netlink round trips (bounded: no waiting on anything). */
+ * milliseconds of netlink round trips (bounded: no waiting on anything). A DEL's request is
+ * held, not the loop, until its veth is gone (cni_del()). */
 
 #include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cni.h"
@@ -248,11 +250,16 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         r = wire_netns_open(cr->netns, p->host_netns_fd, &netns_fd);
         if (r < 0)
                 return reply_netns_error(p, req, cr, r);
+        /* The namespace's inode: reconciliation tells a recycled path from this namespace. */
+        struct stat ns_st;
+        if (fstat(netns_fd, &ns_st) < 0)
+                ns_st.st_ino = 0;
         r = ipam_host_ifname(p->ipam, cr->container_id, cr->ifname, host_ifname);
         if (r < 0)
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "no free host interface name", "%s", strerror(-r));
         struct ipam_owner owner = {
                 .netns = cr->netns,
+                .netns_ino = (uint64_t) ns_st.st_ino,
                 .host_ifname = host_ifname,
                 .pod_namespace = cr->k8s_namespace,
                 .pod_name = cr->k8s_name,
@@ -338,7 +345,8 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 /* Out of memory: the runtime sees a failure, so nothing may stay wired for it. */
                 if (fresh) {
                         _cleanup_free_ char *error = NULL;
-                        if (podnet_attachment_remove(mi, cr->container_id, cr->ifname, &error) < 0)
+                        if (podnet_attachment_remove(mi, cr->container_id, cr->ifname, "the ADD's result could not be built",
+                                                     &error) < 0)
                                 log_module_warning(MODULE, "Failed to undo %s/%s (%s); GC or DEL will", cr->container_id,
                                                    cr->ifname, strempty(error));
                 }
@@ -347,15 +355,43 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         return reply_ok(req, result);
 }
 
+/* DEL answers once the pod end is gone from the namespace: the runtime may reuse the namespace
+ * right away (another ADD there, pinion's or another plugin's, with the same interface name).
+ * The veth is deleted off the loop (reaper.h) and the request held until then; a repeated DEL
+ * while the deletion runs waits for it too. Returns 1 if the request is held. */
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         _cleanup_free_ char *error = NULL;
-        int r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, &error);
+        int r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, "DEL", &error);
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Failed to delete %s/%s: %s", cr->container_id, cr->ifname, strempty(error));
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to delete the attachment", "%s", strempty(error));
         }
+        r = podnet_pending_hold(mi, req, cr->container_id, cr->ifname);
+        if (r > 0)
+                return 1;
+        if (r < 0)
+                log_module_warning(MODULE, "Cannot hold the DEL of %s/%s until its veth is gone (%s); answering now",
+                                   cr->container_id, cr->ifname, strerror(-r));
         return reply_ok(req, NULL);
+}
+
+void podnet_del_finish(struct podnet *p, struct api_request *req, int error) {
+        /* This may run in the middle of another request (an ADD waiting for a deletion): its
+         * result flag is kept for it. */
+        bool other_failed = p->failed;
+        int r;
+
+        p->failed = false;
+        if (error < 0) {
+                log_module_warning(MODULE, "DEL: the veth could not be deleted: %s", strerror(-error));
+                r = reply_error(p, req, 500, NULL, CNI_ERR_INTERNAL, "failed to delete the pod's interface", "%s",
+                                strerror(-error));
+        } else
+                r = reply_ok(req, NULL);
+        if (p->metrics_reg)
+                (void) metric_inc(p->m_ops, cni_command_to_string(CNI_DEL), r >= 0 && !p->failed ? "ok" : "error");
+        p->failed = other_failed;
 }
 
 /* prevResult must still name our address on our interface. */
@@ -424,7 +460,8 @@ static bool attachment_valid(const struct cni_request *cr, const struct ipam_all
 /* GC: every attachment the runtime does not list as valid is a leak (a DEL that never came).
  * Except a young one: the runtime computes the list before it sends GC, and an ADD answered in
  * between is not on it yet. gc-grace (default 60s) is far longer than that window; a real leak
- * is released by the next GC after it. */
+ * is released by the next GC after it. The grace rule and the release (logged, counted by
+ * reason) are reconciliation's (reconcile.c). */
 static int cni_gc(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         _cleanup_free_ char *first_error = NULL;
@@ -442,17 +479,12 @@ static int cni_gc(struct module_instance *mi, struct api_request *req, const str
                         i++;
                         continue;
                 }
-                /* (Within gc-grace either way: a clock stepped back must not make a pod wired a
-                 * moment ago look old.) */
-                if (a->since + p->settings->gc_grace > now && a->since < now + p->settings->gc_grace) {
+                if (podnet_attachment_young(p, a, now)) {
                         young++;
                         i++;
                         continue;
                 }
-                _cleanup_free_ char *cid = strdup(a->container_id), *ifn = strdup(a->ifname);
-                if (!cid || !ifn)
-                        return api_reply_error(req, 500, "out of memory");
-                int r = podnet_attachment_remove(mi, cid, ifn, &error);
+                int r = podnet_release(mi, a, RELEASE_GC, &error);
                 if (r < 0) {
                         failed++;
                         if (!first_error)
@@ -535,6 +567,8 @@ static int handle_cni(struct api_request *req, void *userdata) {
                         break;
                 case CNI_DEL:
                         r = cni_del(mi, req, &cr);
+                        if (r > 0)
+                                goto held; /* counted when answered: podnet_del_finish() */
                         break;
                 case CNI_CHECK:
                         r = cni_check(mi, req, &cr);
@@ -550,7 +584,9 @@ static int handle_cni(struct api_request *req, void *userdata) {
                         break;
                 }
         (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 && !p->failed ? "ok" : "error");
+held:
         podnet_warn_not_durable(p);
+        r = MIN(r, 0);
 out:
         cni_error_done(&e);
         cni_request_done(&cr);

@@ -55,6 +55,7 @@ static const struct config_key podnet_keys[] = {
         { "host-gateway", parse_ipv4, FIELD(host_gateway), "169.254.1.1", config_free_string },
         { "address-quarantine", config_parse_duration, FIELD(address_quarantine), "30s" },
         { "gc-grace", config_parse_duration, FIELD(gc_grace), "60s" },
+        { "reconcile-interval", config_parse_duration, FIELD(reconcile_interval), "60s" },
         {}
 };
 #undef FIELD
@@ -97,6 +98,12 @@ static int podnet_parse(struct config *c, struct podnet_settings **ret, char **r
                 config_object_free(podnet_keys, s);
                 return config_section_error(c, "network", ret_error, "gc-grace must be at most 24h");
         }
+        if (s->reconcile_interval > 24 * USEC_PER_HOUR ||
+            (s->reconcile_interval > 0 && s->reconcile_interval < USEC_PER_SEC)) {
+                config_object_free(podnet_keys, s);
+                return config_section_error(c, "network", ret_error,
+                                            "reconcile-interval must be 0 (only at start) or from 1s to 24h");
+        }
         if (s->pod_cidr && gateway_in_cidr(s->host_gateway, s->pod_cidr)) {
                 config_object_free(podnet_keys, s);
                 return config_section_error(c, "network", ret_error,
@@ -131,6 +138,7 @@ static void collect_podnet(struct metrics *metrics, void *userdata) {
 static int podnet_register(struct module_instance *mi) {
         static const char *const verb_result[] = { "verb", "result", NULL };
         static const char *const state[] = { "state", NULL };
+        static const char *const reason[] = { "reason", NULL };
         static const double buckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5 };
         struct podnet *p = mi->data;
         struct manager *m = mi->manager;
@@ -141,6 +149,7 @@ static int podnet_register(struct module_instance *mi) {
                 { METRIC_HISTOGRAM, "pinion_podnet_setup_seconds", "Time to wire a pod (a successful ADD: allocation, veth, addresses, routes).", NULL, buckets, ELEMENTSOF(buckets), &p->m_setup },
                 { METRIC_GAUGE, "pinion_podnet_pool_addresses", "IPv4 pod CIDR addresses by state: allocated, quarantined (recently released), free, size (usable in all).", state, NULL, 0, &p->m_pool },
                 { METRIC_GAUGE, "pinion_podnet_ipv6_pool_addresses", "IPv6 pod CIDR addresses by state (with an IPv6 pod-cidr): allocated, quarantined, free, size.", state, NULL, 0, &p->m_pool6 },
+                { METRIC_COUNTER, "pinion_podnet_reconciled_total", "Allocations released without a DEL, by reason: gc (the runtime's GC), netns-gone, netns-replaced (reconciliation found the attachment gone).", reason, NULL, 0, &p->m_reconciled },
         };
         if (!p->metrics_reg) {
                 r = metrics_register(m->metrics, families, ELEMENTSOF(families), collect_podnet, mi, &p->metrics_reg);
@@ -290,6 +299,11 @@ static int podnet_open(struct module_instance *mi) {
                         p->settings->pod_cidr ? "" : " (the Node's spec.podCIDR)",
                         ipam_count(p->ipam), p->state_file);
         module_set_state(mi, MODULE_RUNNING, NULL);
+        /* DELs that never came while the agent was down (reconcile.c). */
+        r = podnet_reconcile_start(mi);
+        if (r < 0)
+                log_module_warning(MODULE, "Cannot start the periodic reconciliation (%s); it runs at start only",
+                                   strerror(-r));
         return 0;
 }
 
@@ -314,6 +328,13 @@ static int podnet_start(struct module_instance *mi) {
         r = reaper_new(mi->manager->event, podnet_on_reaped, mi, &p->reaper);
         if (r < 0)
                 log_module_warning(MODULE, "Cannot start the veth deletion thread (%s); deleting inline", strerror(-r));
+        /* A held DEL answers when the kernel announces its veth gone, before the deletion's own
+         * reply (link-monitor.h). */
+        p->link_monitor = link_monitor_free(p->link_monitor);
+        r = link_monitor_new(mi->manager->event, podnet_on_link_removed, mi, &p->link_monitor);
+        if (r < 0)
+                log_module_warning(MODULE, "Cannot watch link removals (%s); a DEL answers when its deletion is done",
+                                   strerror(-r));
         r = podnet_open(mi);
         module_set_synced(mi);
         return r;
@@ -343,10 +364,13 @@ static int podnet_reload(struct module_instance *mi, struct config *c, char **re
                 return -EINVAL;
         }
         bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr || mi->state == MODULE_FAILED;
+        bool retime = s->reconcile_interval != p->settings->reconcile_interval;
         podnet_settings_free(p->settings);
         p->settings = s;
         if (!reopen) {
                 podnet_apply_settings(p);
+                if (retime && p->ipam && (r = podnet_reconcile_start(mi)) < 0)
+                        log_module_warning(MODULE, "Cannot restart the periodic reconciliation: %s", strerror(-r));
                 return 0;
         }
         p->ipam = ipam_free(p->ipam);
@@ -360,8 +384,11 @@ static int podnet_stop(struct module_instance *mi) {
         p->routes = api_routes_free(p->routes);
         p->metrics_reg = metrics_registration_free(p->metrics_reg);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
-        /* The deletion in progress finishes; queued ones stay recorded for the next start. */
+        podnet_reconcile_stop(p);
+        /* The deletion in progress finishes; queued ones stay recorded for the next start (those
+         * a DEL waits for are done now: podnet_pending_clear()). */
         p->reaper = reaper_free(p->reaper);
+        p->link_monitor = link_monitor_free(p->link_monitor);
         podnet_pending_clear(p);
         return 0;
 }
@@ -383,7 +410,7 @@ static int podnet_status(struct module_instance *mi, cJSON *obj) {
         pool = ipam_to_json(p->ipam, now_usec(CLOCK_REALTIME));
         if (!pool || !cJSON_AddItemToObject(obj, "pool", pool))
                 return cJSON_Delete(pool), -ENOMEM;
-        return 0;
+        return podnet_reconcile_status(p, obj);
 }
 
 static void podnet_free(struct module_instance *mi) {
@@ -394,7 +421,9 @@ static void podnet_free(struct module_instance *mi) {
         api_routes_free(p->routes);
         metrics_registration_free(p->metrics_reg);
         p->reaper = reaper_free(p->reaper);
+        p->link_monitor = link_monitor_free(p->link_monitor);
         podnet_pending_clear(p);
+        podnet_reconcile_stop(p);
         p->ipam = ipam_free(p->ipam);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         free(p->cidr);

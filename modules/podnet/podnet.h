@@ -12,7 +12,11 @@
  *   ipam-index.c   address parsing and the allocations' hash tables
  *   ipam-state.c   the crash-safe state: snapshot + journal
  *   wire.c         the kernel state over rtnetlink
- *   reaper.c       host veth deletion off the loop */
+ *   reaper.c       host veth deletion off the loop
+ *   link-monitor.c the kernel's announcements of removed host links (a held DEL answers at the
+ *                  first sign its veth is gone)
+ *   reconcile.c    releasing the allocations of attachments that are gone (at start, on a
+ *                  timer, and the release rule GC shares) */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +29,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "module.h"
+#include "link-monitor.h"
 #include "reaper.h"
 
 #define MODULE "podnet"
@@ -35,6 +40,7 @@ struct podnet_settings {
         char *host_gateway;
         usec_t address_quarantine;
         usec_t gc_grace;
+        usec_t reconcile_interval; /* 0: only at start */
 };
 
 /* A host veth handed to the reaper, and where its pod end was: an ADD into that namespace with
@@ -42,7 +48,20 @@ struct podnet_settings {
 struct pending_deletion {
         char *host_ifname;
         char *netns;  /* CNI_NETNS of the released attachment, may be NULL */
+        char *container_id;
         char *ifname;
+        /* DELs answered once the deletion is done (the pod end must be gone when DEL returns). */
+        int ifindex; /* the host end's, while DELs wait (0: none wait) */
+        struct api_request **waiters;
+        size_t n_waiters;
+};
+
+/* Why reconciliation or GC released an allocation (the metric's reason label). */
+enum release_reason {
+        RELEASE_GC,              /* the runtime's GC did not list it as valid */
+        RELEASE_NETNS_GONE,      /* its namespace path no longer exists, and its host veth is gone */
+        RELEASE_NETNS_REPLACED,  /* the path is no namespace any more, or another one */
+        _RELEASE_REASON_MAX,
 };
 
 struct podnet {
@@ -53,6 +72,7 @@ struct podnet {
         uint32_t gateway;
         char *cidr;                    /* in use: pod-cidr, or the Node's spec.podCIDR */
         struct reaper *reaper;         /* deletes host veths off the loop; NULL: inline */
+        struct link_monitor *link_monitor; /* NULL: held DELs answer when the reaper is done */
         sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
         struct pending_deletion *pending; /* what the reaper is deleting for this run */
         size_t n_pending;
@@ -65,13 +85,21 @@ struct podnet {
         struct metric_family *m_setup; /* pinion_podnet_setup_seconds */
         struct metric_family *m_pool;  /* pinion_podnet_pool_addresses{state} */
         struct metric_family *m_pool6; /* pinion_podnet_ipv6_pool_addresses{state} */
+        struct metric_family *m_reconciled; /* pinion_podnet_reconciled_total{reason} */
+
+        sd_event_source *reconcile_timer;
+        uint64_t reconcile_runs;
+        usec_t reconcile_last;         /* CLOCK_REALTIME of the last run, 0: none yet */
+        uint64_t released[_RELEASE_REASON_MAX];
 };
 
-/* Logs about one attachment carry its pod (uid, namespace/name) as structured fields. */
+/* Logs about one attachment carry its pod (uid, namespace/name, or the name alone: podman sends
+ * no namespace) as structured fields. */
 #define log_attachment_full_errno(a, level, error, ...)                                                            \
         ({                                                                                              \
                 char _pod[512];                                                                         \
-                snprintf(_pod, sizeof(_pod), "%s/%s", strempty((a)->pod_namespace), strempty((a)->pod_name)); \
+                snprintf(_pod, sizeof(_pod), "%s%s%s", strempty((a)->pod_namespace),                    \
+                         (a)->pod_namespace ? "/" : "", strempty((a)->pod_name));                       \
                 const struct log_ctx _ctx = { .module = MODULE, .pod_uid = (a)->pod_uid,                \
                                               .pod = (a)->pod_name ? _pod : NULL };                     \
                 log_ctx_full_errno(&_ctx, level, error, __VA_ARGS__);                                   \
@@ -81,18 +109,45 @@ struct podnet {
 
 /* set: the attachment's address becomes the pod's IP in the store; else the store forgets it. */
 void podnet_store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set);
-/* Tears one attachment down: the veth (the pod end goes with it) and then the address. */
-int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, char **ret_error);
+/* Tears one attachment down: the veth (the pod end goes with it) and then the address; logged at
+ * info with why. */
+int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, const char *why,
+                             char **ret_error);
 /* The reaper's callback: a host veth it deleted (on the loop). */
 void podnet_on_reaped(struct reaper *r, const char *name, int error, void *userdata);
+/* The link monitor's callback: a host link is gone; the DELs waiting for it are answered. */
+void podnet_on_link_removed(int ifindex, const char *name, void *userdata);
 /* Logs a state write that is in place but not durable (see ipam.h). */
 void podnet_warn_not_durable(struct podnet *p);
 void podnet_pending_clear(struct podnet *p);
 void podnet_pending_remove(struct podnet *p, const char *host_ifname);
 const char *podnet_pending_blocking(const struct podnet *p, const char *host_ifname, const char *netns,
                                     const char *ifname);
+/* Holds a DEL until the deletion of the attachment's veth is done: 1 if held (answered later by
+ * podnet_del_finish()), 0 if nothing of it is being deleted (answer now), negative errno. */
+int podnet_pending_hold(struct module_instance *mi, struct api_request *req, const char *container_id,
+                        const char *ifname);
 
 /* ---- podnet-api.c ---- */
 
 /* Adds POST /v1/cni, unless added already (p->routes). */
 int podnet_api_register(struct module_instance *mi);
+/* Answers a held DEL: its veth's deletion ended with error (0: gone). */
+void podnet_del_finish(struct podnet *p, struct api_request *req, int error);
+
+/* ---- reconcile.c ---- */
+
+const char *release_reason_to_string(enum release_reason r);
+/* Within gc-grace of its ADD (either way: a clock stepped back must not make a pod wired a moment
+ * ago look old): neither GC nor reconciliation touches it. */
+bool podnet_attachment_young(const struct podnet *p, const struct ipam_allocation *a, usec_t now);
+/* Tears down and releases a, logged at info with the reason and counted. */
+int podnet_release(struct module_instance *mi, const struct ipam_allocation *a, enum release_reason reason,
+                   char **ret_error);
+/* One pass over the allocations: each one older than gc-grace whose namespace and host veth are
+ * both gone is released. Returns how many were released. */
+unsigned podnet_reconcile(struct module_instance *mi, const char *why);
+/* Runs it now and every reconcile-interval (0: only now). */
+int podnet_reconcile_start(struct module_instance *mi);
+void podnet_reconcile_stop(struct podnet *p);
+int podnet_reconcile_status(const struct podnet *p, cJSON *obj);

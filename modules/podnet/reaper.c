@@ -186,18 +186,31 @@ static ssize_t todo_index(const struct reaper *r, const char *name) {
         return -1;
 }
 
-int reaper_wait(struct reaper *r, const char *name) {
-        ssize_t i;
-        bool waited = false;
-
-        pthread_mutex_lock(&r->lock);
-        i = todo_index(r, name);
+/* Under lock: name to the front of the queue, next after at most the one in progress. */
+static ssize_t to_front(struct reaper *r, const char *name) {
+        ssize_t i = todo_index(r, name);
         if (i > 0) {
-                /* To the front: it is next, after at most the one in progress. */
                 struct job j = r->todo[i];
                 memmove(r->todo + 1, r->todo, (size_t) i * sizeof(struct job));
                 r->todo[0] = j;
         }
+        return i;
+}
+
+int reaper_expedite(struct reaper *r, const char *name) {
+        ssize_t i;
+
+        pthread_mutex_lock(&r->lock);
+        i = to_front(r, name);
+        pthread_mutex_unlock(&r->lock);
+        return i < 0 ? -ENOENT : 0;
+}
+
+int reaper_wait(struct reaper *r, const char *name) {
+        bool waited = false;
+
+        pthread_mutex_lock(&r->lock);
+        (void) to_front(r, name);
         while (todo_index(r, name) >= 0 || (r->busy && streq(r->current, name))) {
                 waited = true;
                 pthread_cond_wait(&r->idle, &r->lock);

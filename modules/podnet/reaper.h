@@ -3,9 +3,9 @@
 
 /* Deletes host veths off the loop. Measured: RTM_DELLINK of a veth blocks its caller 20-30 ms
  * (the kernel's netdev_run_todo waits for RCU and references after rtnl is released, so other
- * netlink work, e.g. the next ADD's veth, is not held up meanwhile). A CNI DEL would spend most
- * of its time there; instead the loop unroutes the pod at once, hands the deletion to this one
- * worker thread and answers. The thread only calls wire_del(); each result comes back to the
+ * netlink work, e.g. the next ADD's veth, is not held up meanwhile). A CNI DEL would hold the
+ * whole loop there; instead the loop releases the address, hands the deletion to this one
+ * worker thread and holds the DEL's request (not the loop) until it is done. The thread only calls wire_del(); each result comes back to the
  * loop through an eventfd (DESIGN.md: threads only when measured, results through an eventfd),
  * where done() runs. The names being deleted are persisted by the caller (ipam), so a deletion
  * interrupted by a crash is retried at the next start. */
@@ -25,6 +25,9 @@ struct reaper *reaper_free(struct reaper *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct reaper *, reaper_free);
 
 int reaper_queue(struct reaper *r, const char *name);
+/* Moves name to the front of the queue, without waiting (a DEL is waiting for it): 0, or
+ * -ENOENT if it is not queued (in progress already, or done). */
+int reaper_expedite(struct reaper *r, const char *name);
 /* Deletions queued or in progress. */
 unsigned reaper_pending(const struct reaper *r);
 /* Blocks until the deletion of name (queued or in progress) is done, then runs the done

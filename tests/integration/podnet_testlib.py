@@ -88,6 +88,19 @@ def netns():
         f.cleanup()
 
 
+@pytest.fixture
+def podnet_agent(agent_factory):
+    """podnet_agent(cidr=None, quarantine="30s", agent=None, network=None, **kw) -> a started
+    agent with a pod CIDR no route here overlaps ([network] keys in network=)."""
+    def make(cidr=None, quarantine="30s", agent=None, network=None, **kw):
+        cidr = cidr or free_pod_cidr()
+        a = agent_factory(config={"network": dict({"pod-cidr": cidr, "address-quarantine": quarantine}, **(network or {})),
+                                  "agent": dict(agent or {})}, **kw)
+        a.pod_cidr = cidr
+        return a
+    return make
+
+
 def host_links(prefix="pin"):
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     names = []
@@ -153,6 +166,12 @@ def pinion_conf(agent, version="1.1.0", **extra):
     c = {"cniVersion": version, "name": "pinion", "type": "pinion-cni", "socket": agent.socket}
     c.update(extra)
     return c
+
+
+def ptp_conf(data_dir, subnet=None, version="1.0.0"):
+    """The reference ptp plugin with host-local IPAM (state under data_dir)."""
+    return {"cniVersion": version, "name": "ref-ptp", "type": "ptp",
+            "ipam": {"type": "host-local", "subnet": subnet or free_pod_cidr(), "dataDir": data_dir}}
 
 
 def k8s_args(ns, name, uid):

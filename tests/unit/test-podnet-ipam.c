@@ -98,6 +98,7 @@ static void test_persistence(void **state) {
         assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, NULL), 0);
         struct ipam_owner o = owner;
         o.netns = "/var/run/netns/x";
+        o.netns_ino = 4026532999; /* nsfs inodes are this large: above 2^31 */
         o.host_ifname = "pin12345678";
         assert_int_equal(ipam_allocate(p, "c1", "eth0", &o, 50 * SEC, &a), 1);
         assert_int_equal(ipam_allocate(p, "c2", "eth0", &o, 50 * SEC, &a), 1);
@@ -113,6 +114,7 @@ static void test_persistence(void **state) {
         assert_string_equal(a->host_ifname, "pin12345678");
         assert_string_equal(a->pod_uid, "u");
         assert_string_equal(a->netns, "/var/run/netns/x");
+        assert_true(a->netns_ino == 4026532999);
         /* c1's host interface was still being deleted: recorded, its name not handed out. */
         assert_int_equal(ipam_n_deleting(p), 1);
         assert_string_equal(ipam_deleting(p, 0), "pin12345678");
