@@ -134,6 +134,12 @@ static enum grpc_status mount_status(int r) {
         }
 }
 
+/* A request the kubelet got wrong is its to report (a pod event); a mount that failed on
+ * our side is worth a warning. */
+#define log_refusal(r, ...)                                                                           \
+        (void) log_module_full_errno(MODULE, mount_status(r) == GRPC_STATUS_INTERNAL ? LOG_WARNING : LOG_INFO, 0, \
+                                     __VA_ARGS__)
+
 /* The spec's required fields, and a capability we can serve: a directory (mount), not a
  * block device. NULL if fine, else what is wrong. */
 static const char *publish_request_problem(const Csi__V1__NodePublishVolumeRequest *req) {
@@ -172,7 +178,7 @@ static void node_publish_volume(struct grpc_call *call, const uint8_t *msg, size
         r = csi_publish(csi->sockets_dir, csi->settings->pods_root, req->target_path, why, sizeof(why));
         if (r < 0) {
                 csi->n_refused++;
-                log_module_warning(MODULE, "NodePublishVolume %s at %s refused: %s", req->volume_id, req->target_path,
+                log_refusal(r, "NodePublishVolume %s at %s refused: %s", req->volume_id, req->target_path,
                                    why[0] ? why : strerror(-r));
                 grpc_call_finish(call, mount_status(r), "%s", why[0] ? why : strerror(-r));
         } else {
@@ -204,7 +210,7 @@ static void node_unpublish_volume(struct grpc_call *call, const uint8_t *msg, si
         r = csi_unpublish(csi->sockets_dir, csi->settings->pods_root, req->target_path, why, sizeof(why));
         if (r < 0) {
                 csi->n_refused++;
-                log_module_warning(MODULE, "NodeUnpublishVolume %s at %s refused: %s", req->volume_id, req->target_path,
+                log_refusal(r, "NodeUnpublishVolume %s at %s refused: %s", req->volume_id, req->target_path,
                                    why[0] ? why : strerror(-r));
                 grpc_call_finish(call, mount_status(r), "%s", why[0] ? why : strerror(-r));
         } else {

@@ -210,6 +210,7 @@ int csi_unpublish(const char *source, const char *root, const char *target, char
                                       "what is mounted at %s is not this driver's volume: left alone", path);
                 if (i >= CSI_UNMOUNT_MAX)
                         return refuse(-EBUSY, why, why_size, "%s is still mounted after %u unmounts", path, i);
+                fd = safe_close(fd); /* it holds the mount: unmounting would be EBUSY */
                 if (umount2(path, UMOUNT_NOFOLLOW) < 0)
                         return refuse(-errno, why, why_size, "unmounting %s: %s", path, strerror(errno));
         }
