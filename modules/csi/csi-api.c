@@ -56,7 +56,7 @@ static ProtobufCMessage *request(struct grpc_call *call, const ProtobufCMessageD
         const struct api_peer *peer = grpc_call_peer(call);
         ProtobufCMessage *m;
 
-        if (!peer || peer->uid != 0) {
+        if (!peer || !peer->privileged || peer->uid != 0) {
                 log_module_warning(MODULE, "%s refused: caller uid %d is not root", grpc_call_method(call),
                                    peer ? (int) peer->uid : -1);
                 grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "only root (the kubelet) may call this plugin");
