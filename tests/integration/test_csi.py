@@ -5,6 +5,7 @@ bind-mounts the agent's sockets directory read-only at a target below the pods r
 reaches the agent's API through it. Every mount a test makes is taken away at teardown."""
 
 import errno
+import re
 import os
 import shutil
 import socket
@@ -248,3 +249,30 @@ def test_bad_config_is_refused_with_its_line(key, value):
         assert err.startswith("%s:%d: " % (a.config_file, line_of(text, "%s=%s" % (key, value)))), err
     finally:
         a.close()
+
+
+def test_reload_serves_a_new_socket_and_applies_a_new_pods_root(kubelet):
+    a = kubelet.agent
+    other_pods = os.path.join(kubelet.dir, "pods2")
+    os.makedirs(other_pods)
+    new_socket = os.path.join(kubelet.dir, "plugins", "moved", "csi.sock")
+    a.write_config(sections={"csi": {"socket": new_socket, "pods-root": other_pods}})
+    a.sighup()
+    a.wait_log(r"CSI node plugin csi\.pinion\.dev serving .* on %s" % re.escape(new_socket))
+    assert not os.path.exists(kubelet.socket)  # the old socket went with its server
+    client = Client(new_socket)
+    try:
+        c = kubelet.csi
+        old_target = kubelet.target()
+        got = client.code(NODE + "NodePublishVolume", kubelet.publish_request(old_target), c.NodePublishVolumeResponse)
+        assert got[0] == grpc.StatusCode.PERMISSION_DENIED, got  # no longer below the pods root
+        parent = os.path.join(other_pods, "pod", "volumes", "kubernetes.io~csi", "v")
+        os.makedirs(parent)
+        target = os.path.join(parent, "mount")
+        client.call(NODE + "NodePublishVolume", kubelet.publish_request(target), c.NodePublishVolumeResponse)
+        assert mount_roots_below(target) == [target]
+        client.call(NODE + "NodeUnpublishVolume", c.NodeUnpublishVolumeRequest(volume_id="v", target_path=target),
+                    c.NodeUnpublishVolumeResponse)
+        assert not os.path.exists(target)
+    finally:
+        client.close()
