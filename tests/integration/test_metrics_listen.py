@@ -154,6 +154,25 @@ def test_connections_beyond_the_cap_are_closed_at_once(agent_factory):
     assert parse_metrics(body).value("pinion_api_connections_rejected_total", reason="total") >= 1
 
 
+def test_a_slow_request_head_is_cut_off(agent_factory):
+    """A connection that never finishes its request head is closed by the agent (after the
+    local API's 10 s header deadline), not held for good."""
+    agent, address = metrics_agent(agent_factory)
+    host, port = address.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=30)
+    try:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # no blank line: never complete
+        try:
+            got = s.recv(100)
+        except ConnectionResetError:
+            got = b""
+        assert got == b"", got
+    finally:
+        s.close()
+    body = http("GET", "http://%s/metrics" % address)[2]
+    assert parse_metrics(body).value("pinion_api_header_timeouts_total") >= 1
+
+
 def test_ipv6_loopback(agent_factory):
     try:
         s = socket.socket(socket.AF_INET6)
