@@ -50,6 +50,9 @@ class Kubelet:
 
     def close(self):
         self.client.close()
+        # The agent first: its sockets' directories go next, which it would take for an attack.
+        if self.agent.running():
+            self.agent.assert_exit(self.agent.stop())
         unmount_all_below(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
 
