@@ -92,12 +92,13 @@ def test_prometheus_scrapes_the_tcp_port(agent_factory):
     prom = Prometheus(address)
     try:
         def up():
-            return prom.query('up{job="pinion"}')
+            found = prom.query('up{job="pinion"}')
+            return found if found and [v for _, v in found] == [1.0] else None
         try:
-            wait_until(lambda: up() == [(up()[0][0], 1.0)] if up() else False, 30, desc="up == 1")
+            found = wait_until(up, 30, desc="up == 1")
         except AssertionError:
             raise AssertionError("Prometheus never saw the target up:\n%s" % prom.log_text())
-        assert up()[0][0]["instance"] == address
+        assert found[0][0]["instance"] == address
         # A pinion metric's value, as Prometheus stored it from the scrape.
         build = wait_until(lambda: prom.query('pinion_build_info{job="pinion"}'), 15, desc="pinion_build_info")
         assert build[0][1] == 1.0 and build[0][0]["version"] == agent.status()["version"], build
