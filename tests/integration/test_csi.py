@@ -44,8 +44,12 @@ class Kubelet:
         self.reg_socket = os.path.join(self.registry, DRIVER + "-reg.sock")
         os.makedirs(self.pods)
         os.makedirs(self.registry, mode=0o750)
-        self.agent = agent_factory(config={"csi": {
-            "enable": "yes", "socket": self.socket, "registration-dir": self.registry, "pods-root": self.pods}})
+        try:
+            self.agent = agent_factory(config={"csi": {
+                "enable": "yes", "socket": self.socket, "registration-dir": self.registry, "pods-root": self.pods}})
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.client = Client(self.socket)
 
     def close(self):
