@@ -16,11 +16,11 @@
 #include "log.h"
 #include "peer-creds.h"
 
-/* Connections at once. All callers together: what MHD and our fds can carry. Limited callers
+/* Connections at once. All callers together (api.c: API_MAX_CONNECTIONS, or an anonymous
+ * API's own cap): what MHD and our fds can carry. Limited callers
  * (in a pod, or unprivileged outside pods) together: what they cannot take stays for the
  * host's root and socket-group (pinionctl, pinion-cni). One pod, whatever uids its processes
  * run as; one uid outside pods: so that one pod cannot starve another, nor one user another. */
-#define API_MAX_CONNECTIONS 1000U
 #define API_MAX_LIMITED_CONNECTIONS 512U
 #define API_MAX_CONNECTIONS_PER_POD 32U
 #define API_MAX_CONNECTIONS_PER_UID 32U
@@ -37,7 +37,11 @@ static struct api_conn *conn_new(struct api *a, int fd) {
                 return NULL;
         c->api = a;
         c->fd = fd;
-        peer_creds_read(fd, &c->creds);
+        /* A TCP peer has no credentials: unknown, hence unprivileged. */
+        if (a->anonymous)
+                c->creds = (struct peer_creds) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
+        else
+                peer_creds_read(fd, &c->creds);
         return c;
 }
 
@@ -101,6 +105,8 @@ static int conn_count_key(const struct api *a, const struct api_conn *c, char **
         _cleanup_free_ char *pod = NULL;
 
         *ret = NULL;
+        if (a->anonymous)
+                return 0;
         if (a->place_fn) {
                 struct api_place place = {};
 
@@ -228,7 +234,7 @@ void conn_admit(struct api *a, int fd) {
         struct api_conn *c;
         const char *reason;
 
-        if (a->n_conns >= API_MAX_CONNECTIONS) { /* before any /proc reading for it */
+        if (a->n_conns >= a->max_connections) { /* before any /proc reading for it */
                 conn_reject(a, fd, "total");
                 return;
         }

@@ -64,6 +64,8 @@ struct api {
         mode_t socket_mode;
         gid_t socket_gid;
         size_t max_body;
+        bool anonymous;           /* api_options.anonymous */
+        unsigned max_connections; /* api_options.max_connections, or the default */
         api_place_fn place_fn; /* where a peer runs, beside its credentials (api_set_place_fn()) */
         void *place_userdata;
 

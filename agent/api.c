@@ -19,6 +19,7 @@
  * Suspended connections (long-polls, idle streams) do not time out in MHD. */
 #define API_CONNECTION_TIMEOUT_SEC 60U
 /* MHD's own cap, above ours (api-conn.c): we refuse first, and count why. */
+#define API_MAX_CONNECTIONS 1000U
 #define API_MHD_CONNECTION_LIMIT 1100U
 
 /* ---- driving MHD from sd-event ---- */
@@ -206,6 +207,9 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
         a->socket_mode = opts->socket_mode;
         a->socket_gid = opts->socket_gid;
         a->max_body = opts->max_body > 0 ? opts->max_body : API_MAX_BODY_DEFAULT;
+        a->anonymous = opts->anonymous;
+        a->max_connections = opts->max_connections > 0 ? MIN(opts->max_connections, API_MAX_CONNECTIONS)
+                                                       : API_MAX_CONNECTIONS;
 
         if (metrics) {
                 r = api_metrics_register(a, metrics);

@@ -56,6 +56,10 @@ struct api_options {
         gid_t socket_gid;       /* (gid_t)-1: leave the group */
         int listen_fd;          /* >= 0: use this (socket activation), else bind socket_path */
         size_t max_body;        /* request bodies larger than this get 413; 0 = 1 MiB */
+        /* A TCP port (metrics-listen.h): peers have no credentials. Each is unprivileged and in
+         * no pod, counted in the total only; no socket file to watch. */
+        bool anonymous;
+        unsigned max_connections; /* at once; 0: 1000 */
 };
 
 int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics, struct api **ret);

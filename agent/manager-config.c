@@ -8,6 +8,7 @@
 #include "log.h"
 #include "manager-config.h"
 #include "manager.h"
+#include "metrics-listen.h"
 #include "module.h"
 #include "peer-pod.h"
 #include "service.h"
@@ -66,6 +67,12 @@ static int parse_cgroup_roots(const char *v, void *ret, const char **reason) {
         return 0;
 }
 
+static int parse_metrics_listen(const char *v, void *ret, const char **reason) {
+        if (!isempty(v) && metrics_listen_parse(v, NULL, NULL, reason) < 0)
+                return -EINVAL;
+        return config_parse_string(v, ret, reason);
+}
+
 #define FIELD(f) offsetof(struct agent_settings, f)
 static const struct config_key agent_keys[] = {
         { "node-name", parse_node_name, FIELD(node_name), NULL, config_free_string },
@@ -83,6 +90,7 @@ static const struct config_key agent_keys[] = {
         { "log-format", parse_log_format, FIELD(log_format), "auto", config_free_string },
         { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },
         { "drop-capabilities", config_parse_bool, FIELD(drop_capabilities), "yes" },
+        { "metrics-listen", parse_metrics_listen, FIELD(metrics_listen), "", config_free_string },
         {}
 };
 #undef FIELD

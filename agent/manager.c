@@ -11,6 +11,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "manager-api.h"
+#include "metrics-listen.h"
 #include "manager-config.h"
 #include "manager.h"
 #include "peer-pod.h"
@@ -231,6 +232,7 @@ struct manager *manager_free(struct manager *m) {
         free(m->modules);
 
         pod_watch_hub_free(m->pod_watch); /* ends its streams: before the API goes */
+        metrics_listener_free(m->metrics_listener);
         api_free(m->api);
         podsdir_free(m->podsdir);
         http_client_free(m->http);
@@ -409,13 +411,16 @@ static void manager_reload_failed(struct manager *m, int r, const char *error) {
 /* ---- capabilities ---- */
 
 /* What the agent needs with its current settings: the core keeps CAP_CHOWN (the API socket's
- * group may change on reload), each module adds its own. */
+ * group may change on reload) and, for a metrics-listen port below 1024, CAP_NET_BIND_SERVICE;
+ * each module adds its own. */
 static uint64_t module_capabilities(struct module_instance *mi) {
         return mi->module->capabilities ? mi->module->capabilities(mi, mi->manager->config) : 0;
 }
 
 static uint64_t manager_needed_capabilities(struct manager *m) {
         uint64_t needed = CAP_TO_MASK64(CAP_CHOWN);
+        if (metrics_listen_privileged_port(m->settings.metrics_listen))
+                needed |= CAP_TO_MASK64(CAP_NET_BIND_SERVICE);
         for (unsigned i = 0; i < m->n_modules; i++)
                 needed |= module_capabilities(&m->modules[i]);
         return needed;
@@ -508,8 +513,10 @@ int manager_reload(struct manager *m) {
         m->socket_gid = gid;
         manager_apply_logging(&m->settings);
         manager_find_own_pod(m);
-        if (m->api)
+        if (m->api) {
                 (void) api_set_access(m->api, m->settings.socket_mode, m->socket_gid);
+                (void) manager_metrics_listen(m);
+        }
 
         for (unsigned i = 0; i < m->n_modules; i++) {
                 struct module_instance *mi = &m->modules[i];
@@ -701,7 +708,7 @@ static int manager_start_api(struct manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to register the API routes: %m");
         log_info("Local API listening on %s%s", m->settings.socket, listen_fd >= 0 ? " (socket activation)" : "");
-        return 0;
+        return manager_metrics_listen(m);
 }
 
 static int manager_create_dirs(struct manager *m) {

@@ -41,6 +41,7 @@ struct agent_settings {
         char *log_format;
         usec_t stop_timeout;
         bool drop_capabilities;
+        char *metrics_listen; /* ADDR:PORT serving /metrics over TCP; NULL: none */
         /* [service.NAME]: systemd services that get an identity (service.h). Not in the
          * [agent] table: parsed from their own sections with the agent's settings. */
         struct service_settings **services;
@@ -72,6 +73,7 @@ struct manager {
         struct podsdir *podsdir;
         struct pod_watch_hub *pod_watch; /* /v1/pods?watch=1 streams */
         struct api *api;
+        struct metrics_listener *metrics_listener; /* [agent] metrics-listen, NULL: none */
         struct http_client *http; /* created on first use: libcurl and OpenSSL cost memory */
 
         struct module_instance *modules; /* in start order */

@@ -74,7 +74,7 @@ KEEP_TMP = os.environ.get("PINION_KEEP_TMP") == "1"
 _SETPRIV = shutil.which("setpriv")
 PDEATHSIG_CMD = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
 
-MODULES = ["apiserver", "identity", "configsync", "zkreg", "podnet", "reclaim"]
+MODULES = ["apiserver", "identity", "configsync", "zkreg", "podnet", "reclaim", "csi"]
 # The dependencies between modules that the design implies (a module starts after those it
 # needs): identity's kubernetes signer and podnet's pod-cidr from the Node need the apiserver;
 # configsync's zk-version-node trigger needs zkreg's ZooKeeper session. Keep in step with the

@@ -195,6 +195,9 @@ def world(agent_factory, zk, kz, nginx, test_ca, netns, tmp_dir):  # noqa: F811
             "zookeeper": {"servers": zk.hosts, "session-timeout": "4s", "drain-delay": "10m"},
             "network": {"pod-cidr": pt.free_pod_cidr()},
             "reclaim.authz": {"cgroup": memcg.name if memcg else "/pinion-authz-missing-%d" % os.getpid()},
+            "csi": {"enable": "yes", "socket": os.path.join(tmp_dir, "kubelet", "plugins", "csi.sock"),
+                    "registration-dir": os.path.join(tmp_dir, "kubelet", "registry"),
+                    "pods-root": os.path.join(tmp_dir, "kubelet", "pods")},
         }
         for name in ("a", "b"):
             config["config." + name] = cs.config_section(nginx.url("%s/manifest.json" % name),

@@ -3,7 +3,9 @@
 Python client's models, strictly: a misspelled field fails), the DaemonSet has what a node agent
 needs, RBAC is the least the modules use, the shipped config is one piniond accepts, the CNI
 installer installs atomically, workloads mount only the agent's sockets directory and read-only,
-and the image's runtime packages cover the binaries' libraries."""
+through the CSI driver rather than a hostPath, the agent's namespace alone is labelled for
+privileged pods, Prometheus finds the metrics port, and the image's runtime packages cover the
+binaries' libraries."""
 
 import glob
 import os
@@ -30,6 +32,7 @@ MODELS = {
     ("apps/v1", "DaemonSet"): "V1DaemonSet",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
+    ("storage.k8s.io/v1", "CSIDriver"): "V1CSIDriver",
 }
 
 
@@ -151,8 +154,8 @@ def test_workloads_mount_only_the_sockets_dir_read_only():
             assert mount.get("readOnly") is True, "%s mounts %s read-write" % (where, host)
             assert not mount.get("subPath"), where
             seen.append(where)
-    # The example workload is there and mounts it: the check above is not vacuous.
-    assert any(w.startswith("example-workload.yaml") for w in seen), seen
+    # Only the agent mounts any of it by hostPath: workloads use the CSI volume.
+    assert seen == [], seen
     pod = [d for n, d in _documents() if n == "example-workload.yaml"][0]
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     assert env["PINION_SOCKET"] == SOCKETS_DIR + "/pinion.sock"
@@ -161,6 +164,85 @@ def test_workloads_mount_only_the_sockets_dir_read_only():
     agent_mounts = [(m, h) for c, m, h in _pinion_host_mounts(ds) if c == AGENT_CONTAINER[1]]
     assert [(m["mountPath"], h) for m, h in agent_mounts] == [("/run/pinion", "/run/pinion")]
     assert not agent_mounts[0][0].get("readOnly")
+
+
+def _conf_value(section, key):
+    """A key of the shipped pinion.conf (configmap.yaml), or None."""
+    current = None
+    for line in _one("ConfigMap")["data"]["pinion.conf"].splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            current = line.strip("[]")
+        elif current == section and line.startswith(key + "="):
+            return line.split("=", 1)[1]
+    return None
+
+
+def test_workloads_reach_the_agent_through_the_csi_driver_not_a_hostpath():
+    """The example workload would pass the Pod Security Standards' baseline profile: no
+    hostPath volume, no host namespaces, nothing privileged; the sockets directory comes from
+    piniond's CSI driver as an inline ephemeral volume, read-only."""
+    pod = [d for n, d in _documents() if n == "example-workload.yaml"][0]
+    spec = pod["spec"]
+    assert not [v for v in spec["volumes"] if "hostPath" in v], spec["volumes"]
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        assert not spec.get(key), key
+    for c in spec["containers"]:
+        assert not (c.get("securityContext") or {}).get("privileged"), c["name"]
+    driver = _one("CSIDriver")["metadata"]["name"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == SOCKETS_DIR]
+    assert mount["readOnly"] is True
+    assert volumes[mount["name"]]["csi"] == {"driver": driver, "readOnly": True}
+    # The driver the agent serves is the one the pod names ([csi] name defaults to it).
+    assert _conf_value("csi", "enable") == "yes"
+    assert _conf_value("csi", "name") in (None, driver)
+    assert driver == "csi.pinion.dev"
+
+
+def test_csidriver_is_an_inline_ephemeral_node_only_driver():
+    spec = _one("CSIDriver")["spec"]
+    assert spec["attachRequired"] is False     # no controller, nothing to attach
+    assert spec["podInfoOnMount"] is True
+    assert spec["volumeLifecycleModes"] == ["Ephemeral"]
+    assert spec["fsGroupPolicy"] == "None"     # a read-only mount: never chowned for fsGroup
+
+
+def test_daemonset_serves_the_csi_plugin_without_a_registrar():
+    ds = _one("DaemonSet")["spec"]["template"]["spec"]
+    (agent,) = ds["containers"]
+    assert [c["name"] for c in ds["containers"]] == ["piniond"]  # no node-driver-registrar sidecar
+    volumes = {v["name"]: v for v in ds["volumes"]}
+    mounts = {m["mountPath"]: m for m in agent["volumeMounts"]}
+    for path in ("/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pods"):
+        assert volumes[mounts[path]["name"]]["hostPath"]["path"] == path, path
+    # Publishing mounts below the pods' directories: they must reach the host.
+    assert mounts["/var/lib/kubelet/pods"]["mountPropagation"] == "Bidirectional"
+    assert agent["securityContext"]["privileged"] is True  # Bidirectional needs it
+
+
+def test_agent_namespace_alone_is_privileged_for_pod_security_admission():
+    ns = _one("Namespace")
+    labels = ns["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    for mode in ("warn", "audit"):
+        assert labels.get("pod-security.kubernetes.io/" + mode, "privileged") == "privileged", mode
+    # The privileged namespace is the agent's: workloads are elsewhere.
+    pod = [d for n, d in _documents() if n == "example-workload.yaml"][0]
+    assert pod["metadata"]["namespace"] != ns["metadata"]["name"]
+
+
+def test_prometheus_finds_the_metrics_port():
+    template = _one("DaemonSet")["spec"]["template"]
+    ann = template["metadata"]["annotations"]
+    listen = _conf_value("agent", "metrics-listen")
+    assert listen, "no [agent] metrics-listen in the shipped config"
+    port = listen.rsplit(":", 1)[1]
+    assert ann["prometheus.io/scrape"] == "true"
+    assert ann["prometheus.io/port"] == port
+    assert ann["prometheus.io/path"] == "/metrics"
+    (agent,) = template["spec"]["containers"]
+    assert {"name": "metrics", "containerPort": int(port), "protocol": "TCP"} in agent["ports"]
 
 
 def test_rbac_is_the_least_the_modules_use():
