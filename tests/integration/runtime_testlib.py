@@ -3,9 +3,11 @@
 CRI gRPC socket as the kubelet drives it) and podman 4.3 (CNI backend, runc), each run privately
 by the test against a piniond the test started with podnet configured.
 
-Private means: every runtime gets its own root, state and run directories, its own sockets and
-its own CNI directories under one temp dir (never the host's /run/containerd, /var/lib/containerd
-or /var/lib/containers):
+Private means: every runtime gets its own root, state and run directories (runc's too), its own
+sockets and its own CNI directories under one temp dir, never the host's /var/lib/containerd,
+/var/lib/containers or containerd's state (only its shims' sockets go to /run/containerd/s, where
+containerd 1.6 always puts them, named by a hash of our socket path; libcni's result cache is its
+/var/lib/cni, keyed by network and container):
 
     <dir>/cni-bin   pinion-cni (through a small recorder that logs what the runtime passed it
                     and execs the build's plugin) and the reference plugins of /usr/lib/cni
@@ -368,11 +370,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "%(dir)s/runc"
     # The same runc, networked by the reference list (benchmarks: RunPodSandbox's runtime_handler).
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.reference]
       runtime_type = "io.containerd.runc.v2"
       cni_conf_dir = "%(ref_conf_dir)s"
       cni_max_conf_num = 1
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.reference.options]
+        Root = "%(dir)s/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "%(bin_dir)s"
     conf_dir = "%(conf_dir)s"
@@ -532,7 +538,12 @@ class Podman:
         return run(self.cmd(*args), check=check, timeout=timeout, env=self.env)
 
     def load(self, tarball):
-        self("load", "-i", tarball)
+        """podman load, in a mount namespace of its own with a tmpfs on /var/lib: podman 4.3 keeps
+        its blob info cache in /var/lib/containers/cache whatever its root (only copying images
+        touches it; running them does not)."""
+        cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+               'mount -t tmpfs pinion-test /var/lib && exec "$@"', "sh"] + self.cmd("load", "-i", tarball)
+        run(cmd, env=self.env)
 
     def run_container(self, name, *args, image=BUSYBOX_IMAGE, command=("sleep", "3600"), check=True):
         """podman run -d --name NAME ARGS IMAGE COMMAND (on the pinion network unless ARGS name one)."""
