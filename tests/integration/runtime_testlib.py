@@ -166,16 +166,19 @@ def busybox_image(dir):
 # ---- CNI directories ----
 
 RECORDER = '''#!/bin/sh
-# What the runtime passed pinion-cni, one JSON line per call; then the real plugin.
+# What the runtime passed pinion-cni, one JSON line per call; then the real plugin. While the file
+# hold-<command> exists, a call of that command waits for it to go before the plugin runs.
 printf '{"command":"%%s","containerID":"%%s","netns":"%%s","ifname":"%%s","args":"%%s"}\\n' \\
     "$CNI_COMMAND" "$CNI_CONTAINERID" "$CNI_NETNS" "$CNI_IFNAME" "$CNI_ARGS" >> %(log)s
+while [ -e "%(dir)s/hold-$CNI_COMMAND" ]; do sleep 0.05; done
 exec %(plugin)s "$@"
 '''
 
 
 class CniDirs:
     """The runtime's CNI bin and conf dirs. record: pinion-cni is reached through the recorder
-    (calls() reads what it logged); otherwise it is the build's binary itself (benchmarks)."""
+    (calls() reads what it logged, hold() makes calls of one command wait); otherwise it is the
+    build's binary itself (benchmarks)."""
 
     def __init__(self, base, agent, record=True, reference_cidr=None):
         self.bin_dir = os.path.join(base, "cni-bin")
@@ -190,7 +193,7 @@ class CniDirs:
         target = os.path.join(self.bin_dir, "pinion-cni")
         if record:
             with open(target, "w") as f:
-                f.write(RECORDER % {"log": self.log, "plugin": PINION_CNI})
+                f.write(RECORDER % {"log": self.log, "plugin": PINION_CNI, "dir": base})
             os.chmod(target, 0o755)
         else:
             os.symlink(PINION_CNI, target)
@@ -207,6 +210,14 @@ class CniDirs:
                                                      "dataDir": self.ipam_dir}},
                             {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True}]}
             self._write(self.ref_conf_dir, "10-reference.conflist", self.reference_conflist)
+
+    def hold(self, command, on=True):
+        """on: calls of command (ADD, DEL...) are logged, then wait; off: they go on."""
+        path = os.path.join(os.path.dirname(self.bin_dir), "hold-" + command)
+        if on:
+            open(path, "w").close()
+        elif os.path.exists(path):
+            os.unlink(path)
 
     @staticmethod
     def _write(dir, name, doc):
