@@ -54,7 +54,7 @@ def in_cidr(ip, cidr):
 
 
 def podman_part(agent, cycles, cidrs):
-    pm = Podman(agent, record=False, reference_cidr=cidrs["reference"])
+    pm = Podman(agent.socket, record=False, reference_cidr=cidrs["reference"])
     try:
         pm.load(busybox_image(pm.dir))
         n = [0]
@@ -89,7 +89,7 @@ def podman_part(agent, cycles, cidrs):
 
 
 def cri_part(agent, cycles, cidrs):
-    ctrd = Containerd(agent, record=False, reference_cidr=cidrs["reference"])
+    ctrd = Containerd(agent.socket, record=False, reference_cidr=cidrs["reference"])
     try:
         ctrd.start()
         ctrd.import_image(pause_image(ctrd.dir))

@@ -46,7 +46,7 @@ BUSYBOX_IMAGE = "localhost/pinion-test/busybox:1"
 CRI_PROTO_DIR = os.path.join(SRCDIR, "tests", "integration", "cri")
 REFERENCE_PLUGINS = ("portmap", "loopback", "ptp", "host-local")
 RUNTIME_BINARIES = {
-    "containerd": ("containerd", "ctr", "containerd-shim-runc-v2", "runc"),
+    "containerd": ("containerd", "ctr", "containerd-shim-runc-v2", "runc", "protoc"),
     "podman": ("podman", "conmon", "runc", "busybox"),
 }
 
@@ -59,8 +59,6 @@ def require_runtime(name):
     missing = [b for b in RUNTIME_BINARIES[name] if not shutil.which(b, path="/usr/sbin:/usr/bin:/sbin:/bin")]
     if missing:
         pytest.skip("%s is not installed here (missing %s; scripts/deps installs it)" % (name, ", ".join(missing)))
-    if not shutil.which("gcc") and name == "containerd":
-        pytest.skip("gcc is needed for the pause binary")
 
 
 def run(cmd, check=True, timeout=120, **kw):
@@ -142,8 +140,14 @@ def docker_archive(path, name, files, links=(), dirs=(), entrypoint=None, cmd=No
 
 
 def pause_image(dir):
-    return docker_archive(os.path.join(dir, "pause.tar"), PAUSE_IMAGE, {"pause": build_pause(dir)},
-                          entrypoint=["/pause"])
+    """The sandbox image: the pause binary built here, or where there is no compiler (the VM
+    guest) busybox-static's sleep (containerd stops a sandbox with SIGKILL either way)."""
+    if shutil.which("gcc"):
+        return docker_archive(os.path.join(dir, "pause.tar"), PAUSE_IMAGE, {"pause": build_pause(dir)},
+                              entrypoint=["/pause"])
+    bb = shutil.which("busybox", path="/usr/bin:/bin")
+    return docker_archive(os.path.join(dir, "pause.tar"), PAUSE_IMAGE, {"bin/busybox": bb}, dirs=["bin"],
+                          links=[("bin/sleep", "busybox")], entrypoint=["/bin/sleep", "2147483647"])
 
 
 BUSYBOX_APPLETS = ("sh", "ip", "sleep", "httpd", "cat", "ls", "nc", "ifconfig", "echo")
@@ -178,9 +182,14 @@ exec %(plugin)s "$@"
 class CniDirs:
     """The runtime's CNI bin and conf dirs. record: pinion-cni is reached through the recorder
     (calls() reads what it logged, hold() makes calls of one command wait); otherwise it is the
-    build's binary itself (benchmarks)."""
+    plugin itself (benchmarks). socket: the agent's, written into the conflist (None: the
+    conflist's own, as installed). plugin, conflist, plugin_dir: the build's pinion-cni, the
+    source tree's conflist and Debian's reference plugins, or an installed node's."""
 
-    def __init__(self, base, agent, record=True, reference_cidr=None):
+    def __init__(self, base, socket=None, record=True, reference_cidr=None, plugin=None, conflist=None,
+                 plugin_dir=CNI_PATH):
+        plugin = plugin or PINION_CNI
+        conflist = conflist or os.path.join(SRCDIR, "conf", "cni", "10-pinion.conflist")
         self.bin_dir = os.path.join(base, "cni-bin")
         self.conf_dir = os.path.join(base, "net.d")
         self.ref_conf_dir = os.path.join(base, "net.d-ref")
@@ -189,19 +198,19 @@ class CniDirs:
         for d in (self.bin_dir, self.conf_dir, self.ref_conf_dir):
             os.makedirs(d)
         for p in REFERENCE_PLUGINS:
-            os.symlink(os.path.join(CNI_PATH, p), os.path.join(self.bin_dir, p))
+            os.symlink(os.path.join(plugin_dir, p), os.path.join(self.bin_dir, p))
         target = os.path.join(self.bin_dir, "pinion-cni")
         if record:
             with open(target, "w") as f:
-                f.write(RECORDER % {"log": self.log, "plugin": PINION_CNI, "dir": base})
+                f.write(RECORDER % {"log": self.log, "plugin": plugin, "dir": base})
             os.chmod(target, 0o755)
         else:
-            os.symlink(PINION_CNI, target)
-        with open(os.path.join(SRCDIR, "conf", "cni", "10-pinion.conflist")) as f:
+            os.symlink(plugin, target)
+        with open(conflist) as f:
             self.conflist = json.load(f)
         for p in self.conflist["plugins"]:
-            if p["type"] == "pinion-cni":
-                p["socket"] = agent.socket
+            if p["type"] == "pinion-cni" and socket:
+                p["socket"] = socket
         self._write(self.conf_dir, "10-pinion.conflist", self.conflist)
         if reference_cidr:
             self.reference_conflist = {
@@ -315,11 +324,13 @@ class CriClient:
     def version(self):
         return self.call("Version", version="v1")
 
-    def run_sandbox(self, name, namespace="default", uid=None, ports=(), handler="", attempt=0):
+    def run_sandbox(self, name, namespace="default", uid=None, ports=(), handler="", attempt=0, cgroup_parent=""):
         """RunPodSandbox with the pod's metadata; ports: [(hostPort, containerPort)] over TCP on
-        127.0.0.1. Returns the sandbox id."""
+        127.0.0.1; cgroup_parent as the kubelet sets it (a slice with the systemd driver).
+        Returns the sandbox id."""
         pb = self.pb
         cfg = pb.PodSandboxConfig(
+            linux=pb.LinuxPodSandboxConfig(cgroup_parent=cgroup_parent),
             metadata=pb.PodSandboxMetadata(name=name, namespace=namespace, uid=uid or "uid-" + name, attempt=attempt),
             hostname=name, labels={"pinion-test": "1"},
             port_mappings=[pb.PortMapping(protocol=pb.TCP, host_port=h, container_port=c, host_ip="127.0.0.1")
@@ -383,6 +394,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         Root = "%(dir)s/runc"
+        SystemdCgroup = %(systemd)s
     # The same runc, networked by the reference list (benchmarks: RunPodSandbox's runtime_handler).
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.reference]
       runtime_type = "io.containerd.runc.v2"
@@ -390,6 +402,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       cni_max_conf_num = 1
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.reference.options]
         Root = "%(dir)s/runc"
+        SystemdCgroup = %(systemd)s
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "%(bin_dir)s"
     conf_dir = "%(conf_dir)s"
@@ -399,16 +412,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 class Containerd:
     """containerd with its CRI plugin in its own dirs; restartable (its shims, and so the
-    sandboxes, live on across a restart as on a node)."""
+    sandboxes, live on across a restart as on a node). socket: the agent's (None: the installed
+    conflist's); systemd_cgroup: runc's systemd cgroup driver (a systemd node), else cgroupfs;
+    cni: more CniDirs arguments."""
 
-    def __init__(self, agent, record=True, reference_cidr=None):
+    def __init__(self, socket=None, record=True, reference_cidr=None, systemd_cgroup=False, cni=None):
         self.dir = tempfile.mkdtemp(prefix="pinion-ctrd-")
         self.socket = os.path.join(self.dir, "containerd.sock")
-        self.cni = CniDirs(self.dir, agent, record=record, reference_cidr=reference_cidr)
+        self.cni = CniDirs(self.dir, socket, record=record, reference_cidr=reference_cidr, **(cni or {}))
         self.config = os.path.join(self.dir, "config.toml")
         with open(self.config, "w") as f:
             f.write(CONTAINERD_TOML % {"dir": self.dir, "pause": PAUSE_IMAGE, "bin_dir": self.cni.bin_dir,
-                                       "conf_dir": self.cni.conf_dir, "ref_conf_dir": self.cni.ref_conf_dir})
+                                       "conf_dir": self.cni.conf_dir, "ref_conf_dir": self.cni.ref_conf_dir,
+                                       "systemd": "true" if systemd_cgroup else "false"})
         self.log_file = os.path.join(self.dir, "containerd.log")
         self.proc = None
         self.cri = None
@@ -520,10 +536,10 @@ default_network = "pinion"
 class Podman:
     """podman with a private root, runroot, containers.conf and CNI config dir."""
 
-    def __init__(self, agent, record=True, reference_cidr=None):
+    def __init__(self, socket, record=True, reference_cidr=None):
         import resource
         self.dir = tempfile.mkdtemp(prefix="pinion-podman-")
-        self.cni = CniDirs(self.dir, agent, record=record, reference_cidr=reference_cidr)
+        self.cni = CniDirs(self.dir, socket, record=record, reference_cidr=reference_cidr)
         if reference_cidr:  # podman reads every list in its one dir: the reference one beside pinion's
             shutil.copy(os.path.join(self.cni.ref_conf_dir, "10-reference.conflist"), self.cni.conf_dir)
         self.conf = os.path.join(self.dir, "containers.conf")

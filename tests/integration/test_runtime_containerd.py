@@ -25,7 +25,7 @@ def cri_node(agent_factory):
     the shipped conflist against it, the pause image imported."""
     require_runtime("containerd")
     agent = agent_factory(config=podnet_agent_config())
-    ctrd = Containerd(agent)
+    ctrd = Containerd(agent.socket)
     try:
         ctrd.start()
         ctrd.import_image(pause_image(ctrd.dir))

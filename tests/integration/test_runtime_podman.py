@@ -27,7 +27,7 @@ def podman_node(agent_factory):
     the shipped conflist against it, the busybox image loaded."""
     require_runtime("podman")
     agent = agent_factory(config=podnet_agent_config())
-    pm = Podman(agent)
+    pm = Podman(agent.socket)
     try:
         pm.load(busybox_image(pm.dir))
         yield agent, pm
