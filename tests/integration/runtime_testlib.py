@@ -384,7 +384,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   # This host's memory cgroups (v1) and the sandbox's limits: containerd may not lower the
   # OOM score adjustment below its own.
   restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
+  netns_mounts_under_state_dir = %(netns_under_state)s
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -414,9 +414,12 @@ class Containerd:
     """containerd with its CRI plugin in its own dirs; restartable (its shims, and so the
     sandboxes, live on across a restart as on a node). socket: the agent's (None: the installed
     conflist's); systemd_cgroup: runc's systemd cgroup driver (a systemd node), else cgroupfs;
-    cni: more CniDirs arguments."""
+    netns_under_state: the sandboxes' network namespaces under its temp dir, else where a stock
+    containerd puts them, /run/netns (the shipped unit's piniond has a /tmp of its own:
+    PrivateTmp=yes); cni: more CniDirs arguments."""
 
-    def __init__(self, socket=None, record=True, reference_cidr=None, systemd_cgroup=False, cni=None):
+    def __init__(self, socket=None, record=True, reference_cidr=None, systemd_cgroup=False, cni=None,
+                 netns_under_state=True):
         self.dir = tempfile.mkdtemp(prefix="pinion-ctrd-")
         self.socket = os.path.join(self.dir, "containerd.sock")
         self.cni = CniDirs(self.dir, socket, record=record, reference_cidr=reference_cidr, **(cni or {}))
@@ -424,7 +427,8 @@ class Containerd:
         with open(self.config, "w") as f:
             f.write(CONTAINERD_TOML % {"dir": self.dir, "pause": PAUSE_IMAGE, "bin_dir": self.cni.bin_dir,
                                        "conf_dir": self.cni.conf_dir, "ref_conf_dir": self.cni.ref_conf_dir,
-                                       "systemd": "true" if systemd_cgroup else "false"})
+                                       "systemd": "true" if systemd_cgroup else "false",
+                                       "netns_under_state": "true" if netns_under_state else "false"})
         self.log_file = os.path.join(self.dir, "containerd.log")
         self.proc = None
         self.cri = None
@@ -550,7 +554,8 @@ class Podman:
                                        "nofile": min(nofile, 1 << 20), "nproc": min(nproc, 4096)})
         self.storage_conf = os.path.join(self.dir, "storage.conf")
         with open(self.storage_conf, "w") as f:
-            f.write('[storage]\ndriver = "overlay"\nrunroot = "%s/runroot"\ngraphroot = "%s/root"\n' % (self.dir, self.dir))
+            f.write('[storage]\ndriver = "overlay"\nrunroot = "%s/runroot"\ngraphroot = "%s/root"\n'
+                    % (self.dir, self.dir))
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.dir, "CONTAINERS_CONF": self.conf,
                     "CONTAINERS_STORAGE_CONF": self.storage_conf, "TMPDIR": os.path.join(self.dir, "tmp")}
         os.makedirs(self.env["TMPDIR"])
