@@ -29,6 +29,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -608,6 +609,13 @@ def allocation_of(agent, container_id):
         if a.get("containerID") == container_id:
             return a
     return None
+
+
+def agent_warnings(agent):
+    """The agent's log lines at warning level or worse (text format: "<level>: message"): a
+    healthy run has none."""
+    return [line for line in agent.log_text().splitlines()
+            if re.match(r"^(warning|error|crit|alert|emerg):", line)]
 
 
 def podnet_agent_config(cidr=None):

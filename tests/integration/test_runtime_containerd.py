@@ -15,7 +15,7 @@ import pytest
 
 from pinion_testlib import diag, wait_until
 from podnet_testlib import PYTHON, host_links, ping
-from runtime_testlib import (Containerd, allocated, allocation_of, pause_image, ping_from, podnet_agent_config,
+from runtime_testlib import (Containerd, agent_warnings, allocated, allocation_of, pause_image, ping_from, podnet_agent_config,
                              require_runtime, wait_http)
 
 
@@ -76,6 +76,7 @@ def test_sandboxes_get_reachable_pinion_addresses_with_their_pod_metadata(cri_no
     ctrd.cri.remove(s2)
     assert allocated(agent) == 0
     assert [s.id for s in ctrd.cri.list()] == []
+    assert agent_warnings(agent) == []
 
 
 def test_host_port_through_the_chained_portmap(cri_node, tmp_dir):
@@ -100,6 +101,7 @@ def test_host_port_through_the_chained_portmap(cri_node, tmp_dir):
     nat = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True).stdout
     assert "--dport %d" % host_port not in nat
     assert allocated(agent) == 0
+    assert agent_warnings(agent) == []
 
 
 def test_containerd_restart_keeps_the_address_and_stop_after_it_releases(cri_node):
@@ -115,6 +117,7 @@ def test_containerd_restart_keeps_the_address_and_stop_after_it_releases(cri_nod
     assert allocated(agent) == 0
     ctrd.cri.remove(sid)
     assert [s.id for s in ctrd.cri.list()] == []
+    assert agent_warnings(agent) == []
 
 
 def test_agent_killed_during_stop_then_back_nothing_leaks(cri_node):

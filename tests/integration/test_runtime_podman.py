@@ -17,8 +17,8 @@ import pytest
 
 from pinion_testlib import diag, wait_until
 from podnet_testlib import host_links, ping
-from runtime_testlib import (HTTP_MARKER, Podman, allocated, allocation_of, allocations, busybox_image,
-                             ping_from, podnet_agent_config, require_runtime, wait_http)
+from runtime_testlib import (HTTP_MARKER, Podman, agent_warnings, allocated, allocation_of, allocations,
+                             busybox_image, ping_from, podnet_agent_config, require_runtime, wait_http)
 
 
 @pytest.fixture
@@ -79,6 +79,7 @@ def test_run_exec_rm(podman_node):
     wait_until(lambda: a["hostIfname"] not in host_links(), timeout=10, desc="alpha's host veth gone")
     pm("rm", "-f", "-t", "0", "beta")
     assert allocated(agent) == 0
+    assert agent_warnings(agent) == []
 
 
 def test_host_port_through_the_chained_portmap(podman_node):
@@ -93,6 +94,7 @@ def test_host_port_through_the_chained_portmap(podman_node):
     nat = subprocess.run(["iptables", "-t", "nat", "-S"], capture_output=True, text=True).stdout
     assert "--dport %d" % host_port not in nat
     assert allocated(agent) == 0
+    assert agent_warnings(agent) == []
 
 
 def test_restart_rewires_without_leaking(podman_node):
@@ -108,6 +110,7 @@ def test_restart_rewires_without_leaking(podman_node):
     assert len(pm.cni.calls("DEL")) >= 2 and len(pm.cni.calls("ADD")) == 3
     pm("rm", "-f", "-t", "0", "again")
     assert allocated(agent) == 0
+    assert agent_warnings(agent) == []
 
 
 @pytest.mark.xfail(strict=True, reason="static addresses: pinion ignores IP= / runtimeConfig ips (the ipam work)")
