@@ -15,8 +15,8 @@ import pytest
 
 from pinion_testlib import diag, wait_until
 from podnet_testlib import PYTHON, host_links, ping
-from runtime_testlib import (Containerd, agent_warnings, allocated, allocation_of, pause_image, ping_from, podnet_agent_config,
-                             require_runtime, wait_http)
+from runtime_testlib import (Containerd, agent_warnings, allocated, allocation_of, pause_image, ping_from,
+                             podnet_agent_config, require_runtime, wait_http)
 
 
 @pytest.fixture
