@@ -7,7 +7,7 @@ Private means: every runtime gets its own root, state and run directories (runc'
 sockets and its own CNI directories under one temp dir, never the host's /var/lib/containerd,
 /var/lib/containers or containerd's state (only its shims' sockets go to /run/containerd/s, where
 containerd 1.6 always puts them, named by a hash of our socket path; libcni's result cache is its
-/var/lib/cni, keyed by network and container):
+/var/lib/cni, keyed by network and container, and our entries there go at cleanup):
 
     <dir>/cni-bin   pinion-cni (through a small recorder that logs what the runtime passed it
                     and execs the build's plugin) and the reference plugins of /usr/lib/cni
@@ -23,8 +23,10 @@ test time with protoc --python_out; the calls go through python3-grpcio's generi
 
 Everything is removed at teardown, also when a test fails: sandboxes and containers through the
 runtime, then the runtime's processes (containerd, its shims; they are ours, found by the private
-socket path on their command line), mounts under the temp dir, network namespaces, the dir."""
+socket path on their command line), libcni's cache entries of our containers (a failed DEL leaves
+one), mounts under the temp dir, network namespaces, the dir."""
 
+import glob
 import hashlib
 import io
 import json
@@ -46,6 +48,7 @@ PAUSE_IMAGE = "localhost/pinion-test/pause:1"
 BUSYBOX_IMAGE = "localhost/pinion-test/busybox:1"
 CRI_PROTO_DIR = os.path.join(SRCDIR, "tests", "integration", "cri")
 REFERENCE_PLUGINS = ("portmap", "loopback", "ptp", "host-local")
+LIBCNI_CACHE = "/var/lib/cni/results"
 RUNTIME_BINARIES = {
     "containerd": ("containerd", "ctr", "containerd-shim-runc-v2", "runc", "protoc"),
     "podman": ("podman", "conmon", "runc", "busybox"),
@@ -213,6 +216,7 @@ class CniDirs:
             if p["type"] == "pinion-cni" and socket:
                 p["socket"] = socket
         self._write(self.conf_dir, "10-pinion.conflist", self.conflist)
+        self.reference_conflist = None
         if reference_cidr:
             self.reference_conflist = {
                 "cniVersion": "1.0.0", "name": "reference",
@@ -228,6 +232,17 @@ class CniDirs:
             open(path, "w").close()
         elif os.path.exists(path):
             os.unlink(path)
+
+    def forget_cached_results(self, container_ids=()):
+        """Removes what libcni cached in the host's /var/lib/cni/results for the containers
+        pinion-cni was called for (and container_ids): libcni keeps an entry when a DEL fails,
+        and neither runtime lets its cache dir be moved."""
+        ids = set(container_ids) | {c["containerID"] for c in self.calls() if c["containerID"]}
+        names = [self.conflist["name"]] + ([self.reference_conflist["name"]] if self.reference_conflist else [])
+        for cid in ids:
+            for name in names:
+                for entry in glob.glob(os.path.join(LIBCNI_CACHE, "%s-%s-*" % (name, glob.escape(cid)))):
+                    os.unlink(entry)
 
     @staticmethod
     def _write(dir, name, doc):
@@ -434,6 +449,7 @@ class Containerd:
         self.proc = None
         self.cri = None
         self.netns_seen = set()
+        self.seen_ids = set()  # sandboxes run through this object (their libcni cache goes at cleanup)
 
     def start(self):
         assert self.proc is None or self.proc.poll() is not None
@@ -476,7 +492,9 @@ class Containerd:
         self.ctr("images", "import", tarball)
 
     def run_sandbox(self, *a, **kw):
-        return self.cri.run_sandbox(*a, **kw)
+        sid = self.cri.run_sandbox(*a, **kw)
+        self.seen_ids.add(sid)
+        return sid
 
     def netns(self, sandbox_id):
         p = self.cri.netns(sandbox_id)
@@ -496,7 +514,9 @@ class Containerd:
         try:
             if self.proc is None or self.proc.poll() is not None:
                 self.start()
-            for sid in [s.id for s in self.cri.list()]:
+            ids = [s.id for s in self.cri.list()]
+            self.seen_ids.update(ids)
+            for sid in ids:
                 for step in (self.cri.stop, self.cri.remove):
                     try:
                         step(sid)
@@ -508,6 +528,7 @@ class Containerd:
         kill_pids(pids_with_arg(self.socket))  # the shims: -address <our socket>
         for p in self.netns_seen:
             subprocess.run(["umount", p], capture_output=True)
+        self.cni.forget_cached_results(self.seen_ids)
         unmount_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -560,7 +581,7 @@ class Podman:
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.dir, "CONTAINERS_CONF": self.conf,
                     "CONTAINERS_STORAGE_CONF": self.storage_conf, "TMPDIR": os.path.join(self.dir, "tmp")}
         os.makedirs(self.env["TMPDIR"])
-        self.names = set()
+        self.seen_ids = set()  # containers of this podman (their libcni cache goes at cleanup)
 
     def cmd(self, *args):
         return ["podman", "--root", os.path.join(self.dir, "root"), "--runroot", os.path.join(self.dir, "runroot"),
@@ -580,15 +601,19 @@ class Podman:
 
     def run_container(self, name, *args, image=BUSYBOX_IMAGE, command=("sleep", "3600"), check=True):
         """podman run -d --name NAME ARGS IMAGE COMMAND (on the pinion network unless ARGS name one)."""
-        self.names.add(name)
         net = [] if any(a.startswith("--network") for a in args) else ["--network", "pinion"]
-        return self("run", "-d", "--name", name, *net, *args, image, *command, check=check)
+        r = self("run", "-d", "--name", name, *net, *args, image, *command, check=check)
+        if r.returncode == 0:
+            self.seen_ids.add(r.stdout.strip())
+        return r
 
     def cleanup(self):
         try:
+            self.seen_ids.update(self("ps", "-a", "-q", "--no-trunc", check=False).stdout.split())
             self("rm", "-a", "-f", "-t", "0", check=False, timeout=180)
         except Exception as e:  # noqa: BLE001 -- cleanup goes on
             diag("podman cleanup: %s" % e)
+        self.cni.forget_cached_results(self.seen_ids)
         kill_pids(pids_with_arg(self.dir))  # conmon and anything else of ours still running
         unmount_under(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
