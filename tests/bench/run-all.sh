@@ -7,7 +7,7 @@
 #   OUT            where the JSON, logs, REPORT.md and PNGs go
 #   BENCH_QUICK=1  tiny settings (seconds per benchmark: the CI smoke test), not figures to read
 #   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg identity workload-api
-#                  configsync podnet memory reclaim reclaim-v2 (reclaim-v2: the reclaim benchmark on cgroup v2, in
+#                  configsync podnet runtime memory reclaim reclaim-v2 (reclaim-v2: the reclaim benchmark on cgroup v2, in
 #                  the VM suite's guest through tests/vm/run; exit 77 there — no QEMU or no
 #                  guest image here — is listed, not counted as a failure)
 #   SOAK_LEAK_BUILDDIR  an --enable-sanitizers build of the same tree: the soak's leak check runs
@@ -20,7 +20,7 @@
 set -u
 : "${PYTHON3:=python3}" "${OUT:?}" "${PINION_BUILDDIR:?}" "${PINION_SRCDIR:?}"
 BENCH="$PINION_SRCDIR/tests/bench"
-ALL="fleet soak soak-leak zkreg identity workload-api configsync podnet memory reclaim reclaim-v2"
+ALL="fleet soak soak-leak zkreg identity workload-api configsync podnet runtime memory reclaim reclaim-v2"
 ONLY="${BENCH_ONLY:-$ALL}"
 export PINION_BUILDDIR PINION_SRCDIR
 
@@ -39,6 +39,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	CONFIGSYNC="--files 10 --size 1M --rounds 1 --cycles 20"
 	PODNET="--cycles 3"
 	MEMORY="--pods 20 --settle 0.5"
+	RUNTIME="--podman-cycles 2 --cri-cycles 3"
 	RECLAIM="--reps 1 --limit 32M --stream-factor 2"
 	RECLAIM_V2="--reps 1 --limit 32M --stream-factor 2"
 else
@@ -50,6 +51,7 @@ else
 	CONFIGSYNC=""
 	PODNET=""
 	MEMORY=""
+	RUNTIME=""
 	RECLAIM="--reps 10"
 	# The guest runs under QEMU TCG (5-10x slower than this host): fewer reps, about 3 minutes
 	# with the boot.
@@ -113,6 +115,7 @@ run identity identity-bench.py $IDENTITY ${BENCH_IDENTITY_FLAGS:-}
 run workload-api workload-api-bench.py $WORKLOAD_API ${BENCH_WORKLOAD_API_FLAGS:-}
 run configsync configsync-bench.py $CONFIGSYNC ${BENCH_CONFIGSYNC_FLAGS:-}
 run podnet podnet-cycles.py $PODNET ${BENCH_PODNET_FLAGS:-}
+run runtime runtime-cycles.py $RUNTIME ${BENCH_RUNTIME_FLAGS:-}
 run memory memory-bench.py $MEMORY ${BENCH_MEMORY_FLAGS:-}
 run reclaim reclaim-bench.py $RECLAIM ${BENCH_RECLAIM_FLAGS:-}
 run_vm reclaim-v2 reclaim-bench.py $RECLAIM_V2 ${BENCH_RECLAIM_V2_FLAGS:-}
