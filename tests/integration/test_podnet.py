@@ -246,6 +246,7 @@ def test_restart_keeps_allocations(podnet_agent, netns):
 
 def test_kill9_during_adds_leaks_nothing_after_gc(podnet_agent, netns):
     a = podnet_agent(network={"gc-grace": "0s"})
+    journal = os.path.join(a.state_dir, "podnet", "allocations.journal")
     # The kill must land while ADDs are still queued; on a loaded machine all of them may be
     # answered first, and then the round proves nothing: try again (at most 3 rounds).
     for attempt in range(3):
@@ -254,9 +255,22 @@ def test_kill9_during_adds_leaks_nothing_after_gc(podnet_agent, netns):
         commands = [add_command(a, cid, ns) for cid, ns in zip(cids, nss)]
         done = []
 
+        def journal_records():
+            try:
+                with open(journal, "rb") as f:
+                    return f.read().count(b"\n")
+            except FileNotFoundError:
+                return 0
+
         def killer():
-            # Kill once some ADDs have been answered (and others are still queued).
-            wait_until(lambda: podnet_status(a)["details"]["pool"]["allocated"] >= 3, timeout=30, interval=0.005)
+            # Once some ADDs are on disk (watched in the journal, not through the API, which
+            # would queue behind the ADDs): SIGSTOP holds the agent mid-work while the other
+            # plugins connect and send, then SIGKILL lands with ADDs accepted, half done and
+            # queued.
+            start = journal_records()
+            wait_until(lambda: journal_records() >= start + 3, timeout=30, interval=0.001)
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            time.sleep(0.3)
             a.kill9()
             done.append(True)
 
@@ -278,7 +292,7 @@ def test_kill9_during_adds_leaks_nothing_after_gc(podnet_agent, netns):
         ours = {fnv_host_ifname(c, "eth0") for c in cids}
         wait_until(lambda: not (set(host_links()) & ours), timeout=10, desc="the killed agent's veths deleted")
         wait_until(lambda: podnet_status(a)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=5)
-        assert len(succeeded) >= 3
+        assert succeeded  # some were answered before the kill, and (below) some were not
         if failed:
             break
     assert failed, "the agent answered every ADD before it was killed, in every round"
