@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The Debian packages (debian/, built on the host by tests/integration/test_debian_package.py
 and shipped here with `tests/vm/run --debs`) on a node where nothing else installed pinion:
-`dpkg -i` enables and starts piniond.socket and piniond.service, the agent answers on its socket,
-pinionctl and pinion-cni work from where the packages put them, and `dpkg --purge` leaves no
-file, unit, enablement link, process or state behind."""
+`dpkg -i` enables and starts piniond.socket and piniond.service, the agent answers on its socket
+with no warning logged, pinionctl and pinion-cni work from where the packages put them, a
+reinstall keeps the admin's change to the conffile and restarts the agent, and `dpkg --purge`
+(changed conffile and all) leaves no file, unit, enablement link, process or state behind."""
 
 import glob
 import os
@@ -73,11 +74,24 @@ def test_install_start_answer_purge(packages):
 
     conffiles = run("dpkg-query", "-W", "-f=${Conffiles}", "pinion").stdout
     assert "/etc/pinion/pinion.conf " in conffiles, conffiles
+    # A healthy start logs no warning.
+    warnings = run("journalctl", "-q", "-o", "cat", "-u", "piniond.service", "-p", "warning").stdout
+    assert not warnings.strip(), warnings
 
-    files = [f for pkg in PACKAGES for f in _files_of(pkg) if not os.path.isdir(f)]
-    # A changed conffile still goes on purge.
+    # Reinstalling (what an upgrade does) keeps the admin's change to the conffile and restarts
+    # the agent, which answers again.
     with open("/etc/pinion/pinion.conf", "a") as f:
         f.write("\n# changed by the admin\n")
+    pid = unit_property("piniond.service", "MainPID")
+    p = run("dpkg", "-i", *packages, timeout=300)
+    assert "warning" not in (p.stdout + p.stderr).lower(), p.stdout + p.stderr
+    with open("/etc/pinion/pinion.conf") as f:
+        assert f.read().endswith("# changed by the admin\n")
+    assert unit_property("piniond.service", "ActiveState") == "active"
+    assert unit_property("piniond.service", "MainPID") != pid
+    wait_for("the agent to answer after the upgrade", lambda: api("/v1/health")[0] == 200, timeout=60)
+
+    files = [f for pkg in PACKAGES for f in _files_of(pkg) if not os.path.isdir(f)]
 
     run("dpkg", "--purge", "pinion-cni", "pinion", timeout=300)
     for pkg in PACKAGES:
