@@ -119,6 +119,10 @@ def test_image_is_one_layer_from_scratch(image):
     assert len(info["RootFS"]["Layers"]) == 1, info["RootFS"]
     # FROM scratch: no base image (podman names the base's reference here).
     assert info["Annotations"].get("org.opencontainers.image.base.name") == "", info["Annotations"]
+    # and no intermediate image left in the store (podman build --layers=false).
+    assert not info.get("Parent"), info.get("Parent")
+    ids = image.run("images", "-a", "-q", "--no-trunc").stdout.split()
+    assert ids == [info["Id"]] or ids == ["sha256:" + info["Id"]], ids
     diag("image %s: %.1f MB" % (IMAGE, info["Size"] / 1e6))
 
 
