@@ -17,7 +17,10 @@ static int on_eventfd(sd_event_source *s, int fd, uint32_t revents, void *userda
         struct reclaim_target *t = userdata;
         uint64_t v;
         (void) revents;
-        (void) read(fd, &v, sizeof(v));
+        /* Drains the counter, or the eventfd stays readable; the count itself tells nothing
+         * target_check() does not read from the cgroup. */
+        if (read(fd, &v, sizeof(v)) < 0)
+                v = 0;
         target_check(t, s == t->pressure_src ? WAKE_PRESSURE : s == t->threshold_src[1] ? WAKE_BACKSTOP : WAKE_THRESHOLD);
         return 0;
 }
