@@ -284,7 +284,8 @@ static int random_mac(uint8_t mac[6]) {
  * MACAddressPolicy=persistent, the default of 99-default.link), behind our back, and the pod's
  * static neighbour entry for the gateway would then name an address the host end no longer has:
  * every packet from the pod would be dropped. An address set at creation is left alone. */
-static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu) {
+static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu,
+                       const uint8_t *want_pod_mac) {
         char buf[MSG_BUF_SIZE];
         struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
@@ -294,10 +295,12 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         int r;
 
         r = random_mac(host_mac);
-        if (r >= 0)
+        if (r >= 0 && !want_pod_mac)
                 r = random_mac(pod_mac);
         if (r < 0)
                 return r;
+        if (want_pod_mac)
+                memcpy(pod_mac, want_pod_mac, sizeof(pod_mac));
         ifi->ifi_family = AF_UNSPEC;
         mnl_attr_put_strz(nlh, IFLA_IFNAME, host_ifname);
         mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
@@ -602,7 +605,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
          * interface pinion did not make stays, and the ADD fails. */
         r = link_del_ours(&host, p->host_ifname, p->adopt_unmarked);
         if (r >= 0)
-                r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu);
+                r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu, p->pod_mac);
         if (r < 0) {
                 nl_close(&host);
                 return r;
@@ -726,6 +729,15 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
         if (p->mtu && pl.mtu != p->mtu) {
                 r = drift(ret_drift, "interface %s has MTU %u, ADD set %u", p->ifname, pl.mtu, p->mtu);
                 goto out;
+        }
+        if (p->pod_mac) {
+                char want[18];
+                snprintf(want, sizeof(want), "%02x:%02x:%02x:%02x:%02x:%02x", p->pod_mac[0], p->pod_mac[1],
+                         p->pod_mac[2], p->pod_mac[3], p->pod_mac[4], p->pod_mac[5]);
+                if (!streq(pl.mac, want)) {
+                        r = drift(ret_drift, "interface %s has MAC address %s, not %s", p->ifname, pl.mac, want);
+                        goto out;
+                }
         }
         r = addr_exists(&pod, pl.index, p->addr, &ok);
         if (r < 0)
