@@ -38,7 +38,7 @@ tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync
 
 # ---- integration tests (real network namespaces, real reference plugins) ----
 INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \
-	tests/integration/test_podnet_compat.py
+	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----

@@ -466,7 +466,8 @@ def test_make_install_ships_the_plugin_and_the_conflist(tmp_dir):
     plugin = os.path.join(tmp_dir, "opt/cni/bin/pinion-cni")
     assert os.access(plugin, os.X_OK)
     conflist = json.load(open(os.path.join(tmp_dir, "etc/cni/net.d/10-pinion.conflist")))
-    assert conflist["plugins"][0] == {"type": "pinion-cni", "socket": "/run/pinion/sockets/pinion.sock"}
+    assert conflist["plugins"][0] == {"type": "pinion-cni", "socket": "/run/pinion/sockets/pinion.sock",
+                                      "capabilities": {"mac": True}}
     assert conflist["plugins"][1]["type"] == "portmap"
     # The installed plugin runs on its own (VERSION needs no agent).
     v = exec_plugin(plugin, "VERSION", {"cniVersion": "1.0.0"})
