@@ -153,6 +153,10 @@ def test_check_reports_drift(podnet_agent, netns):
     # Inside the pod too: a deleted default route is drift.
     r2 = cni(a, "ADD", "c1", n, conf=pinion_conf(a))  # the runtime re-ADDs: same address, rewired
     assert r2.rc == 0 and r2.ip() == r.ip(), r2
+    # A new veth, new MACs: the runtime checks against the new result from now on (the old one's
+    # pod MAC is drift, as with the reference ptp).
+    assert cni(a, "CHECK", "c1", n, conf=conf).code == 101
+    conf = pinion_conf(a, prevResult=r2.json)
     assert cni(a, "CHECK", "c1", n, conf=conf).rc == 0
     n.run("ip", "route", "del", "default")
     bad = cni(a, "CHECK", "c1", n, conf=conf)
