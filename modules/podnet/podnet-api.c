@@ -274,10 +274,31 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         return reply_ok(req, result);
 }
 
+/* DEL answers once the pod's interface is out of its namespace's way (see wire_detach()); the
+ * veth itself is deleted off the loop, as before. A namespace that is gone took the pod end
+ * with it. */
+static void detach_pod_end(struct podnet *p, const struct cni_request *cr) {
+        const struct ipam_allocation *a = ipam_find(p->ipam, cr->container_id, cr->ifname);
+        const char *netns = cr->netns ? cr->netns : a ? a->netns : NULL;
+        _cleanup_close_ int netns_fd = -EBADF;
+        int r;
+
+        if (!a || !netns || wire_netns_open(netns, p->host_netns_fd, &netns_fd) < 0)
+                return;
+        r = wire_detach(p->host_netns_fd, netns_fd, a->ifname, a->host_ifname);
+        if (r < 0)
+                (void) log_attachment_full_errno(a, LOG_DEBUG, r, "Could not take %s out of %s's way before deleting it: %m",
+                                                 a->ifname, netns);
+}
+
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         _cleanup_free_ char *error = NULL;
-        int r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, &error);
+        int r;
+
+        if (p->reaper)
+                detach_pod_end(p, cr);
+        r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, &error);
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Failed to delete %s/%s: %s", cr->container_id, cr->ifname, strempty(error));
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to delete the attachment", "%s", strempty(error));

@@ -114,6 +114,7 @@ static struct nlmsghdr *msg_new(char *buf, uint16_t type, uint16_t flags) {
 
 struct link_info {
         int index;
+        int peer;                /* IFLA_LINK: a veth's peer's index (in the peer's namespace) */
         unsigned flags;
         unsigned mtu;
         char mac[18];
@@ -147,6 +148,10 @@ static int link_attr_cb(const struct nlattr *a, void *data) {
         case IFLA_MTU:
                 if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
                         li->mtu = mnl_attr_get_u32(a);
+                break;
+        case IFLA_LINK:
+                if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                        li->peer = (int) mnl_attr_get_u32(a);
                 break;
         case IFLA_ADDRESS:
                 if (mnl_attr_get_payload_len(a) == 6) {
@@ -199,6 +204,27 @@ static int link_set_up(struct nl *nl, int index, unsigned mtu) {
         ifi->ifi_change = IFF_UP;
         if (mtu > 0)
                 mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
+        return nl_talk(nl, nlh, NULL, NULL);
+}
+
+/* Down, then renamed (the kernel renames only a link that is down). */
+static int link_down_rename(struct nl *nl, int index, const char *name) {
+        char buf[MSG_BUF_SIZE];
+        struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
+        struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+        int r;
+
+        ifi->ifi_family = AF_UNSPEC;
+        ifi->ifi_index = index;
+        ifi->ifi_change = IFF_UP;
+        r = nl_talk(nl, nlh, NULL, NULL);
+        if (r < 0)
+                return r;
+        nlh = msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
+        ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+        ifi->ifi_family = AF_UNSPEC;
+        ifi->ifi_index = index;
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
         return nl_talk(nl, nlh, NULL, NULL);
 }
 
@@ -642,6 +668,31 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         snprintf(ret->host_mac, sizeof(ret->host_mac), "%s", hl.mac);
         snprintf(ret->pod_mac, sizeof(ret->pod_mac), "%s", pl.mac);
         return 0;
+}
+
+int wire_detach(int host_netns_fd, int netns_fd, const char *ifname, const char *host_ifname) {
+        struct nl host = {}, pod = {};
+        struct link_info hl, pl;
+        int r;
+
+        r = nl_open(&host);
+        if (r < 0)
+                return r;
+        r = link_get(&host, host_ifname, &hl);
+        if (r >= 0 && !link_is_ours(&hl, true))
+                r = -ENOTUNIQ;
+        if (r >= 0)
+                r = nl_open_in(&pod, host_netns_fd, netns_fd);
+        if (r >= 0)
+                r = link_get(&pod, ifname, &pl);
+        /* Only the peer of pinion's host end: whatever else has the name stays as it is. */
+        if (r >= 0 && (!streq(pl.kind, "veth") || pl.peer != hl.index))
+                r = -ENOTUNIQ;
+        if (r >= 0)
+                r = link_down_rename(&pod, pl.index, host_ifname);
+        nl_close(&pod);
+        nl_close(&host);
+        return r == -ENODEV ? 0 : r;
 }
 
 int wire_del(const char *host_ifname) {

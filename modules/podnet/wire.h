@@ -60,6 +60,13 @@ int wire_netns_open(const char *path, int host_netns_fd, int *ret_fd);
  * -EEXIST if ifname already exists in the namespace; -ENOTUNIQ if an interface pinion did not
  * make has host_ifname (it is left as it is). */
 int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result *ret);
+/* Takes the pod end out of the pod's way at once: down (its addresses and routes stop serving)
+ * and renamed from ifname to host_ifname inside netns_fd, so that the name is free for the next
+ * ADD into that namespace, pinion's or another plugin's. Deleting a veth waits for an RCU grace
+ * period (milliseconds, far more under load), which wire_del() then spends off the caller's
+ * path. Only the peer of pinion's host end is touched: -ENOTUNIQ otherwise; 0 if either end is
+ * gone already. */
+int wire_detach(int host_netns_fd, int netns_fd, const char *ifname, const char *host_ifname);
 /* Deletes the host end (and with it the pod end) if it is pinion's (marked, or unmarked: callers
  * name only interfaces pinion's state records). Missing is fine: 0. -ENOTUNIQ, nothing
  * deleted, if an interface pinion did not make has that name. */

@@ -6,12 +6,25 @@ at 0.4.0), each answered in that version's result format, which the reference po
 (Debian's containernetworking-plugins) then parses as its prevResult."""
 
 import os
+import subprocess
 
 import pytest
 
-from podnet_testlib import PINION_CNI, cni, exec_plugin, free_pod_cidr, k8s_args, netns, pinion_conf, podnet_status
+from pinion_testlib import wait_until
+from podnet_testlib import PINION_CNI, PYTHON, cni, exec_plugin, free_pod_cidr, k8s_args, netns, pinion_conf, podnet_status
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+
+PROBE = """
+import socket, sys
+for name in sys.stdin:
+    try:
+        socket.if_nametoindex(name.strip())
+        print("there", flush=True)
+    except OSError:
+        print("gone", flush=True)
+"""
 
 
 @pytest.fixture
@@ -128,3 +141,41 @@ def test_every_1_1_verb_is_served_to_a_runtime_asking_in_1_1_and_refused_below(a
         assert r.rc != 0 and r.code == 1 and r.json["cniVersion"] == "1.0.0", r
     v = exec_plugin(PINION_CNI, "VERSION", {"cniVersion": "1.0.0"})
     assert v.rc == 0 and v.json["supportedVersions"] == ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"], v
+
+
+def test_del_frees_the_interface_name_at_once_for_the_next_plugin(agent, netns, tmp_dir):
+    """A runtime that re-wires a sandbox right after DEL (another network, a retried ADD) finds
+    CNI_IFNAME free in the namespace: the reference ptp's ADD there must not fail with
+    "container veth name provided (eth0) already exists". The veth's deletion itself (an RCU
+    grace period: milliseconds) still happens off the DEL's path."""
+    n = netns()
+    ptp = {"cniVersion": "1.0.0", "name": "compat-ptp", "type": "ptp",
+           "ipam": {"type": "host-local", "subnet": free_pod_cidr(), "dataDir": os.path.join(tmp_dir, "ptp")}}
+    # Asks the namespace, the moment DEL has returned, whether eth0 is there (a process started
+    # beforehand: spawning one after DEL would give the old code's deferred deletion time).
+    probe = subprocess.Popen(["ip", "netns", "exec", n.name, PYTHON, "-c", PROBE], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        # A backlog of deletions (a node draining its pods): the next DEL's veth waits its turn.
+        others = [netns() for _ in range(20)]
+        for j, o in enumerate(others):
+            assert cni(agent, "ADD", "drain%d" % j, o).rc == 0
+        for j, o in enumerate(others):
+            assert cni(agent, "DEL", "drain%d" % j, o).rc == 0
+        for i in range(3):
+            cid = "reuse%d" % i
+            r = cni(agent, "ADD", cid, n)
+            assert r.rc == 0, r
+            assert cni(agent, "DEL", cid, n).rc == 0
+            probe.stdin.write("eth0\n")
+            probe.stdin.flush()
+            assert probe.stdout.readline().strip() == "gone", "eth0 is still in the namespace after DEL (%d)" % i
+            p = exec_plugin("ptp", "ADD", ptp, container_id=cid, netns=n)
+            assert p.rc == 0, p
+            assert exec_plugin("ptp", "DEL", ptp, container_id=cid, netns=n).rc == 0
+    finally:
+        probe.kill()
+        probe.wait()
+    # And the detached pod ends go with their veths.
+    wait_until(lambda: n.run("ip", "-o", "link").stdout.count("\n") == 1, timeout=10)
+    wait_until(lambda: podnet_status(agent)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=10)
