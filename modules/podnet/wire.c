@@ -240,10 +240,11 @@ static int link_del_index(struct nl *nl, int index) {
         return r == -ENODEV ? 0 : r;
 }
 
-/* The mark goes on right after the creation: the kernel takes no IFLA_IFALIAS in the message
- * that creates a link. A crash in between leaves a veth without a mark, which the retried ADD
- * adopts (its allocation was recorded before the veth was made: adopt_unmarked). */
-static int link_set_mark(struct nl *nl, int index, const char *container_id) {
+/* The mark goes on right after the creation, in the message that brings the host end up: the
+ * kernel takes no IFLA_IFALIAS in the message that creates a link. A crash in between leaves a
+ * veth without a mark, which the retried ADD adopts (its allocation was recorded before the veth
+ * was made: adopt_unmarked). */
+static int link_set_mark_up(struct nl *nl, int index, const char *container_id) {
         char buf[MSG_BUF_SIZE], mark[ALIAS_SIZE];
         struct nlmsghdr *nlh = msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
@@ -251,6 +252,8 @@ static int link_set_mark(struct nl *nl, int index, const char *container_id) {
         snprintf(mark, sizeof(mark), "%s%s", WIRE_MARK_PREFIX, container_id ? container_id : "");
         ifi->ifi_family = AF_UNSPEC;
         ifi->ifi_index = index;
+        ifi->ifi_flags = IFF_UP;
+        ifi->ifi_change = IFF_UP;
         mnl_attr_put_strz(nlh, IFLA_IFALIAS, mark);
         return nl_talk(nl, nlh, NULL, NULL);
 }
@@ -639,11 +642,9 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
 
         r = link_get(&host, p->host_ifname, &hl);
         if (r >= 0)
-                r = link_set_mark(&host, hl.index, p->container_id);
-        if (r >= 0)
                 r = host_sysctls(p->host_ifname);
         if (r >= 0)
-                r = link_set_up(&host, hl.index, 0);
+                r = link_set_mark_up(&host, hl.index, p->container_id);
         if (r >= 0)
                 r = route_add(&host, p->addr, 32, 0, hl.index, RT_SCOPE_LINK);
         if (r >= 0)
