@@ -213,6 +213,9 @@ static int parse_cni_args(struct cni_request *r, const char *args, struct cni_er
                         continue;
                 }
                 if (streq(kv, "MAC")) {
+                        /* DEL must work whatever ADD refused: only ADD and CHECK read it. */
+                        if (r->command != CNI_ADD && r->command != CNI_CHECK)
+                                continue;
                         int k = set_mac(r, v, CNI_ERR_INVALID_ENV, "MAC", err);
                         if (k < 0)
                                 return k;

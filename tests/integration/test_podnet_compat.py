@@ -86,6 +86,9 @@ def test_bad_mac_is_refused_before_anything_is_allocated(agent, netns, mac):
         assert r.rc != 0 and r.code == 4, r
         assert "MAC" in r.json["details"], r
         nothing_allocated(agent, n)
+        # The runtime's DEL after the failed ADD, with the same arguments, succeeds.
+        d = cni(agent, "DEL", "bad", n, args="MAC=" + mac)
+        assert d.rc == 0, d
     r = cni(agent, "ADD", "bad", n, conf=pinion_conf(agent, runtimeConfig={"mac": mac}))
     assert r.rc != 0 and r.code == 7, r
     assert "runtimeConfig.mac" in r.json["details"], r
