@@ -137,3 +137,16 @@ def test_an_explicit_version_is_taken_and_a_bad_one_writes_nothing(node):
         p = node.run(*args, **env)
         assert p.returncode != 0 and "install-cni:" in p.stderr, (args, env, p)
         assert sorted(os.listdir(node.conf)) == [] and "pinion-cni" not in os.listdir(node.bin), (args, env)
+
+
+def test_chained_plugins_are_also_found_in_cni_path(node):
+    """Debian's reference plugins live in /usr/lib/cni, not in the bin dir pinion-cni goes to."""
+    node.runtime("containerd", "containerd github.com/containerd/containerd/v2 v2.0.4 x")
+    os.unlink(os.path.join(node.bin, "portmap"))
+    lib = os.path.join(node.tmp, "usr-lib-cni")
+    os.makedirs(lib)
+    answer = json.dumps({"cniVersion": "0.4.0", "supportedVersions": UP_TO_1_0})
+    write_exec(os.path.join(lib, "portmap"), "cat >/dev/null\necho '%s'\n" % answer)
+    p = node.run()
+    assert p.returncode == 0 and "warning" in p.stdout and node.installed()["cniVersion"] == "1.1.0", p
+    assert node.version(CNI_PATH="/nonexistent:" + lib) == "1.0.0"
