@@ -334,6 +334,11 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         mnl_attr_put_strz(nlh, IFLA_IFNAME, host_ifname);
         mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
         mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(host_mac), host_mac);
+        /* One queue each way, on both ends: a veth otherwise gets one per possible CPU, each
+         * with its sysfs objects made and removed, and then drops to one real queue, which
+         * waits out an RCU grace period. Pod traffic uses one queue either way. */
+        mnl_attr_put_u32(nlh, IFLA_NUM_TX_QUEUES, 1);
+        mnl_attr_put_u32(nlh, IFLA_NUM_RX_QUEUES, 1);
         linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
         mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
         data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
@@ -344,6 +349,8 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
         mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
         mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(pod_mac), pod_mac);
+        mnl_attr_put_u32(nlh, IFLA_NUM_TX_QUEUES, 1);
+        mnl_attr_put_u32(nlh, IFLA_NUM_RX_QUEUES, 1);
         mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t) netns_fd);
         mnl_attr_nest_end(nlh, peer);
         mnl_attr_nest_end(nlh, data);

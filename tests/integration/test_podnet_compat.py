@@ -182,3 +182,17 @@ def test_del_frees_the_interface_name_at_once_for_the_next_plugin(agent, netns, 
     # And the detached pod ends go with their veths.
     wait_until(lambda: n.run("ip", "-o", "link").stdout.count("\n") == 1, timeout=10)
     wait_until(lambda: podnet_status(agent)["details"]["pool"]["interfacesBeingDeleted"] == 0, timeout=10)
+
+
+def test_veth_ends_have_one_queue_each_way(agent, netns):
+    """A veth gets a queue per possible CPU unless told otherwise (their sysfs objects made and
+    removed for nothing, and a grace period to drop to the one queue it uses): pinion asks for one."""
+    n = netns()
+    r = cni(agent, "ADD", "q1", n)
+    assert r.rc == 0, r
+    host = r.json["interfaces"][0]["name"]
+    out = subprocess.run(["ip", "-d", "link", "show", "dev", host], capture_output=True, text=True).stdout
+    assert "numtxqueues 1 numrxqueues 1" in out, out
+    out = n.run("ip", "-d", "link", "show", "dev", "eth0").stdout
+    assert "numtxqueues 1 numrxqueues 1" in out, out
+    assert cni(agent, "DEL", "q1", n).rc == 0
