@@ -71,6 +71,7 @@ void cni_request_done(struct cni_request *r) {
         free(r->ip_arg);
         free(r->requested_ip4);
         free(r->requested_ip6);
+        free(r->mac);
         cJSON_Delete(r->config);
         free(r->cni_version);
         free(r->network_name);
@@ -188,6 +189,49 @@ static int request_ip_list(struct cni_request *r, const char *list, struct cni_e
         return 0;
 }
 
+int cni_mac_parse(const char *s, uint8_t ret[6]) {
+        uint8_t m[6];
+        char sep = 0;
+
+        if (!s || strlen(s) != 17)
+                return -EINVAL;
+        for (int i = 0; i < 6; i++) {
+                const char *o = s + i * 3;
+                if (!isxdigit((unsigned char) o[0]) || !isxdigit((unsigned char) o[1]))
+                        return -EINVAL;
+                if (i < 5) {
+                        if ((o[2] != ':' && o[2] != '-') || (sep && o[2] != sep))
+                                return -EINVAL;
+                        sep = o[2];
+                }
+                m[i] = (uint8_t) strtoul((char[3]) { o[0], o[1], 0 }, NULL, 16);
+        }
+        /* The group bit makes a multicast (or broadcast) address, which no interface may have;
+         * all-zero is what the kernel refuses as "no address". */
+        if (m[0] & 0x01)
+                return -EINVAL;
+        if (!(m[0] | m[1] | m[2] | m[3] | m[4] | m[5]))
+                return -EINVAL;
+        memcpy(ret, m, sizeof(m));
+        return 0;
+}
+
+/* Stores a requested MAC in its canonical form, or explains what is wrong with it. */
+static int set_mac(struct cni_request *r, const char *v, int code, const char *what, struct cni_error *err) {
+        uint8_t m[6];
+
+        if (cni_mac_parse(v, m) < 0)
+                return cni_error_set(err, code, code == CNI_ERR_INVALID_ENV ? "invalid CNI_ARGS" : "invalid network config",
+                                     "%s '%.32s' is no unicast MAC address (six hex octets split by ':', not all zero, "
+                                     "the group bit clear)", what, v);
+        free(r->mac);
+        if (asprintf(&r->mac, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]) < 0) {
+                r->mac = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 /* CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=n;K8S_POD_UID=u". Keys we do not
  * know are an error unless IgnoreUnknown is true, as with the reference plugins. */
 static int parse_cni_args(struct cni_request *r, const char *args, struct cni_error *err) {
@@ -219,6 +263,15 @@ static int parse_cni_args(struct cni_request *r, const char *args, struct cni_er
                         else if (!streq(v, "0") && strcasecmp(v, "false") != 0)
                                 return cni_error_set(err, CNI_ERR_INVALID_ENV, "invalid CNI_ARGS",
                                                      "IgnoreUnknown must be a boolean, not '%.64s'", v);
+                        continue;
+                }
+                if (streq(kv, "MAC")) {
+                        /* DEL must work whatever ADD refused: only ADD and CHECK read it. */
+                        if (r->command != CNI_ADD && r->command != CNI_CHECK)
+                                continue;
+                        int k = set_mac(r, v, CNI_ERR_INVALID_ENV, "MAC", err);
+                        if (k < 0)
+                                return k;
                         continue;
                 }
                 if (streq(kv, "K8S_POD_NAMESPACE"))
@@ -417,10 +470,25 @@ static int request_set_config(struct cni_request *r, cJSON *obj, struct cni_erro
                                              "dns an object)");
                 r->prev_result = prev;
         }
-        if (r->command == CNI_ADD) {
-                int k = parse_runtime_config_ips(r, field(field(obj, "runtimeConfig"), "ips"), err);
-                if (k < 0)
-                        return k;
+        if (r->command == CNI_ADD || r->command == CNI_CHECK) {
+                /* The "mac" capability (podman --mac-address): the runtime fills runtimeConfig. */
+                const cJSON *rc = field(obj, "runtimeConfig"), *mac = field(rc, "mac");
+                if (rc && !cJSON_IsObject(rc))
+                        return cni_error_set(err, CNI_ERR_INVALID_CONFIG, "invalid network config",
+                                             "runtimeConfig must be an object");
+                if (mac && !cJSON_IsString(mac))
+                        return cni_error_set(err, CNI_ERR_INVALID_CONFIG, "invalid network config",
+                                             "runtimeConfig.mac must be a string");
+                if (mac) {
+                        int k = set_mac(r, mac->valuestring, CNI_ERR_INVALID_CONFIG, "runtimeConfig.mac", err);
+                        if (k < 0)
+                                return k;
+                }
+                if (r->command == CNI_ADD) {
+                        int k = parse_runtime_config_ips(r, field(rc, "ips"), err);
+                        if (k < 0)
+                                return k;
+                }
         }
         if (r->command == CNI_CHECK && !r->prev_result && cni_version_compare(r->cni_version, "1.0.0") >= 0)
                 return cni_error_set(err, CNI_ERR_INVALID_CONFIG, "invalid network config", "CHECK needs prevResult");
@@ -462,10 +530,10 @@ cJSON *cni_request_to_json(const struct cni_request *r) {
             !add_opt_string(o, "containerID", r->container_id) || !add_opt_string(o, "netns", r->netns) ||
             !add_opt_string(o, "ifname", r->ifname))
                 return NULL;
-        if (r->k8s_namespace || r->k8s_name || r->k8s_uid || r->ip_arg) {
-                if (asprintf(&args, "IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_UID=%s%s%s",
+        if (r->k8s_namespace || r->k8s_name || r->k8s_uid || r->ip_arg || r->mac) {
+                if (asprintf(&args, "IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_UID=%s%s%s%s%s",
                              strempty(r->k8s_namespace), strempty(r->k8s_name), strempty(r->k8s_uid),
-                             r->ip_arg ? ";IP=" : "", strempty(r->ip_arg)) < 0)
+                             r->ip_arg ? ";IP=" : "", strempty(r->ip_arg), r->mac ? ";MAC=" : "", strempty(r->mac)) < 0)
                         return NULL;
                 if (!cJSON_AddStringToObject(o, "args", args))
                         return NULL;

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -83,6 +84,10 @@ struct cni_request {
         /* ADD: the requested addresses, canonical, no prefix length (runtimeConfig "ips", else
          * CNI_ARGS IP=; at most one per family), may be NULL. */
         char *requested_ip4, *requested_ip6;
+        /* The pod interface's MAC address the runtime asks for (CNI_ARGS MAC=, or runtimeConfig
+         * "mac", which wins as with the reference plugins), "xx:xx:xx:xx:xx:xx" in lower case;
+         * NULL: pinion picks one. */
+        char *mac;
         /* From the network config (stdin). */
         cJSON *config;      /* the whole config object, owned */
         char *cni_version;
@@ -102,8 +107,8 @@ bool cni_command_needs_container(enum cni_command c); /* CNI_CONTAINERID, CNI_IF
 bool cni_command_needs_netns(enum cni_command c);     /* CNI_NETNS */
 
 /* Parses the CNI_* environment (getenv is passed in, for tests and fuzzing): CNI_COMMAND,
- * CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS ("K=V;K=V", only the K8S_POD_* keys and IP
- * kept, IgnoreUnknown honoured). Errors: code 4 (CNI_ERR_INVALID_ENV). */
+ * CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS ("K=V;K=V", only the K8S_POD_* keys, IP and
+ * MAC kept, IgnoreUnknown honoured). Errors: code 4 (CNI_ERR_INVALID_ENV). */
 typedef const char *(*cni_getenv_fn)(const char *name, void *userdata);
 int cni_request_from_env(struct cni_request *r, cni_getenv_fn getenv_fn, void *userdata, struct cni_error *err);
 
@@ -114,6 +119,10 @@ int cni_request_parse_config(struct cni_request *r, const char *text, size_t siz
 /* The POST /v1/cni body and its parser (the daemon's side). */
 cJSON *cni_request_to_json(const struct cni_request *r);
 int cni_request_from_json(struct cni_request *r, const char *text, size_t size, struct cni_error *err);
+
+/* A unicast, non-zero MAC address, as "aa:bb:cc:dd:ee:ff" or "AA-BB-CC-DD-EE-FF": 0 with the
+ * bytes, -EINVAL otherwise. */
+int cni_mac_parse(const char *s, uint8_t ret[6]);
 
 /* True for a name the kernel accepts as an interface name. */
 bool cni_ifname_valid(const char *s);

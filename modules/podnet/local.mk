@@ -20,8 +20,8 @@ pinion_cni_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni.c modules/po
 pinion_cni_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
 pinion_cni_LDADD = $(CJSON_LIBS)
 
-# The network config list a runtime reads (/etc/cni/net.d): pinion-cni chained with portmap.
-cniconfdir = $(sysconfdir)/cni/net.d
+# The network config list a runtime reads (cniconfdir: configure --with-cni-conf-dir): pinion-cni
+# chained with portmap.
 dist_cniconf_DATA = conf/cni/10-pinion.conflist
 
 # ---- unit tests ----
@@ -43,7 +43,8 @@ tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync
 # ---- integration tests (real network namespaces, real reference plugins) ----
 INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \
 	tests/integration/test_podnet_static.py tests/integration/test_podnet_dualstack.py \
-	tests/integration/test_podnet_state.py tests/integration/test_podnet_reconcile.py
+	tests/integration/test_podnet_state.py tests/integration/test_podnet_reconcile.py \
+	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----

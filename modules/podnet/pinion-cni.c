@@ -15,6 +15,7 @@
 
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 
 #include "cni.h"
@@ -102,16 +103,27 @@ static int set_timeouts(int fd) {
         return 0;
 }
 
-static int write_all(int fd, const char *data, size_t size) {
-        while (size > 0) {
-                ssize_t n = send(fd, data, size, MSG_NOSIGNAL);
+/* Head and body in one sendmsg(): the agent then reads the whole request at once rather than
+ * waking for the head and again for the body. */
+static int write_all(int fd, const char *head, size_t head_size, const char *body, size_t body_size) {
+        struct iovec iov[2] = { { (void *) head, head_size }, { (void *) body, body_size } };
+        size_t i = 0;
+
+        while (i < ELEMENTSOF(iov)) {
+                struct msghdr mh = { .msg_iov = iov + i, .msg_iovlen = ELEMENTSOF(iov) - i };
+                ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
                         return errno == EAGAIN ? -ETIMEDOUT : -errno;
                 }
-                data += n;
-                size -= (size_t) n;
+                size_t left = (size_t) n;
+                while (i < ELEMENTSOF(iov) && left >= iov[i].iov_len)
+                        left -= iov[i++].iov_len;
+                if (i < ELEMENTSOF(iov)) {
+                        iov[i].iov_base = (char *) iov[i].iov_base + left;
+                        iov[i].iov_len -= left;
+                }
         }
         return 0;
 }
@@ -224,9 +236,7 @@ static int agent_post(const char *socket_path, const char *body, struct buffer *
                      "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
                      len) < 0)
                 return -ENOMEM;
-        r = write_all(fd, head, strlen(head));
-        if (r >= 0)
-                r = write_all(fd, body, len);
+        r = write_all(fd, head, strlen(head), body, len);
         if (r >= 0)
                 r = read_all(fd, resp);
         if (r < 0)

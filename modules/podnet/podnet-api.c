@@ -126,8 +126,9 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
 /* ---- the operations ---- */
 
 static struct wire_params wire_params_of(const struct podnet *p, const struct ipam_allocation *a, const char *netns,
-                                         int netns_fd, bool fresh) {
+                                         int netns_fd, bool fresh, const uint8_t *pod_mac) {
         return (struct wire_params) {
+                .pod_mac = pod_mac,
                 .host_ifname = a->host_ifname,
                 .container_id = a->container_id,
                 /* An allocation from before this request (a retried ADD, one made by an older
@@ -243,9 +244,16 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         _cleanup_close_ int netns_fd = -EBADF;
         char host_ifname[16], ip[16], ip6[INET6_ADDRSTRLEN];
         usec_t start = now_usec(CLOCK_MONOTONIC);
+        uint8_t mac_buf[6];
+        const uint8_t *mac = NULL;
         bool fresh;
         int r;
 
+        if (cr->mac) {
+                if (cni_mac_parse(cr->mac, mac_buf) < 0) /* checked by the parser: cannot fail */
+                        return reply_error(p, req, 400, cr, CNI_ERR_INVALID_ENV, "invalid MAC address", "%s", cr->mac);
+                mac = mac_buf;
+        }
         /* Opened once, checked, and that descriptor is what gets wired (no reopening). */
         r = wire_netns_open(cr->netns, p->host_netns_fd, &netns_fd);
         if (r < 0)
@@ -283,7 +291,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
         }
         fresh = r > 0; /* a repeated ADD (r == 0) must leave the allocation it found as it was */
 
-        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd, fresh);
+        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd, fresh, mac);
         r = wire_add(p->host_netns_fd, &wp, &w);
         if (r == -EEXIST && p->reaper) {
                 const char *blocking = podnet_pending_blocking(p, a->host_ifname, cr->netns, cr->ifname);
@@ -300,7 +308,7 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                                 if (!a)
                                         return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "the allocation vanished", "%s",
                                                            cr->container_id);
-                                wp = wire_params_of(p, a, cr->netns, netns_fd, fresh);
+                                wp = wire_params_of(p, a, cr->netns, netns_fd, fresh, mac);
                                 r = wire_add(p->host_netns_fd, &wp, &w);
                         }
                 } else if (reaper_pending(p->reaper) > 0) {
@@ -405,12 +413,37 @@ static bool prev_result_has(const cJSON *prev, const char *addr) {
         return false;
 }
 
+/* The MAC address prevResult lists for the pod's interface, if any. */
+static const char *prev_result_mac(const cJSON *prev, const char *ifname, const char *netns) {
+        const cJSON *i;
+        cJSON_ArrayForEach(i, cJSON_GetObjectItemCaseSensitive(prev, "interfaces")) {
+                const cJSON *name = cJSON_GetObjectItemCaseSensitive(i, "name");
+                const cJSON *sandbox = cJSON_GetObjectItemCaseSensitive(i, "sandbox");
+                const cJSON *mac = cJSON_GetObjectItemCaseSensitive(i, "mac");
+                if (cJSON_IsString(name) && streq(name->valuestring, ifname) && cJSON_IsString(sandbox) &&
+                    streq_ptr(sandbox->valuestring, netns) && cJSON_IsString(mac))
+                        return mac->valuestring;
+        }
+        return NULL;
+}
+
 static int cni_check(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         const struct ipam_allocation *a = ipam_find(p->ipam, cr->container_id, cr->ifname);
         _cleanup_free_ char *drift = NULL;
         char ip[INET6_ADDRSTRLEN], addr[INET6_ADDRSTRLEN + 8], addr6[INET6_ADDRSTRLEN + 8];
+        /* The pod end must have the MAC the runtime asks for now, else the one ADD reported. */
+        const char *want_mac = cr->mac ? cr->mac : prev_result_mac(cr->prev_result, cr->ifname, cr->netns);
+        uint8_t mac_buf[6];
+        const uint8_t *mac = NULL;
         int r;
+
+        if (want_mac) {
+                if (cni_mac_parse(want_mac, mac_buf) < 0)
+                        return reply_error(p, req, 400, cr, CNI_ERR_INVALID_CONFIG, "invalid network config",
+                                           "prevResult lists MAC address '%.32s' for %s", want_mac, cr->ifname);
+                mac = mac_buf;
+        }
 
         if (!a)
                 return reply_error(p, req, 404, cr, CNI_ERR_UNKNOWN_CONTAINER, "unknown attachment",
@@ -437,7 +470,7 @@ static int cni_check(struct module_instance *mi, struct api_request *req, const 
         }
         if (r < 0)
                 return reply_netns_error(p, req, cr, r);
-        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd, false);
+        struct wire_params wp = wire_params_of(p, a, cr->netns, netns_fd, false, mac);
         if (a->mtu > 0)
                 wp.mtu = a->mtu; /* what ADD set up, not what the config says now */
         r = wire_check(p->host_netns_fd, &wp, &drift);

@@ -107,6 +107,7 @@ struct nlmsghdr *wire_msg_new(char *buf, uint16_t type, uint16_t flags) {
 
 struct link_info {
         int index;
+        int peer;                /* IFLA_LINK: a veth's peer's index (in the peer's namespace) */
         unsigned flags;
         unsigned mtu;
         char mac[18];
@@ -140,6 +141,10 @@ static int link_attr_cb(const struct nlattr *a, void *data) {
         case IFLA_MTU:
                 if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
                         li->mtu = mnl_attr_get_u32(a);
+                break;
+        case IFLA_LINK:
+                if (mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+                        li->peer = (int) mnl_attr_get_u32(a);
                 break;
         case IFLA_ADDRESS:
                 if (mnl_attr_get_payload_len(a) == 6) {
@@ -207,10 +212,11 @@ static int link_del_index(struct nl *nl, int index) {
         return r == -ENODEV ? 0 : r;
 }
 
-/* The mark goes on right after the creation: the kernel takes no IFLA_IFALIAS in the message
- * that creates a link. A crash in between leaves a veth without a mark, which the retried ADD
- * adopts (its allocation was recorded before the veth was made: adopt_unmarked). */
-static int link_set_mark(struct nl *nl, int index, const char *container_id) {
+/* The mark goes on right after the creation, in the message that brings the host end up: the
+ * kernel takes no IFLA_IFALIAS in the message that creates a link. A crash in between leaves a
+ * veth without a mark, which the retried ADD adopts (its allocation was recorded before the veth
+ * was made: adopt_unmarked). */
+static int link_set_mark_up(struct nl *nl, int index, const char *container_id) {
         char buf[MSG_BUF_SIZE], mark[ALIAS_SIZE];
         struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
@@ -218,6 +224,8 @@ static int link_set_mark(struct nl *nl, int index, const char *container_id) {
         snprintf(mark, sizeof(mark), "%s%s", WIRE_MARK_PREFIX, container_id ? container_id : "");
         ifi->ifi_family = AF_UNSPEC;
         ifi->ifi_index = index;
+        ifi->ifi_flags = IFF_UP;
+        ifi->ifi_change = IFF_UP;
         mnl_attr_put_strz(nlh, IFLA_IFALIAS, mark);
         return wire_nl_talk(nl, nlh, NULL, NULL);
 }
@@ -277,7 +285,8 @@ static int random_mac(uint8_t mac[6]) {
  * MACAddressPolicy=persistent, the default of 99-default.link), behind our back, and the pod's
  * static neighbour entry for the gateway would then name an address the host end no longer has:
  * every packet from the pod would be dropped. An address set at creation is left alone. */
-static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu) {
+static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu,
+                       const uint8_t *want_pod_mac) {
         char buf[MSG_BUF_SIZE];
         struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
@@ -287,14 +296,21 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         int r;
 
         r = random_mac(host_mac);
-        if (r >= 0)
+        if (r >= 0 && !want_pod_mac)
                 r = random_mac(pod_mac);
         if (r < 0)
                 return r;
+        if (want_pod_mac)
+                memcpy(pod_mac, want_pod_mac, sizeof(pod_mac));
         ifi->ifi_family = AF_UNSPEC;
         mnl_attr_put_strz(nlh, IFLA_IFNAME, host_ifname);
         mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
         mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(host_mac), host_mac);
+        /* One queue each way, on both ends: a veth otherwise gets one per possible CPU, each
+         * with its sysfs objects made and removed, and then drops to one real queue, which
+         * waits out an RCU grace period. Pod traffic uses one queue either way. */
+        mnl_attr_put_u32(nlh, IFLA_NUM_TX_QUEUES, 1);
+        mnl_attr_put_u32(nlh, IFLA_NUM_RX_QUEUES, 1);
         linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
         mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
         data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
@@ -305,6 +321,8 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         mnl_attr_put_strz(nlh, IFLA_IFNAME, ifname);
         mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
         mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(pod_mac), pod_mac);
+        mnl_attr_put_u32(nlh, IFLA_NUM_TX_QUEUES, 1);
+        mnl_attr_put_u32(nlh, IFLA_NUM_RX_QUEUES, 1);
         mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t) netns_fd);
         mnl_attr_nest_end(nlh, peer);
         mnl_attr_nest_end(nlh, data);
@@ -597,7 +615,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
          * interface pinion did not make stays, and the ADD fails. */
         r = link_del_ours(&host, p->host_ifname, p->adopt_unmarked);
         if (r >= 0)
-                r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu);
+                r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu, p->pod_mac);
         if (r < 0) {
                 nl_close(&host);
                 return r;
@@ -605,11 +623,9 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
 
         r = link_get(&host, p->host_ifname, &hl);
         if (r >= 0)
-                r = link_set_mark(&host, hl.index, p->container_id);
-        if (r >= 0)
                 r = host_sysctls(p->host_ifname, p->has_addr6);
         if (r >= 0)
-                r = link_set_up(&host, hl.index, 0);
+                r = link_set_mark_up(&host, hl.index, p->container_id);
         if (r >= 0 && p->addr)
                 r = route_add(&host, p->addr, 32, 0, hl.index, RT_SCOPE_LINK);
         if (r >= 0 && p->has_addr6)
@@ -731,6 +747,15 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
         if (p->mtu && pl.mtu != p->mtu) {
                 r = wire_drift(ret_drift, "interface %s has MTU %u, ADD set %u", p->ifname, pl.mtu, p->mtu);
                 goto out;
+        }
+        if (p->pod_mac) {
+                char want[18];
+                snprintf(want, sizeof(want), "%02x:%02x:%02x:%02x:%02x:%02x", p->pod_mac[0], p->pod_mac[1],
+                         p->pod_mac[2], p->pod_mac[3], p->pod_mac[4], p->pod_mac[5]);
+                if (!streq(pl.mac, want)) {
+                        r = wire_drift(ret_drift, "interface %s has MAC address %s, not %s", p->ifname, pl.mac, want);
+                        goto out;
+                }
         }
         r = p->has_addr6 ? wire6_check_pod(&pod, pl.index, p, ret_drift) : 0;
         if (r < 0 || !p->addr)

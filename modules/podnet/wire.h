@@ -48,6 +48,7 @@ struct wire_params {
         struct in6_addr addr6;
         uint32_t gateway;        /* host-gateway, host byte order */
         unsigned mtu;
+        const uint8_t *pod_mac;  /* the pod end's MAC address (6 bytes); NULL: a random one */
 };
 
 struct wire_result {
@@ -73,7 +74,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
  * name only interfaces pinion's state records). Missing is fine: 0. -ENOTUNIQ, nothing
  * deleted, if an interface pinion did not make has that name. */
 int wire_del(const char *host_ifname);
-/* 0 if everything ADD set up is there, -EUCLEAN with *ret_drift describing the first
+/* 0 if everything ADD set up is there (and the pod end has pod_mac, if set), -EUCLEAN with *ret_drift describing the first
  * difference found (free()), or another negative errno if it could not be checked. */
 int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift);
 /* True if a link by that name exists in the host namespace. */

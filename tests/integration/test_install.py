@@ -11,16 +11,35 @@ import uuid
 
 import pytest
 
-from pinion_testlib import BUILDDIR, PINIOND, T, clean_env, require_binary, run_piniond
+from pinion_testlib import BUILDDIR, PINIOND, SRCDIR, T, clean_env, require_binary, run_piniond
 
-EXPECTED = ["usr/sbin/piniond", "usr/bin/pinionctl", "etc/pinion/pinion.conf",
-            "usr/lib/systemd/system/piniond.service", "usr/lib/systemd/system/piniond.socket"]
+
+def _configured(var, builddir=BUILDDIR):
+    """A directory variable as configure set it in the build's Makefile ("cnibindir = /opt/cni/bin")."""
+    with open(os.path.join(builddir, "Makefile")) as f:
+        m = re.search(r"^%s = (.*)$" % re.escape(var), f.read(), re.M)
+    assert m, "no %s in %s/Makefile" % (var, builddir)
+    return m.group(1).strip()
+
+
+def _expected():
+    """Where `make install prefix=/usr sysconfdir=/etc` puts each file, as this build is configured
+    (the unit, CNI plugin and conflist directories are configure options, not under the prefix)."""
+    units = _configured("systemdsystemunitdir").replace("${prefix}", "/usr").lstrip("/")
+    cnibin = _configured("cnibindir").replace("${libexecdir}", "/usr/libexec").lstrip("/")
+    cniconf = _configured("cniconfdir").replace("${sysconfdir}", "/etc").lstrip("/")
+    return ["usr/sbin/piniond", "usr/bin/pinionctl", cnibin + "/pinion-cni", "etc/pinion/pinion.conf",
+            units + "/piniond.service", units + "/piniond.socket", cniconf + "/10-pinion.conflist"]
+
+
+EXECUTABLES = 3  # the first three of _expected()
 
 # Places a leaky install would write to on this machine.
 SYSTEM_PATHS = ["/etc/pinion", "/usr/sbin/piniond", "/usr/bin/pinionctl",
                 "/usr/local/sbin/piniond", "/usr/local/bin/pinionctl", "/usr/local/etc/pinion",
                 "/usr/lib/systemd/system/piniond.service", "/usr/lib/systemd/system/piniond.socket",
-                "/usr/local/lib/systemd/system/piniond.service", "/lib/systemd/system/piniond.service"]
+                "/usr/local/lib/systemd/system/piniond.service", "/lib/systemd/system/piniond.service",
+                "/opt/cni/bin/pinion-cni", "/usr/lib/cni/pinion-cni", "/etc/cni/net.d/10-pinion.conflist"]
 
 
 def _make_install(destdir, *overrides):
@@ -60,11 +79,12 @@ def installed():
 
 def test_expected_files(installed):
     dest, _, _ = installed
-    missing = [f for f in EXPECTED if not os.path.isfile(os.path.join(dest, f))]
+    expected = _expected()
+    missing = [f for f in expected if not os.path.isfile(os.path.join(dest, f))]
     assert not missing, "missing %s; installed: %s" % (missing, _tree(dest))
-    for f in ("usr/sbin/piniond", "usr/bin/pinionctl"):
+    for f in expected[:EXECUTABLES]:
         assert os.access(os.path.join(dest, f), os.X_OK), f
-    for f in EXPECTED[2:]:
+    for f in expected[EXECUTABLES:]:
         assert not os.access(os.path.join(dest, f), os.X_OK), "%s is executable" % f
 
 
@@ -97,8 +117,9 @@ def test_units_verify(installed, tmp_dir):
     unitdir = os.path.join(tmp_dir, "units")
     os.makedirs(unitdir)
     piniond = os.path.abspath(PINIOND)
+    units = os.path.dirname(os.path.join(dest, _expected()[4]))
     for name in ("piniond.service", "piniond.socket"):
-        text = open(os.path.join(dest, "usr/lib/systemd/system", name)).read()
+        text = open(os.path.join(units, name)).read()
         if name.endswith(".service"):
             assert re.search(r"^ExecStart=", text, re.M), text
             # The unit names the installed path; the file there is only in DESTDIR, so point
@@ -149,7 +170,7 @@ def test_unit_sandbox_exposure(installed):
     if not analyze:
         pytest.skip("systemd-analyze not installed (Debian package systemd)")
     dest, _, _ = installed
-    unit = os.path.join(dest, "usr/lib/systemd/system/piniond.service")
+    unit = os.path.join(dest, _expected()[4])
     p = subprocess.run([analyze, "security", "--offline=true", "--no-pager", "--root=" + dest, unit],
                        capture_output=True, text=True, timeout=T(60),
                        env=clean_env({"SYSTEMD_LOG_LEVEL": "notice"}))
@@ -159,3 +180,44 @@ def test_unit_sandbox_exposure(installed):
     assert exposure <= EXPOSURE_THRESHOLD, "exposure %.1f > %.1f:\n%s" % (exposure, EXPOSURE_THRESHOLD, p.stdout)
     # The lines that make up the score, for the record.
     assert "CapabilityBoundingSet=" in p.stdout
+
+
+def _configure(builddir, *args):
+    p = subprocess.run([os.path.join(SRCDIR, "configure"), "-q", "--disable-integration"] + list(args),
+                       cwd=builddir, capture_output=True, text=True, timeout=T(300),
+                       env=clean_env({"MAKEFLAGS": None, "MFLAGS": None, "MAKELEVEL": None}))
+    assert p.returncode == 0, "configure %s: rc=%d\n%s%s" % (" ".join(args), p.returncode, p.stdout[-3000:],
+                                                            p.stderr[-3000:])
+    assert "WARNING" not in p.stderr, p.stderr
+
+
+def test_configure_defaults_are_where_systemd_and_the_runtimes_look(tmp_dir):
+    """Whatever the prefix: systemd loads units from systemd.pc's directory, containerd and the
+    kubelet run plugins from /opt/cni/bin and read /etc/cni/net.d."""
+    builddir = os.path.join(tmp_dir, "build-defaults")
+    os.makedirs(builddir)
+    _configure(builddir, "--prefix=/usr/local")
+    unitdir = subprocess.run(["pkg-config", "--variable=systemdsystemunitdir", "systemd"], capture_output=True,
+                             text=True).stdout.strip() or "/lib/systemd/system"
+    assert _configured("systemdsystemunitdir", builddir) == unitdir
+    assert _configured("cnibindir", builddir) == "/opt/cni/bin"
+    assert _configured("cniconfdir", builddir) == "/etc/cni/net.d"
+
+
+def test_configure_dirs_are_where_make_install_puts_the_files(tmp_dir):
+    builddir = os.path.join(tmp_dir, "build-dirs")
+    dest = os.path.join(tmp_dir, "dest")
+    os.makedirs(builddir)
+    _configure(builddir, "--prefix=/usr", "--sysconfdir=/etc", "--with-systemdsystemunitdir=/srv/t/units",
+               "--with-cni-bin-dir=/usr/lib/cni", "--with-cni-conf-dir=/srv/t/net.d")
+    env = clean_env({"MAKEFLAGS": None, "MFLAGS": None, "MAKELEVEL": None, "MAKEOVERRIDES": None, "DESTDIR": None})
+    # Only what the three options place (pinion-cni builds in seconds; the agent is not needed).
+    p = subprocess.run(["make", "-s", "-C", builddir, "-j2", "DESTDIR=" + dest, "install-cnibinPROGRAMS",
+                        "install-dist_cniconfDATA", "install-systemdsystemunitDATA"],
+                       capture_output=True, text=True, timeout=T(600), env=env, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for f in ("srv/t/units/piniond.service", "srv/t/units/piniond.socket", "usr/lib/cni/pinion-cni",
+              "srv/t/net.d/10-pinion.conflist"):
+        assert os.path.isfile(os.path.join(dest, f)), "%s missing; installed: %s" % (f, _tree(dest))
+    assert os.access(os.path.join(dest, "usr/lib/cni/pinion-cni"), os.X_OK)
+    assert not os.path.lexists("/srv/t"), "make install wrote outside DESTDIR"

@@ -291,10 +291,13 @@ def test_install_cni_installs_atomically():
         for x in (src, bindir, confdir):
             os.mkdir(x)
         plugin, conflist = os.path.join(src, "pinion-cni"), os.path.join(src, "10-pinion.conflist")
+        # Enough of a plugin for install-cni, which asks it which cniVersions it speaks.
+        plugin_text = "#!/bin/sh\necho '{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"1.0.0\"]}'\n"
         with open(plugin, "w") as f:
-            f.write("#!/bin/sh\n")
+            f.write(plugin_text)
+        os.chmod(plugin, 0o755)
         with open(conflist, "w") as f:
-            f.write('{"cniVersion": "1.1.0"}\n')
+            f.write('{"cniVersion": "1.0.0"}\n')
         # An old plugin in place: replaced, not appended to.
         with open(os.path.join(bindir, "pinion-cni"), "w") as f:
             f.write("old" * 1000)
@@ -309,7 +312,7 @@ def test_install_cni_installs_atomically():
         assert stat.S_IMODE(st.st_mode) == 0o755
         assert stat.S_IMODE(os.stat(os.path.join(confdir, "10-pinion.conflist")).st_mode) == 0o644
         with open(os.path.join(bindir, "pinion-cni")) as f:
-            assert f.read() == "#!/bin/sh\n"
+            assert f.read() == plugin_text
         # A missing source fails the init container (so the pod does not start half-installed).
         env["PINION_CNI"] = os.path.join(src, "absent")
         p = subprocess.run([os.path.join(KDIR, "install-cni")], capture_output=True, text=True, env=env,

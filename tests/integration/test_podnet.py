@@ -143,6 +143,10 @@ def test_check_reports_drift(podnet_agent, netns):
     # Inside the pod too: a deleted default route is drift.
     r2 = cni(a, "ADD", "c1", n, conf=pinion_conf(a))  # the runtime re-ADDs: same address, rewired
     assert r2.rc == 0 and r2.ip() == r.ip(), r2
+    # A new veth, new MACs: the runtime checks against the new result from now on (the old one's
+    # pod MAC is drift, as with the reference ptp).
+    assert cni(a, "CHECK", "c1", n, conf=conf).code == 101
+    conf = pinion_conf(a, prevResult=r2.json)
     assert cni(a, "CHECK", "c1", n, conf=conf).rc == 0
     n.run("ip", "route", "del", "default")
     bad = cni(a, "CHECK", "c1", n, conf=conf)
@@ -472,7 +476,7 @@ def test_make_install_ships_the_plugin_and_the_conflist(tmp_dir):
     assert os.access(plugin, os.X_OK)
     conflist = json.load(open(os.path.join(tmp_dir, "etc/cni/net.d/10-pinion.conflist")))
     assert conflist["plugins"][0] == {"type": "pinion-cni", "socket": "/run/pinion/sockets/pinion.sock",
-                                      "capabilities": {"ips": True}}
+                                      "capabilities": {"ips": True, "mac": True}}
     assert conflist["plugins"][1]["type"] == "portmap"
     # The installed plugin runs on its own (VERSION needs no agent).
     v = exec_plugin(plugin, "VERSION", {"cniVersion": "1.0.0"})

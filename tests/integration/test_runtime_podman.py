@@ -3,10 +3,7 @@
 shipped conflist (pinion-cni chained with the reference portmap) pointed at a piniond the test
 started. podman runs privately (runtime_testlib.Podman: its own root, runroot, containers.conf
 and CNI config dir); its containers run a local busybox-static image. Everything is removed at
-teardown, also when a test fails.
-
-Tests marked xfail(strict=True) check what pinion does not do yet (MAC requests); each turns into
-a failure the moment the capability lands, and then loses its mark."""
+teardown, also when a test fails."""
 
 import os
 import re
@@ -140,7 +137,6 @@ def test_static_ip_outside_the_pool_fails_cleanly(podman_node):
     assert allocated(agent) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="MAC requests: pinion ignores MAC= / runtimeConfig mac (the cnicompat work)")
 def test_mac_address_is_honoured(podman_node):
     agent, pm = podman_node
     pm.run_container("mac", "--mac-address", "02:42:ac:11:00:42")

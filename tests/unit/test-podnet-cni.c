@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -256,6 +257,52 @@ static void test_versions(void **state) {
         assert_string_equal(cJSON_GetObjectItem(ej, "cniVersion")->valuestring, "1.1.0");
 }
 
+static void test_mac(void **state) {
+        static const char *const good[] = { "0a:58:0a:f4:01:07", "0A-58-0A-F4-01-07", "02:00:00:00:00:00" };
+        static const char *const bad[] = { "01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff", "00:00:00:00:00:00",
+                                           "0a:58:0a:f4:01", "0a:58:0a:f4:01:07:", "0a-58:0a:f4:01:07",
+                                           "0g:58:0a:f4:01:07", " a:58:0a:f4:01:07", "" };
+        uint8_t m[6];
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                assert_int_equal(cni_mac_parse(good[i], m), 0);
+        assert_int_equal(m[0], 0x02);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_int_equal(cni_mac_parse(bad[i], m), -EINVAL);
+        assert_int_equal(cni_mac_parse(NULL, m), -EINVAL);
+
+        /* CNI_ARGS MAC= and runtimeConfig.mac (which wins), canonical, and through the agent's body. */
+        struct env e = { { "CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/var/run/netns/x", "CNI_IFNAME=eth0",
+                           "CNI_ARGS=MAC=0A:58:0A:F4:01:07" } };
+        struct cni_request r, back = { .command = _CNI_COMMAND_INVALID };
+        struct cni_error err = {};
+        assert_int_equal(parse_env(&e, &r, &err), 0);
+        assert_string_equal(r.mac, "0a:58:0a:f4:01:07");
+        const char *conf = "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"pinion-cni\","
+                           "\"runtimeConfig\":{\"mac\":\"02:00:00:00:BE:EF\"}}";
+        assert_int_equal(cni_request_parse_config(&r, conf, strlen(conf), &err), 0);
+        assert_string_equal(r.mac, "02:00:00:00:be:ef");
+        _cleanup_(cJSON_Deletep) cJSON *j = cni_request_to_json(&r);
+        _cleanup_free_ char *text = cJSON_PrintUnformatted(j);
+        assert_int_equal(cni_request_from_json(&back, text, strlen(text), &err), 0);
+        assert_string_equal(back.mac, "02:00:00:00:be:ef");
+        cni_request_done(&back);
+        cni_request_done(&r);
+
+        struct env b = { { "CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/var/run/netns/x", "CNI_IFNAME=eth0",
+                           "CNI_ARGS=MAC=01:00:5e:00:00:01" } };
+        assert_int_equal(parse_env(&b, &r, &err), -EINVAL);
+        assert_int_equal(err.code, CNI_ERR_INVALID_ENV);
+        cni_request_done(&r);
+        assert_int_equal(parse_env(&e, &r, &err), 0);
+        const char *badconf = "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"pinion-cni\","
+                              "\"runtimeConfig\":{\"mac\":7}}";
+        assert_int_equal(cni_request_parse_config(&r, badconf, strlen(badconf), &err), -EINVAL);
+        assert_int_equal(err.code, CNI_ERR_INVALID_CONFIG);
+        cni_request_done(&r);
+        cni_error_done(&err);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_env_ok),
@@ -265,6 +312,7 @@ int main(void) {
                 cmocka_unit_test(test_request_roundtrip),
                 cmocka_unit_test(test_requested_ips),
                 cmocka_unit_test(test_versions),
+                cmocka_unit_test(test_mac),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
