@@ -32,6 +32,7 @@ struct pod_file {
         char *name;
         char *path;
         struct pod *pod;  /* the last version that parsed; NULL if none has */
+        uint64_t uid_hash, name_hash; /* pod_hashes() of pod */
         char *problem;    /* "PATH: reason" when what is there now is not a pod */
         char *clash;      /* "PATH: ... already declared by ..." when an earlier file has its pod */
         bool published;   /* pod is in the store on this file's behalf */
@@ -147,6 +148,19 @@ const char *podsdir_path(const struct podsdir *d) {
 
 /* ---- the files and what they put in the store ---- */
 
+/* Hashes of the two keys no two published pods may share: the uid and namespace/name. */
+static void pod_hashes(const struct pod *p, uint64_t *ret_uid, uint64_t *ret_name) {
+        *ret_uid = string_hash(STRING_HASH_INIT, p->uid);
+        *ret_name = string_hash(string_hash(string_hash(STRING_HASH_INIT, p->namespace), "/"), p->name);
+}
+
+static void file_set_pod(struct pod_file *f, struct pod *p) {
+        pod_unref(f->pod);
+        f->pod = p;
+        if (p)
+                pod_hashes(p, &f->uid_hash, &f->name_hash);
+}
+
 static bool pods_clash(const struct pod *a, const struct pod *b) {
         return streq(a->uid, b->uid) || (streq(a->namespace, b->namespace) && streq(a->name, b->name));
 }
@@ -201,11 +215,17 @@ static int publish_all(struct podsdir *d) {
 }
 
 static bool clashes_with_another(const struct podsdir *d, const struct pod_file *f, const struct pod *p) {
+        uint64_t uid_hash, name_hash;
+
         if (!p)
                 return false;
-        for (size_t i = 0; i < d->n_files; i++)
-                if (&d->files[i] != f && d->files[i].pod && pods_clash(d->files[i].pod, p))
+        /* Every file is looked at on every change: compare hashes first, strings on a match. */
+        pod_hashes(p, &uid_hash, &name_hash);
+        for (size_t i = 0; i < d->n_files; i++) {
+                const struct pod_file *g = &d->files[i];
+                if (g != f && g->pod && (g->uid_hash == uid_hash || g->name_hash == name_hash) && pods_clash(g->pod, p))
                         return true;
+        }
         return false;
 }
 
@@ -292,8 +312,7 @@ static int file_read(struct podsdir *d, int dir_fd, struct pod_file *f) {
         }
         if (r < 0)
                 return r;
-        pod_unref(f->pod);
-        f->pod = p;
+        file_set_pod(f, p);
         f->problem = mfree(f->problem);
         return 0;
 }
@@ -369,7 +388,7 @@ static int read_all(struct podsdir *d, DIR *dir, struct pod_file **ret, size_t *
                         r = -ENOMEM;
                         break;
                 }
-                f->pod = found ? pod_ref(d->files[i].pod) : NULL;
+                file_set_pod(f, found ? pod_ref(d->files[i].pod) : NULL);
                 r = file_read(d, dirfd(dir), f);
                 if (r == -ENOENT) { /* gone since readdir */
                         pod_file_done(f);

@@ -74,6 +74,7 @@ struct workload {
         /* A pod's: uid is the pod's. A systemd service's ([service.NAME]): uid is
          * "service:NAME", name the unit, and its files go to tls_dir, owned by user. */
         char *uid, *ns, *name, *sa, *ip;
+        uint64_t uid_hash; /* string_hash() of uid, for workload_find() */
         bool service;
         char *tls_dir, *user;
         char **dns_names;

@@ -42,8 +42,10 @@
                            level, error, __VA_ARGS__)
 
 struct workload *workload_find(struct identity *id, const char *uid) {
+        /* Every pod's gate and every certificate looks its workload up: hashes first. */
+        uint64_t h = string_hash(STRING_HASH_INIT, uid);
         for (size_t i = 0; i < id->n_workloads; i++)
-                if (streq(id->workloads[i]->uid, uid))
+                if (id->workloads[i]->uid_hash == h && streq(id->workloads[i]->uid, uid))
                         return id->workloads[i];
         return NULL;
 }
@@ -615,6 +617,7 @@ static struct workload *workload_add(struct identity *id, const char *uid) {
         }
         id->workloads[id->n_workloads++] = w;
         w->id = id;
+        w->uid_hash = string_hash(STRING_HASH_INIT, w->uid);
         return w;
 }
 
