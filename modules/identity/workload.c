@@ -34,7 +34,7 @@
 #define ISSUE_BATCH 64
 /* Results taken per loop iteration: writing a directory costs ~0.1 ms, so a batch holds the loop
  * for a few ms at most. */
-#define ISSUE_RESULTS_BATCH 32
+#define ISSUE_RESULTS_BATCH 16
 #define WORKLOAD_RETRY (5 * USEC_PER_SEC)
 
 #define log_workload_full_errno(w, level, error, ...)                                                                            \
