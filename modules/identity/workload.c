@@ -6,10 +6,8 @@
  *
  * Issuing is queued: the pod observer only marks a pod; a deferred event source hands the
  * queue to the issue worker (issue-worker.c: key, signature, chain check off the loop) in
- * batches of ISSUE_BATCH, and the results come back in batches too. A batch's files are written
- * with one syncfs() before and one after its ..data swaps instead of an fsync per file: each
- * directory still holds the old certificate or the new one, whole, whatever the moment of a
- * crash. */
+ * batches of ISSUE_BATCH; results come back in batches too, whose files share one syncfs()
+ * before and one after their ..data swaps: a crash leaves each old or new, whole. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -319,10 +317,9 @@ static void write_failed(struct identity *id, struct workload *w, int r) {
                                 w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir);
 }
 
-static void sync_pod_tls_dir(struct identity *id) {
+static int sync_pod_tls_dir(struct identity *id) {
         _cleanup_close_ int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0)
-                (void) syncfs(fd);
+        return fd < 0 || syncfs(fd) < 0 ? -errno : 0;
 }
 
 /* <dir>/{cert.pem,key.pem,bundle.pem} of a batch of pods through their ..data swaps: every new
@@ -345,14 +342,18 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, size_t n) 
         }
         if (staged == 0)
                 return;
-        sync_pod_tls_dir(id);
+        /* Versions that may not be on disk are never pointed at: they go, as a failed fsync's would. */
+        int synced = sync_pod_tls_dir(id);
         for (size_t i = 0; i < n; i++) {
-                if (dirs[i] && (r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED)) < 0)
+                if (dirs[i] && synced < 0) {
+                        (void) rm_rf(versions[i]);
+                        write_failed(id, ws[i], synced);
+                } else if (dirs[i] && (r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED)) < 0)
                         write_failed(id, ws[i], r);
                 free(dirs[i]);
                 free(versions[i]);
         }
-        sync_pod_tls_dir(id);
+        (void) sync_pod_tls_dir(id);
 }
 
 static void schedule_rotation(struct identity *id, struct workload *w);
