@@ -155,7 +155,7 @@ static int fsync_tree(int dir_fd, const char *name) {
 }
 
 /* The commit point: one rename() replaces ..data, so readers resolve either version whole. */
-static int swap_data_link(int destfd, const char *version_name) {
+static int swap_data_link(int destfd, const char *version_name, bool sync) {
         int r;
 
         if (unlinkat(destfd, ATOMIC_DIR_DATA_TMP, 0) < 0 && errno != ENOENT)
@@ -167,7 +167,7 @@ static int swap_data_link(int destfd, const char *version_name) {
                 (void) unlinkat(destfd, ATOMIC_DIR_DATA_TMP, 0);
                 return r;
         }
-        return fsync_fd(destfd);
+        return sync ? fsync_fd(destfd) : 0;
 }
 
 /* Makes dest/<entry> -> ..data/<entry>, replacing whatever non-directory is there in one step. */
@@ -239,14 +239,14 @@ static int unlink_stale_entries(int destfd) {
         return r < 0 && ret == 0 ? r : ret;
 }
 
-static int update_entry_links(int destfd) {
+static int update_entry_links(int destfd, bool sync) {
         int r, q;
 
         r = link_entries(destfd);
         q = unlink_stale_entries(destfd);
         if (r >= 0)
                 r = q;
-        q = fsync_fd(destfd);
+        q = sync ? fsync_fd(destfd) : 0;
         return r < 0 ? r : q;
 }
 
@@ -356,6 +356,11 @@ static int prune_versions(int destfd, const char *except, const char *except2, u
 }
 
 int atomic_dir_commit(const char *dest, const char *version_dir, unsigned keep_versions) {
+        return atomic_dir_commit_flags(dest, version_dir, keep_versions, 0);
+}
+
+int atomic_dir_commit_flags(const char *dest, const char *version_dir, unsigned keep_versions, unsigned flags) {
+        bool sync = !(flags & ATOMIC_DIR_SYNCED);
         _cleanup_free_ char *name = NULL;
         _cleanup_close_ int destfd = -EBADF;
         struct stat named, inside;
@@ -388,7 +393,7 @@ int atomic_dir_commit(const char *dest, const char *version_dir, unsigned keep_v
         if (r < 0)
                 return r;
 
-        r = fsync_tree(destfd, name);
+        r = sync ? fsync_tree(destfd, name) : 0;
         if (r < 0)
                 return r;
 
@@ -399,13 +404,13 @@ int atomic_dir_commit(const char *dest, const char *version_dir, unsigned keep_v
         if (readlinkat_malloc(destfd, ATOMIC_DIR_DATA, &previous) >= 0 && !streq(previous, name))
                 (void) prune_versions(destfd, previous, name, keep_versions > 0 ? keep_versions - 1 : 0);
 
-        r = swap_data_link(destfd, name);
+        r = swap_data_link(destfd, name, sync);
         if (r < 0)
                 return r;
 
         /* The new version is published. What follows only tidies up; a failure is reported,
          * and atomic_dir_cleanup() or the next commit finishes the job. */
-        r = update_entry_links(destfd);
+        r = update_entry_links(destfd, sync);
         if (r < 0)
                 return r;
         return prune_versions(destfd, name, NULL, keep_versions);
@@ -471,7 +476,7 @@ int atomic_dir_cleanup(const char *dest) {
 
         /* A commit interrupted after the swap may have left links missing or stale. */
         if (current && faccessat(destfd, ATOMIC_DIR_DATA "/.", F_OK, 0) >= 0) {
-                r = update_entry_links(destfd);
+                r = update_entry_links(destfd, true);
                 if (r < 0)
                         return r;
         }

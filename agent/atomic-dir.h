@@ -18,6 +18,12 @@ int atomic_dir_begin(const char *dest, char **ret_version_dir);
 /* Publishes version_dir (made by atomic_dir_begin and filled by the caller), keeping at most
  * keep_versions older versions (0 keeps none but the current one). */
 int atomic_dir_commit(const char *dest, const char *version_dir, unsigned keep_versions);
+/* The same for many directories at once, each fsync replaced by the caller's syncfs(): with
+ * ATOMIC_DIR_SYNCED the version must already be on disk (a syncfs() after writing the versions
+ * of a batch, before committing any), and the swap is not synced (one syncfs() after the batch).
+ * A crash still leaves each dest at its old version or its new one, whole. */
+#define ATOMIC_DIR_SYNCED 1u
+int atomic_dir_commit_flags(const char *dest, const char *version_dir, unsigned keep_versions, unsigned flags);
 /* The version directory name ..data points at ("..2026_..."), or -ENOENT if none. */
 int atomic_dir_current(const char *dest, char **ret_version_name);
 /* Removes leftovers of an interrupted begin/commit: version directories ..data does not point at

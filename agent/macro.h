@@ -98,6 +98,15 @@ static inline bool streq(const char *a, const char *b) {
         return strcmp(a, b) == 0;
 }
 
+/* FNV-1a of s, continuing from h (start with STRING_HASH_INIT): a cheap first comparison before
+ * strcmp() when many strings are searched one by one. */
+#define STRING_HASH_INIT UINT64_C(14695981039346656037)
+static inline uint64_t string_hash(uint64_t h, const char *s) {
+        for (; *s; s++)
+                h = (h ^ (unsigned char) *s) * UINT64_C(1099511628211);
+        return h;
+}
+
 static inline bool streq_ptr(const char *a, const char *b) {
         if (!a || !b)
                 return a == b;

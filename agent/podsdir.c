@@ -9,19 +9,15 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
-#include <openssl/evp.h>
-
 #include "fsutil.h"
+#include "podsdir-internal.h"
 #include "podsdir.h"
 #include "strv.h"
 
-/* The name the directory's pods are replaced under; each pod's own source names its file
- * ("pods-dir:/etc/pinion/pods.d/web.json"), which pod_store_replace_source() counts as owned. */
-#define PODSDIR_SOURCE "pods-dir"
-#define PODSDIR_MAX_FILE_SIZE ((size_t) 1024 * 1024)
-
-/* Editors and deploy tools touch a directory in bursts (write temp, rename, chmod): one rescan
- * for the burst, at most this long after its first event. */
+/* A full rescan is for what per-file events cannot say: an atomic writer's "..data" swap changes
+ * what every link points at, and a replaced directory or an overflowed queue leaves nothing to go
+ * by. Such changes come in bursts (write the version, link it, rename it): one rescan for the
+ * burst, at most this long after its first event. */
 #define PODSDIR_DEBOUNCE_USEC (100 * USEC_PER_MSEC)
 /* When re-watching fails (out of watches, a permission problem being fixed), try again later. */
 #define PODSDIR_RETRY_USEC (1 * USEC_PER_SEC)
@@ -30,6 +26,17 @@
         (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CREATE | IN_DELETE_SELF |       \
          IN_MOVE_SELF | IN_ONLYDIR)
 #define PODSDIR_ANCESTOR_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+
+/* One *.json name in the directory and what it says. */
+struct pod_file {
+        char *name;
+        char *path;
+        struct pod *pod;  /* the last version that parsed; NULL if none has */
+        uint64_t uid_hash, name_hash; /* pod_hashes() of pod */
+        char *problem;    /* "PATH: reason" when what is there now is not a pod */
+        char *clash;      /* "PATH: ... already declared by ..." when an earlier file has its pod */
+        bool published;   /* pod is in the store on this file's behalf */
+};
 
 struct podsdir {
         sd_event *event;
@@ -43,16 +50,18 @@ struct podsdir {
         char *watch_child;
         bool rearm; /* the watch must be set up again before the next scan */
 
-        sd_event_source *debounce;
+        sd_event_source *debounce; /* the pending full rescan */
 
         podsdir_scan_fn scan_fn;
         void *scan_userdata;
 
+        struct pod_file *files; /* sorted by name: the order that decides between duplicates */
+        size_t n_files;
+        char *dir_problem;      /* the directory could not be read at the last rescan */
         char **errors;
 };
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
-DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
 
 int podsdir_new(sd_event *e, struct pod_store *store, const char *dir, const char *node_name,
                 struct podsdir **ret) {
@@ -89,6 +98,20 @@ int podsdir_new(sd_event *e, struct pod_store *store, const char *dir, const cha
         return 0;
 }
 
+static void pod_file_done(struct pod_file *f) {
+        free(f->name);
+        free(f->path);
+        pod_unref(f->pod);
+        free(f->problem);
+        free(f->clash);
+}
+
+static void files_free(struct pod_file *files, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                pod_file_done(&files[i]);
+        free(files);
+}
+
 /* The store keeps the pods: freeing the watcher (shutdown, a reload that moves pods-dir) is not
  * the operator saying the pods are gone. A new watcher's first scan replaces them. */
 struct podsdir *podsdir_free(struct podsdir *d) {
@@ -100,6 +123,8 @@ struct podsdir *podsdir_free(struct podsdir *d) {
         free(d->watch_child);
         free(d->path);
         free(d->node_name);
+        files_free(d->files, d->n_files);
+        free(d->dir_problem);
         strv_free(d->errors);
         free(d);
         return NULL;
@@ -121,183 +146,197 @@ const char *podsdir_path(const struct podsdir *d) {
         return d ? d->path : NULL;
 }
 
-/* ---- static pods ---- */
+/* ---- the files and what they put in the store ---- */
 
-/* The plain SHA-256 of "namespace/name", its first 16 bytes printed as 8-4-4-4-12 hex: stable
- * across restarts and hosts, so a pod keeps its identity and registrations when the agent
- * restarts. (No version bits are forced: anyone can recompute it with sha256sum.) */
-int podsdir_static_uid(const char *namespace, const char *name, char **ret) {
-        _cleanup_free_ char *key = NULL;
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned md_len = 0;
-        char *uid;
-
-        if (isempty(namespace) || isempty(name) || !ret)
-                return -EINVAL;
-        if (asprintf(&key, "%s/%s", namespace, name) < 0)
-                return -ENOMEM;
-        if (EVP_Digest(key, strlen(key), md, &md_len, EVP_sha256(), NULL) != 1 || md_len < 16)
-                return -EIO;
-
-        if (asprintf(&uid,
-                     "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                     md[0], md[1], md[2], md[3], md[4], md[5], md[6], md[7], md[8], md[9], md[10],
-                     md[11], md[12], md[13], md[14], md[15]) < 0)
-                return -ENOMEM;
-        *ret = uid;
-        return 0;
+/* Hashes of the two keys no two published pods may share: the uid and namespace/name. */
+static void pod_hashes(const struct pod *p, uint64_t *ret_uid, uint64_t *ret_name) {
+        *ret_uid = string_hash(STRING_HASH_INIT, p->uid);
+        *ret_name = string_hash(string_hash(string_hash(STRING_HASH_INIT, p->namespace), "/"), p->name);
 }
 
-/* metadata.namespace/name as far as they are well-typed; parsing proper reports the rest. */
-static int static_uid_for(const cJSON *obj, char **ret) {
-        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(obj, "metadata");
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(meta, "name");
-        const cJSON *ns = cJSON_GetObjectItemCaseSensitive(meta, "namespace");
+static void file_set_pod(struct pod_file *f, struct pod *p) {
+        pod_unref(f->pod);
+        f->pod = p;
+        if (p)
+                pod_hashes(p, &f->uid_hash, &f->name_hash);
+}
 
-        if (!cJSON_IsString(name) || isempty(name->valuestring)) {
-                *ret = NULL;
+static bool pods_clash(const struct pod *a, const struct pod *b) {
+        return streq(a->uid, b->uid) || (streq(a->namespace, b->namespace) && streq(a->name, b->name));
+}
+
+/* Why file f's pod is not published because of the earlier file g's; NULL if it may be. */
+static int clash_reason(const struct pod_file *f, const struct pod_file *g, char **ret) {
+        const struct pod *p = f->pod, *q = g->pod;
+        int r;
+
+        *ret = NULL;
+        if (streq(q->namespace, p->namespace) && streq(q->name, p->name))
+                r = asprintf(ret, "%s: pod %s/%s is already declared by %s, skipped", f->path, p->namespace,
+                             p->name, g->path);
+        else if (streq(q->uid, p->uid))
+                r = asprintf(ret, "%s: uid %s is already used by %s (pod %s/%s), skipped", f->path, p->uid,
+                             g->path, q->namespace, q->name);
+        else
                 return 0;
-        }
-        return podsdir_static_uid(cJSON_IsString(ns) && !isempty(ns->valuestring) ? ns->valuestring : "default",
-                                  name->valuestring, ret);
-}
-
-/* A file says what the operator wants on this node; fill in what only the agent knows. */
-static int static_pod_defaults(struct podsdir *d, struct pod *p, const char *path) {
-        if (!p->node_name && d->node_name) {
-                p->node_name = strdup(d->node_name);
-                if (!p->node_name)
-                        return -ENOMEM;
-        }
-
-        if (p->n_conditions == 0) {
-                free(p->conditions);
-                p->conditions = calloc(1, sizeof(struct pod_condition));
-                if (!p->conditions)
-                        return -ENOMEM;
-                p->conditions[0].type = strdup("Ready");
-                if (!p->conditions[0].type)
-                        return -ENOMEM;
-                p->conditions[0].status = true;
-                p->n_conditions = 1;
-        }
-
-        free(p->source);
-        if (asprintf(&p->source, PODSDIR_SOURCE ":%s", path) < 0) {
-                p->source = NULL;
+        if (r < 0) {
+                *ret = NULL;
                 return -ENOMEM;
         }
-        return 0;
+        return 1;
 }
 
-static bool only_whitespace(const char *p, const char *end) {
-        for (; p < end; p++)
-                if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n')
-                        return false;
-        return true;
+/* Two files for one pod: the operator copied a file and forgot to rename the pod. Keep the first
+ * (name order), so which one wins depends neither on readdir order nor on which changed last. */
+static int publish_all(struct podsdir *d) {
+        _cleanup_free_ struct pod **pods = malloc(MAX(d->n_files, 1u) * sizeof(struct pod *));
+        size_t n = 0;
+        int r;
+
+        if (!pods)
+                return -ENOMEM;
+        for (size_t i = 0; i < d->n_files; i++) {
+                struct pod_file *f = &d->files[i];
+
+                f->clash = mfree(f->clash);
+                f->published = false;
+                if (!f->pod)
+                        continue;
+                for (size_t j = 0; j < i && !f->clash; j++)
+                        if (d->files[j].published && clash_reason(f, &d->files[j], &f->clash) < 0)
+                                return -ENOMEM;
+                if (f->clash)
+                        continue;
+                f->published = true;
+                pods[n++] = f->pod;
+        }
+        r = pod_store_replace_source(d->store, PODSDIR_SOURCE, pods, n);
+        return r < 0 ? r : 0;
 }
 
-/* cJSON ends a string at a NUL, escaped or raw: {"name": "a\u0000b"} would be read as "a", a
- * file that names one pod and is served as another. No field of a pod holds a NUL. */
-static bool holds_nul(const char *data, size_t size) {
-        if (memchr(data, 0, size))
-                return true;
-        for (size_t i = 0; i + 1 < size; i++)
-                if (data[i] == '\\') {
-                        if (data[i + 1] == 'u' && size - i >= 6 && memcmp(data + i + 2, "0000", 4) == 0)
-                                return true;
-                        i++; /* the escaped character: in "\\u0000" the pair is a backslash */
-                }
+static bool clashes_with_another(const struct podsdir *d, const struct pod_file *f, const struct pod *p) {
+        uint64_t uid_hash, name_hash;
+
+        if (!p)
+                return false;
+        /* Every file is looked at on every change: compare hashes first, strings on a match. */
+        pod_hashes(p, &uid_hash, &name_hash);
+        for (size_t i = 0; i < d->n_files; i++) {
+                const struct pod_file *g = &d->files[i];
+                if (g != f && g->pod && (g->uid_hash == uid_hash || g->name_hash == name_hash) && pods_clash(g->pod, p))
+                        return true;
+        }
         return false;
 }
 
-static int parse_pod_file(struct podsdir *d, const char *path, const char *data, size_t size,
-                          struct pod **ret, char **ret_reason) {
-        _cleanup_(cJSON_Deletep) cJSON *obj = NULL;
-        _cleanup_(pod_unrefp) struct pod *p = NULL;
-        _cleanup_free_ char *fallback = NULL;
-        const char *end = NULL;
+/* Only if the store's pod with this uid is still one of ours (another source may have put one). */
+static int unpublish(struct podsdir *d, const char *uid) {
+        struct pod *p = pod_store_get(d->store, uid);
+
+        if (!p || !p->source || !startswith(p->source, PODSDIR_SOURCE ":"))
+                return 0;
+        return pod_store_remove(d->store, uid);
+}
+
+/* One file changed from old (published or not) to f->pod (f NULL: the file is gone). When
+ * neither version shares a uid or a name with another file's pod, which file wins cannot have
+ * changed anywhere else: only this pod is put or removed. Otherwise the winners are worked out
+ * again from what is in memory (no file is read). */
+static int publish_change(struct podsdir *d, struct pod_file *f, struct pod *old, bool old_published) {
+        struct pod *new = f ? f->pod : NULL;
         int r;
 
-        obj = cJSON_ParseWithLengthOpts(data, size, &end, false);
-        if (!obj || !end || !only_whitespace(end, data + size)) {
-                /* Let the pod parser phrase it, so both sources say the same thing. */
-                r = pod_from_json_text(data, size, NULL, &p, ret_reason);
-                if (r >= 0) {
-                        *ret_reason = strdup("invalid JSON");
-                        return *ret_reason ? -EINVAL : -ENOMEM;
-                }
-                return r;
-        }
-        if (holds_nul(data, size)) {
-                *ret_reason = strdup("a string holds a NUL character (\\u0000)");
-                return *ret_reason ? -EINVAL : -ENOMEM;
-        }
+        if ((old && !old_published) || clashes_with_another(d, f, old) || clashes_with_another(d, f, new))
+                return publish_all(d);
 
-        r = static_uid_for(obj, &fallback);
-        if (r < 0)
-                return r;
-        r = pod_from_json(obj, fallback, &p, ret_reason);
-        if (r < 0)
-                return r;
-        r = static_pod_defaults(d, p, path);
-        if (r < 0)
-                return r;
-
-        *ret = TAKE_PTR(p);
+        if (old && (!new || !streq(old->uid, new->uid))) {
+                r = unpublish(d, old->uid);
+                if (r < 0)
+                        return r;
+        }
+        if (f) {
+                f->clash = mfree(f->clash);
+                f->published = !!new;
+        }
+        if (new) {
+                r = pod_store_put(d->store, new);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
-/* Returns 0 and a pod, -EINVAL with a reason for a file to skip, another error for failure. */
-static int load_file(struct podsdir *d, int dir_fd, const char *name, const char *path, struct pod **ret,
-                     char **ret_reason) {
-        _cleanup_free_ char *data = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        char proc[64];
-        struct stat st;
-        size_t size;
-        int r;
-
-        /* Follow symlinks: a directory laid out by an atomic writer (..data) holds links. Refuse
-         * anything but regular files: reading a FIFO would block the loop. The check and the read
-         * are of one inode (O_PATH, then reopened through /proc): a name checked, then opened,
-         * may have become a FIFO in between. */
-        fd = openat(dir_fd, name, O_PATH | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0)
-                r = negative_errno();
-        else if (!S_ISREG(st.st_mode))
-                r = -EBADFD;
-        else {
-                snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-                r = read_file_full(proc, PODSDIR_MAX_FILE_SIZE, &data, &size);
-        }
-
-        if (r == -ENOMEM)
-                return r;
-        if (r == -EBADFD)
-                *ret_reason = strdup("not a regular file");
-        else if (r == -EFBIG)
-                *ret_reason = strdup("larger than 1 MiB, refused");
-        else if (r < 0)
-                *ret_reason = strdup(strerror(-r));
-        if (r < 0)
-                return *ret_reason ? -EINVAL : -ENOMEM;
-
-        return parse_pod_file(d, path, data, size, ret, ret_reason);
+static int push_error(char ***errors, const char *e) {
+        return e ? strv_extend(errors, e) : 0;
 }
 
-static bool is_pod_file_name(const char *name) {
-        size_t n = strlen(name);
-        /* Dotfiles are editors' temp files and atomic writers' internals. */
-        return name[0] != '.' && n > 5 && streq(name + n - 5, ".json");
+/* The problems in name order (the directory's own first), and the scan callback. */
+static int report(struct podsdir *d) {
+        _cleanup_strv_free_ char **errors = calloc(1, sizeof(char *));
+        unsigned n_loaded = 0;
+
+        if (!errors || push_error(&errors, d->dir_problem) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < d->n_files; i++) {
+                if (push_error(&errors, d->files[i].problem) < 0 || push_error(&errors, d->files[i].clash) < 0)
+                        return -ENOMEM;
+                n_loaded += d->files[i].published;
+        }
+        strv_free(d->errors);
+        d->errors = TAKE_PTR(errors);
+        if (d->scan_fn)
+                d->scan_fn(d, n_loaded, (unsigned) strv_length(d->errors), d->scan_userdata);
+        return 0;
+}
+
+static int file_path(const struct podsdir *d, const char *name, char **ret) {
+        return asprintf(ret, "%s%s%s", d->path, streq(d->path, "/") ? "" : "/", name) < 0 ? -ENOMEM : 0;
+}
+
+/* Reads f again (through dir_fd, or by its path with AT_FDCWD). A file that no longer parses keeps the version read before (a half-saved or
+ * mistyped edit does not take a running pod away) and says why. Returns -ENOENT if it is gone. */
+static int file_read(struct podsdir *d, int dir_fd, struct pod_file *f) {
+        _cleanup_free_ char *reason = NULL;
+        struct pod *p = NULL;
+        int r;
+
+        r = podsdir_load_file(dir_fd, dir_fd == AT_FDCWD ? f->path : f->name, f->path, d->node_name, &p, &reason);
+        if (r == -EINVAL) {
+                free(f->problem);
+                if (asprintf(&f->problem, "%s: %s%s", f->path, strempty(reason),
+                             f->pod ? "; its last good version stays" : "") < 0) {
+                        f->problem = NULL;
+                        return -ENOMEM;
+                }
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        file_set_pod(f, p);
+        f->problem = mfree(f->problem);
+        return 0;
+}
+
+/* Lower bound of name in the files. */
+static size_t files_index(const struct pod_file *files, size_t n, const char *name, bool *ret_found) {
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(files[mid].name, name) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_found = lo < n && streq(files[lo].name, name);
+        return lo;
 }
 
 static int compare_names(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* The candidate file names in name order (the order that decides which of two duplicates wins).
- * A missing directory has none. */
+/* The candidate file names in name order. A missing directory has none. */
 static int list_names(DIR *dir, char ***ret) {
         _cleanup_strv_free_ char **names = calloc(1, sizeof(char *));
         struct dirent *de;
@@ -314,7 +353,7 @@ static int list_names(DIR *dir, char ***ret) {
                                         return negative_errno();
                                 break;
                         }
-                        if (!is_pod_file_name(de->d_name))
+                        if (!podsdir_is_pod_file_name(de->d_name))
                                 continue;
                         r = strv_extend(&names, de->d_name);
                         if (r < 0)
@@ -325,153 +364,203 @@ static int list_names(DIR *dir, char ***ret) {
         return 0;
 }
 
-struct scan {
-        struct pod **pods;
-        char **paths; /* paths[i] is where pods[i] came from */
-        size_t n_pods;
-        char **errors;
-        unsigned n_failed;
-};
-
-static void scan_done(struct scan *s) {
-        for (size_t i = 0; i < s->n_pods; i++)
-                pod_unref(s->pods[i]);
-        free(s->pods);
-        strv_free(s->paths);
-        strv_free(s->errors);
-}
-
-_printf_(2, 3) static int scan_fail(struct scan *s, const char *fmt, ...) {
-        va_list ap;
-        char *m;
+/* A new table of the files now in the directory, each read; a file read before starts from its
+ * last good version. */
+static int read_all(struct podsdir *d, DIR *dir, struct pod_file **ret, size_t *ret_n) {
+        _cleanup_strv_free_ char **names = NULL;
+        struct pod_file *files;
+        size_t n = 0;
         int r;
 
-        va_start(ap, fmt);
-        r = vasprintf(&m, fmt, ap);
-        va_end(ap);
+        r = list_names(dir, &names);
         if (r < 0)
+                return r;
+        files = calloc(MAX(strv_length(names), 1u), sizeof(struct pod_file));
+        if (!files)
                 return -ENOMEM;
-        s->n_failed++;
-        return strv_push(&s->errors, m);
-}
+        STRV_FOREACH(name, names) {
+                struct pod_file *f = &files[n];
+                bool found;
+                size_t i = files_index(d->files, d->n_files, *name, &found);
 
-/* Two files for one pod: the operator copied a file and forgot to rename the pod. Keep the first
- * (name order), so which one wins does not depend on readdir order or on timing. */
-static int scan_check_duplicate(struct scan *s, const struct pod *p, const char *path) {
-        int r;
-
-        for (size_t i = 0; i < s->n_pods; i++) {
-                const struct pod *q = s->pods[i];
-
-                if (streq(q->namespace, p->namespace) && streq(q->name, p->name))
-                        r = scan_fail(s, "%s: pod %s/%s is already declared by %s, skipped", path,
-                                      p->namespace, p->name, s->paths[i]);
-                else if (streq(q->uid, p->uid))
-                        r = scan_fail(s, "%s: uid %s is already used by %s (pod %s/%s), skipped", path,
-                                      p->uid, s->paths[i], q->namespace, q->name);
-                else
+                f->name = strdup(*name);
+                if (!f->name || file_path(d, *name, &f->path) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                file_set_pod(f, found ? pod_ref(d->files[i].pod) : NULL);
+                r = file_read(d, dirfd(dir), f);
+                if (r == -ENOENT) { /* gone since readdir */
+                        pod_file_done(f);
+                        *f = (struct pod_file) {};
                         continue;
-                return r < 0 ? r : 1;
+                }
+                if (r < 0)
+                        break;
+                n++;
         }
-        return 0;
-}
-
-static int scan_add(struct scan *s, struct pod *p, const char *path) {
-        struct pod **grown = realloc(s->pods, (s->n_pods + 1) * sizeof(struct pod *));
-        int r;
-
-        if (!grown)
-                return -ENOMEM;
-        s->pods = grown;
-        r = strv_extend(&s->paths, path);
-        if (r < 0)
+        if (r < 0 && r != -ENOENT) {
+                files_free(files, n + 1);
                 return r;
-        s->pods[s->n_pods++] = pod_ref(p);
+        }
+        *ret = files;
+        *ret_n = n;
         return 0;
-}
-
-static int scan_file(struct podsdir *d, struct scan *s, int dir_fd, const char *name) {
-        _cleanup_(pod_unrefp) struct pod *p = NULL;
-        _cleanup_free_ char *path = NULL, *reason = NULL;
-        int r;
-
-        if (asprintf(&path, "%s%s%s", d->path, streq(d->path, "/") ? "" : "/", name) < 0)
-                return -ENOMEM;
-
-        r = load_file(d, dir_fd, name, path, &p, &reason);
-        if (r == -EINVAL)
-                return scan_fail(s, "%s: %s", path, strempty(reason));
-        if (r < 0)
-                return r;
-
-        r = scan_check_duplicate(s, p, path);
-        if (r != 0)
-                return r < 0 ? r : 0;
-        return scan_add(s, p, path);
-}
-
-static void scan_report(struct podsdir *d, unsigned n_loaded, unsigned n_failed) {
-        if (d->scan_fn)
-                d->scan_fn(d, n_loaded, n_failed, d->scan_userdata);
 }
 
 int podsdir_rescan(struct podsdir *d) {
-        _cleanup_(scan_done) struct scan s = {};
         _cleanup_(closedirp) DIR *dir = NULL;
-        _cleanup_strv_free_ char **names = NULL;
+        struct pod_file *files = NULL;
+        size_t n = 0;
         int r;
 
         if (!d)
                 return -EINVAL;
 
-        s.errors = calloc(1, sizeof(char *));
-        if (!s.errors)
-                return -ENOMEM;
-
+        d->dir_problem = mfree(d->dir_problem);
         dir = opendir(d->path);
         if (!dir && errno != ENOENT) {
                 /* Unreadable: keep the pods we have (this is not the operator removing them) and
                  * say why; the watch retries on the next change. */
                 r = negative_errno();
-                if (scan_fail(&s, "%s: cannot read directory: %s", d->path, strerror(-r)) < 0)
-                        return -ENOMEM;
-                strv_free(d->errors);
-                d->errors = TAKE_PTR(s.errors);
-                scan_report(d, 0, 1);
+                if (asprintf(&d->dir_problem, "%s: cannot read directory: %s", d->path, strerror(-r)) < 0)
+                        d->dir_problem = NULL;
+                (void) report(d);
                 return r;
         }
 
-        r = list_names(dir, &names);
-        if (r < 0)
-                return r;
-        STRV_FOREACH(name, names) {
-                r = scan_file(d, &s, dirfd(dir), *name);
+        if (dir) {
+                r = read_all(d, dir, &files, &n);
                 if (r < 0)
                         return r;
         }
+        files_free(d->files, d->n_files);
+        d->files = files;
+        d->n_files = n;
 
-        r = pod_store_replace_source(d->store, PODSDIR_SOURCE, s.pods, s.n_pods);
+        r = publish_all(d);
         if (r < 0)
                 return r;
+        return report(d);
+}
 
-        strv_free(d->errors);
-        d->errors = TAKE_PTR(s.errors);
-        scan_report(d, (unsigned) s.n_pods, s.n_failed);
+/* ---- one file at a time ---- */
+
+static int file_gone(struct podsdir *d, const char *name) {
+        _cleanup_(pod_unrefp) struct pod *old = NULL;
+        bool found, published;
+        size_t i = files_index(d->files, d->n_files, name, &found);
+        int r;
+
+        if (!found)
+                return 0;
+        old = TAKE_PTR(d->files[i].pod);
+        published = d->files[i].published;
+        pod_file_done(&d->files[i]);
+        memmove(d->files + i, d->files + i + 1, (d->n_files - i - 1) * sizeof(struct pod_file));
+        d->n_files--;
+
+        r = publish_change(d, NULL, old, published);
+        if (r < 0)
+                return r;
+        return report(d);
+}
+
+static int file_insert(struct podsdir *d, size_t at, const char *name) {
+        _cleanup_free_ char *copy = strdup(name), *path = NULL;
+        struct pod_file *grown;
+
+        if (!copy || file_path(d, name, &path) < 0)
+                return -ENOMEM;
+        grown = realloc(d->files, (d->n_files + 1) * sizeof(struct pod_file));
+        if (!grown)
+                return -ENOMEM;
+        d->files = grown;
+        memmove(d->files + at + 1, d->files + at, (d->n_files - at) * sizeof(struct pod_file));
+        d->files[at] = (struct pod_file) { .name = TAKE_PTR(copy), .path = TAKE_PTR(path) };
+        d->n_files++;
         return 0;
+}
+
+/* The file's content is complete (closed after writing, renamed in, linked): read it, and only
+ * it. */
+static int file_changed(struct podsdir *d, const char *name) {
+        _cleanup_(pod_unrefp) struct pod *old = NULL;
+        bool found, published = false;
+        size_t i = files_index(d->files, d->n_files, name, &found);
+        int r;
+
+        if (!found) {
+                r = file_insert(d, i, name);
+                if (r < 0)
+                        return r;
+        }
+        struct pod_file *f = &d->files[i];
+        old = pod_ref(f->pod);
+        published = f->published;
+
+        r = file_read(d, AT_FDCWD, f);
+        if (r == -ENOENT)
+                return file_gone(d, name);
+        if (r < 0)
+                return r;
+        if (f->pod != old) {
+                r = publish_change(d, f, old, published);
+                if (r < 0)
+                        return r;
+        }
+        return report(d);
+}
+
+/* IN_CREATE alone means complete only for what is made in one step: a symlink, a link to an
+ * existing file, something that is not a file at all (reported). A regular file just created is
+ * being written: it is read on IN_CLOSE_WRITE. */
+static bool created_complete(const struct podsdir *d, const char *name, uint32_t mask) {
+        _cleanup_free_ char *path = NULL;
+        struct stat st;
+
+        if (mask & IN_ISDIR)
+                return true;
+        if (file_path(d, name, &path) < 0 || lstat(path, &st) < 0)
+                return false;
+        return !S_ISREG(st.st_mode) || st.st_nlink > 1;
 }
 
 /* ---- watching ---- */
 
 static int podsdir_schedule(struct podsdir *d, usec_t delay);
 
+/* Names starting with ".." are an atomic writer's: "..data" is the link every *.json goes
+ * through, renamed to publish a new version. Its version directories ("..2024_...") come and go
+ * without changing what "..data" points at. */
+static bool is_atomic_writer_link(const struct inotify_event *ev) {
+        return ev->len > 0 && startswith(ev->name, "..") && !(ev->mask & IN_ISDIR);
+}
+
+static int dir_event(struct podsdir *d, const struct inotify_event *ev) {
+        if (ev->mask & (IN_DELETE | IN_MOVED_FROM))
+                return file_gone(d, ev->name);
+        if (ev->mask & (IN_CLOSE_WRITE | IN_MOVED_TO) ||
+            (ev->mask & IN_CREATE && created_complete(d, ev->name, ev->mask)))
+                return file_changed(d, ev->name);
+        return 0;
+}
+
 static int on_dir_event(sd_event_source *source, const struct inotify_event *ev, void *userdata) {
         struct podsdir *d = userdata;
 
-        /* Any change may matter, dotfiles included: an atomic writer publishes by renaming
-         * "..data", and the *.json files are links through it. The debounce makes this cheap. */
-        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT))
+        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
+                /* The directory itself went or was replaced: watch what is there now, then read it. */
                 d->rearm = true;
-        (void) podsdir_schedule(d, PODSDIR_DEBOUNCE_USEC);
+                (void) podsdir_schedule(d, PODSDIR_DEBOUNCE_USEC);
+        } else if (ev->mask & IN_Q_OVERFLOW)
+                /* More changes at once than the kernel queues: some were not seen. */
+                (void) podsdir_schedule(d, 0);
+        else if (is_atomic_writer_link(ev))
+                (void) podsdir_schedule(d, PODSDIR_DEBOUNCE_USEC);
+        else if (!d->rearm && ev->len > 0 && podsdir_is_pod_file_name(ev->name) && dir_event(d, ev) < 0)
+                /* Out of memory half-way: the next full read puts things right. */
+                (void) podsdir_schedule(d, PODSDIR_RETRY_USEC);
         return 0; /* an error would disable the watch */
 }
 

@@ -2,10 +2,17 @@
 #pragma once
 
 /* The standalone pod source: Kubernetes Pod objects as JSON files (*.json) in pods-dir, like
- * kubelet static pods. The directory is watched with inotify on the event loop and rescanned
- * (debounced) on change; each rescan replaces the source's pods in the store. A malformed file
- * is reported with its path and skipped, never fatal; the last good version of that file's pod
- * is dropped (the file says what the operator wants now, and it says nothing valid).
+ * kubelet static pods. The directory is read in full at start and watched with inotify on the
+ * event loop; after that each file is read on its own when its event says it is complete
+ * (IN_CLOSE_WRITE, IN_MOVED_TO, a link made by IN_CREATE) and dropped on IN_DELETE or
+ * IN_MOVED_FROM, so a change costs one file however many there are. A file written in place is
+ * never read half-way. The directory is read in full again only when events cannot say what
+ * changed: the inotify queue overflowed, the directory was replaced, or an atomic writer's
+ * "..data" link moved (debounced).
+ *
+ * A malformed file is reported with its path and skipped, never fatal; a file that was good and
+ * turns bad keeps its last good pod (a half-saved edit does not take a running pod away) and is
+ * reported until it is fixed or removed.
  *
  * Static pods are pods of this node: a missing spec.nodeName is set to the node name, a missing
  * metadata.uid is derived from the namespace and name (stable across restarts), and a pod with
@@ -21,7 +28,8 @@
 
 struct podsdir;
 
-/* Called after every rescan with the number of files loaded and the number skipped. */
+/* Called after every rescan and every single-file change, with the number of pods published and
+ * the number of problems (podsdir_errors()). */
 typedef void (*podsdir_scan_fn)(struct podsdir *d, unsigned n_loaded, unsigned n_failed, void *userdata);
 
 int podsdir_new(sd_event *e, struct pod_store *store, const char *dir, const char *node_name,
@@ -34,10 +42,10 @@ void podsdir_set_scan_callback(struct podsdir *d, podsdir_scan_fn fn, void *user
 /* Scans now and starts watching. A missing directory is watched for via its parent, so pods
  * appear once it is created; an unreadable one is an error. */
 int podsdir_start(struct podsdir *d);
-/* Synchronous rescan (also what the inotify handler runs after the debounce). */
+/* Synchronous full read of the directory (start, reload, overflow, a replaced directory). */
 int podsdir_rescan(struct podsdir *d);
 
-/* The last rescan's problems, one "PATH: reason" per skipped file (borrowed, NULL-terminated). */
+/* The current problems, one "PATH: reason" per skipped file (borrowed, NULL-terminated). */
 char *const *podsdir_errors(const struct podsdir *d);
 const char *podsdir_path(const struct podsdir *d);
 

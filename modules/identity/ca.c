@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <openssl/bn.h>
 #include <openssl/err.h>
@@ -69,7 +70,7 @@ static int set_serial(X509 *cert) {
 }
 
 /* A certificate skeleton: version 3, random serial, subject, validity [now-CA_BACKDATE, now+lifetime]. */
-static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t lifetime, X509 **ret) {
+static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t lifetime, bool leaf, X509 **ret) {
         X509 *cert = X509_new();
         X509_NAME *name = X509_NAME_new();
         int r = -ENOMEM;
@@ -82,7 +83,8 @@ static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t 
                 r = -EINVAL;
                 goto fail;
         }
-        if (X509_set_version(cert, 2) != 1 || X509_set_subject_name(cert, name) != 1 || X509_set_pubkey(cert, pubkey) != 1)
+        if (X509_set_version(cert, 2) != 1 || X509_set_subject_name(cert, name) != 1 ||
+            (leaf ? x509_set_pubkey(cert, pubkey) < 0 : X509_set_pubkey(cert, pubkey) != 1))
                 goto fail;
         r = set_serial(cert);
         if (r < 0)
@@ -112,7 +114,7 @@ int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s
         if (X509_cmp_current_time(X509_get0_notAfter(ca->cert)) <= 0)
                 return -EKEYEXPIRED;
         /* Never past the issuer's own end: a chain is only as valid as its shortest link. */
-        r = cert_skeleton(pubkey, s, lifetime, &cert);
+        r = cert_skeleton(pubkey, s, lifetime, usage != CERT_USAGE_CA, &cert);
         if (r < 0)
                 return r;
         if (ASN1_TIME_compare(X509_get0_notAfter(cert), X509_get0_notAfter(ca->cert)) > 0 &&
@@ -165,7 +167,7 @@ static int make_root(const char *common_name, EVP_PKEY **ret_key, X509 **ret_cer
         r = x509_key_new(&key);
         if (r < 0)
                 return r;
-        r = cert_skeleton(key, &s, CA_LIFETIME, &cert);
+        r = cert_skeleton(key, &s, CA_LIFETIME, false, &cert);
         if (r < 0)
                 return r;
         if (X509_set_issuer_name(cert, X509_get_subject_name(cert)) != 1)
@@ -258,10 +260,65 @@ int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret,
         return 0;
 }
 
-int ca_verify_issued(const struct ca *ca, X509 *leaf, const char **ret_reason) {
+/* The leaf's names against every name constraint of the chain above it. */
+static int check_name_constraints(const struct ca *ca, X509 *leaf, const char **ret_reason) {
+        /* Caches the leaf's extensions (its SANs), which NAME_CONSTRAINTS_check() reads. */
+        if (X509_check_purpose(leaf, -1, 0) != 1) {
+                ERR_clear_error();
+                return -ENOMEM;
+        }
+        for (int i = 0; i < sk_X509_num(ca->chain); i++) {
+                NAME_CONSTRAINTS *nc = X509_get_ext_d2i(sk_X509_value(ca->chain, i), NID_name_constraints, NULL, NULL);
+                int r = nc ? NAME_CONSTRAINTS_check(leaf, nc) : X509_V_OK;
+
+                NAME_CONSTRAINTS_free(nc);
+                ERR_clear_error();
+                if (r != X509_V_OK) {
+                        if (ret_reason)
+                                *ret_reason = X509_verify_cert_error_string(r);
+                        return -EBADMSG;
+                }
+        }
+        return 0;
+}
+
+/* The first notAfter of the chain and the roots: until then, a chain that verified still does. */
+static usec_t chain_not_after(const struct ca *ca) {
+        usec_t until = USEC_INFINITY;
+        STACK_OF(X509) *const sets[] = { ca->chain, ca->roots };
+
+        for (size_t s = 0; s < ELEMENTSOF(sets); s++)
+                for (int i = 0; i < sk_X509_num(sets[s]); i++) {
+                        struct tm tm;
+                        if (ASN1_TIME_to_tm(X509_get0_notAfter(sk_X509_value(sets[s], i)), &tm) != 1)
+                                return 0;
+                        until = MIN(until, (usec_t) timegm(&tm) * USEC_PER_SEC);
+                }
+        return until;
+}
+
+/* leaf + ca->chain verified by OpenSSL, on a copy of leaf parsed from its DER (ca_issue() left
+ * its key encoded only). */
+static int verify_full(const struct ca *ca, X509 *leaf, const char **ret_reason) {
+        _cleanup_(X509_freep) X509 *parsed = NULL;
+        unsigned char *der = NULL;
+        const unsigned char *p;
+        int n = i2d_X509(leaf, &der), r = -ENOMEM;
+
+        if (n <= 0) {
+                ERR_clear_error();
+                return -ENOMEM;
+        }
+        p = der;
+        parsed = d2i_X509(NULL, &p, n);
+        OPENSSL_free(der);
+        if (!parsed) {
+                ERR_clear_error();
+                return -ENOMEM;
+        }
+
         STACK_OF(X509) *chain = sk_X509_new_null();
-        int r = -ENOMEM;
-        if (chain && sk_X509_push(chain, leaf)) {
+        if (chain && sk_X509_push(chain, parsed)) {
                 r = 0;
                 for (int i = 0; r == 0 && i < sk_X509_num(ca->chain); i++)
                         if (!sk_X509_push(chain, sk_X509_value(ca->chain, i)))
@@ -271,6 +328,19 @@ int ca_verify_issued(const struct ca *ca, X509 *leaf, const char **ret_reason) {
         }
         sk_X509_free(chain); /* borrowed certificates */
         return r;
+}
+
+int ca_verify_issued(struct ca *ca, X509 *leaf, const char **ret_reason) {
+        usec_t now = now_usec(CLOCK_REALTIME);
+        int r;
+
+        if (now < ca->chain_verified_until)
+                return check_name_constraints(ca, leaf, ret_reason);
+        r = verify_full(ca, leaf, ret_reason);
+        if (r < 0)
+                return r;
+        ca->chain_verified_until = chain_not_after(ca);
+        return 0;
 }
 
 int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret) {

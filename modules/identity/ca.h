@@ -20,6 +20,9 @@ struct ca {
         X509 *cert;
         STACK_OF(X509) *chain; /* cert, then its issuers up to (not including) the root */
         STACK_OF(X509) *roots; /* the trust anchors: the bundle pods get */
+        /* ca_verify_issued(): the chain verified in full, and until when that holds (the first
+         * notAfter of the chain and the roots). */
+        usec_t chain_verified_until;
 };
 
 struct ca *ca_free(struct ca *ca);
@@ -37,13 +40,17 @@ int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret,
 #define CA_BACKDATE (2 * USEC_PER_MINUTE)
 
 /* Signs a certificate for pubkey with the subject and SANs of s, valid from now - CA_BACKDATE to
- * now + lifetime. */
+ * now + lifetime. A leaf's (not a CA's) public key is set by x509_set_pubkey(): written out the
+ * certificate is complete, but X509_get0_pubkey() of this object is NULL for a P-256 key. */
 int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s, enum cert_usage usage,
              usec_t lifetime, X509 **ret);
-/* Verifies leaf + ca->chain against ca->roots now: what a peer holding the bundle will do. A
- * chain that would not verify (an "intermediate" that is no CA, an expired link) is never
- * served. 0 or -EBADMSG with a static *ret_reason. */
-int ca_verify_issued(const struct ca *ca, X509 *leaf, const char **ret_reason);
+/* Verifies leaf (from ca_issue) + ca->chain against ca->roots now: what a peer holding the
+ * bundle will do. A chain that would not verify (an "intermediate" that is no CA, an expired
+ * link) is never served. The first leaf is verified in full; what it proved of the chain is
+ * kept until the chain's first notAfter, and later leaves are checked for what can differ
+ * between them (their names against the chain's name constraints), a full verification being
+ * mostly the cost of parsing the leaf again. 0 or -EBADMSG with a static *ret_reason. */
+int ca_verify_issued(struct ca *ca, X509 *leaf, const char **ret_reason);
 /* The chain a holder presents: leaf followed by ca->chain, as PEM. */
 int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret);
 /* The roots as PEM. */

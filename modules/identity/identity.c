@@ -15,6 +15,7 @@
 #include "facts.h"
 #include "fsutil.h"
 #include "identity.h"
+#include "issue-worker.h"
 #include "json.h"
 #include "kube-endpoint.h"
 #include "log.h"
@@ -474,6 +475,7 @@ static void identity_teardown(struct identity *id) {
                 id->observing = false;
         }
         id->defer = sd_event_source_disable_unref(id->defer);
+        id->worker = issue_worker_free(id->worker);
         id->sweep_timer = sd_event_source_disable_unref(id->sweep_timer);
         workloads_free_all(id);
         id->node = cred_free(id->node);

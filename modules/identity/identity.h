@@ -74,6 +74,7 @@ struct workload {
         /* A pod's: uid is the pod's. A systemd service's ([service.NAME]): uid is
          * "service:NAME", name the unit, and its files go to tls_dir, owned by user. */
         char *uid, *ns, *name, *sa, *ip;
+        uint64_t uid_hash; /* string_hash() of uid, for workload_find() */
         bool service;
         char *tls_dir, *user;
         char **dns_names;
@@ -83,6 +84,7 @@ struct workload {
         struct cert_info info;
         usec_t rotate_at;
         unsigned generation; /* bumps with every new certificate */
+        unsigned ticket;     /* bumps with every request to the issue worker: only the last counts */
         bool queued, rotation;
         bool new_dir; /* its files go to a directory not written yet (first issue, new tls-dir) */
         char *last_error;
@@ -117,6 +119,8 @@ struct identity {
         struct workload_api *wapi; /* the SPIFFE Workload API server (workload-api.c); NULL: none */
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
+        struct issue_worker *worker; /* makes the workloads' keys and certificates (issue-worker.c) */
+        unsigned issuer_generation;  /* bumps with every new issuer: older results are stale */
 
         /* JWT-SVIDs (jwt-keys.c): the key set (NULL: none configured or none loaded yet), why the
          * last load failed, and a generation that bumps with every new set (a JWKS stream's cue). */

@@ -3,7 +3,7 @@ MODULE_SOURCES += \
 	modules/identity/identity.c modules/identity/identity.h \
 	modules/identity/identity-api.c \
 	modules/identity/workload-api.c modules/identity/workload-api-jwt.c modules/identity/workload-api-internal.h \
-	modules/identity/workload.c \
+	modules/identity/workload.c modules/identity/issue-worker.c modules/identity/issue-worker.h \
 	modules/identity/cred.c modules/identity/cred.h \
 	modules/identity/signer.h modules/identity/signer-kind.c modules/identity/signer-local.c modules/identity/signer-cfssl.c \
 	modules/identity/cfssl-wire.c modules/identity/cfssl-wire.h \
@@ -26,6 +26,13 @@ tests_unit_test_identity_x509_SOURCES = tests/unit/test-identity-x509.c \
 	agent/fsutil.c agent/strv.c
 tests_unit_test_identity_x509_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
 tests_unit_test_identity_x509_LDADD = $(UNIT_LIBS)
+
+# The issue worker: a real thread signing with a real CA, results back on a real loop.
+UNIT_TESTS += tests/unit/test-identity-worker
+tests_unit_test_identity_worker_SOURCES = tests/unit/test-identity-worker.c modules/identity/issue-worker.c \
+	modules/identity/ca.c modules/identity/x509.c agent/fsutil.c agent/strv.c
+tests_unit_test_identity_worker_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
+tests_unit_test_identity_worker_LDADD = $(UNIT_LIBS)
 
 # JWT-SVIDs: mint, JWKS, and hostile tokens refused.
 UNIT_TESTS += tests/unit/test-identity-jwt

@@ -11,7 +11,9 @@
 #include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
+#include <openssl/objects.h>
 #include <openssl/pem.h>
 #include <openssl/sha.h>
 
@@ -93,10 +95,100 @@ static int bio_to_string(BIO *b, char **ret) {
         return 0;
 }
 
+/* A P-256 key's private scalar (32 bytes) and uncompressed point (65 bytes); 0 if key is not one. */
+static int p256_key_parts(EVP_PKEY *key, unsigned char priv[32], unsigned char point[65]) {
+        char group[64];
+        size_t len = 0;
+        BIGNUM *d = NULL;
+        int r = 0;
+
+        if (!EVP_PKEY_is_a(key, "EC") || EVP_PKEY_get_group_name(key, group, sizeof(group), NULL) != 1 ||
+            OBJ_txt2nid(group) != NID_X9_62_prime256v1 ||
+            EVP_PKEY_get_octet_string_param(key, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, point, 65, &len) != 1 ||
+            len != 65 || point[0] != 0x04)
+                goto finish;
+        if (priv) {
+                if (EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_PRIV_KEY, &d) != 1 || BN_bn2binpad(d, priv, 32) != 32)
+                        goto finish;
+        }
+        r = 1;
+finish:
+        BN_clear_free(d);
+        ERR_clear_error();
+        return r;
+}
+
+/* PKCS#8 of a P-256 key, laid out as OpenSSL writes it (RFC 5208 PrivateKeyInfo around an RFC
+ * 5915 ECPrivateKey without parameters, the curve being in the algorithm): a fixed 138 bytes,
+ * the scalar and the point at fixed offsets. */
+#define P256_PKCS8_SIZE 138
+#define P256_PKCS8_PRIV 36
+#define P256_PKCS8_POINT 73
+static const unsigned char p256_pkcs8_head[P256_PKCS8_PRIV] = {
+        0x30, 0x81, 0x87, 0x02, 0x01, 0x00, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06,
+        0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x04, 0x6d, 0x30, 0x6b, 0x02, 0x01, 0x01, 0x04, 0x20,
+};
+static const unsigned char p256_pkcs8_mid[] = { 0xa1, 0x44, 0x03, 0x42, 0x00 };
+
+/* PEM of DER under label, base64 in lines of 64 as PEM_write does. */
+static int pem_encode(const char *label, const unsigned char *der, size_t n, char **ret) {
+        size_t b64 = 4 * ((n + 2) / 3), lines = (b64 + 63) / 64;
+        size_t size = 2 * strlen(label) + 32 + b64 + lines + 1;
+        char *out = malloc(size), *p;
+
+        if (!out)
+                return -ENOMEM;
+        p = out + sprintf(out, "-----BEGIN %s-----\n", label);
+        for (size_t off = 0; off < n; off += 48) {
+                p += EVP_EncodeBlock((unsigned char *) p, der + off, (int) MIN(n - off, (size_t) 48));
+                *p++ = '\n';
+        }
+        sprintf(p, "-----END %s-----\n", label);
+        *ret = out;
+        return 0;
+}
+
+/* OpenSSL 3.0 writes a provider key through its encoder framework, whose set-up (a search of
+ * every provider's encoders) costs more than making the key: the P-256 keys this module makes
+ * are written from their parts, byte for byte what PEM_write_bio_PrivateKey() writes. */
+static int p256_key_to_pem(EVP_PKEY *key, char **ret) {
+        unsigned char der[P256_PKCS8_SIZE];
+        int r;
+
+        if (!p256_key_parts(key, der + P256_PKCS8_PRIV, der + P256_PKCS8_POINT))
+                return 0;
+        memcpy(der, p256_pkcs8_head, sizeof(p256_pkcs8_head));
+        memcpy(der + P256_PKCS8_PRIV + 32, p256_pkcs8_mid, sizeof(p256_pkcs8_mid));
+        r = pem_encode("PRIVATE KEY", der, sizeof(der), ret);
+        OPENSSL_cleanse(der, sizeof(der));
+        return r < 0 ? r : 1;
+}
+
+int x509_set_pubkey(X509 *cert, EVP_PKEY *key) {
+        unsigned char point[65], *copy;
+
+        /* X509_set_pubkey() encodes the key and decodes it again through OpenSSL 3.0's encoder
+         * and decoder frameworks (most of the cost of issuing a certificate): a P-256 key's
+         * SubjectPublicKeyInfo is set from its point directly. */
+        if (!p256_key_parts(key, NULL, point))
+                return X509_set_pubkey(cert, key) == 1 ? 0 : -ENOMEM;
+        copy = OPENSSL_memdup(point, sizeof(point));
+        if (!copy)
+                return -ENOMEM;
+        if (X509_PUBKEY_set0_param(X509_get_X509_PUBKEY(cert), OBJ_nid2obj(NID_X9_62_id_ecPublicKey), V_ASN1_OBJECT,
+                                   OBJ_nid2obj(NID_X9_62_prime256v1), copy, (int) sizeof(point)) != 1) {
+                OPENSSL_free(copy);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 int x509_key_to_pem(EVP_PKEY *key, char **ret) {
+        int r = p256_key_to_pem(key, ret);
+        if (r != 0)
+                return r < 0 ? r : 0;
         /* A secure-heap-less mem BIO: wipe it before freeing. */
         BIO *b = BIO_new(BIO_s_mem());
-        int r;
         if (!b)
                 return -ENOMEM;
         if (PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL) != 1)
@@ -366,7 +458,16 @@ oom:
 }
 
 int x509_key_matches(X509 *cert, EVP_PKEY *key) {
-        int r = X509_check_private_key(cert, key);
+        const ASN1_BIT_STRING *bits = X509_get0_pubkey_bitstr(cert);
+        EVP_PKEY *decoded = X509_get0_pubkey(cert);
+        unsigned char point[65];
+        int r;
+
+        ERR_clear_error();
+        if (!decoded) /* set by x509_set_pubkey(): compare the encodings */
+                return bits && p256_key_parts(key, NULL, point) && ASN1_STRING_length(bits) == (int) sizeof(point) &&
+                       memcmp(ASN1_STRING_get0_data(bits), point, sizeof(point)) == 0;
+        r = X509_check_private_key(cert, key);
         ERR_clear_error();
         return r == 1;
 }

@@ -49,6 +49,11 @@ int x509_key_new(EVP_PKEY **ret);
  * the algorithm lookup each EVP_EC_gen() does. */
 int x509_keygen_new(EVP_PKEY_CTX **ret);
 int x509_key_generate(EVP_PKEY_CTX *ctx, EVP_PKEY **ret);
+/* Sets cert's subjectPublicKeyInfo to key's public half. For a P-256 key the certificate then
+ * holds the encoding only (X509_get0_pubkey() of it is NULL until it is parsed again): enough to
+ * sign, write out and compare with x509_key_matches(), which is all a certificate just issued
+ * needs; OpenSSL's chain verification wants it parsed again. */
+int x509_set_pubkey(X509 *cert, EVP_PKEY *key);
 /* PKCS#8 PEM. The string holds private key material: the caller wipes it (x509_free_secret). */
 int x509_key_to_pem(EVP_PKEY *key, char **ret);
 int x509_key_from_pem(const char *pem, size_t size, EVP_PKEY **ret);

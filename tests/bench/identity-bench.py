@@ -7,11 +7,12 @@
                    CA, one process) and `openssl req` + a Python authsign POST to the same
                    server.
   workload certs   N pods (pods-dir) annotated pinion.io/identity=true → all issued, with the
-                   local CA; while it runs, /v1/health is polled to measure how long the loop
+                   local CA; while it runs, /v1/status is polled to measure how long the loop
                    makes an API caller wait. Peer: `openssl req -x509 -newkey ec -CA` per
                    certificate (the same SPIFFE URI + IP SANs), timed for a sample and scaled.
 
-Goals: node bootstrap < 50 ms on loopback; 1,000 workload certificates < 2 s.
+Goals: node bootstrap < 50 ms on loopback; 1,000 workload certificates < 0.3 s, the slowest
+/v1/status answer meanwhile < 10 ms.
 Usage: identity-bench.py [--pods 1000] [--runs 5]   (PINION_BUILDDIR: where piniond was built)
 """
 
@@ -230,8 +231,9 @@ def main():
               % (args.pods, elapsed, args.pods / elapsed, args.pods, per_peer * args.pods, elapsed / (per_peer * args.pods)))
         print("| slowest /v1/status answer while issuing (%d polls) | %s | | |" % (polls, ms(worst)))
         print("")
-        print("goals: node bootstrap < 50 ms: %s; %d workload certificates < 2 s: %s"
-              % ("met" if ml < 0.05 else "NOT met", args.pods, "met" if elapsed < 2 else "NOT met"))
+        print("goals: node bootstrap < 50 ms: %s; %d workload certificates < 0.3 s: %s; slowest /v1/status < 10 ms: %s"
+              % ("met" if ml < 0.05 else "NOT met", args.pods, "met" if elapsed < 0.3 else "NOT met",
+                 "met" if worst < 0.01 else "NOT met"))
         ms1 = lambda v: round(v * 1000, 2)  # noqa: E731
         bj.row("daemon start alone (exec → API answers)", ms1(start), unit="ms")
         bj.row("node certificate, local CA (exec → cert.pem)", ms1(ml), ms1(mpl), "openssl req -x509 -CA", "ms",
@@ -242,8 +244,9 @@ def main():
                goal="< 50 ms", met=mc < 0.05)
         bj.row("%d workload certificates, local CA" % args.pods, round(elapsed, 3), round(per_peer * args.pods, 3),
                "openssl req -x509 -CA per certificate (%d timed, scaled)" % args.peer_sample, "s",
-               goal="< 2 s", met=elapsed < 2)
-        bj.row("slowest /v1/status answer while issuing (%d polls)" % polls, ms1(worst), unit="ms")
+               goal="< 0.3 s", met=elapsed < 0.3)
+        bj.row("slowest /v1/status answer while issuing (%d polls)" % polls, ms1(worst), unit="ms",
+               goal="< 10 ms", met=worst < 0.01)
         bj.note("Medians of %d runs. The peers are one process per certificate, so they pay a process start-up "
                 "the agent does not; the fair reading of the node figure is the row minus daemon start." % args.runs)
         bj.series("node certificate, local CA: every run", "run", "ms",

@@ -6,7 +6,7 @@
 #   PYTHON3, PINION_BUILDDIR, PINION_SRCDIR   as for every benchmark
 #   OUT            where the JSON, logs, REPORT.md and PNGs go
 #   BENCH_QUICK=1  tiny settings (seconds per benchmark: the CI smoke test), not figures to read
-#   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg identity workload-api
+#   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg podsdir identity workload-api
 #                  configsync podnet runtime memory reclaim reclaim-v2 (reclaim-v2: the reclaim benchmark on cgroup v2, in
 #                  the VM suite's guest through tests/vm/run; exit 77 there — no QEMU or no
 #                  guest image here — is listed, not counted as a failure)
@@ -20,7 +20,7 @@
 set -u
 : "${PYTHON3:=python3}" "${OUT:?}" "${PINION_BUILDDIR:?}" "${PINION_SRCDIR:?}"
 BENCH="$PINION_SRCDIR/tests/bench"
-ALL="fleet soak soak-leak zkreg identity workload-api configsync podnet runtime memory reclaim reclaim-v2"
+ALL="fleet soak soak-leak zkreg podsdir identity workload-api configsync podnet runtime memory reclaim reclaim-v2"
 ONLY="${BENCH_ONLY:-$ALL}"
 export PINION_BUILDDIR PINION_SRCDIR
 
@@ -34,6 +34,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	FLEET="--agents 3 --outage 2s --runs 2 --steady 0.5 --time-limit 30s --backoff-initial 200ms --backoff-max 1s"
 	SOAK="--events 600 --rate 1000 --max-pods 40 --bounce-every 200"
 	ZKREG="--endpoints 50 --samples 5 --podsdir-samples 3"
+	PODSDIR="--files 50 --samples 10"
 	IDENTITY="--pods 20 --runs 1 --peer-sample 3"
 	WORKLOAD_API="--calls 5 --pods 2 --streams 4,10"
 	CONFIGSYNC="--files 10 --size 1M --rounds 1 --cycles 20"
@@ -46,6 +47,7 @@ else
 	FLEET=""
 	SOAK="--events 100000"
 	ZKREG=""
+	PODSDIR=""
 	IDENTITY=""
 	WORKLOAD_API=""
 	CONFIGSYNC=""
@@ -111,6 +113,7 @@ elif ! sanitized "$PINION_BUILDDIR"; then
 	run soak-leak soak.py --name soak-leak --valgrind $SOAK ${SOAK_FLAGS:-}
 fi
 run zkreg zkreg-bench.py $ZKREG ${BENCH_ZKREG_FLAGS:-}
+run podsdir podsdir-bench.py $PODSDIR ${BENCH_PODSDIR_FLAGS:-}
 run identity identity-bench.py $IDENTITY ${BENCH_IDENTITY_FLAGS:-}
 run workload-api workload-api-bench.py $WORKLOAD_API ${BENCH_WORKLOAD_API_FLAGS:-}
 run configsync configsync-bench.py $CONFIGSYNC ${BENCH_CONFIGSYNC_FLAGS:-}

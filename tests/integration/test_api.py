@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pinion_testlib import MODULES, T, assert_dependency_order, make_pod, wait_until
+from pinion_testlib import MODULES, SRCDIR, T, assert_dependency_order, make_pod, wait_until
 
 NOBODY = 65534
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
@@ -114,6 +114,26 @@ def test_pod_file_lifecycle(agent):
     r = agent.request("GET", "/v1/pods/default/web-1")
     assert r.status == 404 and _is_error(r.body, 404), r
     assert agent.pods()["count"] == 0
+
+
+def test_pod_file_that_turns_bad_keeps_its_pod(agent):
+    """A half-saved or mistyped edit does not take a running pod away: the last good version stays
+    served, the problem is reported until the file is fixed, and no event is announced for it."""
+    agent.write_pod("keep", make_pod("keep-1", labels={"v": "1"}))
+    before = agent.wait_pod("default", "keep-1")
+    g0 = agent.pods()["generation"]
+    path = agent.write_pod("keep", '{"metadata": {"name": "keep-1", "labels": [')
+    wait_until(lambda: any(path in e for e in agent.status()["pods"]["errors"]), 10, desc="the bad file reported")
+    errors = agent.status()["pods"]["errors"]
+    assert any("its last good version stays" in e for e in errors), errors
+    assert agent.get_json("/v1/pods/default/keep-1") == before
+    assert agent.pods()["generation"] == g0
+    # Fixed: the new version replaces it, the problem is gone.
+    agent.write_pod("keep", make_pod("keep-1", labels={"v": "2"}))
+    agent.wait_pod("default", "keep-1", lambda p: p["labels"] == {"v": "2"})
+    wait_until(lambda: agent.status()["pods"]["errors"] == [], 10, desc="no problem left")
+    agent.remove_pod("keep")
+    agent.wait_pod_gone("default", "keep-1")
 
 
 def test_pod_fields_from_file(agent):
@@ -419,3 +439,12 @@ time.sleep(float(sys.argv[2]))
         p.wait()
     # Once they are gone, the quota is free again.
     wait_until(lambda: a.request("GET", "/v1/health", as_uid=NOBODY).status == 200, 5, desc="nobody served again")
+
+
+def test_podsdir_benchmark_smoke():
+    """tests/bench/podsdir-bench.py, smoke-sized (the real run is `make bench-podsdir`)."""
+    p = subprocess.run([sys.executable, os.path.join(SRCDIR, "tests", "bench", "podsdir-bench.py"),
+                        "--files", "50", "--samples", "6"], capture_output=True, text=True, timeout=T(120))
+    assert p.returncode == 0, p.stdout + p.stderr
+    for row in ("| p50 |", "| p99 |", "| max |", "goals: p50 < 20 ms"):
+        assert row in p.stdout, p.stdout

@@ -62,15 +62,23 @@ print(json.dumps({"files": files, "keys": keys}))
 
 
 def manifest_volumes(path=MANIFEST):
-    """(hostPath, mountPath, readOnly) of every hostPath volume a container of the pod mounts."""
+    """(host path, mountPath, readOnly) of every volume of the agent's a container of the pod
+    mounts: a hostPath, or an inline volume of pinion's CSI driver, which is the sockets
+    directory bind-mounted read-only whatever the pod asks (modules/csi/csi-mount.c)."""
     with open(path) as f:
         pod = yaml.safe_load(f)
-    host = {v["name"]: v["hostPath"]["path"] for v in pod["spec"].get("volumes", []) if "hostPath" in v}
+    host, forced_ro = {}, set()
+    for v in pod["spec"].get("volumes", []):
+        if "hostPath" in v:
+            host[v["name"]] = v["hostPath"]["path"]
+        elif v.get("csi", {}).get("driver") == "csi.pinion.dev":
+            host[v["name"]] = HOST_RUN + "/sockets"
+            forced_ro.add(v["name"])
     out = []
     for c in pod["spec"]["containers"]:
         for m in c.get("volumeMounts", []):
             if m["name"] in host:
-                out.append((host[m["name"]], m["mountPath"], bool(m.get("readOnly"))))
+                out.append((host[m["name"]], m["mountPath"], bool(m.get("readOnly")) or m["name"] in forced_ro))
     return out
 
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/pem.h>
 
 #include "ca.h"
 #include "cfssl-wire.h"
@@ -181,6 +182,78 @@ static void test_non_ca_intermediate_is_refused(_unused_ void **state) {
         assert_int_equal(rm_rf(d), 0);
 }
 
+/* Only the first leaf of an issuer is verified by OpenSSL in full; each later one still has its
+ * names checked against the chain's name constraints, which is what can differ between leaves. */
+static void test_name_constraints_checked_for_every_leaf(_unused_ void **state) {
+        _cleanup_free_ char *d = tmpdir();
+        _cleanup_(ca_freep) struct ca *root = NULL, *inter = NULL;
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *ikey = NULL, *key = NULL;
+        _cleanup_(X509_freep) X509 *ica = NULL, *good = NULL, *good2 = NULL, *bad = NULL;
+        const struct cert_subject is = { .common_name = "pinion node CA n1", .organization = "pinion" };
+        const struct cert_subject ok = { .common_name = "web.shop", .uri = "spiffe://example.org/ns/shop/sa/front" };
+        const struct cert_subject evil = { .common_name = "web.shop", .uri = "spiffe://evil.org/ns/shop/sa/front" };
+        const char *reason = NULL;
+        X509V3_CTX v3;
+
+        assert_int_equal(ca_load_or_create(d, "pinion CA test", &root, NULL), 0);
+        assert_int_equal(x509_key_new(&ikey), 0);
+        assert_int_equal(x509_key_new(&key), 0);
+        assert_int_equal(ca_issue(root, ikey, &is, CERT_USAGE_CA, 3600 * USEC_PER_SEC, &ica), 0);
+        /* The intermediate may name example.org only. */
+        X509V3_set_ctx_nodb(&v3);
+        X509V3_set_ctx(&v3, root->cert, ica, NULL, NULL, 0);
+        X509_EXTENSION *nc = X509V3_EXT_conf_nid(NULL, &v3, NID_name_constraints, "critical,permitted;URI:example.org");
+        assert_non_null(nc);
+        assert_int_equal(X509_add_ext(ica, nc, -1), 1);
+        X509_EXTENSION_free(nc);
+        assert_true(X509_sign(ica, root->key, EVP_sha256()) > 0);
+
+        STACK_OF(X509) *chain = sk_X509_new_null(), *roots = sk_X509_deep_copy(root->roots, X509_dup, X509_free);
+        assert_true(X509_up_ref(ica) == 1 && sk_X509_push(chain, ica));
+        assert_int_equal(EVP_PKEY_up_ref(ikey), 1);
+        assert_int_equal(ca_new(ikey, chain, roots, &inter), 0);
+
+        assert_int_equal(ca_issue(inter, key, &ok, CERT_USAGE_CLIENT_SERVER, 600 * USEC_PER_SEC, &good), 0);
+        assert_int_equal(ca_verify_issued(inter, good, NULL), 0);
+        assert_true(inter->chain_verified_until > now_usec(CLOCK_REALTIME));
+        assert_int_equal(ca_issue(inter, key, &ok, CERT_USAGE_CLIENT_SERVER, 600 * USEC_PER_SEC, &good2), 0);
+        assert_int_equal(ca_verify_issued(inter, good2, NULL), 0);
+        assert_int_equal(ca_issue(inter, key, &evil, CERT_USAGE_CLIENT_SERVER, 600 * USEC_PER_SEC, &bad), 0);
+        assert_int_equal(ca_verify_issued(inter, bad, &reason), -EBADMSG);
+        assert_non_null(strstr(reason, "permitted subtree violation"));
+
+        /* And OpenSSL agrees, verifying the written-out chain in full. */
+        _cleanup_free_ char *pem = NULL;
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *parsed = NULL;
+        assert_int_equal(ca_chain_pem(inter, bad, &pem), 0);
+        assert_int_equal(x509_chain_from_pem(pem, strlen(pem), &parsed), 0);
+        assert_int_equal(x509_verify_chain(parsed, inter->roots, 0, NULL), -EBADMSG);
+        assert_int_equal(rm_rf(d), 0);
+}
+
+/* The P-256 key is written from its parts: byte for byte what OpenSSL's encoder writes, and it
+ * reads back as the same key. */
+static void test_key_pem_as_openssl_writes_it(_unused_ void **state) {
+        for (unsigned i = 0; i < 20; i++) {
+                _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL, *back = NULL;
+                BIO *b = BIO_new(BIO_s_mem());
+                char *pem = NULL, *theirs = NULL;
+                long n;
+
+                assert_int_equal(x509_key_new(&key), 0);
+                assert_int_equal(x509_key_to_pem(key, &pem), 0);
+                assert_non_null(b);
+                assert_int_equal(PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL), 1);
+                n = BIO_get_mem_data(b, &theirs);
+                assert_int_equal(strlen(pem), n);
+                assert_memory_equal(pem, theirs, n);
+                assert_int_equal(x509_key_from_pem(pem, strlen(pem), &back), 0);
+                assert_int_equal(EVP_PKEY_eq(key, back), 1);
+                x509_free_secret(pem);
+                BIO_free(b);
+        }
+}
+
 /* The clock rules a new certificate must pass before it replaces anything. */
 static void test_cert_times(_unused_ void **state) {
         usec_t now = 1700000000 * USEC_PER_SEC;
@@ -343,6 +416,8 @@ int main(void) {
                 cmocka_unit_test(test_ca_created_reloaded_and_never_replaced),
                 cmocka_unit_test(test_workload_certificate),
                 cmocka_unit_test(test_non_ca_intermediate_is_refused),
+                cmocka_unit_test(test_name_constraints_checked_for_every_leaf),
+                cmocka_unit_test(test_key_pem_as_openssl_writes_it),
                 cmocka_unit_test(test_cert_times),
                 cmocka_unit_test(test_signer_url_ok),
                 cmocka_unit_test(test_keys_and_csr),

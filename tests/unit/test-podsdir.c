@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -142,6 +144,10 @@ static bool errors_contain(struct fixture *f, const char *needle) {
                 if (strstr(*e, needle))
                         return true;
         return false;
+}
+
+static bool errors_say(struct fixture *f, const void *needle) {
+        return errors_contain(f, needle);
 }
 
 /* ---- static uid ---- */
@@ -292,6 +298,15 @@ static void test_duplicates(void **state) {
         assert_non_null(strstr(errors[1], "/d-two.json: uid same-uid is already used by "));
         assert_non_null(strstr(errors[1], "/c-one.json"));
 
+        /* The winner's file removed: the copy it shadowed takes its place. */
+        _cleanup_free_ char *winner = path_in(f->dir, "a-web.json");
+        assert_int_equal(unlink(winner), 0);
+        run_until(f, pod_port_is, "9090");
+        assert_int_equal(strv_length(podsdir_errors(f->podsdir)), 1);
+        write_pod(f->dir, "a-web.json", "default", "web", "8080");
+        run_until(f, pod_port_is, "8080");
+        assert_int_equal(strv_length(podsdir_errors(f->podsdir)), 2);
+
         /* Fixing the copy makes both load. */
         write_pod(f->dir, "b-web-copy.json", "default", "web2", "9090");
         run_until(f, has_pod, "web2");
@@ -343,14 +358,21 @@ static void test_live_changes(void **state) {
         run_until(f, lacks_pod, "api");
         assert_int_equal(f->removes, 1);
 
-        /* a file that turns bad drops its pod and says why; another file is unaffected */
+        /* a file that turns bad keeps its last good pod and says why; another file is unaffected */
         write_pod(f->dir, "other.json", "default", "other", "81");
         run_until(f, has_pod, "other");
+        unsigned removes = f->removes, updates = f->updates;
         write_raw(f->dir, "web.json", "{\"metadata\":{\"name\":\"web\",\"labels\":[]}}");
-        run_until(f, lacks_pod, "web");
-        assert_true(errors_contain(f, "/web.json: metadata.labels: not an object"));
+        run_until(f, errors_say, "/web.json: metadata.labels: not an object; its last good version stays");
+        assert_true(pod_port_is(f, "9090"));
+        assert_int_equal(f->removes, removes);
+        assert_int_equal(f->updates, updates);
         assert_non_null(pod_store_find(f->store, "default", "other"));
         assert_int_equal(f->last_failed, 1);
+        /* fixed: the new version replaces it and the problem is gone */
+        write_pod(f->dir, "web.json", "default", "web", "9191");
+        run_until(f, pod_port_is, "9191");
+        assert_int_equal(strv_length(podsdir_errors(f->podsdir)), 0);
 
         /* deleted */
         _cleanup_free_ char *web = path_in(f->dir, "web.json"), *other = path_in(f->dir, "other.json");
@@ -360,9 +382,10 @@ static void test_live_changes(void **state) {
         assert_int_equal(strv_length(podsdir_errors(f->podsdir)), 0);
 }
 
-/* A burst of changes is one rescan, not one per event. The files are written while the loop is
- * not running, so all their events are queued when it runs: no timing involved. */
-static void test_debounce(void **state) {
+/* Each file is read on its own, when its event comes: ten new files are ten updates of one file
+ * each, with no rescan of the directory. The files are written while the loop is not running,
+ * so all their events are queued when it runs: no timing involved. */
+static void test_each_file_on_its_own(void **state) {
         struct fixture *f = *state;
         size_t ten = 10;
 
@@ -378,8 +401,106 @@ static void test_debounce(void **state) {
         run_until(f, size_is, &ten);
         run_for(f, 200 * USEC_PER_MSEC);
         assert_int_equal(f->adds, 10);
-        assert_int_equal(f->scans, 2);
+        assert_int_equal(f->updates, 0);
+        assert_int_equal(f->scans, 11);
         assert_int_equal(f->last_loaded, 10);
+}
+
+/* Only the file whose event came is read: web.json links to a file outside the directory, whose
+ * change no event in pods-dir announces; a change of another file must not pick it up (a rescan
+ * of the directory would). */
+static void test_only_the_changed_file_is_read(void **state) {
+        struct fixture *f = *state;
+        _cleanup_free_ char *target = path_in(f->tmp, "web-target.json"), *link = NULL;
+
+        assert_int_equal(mkdir(f->dir, 0755), 0);
+        write_pod(f->tmp, "web-target.json", "default", "web", "8080");
+        link = path_in(f->dir, "web.json");
+        assert_int_equal(symlink(target, link), 0);
+        start(f);
+        assert_true(pod_port_is(f, "8080"));
+
+        write_pod(f->tmp, "web-target.json", "default", "web", "9090");
+        write_pod(f->dir, "api.json", "default", "api", "7000");
+        run_until(f, has_pod, "api");
+        run_for(f, 200 * USEC_PER_MSEC);
+        assert_true(pod_port_is(f, "8080"));
+        assert_int_equal(f->updates, 0);
+}
+
+/* A file written in place is read when it is closed, never half-way: while the writer holds it
+ * open with half a pod in it, nothing is loaded and nothing is reported. */
+static void test_in_place_write_read_on_close(void **state) {
+        struct fixture *f = *state;
+        static const char pod[] = "{\"metadata\":{\"name\":\"web\"},\"spec\":{\"hostNetwork\":true}}";
+        _cleanup_free_ char *path = NULL;
+
+        assert_int_equal(mkdir(f->dir, 0755), 0);
+        start(f);
+        path = path_in(f->dir, "web.json");
+        FILE *fp = fopen(path, "we");
+        assert_non_null(fp);
+        assert_int_equal(fwrite(pod, 1, 20, fp), 20);
+        assert_int_equal(fflush(fp), 0);
+        run_for(f, 250 * USEC_PER_MSEC);
+        assert_int_equal(pod_store_size(f->store), 0);
+        assert_int_equal(strv_length(podsdir_errors(f->podsdir)), 0);
+
+        assert_int_equal(fputs(pod + 20, fp) >= 0, 1);
+        assert_int_equal(fclose(fp), 0);
+        run_until(f, has_pod, "web");
+        assert_int_equal(strv_length(podsdir_errors(f->podsdir)), 0);
+}
+
+/* Publishing by renaming a temp file over the old one is one update, never a removal first. */
+static void test_rename_over(void **state) {
+        struct fixture *f = *state;
+        _cleanup_free_ char *tmp = NULL, *path = NULL;
+
+        assert_int_equal(mkdir(f->dir, 0755), 0);
+        write_pod(f->dir, "web.json", "default", "web", "8080");
+        start(f);
+        write_pod(f->dir, ".web.json.swp", "default", "web", "9090"); /* an editor's: never a pod */
+        write_pod(f->dir, "web.json~", "default", "web", "9090");
+        write_pod(f->dir, "web.json.tmp", "default", "web", "9090");
+        run_for(f, 150 * USEC_PER_MSEC);
+        assert_true(pod_port_is(f, "8080"));
+        assert_int_equal(f->updates, 0);
+
+        tmp = path_in(f->dir, "web.json.tmp");
+        path = path_in(f->dir, "web.json");
+        assert_int_equal(rename(tmp, path), 0);
+        run_until(f, pod_port_is, "9090");
+        assert_int_equal(f->updates, 1);
+        assert_int_equal(f->removes, 0);
+        assert_int_equal(f->adds, 1);
+}
+
+/* More events than the kernel queues (max_queued_events) while the loop is busy: the ones after
+ * the overflow are lost, so the directory is read again. */
+static void test_overflow_rescans(void **state) {
+        struct fixture *f = *state;
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        unsigned long max = 16384;
+
+        FILE *limit = fopen("/proc/sys/fs/inotify/max_queued_events", "re");
+        if (limit) {
+                assert_int_equal(fscanf(limit, "%lu", &max), 1);
+                fclose(limit);
+        }
+        assert_int_equal(mkdir(f->dir, 0755), 0);
+        write_pod(f->dir, "web.json", "default", "web", "8080");
+        start(f);
+        a = path_in(f->dir, ".a");
+        b = path_in(f->dir, ".b");
+        /* Alternating names: the kernel folds only identical consecutive events. */
+        for (unsigned long i = 0; i <= max; i++) {
+                int fd = open(i % 2 ? a : b, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                assert_true(fd >= 0);
+                close(fd);
+        }
+        write_pod(f->dir, "web.json", "default", "web", "9090"); /* its event is one of the lost */
+        run_until(f, pod_port_is, "9090");
 }
 
 static void test_directory_created_later(void **state) {
@@ -502,7 +623,11 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_bad_files_reported, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_duplicates, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_live_changes, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_debounce, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_each_file_on_its_own, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_only_the_changed_file_is_read, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_in_place_write_read_on_close, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rename_over, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_overflow_rescans, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_directory_created_later, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_writer_layout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_not_a_directory, setup, teardown),

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/* The identity module's issue worker: a real thread, a real CA in a temp dir, results back on a
+ * real sd-event loop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ca.h"
+#include "fsutil.h"
+#include "issue-worker.h"
+#include "strv.h"
+
+#define MAX_BATCH 4
+
+struct fixture {
+        char tmp[64];
+        sd_event *event;
+        struct issue_worker *worker;
+        struct ca *a, *b;
+        struct issue_job *results[64];
+        size_t n_results;
+        unsigned calls, largest_call;
+};
+
+static void on_done(struct issue_worker *w, struct issue_job *jobs, void *userdata) {
+        struct fixture *f = userdata;
+        unsigned n = 0;
+
+        f->calls++;
+        while (jobs) {
+                struct issue_job *j = jobs;
+                jobs = j->next;
+                j->next = NULL;
+                assert_true(f->n_results < ELEMENTSOF(f->results));
+                f->results[f->n_results++] = j;
+                n++;
+        }
+        f->largest_call = MAX(f->largest_call, n);
+}
+
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof(struct fixture));
+        _cleanup_free_ char *da = NULL, *db = NULL;
+
+        assert_non_null(f);
+        strcpy(f->tmp, "/tmp/test-identity-worker.XXXXXX");
+        assert_non_null(mkdtemp(f->tmp));
+        da = path_join(f->tmp, "a");
+        db = path_join(f->tmp, "b");
+        assert_int_equal(ca_load_or_create(da, "CA a", &f->a, NULL), 0);
+        assert_int_equal(ca_load_or_create(db, "CA b", &f->b, NULL), 0);
+        assert_int_equal(sd_event_new(&f->event), 0);
+        assert_int_equal(issue_worker_new(f->event, MAX_BATCH, 0, on_done, f, &f->worker), 0);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        issue_worker_free(f->worker);
+        for (size_t i = 0; i < f->n_results; i++)
+                issue_job_free(f->results[i]);
+        ca_free(f->a);
+        ca_free(f->b);
+        sd_event_unref(f->event);
+        assert_int_equal(rm_rf(f->tmp), 0);
+        free(f);
+        return 0;
+}
+
+static struct issue_job *job(unsigned i) {
+        struct issue_job *j = calloc(1, sizeof(struct issue_job));
+        assert_non_null(j);
+        assert_true(asprintf(&j->uid, "uid-%u", i) > 0);
+        assert_true(asprintf(&j->common_name, "p%u.shop", i) > 0);
+        assert_true(asprintf(&j->uri, "spiffe://example.org/ns/shop/sa/sa%u", i) > 0);
+        j->ip = strdup("10.1.2.3");
+        assert_non_null(j->ip);
+        j->ticket = i;
+        j->lifetime = 600 * USEC_PER_SEC;
+        return j;
+}
+
+static void run_until_results(struct fixture *f, size_t n) {
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + 20 * USEC_PER_SEC;
+        while (f->n_results < n) {
+                if (now_usec(CLOCK_MONOTONIC) > deadline)
+                        fail_msg("only %zu of %zu results within 20 s", f->n_results, n);
+                assert_true(sd_event_run(f->event, 100 * USEC_PER_MSEC) >= 0);
+        }
+}
+
+/* The key and chain of a result belong together and verify against ca's roots. */
+static void assert_issued_by(const struct issue_job *j, const struct ca *ca) {
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL;
+
+        assert_int_equal(j->result, 0);
+        assert_null(j->reason);
+        assert_int_equal(x509_key_from_pem(j->key_pem, strlen(j->key_pem), &key), 0);
+        assert_int_equal(x509_chain_from_pem(j->chain_pem, strlen(j->chain_pem), &chain), 0);
+        assert_true(x509_key_matches(sk_X509_value(chain, 0), key));
+        assert_int_equal(x509_verify_chain(chain, ca->roots, 0, NULL), 0);
+        assert_int_equal(strv_length(j->info.sans), 2);
+}
+
+/* Results come back in submission order, no more than the batch size per loop iteration. */
+static void test_results_in_order_and_in_batches(void **state) {
+        struct fixture *f = *state;
+
+        assert_int_equal(issue_worker_set_issuer(f->worker, f->a), 0);
+        for (unsigned i = 0; i < 10; i++)
+                assert_int_equal(issue_worker_submit(f->worker, job(i)), 0);
+        run_until_results(f, 10);
+        assert_true(f->largest_call <= MAX_BATCH);
+        assert_true(f->calls >= 3);
+        for (unsigned i = 0; i < 10; i++) {
+                char uid[32];
+                (void) snprintf(uid, sizeof(uid), "uid-%u", i);
+                assert_string_equal(f->results[i]->uid, uid);
+                assert_int_equal(f->results[i]->ticket, i);
+                assert_issued_by(f->results[i], f->a);
+        }
+}
+
+/* An issuer change applies from the next job on; without an issuer a job fails, saying why. */
+static void test_issuer_changes_in_order(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL;
+
+        assert_int_equal(issue_worker_set_issuer(f->worker, f->a), 0);
+        assert_int_equal(issue_worker_submit(f->worker, job(0)), 0);
+        assert_int_equal(issue_worker_set_issuer(f->worker, f->b), 0);
+        assert_int_equal(issue_worker_submit(f->worker, job(1)), 0);
+        assert_int_equal(issue_worker_set_issuer(f->worker, NULL), 0);
+        assert_int_equal(issue_worker_submit(f->worker, job(2)), 0);
+        /* The worker signs with its own copy: the loop's may go meanwhile. */
+        f->b = ca_free(f->b);
+        run_until_results(f, 3);
+
+        assert_issued_by(f->results[0], f->a);
+        assert_int_equal(x509_chain_from_pem(f->results[1]->chain_pem, strlen(f->results[1]->chain_pem), &chain), 0);
+        assert_int_equal(x509_verify_chain(chain, f->a->roots, 0, NULL), -EBADMSG);
+        assert_int_equal(f->results[2]->result, -ENOKEY);
+        assert_non_null(strstr(f->results[2]->reason, "no issuer"));
+        assert_null(f->results[2]->key_pem);
+}
+
+/* Freed with work queued and results not taken: nothing leaks (the ASan build checks). */
+static void test_free_with_work_pending(void **state) {
+        struct fixture *f = *state;
+
+        assert_int_equal(issue_worker_set_issuer(f->worker, f->a), 0);
+        for (unsigned i = 0; i < 40; i++)
+                assert_int_equal(issue_worker_submit(f->worker, job(i)), 0);
+        f->worker = issue_worker_free(f->worker);
+        assert_int_equal(f->n_results, 0);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_results_in_order_and_in_batches, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_issuer_changes_in_order, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_free_with_work_pending, setup, teardown),
+        };
+        return cmocka_run_group_tests_name("identity-worker", tests, NULL, NULL);
+}
