@@ -73,9 +73,12 @@ static int on_dispatch(sd_event_source *src, void *userdata) {
                         q->head = reg;
                         if (!q->tail)
                                 q->tail = reg;
-                        return 0;
+                        break;
                 }
         }
+        /* The burst's writes go out together. */
+        if (r->ops)
+                zk_ops_flush(r->ops);
         return 0;
 }
 
@@ -319,7 +322,7 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
         r->config.allowed_prefixes = r->allowed_prefixes;
         token_bucket_init(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
                           now_usec(CLOCK_MONOTONIC));
-        k = zk_ops_new(session, m->metrics, registry_on_orphan, r, &r->ops);
+        k = zk_ops_new(r->event, session, m->metrics, registry_on_orphan, r, &r->ops);
         if (k < 0)
                 return k;
         k = registry_register_metrics(r);
