@@ -239,17 +239,10 @@ static void reg_end_drain(struct registration *reg) {
 
 /* ---- the set of registrations ---- */
 
-static struct registration *registry_find(struct registry *r, const char *uid) {
-        for (struct registration *reg = r->regs; reg; reg = reg->next)
-                if (streq(reg->uid, uid))
-                        return reg;
-        return NULL;
-}
-
 static void on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
         struct registry *r = userdata;
         const struct pod *p = new ? new : old;
-        struct registration *reg = registry_find(r, p->uid);
+        struct registration *reg = registry_by_uid(r, p->uid);
         const char *path = new ? pod_annotation(new, ANNOTATION_SERVERSET) : NULL;
 
         (void) s;
@@ -279,7 +272,7 @@ static void on_gates(struct pod_gates *g, const char *uid, void *userdata) {
 
         (void) g;
         if (uid) {
-                struct registration *reg = registry_find(r, uid);
+                struct registration *reg = registry_by_uid(r, uid);
                 if (reg && reg->pod)
                         reg_evaluate(reg);
                 return;
