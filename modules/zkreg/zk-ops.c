@@ -21,9 +21,10 @@ static const char *const zk_op_kind_table[_ZK_OP_KIND_MAX] = {
 };
 
 /* One multi stays well under the server's jute.maxbuffer (1 MiB by default, per request), and
- * small enough that a burst goes out as several requests the server works on while the next is
- * still being sent. */
-#define MULTI_MAX_OPS 1000
+ * small enough that a burst goes out as several requests: the server's stages (prepare, log,
+ * apply) work on consecutive ones at once, and another client's request waits behind at most
+ * 250 of ours, not behind the whole burst. */
+#define MULTI_MAX_OPS 250
 #define MULTI_MAX_BYTES (256 * 1024)
 /* What a create, set or delete adds to a multi besides its path and data: the op header, the
  * string lengths, the open ACL, the flags. */
@@ -55,6 +56,7 @@ struct zk_op {
         struct zk_check *check; /* ZK_OP_LIST and ZK_OP_GET of a check */
         size_t index;           /* ZK_OP_GET: which member of the check */
         struct zk_op *q_next;   /* waiting for the flush */
+        bool write_sent;        /* a create, set or delete the client holds */
 };
 
 /* Writes sent together as one multi: the client holds it until its completion runs. */
@@ -71,6 +73,8 @@ struct zk_ops {
         struct zk_session *session;
         struct zk_op *ops; /* in flight or pending */
         struct zk_op *pending_head, *pending_tail;
+        struct zk_op *watch_head, *watch_tail; /* exists watches: sent once no write is in flight */
+        size_t writes_in_flight;
         sd_event_source *flush;
         zk_op_done_fn orphan;
         void *orphan_userdata;
@@ -149,6 +153,12 @@ struct zk_ops *zk_ops_free(struct zk_ops *ops) {
                 op_unlink(op);
                 op_free(op);
         }
+        while (ops->watch_head) {
+                struct zk_op *op = ops->watch_head;
+                ops->watch_head = op->q_next;
+                op_unlink(op);
+                op_free(op);
+        }
         sd_event_source_disable_unref(ops->flush);
         /* Operations still in flight complete when the session's handle closes: detach them. */
         for (struct zk_op *op = ops->ops; op; op = op->next) {
@@ -221,6 +231,12 @@ static void op_finish(struct zk_op *op, int rc) {
         if (!ops)
                 return;
         op_unlink(op);
+        if (op->write_sent) {
+                op->write_sent = false;
+                /* The last write answered: the watches waiting for it may go. */
+                if (--ops->writes_in_flight == 0 && ops->watch_head)
+                        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        }
         (void) metric_inc(ops->m_ops, zk_op_kind_table[op->kind], zk_error_name(rc));
         if (rc != ZCLOSING)
                 (void) metric_observe(ops->m_op_seconds,
@@ -322,6 +338,10 @@ static void op_send(struct zk_ops *ops, struct zk_op *op) {
                 }
         if (rc != ZOK)
                 op_fail(op, rc);
+        else {
+                op->write_sent = true;
+                ops->writes_in_flight++;
+        }
 }
 
 static struct zk_batch *batch_free(struct zk_batch *b) {
@@ -372,9 +392,14 @@ static void multi_done(int rc, const void *data) {
                                       });
                 } else if (zk_error_is_connection(rc) || !op->ops || err == rc)
                         op_fail(op, zk_error_is_connection(rc) || !op->ops ? rc : err);
-                else
+                else {
+                        op->write_sent = false;
+                        op->ops->writes_in_flight--;
                         op_send(op->ops, op);
+                }
         }
+        if (ops && ops->writes_in_flight == 0 && ops->watch_head)
+                (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
         batch_free(b);
 }
 
@@ -431,7 +456,11 @@ static void batch_send(struct zk_ops *ops, struct zk_op *first, size_t n, size_t
                 for (size_t i = 0; i < n; i++)
                         op_fail(b->op[i], rc);
                 batch_free(b);
+                return;
         }
+        for (size_t i = 0; i < n; i++)
+                b->op[i]->write_sent = true;
+        ops->writes_in_flight += n;
 }
 
 void zk_ops_flush(struct zk_ops *ops) {
@@ -458,6 +487,21 @@ void zk_ops_flush(struct zk_ops *ops) {
                         op_send(ops, first);
                 } else
                         batch_send(ops, first, n, path_max);
+                sent = true;
+        }
+        /* Watches after the writes: a burst of creates is not slowed by the reads that watch
+         * its members (a member deleted before its watch is set answers NONODE to it). */
+        while (ops->writes_in_flight == 0 && ops->watch_head) {
+                struct zk_op *op = ops->watch_head;
+                zhandle_t *zh = ops_handle(ops, op->kind);
+                int rc;
+                ops->watch_head = op->q_next;
+                if (!ops->watch_head)
+                        ops->watch_tail = NULL;
+                op->q_next = NULL;
+                rc = zh ? zoo_aexists(zh, op->path, 1, stat_done, op) : ZINVALIDSTATE;
+                if (rc != ZOK)
+                        op_fail(op, rc);
                 sent = true;
         }
         if (sent)
@@ -503,13 +547,20 @@ int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void
 }
 
 int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
-        struct zk_op *op = NULL;
-        zhandle_t *zh = NULL;
-        int rc = op_prepare(ops, ZK_OP_EXISTS, path, NULL, done, owner, &zh, &op);
+        struct zk_op *op;
 
-        if (rc != ZOK)
-                return rc;
-        return op_submitted(ops, op, zoo_aexists(zh, path, 1, stat_done, op));
+        if (!ops_handle(ops, ZK_OP_EXISTS))
+                return ZINVALIDSTATE;
+        op = op_new(ops, ZK_OP_EXISTS, path, NULL, done, owner);
+        if (!op)
+                return ZSYSTEMERROR;
+        if (ops->watch_tail)
+                ops->watch_tail->q_next = op;
+        else
+                ops->watch_head = op;
+        ops->watch_tail = op;
+        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        return ZOK;
 }
 
 static void parent_done(int rc, const char *value, const void *data) {

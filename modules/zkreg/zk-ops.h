@@ -15,7 +15,7 @@
  * Writes (create, set, delete) do not go out at once: they wait for zk_ops_flush(), which the
  * owner calls after a burst of steps (else a deferred source calls it on the next loop
  * iteration). The flush sends what waits in order, together as ZooKeeper multi requests of up
- * to 1,000 ops (and 256 KiB), several in flight at once; a lone write goes out on its own. A
+ * to 250 ops (and 256 KiB), several in flight at once; a lone write goes out on its own. A
  * multi is atomic, and a burst of registrations has nothing to do with one another: when one
  * op of a multi fails on its node (NONODE, NODEEXISTS...), it reports that, and the others,
  * which did not happen, go out again one by one, so each gets its own answer. */
@@ -79,7 +79,8 @@ int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void
 /* Lists parent and reads every member_* child; one result when every read has completed. */
 int zk_ops_check(struct zk_ops *ops, const char *parent, zk_op_done_fn done, void *owner);
 /* An exists watch on path: its node events reach the session's node event hook
- * (zk_session_set_node_event); done reports rc ZNONODE if it is gone already. */
+ * (zk_session_set_node_event); done reports rc ZNONODE if it is gone already. It goes out
+ * with the next flush in which no write is in flight: a burst's writes go first. */
 int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner);
 /* Creates each path (persistent, empty) in order; ZooKeeper runs one session's requests in
  * order, so a create issued after these sees them. Results are only counted. Returns how many
