@@ -467,20 +467,33 @@ void zk_ops_flush(struct zk_ops *ops) {
         bool sent = false;
 
         (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_OFF);
+        /* Creates and sets go out only on a connected session (the session may have gone since
+         * they were queued): without one they fail now; deletes go on any handle. */
+        if (!ops_handle(ops, ZK_OP_CREATE)) {
+                struct zk_op *keep = NULL, *keep_tail = NULL, *failed = NULL, *failed_tail = NULL;
+                for (struct zk_op *op = ops->pending_head, *next; op; op = next) {
+                        struct zk_op **head = op->kind == ZK_OP_DELETE ? &keep : &failed;
+                        struct zk_op **tail = op->kind == ZK_OP_DELETE ? &keep_tail : &failed_tail;
+                        next = op->q_next;
+                        op->q_next = NULL;
+                        if (*tail)
+                                (*tail)->q_next = op;
+                        else
+                                *head = op;
+                        *tail = op;
+                }
+                ops->pending_head = keep;
+                ops->pending_tail = keep_tail;
+                for (struct zk_op *op = failed, *next; op; op = next) {
+                        next = op->q_next;
+                        op->q_next = NULL;
+                        op_fail(op, ZINVALIDSTATE);
+                }
+        }
         while (ops->pending_head) {
                 struct zk_op *first = NULL;
                 size_t path_max = 0, n;
 
-                /* Creates and sets wait for a connected session: anything else fails now. */
-                if (ops->pending_head->kind != ZK_OP_DELETE && !ops_handle(ops, ops->pending_head->kind)) {
-                        struct zk_op *op = ops->pending_head;
-                        ops->pending_head = op->q_next;
-                        if (!ops->pending_head)
-                                ops->pending_tail = NULL;
-                        op->q_next = NULL;
-                        op_fail(op, ZINVALIDSTATE);
-                        continue;
-                }
                 n = pending_take(ops, &first, &path_max);
                 if (n == 1) {
                         first->q_next = NULL;
