@@ -17,9 +17,9 @@ Each run
            its pods-dir, each Ready with pinion.io/serverset, read at start before the modules
            run) or N pods of this node in the test apiserver (--bulk-source apiserver: the agent
            lists them in pages of 500 from the Python emulator, which then paces the run).
-           Once all N members are there, every pod goes away at once (the pod files are
-           removed; with --bulk-source apiserver, the pods deleted) and the agent deletes the
-           members. [zookeeper] write-qps is raised to 1e6 for the run (the default 50/s is a
+           Once all N members are there, every pod goes away at once (the pods-dir is renamed
+           away: a missing pods-dir has no pods; with --bulk-source apiserver, the pods are
+           deleted) and the agent deletes the members. [zookeeper] write-qps is raised to 1e6 for the run (the default 50/s is a
            safety limit, not a speed).
   Throughput is measured the same way for both sides, by the server's clock, from the server's
   transaction log (version-2/log.*: every committed transaction with the time the server took
@@ -29,7 +29,7 @@ Each run
   stat read every millisecond) and creates the fence when the count reaches N (or 0). Both
   sides are observed the same way, so neither side's start-up counts, the last request's
   processing does, and the observer's delay is the same for both. The pinion run's end-to-end
-  times (process start → all N visible, pod files removed → all N gone) and kazoo's (submit →
+  times (process start → all N visible, pods-dir gone → all N gone) and kazoo's (submit →
   all acked) are reported beside it. The figure each goal is judged on is
   the worst run's ratio.
 
@@ -309,16 +309,20 @@ def run_pinion(args, zk, kz, fake, token_file, path, tag, last):
 
         obs = Observer(zk.hosts, path, 0, f"{tag}-pinion-deleted")
         t0 = time.monotonic()
-        for i in range(n):
-            name, _, _ = bulk_pod(i, path)
-            if args.bulk_source == "pods-dir":
-                agent.remove_pod(name)
-            else:
-                fake.delete_pod("default", name)
+        if args.bulk_source == "pods-dir":
+            # All at once: the directory renamed away is one change of the pod source (a missing
+            # pods-dir has no pods); unlinking 5,000 files one by one would pace the deletes.
+            os.rename(pods_dir, pods_dir + ".gone")
+        else:
+            for i in range(n):
+                fake.delete_pod("default", bulk_pod(i, path)[0])
         gone = obs.result()
         if gone is None:
             raise RuntimeError(f"pinion left {kz.exists(path).numChildren} of {n} members")
         de2e, dfence = gone[0] - t0, gone[1]
+        if args.bulk_source == "pods-dir":
+            os.mkdir(pods_dir)  # for the latency samples' pod files
+            shutil.rmtree(pods_dir + ".gone", ignore_errors=True)
         cspan, cn, ctx = server_phase(zk.server.data_dir, path, "create", cfence)
         dspan, dn, dtx = server_phase(zk.server.data_dir, path, "delete", dfence)
         if not last:
@@ -331,6 +335,7 @@ def run_pinion(args, zk, kz, fake, token_file, path, tag, last):
         shutil.rmtree(pods_dir, ignore_errors=True)
         raise
     finally:
+        shutil.rmtree(pods_dir + ".gone", ignore_errors=True)
         if agent is None:
             shutil.rmtree(pods_dir, ignore_errors=True)
 
