@@ -25,6 +25,9 @@ static const char *const zk_op_kind_table[_ZK_OP_KIND_MAX] = {
  * apply) work on consecutive ones at once, and another client's request waits behind at most
  * 250 of ours, not behind the whole burst. */
 #define MULTI_MAX_OPS 250
+/* Watches in flight at once: reads cannot be batched, and thousands at once would make every
+ * other client's request wait behind them. */
+#define WATCHES_MAX_IN_FLIGHT 250
 #define MULTI_MAX_BYTES (256 * 1024)
 /* What a create, set or delete adds to a multi besides its path and data: the op header, the
  * string lengths, the open ACL, the flags. */
@@ -57,6 +60,7 @@ struct zk_op {
         size_t index;           /* ZK_OP_GET: which member of the check */
         struct zk_op *q_next;   /* waiting for the flush */
         bool write_sent;        /* a create, set or delete the client holds */
+        bool watch_sent;        /* an exists watch the client holds */
 };
 
 /* Writes sent together as one multi: the client holds it until its completion runs. */
@@ -74,7 +78,7 @@ struct zk_ops {
         struct zk_op *ops; /* in flight or pending */
         struct zk_op *pending_head, *pending_tail;
         struct zk_op *watch_head, *watch_tail; /* exists watches: sent once no write is in flight */
-        size_t writes_in_flight;
+        size_t writes_in_flight, watches_in_flight;
         sd_event_source *flush;
         zk_op_done_fn orphan;
         void *orphan_userdata;
@@ -235,6 +239,11 @@ static void op_finish(struct zk_op *op, int rc) {
                 op->write_sent = false;
                 /* The last write answered: the watches waiting for it may go. */
                 if (--ops->writes_in_flight == 0 && ops->watch_head)
+                        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        }
+        if (op->watch_sent) {
+                op->watch_sent = false;
+                if (ops->watches_in_flight-- == WATCHES_MAX_IN_FLIGHT && ops->watch_head)
                         (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
         }
         (void) metric_inc(ops->m_ops, zk_op_kind_table[op->kind], zk_error_name(rc));
@@ -504,7 +513,7 @@ void zk_ops_flush(struct zk_ops *ops) {
         }
         /* Watches after the writes: a burst of creates is not slowed by the reads that watch
          * its members (a member deleted before its watch is set answers NONODE to it). */
-        while (ops->writes_in_flight == 0 && ops->watch_head) {
+        while (ops->writes_in_flight == 0 && ops->watches_in_flight < WATCHES_MAX_IN_FLIGHT && ops->watch_head) {
                 struct zk_op *op = ops->watch_head;
                 zhandle_t *zh = ops_handle(ops, op->kind);
                 int rc;
@@ -515,6 +524,10 @@ void zk_ops_flush(struct zk_ops *ops) {
                 rc = zh ? zoo_aexists(zh, op->path, 1, stat_done, op) : ZINVALIDSTATE;
                 if (rc != ZOK)
                         op_fail(op, rc);
+                else {
+                        op->watch_sent = true;
+                        ops->watches_in_flight++;
+                }
                 sent = true;
         }
         if (sent)

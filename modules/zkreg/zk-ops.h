@@ -80,7 +80,8 @@ int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void
 int zk_ops_check(struct zk_ops *ops, const char *parent, zk_op_done_fn done, void *owner);
 /* An exists watch on path: its node events reach the session's node event hook
  * (zk_session_set_node_event); done reports rc ZNONODE if it is gone already. It goes out
- * with the next flush in which no write is in flight: a burst's writes go first. */
+ * with the next flush in which no write is in flight (a burst's writes go first), at most 250
+ * watches in flight at once (other clients' requests are not stuck behind thousands). */
 int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner);
 /* Creates each path (persistent, empty) in order; ZooKeeper runs one session's requests in
  * order, so a create issued after these sees them. Results are only counted. Returns how many
