@@ -17,7 +17,8 @@ Each run
            its pods-dir, each Ready with pinion.io/serverset, read at start before the modules
            run) or N pods of this node in the test apiserver (--bulk-source apiserver: the agent
            lists them in pages of 500 from the Python emulator, which then paces the run).
-           Once all N members are there, every pod goes away at once (the pods-dir is renamed
+           Once all N members are there and watched (the agent's exists watch on each: the
+           steady state of pods registered a while ago), every pod goes away at once (the pods-dir is renamed
            away: a missing pods-dir has no pods; with --bulk-source apiserver, the pods are
            deleted) and the agent deletes the members. [zookeeper] write-qps is raised to 1e6 for the run (the default 50/s is a
            safety limit, not a speed).
