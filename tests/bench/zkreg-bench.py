@@ -16,7 +16,8 @@ Each run
   pinion   a new piniond with N static pods (--bulk-source pods-dir, the default: N Pod files in
            its pods-dir, each Ready with pinion.io/serverset, read at start before the modules
            run) or N pods of this node in the test apiserver (--bulk-source apiserver: the agent
-           lists them in pages of 500 from the Python emulator, which then paces the run).
+           lists them in pages of 500 from the Python emulator, which then paces the run; its
+           delete events, one per pod, pace the deletes too).
            Once all N members are there and watched (the agent's exists watch on each: the
            steady state of pods registered a while ago), every pod goes away at once (the pods-dir is renamed
            away: a missing pods-dir has no pods; with --bulk-source apiserver, the pods are
