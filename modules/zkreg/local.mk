@@ -29,7 +29,8 @@ INTEGRATION_TESTS += tests/integration/test_zkreg_gates.py
 INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test_zkreg.py \
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py \
 	tests/integration/test_zkreg_prefixes.py tests/integration/test_zkreg_ownership.py \
-	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py
+	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py \
+	tests/integration/test_zkreg_multi.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.

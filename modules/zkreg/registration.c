@@ -4,6 +4,7 @@
  * what ZooKeeper answered, shows the state the plan gives, and queues the next step. */
 
 #include <errno.h>
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,57 @@ static struct reg_create *reg_create_new(const char *parent, const char *host, u
         if (!c->parent || !c->host)
                 return reg_create_free(c);
         return c;
+}
+
+/* ---- the indexes ---- */
+
+static int reg_uid_cmp(const void *a, const void *b) {
+        return strcmp(((const struct registration *) a)->uid, ((const struct registration *) b)->uid);
+}
+
+static int reg_znode_cmp(const void *a, const void *b) {
+        return strcmp(((const struct registration *) a)->znode, ((const struct registration *) b)->znode);
+}
+
+struct registration *registry_by_uid(struct registry *r, const char *uid) {
+        struct registration key = { .uid = (char *) uid };
+        void *node = tfind(&key, &r->by_uid, reg_uid_cmp);
+        return node ? *(struct registration **) node : NULL;
+}
+
+struct registration *registry_by_znode(struct registry *r, const char *path) {
+        struct registration key = { .znode = (char *) path };
+        void *node = path ? tfind(&key, &r->by_znode, reg_znode_cmp) : NULL;
+        return node ? *(struct registration **) node : NULL;
+}
+
+/* Forgets our member (and its data) as known. */
+static void reg_forget_member(struct registration *reg) {
+        struct registry *r = reg->registry;
+
+        if (reg->znode && registry_by_znode(r, reg->znode) == reg)
+                (void) tdelete(reg, &r->by_znode, reg_znode_cmp);
+        reg->znode = mfree(reg->znode);
+        reg->written = mfree(reg->written);
+}
+
+/* path is our member, with data written. Another registration's member is never ours (the
+ * plan adopts nothing claimed), so the index holds each path once. */
+static void reg_set_member(struct registration *reg, const char *path, const char *written) {
+        struct registry *r = reg->registry;
+
+        if (!streq_ptr(reg->znode, path)) {
+                reg_forget_member(reg);
+                if (reg_set_string(&reg->znode, path) < 0)
+                        return;
+                if (!registry_by_znode(r, path) && !tsearch(reg, &r->by_znode, reg_znode_cmp)) {
+                        /* Out of memory: a member we cannot find by its path is one we cannot
+                         * watch over, so it is not ours as far as we know. */
+                        reg->znode = mfree(reg->znode);
+                        return;
+                }
+        }
+        (void) reg_set_string(&reg->written, written);
 }
 
 /* ---- what it shows ---- */
@@ -189,18 +241,16 @@ static void reg_after_op(struct registration *reg) {
 /* ---- our members: an exists watch on each (watch=1: the session's node events) ---- */
 
 static void member_deleted(struct registry *r, const char *path) {
-        if (zk_ops_deleting(r->ops, path))
-                return; /* our own deregistration */
-        for (struct registration *reg = r->regs; reg; reg = reg->next) {
-                if (!streq_ptr(reg->znode, path) || reg->znode_session != zk_session_id(r->session))
-                        continue;
-                reg->znode = mfree(reg->znode);
-                reg->written = mfree(reg->written);
-                reg_set_error(reg, "our member was deleted by someone else: registering again");
-                (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Member %s was deleted by someone else: registering again", path);
-                reg_after_op(reg);
+        struct registration *reg = registry_by_znode(r, path);
+
+        if (!reg || reg->znode_session != zk_session_id(r->session))
                 return;
-        }
+        if (reg->inflight == REG_OP_DELETE)
+                return; /* our own deregistration */
+        reg_forget_member(reg);
+        reg_set_error(reg, "our member was deleted by someone else: registering again");
+        (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Member %s was deleted by someone else: registering again", path);
+        reg_after_op(reg);
 }
 
 static void on_watch_set(void *userdata, const struct zk_op_result *res) {
@@ -220,11 +270,8 @@ void registry_on_node_event(int type, const char *path, void *userdata) {
                 return;
         }
         /* The one-shot watch fired on a change (our own update): watch on while it is ours. */
-        for (struct registration *reg = r->regs; reg; reg = reg->next)
-                if (streq_ptr(reg->znode, path)) {
-                        member_watch(r, path);
-                        return;
-                }
+        if (registry_by_znode(r, path))
+                member_watch(r, path);
 }
 
 /* Operations whose registration is gone, and deletes of members nobody owns. */
@@ -248,8 +295,7 @@ static void on_created(void *userdata, const struct zk_op_result *res) {
 
         reg->inflight = REG_OP_NONE;
         if (rc == ZOK && res->created) {
-                (void) reg_set_string(&reg->znode, res->created);
-                (void) reg_set_string(&reg->written, res->data);
+                reg_set_member(reg, res->created, res->data);
                 reg->znode_session = zk_session_id(r->session);
                 reg->lost = reg_create_free(reg->lost);
                 reg->parent_attempts = 0;
@@ -297,8 +343,7 @@ static void on_deleted(void *userdata, const struct zk_op_result *res) {
         reg->inflight = REG_OP_NONE;
         if (res->rc == ZOK || res->rc == ZNONODE) {
                 if (streq_ptr(reg->znode, res->path)) {
-                        reg->znode = mfree(reg->znode);
-                        reg->written = mfree(reg->written);
+                        reg_forget_member(reg);
                         (void) log_reg_full_errno(reg, LOG_INFO, 0, "Deregistered %s (%s)", res->path, strempty(reg->entry.endpoint));
                 }
                 backoff_reset(&reg->backoff);
@@ -320,10 +365,8 @@ static void on_set(void *userdata, const struct zk_op_result *res) {
                 reg_set_error(reg, NULL);
         } else if (res->rc == ZNONODE) {
                 /* Someone deleted our member: create it again. */
-                if (streq_ptr(reg->znode, res->path)) {
-                        reg->znode = mfree(reg->znode);
-                        reg->written = mfree(reg->written);
-                }
+                if (streq_ptr(reg->znode, res->path))
+                        reg_forget_member(reg);
                 reg_set_error(reg, "our member was deleted by someone else: registering again");
         } else if (!zk_error_is_connection(res->rc))
                 reg_backoff(reg, "update", res->rc);
@@ -331,11 +374,9 @@ static void on_set(void *userdata, const struct zk_op_result *res) {
 }
 
 /* Another registration's member (two pods may share an endpoint, e.g. host network). */
-static bool znode_claimed_by_other(const struct registry *r, const struct registration *reg, const char *path) {
-        for (const struct registration *o = r->regs; o; o = o->next)
-                if (o != reg && streq_ptr(o->znode, path))
-                        return true;
-        return false;
+static bool znode_claimed_by_other(struct registry *r, const struct registration *reg, const char *path) {
+        const struct registration *o = registry_by_znode(r, path);
+        return o && o != reg;
 }
 
 /* The check after a lost create: every member under its path read; the plan says which one is
@@ -372,8 +413,7 @@ static void check_judge(struct registration *reg, const struct zk_op_result *res
                         (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "%s is another registration's member: not ours to adopt", m->path);
                         break;
                 case REG_VERDICT_ADOPT:
-                        (void) reg_set_string(&reg->znode, m->path);
-                        (void) reg_set_string(&reg->written, m->data);
+                        reg_set_member(reg, m->path, m->data);
                         reg->znode_session = m->owner;
                         (void) log_reg_full_errno(reg, LOG_INFO, 0, "The create before the connection loss happened: adopting %s", m->path);
                         member_watch(r, m->path);
@@ -506,10 +546,8 @@ bool reg_step(struct registration *reg) {
 void reg_session_changed(struct registration *reg, enum zk_session_state new, int64_t sid) {
         /* Members of an ended session are gone with it (the server deleted them when it expired
          * the session), and so is the question whether a create of it happened. */
-        if (reg->znode && (new != ZK_SESSION_CONNECTED || reg->znode_session != sid)) {
-                reg->znode = mfree(reg->znode);
-                reg->written = mfree(reg->written);
-        }
+        if (reg->znode && (new != ZK_SESSION_CONNECTED || reg->znode_session != sid))
+                reg_forget_member(reg);
         if (new != ZK_SESSION_CONNECTED)
                 reg->lost = reg_create_free(reg->lost);
 }
@@ -524,6 +562,12 @@ struct registration *registration_new(struct registry *r, const struct pod *p) {
         reg->uid = strdup(p->uid);
         if (!reg->uid || asprintf(&reg->name, "%s/%s", p->namespace, p->name) < 0) {
                 free(reg->uid);
+                free(reg);
+                return NULL;
+        }
+        if (!tsearch(reg, &r->by_uid, reg_uid_cmp)) {
+                free(reg->uid);
+                free(reg->name);
                 free(reg);
                 return NULL;
         }
@@ -550,8 +594,11 @@ void registration_free(struct registration *reg) {
         struct registry *r = reg->registry;
 
         reg_unqueue(reg);
-        if (r->ops)
+        /* Only the operation in flight is the registration's own (watches are the registry's). */
+        if (r->ops && reg->inflight != REG_OP_NONE)
                 zk_ops_detach(r->ops, reg);
+        reg_forget_member(reg);
+        (void) tdelete(reg, &r->by_uid, reg_uid_cmp);
         if (reg->prev)
                 reg->prev->next = reg->next;
         else
@@ -569,8 +616,6 @@ void registration_free(struct registration *reg) {
         free(reg->parent_floor);
         serverset_entry_done(&reg->entry);
         free(reg->health_ip);
-        free(reg->znode);
-        free(reg->written);
         reg_create_free(reg->creating);
         reg_create_free(reg->lost);
         free(reg->last_error);

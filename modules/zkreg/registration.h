@@ -85,6 +85,9 @@ struct registry {
 
         struct registration *regs;
         size_t n_regs;
+        /* tsearch trees of the registrations by uid and by their member's path (those with
+         * one): a burst of pod changes or member events finds each in O(log n). */
+        void *by_uid, *by_znode;
         /* Work queues, each FIFO: urgent (deletes and STOPPING updates: taking a member away
          * must not wait behind creates for write tokens) goes first, then normal. */
         struct reg_queue urgent, normal;
@@ -108,6 +111,8 @@ struct registry {
 int reg_set_string(char **p, const char *v);
 struct registration *registration_new(struct registry *r, const struct pod *p);
 void registration_free(struct registration *reg);
+struct registration *registry_by_uid(struct registry *r, const char *uid);
+struct registration *registry_by_znode(struct registry *r, const char *path);
 /* What /v1/registrations shows as last_error: the waiting note, else the error. */
 const char *reg_shown_error(const struct registration *reg);
 /* The error shown (NULL: none); drops a waiting note. */

@@ -73,9 +73,12 @@ static int on_dispatch(sd_event_source *src, void *userdata) {
                         q->head = reg;
                         if (!q->tail)
                                 q->tail = reg;
-                        return 0;
+                        break;
                 }
         }
+        /* The burst's writes go out together. */
+        if (r->ops)
+                zk_ops_flush(r->ops);
         return 0;
 }
 
@@ -236,17 +239,10 @@ static void reg_end_drain(struct registration *reg) {
 
 /* ---- the set of registrations ---- */
 
-static struct registration *registry_find(struct registry *r, const char *uid) {
-        for (struct registration *reg = r->regs; reg; reg = reg->next)
-                if (streq(reg->uid, uid))
-                        return reg;
-        return NULL;
-}
-
 static void on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
         struct registry *r = userdata;
         const struct pod *p = new ? new : old;
-        struct registration *reg = registry_find(r, p->uid);
+        struct registration *reg = registry_by_uid(r, p->uid);
         const char *path = new ? pod_annotation(new, ANNOTATION_SERVERSET) : NULL;
 
         (void) s;
@@ -276,7 +272,7 @@ static void on_gates(struct pod_gates *g, const char *uid, void *userdata) {
 
         (void) g;
         if (uid) {
-                struct registration *reg = registry_find(r, uid);
+                struct registration *reg = registry_by_uid(r, uid);
                 if (reg && reg->pod)
                         reg_evaluate(reg);
                 return;
@@ -319,7 +315,7 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
         r->config.allowed_prefixes = r->allowed_prefixes;
         token_bucket_init(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
                           now_usec(CLOCK_MONOTONIC));
-        k = zk_ops_new(session, m->metrics, registry_on_orphan, r, &r->ops);
+        k = zk_ops_new(r->event, session, m->metrics, registry_on_orphan, r, &r->ops);
         if (k < 0)
                 return k;
         k = registry_register_metrics(r);

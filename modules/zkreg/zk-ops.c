@@ -17,7 +17,23 @@ static const char *const zk_op_kind_table[_ZK_OP_KIND_MAX] = {
         [ZK_OP_LIST] = "get_children",
         [ZK_OP_GET] = "get",
         [ZK_OP_EXISTS] = "exists",
+        [ZK_OP_MULTI] = "multi",
 };
+
+/* One multi stays well under the server's jute.maxbuffer (1 MiB by default, per request), and
+ * small enough that a burst goes out as several requests: the server's stages (prepare, log,
+ * apply) work on consecutive ones at once, and another client's request waits behind at most
+ * 250 of ours, not behind the whole burst. */
+#define MULTI_MAX_OPS 250
+/* Watches in flight at once: reads cannot be batched, and thousands at once would make every
+ * other client's request wait behind them. */
+#define WATCHES_MAX_IN_FLIGHT 250
+#define MULTI_MAX_BYTES (256 * 1024)
+/* What a create, set or delete adds to a multi besides its path and data: the op header, the
+ * string lengths, the open ACL, the flags. */
+#define MULTI_OP_OVERHEAD 64
+/* The longest sequence suffix the server appends to member_ (a signed 32-bit counter, %010d). */
+#define SEQUENCE_SUFFIX_MAX 11
 
 /* A check: one list, then a read of every member it found; reported once all are back. It
  * lives as long as its operations: the last one to complete frees it. */
@@ -42,11 +58,28 @@ struct zk_op {
         void *owner;
         struct zk_check *check; /* ZK_OP_LIST and ZK_OP_GET of a check */
         size_t index;           /* ZK_OP_GET: which member of the check */
+        struct zk_op *q_next;   /* waiting for the flush */
+        bool write_sent;        /* a create, set or delete the client holds */
+        bool watch_sent;        /* an exists watch the client holds */
+};
+
+/* Writes sent together as one multi: the client holds it until its completion runs. */
+struct zk_batch {
+        size_t n;
+        struct zk_op **op;
+        zoo_op_t *zop;
+        zoo_op_result_t *res;
+        char *paths; /* the created paths, one slot of path_max per op */
+        size_t path_max;
 };
 
 struct zk_ops {
         struct zk_session *session;
-        struct zk_op *ops;
+        struct zk_op *ops; /* in flight or pending */
+        struct zk_op *pending_head, *pending_tail;
+        struct zk_op *watch_head, *watch_tail; /* exists watches: sent once no write is in flight */
+        size_t writes_in_flight, watches_in_flight;
+        sd_event_source *flush;
         zk_op_done_fn orphan;
         void *orphan_userdata;
         struct metric_family *m_ops, *m_op_seconds;
@@ -57,8 +90,32 @@ bool zk_error_is_connection(int rc) {
                rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
 }
 
-int zk_ops_new(struct zk_session *session, struct metrics *metrics, zk_op_done_fn orphan, void *orphan_userdata,
-               struct zk_ops **ret) {
+static int on_flush(sd_event_source *src, void *userdata) {
+        (void) src;
+        zk_ops_flush(userdata);
+        return 0;
+}
+
+static void op_free(struct zk_op *op) {
+        free(op->path);
+        free(op->data);
+        free(op);
+}
+
+static void op_unlink(struct zk_op *op) {
+        struct zk_ops *ops = op->ops;
+
+        if (op->prev)
+                op->prev->next = op->next;
+        else
+                ops->ops = op->next;
+        if (op->next)
+                op->next->prev = op->prev;
+        op->prev = op->next = NULL;
+}
+
+int zk_ops_new(sd_event *e, struct zk_session *session, struct metrics *metrics, zk_op_done_fn orphan,
+               void *orphan_userdata, struct zk_ops **ret) {
         static const char *const op_result[] = { "op", "result", NULL };
         static const char *const op[] = { "op", NULL };
         static const double buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
@@ -73,7 +130,7 @@ int zk_ops_new(struct zk_session *session, struct metrics *metrics, zk_op_done_f
         ops->orphan_userdata = orphan_userdata;
         const struct metric_def families[] = {
                 { METRIC_COUNTER, "pinion_zookeeper_operations_total",
-                  "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
+                  "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get, exists; multi: one request carrying several creates, sets and deletes, each also counted as itself) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
                   op_result, NULL, 0, &ops->m_ops },
                 { METRIC_HISTOGRAM, "pinion_zookeeper_operation_duration_seconds",
                   "Time from submitting a ZooKeeper operation to its completion, by op.", op, buckets,
@@ -82,6 +139,10 @@ int zk_ops_new(struct zk_session *session, struct metrics *metrics, zk_op_done_f
         k = metrics_families(metrics, families, ELEMENTSOF(families));
         if (k < 0)
                 return k;
+        k = sd_event_add_defer(e, &ops->flush, on_flush, ops);
+        if (k < 0)
+                return k;
+        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_OFF);
         *ret = TAKE_PTR(ops);
         return 0;
 }
@@ -89,6 +150,20 @@ int zk_ops_new(struct zk_session *session, struct metrics *metrics, zk_op_done_f
 struct zk_ops *zk_ops_free(struct zk_ops *ops) {
         if (!ops)
                 return NULL;
+        /* Pending ones never went out: nothing will complete them. */
+        while (ops->pending_head) {
+                struct zk_op *op = ops->pending_head;
+                ops->pending_head = op->q_next;
+                op_unlink(op);
+                op_free(op);
+        }
+        while (ops->watch_head) {
+                struct zk_op *op = ops->watch_head;
+                ops->watch_head = op->q_next;
+                op_unlink(op);
+                op_free(op);
+        }
+        sd_event_source_disable_unref(ops->flush);
         /* Operations still in flight complete when the session's handle closes: detach them. */
         for (struct zk_op *op = ops->ops; op; op = op->next) {
                 op->ops = NULL;
@@ -159,24 +234,23 @@ static void op_finish(struct zk_op *op, int rc) {
 
         if (!ops)
                 return;
-        if (op->prev)
-                op->prev->next = op->next;
-        else
-                ops->ops = op->next;
-        if (op->next)
-                op->next->prev = op->prev;
-        op->prev = op->next = NULL;
+        op_unlink(op);
+        if (op->write_sent) {
+                op->write_sent = false;
+                /* The last write answered: the watches waiting for it may go. */
+                if (--ops->writes_in_flight == 0 && ops->watch_head)
+                        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        }
+        if (op->watch_sent) {
+                op->watch_sent = false;
+                if (ops->watches_in_flight-- == WATCHES_MAX_IN_FLIGHT && ops->watch_head)
+                        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        }
         (void) metric_inc(ops->m_ops, zk_op_kind_table[op->kind], zk_error_name(rc));
         if (rc != ZCLOSING)
                 (void) metric_observe(ops->m_op_seconds,
                                       (double) (now_usec(CLOCK_MONOTONIC) - op->started) / USEC_PER_SEC,
                                       zk_op_kind_table[op->kind]);
-}
-
-static void op_free(struct zk_op *op) {
-        free(op->path);
-        free(op->data);
-        free(op);
 }
 
 /* Reports res to the op's owner (if anyone still listens), then frees the op. */
@@ -219,29 +293,13 @@ static int op_submitted(struct zk_ops *ops, struct zk_op *op, int rc) {
         return ZOK;
 }
 
+/* ---- writes: pending until the flush, then one multi for those that go out together ---- */
+
 static void create_done(int rc, const char *value, const void *data) {
         struct zk_op *op = (struct zk_op *) data;
 
         op_finish(op, rc);
         op_report(op, &(struct zk_op_result) { .rc = rc, .created = rc == ZOK ? value : NULL });
-}
-
-int zk_ops_create_member(struct zk_ops *ops, const char *parent, const char *data, zk_op_done_fn done, void *owner) {
-        _cleanup_free_ char *path = NULL;
-        struct zk_op *op = NULL;
-        zhandle_t *zh = NULL;
-        int rc;
-
-        if (asprintf(&path, "%s/member_", parent) < 0) {
-                path = NULL;
-                return ZSYSTEMERROR;
-        }
-        rc = op_prepare(ops, ZK_OP_CREATE, path, data, done, owner, &zh, &op);
-        if (rc != ZOK)
-                return rc;
-        return op_submitted(ops, op,
-                            zoo_acreate(zh, path, data, (int) strlen(data), &ZOO_OPEN_ACL_UNSAFE,
-                                        ZOO_EPHEMERAL_SEQUENTIAL, create_done, op));
 }
 
 static void stat_done(int rc, const struct Stat *stat, const void *data) {
@@ -252,26 +310,6 @@ static void stat_done(int rc, const struct Stat *stat, const void *data) {
         op_report(op, &(struct zk_op_result) { .rc = rc });
 }
 
-int zk_ops_set(struct zk_ops *ops, const char *path, const char *data, zk_op_done_fn done, void *owner) {
-        struct zk_op *op = NULL;
-        zhandle_t *zh = NULL;
-        int rc = op_prepare(ops, ZK_OP_SET, path, data, done, owner, &zh, &op);
-
-        if (rc != ZOK)
-                return rc;
-        return op_submitted(ops, op, zoo_aset(zh, path, data, (int) strlen(data), -1, stat_done, op));
-}
-
-int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
-        struct zk_op *op = NULL;
-        zhandle_t *zh = NULL;
-        int rc = op_prepare(ops, ZK_OP_EXISTS, path, NULL, done, owner, &zh, &op);
-
-        if (rc != ZOK)
-                return rc;
-        return op_submitted(ops, op, zoo_aexists(zh, path, 1, stat_done, op));
-}
-
 static void delete_done(int rc, const void *data) {
         struct zk_op *op = (struct zk_op *) data;
 
@@ -279,14 +317,276 @@ static void delete_done(int rc, const void *data) {
         op_report(op, &(struct zk_op_result) { .rc = rc });
 }
 
-int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
-        struct zk_op *op = NULL;
-        zhandle_t *zh = NULL;
-        int rc = op_prepare(ops, ZK_OP_DELETE, path, NULL, done, owner, &zh, &op);
+/* The op failed before the server saw it (or a multi it was part of reported this for all). */
+static void op_fail(struct zk_op *op, int rc) {
+        op_finish(op, rc);
+        op_report(op, &(struct zk_op_result) { .rc = rc });
+}
 
+/* Sends one write on its own; on failure it is reported at once. */
+static void op_send(struct zk_ops *ops, struct zk_op *op) {
+        zhandle_t *zh = ops_handle(ops, op->kind);
+        int len = op->data ? (int) strlen(op->data) : 0;
+        int rc = ZINVALIDSTATE;
+
+        if (zh)
+                switch (op->kind) {
+                case ZK_OP_CREATE:
+                        rc = zoo_acreate(zh, op->path, op->data, len, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL_SEQUENTIAL,
+                                         create_done, op);
+                        break;
+                case ZK_OP_SET:
+                        rc = zoo_aset(zh, op->path, op->data, len, -1, stat_done, op);
+                        break;
+                case ZK_OP_DELETE:
+                        rc = zoo_adelete(zh, op->path, -1, delete_done, op);
+                        break;
+                default:
+                        rc = ZBADARGUMENTS;
+                        break;
+                }
         if (rc != ZOK)
-                return rc;
-        return op_submitted(ops, op, zoo_adelete(zh, path, -1, delete_done, op));
+                op_fail(op, rc);
+        else {
+                op->write_sent = true;
+                ops->writes_in_flight++;
+        }
+}
+
+static struct zk_batch *batch_free(struct zk_batch *b) {
+        if (b) {
+                free(b->op);
+                free(b->zop);
+                free(b->res);
+                free(b->paths);
+                free(b);
+        }
+        return NULL;
+}
+
+static struct zk_batch *batch_new(size_t n, size_t path_max) {
+        struct zk_batch *b = calloc(1, sizeof(*b));
+
+        if (!b)
+                return NULL;
+        b->op = calloc(n, sizeof(*b->op));
+        b->zop = calloc(n, sizeof(*b->zop));
+        b->res = calloc(n, sizeof(*b->res));
+        b->paths = calloc(n, path_max);
+        b->path_max = path_max;
+        if (!b->op || !b->zop || !b->res || !b->paths)
+                return batch_free(b);
+        return b;
+}
+
+/* The multi's answer. It is atomic: either every op happened (each reports its own result) or
+ * none did. Then a connection problem is every op's answer (each owner handles an unknown
+ * outcome as for a single op), and an answer about one node (NONODE, NODEEXISTS, ...) is that
+ * op's own; the others did not happen because of it and are sent again, each on its own, so
+ * that one stale op does not hold up the rest. */
+static void multi_done(int rc, const void *data) {
+        struct zk_batch *b = (struct zk_batch *) data;
+        struct zk_ops *ops = b->op[0]->ops;
+
+        if (ops)
+                (void) metric_inc(ops->m_ops, zk_op_kind_table[ZK_OP_MULTI], zk_error_name(rc));
+        for (size_t i = 0; i < b->n; i++) {
+                struct zk_op *op = b->op[i];
+                int err = b->res[i].err;
+                if (rc == ZOK) {
+                        op_finish(op, err);
+                        op_report(op, &(struct zk_op_result) {
+                                              .rc = err,
+                                              .created = op->kind == ZK_OP_CREATE && err == ZOK ? b->res[i].value : NULL,
+                                      });
+                } else if (zk_error_is_connection(rc) || !op->ops || err == rc)
+                        op_fail(op, zk_error_is_connection(rc) || !op->ops ? rc : err);
+                else {
+                        op->write_sent = false;
+                        op->ops->writes_in_flight--;
+                        op_send(op->ops, op);
+                }
+        }
+        if (ops && ops->writes_in_flight == 0 && ops->watch_head)
+                (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        batch_free(b);
+}
+
+/* Takes the next ops from the pending queue, as many as fit in one multi. */
+static size_t pending_take(struct zk_ops *ops, struct zk_op **ret_first, size_t *ret_path_max) {
+        size_t n = 0, bytes = 0, path_max = 0;
+        struct zk_op *op = ops->pending_head, *last = NULL;
+
+        *ret_first = op;
+        for (; op && n < MULTI_MAX_OPS; last = op, op = op->q_next) {
+                size_t plen = strlen(op->path), cost = MULTI_OP_OVERHEAD + plen + (op->data ? strlen(op->data) : 0);
+                if (n > 0 && bytes + cost > MULTI_MAX_BYTES)
+                        break;
+                bytes += cost;
+                path_max = MAX(path_max, plen + SEQUENCE_SUFFIX_MAX + 1);
+                n++;
+        }
+        if (last)
+                last->q_next = NULL;
+        ops->pending_head = op;
+        if (!op)
+                ops->pending_tail = NULL;
+        *ret_path_max = path_max;
+        return n;
+}
+
+static void batch_send(struct zk_ops *ops, struct zk_op *first, size_t n, size_t path_max) {
+        struct zk_batch *b = batch_new(n, path_max);
+        zhandle_t *zh = zk_session_handle(ops->session);
+        struct zk_op *op = first;
+        int rc;
+
+        if (!b) {
+                for (struct zk_op *next; op; op = next) {
+                        next = op->q_next;
+                        op_fail(op, ZSYSTEMERROR);
+                }
+                return;
+        }
+        for (size_t i = 0; op; i++, op = op->q_next) {
+                int len = op->data ? (int) strlen(op->data) : 0;
+                b->op[i] = op;
+                if (op->kind == ZK_OP_CREATE)
+                        zoo_create_op_init(&b->zop[i], op->path, op->data, len, &ZOO_OPEN_ACL_UNSAFE,
+                                           ZOO_EPHEMERAL_SEQUENTIAL, b->paths + i * path_max, (int) path_max);
+                else if (op->kind == ZK_OP_SET)
+                        zoo_set_op_init(&b->zop[i], op->path, op->data, len, -1, NULL);
+                else
+                        zoo_delete_op_init(&b->zop[i], op->path, -1);
+        }
+        b->n = n;
+        rc = zh ? zoo_amulti(zh, (int) n, b->zop, b->res, multi_done, b) : ZINVALIDSTATE;
+        if (rc != ZOK) {
+                for (size_t i = 0; i < n; i++)
+                        op_fail(b->op[i], rc);
+                batch_free(b);
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                b->op[i]->write_sent = true;
+        ops->writes_in_flight += n;
+}
+
+void zk_ops_flush(struct zk_ops *ops) {
+        bool sent = false;
+
+        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_OFF);
+        /* Creates and sets go out only on a connected session (the session may have gone since
+         * they were queued): without one they fail now; deletes go on any handle. */
+        if (!ops_handle(ops, ZK_OP_CREATE)) {
+                struct zk_op *keep = NULL, *keep_tail = NULL, *failed = NULL, *failed_tail = NULL;
+                for (struct zk_op *op = ops->pending_head, *next; op; op = next) {
+                        struct zk_op **head = op->kind == ZK_OP_DELETE ? &keep : &failed;
+                        struct zk_op **tail = op->kind == ZK_OP_DELETE ? &keep_tail : &failed_tail;
+                        next = op->q_next;
+                        op->q_next = NULL;
+                        if (*tail)
+                                (*tail)->q_next = op;
+                        else
+                                *head = op;
+                        *tail = op;
+                }
+                ops->pending_head = keep;
+                ops->pending_tail = keep_tail;
+                for (struct zk_op *op = failed, *next; op; op = next) {
+                        next = op->q_next;
+                        op->q_next = NULL;
+                        op_fail(op, ZINVALIDSTATE);
+                }
+        }
+        while (ops->pending_head) {
+                struct zk_op *first = NULL;
+                size_t path_max = 0, n;
+
+                n = pending_take(ops, &first, &path_max);
+                if (n == 1) {
+                        first->q_next = NULL;
+                        op_send(ops, first);
+                } else
+                        batch_send(ops, first, n, path_max);
+                sent = true;
+        }
+        /* Watches after the writes: a burst of creates is not slowed by the reads that watch
+         * its members (a member deleted before its watch is set answers NONODE to it). */
+        while (ops->writes_in_flight == 0 && ops->watches_in_flight < WATCHES_MAX_IN_FLIGHT && ops->watch_head) {
+                struct zk_op *op = ops->watch_head;
+                zhandle_t *zh = ops_handle(ops, op->kind);
+                int rc;
+                ops->watch_head = op->q_next;
+                if (!ops->watch_head)
+                        ops->watch_tail = NULL;
+                op->q_next = NULL;
+                rc = zh ? zoo_aexists(zh, op->path, 1, stat_done, op) : ZINVALIDSTATE;
+                if (rc != ZOK)
+                        op_fail(op, rc);
+                else {
+                        op->watch_sent = true;
+                        ops->watches_in_flight++;
+                }
+                sent = true;
+        }
+        if (sent)
+                zk_session_kick(ops->session);
+}
+
+/* A write on a usable handle waits for the flush: ZOK, or why it cannot go (nothing pending
+ * then). */
+static int op_pend(struct zk_ops *ops, enum zk_op_kind kind, const char *path, const char *data, zk_op_done_fn done,
+                   void *owner) {
+        struct zk_op *op;
+
+        if (!ops_handle(ops, kind))
+                return ZINVALIDSTATE;
+        op = op_new(ops, kind, path, data, done, owner);
+        if (!op)
+                return ZSYSTEMERROR;
+        if (ops->pending_tail)
+                ops->pending_tail->q_next = op;
+        else
+                ops->pending_head = op;
+        ops->pending_tail = op;
+        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        return ZOK;
+}
+
+int zk_ops_create_member(struct zk_ops *ops, const char *parent, const char *data, zk_op_done_fn done, void *owner) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/member_", parent) < 0) {
+                path = NULL;
+                return ZSYSTEMERROR;
+        }
+        return op_pend(ops, ZK_OP_CREATE, path, data, done, owner);
+}
+
+int zk_ops_set(struct zk_ops *ops, const char *path, const char *data, zk_op_done_fn done, void *owner) {
+        return op_pend(ops, ZK_OP_SET, path, data, done, owner);
+}
+
+int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
+        return op_pend(ops, ZK_OP_DELETE, path, NULL, done, owner);
+}
+
+int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
+        struct zk_op *op;
+
+        if (!ops_handle(ops, ZK_OP_EXISTS))
+                return ZINVALIDSTATE;
+        op = op_new(ops, ZK_OP_EXISTS, path, NULL, done, owner);
+        if (!op)
+                return ZSYSTEMERROR;
+        if (ops->watch_tail)
+                ops->watch_tail->q_next = op;
+        else
+                ops->watch_head = op;
+        ops->watch_tail = op;
+        (void) sd_event_source_set_enabled(ops->flush, SD_EVENT_ONESHOT);
+        return ZOK;
 }
 
 static void parent_done(int rc, const char *value, const void *data) {

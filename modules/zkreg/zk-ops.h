@@ -10,7 +10,15 @@
  * first detaches (zk_ops_detach): its operations then complete to the orphan handler given to
  * zk_ops_new(). zk_ops_free() detaches everything: what is still in flight completes to no one.
  * Operations go out only while the session is connected, except deletes, which the client
- * queues on any handle until it reconnects (or fails them). */
+ * queues on any handle until it reconnects (or fails them).
+ *
+ * Writes (create, set, delete) do not go out at once: they wait for zk_ops_flush(), which the
+ * owner calls after a burst of steps (else a deferred source calls it on the next loop
+ * iteration). The flush sends what waits in order, together as ZooKeeper multi requests of up
+ * to 250 ops (and 256 KiB), several in flight at once; a lone write goes out on its own. A
+ * multi is atomic, and a burst of registrations has nothing to do with one another: when one
+ * op of a multi fails on its node (NONODE, NODEEXISTS...), it reports that, and the others,
+ * which did not happen, go out again one by one, so each gets its own answer. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,6 +35,7 @@ enum zk_op_kind {
         ZK_OP_LIST,
         ZK_OP_GET,
         ZK_OP_EXISTS,
+        ZK_OP_MULTI, /* only counted: the ops in it report as themselves */
         _ZK_OP_KIND_MAX,
 };
 
@@ -53,14 +62,14 @@ typedef void (*zk_op_done_fn)(void *owner, const struct zk_op_result *res);
 
 struct zk_ops;
 
-int zk_ops_new(struct zk_session *session, struct metrics *metrics, zk_op_done_fn orphan, void *orphan_userdata,
-               struct zk_ops **ret);
+int zk_ops_new(sd_event *e, struct zk_session *session, struct metrics *metrics, zk_op_done_fn orphan,
+               void *orphan_userdata, struct zk_ops **ret);
 struct zk_ops *zk_ops_free(struct zk_ops *ops);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct zk_ops *, zk_ops_free);
 
-/* Each returns ZOK once the operation is in flight (done will be called exactly once), else
- * the client's error code: ZINVALIDSTATE without a usable session, ZSYSTEMERROR out of memory,
- * ... (nothing in flight, done is never called). */
+/* Each returns ZOK once the operation is in flight or pending (done will be called exactly
+ * once, never from inside the call), else the client's error code: ZINVALIDSTATE without a
+ * usable session, ZSYSTEMERROR out of memory, ... (nothing in flight, done is never called). */
 
 /* An EPHEMERAL_SEQUENTIAL parent/member_ with data. */
 int zk_ops_create_member(struct zk_ops *ops, const char *parent, const char *data, zk_op_done_fn done, void *owner);
@@ -70,12 +79,17 @@ int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void
 /* Lists parent and reads every member_* child; one result when every read has completed. */
 int zk_ops_check(struct zk_ops *ops, const char *parent, zk_op_done_fn done, void *owner);
 /* An exists watch on path: its node events reach the session's node event hook
- * (zk_session_set_node_event); done reports rc ZNONODE if it is gone already. */
+ * (zk_session_set_node_event); done reports rc ZNONODE if it is gone already. It goes out
+ * with the next flush in which no write is in flight (a burst's writes go first), at most 250
+ * watches in flight at once (other clients' requests are not stuck behind thousands). */
 int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner);
 /* Creates each path (persistent, empty) in order; ZooKeeper runs one session's requests in
  * order, so a create issued after these sees them. Results are only counted. Returns how many
  * went out. */
 size_t zk_ops_create_parents(struct zk_ops *ops, char *const *paths);
+
+/* Sends the pending writes now. Their done may run from inside it (a write that cannot go). */
+void zk_ops_flush(struct zk_ops *ops);
 
 /* The owner goes away: its operations complete to the orphan handler from now on. */
 void zk_ops_detach(struct zk_ops *ops, void *owner);

@@ -12,7 +12,11 @@
 #include "fsutil.h"
 #include "log.h"
 #include "zk-session.h"
+
 #include "string-table.h"
+
+/* How often the client may look the server names up again in normal operation (ms). */
+#define ZK_RESOLUTION_DELAY_MS 10000
 
 #define MODULE "zkreg"
 
@@ -370,6 +374,11 @@ static int session_open(struct zk_session *s) {
                 session_set_error(s, buf);
                 return r;
         }
+        /* The client resolves the server names again on every zookeeper_interest() by default:
+         * a getaddrinfo() (with its netlink address dump) per loop pass, which was a quarter of
+         * the agent's time in a burst of registrations. A DNS change is still noticed within
+         * this window, and on every connection loss at once. */
+        (void) zoo_set_servers_resolution_delay(s->zh, ZK_RESOLUTION_DELAY_MS);
         session_rearm(s);
         return 0;
 }

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: MIT
 """The registrations and the ZooKeeper session, against a real ZooKeeper read back with kazoo:
-a registration is pending while the session is suspended, and a SIGTERM without a server keeps
-the session file so that the next start ends the old session (no duplicate members)."""
+a registration is pending while the session is suspended, a SIGTERM without a server keeps
+the session file so that the next start ends the old session (no duplicate members), and a busy
+session does not look the server names up on every loop pass."""
 
 import os
+import shutil
 import signal
+import subprocess
+import time
 
 import pytest
 
@@ -80,3 +84,27 @@ def test_sigterm_without_server_keeps_session_file_and_restart_reaps(agent_facto
             c.stop()
             c.close()
         s.close()
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace not installed")
+def test_busy_session_does_not_resolve_the_servers_every_loop_pass(agent_factory, zk, kz, base):
+    """The client would look the server names up again on every zookeeper_interest() (each a
+    getaddrinfo with a netlink socket and address dump): while 30 pods are registered and
+    deregistered, at most one routine lookup happens (one per 10 s window)."""
+    a = agent_factory(config=zk_config(zk))
+    path = base + "/dns"
+    trace = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=socket", "-p", str(a.pid)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(T(0.5))  # attached
+        for i in range(30):
+            a.write_pod(f"d{i}", web_pod(f"d{i}", path, ip=f"10.0.11.{i + 1}"))
+        wait_until(lambda: len(zt.endpoints(kz, path)) == 30, T(15), desc="30 members")
+        for i in range(30):
+            a.remove_pod(f"d{i}")
+        wait_endpoints(kz, path, [], timeout=15)
+    finally:
+        trace.terminate()
+        _, err = trace.communicate(timeout=10)
+    lookups = [ln for ln in err.splitlines() if "AF_NETLINK" in ln]
+    assert len(lookups) <= 1, "\n".join(lookups[:10])

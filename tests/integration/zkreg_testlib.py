@@ -158,8 +158,8 @@ class ZkServer:
 class ZkStandalone:
     """One standalone server in its own temp dir."""
 
-    def __init__(self, **kw):
-        self.dir = tempfile.mkdtemp(prefix="zkreg-zk-")
+    def __init__(self, tmp_root=None, **kw):
+        self.dir = tempfile.mkdtemp(prefix="zkreg-zk-", dir=tmp_root)
         self.server = ZkServer(self.dir, free_port(), **kw)
 
     @property
