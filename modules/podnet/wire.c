@@ -25,6 +25,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
+#include "cni.h"
 #include "wire-internal.h"
 
 #define NL_BUF_SIZE 32768
@@ -368,22 +369,13 @@ static int route_add(struct nl *nl, uint32_t dst, unsigned dst_len, uint32_t gw,
         return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
-static int parse_mac(const char *s, uint8_t mac[6]) {
-        unsigned m[6];
-        if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
-                return -EINVAL;
-        for (int i = 0; i < 6; i++)
-                mac[i] = (uint8_t) m[i];
-        return 0;
-}
-
 static int neigh_add(struct nl *nl, int index, uint32_t addr, const char *mac) {
         char buf[MSG_BUF_SIZE];
         struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
         struct ndmsg *nd = mnl_nlmsg_put_extra_header(nlh, sizeof(*nd));
         uint8_t ll[6];
 
-        if (parse_mac(mac, ll) < 0)
+        if (cni_mac_parse(mac, ll) < 0)
                 return -EINVAL;
         nd->ndm_family = AF_INET;
         nd->ndm_ifindex = index;

@@ -12,6 +12,7 @@
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 
+#include "cni.h"
 #include "wire-internal.h"
 
 static struct in6_addr gateway(void) {
@@ -72,22 +73,13 @@ static int route6_add(struct nl *nl, const struct in6_addr *dst, unsigned dst_le
         return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
-static int parse_mac(const char *s, uint8_t mac[6]) {
-        unsigned m[6];
-        if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x", &m[0], &m[1], &m[2], &m[3], &m[4], &m[5]) != 6)
-                return -EINVAL;
-        for (int i = 0; i < 6; i++)
-                mac[i] = (uint8_t) m[i];
-        return 0;
-}
-
 static int neigh6_add(struct nl *nl, int index, const struct in6_addr *addr, const char *mac) {
         char buf[MSG_BUF_SIZE];
         struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK);
         struct ndmsg *nd = mnl_nlmsg_put_extra_header(nlh, sizeof(*nd));
         uint8_t ll[6];
 
-        if (parse_mac(mac, ll) < 0)
+        if (cni_mac_parse(mac, ll) < 0)
                 return -EINVAL;
         nd->ndm_family = AF_INET6;
         nd->ndm_ifindex = index;
