@@ -149,13 +149,12 @@ def test_every_1_1_verb_is_served_to_a_runtime_asking_in_1_1_and_refused_below(a
 def test_del_frees_the_interface_name_at_once_for_the_next_plugin(agent, netns, tmp_dir):
     """A runtime that re-wires a sandbox right after DEL (another network, a retried ADD) finds
     CNI_IFNAME free in the namespace: the reference ptp's ADD there must not fail with
-    "container veth name provided (eth0) already exists". The veth's deletion itself (an RCU
-    grace period: milliseconds) still happens off the DEL's path."""
+    "container veth name provided (eth0) already exists"."""
     n = netns()
     ptp = {"cniVersion": "1.0.0", "name": "compat-ptp", "type": "ptp",
            "ipam": {"type": "host-local", "subnet": free_pod_cidr(), "dataDir": os.path.join(tmp_dir, "ptp")}}
     # Asks the namespace, the moment DEL has returned, whether eth0 is there (a process started
-    # beforehand: spawning one after DEL would give the old code's deferred deletion time).
+    # beforehand: spawning one after DEL would give a deletion still running the time to end).
     probe = subprocess.Popen(["ip", "netns", "exec", n.name, PYTHON, "-c", PROBE], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
