@@ -3,8 +3,9 @@
 kubelet calls it (RunPodSandbox, PodSandboxStatus, StopPodSandbox, RemovePodSandbox,
 ListPodSandbox), with the shipped conflist (pinion-cni chained with the reference portmap) pointed
 at a piniond the test started. containerd runs privately (runtime_testlib.Containerd: its own
-dirs and sockets); its sandboxes run a static pause binary built here. Everything is removed at
-teardown, also when a test fails."""
+dirs and sockets); its sandboxes run a static pause binary built here. Single-stack and
+dual-stack (IPv4 and IPv6 pod-cidr) agents. Everything is removed at teardown, also when a test
+fails."""
 
 import contextlib
 import os

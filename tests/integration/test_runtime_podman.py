@@ -2,8 +2,9 @@
 """podman 4.3 (CNI backend, runc) drives pinion-cni: `podman run --network pinion` with the
 shipped conflist (pinion-cni chained with the reference portmap) pointed at a piniond the test
 started. podman runs privately (runtime_testlib.Podman: its own root, runroot, containers.conf
-and CNI config dir); its containers run a local busybox-static image. Everything is removed at
-teardown, also when a test fails."""
+and CNI config dir); its containers run a local busybox-static image. Single-stack and
+dual-stack (IPv4 and IPv6 pod-cidr) agents. Everything is removed at teardown, also when a test
+fails."""
 
 import contextlib
 import ipaddress
