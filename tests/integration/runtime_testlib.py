@@ -42,7 +42,7 @@ import tempfile
 import pytest
 
 from pinion_testlib import SRCDIR, diag, wait_until
-from podnet_testlib import _ICMP, CNI_PATH, PINION_CNI, PYTHON, free_pod_cidr, podnet_status
+from podnet_testlib import _ICMP, _ICMP6, CNI_PATH, PINION_CNI, PYTHON, free_pod_cidr, free_pod_cidr6, podnet_status
 
 PAUSE_IMAGE = "localhost/pinion-test/pause:1"
 BUSYBOX_IMAGE = "localhost/pinion-test/busybox:1"
@@ -647,9 +647,22 @@ def podnet_agent_config(cidr=None):
     return {"network": {"pod-cidr": cidr or free_pod_cidr(), "address-quarantine": "0s"}}
 
 
+def dual_stack_agent_config():
+    """A free IPv4 and a free IPv6 pod CIDR: every pod gets a /32 and a /128."""
+    return podnet_agent_config("%s, %s" % (free_pod_cidr(), free_pod_cidr6()))
+
+
+def pool_allocated(agent):
+    """(IPv4 addresses allocated, IPv6 addresses allocated) in the agent's pool."""
+    pool = podnet_status(agent)["details"]["pool"]
+    return pool["ipv4"]["allocated"], pool["ipv6"]["allocated"]
+
+
 def ping_from(netns_path, dst, timeout=3):
-    """An ICMP echo from inside the namespace at netns_path (a runtime's, not `ip netns`')."""
-    cmd = ["nsenter", "--net=" + netns_path, PYTHON, "-c", _ICMP, dst, str(timeout)]
+    """An ICMP echo (ICMPv6 for an IPv6 dst) from inside the namespace at netns_path (a
+    runtime's, not `ip netns`')."""
+    probe = _ICMP6 if ":" in dst else _ICMP
+    cmd = ["nsenter", "--net=" + netns_path, PYTHON, "-c", probe, dst, str(timeout)]
     return subprocess.run(cmd, capture_output=True, timeout=timeout + 10).returncode == 0
 
 

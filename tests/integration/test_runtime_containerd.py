@@ -3,9 +3,11 @@
 kubelet calls it (RunPodSandbox, PodSandboxStatus, StopPodSandbox, RemovePodSandbox,
 ListPodSandbox), with the shipped conflist (pinion-cni chained with the reference portmap) pointed
 at a piniond the test started. containerd runs privately (runtime_testlib.Containerd: its own
-dirs and sockets); its sandboxes run a static pause binary built here. Everything is removed at
-teardown, also when a test fails."""
+dirs and sockets); its sandboxes run a static pause binary built here. Single-stack and
+dual-stack (IPv4 and IPv6 pod-cidr) agents. Everything is removed at teardown, also when a test
+fails."""
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -14,17 +16,18 @@ import time
 import pytest
 
 from pinion_testlib import diag, wait_until
-from podnet_testlib import PYTHON, host_links, ping
-from runtime_testlib import (Containerd, agent_warnings, allocated, allocation_of, pause_image, ping_from,
-                             podnet_agent_config, require_runtime, wait_http)
+from podnet_testlib import PYTHON, host_links, ping, ping6
+from runtime_testlib import (Containerd, agent_warnings, allocated, allocation_of, dual_stack_agent_config,
+                             pause_image, ping_from, podnet_agent_config, pool_allocated, require_runtime,
+                             wait_http)
 
 
-@pytest.fixture
-def cri_node(agent_factory):
-    """(agent, containerd): a piniond with podnet and a private containerd whose CRI plugin uses
-    the shipped conflist against it, the pause image imported."""
+@contextlib.contextmanager
+def containerd_node(agent_factory, config):
+    """(agent, containerd): a piniond with podnet configured by config and a private containerd
+    whose CRI plugin uses the shipped conflist against it, the pause image imported."""
     require_runtime("containerd")
-    agent = agent_factory(config=podnet_agent_config())
+    agent = agent_factory(config=config)
     ctrd = Containerd(agent.socket)
     try:
         ctrd.start()
@@ -32,6 +35,19 @@ def cri_node(agent_factory):
         yield agent, ctrd
     finally:
         ctrd.cleanup()
+
+
+@pytest.fixture
+def cri_node(agent_factory):
+    with containerd_node(agent_factory, podnet_agent_config()) as node:
+        yield node
+
+
+@pytest.fixture
+def cri_dual_node(agent_factory):
+    """cri_node on a dual-stack agent (an IPv4 and an IPv6 pod-cidr)."""
+    with containerd_node(agent_factory, dual_stack_agent_config()) as node:
+        yield node
 
 
 def sandbox_ip(ctrd, sid):
@@ -76,6 +92,36 @@ def test_sandboxes_get_reachable_pinion_addresses_with_their_pod_metadata(cri_no
     ctrd.cri.remove(s2)
     assert allocated(agent) == 0
     assert [s.id for s in ctrd.cri.list()] == []
+    assert agent_warnings(agent) == []
+
+
+def test_dual_stack_sandboxes_report_and_reach_both_addresses(cri_dual_node):
+    """On a dual-stack agent a sandbox gets a /32 and a /128: PodSandboxStatus reports the IPv4
+    one as network.ip and the IPv6 one in network.additional_ips (containerd orders a CNI
+    result's addresses that way, as the kubelet expects); the host and the other sandbox reach
+    both; StopPodSandbox releases both."""
+    agent, ctrd = cri_dual_node
+    s1 = ctrd.run_sandbox("web6", uid="uid-web6")
+    s2 = ctrd.run_sandbox("db6", uid="uid-db6")
+    a1, a2 = allocation_of(agent, s1), allocation_of(agent, s2)
+    assert a1 and a2 and a1.get("ip6") and a2.get("ip6"), agent.status()
+    assert pool_allocated(agent) == (2, 2)
+
+    net = ctrd.cri.status(s1).status.network
+    assert net.ip == a1["ip"], net
+    assert [x.ip for x in net.additional_ips] == [a1["ip6"]], net
+
+    assert ping(a1["ip"]) and ping6(a1["ip6"]), "the host cannot reach sandbox 1 over both families"
+    assert ping_from(ctrd.netns(s2), a1["ip6"]), "sandbox 2 cannot reach sandbox 1 over IPv6"
+    assert ping_from(ctrd.netns(s1), a2["ip6"]), "sandbox 1 cannot reach sandbox 2 over IPv6"
+
+    ctrd.cri.stop(s1)
+    assert allocation_of(agent, s1) is None and pool_allocated(agent) == (1, 1)
+    assert not ping6(a1["ip6"], timeout=1)
+    ctrd.cri.stop(s2)
+    assert pool_allocated(agent) == (0, 0)
+    for sid in (s1, s2):
+        ctrd.cri.remove(sid)
     assert agent_warnings(agent) == []
 
 

@@ -2,9 +2,12 @@
 """podman 4.3 (CNI backend, runc) drives pinion-cni: `podman run --network pinion` with the
 shipped conflist (pinion-cni chained with the reference portmap) pointed at a piniond the test
 started. podman runs privately (runtime_testlib.Podman: its own root, runroot, containers.conf
-and CNI config dir); its containers run a local busybox-static image. Everything is removed at
-teardown, also when a test fails."""
+and CNI config dir); its containers run a local busybox-static image. Single-stack and
+dual-stack (IPv4 and IPv6 pod-cidr) agents. Everything is removed at teardown, also when a test
+fails."""
 
+import contextlib
+import ipaddress
 import os
 import re
 import subprocess
@@ -12,23 +15,37 @@ import subprocess
 import pytest
 
 from pinion_testlib import diag, wait_until
-from podnet_testlib import host_links, ping
+from podnet_testlib import host_links, ping, ping6
 from runtime_testlib import (HTTP_MARKER, Podman, agent_warnings, allocated, allocation_of, allocations,
-                             busybox_image, ping_from, podnet_agent_config, require_runtime, wait_http)
+                             busybox_image, dual_stack_agent_config, ping_from, podnet_agent_config,
+                             pool_allocated, require_runtime, wait_http)
 
 
-@pytest.fixture
-def podman_node(agent_factory):
-    """(agent, podman): a piniond with podnet and a private podman whose CNI network "pinion" is
-    the shipped conflist against it, the busybox image loaded."""
+@contextlib.contextmanager
+def podman_on(agent_factory, config):
+    """(agent, podman): a piniond with podnet configured by config and a private podman whose
+    CNI network "pinion" is the shipped conflist against it, the busybox image loaded."""
     require_runtime("podman")
-    agent = agent_factory(config=podnet_agent_config())
+    agent = agent_factory(config=config)
     pm = Podman(agent.socket)
     try:
         pm.load(busybox_image(pm.dir))
         yield agent, pm
     finally:
         pm.cleanup()
+
+
+@pytest.fixture
+def podman_node(agent_factory):
+    with podman_on(agent_factory, podnet_agent_config()) as node:
+        yield node
+
+
+@pytest.fixture
+def podman_dual_node(agent_factory):
+    """podman_node on a dual-stack agent (an IPv4 and an IPv6 pod-cidr)."""
+    with podman_on(agent_factory, dual_stack_agent_config()) as node:
+        yield node
 
 
 def container_id(pm, name):
@@ -39,6 +56,12 @@ def inside_ipv4(pm, name):
     """The IPv4 addresses (with prefix) on the container's eth0."""
     out = pm("exec", name, "ip", "-4", "addr", "show", "eth0").stdout
     return re.findall(r"inet (\S+)", out)
+
+
+def inside_ipv6(pm, name):
+    """The global IPv6 addresses (with prefix) on the container's eth0 (not its fe80:: one)."""
+    out = pm("exec", name, "ip", "-6", "addr", "show", "eth0").stdout
+    return [a for a in re.findall(r"inet6 (\S+)", out) if not a.startswith("fe80:")]
 
 
 def inside_mac(pm, name):
@@ -163,3 +186,44 @@ def test_agent_down_during_rm_then_back_releases(podman_node):
     agent.start()
     wait_until(lambda: allocated(agent) == 0, timeout=15, desc="the orphaned address released")
     assert a["ip"] not in [x["ip"] for x in allocations(agent)]
+
+
+def test_dual_stack_container_has_and_answers_on_both_addresses(podman_dual_node):
+    agent, pm = podman_dual_node
+    pm.run_container("dual")
+    a = allocation_of(agent, container_id(pm, "dual"))
+    assert a and a.get("ip6"), agent.status()
+    assert inside_ipv4(pm, "dual") == [a["ip"] + "/32"]
+    assert inside_ipv6(pm, "dual") == [a["ip6"] + "/128"]
+    assert "default via fe80::1 dev eth0" in pm("exec", "dual", "ip", "-6", "route").stdout
+    assert pool_allocated(agent) == (1, 1)
+    assert ping(a["ip"]) and ping6(a["ip6"]), "the host cannot reach the container over both families"
+    pm("rm", "-f", "-t", "0", "dual")
+    assert pool_allocated(agent) == (0, 0)
+    assert not ping6(a["ip6"], timeout=1)
+    assert agent_warnings(agent) == []
+
+
+
+def test_dual_stack_static_addresses_are_honoured(podman_dual_node):
+    """podman 4.3 passes one static address as CNI_ARGS IP=, and --ip with --ip6 as the ips
+    capability (runtimeConfig "ips": both, without prefix; no IP= then); neither needs an ipam
+    subnet in the conflist. --ip6 alone leaves the IPv4 address to the pool."""
+    agent, pm = podman_dual_node
+    v4, v6 = [ipaddress.ip_network(c.strip()) for c in agent.sections["network"]["pod-cidr"].split(",")]
+    want6 = str(v6[0x66])
+    pm.run_container("six", "--ip6", want6)
+    assert pm.cni.calls("ADD")[-1]["argmap"].get("IP") == want6
+    a = allocation_of(agent, container_id(pm, "six"))
+    assert a["ip6"] == want6 and ipaddress.ip_address(a["ip"]) in v4, a
+    assert inside_ipv6(pm, "six") == [want6 + "/128"]
+
+    want4, want6 = str(v4[0x46]), str(v6[0x46])
+    pm.run_container("both", "--ip", want4, "--ip6", want6)
+    assert "IP" not in pm.cni.calls("ADD")[-1]["argmap"]
+    assert inside_ipv4(pm, "both") == [want4 + "/32"] and inside_ipv6(pm, "both") == [want6 + "/128"]
+    assert ping6(want6), "the host cannot reach the requested IPv6 address"
+    assert pool_allocated(agent) == (2, 2)
+    pm("rm", "-f", "-t", "0", "six", "both")
+    assert pool_allocated(agent) == (0, 0)
+    assert agent_warnings(agent) == []
