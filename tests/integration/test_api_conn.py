@@ -389,6 +389,12 @@ def test_slow_watch_readers_are_dropped_not_buffered(agent_factory):
             before = a.status()["pods"]["generation"]
             a.write_pod("big", make_pod("big", uid=uid, annotations={"blob": big + str(i + 1)}))
             wait_until(lambda: a.status()["pods"]["generation"] > before, 10, desc="rewrite %d seen" % i)
+            # The reading watcher keeps up: it has this change before the next one is made (a
+            # pods-dir file is applied the moment it is written, and two 900 KB events behind
+            # is past the 1 MiB a stream may hold: a reader that far behind is a slow one).
+            now = a.status()["pods"]["generation"]
+            wait_until(lambda: events and events[-1].get("generation", 0) >= now, 20,
+                       desc="the reading watcher saw generation %d" % now)
         final = a.status()["pods"]["generation"]
         wait_until(lambda: events and events[-1].get("generation") == final, 20,
                    desc="the reading watcher saw generation %d" % final)
