@@ -47,6 +47,8 @@ import tempfile
 import threading
 import time
 
+import kazoo.exceptions
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "fakes"))
@@ -251,6 +253,17 @@ class ZooKeeperServer:
         self.zk.restart()
 
     def members(self):
+        try:
+            return self._members()
+        except kazoo.exceptions.SessionExpiredError:
+            # A restart that outlasted this reader's own session (a loaded machine): a new
+            # session reads the same tree.
+            self.kz.stop()
+            self.kz.close()
+            self.kz = zt.kazoo_client(self.zk.hosts)
+            return self._members()
+
+    def _members(self):
         out = {}
         if not self.kz.exists("/soak"):
             return out
