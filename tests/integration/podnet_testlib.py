@@ -214,12 +214,16 @@ sys.exit(1)
 '''
 
 
-def ping(dst, netns=None, timeout=3):
-    """True if dst answers an ICMP echo (sent from netns, or from the host)."""
-    cmd = [PYTHON, "-c", _ICMP, dst, str(timeout)]
+def _echo(script, dst, netns, timeout):
+    cmd = [PYTHON, "-c", script, dst, str(timeout)]
     if netns is not None:
         cmd = ["ip", "netns", "exec", netns.name] + cmd
     return subprocess.run(cmd, capture_output=True, timeout=timeout + 10).returncode == 0
+
+
+def ping(dst, netns=None, timeout=3):
+    """True if dst answers an ICMP echo (sent from netns, or from the host)."""
+    return _echo(_ICMP, dst, netns, timeout)
 
 
 def podnet_status(agent):
@@ -325,7 +329,4 @@ sys.exit(1)
 
 def ping6(dst, netns=None, timeout=3):
     """True if dst (an IPv6 address, "fe80::1%eth0" for a link-local one) answers an ICMPv6 echo."""
-    cmd = [PYTHON, "-c", _ICMP6, dst, str(timeout)]
-    if netns is not None:
-        cmd = ["ip", "netns", "exec", netns.name] + cmd
-    return subprocess.run(cmd, capture_output=True, timeout=timeout + 10).returncode == 0
+    return _echo(_ICMP6, dst, netns, timeout)
