@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,6 +52,12 @@ static inline void closep(int *fd) {
         }
 }
 #define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f) {
+        if (*f)
+                (void) fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Hands ownership out of a _cleanup_ variable. */
 #define TAKE_PTR(p)                              \

@@ -90,6 +90,7 @@ static const struct config_key agent_keys[] = {
         { "log-format", parse_log_format, FIELD(log_format), "auto", config_free_string },
         { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },
         { "drop-capabilities", config_parse_bool, FIELD(drop_capabilities), "yes" },
+        { "release-startup-pages", config_parse_bool, FIELD(release_startup_pages), "yes" },
         { "metrics-listen", parse_metrics_listen, FIELD(metrics_listen), "", config_free_string },
         {}
 };

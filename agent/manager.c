@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include <malloc.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -15,6 +15,7 @@
 #include "manager-config.h"
 #include "manager.h"
 #include "peer-pod.h"
+#include "self-memory.h"
 #include "socket-trust.h"
 
 /* ---- lifecycle notifications (sd_notify is a no-op without NOTIFY_SOCKET) ---- */
@@ -37,6 +38,24 @@ static void manager_update_status(struct manager *m) {
         m->last_status = TAKE_PTR(status);
 }
 
+static void manager_release_startup_pages(struct manager *m) {
+        struct page_release pr;
+        int r = self_memory_release_file_pages(&pr);
+        if (r == -EOPNOTSUPP) {
+                log_info("Start-up pages stay resident: the kernel has no MADV_PAGEOUT (Linux < 5.4)");
+                return;
+        }
+        if (r < 0) {
+                log_info_errno(r, "Start-up pages stay resident: cannot read /proc/self/maps: %m");
+                return;
+        }
+        uint64_t released = pr.resident_before > pr.resident_after ? pr.resident_before - pr.resident_after : 0;
+        (void) metric_add(m->metric_released_pages, (double) released);
+        log_info("Released %" PRIu64 " KiB of start-up file pages (%u mappings): %" PRIu64 " KiB of library "
+                 "and program pages stay resident",
+                 released / 1024, pr.mappings, pr.resident_after / 1024);
+}
+
 /* READY=1 once the config is loaded, the API listens, and every module finished its first
  * sync (or said why it could not). Logs what it still waits for. */
 static void manager_check_ready(struct manager *m) {
@@ -51,6 +70,8 @@ static void manager_check_ready(struct manager *m) {
         m->ready_sent = true;
         (void) sd_notify(false, "READY=1");
         log_info("Ready: serving on %s, %zu pods known", m->settings.socket, pod_store_size(m->pods));
+        if (m->settings.release_startup_pages)
+                manager_release_startup_pages(m);
 }
 
 void manager_module_changed(struct manager *m, struct module_instance *mi) {
@@ -604,31 +625,6 @@ static int manager_setup_watchdog(struct manager *m) {
         return 0;
 }
 
-/* ---- heap ---- */
-
-/* glibc keeps what is freed in its arenas: after a burst (a relist of every pod, a ZooKeeper
- * reconnect, a bundle swap) the process would keep the burst's RSS for good although its live
- * heap is back to its size (the soak under massif: 1.6-4 MB live, against 16 MB of [heap] RSS
- * natively after 40,000 changes with restarts of every server). A fixed mmap threshold keeps
- * large buffers out of the heap (glibc otherwise raises it after every large free, up to
- * 32 MB), and a periodic malloc_trim() hands free pages back to the kernel. */
-#define HEAP_TRIM_INTERVAL (10 * USEC_PER_SEC)
-#define HEAP_MMAP_THRESHOLD (128 * 1024)
-
-static int on_heap_trim(sd_event_source *s, uint64_t usec, void *userdata) {
-        (void) malloc_trim(0);
-        return sd_event_source_set_time_relative(s, HEAP_TRIM_INTERVAL);
-}
-
-static int manager_setup_heap(struct manager *m) {
-        (void) mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD);
-        int r = sd_event_add_time_relative(m->event, &m->heap_trim_timer, CLOCK_MONOTONIC, HEAP_TRIM_INTERVAL,
-                                           USEC_PER_SEC, on_heap_trim, m);
-        if (r < 0)
-                return r;
-        return sd_event_source_set_enabled(m->heap_trim_timer, SD_EVENT_ON);
-}
-
 /* ---- start and run ---- */
 
 static int manager_listen_fd(void) {
@@ -733,6 +729,11 @@ static int manager_register_metrics(struct manager *m) {
                                    "Pod files in pods-dir skipped at the last scan because they are invalid.",
                                    NULL, NULL, 0, &m->metric_pods_dir_errors);
         if (r >= 0)
+                r = metrics_family(m->metrics, METRIC_COUNTER, "pinion_startup_pages_released_bytes_total",
+                                   "File-backed memory given back to the kernel once the agent was ready "
+                                   "([agent] release-startup-pages).",
+                                   NULL, NULL, 0, &m->metric_released_pages);
+        if (r >= 0)
                 r = manager_api_register_metrics(m);
         return r;
 }
@@ -765,7 +766,7 @@ int manager_start(struct manager *m) {
         r = manager_setup_watchdog(m);
         if (r < 0)
                 log_warning_errno(r, "Failed to set up the watchdog, ignoring: %m");
-        r = manager_setup_heap(m);
+        r = self_memory_setup_heap(m->event, &m->heap_trim_timer);
         if (r < 0)
                 log_warning_errno(r, "Failed to set up heap trimming, ignoring: %m");
 

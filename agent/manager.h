@@ -41,6 +41,7 @@ struct agent_settings {
         char *log_format;
         usec_t stop_timeout;
         bool drop_capabilities;
+        bool release_startup_pages; /* self-memory.h */
         char *metrics_listen; /* ADDR:PORT serving /metrics over TCP; NULL: none */
         /* [service.NAME]: systemd services that get an identity (service.h). Not in the
          * [agent] table: parsed from their own sections with the agent's settings. */
@@ -84,6 +85,7 @@ struct manager {
 
         struct metric_family *metric_reloads;   /* pinion_config_reloads_total{result} */
         struct metric_family *metric_pods_dir_errors;
+        struct metric_family *metric_released_pages;
         struct metric_family *metric_uptime, *metric_module_state, *metric_pods;
         sd_event_source *watchdog_timer;
         sd_event_source *heap_trim_timer;

@@ -8,11 +8,12 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
 
-from pinion_testlib import (VALGRIND, T, assert_dependency_order, diag, line_of, make_pod, run_piniond,
+from pinion_testlib import (PINIOND, VALGRIND, T, assert_dependency_order, diag, line_of, make_pod, run_piniond,
                             unix_request, wait_until)
 
 
@@ -221,7 +222,49 @@ def test_usage_error_exits_2(args):
     assert err.strip(), "no message on stderr"
 
 
-def test_rss_after_ready(agent):
-    rss = agent.rss_kib()
-    diag("RSS_KIB=%d%s" % (rss, " (under valgrind: not the daemon's own)" if VALGRIND else ""))
-    assert rss > 0
+def rss_file_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssFile for pid %d" % pid)
+
+
+def private_libraries(dest):
+    """Copies of every library piniond loads, in dest: an agent started with LD_LIBRARY_PATH=dest
+    is the only process mapping them, whatever else runs on the machine (the kernel keeps a
+    page another process maps; other tests' agents would keep the shared libraries' pages)."""
+    os.makedirs(dest)
+    out = subprocess.run(["ldd", PINIOND], capture_output=True, text=True, check=True).stdout
+    for m in re.finditer(r"^\s*(\S+) => (/\S+)", out, re.M):
+        shutil.copy(m.group(2), os.path.join(dest, m.group(1)))
+    return dest
+
+
+@pytest.mark.skipif(VALGRIND, reason="the process is valgrind's, its pages are not the daemon's")
+def test_startup_pages_released_once_ready(agent_factory, tmp_path):
+    # The same agent twice, one after the other, each the only process mapping its libraries:
+    # without the release its start-up pages stay resident, with it they go back at READY.
+    env = {"LD_LIBRARY_PATH": private_libraries(str(tmp_path / "lib"))}
+    kept = agent_factory(config={"agent": {"release-startup-pages": "no"}}, env=env)
+    time.sleep(0.5)
+    kept_kib = rss_file_kib(kept.proc.pid)
+    assert kept.metrics().value("pinion_startup_pages_released_bytes_total") == 0
+    assert "start-up file pages" not in kept.log_text()
+    kept.stop()
+
+    a = agent_factory(env=env)
+    m = a.wait_log(r"Released (\d+) KiB of start-up file pages \((\d+) mappings\)")
+    released_kib, mappings = int(m.group(1)), int(m.group(2))
+    time.sleep(0.5)
+    released_rss_kib = rss_file_kib(a.proc.pid)
+    diag("RssFile without the release %d KiB, with it %d KiB (released %d KiB from %d mappings)"
+         % (kept_kib, released_rss_kib, released_kib, mappings))
+    assert mappings > 10 and released_kib > 0
+    # The log rounds down to whole KiB.
+    assert released_kib <= a.metrics().value("pinion_startup_pages_released_bytes_total") / 1024 < released_kib + 1
+    assert released_rss_kib < 0.8 * kept_kib, (released_rss_kib, kept_kib)
+    # The daemon still works after giving its pages back: they come back when touched.
+    assert a.health()
+    a.write_pod("after-release", make_pod("after-release"))
+    a.wait_pod("default", "after-release")

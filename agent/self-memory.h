@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The agent's own memory: what it hands back to the kernel while it runs.
+ *
+ * heap: glibc keeps freed memory in its arenas; a fixed mmap threshold and a periodic
+ *   malloc_trim() return it after a burst.
+ * start-up pages: most of the file pages a fresh daemon has mapped were touched once, while
+ *   starting: the dynamic linker's relocations and symbol lookups in ~45 libraries, their
+ *   constructors (GnuTLS, p11-kit, Kerberos — pulled in by libcurl and libmicrohttpd although the
+ *   agent never uses them), config parsing, each module's first connection. The kernel also maps
+ *   the cached neighbours of every touched page (fault-around, 64 KiB), so on a node where no
+ *   other process maps these libraries they stay resident, and counted against the agent, until
+ *   memory pressure evicts them. Once the agent is ready it asks the kernel to page them out
+ *   (MADV_PAGEOUT, Linux >= 5.4) and to map later faults page by page (MADV_RANDOM), so what stays
+ *   resident is what the running agent touches again. Only private read-only file mappings are
+ *   given back; the kernel skips pages another process maps, so no other process is affected; a
+ *   page needed again is read back on its next touch. */
+
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+int self_memory_setup_heap(sd_event *e, sd_event_source **ret_timer);
+
+struct page_release {
+        unsigned mappings;       /* mappings advised */
+        uint64_t resident_before; /* bytes of file-backed resident memory (statm "shared") */
+        uint64_t resident_after;
+};
+
+/* Pages out the private read-only file mappings of this process (see above). -EOPNOTSUPP when
+ * the kernel has no MADV_PAGEOUT (nothing advised then); otherwise 0, errors of single mappings
+ * (a mapping gone meanwhile) are skipped. */
+int self_memory_release_file_pages(struct page_release *ret);
