@@ -198,6 +198,7 @@ def measure(name, world, pods, settle):
         time.sleep(settle)
         res = sample(a.proc.pid)
         res["modules"] = {k: v.get("state") for k, v in modules_state(a).items()}
+        res["released"] = (a.metrics().value("pinion_startup_pages_released_bytes_total") or 0) / 1024
         warnings = [line for line in a.log_text().splitlines() if "warning" in line.lower()]
         res["warnings"] = len(warnings)
         print("memory-bench: %-6s VmRSS %6d KiB  RssAnon %5d  Pss %5d  Pss_Anon %5d  Pss_File %5d  (warnings %d)"
@@ -234,8 +235,10 @@ def main():
             bj.row("%s, %s" % (k, label), r[k], none[k], "same agent, no module configured", "KiB")
     bj.note("Each agent alone on the machine (no other piniond), median of 5 samples. Pss divides a shared "
             "page by the processes mapping it, so Pss_File moves with what else runs; Pss_Anon and RssAnon "
-            "are the agent's own. Modules: %s. Warnings logged: none %d, idle %d, loaded %d."
-            % (", ".join("%s %s" % kv for kv in sorted(idle["modules"].items())), none["warnings"],
+            "are the agent's own. Start-up file pages each agent gave back once ready: none %d KiB, "
+            "idle %d KiB, loaded %d KiB. Modules: %s. Warnings logged: none %d, idle %d, loaded %d."
+            % (none["released"], idle["released"], loaded["released"],
+               ", ".join("%s %s" % kv for kv in sorted(idle["modules"].items())), none["warnings"],
                idle["warnings"], loaded["warnings"]))
     ok = idle["Pss"] <= GOAL_IDLE_KIB and loaded["Pss"] <= GOAL_LOADED_KIB
     print("")
