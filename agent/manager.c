@@ -40,6 +40,7 @@ static void manager_update_status(struct manager *m) {
 
 static void manager_release_startup_pages(struct manager *m) {
         struct page_release pr;
+        usec_t start = now_usec(CLOCK_MONOTONIC);
         int r = self_memory_release_file_pages(&pr);
         if (r == -EOPNOTSUPP) {
                 log_info("Start-up pages stay resident: the kernel has no MADV_PAGEOUT (Linux < 5.4)");
@@ -51,9 +52,10 @@ static void manager_release_startup_pages(struct manager *m) {
         }
         uint64_t released = pr.resident_before > pr.resident_after ? pr.resident_before - pr.resident_after : 0;
         (void) metric_add(m->metric_released_pages, (double) released);
-        log_info("Released %" PRIu64 " KiB of start-up file pages (%u mappings): %" PRIu64 " KiB of library "
-                 "and program pages stay resident",
-                 released / 1024, pr.mappings, pr.resident_after / 1024);
+        log_info("Released %" PRIu64 " KiB of start-up file pages (%u mappings, %.1f ms): %" PRIu64 " KiB of "
+                 "library and program pages stay resident",
+                 released / 1024, pr.mappings, (double) (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_MSEC,
+                 pr.resident_after / 1024);
 }
 
 /* READY=1 once the config is loaded, the API listens, and every module finished its first

@@ -254,7 +254,7 @@ def test_startup_pages_released_once_ready(agent_factory, tmp_path):
     kept.stop()
 
     a = agent_factory(env=env)
-    m = a.wait_log(r"Released (\d+) KiB of start-up file pages \((\d+) mappings\)")
+    m = a.wait_log(r"Released (\d+) KiB of start-up file pages \((\d+) mappings,")
     released_kib, mappings = int(m.group(1)), int(m.group(2))
     time.sleep(0.5)
     released_rss_kib = rss_file_kib(a.proc.pid)

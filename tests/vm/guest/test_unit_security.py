@@ -12,7 +12,7 @@ import stat
 
 from conftest import (OUT, STATE_DIR, UNIT, api_json, journal, journal_cursor, node, proc_caps, run,
                       start_agent, unit_capability_bounding_set, unit_property, wait_for,
-                      write_bundle)  # noqa: F401
+                      wait_for_journal, write_bundle)  # noqa: F401
 
 # systemd-analyze security's score of the loaded unit (0 = locked down, 10 = exposed).
 EXPOSURE_BOUND = 2.8
@@ -45,6 +45,22 @@ def test_daemon_keeps_exactly_what_its_modules_need(node):
     messages = [e["MESSAGE"] for e in journal(f"_PID={pid}", cursor=cursor)]
     assert any(m.startswith("Capabilities: keeping ") for m in messages), messages
     assert not any("Failed to drop the capabilities" in m for m in messages), messages
+
+
+def test_startup_pages_go_back_to_the_kernel_inside_the_sandbox(node):
+    """madvise() passes the unit's system call filter, and paging out file pages is allowed to
+    the daemon (as root it owns the library files) under ProtectSystem=strict."""
+    node.healthy()
+    cursor = journal_cursor()
+    pid = start_agent()
+    e = wait_for_journal("the start-up page release", f"_PID={pid}", cursor=cursor,
+                         pattern=r"^Released \d+ KiB of start-up file pages")
+    m = re.match(r"Released (\d+) KiB of start-up file pages \((\d+) mappings,", e["MESSAGE"])
+    assert m, e["MESSAGE"]
+    released = (int(m.group(1)), int(m.group(2)))
+    assert released[0] > 0 and released[1] > 10, released
+    # Pages it touches again come back: it still answers.
+    assert api_json("/v1/status")["ready"] is True
 
 
 def test_commands_it_runs_cannot_regain_what_it_dropped(node):
