@@ -79,8 +79,8 @@ int self_memory_release_file_pages(struct page_release *ret) {
                 uintptr_t start, end;
                 if (!parse_releasable(line, &start, &end))
                         continue;
-                /* Random first: a page read back after the pageout is read alone (no readahead)
-                 * and does not map its neighbours with it. */
+                /* Random first: a page read back after the pageout comes alone, not with a
+                 * readahead window that would bring its paged-out neighbours back too. */
                 (void) madvise((void *) start, end - start, MADV_RANDOM);
                 if (madvise((void *) start, end - start, MADV_PAGEOUT) < 0) {
                         unsupported += errno == EINVAL;

@@ -12,8 +12,8 @@
  *   the cached neighbours of every touched page (fault-around, 64 KiB), so on a node where no
  *   other process maps these libraries they stay resident, and counted against the agent, until
  *   memory pressure evicts them. Once the agent is ready it asks the kernel to page them out
- *   (MADV_PAGEOUT, Linux >= 5.4) and to map later faults page by page (MADV_RANDOM), so what stays
- *   resident is what the running agent touches again. Only private read-only file mappings are
+ *   (MADV_PAGEOUT, Linux >= 5.4) and not to read ahead when one is touched again (MADV_RANDOM),
+ *   so what stays resident is what the running agent touches again. Only private read-only file mappings are
  *   given back; the kernel skips pages another process maps, so no other process is affected; a
  *   page needed again is read back on its next touch. */
 
