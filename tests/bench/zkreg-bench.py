@@ -308,9 +308,9 @@ def run_pinion(args, zk, kz, fake, token_file, path, tag, last):
         ce2e, cfence = seen[0] - t0, seen[1]
         dup = len(kz.get_children(path)) - n
         creates = agent.metrics().value("pinion_zookeeper_operations_total", op="create", result="ok")
-        # Steady state before the deletes, as for pods registered a while ago: every member has
-        # its exists watch (whose notifications the deletes then cost the server).
-        t.wait_until(lambda: (agent.metrics().value("pinion_zookeeper_operations_total", op="exists", result="ok")
+        # Steady state before the deletes, as for pods registered a while ago: every member is
+        # watched (the child watch on the path is armed, its list showed every member).
+        t.wait_until(lambda: (agent.metrics().value("pinion_zookeeper_watched_members")
                               or 0) >= n, 60, desc="every member watched")
 
         obs = Observer(zk.hosts, path, 0, f"{tag}-pinion-deleted")
