@@ -132,6 +132,15 @@ static void reg_set_waiting(struct registration *reg, enum reg_waiting w) {
         reg->last_error = mfree(reg->last_error);
 }
 
+/* A member that goes away says so once at info, in its "Deregistered" line (on_deleted):
+ * the transitions on the way there and back to unready are debug. */
+static bool reg_transition_is_deregistration(const struct registration *reg, enum reg_state old, enum reg_state state) {
+        if (reg->goal != REG_GOAL_NONE)
+                return false;
+        return (old == REG_REGISTERED && (state == REG_PENDING || state == REG_DEREGISTERING)) ||
+               (old == REG_DEREGISTERING && state == REG_UNREADY);
+}
+
 /* The one place the state changes: every transition is logged, the notable ones at info. */
 static void reg_set_state(struct registration *reg, enum reg_state state) {
         enum reg_state old = reg->state;
@@ -144,6 +153,9 @@ static void reg_set_state(struct registration *reg, enum reg_state state) {
         if (state == REG_REGISTERED)
                 (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s: %s at %s", reg_state_to_string(old),
                                reg_state_to_string(state), strempty(reg->entry.endpoint), strempty(reg->znode));
+        else if (reg_transition_is_deregistration(reg, old, state))
+                (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
+                               reg_state_to_string(state), error ? ": " : "", strempty(error));
         else if (state == REG_STOPPING || (state == REG_UNREADY && old != REG_PENDING) ||
                  old == REG_REGISTERED || old == REG_STOPPING)
                 (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
@@ -324,7 +336,9 @@ static void on_deleted(void *userdata, const struct zk_op_result *res) {
         if (res->rc == ZOK || res->rc == ZNONODE) {
                 if (streq_ptr(reg->znode, res->path)) {
                         reg_forget_member(reg);
-                        (void) log_reg_full_errno(reg, LOG_INFO, 0, "Deregistered %s (%s)", res->path, strempty(reg->entry.endpoint));
+                        (void) log_reg_full_errno(reg, LOG_INFO, 0, "Deregistered %s (%s)%s%s", res->path,
+                                                  strempty(reg->entry.endpoint), reg->why_not ? ": " : "",
+                                                  strempty(reg->why_not));
                 }
                 backoff_reset(&reg->backoff);
                 if (reg->goal == REG_GOAL_NONE && reg->why_not)
