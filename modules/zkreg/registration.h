@@ -5,7 +5,8 @@
  * by registry.c (the set of registrations, their wanted side from the pod store, the pod gates
  * and the health checks; drain, shutdown, the API) and registration.c (each registration's
  * state machine: it asks registration-plan.c for the next operation, runs it through
- * zk-ops.c and takes in the result). See registration-plan.h for the states. */
+ * zk-ops.c and takes in the result), and member-watch.c (the child watches that notice a
+ * member of ours deleted by someone else). See registration-plan.h for the states. */
 
 #include <stdint.h>
 
