@@ -18,10 +18,11 @@ Each run
            run) or N pods of this node in the test apiserver (--bulk-source apiserver: the agent
            lists them in pages of 500 from the Python emulator, which then paces the run; its
            delete events, one per pod, pace the deletes too).
-           Once all N members are there and watched (the agent's exists watch on each: the
-           steady state of pods registered a while ago), every pod goes away at once (the pods-dir is renamed
-           away: a missing pods-dir has no pods; with --bulk-source apiserver, the pods are
-           deleted) and the agent deletes the members. [zookeeper] write-qps is raised to 1e6 for the run (the default 50/s is a
+           Once all N members are there and watched (the agent's child watch on the path armed
+           and its list showing every member: the steady state of pods registered a while ago),
+           every pod goes away at once (the pods-dir is renamed away: a missing pods-dir has no
+           pods; with --bulk-source apiserver, the pods are deleted) and the agent deletes the
+           members. [zookeeper] write-qps is raised to 1e6 for the run (the default 50/s is a
            safety limit, not a speed).
   Throughput is measured the same way for both sides, by the server's clock, from the server's
   transaction log (version-2/log.*: every committed transaction with the time the server took
