@@ -6,6 +6,7 @@ ZKREG_SOURCES = \
 	modules/zkreg/health.c modules/zkreg/health.h \
 	modules/zkreg/registration-plan.c modules/zkreg/registration-plan.h \
 	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
+	modules/zkreg/member-watch.c modules/zkreg/member-watch.h \
 	modules/zkreg/registration.c modules/zkreg/registration.h \
 	modules/zkreg/registry.c modules/zkreg/registry.h
 MODULE_SOURCES += modules/zkreg/zkreg.c modules/zkreg/zkreg.h modules/zkreg/zkreg-api.c $(ZKREG_SOURCES)

@@ -72,6 +72,7 @@ struct registration *registry_by_znode(struct registry *r, const char *path) {
 static void reg_forget_member(struct registration *reg) {
         struct registry *r = reg->registry;
 
+        member_watch_remove(reg);
         if (reg->znode && registry_by_znode(r, reg->znode) == reg)
                 (void) tdelete(reg, &r->by_znode, reg_znode_cmp);
         reg->znode = mfree(reg->znode);
@@ -93,6 +94,7 @@ static void reg_set_member(struct registration *reg, const char *path, const cha
                         reg->znode = mfree(reg->znode);
                         return;
                 }
+                member_watch_add(reg);
         }
         (void) reg_set_string(&reg->written, written);
 }
@@ -130,6 +132,15 @@ static void reg_set_waiting(struct registration *reg, enum reg_waiting w) {
         reg->last_error = mfree(reg->last_error);
 }
 
+/* A member that goes away says so once at info, in its "Deregistered" line (on_deleted):
+ * the transitions on the way there and back to unready are debug. */
+static bool reg_transition_is_deregistration(const struct registration *reg, enum reg_state old, enum reg_state state) {
+        if (reg->goal != REG_GOAL_NONE)
+                return false;
+        return (old == REG_REGISTERED && (state == REG_PENDING || state == REG_DEREGISTERING)) ||
+               (old == REG_DEREGISTERING && state == REG_UNREADY);
+}
+
 /* The one place the state changes: every transition is logged, the notable ones at info. */
 static void reg_set_state(struct registration *reg, enum reg_state state) {
         enum reg_state old = reg->state;
@@ -142,6 +153,9 @@ static void reg_set_state(struct registration *reg, enum reg_state state) {
         if (state == REG_REGISTERED)
                 (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s: %s at %s", reg_state_to_string(old),
                                reg_state_to_string(state), strempty(reg->entry.endpoint), strempty(reg->znode));
+        else if (reg_transition_is_deregistration(reg, old, state))
+                (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
+                               reg_state_to_string(state), error ? ": " : "", strempty(error));
         else if (state == REG_STOPPING || (state == REG_UNREADY && old != REG_PENDING) ||
                  old == REG_REGISTERED || old == REG_STOPPING)
                 (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
@@ -238,9 +252,9 @@ static void reg_after_op(struct registration *reg) {
                 registry_check_done(r);
 }
 
-/* ---- our members: an exists watch on each (watch=1: the session's node events) ---- */
+/* ---- our members deleted by someone else (member-watch.c notices) ---- */
 
-static void member_deleted(struct registry *r, const char *path) {
+void reg_member_gone(struct registry *r, const char *path) {
         struct registration *reg = registry_by_znode(r, path);
 
         if (!reg || reg->znode_session != zk_session_id(r->session))
@@ -251,27 +265,6 @@ static void member_deleted(struct registry *r, const char *path) {
         reg_set_error(reg, "our member was deleted by someone else: registering again");
         (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Member %s was deleted by someone else: registering again", path);
         reg_after_op(reg);
-}
-
-static void on_watch_set(void *userdata, const struct zk_op_result *res) {
-        if (res->rc == ZNONODE)
-                member_deleted(userdata, res->path); /* gone before the watch was set */
-}
-
-static void member_watch(struct registry *r, const char *path) {
-        (void) zk_ops_watch(r->ops, path, on_watch_set, r);
-}
-
-void registry_on_node_event(int type, const char *path, void *userdata) {
-        struct registry *r = userdata;
-
-        if (type == ZOO_DELETED_EVENT) {
-                member_deleted(r, path);
-                return;
-        }
-        /* The one-shot watch fired on a change (our own update): watch on while it is ours. */
-        if (registry_by_znode(r, path))
-                member_watch(r, path);
 }
 
 /* Operations whose registration is gone, and deletes of members nobody owns. */
@@ -299,7 +292,6 @@ static void on_created(void *userdata, const struct zk_op_result *res) {
                 reg->znode_session = zk_session_id(r->session);
                 reg->lost = reg_create_free(reg->lost);
                 reg->parent_attempts = 0;
-                member_watch(r, res->created);
                 backoff_reset(&reg->backoff);
                 reg_set_error(reg, NULL);
                 (void) metric_inc(r->m_registered_total);
@@ -344,7 +336,9 @@ static void on_deleted(void *userdata, const struct zk_op_result *res) {
         if (res->rc == ZOK || res->rc == ZNONODE) {
                 if (streq_ptr(reg->znode, res->path)) {
                         reg_forget_member(reg);
-                        (void) log_reg_full_errno(reg, LOG_INFO, 0, "Deregistered %s (%s)", res->path, strempty(reg->entry.endpoint));
+                        (void) log_reg_full_errno(reg, LOG_INFO, 0, "Deregistered %s (%s)%s%s", res->path,
+                                                  strempty(reg->entry.endpoint), reg->why_not ? ": " : "",
+                                                  strempty(reg->why_not));
                 }
                 backoff_reset(&reg->backoff);
                 if (reg->goal == REG_GOAL_NONE && reg->why_not)
@@ -416,7 +410,6 @@ static void check_judge(struct registration *reg, const struct zk_op_result *res
                         reg_set_member(reg, m->path, m->data);
                         reg->znode_session = m->owner;
                         (void) log_reg_full_errno(reg, LOG_INFO, 0, "The create before the connection loss happened: adopting %s", m->path);
-                        member_watch(r, m->path);
                         break;
                 case REG_VERDICT_DELETE:
                         (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Deleting a second member of ours, %s", m->path);

@@ -5,12 +5,14 @@
  * by registry.c (the set of registrations, their wanted side from the pod store, the pod gates
  * and the health checks; drain, shutdown, the API) and registration.c (each registration's
  * state machine: it asks registration-plan.c for the next operation, runs it through
- * zk-ops.c and takes in the result). See registration-plan.h for the states. */
+ * zk-ops.c and takes in the result), and member-watch.c (the child watches that notice a
+ * member of ours deleted by someone else). See registration-plan.h for the states. */
 
 #include <stdint.h>
 
 #include "backoff.h"
 #include "health.h"
+#include "member-watch.h"
 #include "metrics.h"
 #include "registration-plan.h"
 #include "registry.h"
@@ -55,6 +57,8 @@ struct registration {
 
         /* known */
         char *znode;   /* our member, as far as we know it exists */
+        struct member_watch *mwatch;           /* the watch over znode's path */
+        struct registration *mw_prev, *mw_next; /* its other members */
         char *written; /* its data */
         int64_t znode_session;
         enum reg_op inflight;
@@ -88,6 +92,10 @@ struct registry {
         /* tsearch trees of the registrations by uid and by their member's path (those with
          * one): a burst of pod changes or member events finds each in O(log n). */
         void *by_uid, *by_znode;
+        /* The child watches over our members' paths (member-watch.c): a tsearch tree by path
+         * and a list of all. */
+        void *by_parent;
+        struct member_watch *mwatches;
         /* Work queues, each FIFO: urgent (deletes and STOPPING updates: taking a member away
          * must not wait behind creates for write tokens) goes first, then normal. */
         struct reg_queue urgent, normal;
@@ -100,7 +108,7 @@ struct registry {
         void *done_userdata;
         bool observing, listening;
 
-        struct metric_family *m_regs, *m_health, *m_registered_total;
+        struct metric_family *m_regs, *m_health, *m_registered_total, *m_watched;
 };
 
 #define log_reg_full_errno(reg, level, error, ...)                                                             \
@@ -124,12 +132,14 @@ bool reg_urgent(const struct registration *reg);
 /* Runs the next step. Returns false if it needs a write token and none is left (the caller
  * keeps it queued; the dispatch timer is set for the next token). */
 bool reg_step(struct registration *reg);
+/* path, a member of ours as far as we know, is not in ZooKeeper any more: unless we delete it
+ * ourselves, someone else did, and it is created again. */
+void reg_member_gone(struct registry *r, const char *path);
 /* The session went to state new (sid: its id): members of an ended session are gone. */
 void reg_session_changed(struct registration *reg, enum zk_session_state new, int64_t sid);
-/* zk-ops' orphan handler (operations of registrations that are gone) and the session's node
- * events (the watches on our members); userdata is the registry. */
+/* zk-ops' orphan handler (operations of registrations that are gone); userdata is the
+ * registry. */
 void registry_on_orphan(void *userdata, const struct zk_op_result *res);
-void registry_on_node_event(int type, const char *path, void *userdata);
 
 /* registry.c */
 /* Queues the registration's next step (the urgent queue if it takes a member away). */

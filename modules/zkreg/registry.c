@@ -282,6 +282,10 @@ static void on_gates(struct pod_gates *g, const char *uid, void *userdata) {
                         reg_evaluate(reg);
 }
 
+static void on_node_event(int type, const char *path, void *userdata) {
+        member_watch_event(userdata, type, path);
+}
+
 static int registry_register_metrics(struct registry *r) {
         static const char *const state[] = { "state", NULL };
         static const char *const check_result[] = { "check", "result", NULL };
@@ -291,6 +295,9 @@ static int registry_register_metrics(struct registry *r) {
                   NULL, 0, &r->m_regs },
                 { METRIC_COUNTER, "pinion_zookeeper_registrations_created_total", "Member znodes created.", NULL, NULL,
                   0, &r->m_registered_total },
+                { METRIC_GAUGE, "pinion_zookeeper_watched_members",
+                  "Members of ours under a path whose child watch is armed: a delete by someone else is noticed at once (the others' paths are being listed, or wait for the session).",
+                  NULL, NULL, 0, &r->m_watched },
                 { METRIC_COUNTER, "pinion_zookeeper_health_checks_total",
                   "Health checks run by check (tcp, http) and result (ok, fail).", check_result, NULL, 0, &r->m_health },
         };
@@ -337,7 +344,7 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
         if (k < 0)
                 return k;
         r->listening = true;
-        zk_session_set_node_event(session, registry_on_node_event, r);
+        zk_session_set_node_event(session, on_node_event, r);
 
         /* The pods already in the store. */
         struct pod **pods = NULL;
@@ -406,6 +413,7 @@ void registry_session_changed(struct registry *r, enum zk_session_state old, enu
                 reg_update(reg);
                 reg_kick(reg);
         }
+        member_watch_session_changed(r, new);
         if (r->shutting_down && new != ZK_SESSION_CONNECTED)
                 registry_check_done(r);
 }
@@ -553,4 +561,5 @@ void registry_collect_metrics(struct registry *r) {
                 counts[reg->state]++;
         for (enum reg_state s = 0; s < _REG_STATE_MAX; s++)
                 (void) metric_set(r->m_regs, counts[s], reg_state_to_string(s));
+        (void) metric_set(r->m_watched, member_watch_armed_members(r));
 }

@@ -16,7 +16,7 @@ static const char *const zk_op_kind_table[_ZK_OP_KIND_MAX] = {
         [ZK_OP_DELETE] = "delete",
         [ZK_OP_LIST] = "get_children",
         [ZK_OP_GET] = "get",
-        [ZK_OP_EXISTS] = "exists",
+        [ZK_OP_WATCH_CHILDREN] = "watch_children",
         [ZK_OP_MULTI] = "multi",
 };
 
@@ -25,8 +25,8 @@ static const char *const zk_op_kind_table[_ZK_OP_KIND_MAX] = {
  * apply) work on consecutive ones at once, and another client's request waits behind at most
  * 250 of ours, not behind the whole burst. */
 #define MULTI_MAX_OPS 250
-/* Watches in flight at once: reads cannot be batched, and thousands at once would make every
- * other client's request wait behind them. */
+/* Child watches (lists) in flight at once: reads cannot be batched, and thousands at once
+ * would make every other client's request wait behind them. */
 #define WATCHES_MAX_IN_FLIGHT 250
 #define MULTI_MAX_BYTES (256 * 1024)
 /* What a create, set or delete adds to a multi besides its path and data: the op header, the
@@ -60,7 +60,7 @@ struct zk_op {
         size_t index;           /* ZK_OP_GET: which member of the check */
         struct zk_op *q_next;   /* waiting for the flush */
         bool write_sent;        /* a create, set or delete the client holds */
-        bool watch_sent;        /* an exists watch the client holds */
+        bool watch_sent;        /* a child watch's list the client holds */
 };
 
 /* Writes sent together as one multi: the client holds it until its completion runs. */
@@ -77,7 +77,7 @@ struct zk_ops {
         struct zk_session *session;
         struct zk_op *ops; /* in flight or pending */
         struct zk_op *pending_head, *pending_tail;
-        struct zk_op *watch_head, *watch_tail; /* exists watches: sent once no write is in flight */
+        struct zk_op *watch_head, *watch_tail; /* child watches: sent once no write is in flight */
         size_t writes_in_flight, watches_in_flight;
         sd_event_source *flush;
         zk_op_done_fn orphan;
@@ -130,7 +130,7 @@ int zk_ops_new(sd_event *e, struct zk_session *session, struct metrics *metrics,
         ops->orphan_userdata = orphan_userdata;
         const struct metric_def families[] = {
                 { METRIC_COUNTER, "pinion_zookeeper_operations_total",
-                  "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get, exists; multi: one request carrying several creates, sets and deletes, each also counted as itself) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
+                  "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get, watch_children: a list that sets a child watch; multi: one request carrying several creates, sets and deletes, each also counted as itself) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
                   op_result, NULL, 0, &ops->m_ops },
                 { METRIC_HISTOGRAM, "pinion_zookeeper_operation_duration_seconds",
                   "Time from submitting a ZooKeeper operation to its completion, by op.", op, buckets,
@@ -308,6 +308,18 @@ static void stat_done(int rc, const struct Stat *stat, const void *data) {
         (void) stat;
         op_finish(op, rc);
         op_report(op, &(struct zk_op_result) { .rc = rc });
+}
+
+static void children_done(int rc, const struct String_vector *strings, const void *data) {
+        struct zk_op *op = (struct zk_op *) data;
+        bool listed = rc == ZOK && strings;
+
+        op_finish(op, rc);
+        op_report(op, &(struct zk_op_result) {
+                              .rc = rc == ZOK && !strings ? ZSYSTEMERROR : rc,
+                              .children = listed ? strings->data : NULL,
+                              .n_children = listed && strings->count > 0 ? (size_t) strings->count : 0,
+                      });
 }
 
 static void delete_done(int rc, const void *data) {
@@ -511,8 +523,8 @@ void zk_ops_flush(struct zk_ops *ops) {
                         batch_send(ops, first, n, path_max);
                 sent = true;
         }
-        /* Watches after the writes: a burst of creates is not slowed by the reads that watch
-         * its members (a member deleted before its watch is set answers NONODE to it). */
+        /* Child watches after the writes: a burst of creates is not slowed by the lists that
+         * watch its members, and one list after the burst sees all of them. */
         while (ops->writes_in_flight == 0 && ops->watches_in_flight < WATCHES_MAX_IN_FLIGHT && ops->watch_head) {
                 struct zk_op *op = ops->watch_head;
                 zhandle_t *zh = ops_handle(ops, op->kind);
@@ -521,7 +533,7 @@ void zk_ops_flush(struct zk_ops *ops) {
                 if (!ops->watch_head)
                         ops->watch_tail = NULL;
                 op->q_next = NULL;
-                rc = zh ? zoo_aexists(zh, op->path, 1, stat_done, op) : ZINVALIDSTATE;
+                rc = zh ? zoo_aget_children(zh, op->path, 1, children_done, op) : ZINVALIDSTATE;
                 if (rc != ZOK)
                         op_fail(op, rc);
                 else {
@@ -572,12 +584,12 @@ int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void
         return op_pend(ops, ZK_OP_DELETE, path, NULL, done, owner);
 }
 
-int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
+int zk_ops_watch_children(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner) {
         struct zk_op *op;
 
-        if (!ops_handle(ops, ZK_OP_EXISTS))
+        if (!ops_handle(ops, ZK_OP_WATCH_CHILDREN))
                 return ZINVALIDSTATE;
-        op = op_new(ops, ZK_OP_EXISTS, path, NULL, done, owner);
+        op = op_new(ops, ZK_OP_WATCH_CHILDREN, path, NULL, done, owner);
         if (!op)
                 return ZSYSTEMERROR;
         if (ops->watch_tail)

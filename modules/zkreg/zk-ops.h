@@ -34,7 +34,7 @@ enum zk_op_kind {
         ZK_OP_DELETE,
         ZK_OP_LIST,
         ZK_OP_GET,
-        ZK_OP_EXISTS,
+        ZK_OP_WATCH_CHILDREN,
         ZK_OP_MULTI, /* only counted: the ops in it report as themselves */
         _ZK_OP_KIND_MAX,
 };
@@ -56,6 +56,8 @@ struct zk_op_result {
         const char *created;  /* create with rc ZOK: the new member's path */
         const struct zk_member_read *members; /* check with rc ZOK: every member_*, as listed */
         size_t n_members;
+        char *const *children; /* child watch with rc ZOK: the children's names, unsorted */
+        size_t n_children;
 };
 
 typedef void (*zk_op_done_fn)(void *owner, const struct zk_op_result *res);
@@ -78,11 +80,13 @@ int zk_ops_set(struct zk_ops *ops, const char *path, const char *data, zk_op_don
 int zk_ops_delete(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner);
 /* Lists parent and reads every member_* child; one result when every read has completed. */
 int zk_ops_check(struct zk_ops *ops, const char *parent, zk_op_done_fn done, void *owner);
-/* An exists watch on path: its node events reach the session's node event hook
- * (zk_session_set_node_event); done reports rc ZNONODE if it is gone already. It goes out
- * with the next flush in which no write is in flight (a burst's writes go first), at most 250
- * watches in flight at once (other clients' requests are not stuck behind thousands). */
-int zk_ops_watch(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner);
+/* A child watch on path: lists its children and leaves a one-shot watch on them, whose event
+ * (ZOO_CHILD_EVENT, or ZOO_DELETED_EVENT for path itself) reaches the session's node event
+ * hook (zk_session_set_node_event); done reports the names, or rc ZNONODE if path is not
+ * there (no watch is left then). It goes out with the next flush in which no write is in
+ * flight (a burst's writes go first), at most 250 in flight at once (other clients'
+ * requests are not stuck behind thousands). */
+int zk_ops_watch_children(struct zk_ops *ops, const char *path, zk_op_done_fn done, void *owner);
 /* Creates each path (persistent, empty) in order; ZooKeeper runs one session's requests in
  * order, so a create issued after these sees them. Results are only counted. Returns how many
  * went out. */

@@ -18,10 +18,11 @@ Each run
            run) or N pods of this node in the test apiserver (--bulk-source apiserver: the agent
            lists them in pages of 500 from the Python emulator, which then paces the run; its
            delete events, one per pod, pace the deletes too).
-           Once all N members are there and watched (the agent's exists watch on each: the
-           steady state of pods registered a while ago), every pod goes away at once (the pods-dir is renamed
-           away: a missing pods-dir has no pods; with --bulk-source apiserver, the pods are
-           deleted) and the agent deletes the members. [zookeeper] write-qps is raised to 1e6 for the run (the default 50/s is a
+           Once all N members are there and watched (the agent's child watch on the path armed
+           and its list showing every member: the steady state of pods registered a while ago),
+           every pod goes away at once (the pods-dir is renamed away: a missing pods-dir has no
+           pods; with --bulk-source apiserver, the pods are deleted) and the agent deletes the
+           members. [zookeeper] write-qps is raised to 1e6 for the run (the default 50/s is a
            safety limit, not a speed).
   Throughput is measured the same way for both sides, by the server's clock, from the server's
   transaction log (version-2/log.*: every committed transaction with the time the server took
@@ -308,9 +309,9 @@ def run_pinion(args, zk, kz, fake, token_file, path, tag, last):
         ce2e, cfence = seen[0] - t0, seen[1]
         dup = len(kz.get_children(path)) - n
         creates = agent.metrics().value("pinion_zookeeper_operations_total", op="create", result="ok")
-        # Steady state before the deletes, as for pods registered a while ago: every member has
-        # its exists watch (whose notifications the deletes then cost the server).
-        t.wait_until(lambda: (agent.metrics().value("pinion_zookeeper_operations_total", op="exists", result="ok")
+        # Steady state before the deletes, as for pods registered a while ago: every member is
+        # watched (the child watch on the path is armed, its list showed every member).
+        t.wait_until(lambda: (agent.metrics().value("pinion_zookeeper_watched_members")
                               or 0) >= n, 60, desc="every member watched")
 
         obs = Observer(zk.hosts, path, 0, f"{tag}-pinion-deleted")

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The registrations and the ZooKeeper session, against a real ZooKeeper read back with kazoo:
 a registration is pending while the session is suspended, a SIGTERM without a server keeps
-the session file so that the next start ends the old session (no duplicate members), and a busy
+the session file so that the next start ends the old session (no duplicate members), a member
+deleted by someone else while the connection was down is noticed on reconnect, and a busy
 session does not look the server names up on every loop pass."""
 
 import os
@@ -15,7 +16,7 @@ import pytest
 from pinion_testlib import T, wait_until
 import zkreg_testlib as zt
 from zkreg_testlib import base, kz, zk  # noqa: F401 (fixtures)
-from zkreg_testlib import wait_endpoints, wait_reg, web_pod, zk_config
+from zkreg_testlib import registrations, wait_endpoints, wait_reg, web_pod, zk_config
 
 pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
 
@@ -108,3 +109,37 @@ def test_busy_session_does_not_resolve_the_servers_every_loop_pass(agent_factory
         _, err = trace.communicate(timeout=10)
     lookups = [ln for ln in err.splitlines() if "AF_NETLINK" in ln]
     assert len(lookups) <= 1, "\n".join(lookups[:10])
+
+
+def test_member_deleted_while_disconnected_is_noticed_on_reconnect(agent_factory, zk, kz, base):
+    """The connection (not the session) is lost; meanwhile someone else deletes one of our
+    members: once the same session is back, its path's child watch (re-set by the client on
+    reconnect) tells, and the member is created again; the others stay as they are."""
+    proxy = zt.CutProxy(zk.hosts)
+    try:
+        cfg = zk_config(zk, session_timeout="20s")
+        cfg["zookeeper"]["servers"] = proxy.hostport
+        a = agent_factory(config=cfg)
+        path = base + "/r"
+        want = [f"10.0.14.{i + 1}:8080" for i in range(3)]
+        for i in range(3):
+            a.write_pod(f"r{i}", web_pod(f"r{i}", path, ip=f"10.0.14.{i + 1}"))
+        wait_endpoints(kz, path, want)
+        wait_until(lambda: a.metrics().value("pinion_zookeeper_watched_members") == 3, T(10),
+                   desc="every member watched")
+        before = {n: r["znode"] for n, r in registrations(a).items()}
+        mark = a.log_mark()
+        proxy.cut()
+        wait_until(lambda: a.get_json("/v1/registrations")["session"] == "suspended", timeout=T(20))
+        kz.delete(before["default/r1"])
+        proxy.resume()
+        a.wait_log(r"Member .*/r/member_\d+ was deleted by someone else: registering again", since=mark,
+                   timeout=T(20))
+        wait_endpoints(kz, path, want, timeout=T(10))
+        after = {n: r["znode"] for n, r in registrations(a).items()}
+        assert after["default/r0"] == before["default/r0"] and after["default/r2"] == before["default/r2"]
+        assert after["default/r1"] != before["default/r1"]
+        # the same session all along (a new one would have replaced every member)
+        assert not a.metrics().value("pinion_zookeeper_session_transitions_total", state="expired")
+    finally:
+        proxy.close()

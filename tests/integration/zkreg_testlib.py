@@ -5,6 +5,7 @@
   ZkEnsemble(n)                     n servers on loopback with their own quorum/election ports
   free_port()                       a free loopback TCP port
   kazoo_client(hosts)               a started kazoo client (the independent reader)
+  CutProxy(hostport)                a loopback TCP proxy to a server whose connections can be cut
 
 Every server runs from a generated zoo.cfg in a temp dir (dataDir there too), with the admin
 server off (no port 8080 clash) and the "srvr"/"stat" four-letter words allowed (to find the
@@ -251,6 +252,83 @@ class ZkEnsemble:
         finally:
             if os.environ.get("PINION_KEEP_TMP") != "1":
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class CutProxy:
+    """A TCP proxy on loopback to target ("host:port"): cut() closes every connection through it
+    and refuses new ones (a client's connection lost, its session alive on the server) until
+    resume(). close() ends it."""
+
+    def __init__(self, target):
+        import threading
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.hostport = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.socks = []
+        self.cutting = False
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while not self.closed:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            with self.lock:
+                if self.cutting or self.closed:
+                    c.close()
+                    continue
+                try:
+                    u = socket.create_connection(self.target, timeout=5)
+                except OSError:
+                    c.close()
+                    continue
+                self.socks += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self.lock:
+            self.cutting = True
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def resume(self):
+        with self.lock:
+            self.cutting = False
+
+    def close(self):
+        self.closed = True
+        self.cut()
+        self.lsock.close()
 
 
 def kazoo_client(hosts, timeout=10):
