@@ -74,6 +74,7 @@ struct ipam {
         struct syncer *syncer;   /* flushes the journal off the loop (deferred changes) */
         uint64_t sync_ticket;    /* the flush a deferred change waits for; 0: none */
         bool defer_sync;         /* ipam_defer_sync() until ipam_sync() */
+        bool lazy_sync;          /* ipam_lazy_sync() until ipam_sync() */
 };
 
 /* ---- ipam-index.c ---- */
@@ -107,9 +108,9 @@ cJSON *ipam_allocation_to_json(const struct ipam_allocation *a);
 /* Loads the snapshot and replays the journal; opens the journal for appending. */
 int ipam_state_open(struct ipam *p, char **ret_error);
 void ipam_state_close(struct ipam *p);
-/* Appends one record (seq is added) and makes it durable, or with background (or while
- * deferring) asks the syncer to; on failure nothing was recorded. */
-int ipam_state_append(struct ipam *p, cJSON *record, bool background);
+/* Appends one record (seq is added) and makes it durable; while deferring, asks the syncer to;
+ * with later (or while lazy), leaves it to the next flush. On failure nothing was recorded. */
+int ipam_state_append(struct ipam *p, cJSON *record, bool later);
 /* Waits for the background flushes asked for so far; if one failed, writes the whole state as a
  * new snapshot. 0 once every change made so far is durable. */
 int ipam_state_sync(struct ipam *p);

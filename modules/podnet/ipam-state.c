@@ -5,11 +5,14 @@
  * Journal line: "<crc32, 8 hex digits> <JSON record>\n", the record carrying "seq" (one more
  * than the record before; the snapshot's "journalSeq" is the last one it contains). A change is
  * acknowledged once its line is written and fdatasync'd: at once, or (deferred: ipam_defer_sync())
- * by the syncer thread while the caller wires or unwires the pod, the caller waiting for that
- * flush (ipam_sync()) before it answers. A written line survives a kill -9 (it is in the page
- * cache); the flush is for a power loss, which also takes the veths the line describes. Lines a
- * power loss cuts are the last ones: the filesystem makes a file's appended bytes part of it only
- * once they are on disk. A kill -9 or power loss mid-write leaves
+ * by the syncer thread while the caller wires the pod, the caller waiting for that flush
+ * (ipam_sync()) before it answers. Releases and linkDeleted records may be left to the next
+ * flush (ipam_lazy_sync()): one a power loss takes back leaves an allocation that reconciliation
+ * releases again, and the next allocation's flush carries every release before it, so an address
+ * is never handed out twice. A written line survives a kill -9 (it is in the page cache); the
+ * flush is for a power loss, which also takes the veths the lines describe. Lines a power loss
+ * cuts are the last ones: the filesystem makes a file's appended bytes part of it only once they
+ * are on disk. A kill -9 or power loss mid-write leaves
  * a last line without its newline or with a wrong checksum: that change was never acknowledged,
  * and the load drops it. A damaged line anywhere else is corruption: the load refuses the state
  * (nothing is overwritten; the operator decides).
@@ -507,7 +510,7 @@ static int write_all(int fd, const char *data, size_t size) {
         return 0;
 }
 
-int ipam_state_append(struct ipam *p, cJSON *record, bool background) {
+int ipam_state_append(struct ipam *p, cJSON *record, bool later) {
         _cleanup_free_ char *text = NULL, *line = NULL;
         int r, n;
 
@@ -526,9 +529,11 @@ int ipam_state_append(struct ipam *p, cJSON *record, bool background) {
         if (n < 0)
                 return -ENOMEM;
         r = write_all(p->journal_fd, line, (size_t) n);
-        if (r >= 0 && (background || p->defer_sync) && p->syncer)
+        if (r < 0 || later || p->lazy_sync)
+                ; /* written; the next flush takes it along */
+        else if (p->defer_sync && p->syncer)
                 p->sync_ticket = syncer_request(p->syncer, p->journal_fd);
-        else if (r >= 0 && fdatasync(p->journal_fd) < 0)
+        else if (fdatasync(p->journal_fd) < 0)
                 r = negative_errno();
         if (r < 0) {
                 /* Not acknowledged: what reached the file goes, or the next change compacts. */

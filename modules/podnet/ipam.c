@@ -435,8 +435,12 @@ void ipam_defer_sync(struct ipam *p) {
         p->defer_sync = true;
 }
 
+void ipam_lazy_sync(struct ipam *p) {
+        p->lazy_sync = true;
+}
+
 int ipam_sync(struct ipam *p) {
-        p->defer_sync = false;
+        p->defer_sync = p->lazy_sync = false;
         return ipam_state_sync(p);
 }
 
@@ -448,8 +452,8 @@ int ipam_link_deleted(struct ipam *p, const char *host_ifname) {
                 if (!(record = cJSON_CreateObject()) || !cJSON_AddStringToObject(record, "op", "linkDeleted") ||
                     !cJSON_AddStringToObject(record, "hostIfname", host_ifname))
                         return -ENOMEM;
-                /* Flushed in the background, nobody waiting: a lost one only repeats, at the next
-                 * start, the deletion of a link that is gone. */
+                /* Left to the next flush: a lost one only repeats, at the next start, the
+                 * deletion of a link that is gone. */
                 int r = ipam_state_append(p, record, true);
                 if (r < 0)
                         return r;

@@ -120,9 +120,14 @@ int ipam_release(struct ipam *p, const char *container_id, const char *ifname, u
  * a new snapshot instead) and ends the deferral. A deferred change must not be acknowledged
  * before ipam_sync() returned 0. A written change survives a kill -9 either way. */
 void ipam_defer_sync(struct ipam *p);
+/* Lazy durability, for releases: from ipam_lazy_sync() on, a change is only written; the next
+ * flush (a later change's, or at stop) takes it along. A power loss may take such a release back:
+ * the allocation is then held again and reconciliation releases it; never an address handed out
+ * twice, since its next allocation is flushed with every release before it. Until ipam_sync(). */
+void ipam_lazy_sync(struct ipam *p);
 int ipam_sync(struct ipam *p);
-/* The host interface name is gone; persists (flushed in the background: a lost record only
- * repeats the deletion at the next start). 1 if it was recorded, 0 if not. */
+/* The host interface name is gone; persists (left to the next flush: a lost record only repeats
+ * the deletion at the next start). 1 if it was recorded, 0 if not. */
 int ipam_link_deleted(struct ipam *p, const char *host_ifname);
 /* Host interfaces released but not known to be deleted yet. */
 size_t ipam_n_deleting(const struct ipam *p);

@@ -389,9 +389,10 @@ static int cni_del(struct module_instance *mi, struct api_request *req, const st
         _cleanup_free_ char *error = NULL;
         int r;
 
-        /* The release's record is flushed while the veth is deleted (handle_cni() waits for the
-         * flush before it returns; the DEL is answered once the veth is gone, later). */
-        ipam_defer_sync(p->ipam);
+        /* The release is written before the DEL is answered (a kill -9 keeps it) but not flushed
+         * on its own: a power loss that takes it back leaves the address allocated, which
+         * reconciliation releases again; the next ADD's flush takes it along (ipam.h). */
+        ipam_lazy_sync(p->ipam);
         r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, "DEL", &error);
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Failed to delete %s/%s: %s", cr->container_id, cr->ifname, strempty(error));
@@ -644,8 +645,8 @@ static int handle_cni(struct api_request *req, void *userdata) {
                 }
         (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 && !p->failed ? "ok" : "error");
 held:
-        /* Whatever the request changed is durable before it returns (a held DEL's release: its
-         * flush ran while the reaper deleted the veth). */
+        /* Ends a deferral (or lazy release): whatever an ADD changed is durable before the
+         * request returns. */
         if (p->ipam) {
                 int k = ipam_sync(p->ipam);
                 if (k < 0)

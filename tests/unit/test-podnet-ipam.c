@@ -26,6 +26,7 @@ int __wrap_fsync(int fd);
 int __real_fdatasync(int fd);
 int __wrap_fdatasync(int fd);
 static bool fail_dir_fsync, fail_file_fsync, fail_fdatasync;
+static unsigned n_fdatasync;
 int __wrap_fsync(int fd) {
         struct stat st;
         if ((fail_dir_fsync || fail_file_fsync) && fstat(fd, &st) == 0 &&
@@ -36,6 +37,7 @@ int __wrap_fsync(int fd) {
         return __real_fsync(fd);
 }
 int __wrap_fdatasync(int fd) {
+        n_fdatasync++;
         if (fail_fdatasync) {
                 errno = EIO;
                 return -1;
@@ -157,7 +159,8 @@ static off_t file_size(const char *path) {
 }
 
 /* Deferred changes are written at once and flushed by the syncer; ipam_sync() waits for the
- * flush, and if it failed, makes them durable as a snapshot, or reports that it could not. */
+ * flush, and if it failed, makes them durable as a snapshot, or reports that it could not. Lazy
+ * ones (releases) wait for the next flush. */
 static void test_deferred_sync(void **state) {
         char dir[] = "/tmp/test-podnet-ipam.XXXXXX";
         _cleanup_free_ char *file = NULL, *journal = NULL;
@@ -191,13 +194,31 @@ static void test_deferred_sync(void **state) {
         assert_int_equal(ipam_sync(p), -EIO);
         fail_file_fsync = fail_fdatasync = false;
         /* Not deferring any more: the next change is flushed (after the snapshot it needs). */
-        assert_int_equal(ipam_link_deleted(p, "pin00000000"), 1);
+        unsigned flushes = n_fdatasync;
+        assert_int_equal(ipam_allocate(p, "c3", "eth0", &owner, 70 * SEC, &a), 1);
+        assert_int_equal(n_fdatasync, flushes + 1);
+
+        /* Lazy: a release and a linkDeleted are written, not flushed on their own... */
+        flushes = n_fdatasync;
+        off_t before = file_size(journal);
+        ipam_lazy_sync(p);
+        assert_int_equal(ipam_release(p, "c3", "eth0", 80 * SEC, false), 1);
         assert_int_equal(ipam_sync(p), 0);
+        assert_int_equal(ipam_link_deleted(p, "pin00000000"), 1);
+        assert_true(file_size(journal) > before);
+        usleep(10000); /* (the syncer thread, were it asked) */
+        assert_int_equal(n_fdatasync, flushes);
+        /* ...the next allocation's flush takes them along. */
+        ipam_defer_sync(p);
+        assert_int_equal(ipam_allocate(p, "c4", "eth0", &owner, 90 * SEC, &a), 1);
+        assert_int_equal(ipam_sync(p), 0);
+        assert_int_equal(n_fdatasync, flushes + 1);
         p = ipam_free(p);
 
         assert_int_equal(ipam_new("10.12.0.0/24", 0, file, &p, NULL), 0);
-        assert_int_equal(ipam_count(p), 1);
+        assert_int_equal(ipam_count(p), 2);
         assert_non_null(ipam_find(p, "c2", "eth0"));
+        assert_non_null(ipam_find(p, "c4", "eth0"));
         assert_int_equal(ipam_n_deleting(p), 0);
         p = ipam_free(p);
         assert_int_equal(rm_rf(dir), 0);
