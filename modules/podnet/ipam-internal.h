@@ -5,8 +5,9 @@
  *
  * Every change is made in three steps so that memory never runs ahead of the disk: prepare
  * (allocate everything the change needs; nothing visible yet), persist (one journal record,
- * fsync'd), apply (link it in; cannot fail). Loading replays the same records through the same
- * apply functions, so a restart rebuilds exactly what was acknowledged. */
+ * written, and fdatasync'd at once or, deferred, on the syncer thread before the change is
+ * acknowledged), apply (link it in; cannot fail). Loading replays the same records through the
+ * same apply functions, so a restart rebuilds exactly what was acknowledged. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -70,6 +71,10 @@ struct ipam {
         bool journal_dirty;      /* a failed append may have left bytes behind: compact first */
         long journal_limit;      /* compact past this many records; < 0: scale with the state */
         int not_durable;
+        struct syncer *syncer;   /* flushes the journal off the loop (deferred changes) */
+        uint64_t sync_ticket;    /* the flush a deferred change waits for; 0: none */
+        bool defer_sync;         /* ipam_defer_sync() until ipam_sync() */
+        bool lazy_sync;          /* ipam_lazy_sync() until ipam_sync() */
 };
 
 /* ---- ipam-index.c ---- */
@@ -103,7 +108,11 @@ cJSON *ipam_allocation_to_json(const struct ipam_allocation *a);
 /* Loads the snapshot and replays the journal; opens the journal for appending. */
 int ipam_state_open(struct ipam *p, char **ret_error);
 void ipam_state_close(struct ipam *p);
-/* Appends one record (seq is added) and makes it durable; on failure nothing was recorded. */
-int ipam_state_append(struct ipam *p, cJSON *record);
+/* Appends one record (seq is added) and makes it durable; while deferring, asks the syncer to;
+ * with later (or while lazy), leaves it to the next flush. On failure nothing was recorded. */
+int ipam_state_append(struct ipam *p, cJSON *record, bool later);
+/* Waits for the background flushes asked for so far; if one failed, writes the whole state as a
+ * new snapshot. 0 once every change made so far is durable. */
+int ipam_state_sync(struct ipam *p);
 /* After an apply: folds the journal into the snapshot once it holds enough records. */
 void ipam_state_compact_if_due(struct ipam *p);

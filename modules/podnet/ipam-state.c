@@ -4,7 +4,15 @@
  *
  * Journal line: "<crc32, 8 hex digits> <JSON record>\n", the record carrying "seq" (one more
  * than the record before; the snapshot's "journalSeq" is the last one it contains). A change is
- * acknowledged once its line is written and fdatasync'd. A kill -9 or power loss mid-write leaves
+ * acknowledged once its line is written and fdatasync'd: at once, or (deferred: ipam_defer_sync())
+ * by the syncer thread while the caller wires the pod, the caller waiting for that flush
+ * (ipam_sync()) before it answers. Releases and linkDeleted records may be left to the next
+ * flush (ipam_lazy_sync()): one a power loss takes back leaves an allocation that reconciliation
+ * releases again, and the next allocation's flush carries every release before it, so an address
+ * is never handed out twice. A written line survives a kill -9 (it is in the page cache); the
+ * flush is for a power loss, which also takes the veths the lines describe. Lines a power loss
+ * cuts are the last ones: the filesystem makes a file's appended bytes part of it only once they
+ * are on disk. A kill -9 or power loss mid-write leaves
  * a last line without its newline or with a wrong checksum: that change was never acknowledged,
  * and the load drops it. A damaged line anywhere else is corruption: the load refuses the state
  * (nothing is overwritten; the operator decides).
@@ -26,6 +34,7 @@
 #include "fsutil.h"
 #include "ipam-internal.h"
 #include "json.h"
+#include "syncer.h"
 
 #define IPAM_MAX_STATE (64u << 20)
 #define IPAM_MAX_JOURNAL (256u << 20)
@@ -432,12 +441,21 @@ int ipam_state_open(struct ipam *p, char **ret_error) {
         if (r > 0 && truncate(p->journal_file, good) < 0)
                 return negative_errno();
         p->journal_size = good;
-        return journal_open(p, false);
+        r = journal_open(p, false);
+        if (r < 0)
+                return r;
+        return syncer_new(&p->syncer);
 }
 
 void ipam_state_close(struct ipam *p) {
-        if (p->journal_fd >= 0)
+        /* Stopping: what is written becomes durable (a linkDeleted record nobody waited for). */
+        if (p->syncer)
+                syncer_quiesce(p->syncer);
+        p->syncer = syncer_free(p->syncer);
+        if (p->journal_fd >= 0) {
+                (void) fdatasync(p->journal_fd);
                 (void) close(p->journal_fd);
+        }
         p->journal_fd = -EBADF;
 }
 
@@ -449,6 +467,10 @@ static int compact(struct ipam *p) {
 
         if (!text)
                 return -ENOMEM;
+        /* Not while a flush holds the journal's fd (truncated or reopened below); and a failed
+         * flush is seen before the snapshot makes it moot. */
+        if (p->syncer)
+                syncer_quiesce(p->syncer);
         r = write_file_atomic_full(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1, &renamed);
         if (r < 0 && !renamed)
                 return r;
@@ -459,6 +481,7 @@ static int compact(struct ipam *p) {
                 if (p->journal_fd >= 0 && ftruncate(p->journal_fd, p->journal_size) < 0)
                         return negative_errno();
                 p->journal_dirty = false;
+                p->sync_ticket = 0; /* the snapshot holds every change, flushed */
                 return 0;
         }
         if (p->journal_fd < 0)
@@ -470,6 +493,7 @@ static int compact(struct ipam *p) {
         p->journal_records = 0;
         p->journal_size = 0;
         p->journal_dirty = false;
+        p->sync_ticket = 0;
         return 0;
 }
 
@@ -486,7 +510,7 @@ static int write_all(int fd, const char *data, size_t size) {
         return 0;
 }
 
-int ipam_state_append(struct ipam *p, cJSON *record) {
+int ipam_state_append(struct ipam *p, cJSON *record, bool later) {
         _cleanup_free_ char *text = NULL, *line = NULL;
         int r, n;
 
@@ -505,7 +529,11 @@ int ipam_state_append(struct ipam *p, cJSON *record) {
         if (n < 0)
                 return -ENOMEM;
         r = write_all(p->journal_fd, line, (size_t) n);
-        if (r >= 0 && fdatasync(p->journal_fd) < 0)
+        if (r < 0 || later || p->lazy_sync)
+                ; /* written; the next flush takes it along */
+        else if (p->defer_sync && p->syncer)
+                p->sync_ticket = syncer_request(p->syncer, p->journal_fd);
+        else if (fdatasync(p->journal_fd) < 0)
                 r = negative_errno();
         if (r < 0) {
                 /* Not acknowledged: what reached the file goes, or the next change compacts. */
@@ -517,6 +545,24 @@ int ipam_state_append(struct ipam *p, cJSON *record) {
         p->journal_records++;
         p->journal_size += n;
         return 0;
+}
+
+int ipam_state_sync(struct ipam *p) {
+        uint64_t ticket = p->sync_ticket;
+        int r;
+
+        if (ticket == 0)
+                return 0;
+        r = syncer_wait(p->syncer, ticket);
+        if (r >= 0) {
+                if (p->sync_ticket == ticket)
+                        p->sync_ticket = 0;
+                return 0;
+        }
+        /* The journal's pages may be lost (a failed flush marks them clean): the whole state
+         * again, as a snapshot written and fsync'd on its own. */
+        p->journal_dirty = true;
+        return compact(p);
 }
 
 void ipam_state_compact_if_due(struct ipam *p) {

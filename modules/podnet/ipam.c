@@ -346,7 +346,7 @@ static int allocate(struct ipam *p, const char *container_id, const char *ifname
                 ipam_node_free(n);
                 return -ENOMEM;
         }
-        r = ipam_state_append(p, record);
+        r = ipam_state_append(p, record, false);
         if (r < 0) {
                 /* Not on disk: not handed out. */
                 ipam_node_free(n);
@@ -395,7 +395,7 @@ int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifna
                 ipam_node_free(updated);
                 return -ENOMEM;
         }
-        r = ipam_state_append(p, record);
+        r = ipam_state_append(p, record, false);
         if (r < 0) {
                 ipam_node_free(updated);
                 return r;
@@ -423,12 +423,25 @@ int ipam_release(struct ipam *p, const char *container_id, const char *ifname, u
             !cJSON_AddBoolToObject(record, "quarantine", quarantine) ||
             (deleting && !cJSON_AddStringToObject(record, "deleting", deleting)))
                 return -ENOMEM;
-        r = ipam_state_append(p, record);
+        r = ipam_state_append(p, record, false);
         if (r < 0)
                 return r; /* the file still says it is allocated */
         ipam_apply_release(p, n, now, quarantine, TAKE_PTR(deleting));
         ipam_state_compact_if_due(p);
         return 1;
+}
+
+void ipam_defer_sync(struct ipam *p) {
+        p->defer_sync = true;
+}
+
+void ipam_lazy_sync(struct ipam *p) {
+        p->lazy_sync = true;
+}
+
+int ipam_sync(struct ipam *p) {
+        p->defer_sync = p->lazy_sync = false;
+        return ipam_state_sync(p);
 }
 
 int ipam_link_deleted(struct ipam *p, const char *host_ifname) {
@@ -439,7 +452,9 @@ int ipam_link_deleted(struct ipam *p, const char *host_ifname) {
                 if (!(record = cJSON_CreateObject()) || !cJSON_AddStringToObject(record, "op", "linkDeleted") ||
                     !cJSON_AddStringToObject(record, "hostIfname", host_ifname))
                         return -ENOMEM;
-                int r = ipam_state_append(p, record);
+                /* Left to the next flush: a lost one only repeats, at the next start, the
+                 * deletion of a link that is gone. */
+                int r = ipam_state_append(p, record, true);
                 if (r < 0)
                         return r;
                 ipam_apply_link_deleted(p, i);

@@ -7,8 +7,9 @@
  * subnet-router anycast address, never given); a /64 has room for far more pods than that.
  *
  * The state (ipam-state.c) is a snapshot plus a journal of changes: every change appends one
- * checksummed record and fdatasyncs it before it is reported, so a change costs O(1) in the
- * number of allocations (the journal is folded into the snapshot now and then: amortised O(1)).
+ * checksummed record and fdatasyncs it (or has it flushed meanwhile: ipam_defer_sync()) before
+ * it is acknowledged, so a change costs O(1) in the number of allocations (the journal is
+ * folded into the snapshot now and then: amortised O(1)).
  * A kill -9 leaves the old or the new state, and an address that was handed out is always on
  * disk first. Lookups are hash tables (by attachment, address, host interface name); allocation
  * is next-fit from a cursor (like host-local) over a bitmap of the taken addresses, skipping the
@@ -113,7 +114,20 @@ int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifna
  * name is not handed out meanwhile. 1 if released, 0 if it had none, negative errno on a write
  * error (nothing changed then). */
 int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now, bool link_pending);
-/* The host interface name is gone; persists. 1 if it was recorded, 0 if not. */
+/* Deferred durability, for a caller with other work to do before it answers (wiring a pod):
+ * from ipam_defer_sync() on, a change is written to the journal at once and flushed by a worker
+ * thread meanwhile; ipam_sync() waits for that flush (if it failed, it writes the whole state as
+ * a new snapshot instead) and ends the deferral. A deferred change must not be acknowledged
+ * before ipam_sync() returned 0. A written change survives a kill -9 either way. */
+void ipam_defer_sync(struct ipam *p);
+/* Lazy durability, for releases: from ipam_lazy_sync() on, a change is only written; the next
+ * flush (a later change's, or at stop) takes it along. A power loss may take such a release back:
+ * the allocation is then held again and reconciliation releases it; never an address handed out
+ * twice, since its next allocation is flushed with every release before it. Until ipam_sync(). */
+void ipam_lazy_sync(struct ipam *p);
+int ipam_sync(struct ipam *p);
+/* The host interface name is gone; persists (left to the next flush: a lost record only repeats
+ * the deletion at the next start). 1 if it was recorded, 0 if not. */
 int ipam_link_deleted(struct ipam *p, const char *host_ifname);
 /* Host interfaces released but not known to be deleted yet. */
 size_t ipam_n_deleting(const struct ipam *p);

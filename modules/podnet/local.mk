@@ -7,7 +7,7 @@ MODULE_SOURCES += \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
 	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-internal.h \
 	modules/podnet/wire.c modules/podnet/wire.h modules/podnet/wire6.c modules/podnet/wire-internal.h \
-	modules/podnet/reaper.c modules/podnet/reaper.h \
+	modules/podnet/reaper.c modules/podnet/reaper.h modules/podnet/syncer.c modules/podnet/syncer.h \
 	modules/podnet/reconcile.c \
 	modules/podnet/link-monitor.c modules/podnet/link-monitor.h
 EXTRA_DIST += modules/podnet/local.mk
@@ -34,11 +34,11 @@ tests_unit_test_podnet_cni_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podne
 tests_unit_test_podnet_cni_LDADD = $(UNIT_LIBS)
 
 tests_unit_test_podnet_ipam_SOURCES = tests/unit/test-podnet-ipam.c modules/podnet/ipam.c \
-	modules/podnet/ipam-state.c modules/podnet/ipam-index.c agent/fsutil.c agent/json.c
+	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/syncer.c agent/fsutil.c agent/json.c
 tests_unit_test_podnet_ipam_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
 tests_unit_test_podnet_ipam_LDADD = $(UNIT_LIBS)
-# (fsync is wrapped: the test makes a directory fsync fail after the rename)
-tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync
+# (fsync and fdatasync are wrapped: the test makes them fail)
+tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync -Wl,--wrap=fdatasync
 
 # ---- integration tests (real network namespaces, real reference plugins) ----
 INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <sys/socket.h>
@@ -89,7 +90,8 @@ static int read_stdin(struct buffer *b) {
 
 /* ---- the request to the agent ----
  *
- * One HTTP/1.1 POST on the agent's Unix socket, "Connection: close", read to EOF. Written out
+ * One HTTP/1.1 POST on the agent's Unix socket, "Connection: close", read until the answer is
+ * complete (Content-Length) or the connection ends. Written out
  * here rather than through libcurl on purpose: the plugin is exec'd for every operation, and
  * merely linking libcurl (and the TLS, LDAP, Kerberos, SSH libraries it pulls in) costs ~6ms of
  * library constructors per exec on Debian 12 — more than the whole rest of a DEL. The reply is
@@ -128,6 +130,26 @@ static int write_all(int fd, const char *head, size_t head_size, const char *bod
         return 0;
 }
 
+/* Whether b (NUL-terminated) holds a whole answer: its head and the Content-Length bytes of body
+ * that follow. The agent closes the connection after the answer, but that comes later (its loop
+ * tidies up first): the plugin stops reading here, not at the close. No Content-Length: the
+ * body ends with the connection. */
+static bool response_complete(const struct buffer *b) {
+        const char *end = b->data ? strstr(b->data, "\r\n\r\n") : NULL;
+
+        if (!end)
+                return false;
+        for (const char *line = strstr(b->data, "\r\n"); line && line < end; line = strstr(line + 2, "\r\n"))
+                if (strncasecmp(line + 2, "Content-Length:", 15) == 0) {
+                        char *num_end;
+                        unsigned long long n = strtoull(line + 17, &num_end, 10);
+                        if (num_end == line + 17)
+                                return false;
+                        return (unsigned long long) (b->size - (size_t) (end + 4 - b->data)) >= n;
+                }
+        return false;
+}
+
 static int read_all(int fd, struct buffer *b) {
         for (;;) {
                 if (b->size + 4096 + 1 > MAX_RESPONSE) {
@@ -147,6 +169,9 @@ static int read_all(int fd, struct buffer *b) {
                 if (n == 0)
                         break;
                 b->size += (size_t) n;
+                b->data[b->size] = '\0';
+                if (response_complete(b))
+                        break;
         }
         if (b->data)
                 b->data[b->size] = '\0';

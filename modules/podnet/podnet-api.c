@@ -275,6 +275,9 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                 .network = cr->network_name,
                 .mtu = p->settings->mtu,
         };
+        /* The allocation's record is flushed while the pod is wired; ipam_sync() below waits for
+         * the flush before anything is answered. */
+        ipam_defer_sync(p->ipam);
         r = allocate(p, cr, &owner, &a);
         if (r == -ERANGE || r == -EEXIST || r == -EADDRINUSE || r == -EBUSY || r == -EAFNOSUPPORT)
                 return reply_request_refused(p, req, cr, r);
@@ -340,6 +343,20 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
                         (void) log_attachment_full_errno(a, LOG_WARNING, r, "Failed to record the repeated ADD's owner, keeping the old: %m");
                 a = ipam_find(p->ipam, cr->container_id, cr->ifname);
         }
+        /* The address is durable before anyone learns it: the runtime, the pod store. */
+        r = ipam_sync(p->ipam);
+        if (r < 0) {
+                log_module_error_errno(MODULE, r, "Failed to persist an allocation in %s: %m", p->state_file);
+                if (fresh) {
+                        _cleanup_free_ char *error = NULL;
+                        if (podnet_attachment_remove(mi, cr->container_id, cr->ifname, "its allocation could not be persisted",
+                                                     &error) < 0)
+                                log_module_warning(MODULE, "Failed to undo %s/%s (%s); GC or DEL will", cr->container_id,
+                                                   cr->ifname, strempty(error));
+                }
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot record the allocation", "%s: %s",
+                                   p->state_file, strerror(-r));
+        }
 
         podnet_store_set_ip(mi, a, true);
         ipam_format_addr(a->addr, ip);
@@ -370,7 +387,13 @@ static int cni_add(struct module_instance *mi, struct api_request *req, const st
 static int cni_del(struct module_instance *mi, struct api_request *req, const struct cni_request *cr) {
         struct podnet *p = mi->data;
         _cleanup_free_ char *error = NULL;
-        int r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, "DEL", &error);
+        int r;
+
+        /* The release is written before the DEL is answered (a kill -9 keeps it) but not flushed
+         * on its own: a power loss that takes it back leaves the address allocated, which
+         * reconciliation releases again; the next ADD's flush takes it along (ipam.h). */
+        ipam_lazy_sync(p->ipam);
+        r = podnet_attachment_remove(mi, cr->container_id, cr->ifname, "DEL", &error);
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Failed to delete %s/%s: %s", cr->container_id, cr->ifname, strempty(error));
                 return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "failed to delete the attachment", "%s", strempty(error));
@@ -381,6 +404,10 @@ static int cni_del(struct module_instance *mi, struct api_request *req, const st
         if (r < 0)
                 log_module_warning(MODULE, "Cannot hold the DEL of %s/%s until its veth is gone (%s); answering now",
                                    cr->container_id, cr->ifname, strerror(-r));
+        r = ipam_sync(p->ipam);
+        if (r < 0)
+                return reply_error(p, req, 500, cr, CNI_ERR_INTERNAL, "cannot record the release", "%s: %s",
+                                   p->state_file, strerror(-r));
         return reply_ok(req, NULL);
 }
 
@@ -618,6 +645,14 @@ static int handle_cni(struct api_request *req, void *userdata) {
                 }
         (void) metric_inc(p->m_ops, cni_command_to_string(cr.command), r >= 0 && !p->failed ? "ok" : "error");
 held:
+        /* Ends a deferral (or lazy release): whatever an ADD changed is durable before the
+         * request returns. */
+        if (p->ipam) {
+                int k = ipam_sync(p->ipam);
+                if (k < 0)
+                        log_module_warning(MODULE, "Failed to persist %s (%s): a power loss could undo the last change",
+                                           p->state_file, strerror(-k));
+        }
         podnet_warn_not_durable(p);
         r = MIN(r, 0);
 out:

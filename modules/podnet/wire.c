@@ -19,6 +19,7 @@
 
 #include <libmnl/libmnl.h>
 #include <linux/if_link.h>
+#include <linux/ip.h>
 #include <linux/magic.h>
 #include <linux/neighbour.h>
 #include <linux/nsfs.h>
@@ -161,7 +162,7 @@ static int link_attr_cb(const struct nlattr *a, void *data) {
 static int link_cb(const struct nlmsghdr *nlh, void *data) {
         struct link_info *li = data;
         const struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
-        if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifi))
+        if (nlh->nlmsg_type != RTM_NEWLINK || mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifi))
                 return MNL_CB_OK; /* truncated: not ours to read */
         li->index = ifi->ifi_index;
         li->flags = ifi->ifi_flags;
@@ -216,11 +217,14 @@ static int link_del_index(struct nl *nl, int index) {
 /* The mark goes on right after the creation, in the message that brings the host end up: the
  * kernel takes no IFLA_IFALIAS in the message that creates a link. A crash in between leaves a
  * veth without a mark, which the retried ADD adopts (its allocation was recorded before the veth
- * was made: adopt_unmarked). */
+ * was made: adopt_unmarked). The same message turns proxy ARP on (the host end answers for every
+ * address it routes elsewhere: the pod may ARP for anything if its neighbour entry is flushed):
+ * IPv4's per-interface settings travel in IFLA_AF_SPEC, no write under /proc/sys needed. */
 static int link_set_mark_up(struct nl *nl, int index, const char *container_id) {
         char buf[MSG_BUF_SIZE], mark[ALIAS_SIZE];
         struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_ACK);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+        struct nlattr *af_spec, *inet, *conf;
 
         snprintf(mark, sizeof(mark), "%s%s", WIRE_MARK_PREFIX, container_id ? container_id : "");
         ifi->ifi_family = AF_UNSPEC;
@@ -228,6 +232,13 @@ static int link_set_mark_up(struct nl *nl, int index, const char *container_id) 
         ifi->ifi_flags = IFF_UP;
         ifi->ifi_change = IFF_UP;
         mnl_attr_put_strz(nlh, IFLA_IFALIAS, mark);
+        af_spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
+        inet = mnl_attr_nest_start(nlh, AF_INET);
+        conf = mnl_attr_nest_start(nlh, IFLA_INET_CONF);
+        mnl_attr_put_u32(nlh, IPV4_DEVCONF_PROXY_ARP, 1);
+        mnl_attr_nest_end(nlh, conf);
+        mnl_attr_nest_end(nlh, inet);
+        mnl_attr_nest_end(nlh, af_spec);
         return wire_nl_talk(nl, nlh, NULL, NULL);
 }
 
@@ -286,10 +297,16 @@ static int random_mac(uint8_t mac[6]) {
  * MACAddressPolicy=persistent, the default of 99-default.link), behind our back, and the pod's
  * static neighbour entry for the gateway would then name an address the host end no longer has:
  * every packet from the pod would be dropped. An address set at creation is left alone. */
+static void format_mac(const uint8_t m[6], char buf[18]) {
+        snprintf(buf, 18, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+/* ret: the new host end as the kernel echoes it (NLM_F_ECHO; index 0 from a kernel that does not
+ * echo a link's creation, before 6.3), with the pod end's address in ret_pod_mac. */
 static int veth_create(struct nl *nl, const char *host_ifname, const char *ifname, int netns_fd, unsigned mtu,
-                       const uint8_t *want_pod_mac) {
+                       const uint8_t *want_pod_mac, struct link_info *ret, char ret_pod_mac[18]) {
         char buf[MSG_BUF_SIZE];
-        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK);
+        struct nlmsghdr *nlh = wire_msg_new(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK | NLM_F_ECHO);
         struct ifinfomsg *ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
         struct nlattr *linkinfo, *data, *peer;
         struct ifinfomsg *pifi;
@@ -328,7 +345,12 @@ static int veth_create(struct nl *nl, const char *host_ifname, const char *ifnam
         mnl_attr_nest_end(nlh, peer);
         mnl_attr_nest_end(nlh, data);
         mnl_attr_nest_end(nlh, linkinfo);
-        return wire_nl_talk(nl, nlh, NULL, NULL);
+        *ret = (struct link_info) {};
+        r = wire_nl_talk(nl, nlh, link_cb, ret);
+        if (r < 0)
+                return r;
+        format_mac(pod_mac, ret_pod_mac);
+        return 0;
 }
 
 /* ---- addresses, routes, neighbours ---- */
@@ -531,16 +553,11 @@ int wire_sysctl_read(const char *key, char *buf, size_t size) {
         return 0;
 }
 
+/* Proxy ARP itself goes on with the link (link_set_mark_up()). */
 static int host_sysctls(const char *host_ifname, bool v6) {
         char key[128];
-        int r;
 
-        /* Proxy ARP: the host end answers for every address it routes elsewhere (the pod may ARP
-         * for anything if its neighbour entry is flushed); answer at once, not after up to 0.8s. */
-        snprintf(key, sizeof(key), "net/ipv4/conf/%s/proxy_arp", host_ifname);
-        r = wire_sysctl_write(key, "1");
-        if (r < 0)
-                return r;
+        /* Proxy ARP answers at once, not after up to 0.8s. */
         snprintf(key, sizeof(key), "net/ipv4/neigh/%s/proxy_delay", host_ifname);
         (void) wire_sysctl_write(key, "0");
         if (v6)
@@ -595,6 +612,7 @@ bool wire_link_exists(const char *name) {
 int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result *ret) {
         struct nl host = {}, pod = {};
         struct link_info hl, pl;
+        char pod_mac[18];
         int r;
 
         if (p->netns_fd < 0)
@@ -603,17 +621,22 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         if (r < 0)
                 return r;
 
-        /* A leftover host end from an earlier attempt for this attachment goes first; an
-         * interface pinion did not make stays, and the ADD fails. */
-        r = link_del_ours(&host, p->host_ifname, p->adopt_unmarked);
-        if (r >= 0)
-                r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu, p->pod_mac);
+        /* A leftover host end from an earlier attempt for this attachment goes first (found by
+         * the creation failing: the name is usually free); an interface pinion did not make
+         * stays, and the ADD fails. */
+        r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu, p->pod_mac, &hl, pod_mac);
+        if (r == -EEXIST) {
+                r = link_del_ours(&host, p->host_ifname, p->adopt_unmarked);
+                if (r >= 0)
+                        r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu, p->pod_mac, &hl, pod_mac);
+        }
         if (r < 0) {
                 nl_close(&host);
                 return r;
         }
 
-        r = link_get(&host, p->host_ifname, &hl);
+        if (hl.index <= 0)
+                r = link_get(&host, p->host_ifname, &hl); /* no echo */
         if (r >= 0)
                 r = host_sysctls(p->host_ifname, p->has_addr6);
         if (r >= 0)
@@ -624,7 +647,10 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
                 r = wire6_add_host(&host, hl.index, &p->addr6);
         if (r >= 0)
                 r = nl_open_in(&pod, host_netns_fd, p->netns_fd);
-        if (r >= 0)
+        /* The pod end's index is the host end's IFLA_LINK, unless the two are equal (then the
+         * kernel leaves IFLA_LINK out). */
+        pl = (struct link_info) { .index = hl.peer };
+        if (r >= 0 && pl.index <= 0)
                 r = link_get(&pod, p->ifname, &pl);
         if (r >= 0 && p->addr)
                 r = addr_add(&pod, pl.index, p->addr);
@@ -646,7 +672,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
         }
         nl_close(&host);
         snprintf(ret->host_mac, sizeof(ret->host_mac), "%s", hl.mac);
-        snprintf(ret->pod_mac, sizeof(ret->pod_mac), "%s", pl.mac);
+        snprintf(ret->pod_mac, sizeof(ret->pod_mac), "%s", pod_mac);
         return 0;
 }
 

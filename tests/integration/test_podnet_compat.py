@@ -3,10 +3,14 @@
 --mac-address: CNI_ARGS MAC= and the "mac" capability's runtimeConfig), and every cniVersion a
 runtime may ask in (libcni <= 1.1 of podman 4 and containerd 1.6/1.7 stops at 1.0.0; older ones
 at 0.4.0), each answered in that version's result format, which the reference portmap plugin
-(Debian's containernetworking-plugins) then parses as its prevResult."""
+(Debian's containernetworking-plugins) then parses as its prevResult. And how the plugin reads
+the agent's answer (HTTP/1.1 on the socket: up to Content-Length, not to the close)."""
 
+import json
 import os
+import socket
 import subprocess
+import threading
 
 import pytest
 
@@ -195,3 +199,55 @@ def test_veth_ends_have_one_queue_each_way(agent, netns):
     out = n.run("ip", "-d", "link", "show", "dev", "eth0").stdout
     assert "numtxqueues 1 numrxqueues 1" in out, out
     assert cni(agent, "DEL", "q1", n).rc == 0
+
+
+def test_plugin_is_done_once_the_answer_is_in_not_when_the_agent_closes(tmp_path, netns):
+    """The agent answers and then tidies up before it closes the connection; the plugin returns
+    once the answer's Content-Length bytes are in, not at the close. Here a stand-in for the
+    agent answers and keeps the connection open for a minute."""
+    path = str(tmp_path / "agent.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(4)
+    srv.settimeout(0.2)
+    release = threading.Event()
+    bodies = {"ADD": json.dumps({"result": {"cniVersion": "1.1.0", "interfaces": []}}).encode(), "DEL": b"{}"}
+
+    def answer(c):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += c.recv(4096)
+        head, body = data.split(b"\r\n\r\n", 1)
+        length = int([h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length:")][0])
+        while len(body) < length:
+            body += c.recv(4096)
+        out = bodies[json.loads(body)["command"]]
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (len(out), out))
+        release.wait(60)  # the connection stays open
+        c.close()
+
+    def serve():
+        while not release.is_set():
+            try:
+                c, _ = srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            c.settimeout(None)
+            threading.Thread(target=answer, args=(c,), daemon=True).start()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        conf = {"cniVersion": "1.1.0", "name": "pinion", "type": "pinion-cni", "socket": path}
+        ns = netns()
+        r = exec_plugin(PINION_CNI, "ADD", conf, container_id="early", netns=ns, timeout=15)
+        assert r.rc == 0 and json.loads(r.stdout)["cniVersion"] == "1.1.0", r
+        r = exec_plugin(PINION_CNI, "DEL", conf, container_id="early", netns=ns, timeout=15)
+        assert r.rc == 0 and r.stdout.strip() == "", r
+    finally:
+        release.set()
+        srv.close()
+        t.join(5)

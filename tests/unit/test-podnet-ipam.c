@@ -18,17 +18,31 @@
 
 #define SEC USEC_PER_SEC
 
-/* Linked with -Wl,--wrap=fsync: a directory's fsync fails while fail_dir_fsync is set. */
+/* Linked with -Wl,--wrap=fsync,--wrap=fdatasync: a directory's fsync fails while
+ * fail_dir_fsync is set, a file's while fail_file_fsync is, and every fdatasync (the journal's,
+ * on the loop or the syncer thread) while fail_fdatasync is. */
 int __real_fsync(int fd);
 int __wrap_fsync(int fd);
-static bool fail_dir_fsync;
+int __real_fdatasync(int fd);
+int __wrap_fdatasync(int fd);
+static bool fail_dir_fsync, fail_file_fsync, fail_fdatasync;
+static unsigned n_fdatasync;
 int __wrap_fsync(int fd) {
         struct stat st;
-        if (fail_dir_fsync && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if ((fail_dir_fsync || fail_file_fsync) && fstat(fd, &st) == 0 &&
+            (S_ISDIR(st.st_mode) ? fail_dir_fsync : fail_file_fsync)) {
                 errno = EIO;
                 return -1;
         }
         return __real_fsync(fd);
+}
+int __wrap_fdatasync(int fd) {
+        n_fdatasync++;
+        if (fail_fdatasync) {
+                errno = EIO;
+                return -1;
+        }
+        return __real_fdatasync(fd);
 }
 
 static const struct ipam_owner owner = { .host_ifname = "pin00000000", .pod_namespace = "ns", .pod_name = "p", .pod_uid = "u" };
@@ -136,6 +150,77 @@ static void test_persistence(void **state) {
         assert_int_equal(write_file_atomic(file, "garbage", 7, 0600, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, &error), -EBADMSG);
         free(error);
+        assert_int_equal(rm_rf(dir), 0);
+}
+
+static off_t file_size(const char *path) {
+        struct stat st;
+        return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* Deferred changes are written at once and flushed by the syncer; ipam_sync() waits for the
+ * flush, and if it failed, makes them durable as a snapshot, or reports that it could not. Lazy
+ * ones (releases) wait for the next flush. */
+static void test_deferred_sync(void **state) {
+        char dir[] = "/tmp/test-podnet-ipam.XXXXXX";
+        _cleanup_free_ char *file = NULL, *journal = NULL;
+        const struct ipam_allocation *a;
+        struct ipam *p = NULL;
+
+        assert_non_null(mkdtemp(dir));
+        file = path_join(dir, "allocations.json");
+        journal = path_join(dir, "allocations.journal");
+        assert_int_equal(ipam_new("10.12.0.0/24", 0, file, &p, NULL), 0);
+
+        /* Written before ipam_sync(): a kill -9 here keeps it. */
+        ipam_defer_sync(p);
+        assert_int_equal(ipam_allocate(p, "c1", "eth0", &owner, 50 * SEC, &a), 1);
+        assert_true(file_size(journal) > 0);
+        assert_int_equal(ipam_sync(p), 0);
+        off_t one = file_size(journal);
+
+        /* The flush fails: the whole state goes into a new snapshot, the journal is emptied. */
+        fail_fdatasync = true;
+        ipam_defer_sync(p);
+        assert_int_equal(ipam_allocate(p, "c2", "eth0", &owner, 50 * SEC, &a), 1);
+        assert_true(file_size(journal) > one);
+        assert_int_equal(ipam_sync(p), 0);
+        assert_int_equal(file_size(journal), 0);
+
+        /* And if the snapshot cannot be made durable either, ipam_sync() says so. */
+        fail_file_fsync = true;
+        ipam_defer_sync(p);
+        assert_int_equal(ipam_release(p, "c1", "eth0", 60 * SEC, true), 1);
+        assert_int_equal(ipam_sync(p), -EIO);
+        fail_file_fsync = fail_fdatasync = false;
+        /* Not deferring any more: the next change is flushed (after the snapshot it needs). */
+        unsigned flushes = n_fdatasync;
+        assert_int_equal(ipam_allocate(p, "c3", "eth0", &owner, 70 * SEC, &a), 1);
+        assert_int_equal(n_fdatasync, flushes + 1);
+
+        /* Lazy: a release and a linkDeleted are written, not flushed on their own... */
+        flushes = n_fdatasync;
+        off_t before = file_size(journal);
+        ipam_lazy_sync(p);
+        assert_int_equal(ipam_release(p, "c3", "eth0", 80 * SEC, false), 1);
+        assert_int_equal(ipam_sync(p), 0);
+        assert_int_equal(ipam_link_deleted(p, "pin00000000"), 1);
+        assert_true(file_size(journal) > before);
+        usleep(10000); /* (the syncer thread, were it asked) */
+        assert_int_equal(n_fdatasync, flushes);
+        /* ...the next allocation's flush takes them along. */
+        ipam_defer_sync(p);
+        assert_int_equal(ipam_allocate(p, "c4", "eth0", &owner, 90 * SEC, &a), 1);
+        assert_int_equal(ipam_sync(p), 0);
+        assert_int_equal(n_fdatasync, flushes + 1);
+        p = ipam_free(p);
+
+        assert_int_equal(ipam_new("10.12.0.0/24", 0, file, &p, NULL), 0);
+        assert_int_equal(ipam_count(p), 2);
+        assert_non_null(ipam_find(p, "c2", "eth0"));
+        assert_non_null(ipam_find(p, "c4", "eth0"));
+        assert_int_equal(ipam_n_deleting(p), 0);
+        p = ipam_free(p);
         assert_int_equal(rm_rf(dir), 0);
 }
 
@@ -646,6 +731,7 @@ int main(void) {
                 cmocka_unit_test(test_allocate_release),
                 cmocka_unit_test(test_distinct_many),
                 cmocka_unit_test(test_persistence),
+                cmocka_unit_test(test_deferred_sync),
                 cmocka_unit_test(test_host_ifname),
                 cmocka_unit_test(test_repeated_allocate_and_update_owner),
                 cmocka_unit_test(test_renamed_but_not_durable),
