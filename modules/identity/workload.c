@@ -187,11 +187,16 @@ int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
         _cleanup_close_ int dfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dfd < 0)
                 return errno == ENOENT ? 0 : -errno;
+        /* New directories a kill caught before they got their name. */
+        int r = atomic_dir_sweep_staged(dfd);
+        if (r < 0)
+                ret = r;
+        else
+                removed += (unsigned) r;
         DIR *d = opendir_at(dfd, ".");
         if (!d)
                 return -errno;
         struct dirent *de;
-        int r;
         while ((r = read_entry(d, &de)) > 0) {
                 struct stat st;
                 /* Only real directories named like a pod UID that no current workload owns; a
@@ -317,43 +322,99 @@ static void write_failed(struct identity *id, struct workload *w, int r) {
                                 w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir);
 }
 
-static int sync_pod_tls_dir(struct identity *id) {
-        _cleanup_close_ int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        return fd < 0 || syncfs(fd) < 0 ? -errno : 0;
+static int sync_pod_tls_dir(int dfd) {
+        return syncfs(dfd) < 0 ? -errno : 0;
 }
 
-/* <dir>/{cert.pem,key.pem,bundle.pem} of a batch of pods through their ..data swaps: every new
- * version written, one syncfs() (the versions are on disk before any ..data points at them),
- * every swap, one syncfs(). Services' directories are written one by one. */
+/* pod-tls-dir, made if missing. */
+static int open_pod_tls_dir(struct identity *id) {
+        int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+                int r = mkdir_p(id->settings->pod_tls_dir, 0755);
+                if (r < 0)
+                        return r;
+                fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        }
+        return fd < 0 ? -errno : fd;
+}
+
+/* A pod's first directory, when none is there (the usual case: a new pod): built whole under a
+ * staging name, to be published with one rename() (atomic_dir_stage_new()). 0 if it does not
+ * apply (a directory is there: the version-by-version path cleans it up and commits). */
+static int stage_new_pod_dir(struct identity *id, int dfd, struct workload *w) {
+        struct stat st;
+
+        if (w->service || w->generation > 1 || !uid_ok(w->uid))
+                return 0;
+        if (fstatat(dfd, w->uid, &st, AT_SYMLINK_NOFOLLOW) >= 0 || errno != ENOENT)
+                return 0;
+        const char *bundle = id->bundle_pem ? id->bundle_pem : "";
+        const struct atomic_dir_file files[] = {
+                { "key.pem", w->key_pem, strlen(w->key_pem), 0600 },
+                { "cert.pem", w->chain_pem, strlen(w->chain_pem), 0644 },
+                { "bundle.pem", bundle, strlen(bundle), 0644 },
+        };
+        int r = atomic_dir_stage_new(dfd, w->uid, files, ELEMENTSOF(files), 0, 0);
+        return r < 0 ? r : 1;
+}
+
+enum staged { STAGED_NOTHING, STAGED_VERSION, STAGED_NEW_DIR };
+
+/* <dir>/{cert.pem,key.pem,bundle.pem} of a batch of pods: every new version (or new directory)
+ * written, one syncfs() (the versions are on disk before any ..data points at them, a new
+ * directory before it gets its name), every swap or rename, one syncfs(). Services' directories
+ * are written one by one. */
 static void write_tls_dirs(struct identity *id, struct workload **ws, size_t n) {
         _cleanup_free_ char **dirs = calloc(MAX(n, 1u), sizeof(char *)), **versions = calloc(MAX(n, 1u), sizeof(char *));
+        _cleanup_free_ enum staged *how = calloc(MAX(n, 1u), sizeof(enum staged));
+        _cleanup_close_ int dfd = -EBADF;
         size_t staged = 0;
         int r;
 
-        for (size_t i = 0; i < n; i++) {
-                if (!dirs || !versions || ws[i]->service)
-                        r = write_tls_dir(id, ws[i]);
-                else {
-                        r = stage_tls_dir(id, ws[i], &dirs[i], &versions[i]);
-                        staged += !!dirs[i];
+        if (!isempty(id->settings->pod_tls_dir)) {
+                dfd = open_pod_tls_dir(id);
+                if (dfd < 0) {
+                        for (size_t i = 0; i < n; i++)
+                                if (!ws[i]->service)
+                                        write_failed(id, ws[i], dfd);
                 }
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (!dirs || !versions || !how || ws[i]->service)
+                        r = ws[i]->service || dfd >= 0 ? write_tls_dir(id, ws[i]) : 0;
+                else if (dfd < 0)
+                        r = 0; /* reported above */
+                else if ((r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
+                        how[i] = STAGED_NEW_DIR;
+                else if (r == 0 && (r = stage_tls_dir(id, ws[i], &dirs[i], &versions[i])) >= 0 && dirs[i])
+                        how[i] = STAGED_VERSION;
+                staged += how && how[i] != STAGED_NOTHING;
                 if (r < 0)
                         write_failed(id, ws[i], r);
         }
         if (staged == 0)
                 return;
-        /* Versions that may not be on disk are never pointed at: they go, as a failed fsync's would. */
-        int synced = sync_pod_tls_dir(id);
+        /* What may not be on disk is never pointed at: it goes, as a failed fsync's would. */
+        int synced = sync_pod_tls_dir(dfd);
         for (size_t i = 0; i < n; i++) {
-                if (dirs[i] && synced < 0) {
-                        (void) rm_rf(versions[i]);
-                        write_failed(id, ws[i], synced);
-                } else if (dirs[i] && (r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED)) < 0)
+                if (how[i] == STAGED_NOTHING)
+                        continue;
+                if (synced < 0) {
+                        r = synced;
+                        if (how[i] == STAGED_NEW_DIR)
+                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid);
+                        else
+                                (void) rm_rf(versions[i]);
+                } else if (how[i] == STAGED_NEW_DIR)
+                        r = atomic_dir_publish_new(dfd, ws[i]->uid);
+                else
+                        r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED);
+                if (r < 0)
                         write_failed(id, ws[i], r);
                 free(dirs[i]);
                 free(versions[i]);
         }
-        (void) sync_pod_tls_dir(id);
+        (void) sync_pod_tls_dir(dfd);
 }
 
 static void schedule_rotation(struct identity *id, struct workload *w);
