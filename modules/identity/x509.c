@@ -341,10 +341,17 @@ int x509_csr_to_pem(X509_REQ *req, char **ret) {
 }
 
 int x509_cert_to_pem(X509 *cert, char **ret) {
-        _cleanup_(BIO_freep) BIO *b = BIO_new(BIO_s_mem());
-        if (!b || PEM_write_bio_X509(b, cert) != 1)
+        /* What PEM_write_bio_X509() writes, without its BIO and encoder context per call. */
+        unsigned char *der = NULL;
+        int n = i2d_X509(cert, &der), r;
+
+        if (n <= 0) {
+                ERR_clear_error();
                 return -ENOMEM;
-        return bio_to_string(b, ret);
+        }
+        r = pem_encode("CERTIFICATE", der, (size_t) n, ret);
+        OPENSSL_free(der);
+        return r;
 }
 
 int x509_chain_to_pem(STACK_OF(X509) *chain, char **ret) {
