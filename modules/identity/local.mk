@@ -13,7 +13,7 @@ MODULE_SOURCES += \
 	modules/identity/jwt.c modules/identity/jwt.h modules/identity/jwt-keys.c \
 	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
-INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
+INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_dirs.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
 	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py
 EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
 	tests/integration/workload_api_client.py tests/integration/workload_api_client.js \
