@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -527,10 +528,12 @@ int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size
         return 0;
 }
 
-static int staged_name(const char *name, char **ret) {
-        if (isempty(name) || strchr(name, '/') || startswith(name, ".") || strlen(name) > NAME_MAX - strlen(ATOMIC_DIR_STAGED_PREFIX))
+static int staged_name(const char *name, unsigned serial, char **ret) {
+        /* "<prefix><serial>-<name>" must fit NAME_MAX: 11 for the serial and its dash. */
+        if (isempty(name) || strchr(name, '/') || startswith(name, ".") ||
+            strlen(name) > NAME_MAX - strlen(ATOMIC_DIR_STAGED_PREFIX) - 11)
                 return -EINVAL;
-        return asprintf(ret, ATOMIC_DIR_STAGED_PREFIX "%s", name) < 0 ? -ENOMEM : 0;
+        return asprintf(ret, ATOMIC_DIR_STAGED_PREFIX "%u-%s", serial, name) < 0 ? -ENOMEM : 0;
 }
 
 /* The staging directory's content: version, ..data -> version, <file> -> ..data/<file>. */
@@ -562,12 +565,12 @@ static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n, u
         return 0;
 }
 
-int atomic_dir_stage_new(int parent_fd, const char *name, const struct atomic_dir_file *files, size_t n, uid_t uid,
-                         gid_t gid) {
+int atomic_dir_stage_new(int parent_fd, const char *name, unsigned serial, const struct atomic_dir_file *files,
+                         size_t n, uid_t uid, gid_t gid) {
         _cleanup_free_ char *staged = NULL;
         int r;
 
-        r = staged_name(name, &staged);
+        r = staged_name(name, serial, &staged);
         if (r < 0)
                 return r;
         r = mkdirat_mode(parent_fd, staged, 0755);
@@ -616,11 +619,11 @@ static int publish_into_existing(int parent_fd, const char *staged, const char *
         return r;
 }
 
-int atomic_dir_publish_new(int parent_fd, const char *name) {
+int atomic_dir_publish_new(int parent_fd, const char *name, unsigned serial) {
         _cleanup_free_ char *staged = NULL;
         int r;
 
-        r = staged_name(name, &staged);
+        r = staged_name(name, serial, &staged);
         if (r < 0)
                 return r;
         if (renameat2(parent_fd, staged, parent_fd, name, RENAME_NOREPLACE) >= 0)
@@ -632,13 +635,29 @@ int atomic_dir_publish_new(int parent_fd, const char *name) {
         return r;
 }
 
-int atomic_dir_drop_staged(int parent_fd, const char *name) {
+int atomic_dir_drop_staged(int parent_fd, const char *name, unsigned serial) {
         _cleanup_free_ char *staged = NULL;
-        int r = staged_name(name, &staged);
+        int r = staged_name(name, serial, &staged);
         return r < 0 ? r : rm_rf_at(parent_fd, staged);
 }
 
-int atomic_dir_sweep_staged(int parent_fd) {
+/* "<prefix><serial>-<name>" → serial and name; false if it is not one. */
+static bool parse_staged(const char *staged, unsigned *ret_serial, const char **ret_name) {
+        const char *p = staged + strlen(ATOMIC_DIR_STAGED_PREFIX);
+        char *end;
+
+        if (!startswith(staged, ATOMIC_DIR_STAGED_PREFIX) || *p < '0' || *p > '9')
+                return false;
+        errno = 0;
+        unsigned long v = strtoul(p, &end, 10);
+        if (errno != 0 || v > UINT_MAX || *end != '-' || end[1] == 0)
+                return false;
+        *ret_serial = (unsigned) v;
+        *ret_name = end + 1;
+        return true;
+}
+
+int atomic_dir_sweep_staged(int parent_fd, atomic_dir_keep_fn keep, void *userdata) {
         _cleanup_(closedirp) DIR *d = opendir_at(parent_fd, ".");
         struct dirent *de;
         int r, n = 0;
@@ -647,8 +666,12 @@ int atomic_dir_sweep_staged(int parent_fd) {
                 return negative_errno();
         while ((r = read_entry(d, &de)) > 0) {
                 struct stat st;
+                const char *name;
+                unsigned serial;
                 if (!startswith(de->d_name, ATOMIC_DIR_STAGED_PREFIX) ||
                     fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                        continue;
+                if (keep && parse_staged(de->d_name, &serial, &name) && keep(name, serial, userdata))
                         continue;
                 r = rm_rf_at(dirfd(d), de->d_name);
                 if (r < 0)

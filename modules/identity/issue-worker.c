@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 
+#include "atomic-dir.h"
 #include "issue-worker.h"
 #include "strv.h"
 
@@ -33,6 +36,8 @@ struct issue_worker {
         /* The thread's. */
         struct ca *ca;
         EVP_PKEY_CTX *keygen;
+        char *stage_parent; /* the directory stage_fd is open on */
+        int stage_fd;
 };
 
 /* An issuer change travels the job queue, so that it applies exactly from the next job on. */
@@ -50,6 +55,9 @@ struct issue_job *issue_job_free(struct issue_job *j) {
         free(j->ip);
         strv_free(j->dns);
         free(j->reason);
+        free(j->stage_parent);
+        free(j->stage_name);
+        free(j->stage_bundle);
         x509_free_secret(j->key_pem);
         free(j->chain_pem);
         cert_info_done(&j->info);
@@ -118,6 +126,41 @@ static int issue(struct issue_worker *w, struct issue_job *j) {
         return 0;
 }
 
+/* The directory new pod directories are staged in, kept open from one job to the next. */
+static int stage_parent_fd(struct issue_worker *w, const char *path) {
+        if (w->stage_fd >= 0 && streq(w->stage_parent, path))
+                return w->stage_fd;
+        if (w->stage_fd >= 0)
+                close(w->stage_fd);
+        free(w->stage_parent);
+        w->stage_parent = strdup(path);
+        w->stage_fd = w->stage_parent ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -EBADF;
+        if (w->stage_fd < 0) {
+                int r = w->stage_parent ? -errno : -ENOMEM;
+                w->stage_parent = mfree(w->stage_parent);
+                return r;
+        }
+        return w->stage_fd;
+}
+
+/* A new directory only: one that is there is the loop's to update, version by version. */
+static int stage(struct issue_worker *w, struct issue_job *j) {
+        struct stat st;
+        int fd = stage_parent_fd(w, j->stage_parent);
+
+        if (fd < 0)
+                return fd;
+        if (fstatat(fd, j->stage_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 || errno != ENOENT)
+                return 0;
+        const struct atomic_dir_file files[] = {
+                { "key.pem", j->key_pem, strlen(j->key_pem), 0600 },
+                { "cert.pem", j->chain_pem, strlen(j->chain_pem), 0644 },
+                { "bundle.pem", j->stage_bundle, strlen(j->stage_bundle), 0644 },
+        };
+        int r = atomic_dir_stage_new(fd, j->stage_name, j->ticket, files, ELEMENTSOF(files), 0, 0);
+        return r < 0 ? r : 1;
+}
+
 static void finish(struct issue_worker *w, struct issue_job *j) {
         static const uint64_t one = 1;
 
@@ -138,6 +181,8 @@ static void run_job(struct issue_worker *w, struct issue_job *j) {
         }
         j->result = issue(w, j);
         ERR_clear_error();
+        if (j->result >= 0 && j->stage_parent && j->stage_name && j->stage_bundle)
+                j->staged = stage(w, j);
         finish(w, j);
 }
 
@@ -208,6 +253,7 @@ int issue_worker_new(sd_event *e, unsigned max_batch, int64_t priority, issue_do
         if (!w)
                 return -ENOMEM;
         w->event_fd = -EBADF;
+        w->stage_fd = -EBADF;
         w->done_fn = done;
         w->userdata = userdata;
         w->max_batch = max_batch;
@@ -254,6 +300,9 @@ struct issue_worker *issue_worker_free(struct issue_worker *w) {
         jobs_free(w->done);
         ca_free(w->ca);
         EVP_PKEY_CTX_free(w->keygen);
+        if (w->stage_fd >= 0)
+                close(w->stage_fd);
+        free(w->stage_parent);
         sd_event_source_disable_unref(w->source);
         if (w->event_fd >= 0)
                 close(w->event_fd);

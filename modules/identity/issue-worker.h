@@ -6,8 +6,10 @@
  * while 1,000 pods got their first certificates. Jobs go in with issue_worker_submit(); results
  * come back on the loop, in order and in batches, through an eventfd. The thread shares nothing
  * with the loop: it signs with its own copy of the issuer (issue_worker_set_issuer()), and a job
- * carries copies of what it needs. The loop decides everything else (which workload, whether a
- * result is still wanted, the files). */
+ * carries copies of what it needs. It may also write a new pod directory's files under a staging
+ * name no reader knows (the file system work the loop measured most of its time on next); the
+ * loop decides everything else (which workload, whether a result is still wanted, publishing or
+ * dropping what was staged). */
 
 #include <systemd/sd-event.h>
 
@@ -23,6 +25,10 @@ struct issue_job {
         char *common_name, *uri, *ip;
         char **dns;
         usec_t lifetime;
+        /* in, optional: a new directory stage_parent/stage_name for the key, the chain and
+         * stage_bundle, staged by the thread (atomic_dir_stage_new(), serial: the ticket) if
+         * nothing is there yet, for the loop to publish or drop. */
+        char *stage_parent, *stage_name, *stage_bundle;
 
         /* out */
         int result;       /* 0, or negative errno with reason set */
@@ -30,6 +36,7 @@ struct issue_job {
         char *key_pem;    /* private key material: wiped when the job is freed */
         char *chain_pem;
         struct cert_info info;
+        int staged; /* 1: staged; 0: not (not asked, or a directory is there); negative errno */
 };
 
 struct issue_job *issue_job_free(struct issue_job *j);

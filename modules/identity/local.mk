@@ -29,7 +29,7 @@ tests_unit_test_identity_x509_LDADD = $(UNIT_LIBS)
 
 # The issue worker: a real thread signing with a real CA, results back on a real loop.
 UNIT_TESTS += tests/unit/test-identity-worker
-tests_unit_test_identity_worker_SOURCES = tests/unit/test-identity-worker.c modules/identity/issue-worker.c \
+tests_unit_test_identity_worker_SOURCES = tests/unit/test-identity-worker.c modules/identity/issue-worker.c agent/atomic-dir.c \
 	modules/identity/ca.c modules/identity/x509.c agent/fsutil.c agent/strv.c
 tests_unit_test_identity_worker_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
 tests_unit_test_identity_worker_LDADD = $(UNIT_LIBS)

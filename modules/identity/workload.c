@@ -176,6 +176,11 @@ static bool looks_like_pod_uid(const char *s) {
         return n >= 8 && n <= 64 && strspn(s, "0123456789abcdef-") == n && s[0] != '-';
 }
 
+static bool staged_in_flight(const char *uid, unsigned ticket, void *userdata) {
+        const struct workload *w = workload_find(userdata, uid);
+        return w && w->ticket == ticket;
+}
+
 int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
         const char *base = id->settings->pod_tls_dir;
         unsigned removed = 0;
@@ -187,8 +192,9 @@ int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
         _cleanup_close_ int dfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dfd < 0)
                 return errno == ENOENT ? 0 : -errno;
-        /* New directories a kill caught before they got their name. */
-        int r = atomic_dir_sweep_staged(dfd);
+        /* New directories a kill caught before they got their name; not those the issuing
+         * thread staged for the requests in flight now. */
+        int r = atomic_dir_sweep_staged(dfd, staged_in_flight, id);
         if (r < 0)
                 ret = r;
         else
@@ -354,7 +360,7 @@ static int stage_new_pod_dir(struct identity *id, int dfd, struct workload *w) {
                 { "cert.pem", w->chain_pem, strlen(w->chain_pem), 0644 },
                 { "bundle.pem", bundle, strlen(bundle), 0644 },
         };
-        int r = atomic_dir_stage_new(dfd, w->uid, files, ELEMENTSOF(files), 0, 0);
+        int r = atomic_dir_stage_new(dfd, w->uid, w->ticket, files, ELEMENTSOF(files), 0, 0);
         return r < 0 ? r : 1;
 }
 
@@ -364,7 +370,7 @@ enum staged { STAGED_NOTHING, STAGED_VERSION, STAGED_NEW_DIR };
  * written, one syncfs() (the versions are on disk before any ..data points at them, a new
  * directory before it gets its name), every swap or rename, one syncfs(). Services' directories
  * are written one by one. */
-static void write_tls_dirs(struct identity *id, struct workload **ws, size_t n) {
+static void write_tls_dirs(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
         _cleanup_free_ char **dirs = calloc(MAX(n, 1u), sizeof(char *)), **versions = calloc(MAX(n, 1u), sizeof(char *));
         _cleanup_free_ enum staged *how = calloc(MAX(n, 1u), sizeof(enum staged));
         _cleanup_close_ int dfd = -EBADF;
@@ -380,11 +386,12 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, size_t n) 
                 }
         }
         for (size_t i = 0; i < n; i++) {
+                r = 0;
                 if (!dirs || !versions || !how || ws[i]->service)
                         r = ws[i]->service || dfd >= 0 ? write_tls_dir(id, ws[i]) : 0;
                 else if (dfd < 0)
                         r = 0; /* reported above */
-                else if ((r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
+                else if (staged_by_thread[i] || (r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
                         how[i] = STAGED_NEW_DIR;
                 else if (r == 0 && (r = stage_tls_dir(id, ws[i], &dirs[i], &versions[i])) >= 0 && dirs[i])
                         how[i] = STAGED_VERSION;
@@ -402,11 +409,11 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, size_t n) 
                 if (synced < 0) {
                         r = synced;
                         if (how[i] == STAGED_NEW_DIR)
-                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid);
+                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
                         else
                                 (void) rm_rf(versions[i]);
                 } else if (how[i] == STAGED_NEW_DIR)
-                        r = atomic_dir_publish_new(dfd, ws[i]->uid);
+                        r = atomic_dir_publish_new(dfd, ws[i]->uid, ws[i]->ticket);
                 else
                         r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED);
                 if (r < 0)
@@ -449,6 +456,12 @@ static int make_job(struct identity *id, struct workload *w, struct issue_job **
                 j->common_name[64] = 0; /* the X.520 upper bound on a common name */
         j->lifetime = id->settings->workload_cert_lifetime;
         j->ticket = ++w->ticket;
+        if (!w->service && w->generation == 0 && !isempty(id->settings->pod_tls_dir) && uid_ok(w->uid)) {
+                /* A new pod: the thread writes its directory too (else the loop does). */
+                j->stage_parent = strdup(id->settings->pod_tls_dir);
+                j->stage_name = strdup(w->uid);
+                j->stage_bundle = strdup(id->bundle_pem ? id->bundle_pem : "");
+        }
         j->issuer_generation = id->issuer_generation;
         *ret = TAKE_PTR(j);
         return 0;
@@ -580,6 +593,13 @@ static void install(struct workload *w, struct issue_job *j) {
         set_error(w, NULL);
 }
 
+/* What the thread staged for a result that is not taken. */
+static void drop_staged(const struct issue_job *j) {
+        _cleanup_close_ int fd = open(j->stage_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0)
+                (void) atomic_dir_drop_staged(fd, j->stage_name, j->ticket);
+}
+
 /* Results of the worker: the last request of a workload that is still here, for the issuer
  * that is still the one, is taken; anything else is dropped (and asked again if the issuer
  * changed meanwhile). */
@@ -589,7 +609,7 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
         for (const struct issue_job *j = jobs; j; j = j->next)
                 n++;
         _cleanup_free_ struct workload **done = calloc(MAX(n, 1u), sizeof(struct workload *));
-        _cleanup_free_ bool *had = calloc(MAX(n, 1u), sizeof(bool));
+        _cleanup_free_ bool *had = calloc(MAX(n, 1u), sizeof(bool)), *staged = calloc(MAX(n, 1u), sizeof(bool));
         _cleanup_strv_free_ char **uids = calloc(n + 1, sizeof(char *));
 
         while (jobs) {
@@ -597,24 +617,30 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
                 struct workload *w = workload_find(id, j->uid);
 
                 jobs = j->next;
+                bool keep_staged = false;
                 if (!w || j->ticket != w->ticket)
-                        continue;
-                if (!id->issuer || j->issuer_generation != id->issuer_generation)
+                        ;
+                else if (!id->issuer || j->issuer_generation != id->issuer_generation)
                         queue_push(id, w);
                 else if (j->result < 0) {
                         set_error(w, j->reason ? j->reason : "the node's issuer could not sign");
                         issue_failed(id, w, holds_valid_certificate(w), j->result);
-                } else if (!done || !had || !uids) {
+                } else if (!done || !had || !uids || !staged) {
                         set_error(w, "out of memory");
                         issue_failed(id, w, holds_valid_certificate(w), -ENOMEM);
                 } else {
                         had[m] = holds_valid_certificate(w);
+                        /* Staged for the place and bundle of now, or written again here. */
+                        keep_staged = staged[m] = j->staged > 0 && streq_ptr(j->stage_parent, id->settings->pod_tls_dir) &&
+                                                  streq(j->stage_bundle, id->bundle_pem ? id->bundle_pem : "");
                         install(w, j);
                         uids[m] = TAKE_PTR(j->uid);
                         done[m++] = w;
                 }
+                if (j->staged > 0 && !keep_staged)
+                        drop_staged(j);
         }
-        write_tls_dirs(id, done, m);
+        write_tls_dirs(id, done, staged, m);
         /* Telling others may end in anything, a workload's removal too: look each up again. */
         for (size_t i = 0; i < m; i++) {
                 struct workload *w = workload_find(id, uids[i]);

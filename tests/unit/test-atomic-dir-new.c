@@ -105,19 +105,19 @@ static void assert_mode_owner(const char *path, mode_t mode, uid_t uid, gid_t gi
 
 static void test_stage_then_publish(void **state) {
         struct fixture *f = *state;
-        _cleanup_free_ char *d = at(f, "d"), *staged = at(f, "..new-d"), *cur = NULL, *version = NULL;
+        _cleanup_free_ char *d = at(f, "d"), *staged = at(f, "..new-7-d"), *cur = NULL, *version = NULL;
         struct atomic_dir_file files[3];
 
         three_files(files, "KEY\n", "CERT\n", "");
         /* A strict umask: the modes asked for are the modes written. */
         mode_t saved = umask(077);
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
         umask(saved);
         /* Staged: nothing at the name yet. */
         assert_false(exists(d));
         assert_true(exists(staged));
 
-        assert_int_equal(atomic_dir_publish_new(f->fd, "d"), 0);
+        assert_int_equal(atomic_dir_publish_new(f->fd, "d", 7), 0);
         assert_false(exists(staged));
         assert_int_equal(atomic_dir_current(d, &cur), 0);
         assert_true(startswith(cur, "..") && strlen(cur) >= strlen("..0000_00_00_00_00_00.000000000"));
@@ -142,11 +142,11 @@ static void test_owner(void **state) {
         if (geteuid() != 0)
                 skip();
         three_files(files, "k", "c", "b");
-        assert_int_equal(atomic_dir_stage_new(f->fd, "theirs", files, 3, 1234, 4321), 0);
-        assert_int_equal(atomic_dir_publish_new(f->fd, "theirs"), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "theirs", 7, files, 3, 1234, 4321), 0);
+        assert_int_equal(atomic_dir_publish_new(f->fd, "theirs", 7), 0);
         /* The creator's own: no chown needed, and the result is the same. */
-        assert_int_equal(atomic_dir_stage_new(f->fd, "mine", files, 3, 0, 0), 0);
-        assert_int_equal(atomic_dir_publish_new(f->fd, "mine"), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "mine", 7, files, 3, 0, 0), 0);
+        assert_int_equal(atomic_dir_publish_new(f->fd, "mine", 7), 0);
         for (size_t i = 0; i < 3; i++) {
                 _cleanup_free_ char *theirs = NULL, *mine = NULL;
                 assert_true(asprintf(&theirs, "%s/theirs/%s", f->root, files[i].name) > 0);
@@ -161,7 +161,7 @@ static void test_owner(void **state) {
 static void test_publish_into_existing(void **state) {
         struct fixture *f = *state;
         _cleanup_free_ char *d = at(f, "d"), *old = NULL, *oldfile = at(f, "d/old.pem"), *key = at(f, "d/key.pem");
-        _cleanup_free_ char *staged = at(f, "..new-d"), *cur = NULL;
+        _cleanup_free_ char *staged = at(f, "..new-7-d"), *cur = NULL;
         struct atomic_dir_file files[3];
 
         assert_int_equal(atomic_dir_begin(d, &old), 0);
@@ -174,8 +174,8 @@ static void test_publish_into_existing(void **state) {
         assert_content(oldfile, "OLD");
 
         three_files(files, "NEW KEY", "NEW CERT", "NEW BUNDLE");
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", files, 3, (uid_t) -1, (gid_t) -1), 0);
-        assert_int_equal(atomic_dir_publish_new(f->fd, "d"), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_publish_new(f->fd, "d", 7), 0);
         assert_content(key, "NEW KEY");
         assert_false(exists(oldfile)); /* its link went with its version */
         assert_false(exists(old));
@@ -187,36 +187,63 @@ static void test_publish_into_existing(void **state) {
 /* What a kill between stage and publish leaves: replaced by the next stage, swept at start. */
 static void test_leftovers(void **state) {
         struct fixture *f = *state;
-        _cleanup_free_ char *junk = at(f, "..new-d/junk"), *outside = at(f, "outside"), *precious = at(f, "outside/precious");
-        _cleanup_free_ char *staged_d = at(f, "..new-d"), *staged_x = at(f, "..new-x"), *link = at(f, "..new-link");
+        _cleanup_free_ char *junk = at(f, "..new-7-d/junk"), *outside = at(f, "outside"), *precious = at(f, "outside/precious");
+        _cleanup_free_ char *staged_d = at(f, "..new-7-d"), *staged_x = at(f, "..new-7-x"), *link = at(f, "..new-link");
         _cleanup_free_ char *d_key = at(f, "d/key.pem"), *file = at(f, "..new-file");
         struct atomic_dir_file files[3];
 
         assert_int_equal(mkdir(staged_d, 0755), 0);
         assert_int_equal(write_file_atomic(junk, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
         three_files(files, "k", "c", "b");
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
         assert_false(exists(junk));
-        assert_int_equal(atomic_dir_publish_new(f->fd, "d"), 0);
+        assert_int_equal(atomic_dir_publish_new(f->fd, "d", 7), 0);
         assert_content(d_key, "k");
 
-        assert_int_equal(atomic_dir_stage_new(f->fd, "x", files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "x", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(mkdir(outside, 0755), 0);
         assert_int_equal(write_file_atomic(precious, "keep", 4, 0644, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(symlink(outside, link), 0);
         assert_int_equal(write_file_atomic(file, "not a directory", 15, 0644, (uid_t) -1, (gid_t) -1), 0);
 
         /* Only staging directories: never a symlink's target, nor a file, nor a published one. */
-        assert_int_equal(atomic_dir_sweep_staged(f->fd), 1);
+        assert_int_equal(atomic_dir_sweep_staged(f->fd, NULL, NULL), 1);
         assert_false(exists(staged_x));
         assert_true(exists(link) && exists(file));
         assert_content(precious, "keep");
         assert_content(d_key, "k");
-        assert_int_equal(atomic_dir_sweep_staged(f->fd), 0);
+        assert_int_equal(atomic_dir_sweep_staged(f->fd, NULL, NULL), 0);
 
-        assert_int_equal(atomic_dir_stage_new(f->fd, "y", files, 3, (uid_t) -1, (gid_t) -1), 0);
-        assert_int_equal(atomic_dir_drop_staged(f->fd, "y"), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "y", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_drop_staged(f->fd, "y", 7), 0);
         assert_int_equal(count_prefixed(f->root, "..new-"), 2); /* the symlink and the file */
+}
+
+static bool keep_serial_8(const char *name, unsigned serial, void *userdata) {
+        (*(unsigned *) userdata)++;
+        return streq(name, "e") && serial == 8;
+}
+
+/* Two requests for one directory in flight: each stages under its own serial; the one not taken
+ * is dropped, a sweep keeps what its owner still means to publish. */
+static void test_serials(void **state) {
+        struct fixture *f = *state;
+        _cleanup_free_ char *key = at(f, "e/key.pem"), *s7 = at(f, "..new-7-e"), *s8 = at(f, "..new-8-e");
+        struct atomic_dir_file old[3], new[3];
+        unsigned asked = 0;
+
+        three_files(old, "old", "c", "b");
+        three_files(new, "new", "c", "b");
+        assert_int_equal(atomic_dir_stage_new(f->fd, "e", 7, old, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "e", 8, new, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_sweep_staged(f->fd, keep_serial_8, &asked), 1);
+        assert_int_equal(asked, 2);
+        assert_false(exists(s7));
+        assert_true(exists(s8));
+        assert_int_equal(atomic_dir_drop_staged(f->fd, "e", 7), 0); /* already gone: fine */
+        assert_int_equal(atomic_dir_publish_new(f->fd, "e", 8), 0);
+        assert_content(key, "new");
+        assert_int_equal(count_prefixed(f->root, "..new-"), 0);
 }
 
 static void test_refusals(void **state) {
@@ -224,14 +251,14 @@ static void test_refusals(void **state) {
         struct atomic_dir_file files[3], bad = { "..data", "x", 1, 0644 }, slash = { "a/b", "x", 1, 0644 };
 
         three_files(files, "k", "c", "b");
-        for (const char *const *n = (const char *const[]) { "", "a/b", ".", "..", ".hidden", "..new-d", NULL }; *n; n++)
-                assert_int_equal(atomic_dir_stage_new(f->fd, *n, files, 3, (uid_t) -1, (gid_t) -1), -EINVAL);
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", &bad, 1, (uid_t) -1, (gid_t) -1), -EINVAL);
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", &slash, 1, (uid_t) -1, (gid_t) -1), -EINVAL);
+        for (const char *const *n = (const char *const[]) { "", "a/b", ".", "..", ".hidden", "..new-7-d", NULL }; *n; n++)
+                assert_int_equal(atomic_dir_stage_new(f->fd, *n, 7, files, 3, (uid_t) -1, (gid_t) -1), -EINVAL);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, &bad, 1, (uid_t) -1, (gid_t) -1), -EINVAL);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, &slash, 1, (uid_t) -1, (gid_t) -1), -EINVAL);
         /* A failed stage leaves nothing behind. */
         assert_int_equal(count_prefixed(f->root, ""), 0);
         /* Nothing staged: nothing to publish. */
-        assert_int_equal(atomic_dir_publish_new(f->fd, "d"), -ENOENT);
+        assert_int_equal(atomic_dir_publish_new(f->fd, "d", 7), -ENOENT);
         assert_int_equal(count_prefixed(f->root, ""), 0);
 }
 
@@ -257,8 +284,8 @@ static void create_forever(int parent_fd, unsigned first) {
                 snprintf(cert, sizeof(cert), "cert %u\n", i);
                 snprintf(bundle, sizeof(bundle), "bundle %u\n", i);
                 three_files(files, key, cert, bundle);
-                if (atomic_dir_stage_new(parent_fd, name, files, 3, (uid_t) -1, (gid_t) -1) < 0 ||
-                    atomic_dir_publish_new(parent_fd, name) < 0)
+                if (atomic_dir_stage_new(parent_fd, name, i, files, 3, (uid_t) -1, (gid_t) -1) < 0 ||
+                    atomic_dir_publish_new(parent_fd, name, i) < 0)
                         _exit(3);
         }
 }
@@ -319,7 +346,7 @@ static void test_crash(void **state) {
 
                 /* Each name is absent or whole; only staging directories are partial. */
                 published = check_published(f->root);
-                int r = atomic_dir_sweep_staged(f->fd);
+                int r = atomic_dir_sweep_staged(f->fd, NULL, NULL);
                 assert_true(r >= 0 && r <= 1);
                 leftovers += (unsigned) r;
                 assert_int_equal(count_prefixed(f->root, "..new-"), 0);
@@ -338,6 +365,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_owner, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_publish_into_existing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_leftovers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_serials, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_crash, setup, teardown),
         };
