@@ -536,6 +536,21 @@ static int staged_name(const char *name, unsigned serial, char **ret) {
         return asprintf(ret, ATOMIC_DIR_STAGED_PREFIX "%u-%s", serial, name) < 0 ? -ENOMEM : 0;
 }
 
+/* mkdirat_mode() that keeps the directory open: one open for the mode and the filling. */
+static int mkdir_open(int dfd, const char *name, mode_t mode) {
+        if (mkdirat(dfd, name, mode) < 0)
+                return negative_errno();
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (fchmod(fd, mode) < 0) { /* the umask may have taken bits */
+                int r = negative_errno();
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
 /* The staging directory's content: version, ..data -> version, <file> -> ..data/<file>. */
 static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n, uid_t uid, gid_t gid) {
         char version[128];
@@ -544,12 +559,9 @@ static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n, u
         r = version_name_now(version, sizeof(version));
         if (r < 0)
                 return r;
-        r = mkdirat_mode(sfd, version, 0755);
-        if (r < 0)
-                return r;
-        _cleanup_close_ int vfd = openat(sfd, version, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int vfd = mkdir_open(sfd, version, 0755);
         if (vfd < 0)
-                return negative_errno();
+                return vfd;
         r = atomic_dir_write_files(vfd, files, n, uid, gid);
         if (r < 0)
                 return r;
@@ -573,16 +585,12 @@ int atomic_dir_stage_new(int parent_fd, const char *name, unsigned serial, const
         r = staged_name(name, serial, &staged);
         if (r < 0)
                 return r;
-        r = mkdirat_mode(parent_fd, staged, 0755);
-        if (r == -EEXIST) { /* a leftover of a kill: nothing points at it */
+        _cleanup_close_ int sfd = mkdir_open(parent_fd, staged, 0755);
+        if (sfd == -EEXIST) { /* a leftover of a kill: nothing points at it */
                 r = rm_rf_at(parent_fd, staged);
-                if (r >= 0)
-                        r = mkdirat_mode(parent_fd, staged, 0755);
+                sfd = r < 0 ? r : mkdir_open(parent_fd, staged, 0755);
         }
-        if (r < 0)
-                return r;
-        _cleanup_close_ int sfd = openat(parent_fd, staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        r = sfd < 0 ? negative_errno() : fill_staged(sfd, files, n, uid, gid);
+        r = sfd < 0 ? sfd : fill_staged(sfd, files, n, uid, gid);
         if (r < 0)
                 (void) rm_rf_at(parent_fd, staged);
         return r;

@@ -43,6 +43,9 @@ static void ca_precompute(struct ca *ca) {
         ca->self_signed_root = sk_X509_num(ca->chain) == 1 && X509_check_issued(ca->cert, ca->cert) == X509_V_OK;
         /* The issuer's key identifier: the subject plays no part in it. */
         ca->leaf_aki = make_ext(NULL, ca->cert, NID_authority_key_identifier, "keyid:always");
+        struct tm tm;
+        if (ASN1_TIME_to_tm(X509_get0_notAfter(ca->cert), &tm) == 1 && timegm(&tm) > 0)
+                ca->not_after = (usec_t) timegm(&tm) * USEC_PER_SEC;
         ERR_clear_error();
 }
 
@@ -176,7 +179,8 @@ int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s
         int r;
 
         /* An expired issuer would only make certificates that are dead on arrival. */
-        if (X509_cmp_current_time(X509_get0_notAfter(ca->cert)) <= 0)
+        if (ca->not_after > 0 ? now_usec(CLOCK_REALTIME) >= ca->not_after
+                              : X509_cmp_current_time(X509_get0_notAfter(ca->cert)) <= 0)
                 return -EKEYEXPIRED;
         /* Never past the issuer's own end: a chain is only as valid as its shortest link. */
         r = cert_skeleton(pubkey, s, lifetime, usage != CERT_USAGE_CA, &cert);

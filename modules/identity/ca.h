@@ -27,6 +27,7 @@ struct ca {
         bool name_constrained;      /* some certificate of the chain has name constraints */
         bool self_signed_root;      /* the chain is a self-signed root alone */
         X509_EXTENSION *leaf_aki;   /* authorityKeyIdentifier of what it signs (NULL: made per call) */
+        usec_t not_after;           /* the CA certificate's (0: unreadable, checked per call) */
 };
 
 struct ca *ca_free(struct ca *ca);

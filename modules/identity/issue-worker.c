@@ -121,7 +121,7 @@ static int issue(struct issue_worker *w, struct issue_job *j) {
                 return r;
         }
         if ((r = ca_chain_pem(w->ca, cert, &j->chain_pem)) < 0 || (r = x509_cert_info(cert, &j->info)) < 0 ||
-            (r = x509_key_to_pem(key, &j->key_pem)) < 0)
+            (r = x509_key_to_pem_for(key, cert, &j->key_pem)) < 0)
                 return fail(j, r, "the node's issuer could not sign");
         return 0;
 }
