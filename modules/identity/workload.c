@@ -5,9 +5,11 @@
  * with the pod.
  *
  * Issuing is queued: the pod observer only marks a pod; a deferred event source hands the
- * queue to the issue worker (issue-worker.c: key, signature, chain check off the loop) in
- * batches of ISSUE_BATCH; results come back in batches too, whose files share one syncfs()
- * before and one after their ..data swaps: a crash leaves each old or new, whole. */
+ * queue to the issue worker (issue-worker.c: key, signature, chain check off the loop; for a
+ * new pod also its directory, staged under a name no reader knows) in batches of ISSUE_BATCH;
+ * results come back in batches too, whose files share one syncfs() before and one after their
+ * ..data swaps or, for new pods, the renames that publish them: a crash leaves each old or
+ * new, whole. */
 
 #include <dirent.h>
 #include <errno.h>
