@@ -20,7 +20,7 @@ struct issue_job {
 
         /* in: what to issue, for whom (copies, owned by the job) */
         char *uid;             /* the workload's, looked up again when the result is back */
-        unsigned ticket;       /* the workload's request number: an older one's result is stale */
+        unsigned ticket;       /* the request's number: a result whose workload asked again since is stale */
         unsigned issuer_generation; /* the issuer it was meant for */
         char *common_name, *uri, *ip;
         char **dns;

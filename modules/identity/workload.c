@@ -457,7 +457,7 @@ static int make_job(struct identity *id, struct workload *w, struct issue_job **
         if (strlen(j->common_name) > 64)
                 j->common_name[64] = 0; /* the X.520 upper bound on a common name */
         j->lifetime = id->settings->workload_cert_lifetime;
-        j->ticket = ++w->ticket;
+        j->ticket = w->ticket = ++id->last_ticket;
         if (!w->service && w->generation == 0 && !isempty(id->settings->pod_tls_dir) && uid_ok(w->uid)) {
                 /* A new pod: the thread writes its directory too (else the loop does). */
                 j->stage_parent = strdup(id->settings->pod_tls_dir);

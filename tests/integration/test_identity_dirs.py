@@ -117,3 +117,23 @@ def test_staging_leftovers_are_swept_at_start(agent_factory, tmp_path):
     assert not os.path.exists(leftover)
     assert (outside / "precious").read_text() == "x" and os.path.islink(os.path.join(tls, STAGED + "link"))
     wait_until(lambda: os.path.exists(os.path.join(tls, live, "cert.pem")), T(15), desc="the live pod's files")
+
+
+def test_pods_removed_and_added_again_while_issuing(agent_factory):
+    """100 new pods, half of them removed at once and a few of those back (same UID) while
+    their certificates are being made: pod-tls-dir ends with exactly the pods there are, each
+    whole, and nothing staged left over."""
+    a = start_local(agent_factory)
+    tls = a.sections["identity"]["pod-tls-dir"]
+    wait_until(lambda: a.get_json("/v1/identity")["node"].get("state") == "valid", T(15), desc="node certificate")
+    uids = [new_uid() for _ in range(100)]
+    add_pods_at_once(a, uids)
+    for i in range(50):
+        os.unlink(os.path.join(a.pods_dir, "p%d.json" % i))
+    for i in range(10):
+        a.write_pod("again%d" % i, identity_pod(i, uids[i]))
+    present = set(uids[:10] + uids[50:])
+    wait_until(lambda: issued(a) == len(present) and set(os.listdir(tls)) == present, T(30),
+               desc="exactly the present pods' directories")
+    assert check_dirs(tls, present) == (len(present), 0)
+    assert len(a.get_json("/v1/identity")["workloads"]) == len(present)
