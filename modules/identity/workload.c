@@ -389,9 +389,11 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, const bool
         }
         for (size_t i = 0; i < n; i++) {
                 r = 0;
-                if (!dirs || !versions || !how || ws[i]->service)
+                if (!dirs || !versions || !how || ws[i]->service) {
+                        if (staged_by_thread[i] && dfd >= 0) /* out of memory: the slow way */
+                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
                         r = ws[i]->service || dfd >= 0 ? write_tls_dir(id, ws[i]) : 0;
-                else if (dfd < 0)
+                } else if (dfd < 0)
                         r = 0; /* reported above */
                 else if (staged_by_thread[i] || (r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
                         how[i] = STAGED_NEW_DIR;
