@@ -50,7 +50,8 @@ typedef void (*issue_done_fn)(struct issue_worker *w, struct issue_job *jobs, vo
 /* priority: of the results' event source on the loop. */
 int issue_worker_new(sd_event *e, unsigned max_batch, int64_t priority, issue_done_fn done, void *userdata,
                      struct issue_worker **ret);
-/* Stops the thread (after the job it is on) and drops every job not yet handed back. */
+/* Stops the thread (after the job it is on) and drops every job not yet handed back, with what
+ * it staged. */
 struct issue_worker *issue_worker_free(struct issue_worker *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct issue_worker *, issue_worker_free);
 

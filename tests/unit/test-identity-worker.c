@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The identity module's issue worker: a real thread, a real CA in a temp dir, results back on a
  * real sd-event loop. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -213,6 +215,37 @@ static void test_stages_new_directories(void **state) {
         assert_int_equal(f->results[3]->staged, 0);
 }
 
+static unsigned count_staged(const char *dir) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        unsigned n = 0;
+
+        assert_non_null(d);
+        while ((de = readdir(d)))
+                n += strncmp(de->d_name, "..new-", 6) == 0;
+        closedir(d);
+        return n;
+}
+
+/* Stopped with staged results not handed back (the loop never ran): their directories go. */
+static void test_free_drops_what_was_staged(void **state) {
+        struct fixture *f = *state;
+        _cleanup_free_ char *pods = path_join(f->tmp, "pods");
+
+        assert_int_equal(mkdir_p(pods, 0755), 0);
+        assert_int_equal(issue_worker_set_issuer(f->worker, f->a), 0);
+        for (unsigned i = 0; i < 4; i++)
+                assert_int_equal(issue_worker_submit(f->worker, staging_job(i, pods)), 0);
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + 20 * USEC_PER_SEC;
+        while (count_staged(pods) < 4) {
+                assert_true(now_usec(CLOCK_MONOTONIC) < deadline);
+                usleep(1000);
+        }
+        f->worker = issue_worker_free(f->worker);
+        assert_int_equal(f->n_results, 0);
+        assert_int_equal(count_staged(pods), 0);
+}
+
 /* Freed with work queued and results not taken: nothing leaks (the ASan build checks). */
 static void test_free_with_work_pending(void **state) {
         struct fixture *f = *state;
@@ -229,6 +262,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_results_in_order_and_in_batches, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_issuer_changes_in_order, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stages_new_directories, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_free_drops_what_was_staged, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_with_work_pending, setup, teardown),
         };
         return cmocka_run_group_tests_name("identity-worker", tests, NULL, NULL);
