@@ -74,9 +74,8 @@ static void job_free_any(struct issue_job *j) {
                 issue_job_free(j);
 }
 
-/* A result never handed back: what the thread staged for it goes too. */
-static void drop_staged(const struct issue_job *j) {
-        if (j->uid && j->staged > 0) {
+void issue_job_drop_staged(const struct issue_job *j) {
+        if (j && j->uid && j->staged > 0) {
                 _cleanup_close_ int fd = open(j->stage_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (fd >= 0)
                         (void) atomic_dir_drop_staged(fd, j->stage_name, j->ticket);
@@ -306,8 +305,8 @@ struct issue_worker *issue_worker_free(struct issue_worker *w) {
                 pthread_join(w->thread, NULL);
         }
         jobs_free(w->todo);
-        for (struct issue_job *j = w->done; j; j = j->next)
-                drop_staged(j);
+        for (struct issue_job *j = w->done; j; j = j->next) /* never handed back */
+                issue_job_drop_staged(j);
         jobs_free(w->done);
         ca_free(w->ca);
         EVP_PKEY_CTX_free(w->keygen);

@@ -40,6 +40,8 @@ struct issue_job {
 };
 
 struct issue_job *issue_job_free(struct issue_job *j);
+/* Removes what the thread staged for j (nothing if it staged nothing): for a result not taken. */
+void issue_job_drop_staged(const struct issue_job *j);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct issue_job *, issue_job_free);
 
 struct issue_worker;

@@ -597,13 +597,6 @@ static void install(struct workload *w, struct issue_job *j) {
         set_error(w, NULL);
 }
 
-/* What the thread staged for a result that is not taken. */
-static void drop_staged(const struct issue_job *j) {
-        _cleanup_close_ int fd = open(j->stage_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0)
-                (void) atomic_dir_drop_staged(fd, j->stage_name, j->ticket);
-}
-
 /* Results of the worker: the last request of a workload that is still here, for the issuer
  * that is still the one, is taken; anything else is dropped (and asked again if the issuer
  * changed meanwhile). */
@@ -641,8 +634,8 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
                         uids[m] = TAKE_PTR(j->uid);
                         done[m++] = w;
                 }
-                if (j->staged > 0 && !keep_staged)
-                        drop_staged(j);
+                if (!keep_staged)
+                        issue_job_drop_staged(j);
         }
         write_tls_dirs(id, done, staged, m);
         /* Telling others may end in anything, a workload's removal too: look each up again. */
