@@ -36,8 +36,6 @@ struct issue_worker {
         /* The thread's. */
         struct ca *ca;
         EVP_PKEY_CTX *keygen;
-        char *stage_parent; /* the directory stage_fd is open on */
-        int stage_fd;
 };
 
 /* An issuer change travels the job queue, so that it applies exactly from the next job on. */
@@ -134,30 +132,14 @@ static int issue(struct issue_worker *w, struct issue_job *j) {
         return 0;
 }
 
-/* The directory new pod directories are staged in, kept open from one job to the next. */
-static int stage_parent_fd(struct issue_worker *w, const char *path) {
-        if (w->stage_fd >= 0 && streq(w->stage_parent, path))
-                return w->stage_fd;
-        if (w->stage_fd >= 0)
-                close(w->stage_fd);
-        free(w->stage_parent);
-        w->stage_parent = strdup(path);
-        w->stage_fd = w->stage_parent ? open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -EBADF;
-        if (w->stage_fd < 0) {
-                int r = w->stage_parent ? -errno : -ENOMEM;
-                w->stage_parent = mfree(w->stage_parent);
-                return r;
-        }
-        return w->stage_fd;
-}
-
 /* A new directory only: one that is there is the loop's to update, version by version. */
-static int stage(struct issue_worker *w, struct issue_job *j) {
+static int stage(struct issue_job *j) {
+        /* Opened for each job: a pod-tls-dir removed and made again is the one written to. */
+        _cleanup_close_ int fd = open(j->stage_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         struct stat st;
-        int fd = stage_parent_fd(w, j->stage_parent);
 
         if (fd < 0)
-                return fd;
+                return -errno;
         if (fstatat(fd, j->stage_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 || errno != ENOENT)
                 return 0;
         const struct atomic_dir_file files[] = {
@@ -190,7 +172,7 @@ static void run_job(struct issue_worker *w, struct issue_job *j) {
         j->result = issue(w, j);
         ERR_clear_error();
         if (j->result >= 0 && j->stage_parent && j->stage_name && j->stage_bundle)
-                j->staged = stage(w, j);
+                j->staged = stage(j);
         finish(w, j);
 }
 
@@ -261,7 +243,6 @@ int issue_worker_new(sd_event *e, unsigned max_batch, int64_t priority, issue_do
         if (!w)
                 return -ENOMEM;
         w->event_fd = -EBADF;
-        w->stage_fd = -EBADF;
         w->done_fn = done;
         w->userdata = userdata;
         w->max_batch = max_batch;
@@ -310,9 +291,6 @@ struct issue_worker *issue_worker_free(struct issue_worker *w) {
         jobs_free(w->done);
         ca_free(w->ca);
         EVP_PKEY_CTX_free(w->keygen);
-        if (w->stage_fd >= 0)
-                close(w->stage_fd);
-        free(w->stage_parent);
         sd_event_source_disable_unref(w->source);
         if (w->event_fd >= 0)
                 close(w->event_fd);

@@ -417,9 +417,11 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, const bool
                                 (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
                         else
                                 (void) rm_rf(versions[i]);
-                } else if (how[i] == STAGED_NEW_DIR)
+                } else if (how[i] == STAGED_NEW_DIR) {
                         r = atomic_dir_publish_new(dfd, ws[i]->uid, ws[i]->ticket);
-                else
+                        if (r == -ENOENT) /* staged where the directory was before it was made anew */
+                                r = write_tls_dir(id, ws[i]);
+                } else
                         r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED);
                 if (r < 0)
                         write_failed(id, ws[i], r);

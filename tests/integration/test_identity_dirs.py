@@ -137,3 +137,26 @@ def test_pods_removed_and_added_again_while_issuing(agent_factory):
                desc="exactly the present pods' directories")
     assert check_dirs(tls, present) == (len(present), 0)
     assert len(a.get_json("/v1/identity")["workloads"]) == len(present)
+
+
+def test_pod_tls_dir_made_anew_while_running(agent_factory):
+    """pod-tls-dir removed (a tmpfs remounted, an operator's rm -rf) and made again: new pods'
+    directories go to the directory that is there now."""
+    import shutil
+    a = start_local(agent_factory)
+    tls = a.sections["identity"]["pod-tls-dir"]
+    wait_until(lambda: a.get_json("/v1/identity")["node"].get("state") == "valid", T(15), desc="node certificate")
+    first = [new_uid() for _ in range(5)]
+    add_pods_at_once(a, first)
+    wait_until(lambda: issued(a) == 5, T(15), desc="the first pods' certificates")
+    shutil.rmtree(tls)
+    os.makedirs(tls)
+    later = [new_uid() for _ in range(20)]
+    stage = tempfile.mkdtemp(dir=a.dir)
+    for i, uid in enumerate(later):
+        with open(os.path.join(stage, "q%d.json" % i), "w") as f:
+            json.dump(identity_pod(100 + i, uid), f)
+    for name in os.listdir(stage):
+        os.rename(os.path.join(stage, name), os.path.join(a.pods_dir, name))
+    wait_until(lambda: set(later) <= set(os.listdir(tls)), T(15), desc="the later pods' directories")
+    assert check_dirs(tls, set(later)) == (len(later), 0)
