@@ -73,7 +73,7 @@ static void job_free_any(struct issue_job *j) {
 }
 
 void issue_job_drop_staged(const struct issue_job *j) {
-        if (j && j->uid && j->staged > 0) {
+        if (j && j->staged > 0) { /* (an issuer change in the queue never has) */
                 _cleanup_close_ int fd = open(j->stage_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (fd >= 0)
                         (void) atomic_dir_drop_staged(fd, j->stage_name, j->ticket);
