@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -355,6 +357,8 @@ static int prune_versions(int destfd, const char *except, const char *except2, u
         return ret < 0 ? ret : MIN(r, 0);
 }
 
+static int commit_at(int destfd, const char *name, unsigned keep_versions, bool sync);
+
 int atomic_dir_commit(const char *dest, const char *version_dir, unsigned keep_versions) {
         return atomic_dir_commit_flags(dest, version_dir, keep_versions, 0);
 }
@@ -385,6 +389,13 @@ int atomic_dir_commit_flags(const char *dest, const char *version_dir, unsigned 
                 return negative_errno();
         if (!S_ISDIR(inside.st_mode) || named.st_dev != inside.st_dev || named.st_ino != inside.st_ino)
                 return -EINVAL;
+
+        return commit_at(destfd, name, keep_versions, sync);
+}
+
+/* The commit of version `name` inside destfd (checked to be a directory there). */
+static int commit_at(int destfd, const char *name, unsigned keep_versions, bool sync) {
+        int r;
 
         _cleanup_close_ int vfd = openat(destfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (vfd < 0)
@@ -431,16 +442,20 @@ static int remove_if_exists(int dir_fd, const char *name) {
         return 1;
 }
 
+static int cleanup_at(int destfd);
+
 int atomic_dir_cleanup(const char *dest) {
+        _cleanup_close_ int destfd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (destfd < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        return cleanup_at(destfd);
+}
+
+static int cleanup_at(int destfd) {
         _cleanup_free_ char *current = NULL;
-        _cleanup_close_ int destfd = -EBADF;
         char **names = NULL;
         size_t n_names = 0;
         int r, n = 0;
-
-        destfd = open(dest, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (destfd < 0)
-                return errno == ENOENT ? 0 : negative_errno();
 
         r = readlinkat_malloc(destfd, ATOMIC_DIR_DATA, &current);
         if (r < 0 && r != -ENOENT)
@@ -481,4 +496,195 @@ int atomic_dir_cleanup(const char *dest) {
                         return r;
         }
         return n;
+}
+
+/* ---- a whole new directory at once ---- */
+
+int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size_t n, uid_t uid, gid_t gid) {
+        bool chown_files = uid != (uid_t) -1 || gid != (gid_t) -1;
+        struct stat st;
+
+        /* A file gets the uid of its creator and the gid of the directory it is made in (the
+         * version directory, made by the same creator): if that directory is already owned as
+         * asked, so are the files, and the fchown() per file is saved. */
+        if (chown_files && fstat(dir_fd, &st) >= 0 && (uid == (uid_t) -1 || uid == st.st_uid) &&
+            (gid == (gid_t) -1 || gid == st.st_gid))
+                chown_files = false;
+        for (size_t i = 0; i < n; i++) {
+                const struct atomic_dir_file *f = &files[i];
+                if (isempty(f->name) || strchr(f->name, '/') || startswith(f->name, ".."))
+                        return -EINVAL;
+                _cleanup_close_ int fd =
+                        openat(dir_fd, f->name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, f->mode);
+                if (fd < 0)
+                        return negative_errno();
+                /* fchmod: the umask may have taken bits the mode asks for. */
+                if (fchmod(fd, f->mode) < 0 || (chown_files && fchown(fd, uid, gid) < 0))
+                        return negative_errno();
+                int r = fd_write_all(fd, f->data, f->size);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int staged_name(const char *name, unsigned serial, char **ret) {
+        /* "<prefix><serial>-<name>" must fit NAME_MAX: 11 for the serial and its dash. */
+        if (isempty(name) || strchr(name, '/') || startswith(name, ".") ||
+            strlen(name) > NAME_MAX - strlen(ATOMIC_DIR_STAGED_PREFIX) - 11)
+                return -EINVAL;
+        return asprintf(ret, ATOMIC_DIR_STAGED_PREFIX "%u-%s", serial, name) < 0 ? -ENOMEM : 0;
+}
+
+/* mkdirat_mode() that keeps the directory open: one open for the mode and the filling. */
+static int mkdir_open(int dfd, const char *name, mode_t mode) {
+        if (mkdirat(dfd, name, mode) < 0)
+                return negative_errno();
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        if (fchmod(fd, mode) < 0) { /* the umask may have taken bits */
+                int r = negative_errno();
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+/* The staging directory's content: version, ..data -> version, <file> -> ..data/<file>. */
+static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n, uid_t uid, gid_t gid) {
+        char version[128];
+        int r;
+
+        r = version_name_now(version, sizeof(version));
+        if (r < 0)
+                return r;
+        _cleanup_close_ int vfd = mkdir_open(sfd, version, 0755);
+        if (vfd < 0)
+                return vfd;
+        r = atomic_dir_write_files(vfd, files, n, uid, gid);
+        if (r < 0)
+                return r;
+        if (symlinkat(version, sfd, ATOMIC_DIR_DATA) < 0)
+                return negative_errno();
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *target = NULL;
+                if (asprintf(&target, ATOMIC_DIR_DATA_PREFIX "%s", files[i].name) < 0)
+                        return -ENOMEM;
+                if (symlinkat(target, sfd, files[i].name) < 0)
+                        return negative_errno();
+        }
+        return 0;
+}
+
+int atomic_dir_stage_new(int parent_fd, const char *name, unsigned serial, const struct atomic_dir_file *files,
+                         size_t n, uid_t uid, gid_t gid) {
+        _cleanup_free_ char *staged = NULL;
+        int r;
+
+        r = staged_name(name, serial, &staged);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int sfd = mkdir_open(parent_fd, staged, 0755);
+        if (sfd == -EEXIST) { /* a leftover of a kill: nothing points at it */
+                r = rm_rf_at(parent_fd, staged);
+                sfd = r < 0 ? r : mkdir_open(parent_fd, staged, 0755);
+        }
+        r = sfd < 0 ? sfd : fill_staged(sfd, files, n, uid, gid);
+        if (r < 0)
+                (void) rm_rf_at(parent_fd, staged);
+        return r;
+}
+
+/* <name> exists: the staged version joins it as an ordinary commit, every step synced. */
+static int publish_into_existing(int parent_fd, const char *staged, const char *name) {
+        _cleanup_free_ char *version = NULL;
+        int r;
+
+        _cleanup_close_ int destfd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (destfd < 0 && errno == ENOENT) { /* the file system cannot rename without replacing */
+                r = mkdirat_mode(parent_fd, name, 0755);
+                if (r < 0 && r != -EEXIST)
+                        return r;
+                destfd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (destfd < 0)
+                return negative_errno();
+        _cleanup_close_ int sfd = openat(parent_fd, staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd < 0)
+                return negative_errno();
+        r = readlinkat_malloc(sfd, ATOMIC_DIR_DATA, &version);
+        if (r < 0)
+                return r;
+        r = cleanup_at(destfd);
+        if (r < 0)
+                return r;
+        if (renameat(sfd, version, destfd, version) < 0)
+                return negative_errno();
+        r = commit_at(destfd, version, 0, true);
+        if (r < 0)
+                (void) rm_rf_at(destfd, version);
+        return r;
+}
+
+int atomic_dir_publish_new(int parent_fd, const char *name, unsigned serial) {
+        _cleanup_free_ char *staged = NULL;
+        int r;
+
+        r = staged_name(name, serial, &staged);
+        if (r < 0)
+                return r;
+        if (renameat2(parent_fd, staged, parent_fd, name, RENAME_NOREPLACE) >= 0)
+                return 0;
+        r = negative_errno();
+        if (r == -EEXIST || r == -EINVAL)
+                r = publish_into_existing(parent_fd, staged, name);
+        (void) rm_rf_at(parent_fd, staged);
+        return r;
+}
+
+int atomic_dir_drop_staged(int parent_fd, const char *name, unsigned serial) {
+        _cleanup_free_ char *staged = NULL;
+        int r = staged_name(name, serial, &staged);
+        return r < 0 ? r : rm_rf_at(parent_fd, staged);
+}
+
+/* "<prefix><serial>-<name>" → serial and name; false if it is not one. */
+static bool parse_staged(const char *staged, unsigned *ret_serial, const char **ret_name) {
+        const char *p = staged + strlen(ATOMIC_DIR_STAGED_PREFIX);
+        char *end;
+
+        if (!startswith(staged, ATOMIC_DIR_STAGED_PREFIX) || *p < '0' || *p > '9')
+                return false;
+        errno = 0;
+        unsigned long v = strtoul(p, &end, 10);
+        if (errno != 0 || v > UINT_MAX || *end != '-' || end[1] == 0)
+                return false;
+        *ret_serial = (unsigned) v;
+        *ret_name = end + 1;
+        return true;
+}
+
+int atomic_dir_sweep_staged(int parent_fd, atomic_dir_keep_fn keep, void *userdata) {
+        _cleanup_(closedirp) DIR *d = opendir_at(parent_fd, ".");
+        struct dirent *de;
+        int r, n = 0;
+
+        if (!d)
+                return negative_errno();
+        while ((r = read_entry(d, &de)) > 0) {
+                struct stat st;
+                const char *name;
+                unsigned serial;
+                if (!startswith(de->d_name, ATOMIC_DIR_STAGED_PREFIX) ||
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                        continue;
+                if (keep && parse_staged(de->d_name, &serial, &name) && keep(name, serial, userdata))
+                        continue;
+                r = rm_rf_at(dirfd(d), de->d_name);
+                if (r < 0)
+                        return r;
+                n++;
+        }
+        return r < 0 ? r : n;
 }

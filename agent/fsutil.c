@@ -118,7 +118,7 @@ int readlinkat_malloc(int dir_fd, const char *name, char **ret) {
 
 /* ---- single files ---- */
 
-static int write_all(int fd, const void *data, size_t size) {
+int fd_write_all(int fd, const void *data, size_t size) {
         const char *p = data;
 
         while (size > 0) {
@@ -159,7 +159,7 @@ static int write_temp(int fd, const void *data, size_t size, mode_t mode, uid_t 
         if (fchmod(fd, mode & 07777) < 0)
                 return negative_errno();
 
-        r = write_all(fd, data, size);
+        r = fd_write_all(fd, data, size);
         if (r < 0)
                 return r;
 

@@ -25,6 +25,8 @@ int write_file_atomic(const char *path, const void *data, size_t size, mode_t mo
 int write_file_atomic_full(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid,
                            bool *ret_renamed);
 /* Reads a whole file, at most max_size bytes (-EFBIG if larger); adds a NUL after the data. */
+/* Writes all of data to fd (retrying short writes and EINTR). */
+int fd_write_all(int fd, const void *data, size_t size);
 int read_file_full(const char *path, size_t max_size, char **ret_data, size_t *ret_size);
 /* mkdirat() giving the new directory exactly mode, whatever the umask (under piniond.service's
  * UMask=0077 a plain mkdir would make 0700 of the directories pods traverse); -EEXIST if the

@@ -58,6 +58,33 @@ static void manager_release_startup_pages(struct manager *m) {
                  pr.resident_after / 1024);
 }
 
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        manager_update_status(userdata);
+        return 0;
+}
+
+/* The pod count changes with every pod file: 1,000 files added at once were 1,000 messages to
+ * systemd. STATUS= is for a person reading `systemctl status`: one message at most every
+ * STATUS_COALESCE carries the count. */
+#define STATUS_COALESCE (100 * USEC_PER_MSEC)
+static void manager_update_status_later(struct manager *m) {
+        int r;
+
+        if (!m->status_timer) {
+                r = sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_COALESCE, 0,
+                                               on_status_timer, m);
+                if (r >= 0)
+                        (void) sd_event_source_set_description(m->status_timer, "status");
+        } else if (sd_event_source_get_enabled(m->status_timer, NULL) > 0)
+                return; /* already due */
+        else
+                r = sd_event_source_set_time_relative(m->status_timer, STATUS_COALESCE);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->status_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                manager_update_status(m);
+}
+
 /* READY=1 once the config is loaded, the API listens, and every module finished its first
  * sync (or said why it could not). Logs what it still waits for. */
 static void manager_check_ready(struct manager *m) {
@@ -266,6 +293,7 @@ struct manager *manager_free(struct manager *m) {
         sd_event_source_unref(m->api_drain_timer);
         sd_event_source_unref(m->watchdog_timer);
         sd_event_source_unref(m->heap_trim_timer);
+        sd_event_source_disable_unref(m->status_timer);
         sd_event_unref(m->event);
 
         for (size_t i = 0; i < m->n_facts; i++)
@@ -299,7 +327,7 @@ static void manager_pods_scanned(struct podsdir *d, unsigned n_loaded, unsigned 
 
         (void) metric_set(m->metric_pods_dir_errors, (double) n_failed);
         log_debug("Scanned %s: %u pods loaded, %u files skipped", podsdir_path(d), n_loaded, n_failed);
-        manager_update_status(m);
+        manager_update_status_later(m);
 }
 
 static void manager_pod_changed(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {

@@ -102,6 +102,7 @@ struct manager {
         sd_event_source *stop_timer;
         sd_event_source *api_drain_timer; /* the API finishing what it accepted, then exit */
         char *last_status; /* last STATUS= sent, to avoid repeats */
+        sd_event_source *status_timer; /* a STATUS= update due (manager_update_status_later()) */
         unsigned n_reloads, n_reload_failures;
         int exit_code;
         uint64_t caps_kept;     /* after the drop at start (agent/caps.h bits) */

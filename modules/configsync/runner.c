@@ -197,7 +197,8 @@ static int runner_spawn(struct runner *r) {
         (void) posix_spawnattr_setpgroup(&attr, 0);
         (void) posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
         /* The command gets the usual umask 0022 (posix_spawn has no attribute for it; the loop's
-         * thread is the only one that creates files), not the service's UMask=0077: a script that
+         * thread is the only one that creates files but for identity's issuing thread, which sets
+         * every mode it wants with fchmod()), not the service's UMask=0077: a script that
          * renders files for a workload makes them readable as it would from a shell. */
         mode_t umask_was = umask(0022);
         r2 = posix_spawnp(&pid, r->argv[0], &fa, &attr, r->argv, env ? env : (char *[]) { NULL });

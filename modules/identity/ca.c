@@ -8,6 +8,8 @@
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
+#include <openssl/x509v3.h>
 
 #include "ca.h"
 #include "fsutil.h"
@@ -21,8 +23,30 @@ struct ca *ca_free(struct ca *ca) {
         X509_free(ca->cert);
         sk_X509_pop_free(ca->chain, X509_free);
         sk_X509_pop_free(ca->roots, X509_free);
+        X509_EXTENSION_free(ca->leaf_aki);
         free(ca);
         return NULL;
+}
+
+static X509_EXTENSION *make_ext(X509 *cert, X509 *issuer, int nid, const char *value) {
+        X509V3_CTX ctx;
+        X509V3_set_ctx_nodb(&ctx);
+        X509V3_set_ctx(&ctx, issuer, cert, NULL, NULL, 0);
+        return X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+}
+
+/* What every certificate this CA issues shares, worked out once. */
+static void ca_precompute(struct ca *ca) {
+        for (int i = 0; i < sk_X509_num(ca->chain); i++)
+                if (X509_get_ext_by_NID(sk_X509_value(ca->chain, i), NID_name_constraints, -1) >= 0)
+                        ca->name_constrained = true;
+        ca->self_signed_root = sk_X509_num(ca->chain) == 1 && X509_check_issued(ca->cert, ca->cert) == X509_V_OK;
+        /* The issuer's key identifier: the subject plays no part in it. */
+        ca->leaf_aki = make_ext(NULL, ca->cert, NID_authority_key_identifier, "keyid:always");
+        struct tm tm;
+        if (ASN1_TIME_to_tm(X509_get0_notAfter(ca->cert), &tm) == 1 && timegm(&tm) > 0)
+                ca->not_after = (usec_t) timegm(&tm) * USEC_PER_SEC;
+        ERR_clear_error();
 }
 
 int ca_new(EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots, struct ca **ret) {
@@ -39,15 +63,13 @@ int ca_new(EVP_PKEY *key, STACK_OF(X509) *chain, STACK_OF(X509) *roots, struct c
         ca->roots = roots;
         ca->cert = sk_X509_value(chain, 0);
         X509_up_ref(ca->cert);
+        ca_precompute(ca);
         *ret = ca;
         return 0;
 }
 
 static int add_ext(X509 *cert, X509 *issuer, int nid, const char *value) {
-        X509V3_CTX ctx;
-        X509V3_set_ctx_nodb(&ctx);
-        X509V3_set_ctx(&ctx, issuer, cert, NULL, NULL, 0);
-        X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+        X509_EXTENSION *ext = make_ext(cert, issuer, nid, value);
         if (!ext)
                 return -ENOMEM;
         int r = X509_add_ext(cert, ext, -1);
@@ -72,18 +94,20 @@ static int set_serial(X509 *cert) {
 /* A certificate skeleton: version 3, random serial, subject, validity [now-CA_BACKDATE, now+lifetime]. */
 static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t lifetime, bool leaf, X509 **ret) {
         X509 *cert = X509_new();
-        X509_NAME *name = X509_NAME_new();
         int r = -ENOMEM;
 
-        if (!cert || !name)
+        if (!cert)
                 goto fail;
-        if ((s->organization && X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8,
+        /* Filled in place (X509_set_subject_name() would copy a name through DER and back). */
+        X509_NAME *name = X509_get_subject_name(cert);
+        if ((s->organization && X509_NAME_add_entry_by_NID(name, NID_organizationName, MBSTRING_UTF8,
                                                            (const unsigned char *) s->organization, -1, -1, 0) != 1) ||
-            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, (const unsigned char *) s->common_name, -1, -1, 0) != 1) {
+            X509_NAME_add_entry_by_NID(name, NID_commonName, MBSTRING_UTF8, (const unsigned char *) s->common_name, -1, -1,
+                                       0) != 1) {
                 r = -EINVAL;
                 goto fail;
         }
-        if (X509_set_version(cert, 2) != 1 || X509_set_subject_name(cert, name) != 1 ||
+        if (X509_set_version(cert, 2) != 1 ||
             (leaf ? x509_set_pubkey(cert, pubkey) < 0 : X509_set_pubkey(cert, pubkey) != 1))
                 goto fail;
         r = set_serial(cert);
@@ -95,13 +119,57 @@ static int cert_skeleton(EVP_PKEY *pubkey, const struct cert_subject *s, usec_t 
                 r = -ENOMEM;
                 goto fail;
         }
-        X509_NAME_free(name);
         *ret = cert;
         return 0;
 fail:
         ERR_clear_error();
-        X509_NAME_free(name);
         X509_free(cert);
+        return r;
+}
+
+static int add_ca_extensions(const struct ca *ca, X509 *cert) {
+        int r;
+        if ((r = add_ext(cert, ca->cert, NID_basic_constraints, "critical,CA:TRUE,pathlen:0")) < 0 ||
+            (r = add_ext(cert, ca->cert, NID_key_usage, "critical,keyCertSign,cRLSign")) < 0 ||
+            (r = add_ext(cert, ca->cert, NID_subject_key_identifier, "hash")) < 0 ||
+            (r = add_ext(cert, ca->cert, NID_authority_key_identifier, "keyid:always")) < 0)
+                return r;
+        return 0;
+}
+
+static int add_i2d(X509 *cert, int nid, void *value, bool critical) {
+        return value && X509_add1_ext_i2d(cert, nid, value, critical, X509V3_ADD_APPEND) == 1 ? 0 : -ENOMEM;
+}
+
+/* A leaf's extensions, the same as add_ext() makes from "critical,CA:FALSE",
+ * "critical,digitalSignature", "clientAuth[,serverAuth]", "hash" and "keyid:always", built from
+ * their structures rather than parsed from text for every certificate. */
+static int add_leaf_extensions(const struct ca *ca, X509 *cert, enum cert_usage usage) {
+        BASIC_CONSTRAINTS *bc = BASIC_CONSTRAINTS_new();
+        ASN1_BIT_STRING *ku = ASN1_BIT_STRING_new();
+        EXTENDED_KEY_USAGE *eku = sk_ASN1_OBJECT_new_null();
+        ASN1_OCTET_STRING *ski = ASN1_OCTET_STRING_new();
+        const ASN1_BIT_STRING *pub = X509_get0_pubkey_bitstr(cert);
+        unsigned char md[SHA_DIGEST_LENGTH];
+        int r = -ENOMEM;
+
+        if (!bc || !ku || !eku || !ski || !pub || ASN1_BIT_STRING_set_bit(ku, 0, 1) != 1 ||
+            !sk_ASN1_OBJECT_push(eku, OBJ_nid2obj(NID_client_auth)) ||
+            (usage == CERT_USAGE_CLIENT_SERVER && !sk_ASN1_OBJECT_push(eku, OBJ_nid2obj(NID_server_auth))) ||
+            !EVP_Digest(ASN1_STRING_get0_data(pub), (size_t) ASN1_STRING_length(pub), md, NULL, EVP_sha1(), NULL) ||
+            ASN1_OCTET_STRING_set(ski, md, sizeof(md)) != 1)
+                goto finish;
+        if (add_i2d(cert, NID_basic_constraints, bc, true) < 0 || add_i2d(cert, NID_key_usage, ku, true) < 0 ||
+            add_i2d(cert, NID_ext_key_usage, eku, false) < 0 || add_i2d(cert, NID_subject_key_identifier, ski, false) < 0)
+                goto finish;
+        r = ca->leaf_aki ? (X509_add_ext(cert, ca->leaf_aki, -1) == 1 ? 0 : -ENOMEM)
+                         : add_ext(cert, ca->cert, NID_authority_key_identifier, "keyid:always");
+finish:
+        ERR_clear_error();
+        BASIC_CONSTRAINTS_free(bc);
+        ASN1_BIT_STRING_free(ku);
+        sk_ASN1_OBJECT_free(eku); /* the objects are OpenSSL's static ones */
+        ASN1_OCTET_STRING_free(ski);
         return r;
 }
 
@@ -111,7 +179,8 @@ int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s
         int r;
 
         /* An expired issuer would only make certificates that are dead on arrival. */
-        if (X509_cmp_current_time(X509_get0_notAfter(ca->cert)) <= 0)
+        if (ca->not_after > 0 ? now_usec(CLOCK_REALTIME) >= ca->not_after
+                              : X509_cmp_current_time(X509_get0_notAfter(ca->cert)) <= 0)
                 return -EKEYEXPIRED;
         /* Never past the issuer's own end: a chain is only as valid as its shortest link. */
         r = cert_skeleton(pubkey, s, lifetime, usage != CERT_USAGE_CA, &cert);
@@ -123,24 +192,8 @@ int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s
         if (X509_set_issuer_name(cert, X509_get_subject_name(ca->cert)) != 1)
                 return -ENOMEM;
 
-        const char *bc = "critical,CA:FALSE", *ku = "critical,digitalSignature", *eku = NULL;
-        switch (usage) {
-        case CERT_USAGE_CLIENT:
-                eku = "clientAuth";
-                break;
-        case CERT_USAGE_CLIENT_SERVER:
-                eku = "clientAuth,serverAuth";
-                break;
-        case CERT_USAGE_CA:
-                bc = "critical,CA:TRUE,pathlen:0";
-                ku = "critical,keyCertSign,cRLSign";
-                break;
-        }
-        if ((r = add_ext(cert, ca->cert, NID_basic_constraints, bc)) < 0 ||
-            (r = add_ext(cert, ca->cert, NID_key_usage, ku)) < 0 ||
-            (eku && (r = add_ext(cert, ca->cert, NID_ext_key_usage, eku)) < 0) ||
-            (r = add_ext(cert, ca->cert, NID_subject_key_identifier, "hash")) < 0 ||
-            (r = add_ext(cert, ca->cert, NID_authority_key_identifier, "keyid:always")) < 0)
+        r = usage == CERT_USAGE_CA ? add_ca_extensions(ca, cert) : add_leaf_extensions(ca, cert, usage);
+        if (r < 0)
                 return r;
         if (s->uri || s->ip) {
                 _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = NULL;
@@ -335,7 +388,7 @@ int ca_verify_issued(struct ca *ca, X509 *leaf, const char **ret_reason) {
         int r;
 
         if (now < ca->chain_verified_until)
-                return check_name_constraints(ca, leaf, ret_reason);
+                return ca->name_constrained ? check_name_constraints(ca, leaf, ret_reason) : 0;
         r = verify_full(ca, leaf, ret_reason);
         if (r < 0)
                 return r;
@@ -349,7 +402,7 @@ int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret) {
         if (r < 0)
                 return r;
         /* A self-signed root is not sent along: the peer has it in its bundle. */
-        if (sk_X509_num(ca->chain) == 1 && X509_check_issued(ca->cert, ca->cert) == X509_V_OK) {
+        if (ca->self_signed_root) {
                 *ret = TAKE_PTR(a);
                 return 0;
         }

@@ -23,6 +23,11 @@ struct ca {
         /* ca_verify_issued(): the chain verified in full, and until when that holds (the first
          * notAfter of the chain and the roots). */
         usec_t chain_verified_until;
+        /* Worked out once by ca_new(), being the same for every certificate issued: */
+        bool name_constrained;      /* some certificate of the chain has name constraints */
+        bool self_signed_root;      /* the chain is a self-signed root alone */
+        X509_EXTENSION *leaf_aki;   /* authorityKeyIdentifier of what it signs (NULL: made per call) */
+        usec_t not_after;           /* the CA certificate's (0: unreadable, checked per call) */
 };
 
 struct ca *ca_free(struct ca *ca);

@@ -84,7 +84,7 @@ struct workload {
         struct cert_info info;
         usec_t rotate_at;
         unsigned generation; /* bumps with every new certificate */
-        unsigned ticket;     /* bumps with every request to the issue worker: only the last counts */
+        unsigned ticket;     /* of its last request to the issue worker: only that one counts */
         bool queued, rotation;
         bool new_dir; /* its files go to a directory not written yet (first issue, new tls-dir) */
         char *last_error;
@@ -121,6 +121,9 @@ struct identity {
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
         struct issue_worker *worker; /* makes the workloads' keys and certificates (issue-worker.c) */
         unsigned issuer_generation;  /* bumps with every new issuer: older results are stale */
+        unsigned last_ticket;        /* tickets are unique across workloads: a pod removed and
+                                      * added again never takes its former self's result (nor
+                                      * its staged directory, which the ticket names) */
 
         /* JWT-SVIDs (jwt-keys.c): the key set (NULL: none configured or none loaded yet), why the
          * last load failed, and a generation that bumps with every new set (a JWKS stream's cue). */

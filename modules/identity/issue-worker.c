@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
 
+#include "atomic-dir.h"
 #include "issue-worker.h"
 #include "strv.h"
 
@@ -50,6 +53,9 @@ struct issue_job *issue_job_free(struct issue_job *j) {
         free(j->ip);
         strv_free(j->dns);
         free(j->reason);
+        free(j->stage_parent);
+        free(j->stage_name);
+        free(j->stage_bundle);
         x509_free_secret(j->key_pem);
         free(j->chain_pem);
         cert_info_done(&j->info);
@@ -64,6 +70,14 @@ static void job_free_any(struct issue_job *j) {
                 free(c);
         } else
                 issue_job_free(j);
+}
+
+void issue_job_drop_staged(const struct issue_job *j) {
+        if (j && j->staged > 0) { /* (an issuer change in the queue never has) */
+                _cleanup_close_ int fd = open(j->stage_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd >= 0)
+                        (void) atomic_dir_drop_staged(fd, j->stage_name, j->ticket);
+        }
 }
 
 static void jobs_free(struct issue_job *j) {
@@ -113,9 +127,28 @@ static int issue(struct issue_worker *w, struct issue_job *j) {
                 return r;
         }
         if ((r = ca_chain_pem(w->ca, cert, &j->chain_pem)) < 0 || (r = x509_cert_info(cert, &j->info)) < 0 ||
-            (r = x509_key_to_pem(key, &j->key_pem)) < 0)
+            (r = x509_key_to_pem_for(key, cert, &j->key_pem)) < 0)
                 return fail(j, r, "the node's issuer could not sign");
         return 0;
+}
+
+/* A new directory only: one that is there is the loop's to update, version by version. */
+static int stage(struct issue_job *j) {
+        /* Opened for each job: a pod-tls-dir removed and made again is the one written to. */
+        _cleanup_close_ int fd = open(j->stage_parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat st;
+
+        if (fd < 0)
+                return -errno;
+        if (fstatat(fd, j->stage_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 || errno != ENOENT)
+                return 0;
+        const struct atomic_dir_file files[] = {
+                { "key.pem", j->key_pem, strlen(j->key_pem), 0600 },
+                { "cert.pem", j->chain_pem, strlen(j->chain_pem), 0644 },
+                { "bundle.pem", j->stage_bundle, strlen(j->stage_bundle), 0644 },
+        };
+        int r = atomic_dir_stage_new(fd, j->stage_name, j->ticket, files, ELEMENTSOF(files), 0, 0);
+        return r < 0 ? r : 1;
 }
 
 static void finish(struct issue_worker *w, struct issue_job *j) {
@@ -138,6 +171,8 @@ static void run_job(struct issue_worker *w, struct issue_job *j) {
         }
         j->result = issue(w, j);
         ERR_clear_error();
+        if (j->result >= 0 && j->stage_parent && j->stage_name && j->stage_bundle)
+                j->staged = stage(j);
         finish(w, j);
 }
 
@@ -251,6 +286,8 @@ struct issue_worker *issue_worker_free(struct issue_worker *w) {
                 pthread_join(w->thread, NULL);
         }
         jobs_free(w->todo);
+        for (struct issue_job *j = w->done; j; j = j->next) /* never handed back */
+                issue_job_drop_staged(j);
         jobs_free(w->done);
         ca_free(w->ca);
         EVP_PKEY_CTX_free(w->keygen);

@@ -6,8 +6,10 @@
  * while 1,000 pods got their first certificates. Jobs go in with issue_worker_submit(); results
  * come back on the loop, in order and in batches, through an eventfd. The thread shares nothing
  * with the loop: it signs with its own copy of the issuer (issue_worker_set_issuer()), and a job
- * carries copies of what it needs. The loop decides everything else (which workload, whether a
- * result is still wanted, the files). */
+ * carries copies of what it needs. It may also write a new pod directory's files under a staging
+ * name no reader knows (the file system work the loop measured most of its time on next); the
+ * loop decides everything else (which workload, whether a result is still wanted, publishing or
+ * dropping what was staged). */
 
 #include <systemd/sd-event.h>
 
@@ -18,11 +20,15 @@ struct issue_job {
 
         /* in: what to issue, for whom (copies, owned by the job) */
         char *uid;             /* the workload's, looked up again when the result is back */
-        unsigned ticket;       /* the workload's request number: an older one's result is stale */
+        unsigned ticket;       /* the request's number: a result whose workload asked again since is stale */
         unsigned issuer_generation; /* the issuer it was meant for */
         char *common_name, *uri, *ip;
         char **dns;
         usec_t lifetime;
+        /* in, optional: a new directory stage_parent/stage_name for the key, the chain and
+         * stage_bundle, staged by the thread (atomic_dir_stage_new(), serial: the ticket) if
+         * nothing is there yet, for the loop to publish or drop. */
+        char *stage_parent, *stage_name, *stage_bundle;
 
         /* out */
         int result;       /* 0, or negative errno with reason set */
@@ -30,9 +36,12 @@ struct issue_job {
         char *key_pem;    /* private key material: wiped when the job is freed */
         char *chain_pem;
         struct cert_info info;
+        int staged; /* 1: staged; 0: not (not asked, or a directory is there); negative errno */
 };
 
 struct issue_job *issue_job_free(struct issue_job *j);
+/* Removes what the thread staged for j (nothing if it staged nothing): for a result not taken. */
+void issue_job_drop_staged(const struct issue_job *j);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct issue_job *, issue_job_free);
 
 struct issue_worker;
@@ -43,7 +52,8 @@ typedef void (*issue_done_fn)(struct issue_worker *w, struct issue_job *jobs, vo
 /* priority: of the results' event source on the loop. */
 int issue_worker_new(sd_event *e, unsigned max_batch, int64_t priority, issue_done_fn done, void *userdata,
                      struct issue_worker **ret);
-/* Stops the thread (after the job it is on) and drops every job not yet handed back. */
+/* Stops the thread (after the job it is on) and drops every job not yet handed back, with what
+ * it staged. */
 struct issue_worker *issue_worker_free(struct issue_worker *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct issue_worker *, issue_worker_free);
 

@@ -13,7 +13,7 @@ MODULE_SOURCES += \
 	modules/identity/jwt.c modules/identity/jwt.h modules/identity/jwt-keys.c \
 	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
-INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
+INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_dirs.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
 	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py
 EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
 	tests/integration/workload_api_client.py tests/integration/workload_api_client.js \
@@ -29,7 +29,7 @@ tests_unit_test_identity_x509_LDADD = $(UNIT_LIBS)
 
 # The issue worker: a real thread signing with a real CA, results back on a real loop.
 UNIT_TESTS += tests/unit/test-identity-worker
-tests_unit_test_identity_worker_SOURCES = tests/unit/test-identity-worker.c modules/identity/issue-worker.c \
+tests_unit_test_identity_worker_SOURCES = tests/unit/test-identity-worker.c modules/identity/issue-worker.c agent/atomic-dir.c \
 	modules/identity/ca.c modules/identity/x509.c agent/fsutil.c agent/strv.c
 tests_unit_test_identity_worker_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
 tests_unit_test_identity_worker_LDADD = $(UNIT_LIBS)

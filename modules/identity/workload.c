@@ -5,9 +5,11 @@
  * with the pod.
  *
  * Issuing is queued: the pod observer only marks a pod; a deferred event source hands the
- * queue to the issue worker (issue-worker.c: key, signature, chain check off the loop) in
- * batches of ISSUE_BATCH; results come back in batches too, whose files share one syncfs()
- * before and one after their ..data swaps: a crash leaves each old or new, whole. */
+ * queue to the issue worker (issue-worker.c: key, signature, chain check off the loop; for a
+ * new pod also its directory, staged under a name no reader knows) in batches of ISSUE_BATCH;
+ * results come back in batches too, whose files share one syncfs() before and one after their
+ * ..data swaps or, for new pods, the renames that publish them: a crash leaves each old or
+ * new, whole. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,7 +32,8 @@
 
 #define MODULE "identity"
 #define ISSUE_BATCH 64
-/* Results taken per loop iteration: a directory costs ~0.1 ms to write, a batch ~2 ms. */
+/* Results taken per loop iteration: a new pod's directory costs a rename (the thread wrote it),
+ * one whose directory exists ~0.1 ms to write; a batch shares two syncfs(). */
 #define ISSUE_RESULTS_BATCH 16
 #define WORKLOAD_RETRY (5 * USEC_PER_SEC)
 
@@ -176,6 +179,11 @@ static bool looks_like_pod_uid(const char *s) {
         return n >= 8 && n <= 64 && strspn(s, "0123456789abcdef-") == n && s[0] != '-';
 }
 
+static bool staged_in_flight(const char *uid, unsigned ticket, void *userdata) {
+        const struct workload *w = workload_find(userdata, uid);
+        return w && w->ticket == ticket;
+}
+
 int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
         const char *base = id->settings->pod_tls_dir;
         unsigned removed = 0;
@@ -187,11 +195,17 @@ int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
         _cleanup_close_ int dfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dfd < 0)
                 return errno == ENOENT ? 0 : -errno;
+        /* New directories a kill caught before they got their name; not those the issuing
+         * thread staged for the requests in flight now. */
+        int r = atomic_dir_sweep_staged(dfd, staged_in_flight, id);
+        if (r < 0)
+                ret = r;
+        else
+                removed += (unsigned) r;
         DIR *d = opendir_at(dfd, ".");
         if (!d)
                 return -errno;
         struct dirent *de;
-        int r;
         while ((r = read_entry(d, &de)) > 0) {
                 struct stat st;
                 /* Only real directories named like a pod UID that no current workload owns; a
@@ -317,43 +331,104 @@ static void write_failed(struct identity *id, struct workload *w, int r) {
                                 w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir);
 }
 
-static int sync_pod_tls_dir(struct identity *id) {
-        _cleanup_close_ int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        return fd < 0 || syncfs(fd) < 0 ? -errno : 0;
+static int sync_pod_tls_dir(int dfd) {
+        return syncfs(dfd) < 0 ? -errno : 0;
 }
 
-/* <dir>/{cert.pem,key.pem,bundle.pem} of a batch of pods through their ..data swaps: every new
- * version written, one syncfs() (the versions are on disk before any ..data points at them),
- * every swap, one syncfs(). Services' directories are written one by one. */
-static void write_tls_dirs(struct identity *id, struct workload **ws, size_t n) {
+/* pod-tls-dir, made if missing. */
+static int open_pod_tls_dir(struct identity *id) {
+        int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+                int r = mkdir_p(id->settings->pod_tls_dir, 0755);
+                if (r < 0)
+                        return r;
+                fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        }
+        return fd < 0 ? -errno : fd;
+}
+
+/* A pod's first directory, when none is there (the usual case: a new pod): built whole under a
+ * staging name, to be published with one rename() (atomic_dir_stage_new()). 0 if it does not
+ * apply (a directory is there: the version-by-version path cleans it up and commits). */
+static int stage_new_pod_dir(struct identity *id, int dfd, struct workload *w) {
+        struct stat st;
+
+        if (w->service || w->generation > 1 || !uid_ok(w->uid))
+                return 0;
+        if (fstatat(dfd, w->uid, &st, AT_SYMLINK_NOFOLLOW) >= 0 || errno != ENOENT)
+                return 0;
+        const char *bundle = id->bundle_pem ? id->bundle_pem : "";
+        const struct atomic_dir_file files[] = {
+                { "key.pem", w->key_pem, strlen(w->key_pem), 0600 },
+                { "cert.pem", w->chain_pem, strlen(w->chain_pem), 0644 },
+                { "bundle.pem", bundle, strlen(bundle), 0644 },
+        };
+        int r = atomic_dir_stage_new(dfd, w->uid, w->ticket, files, ELEMENTSOF(files), 0, 0);
+        return r < 0 ? r : 1;
+}
+
+enum staged { STAGED_NOTHING, STAGED_VERSION, STAGED_NEW_DIR };
+
+/* <dir>/{cert.pem,key.pem,bundle.pem} of a batch of pods: every new version (or new directory)
+ * written, one syncfs() (the versions are on disk before any ..data points at them, a new
+ * directory before it gets its name), every swap or rename, one syncfs(). Services' directories
+ * are written one by one. */
+static void write_tls_dirs(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
         _cleanup_free_ char **dirs = calloc(MAX(n, 1u), sizeof(char *)), **versions = calloc(MAX(n, 1u), sizeof(char *));
+        _cleanup_free_ enum staged *how = calloc(MAX(n, 1u), sizeof(enum staged));
+        _cleanup_close_ int dfd = -EBADF;
         size_t staged = 0;
         int r;
 
-        for (size_t i = 0; i < n; i++) {
-                if (!dirs || !versions || ws[i]->service)
-                        r = write_tls_dir(id, ws[i]);
-                else {
-                        r = stage_tls_dir(id, ws[i], &dirs[i], &versions[i]);
-                        staged += !!dirs[i];
+        if (!isempty(id->settings->pod_tls_dir)) {
+                dfd = open_pod_tls_dir(id);
+                if (dfd < 0) {
+                        for (size_t i = 0; i < n; i++)
+                                if (!ws[i]->service)
+                                        write_failed(id, ws[i], dfd);
                 }
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = 0;
+                if (!dirs || !versions || !how || ws[i]->service) {
+                        if (staged_by_thread[i] && dfd >= 0) /* out of memory: the slow way */
+                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
+                        r = ws[i]->service || dfd >= 0 ? write_tls_dir(id, ws[i]) : 0;
+                } else if (dfd < 0)
+                        r = 0; /* reported above */
+                else if (staged_by_thread[i] || (r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
+                        how[i] = STAGED_NEW_DIR;
+                else if (r == 0 && (r = stage_tls_dir(id, ws[i], &dirs[i], &versions[i])) >= 0 && dirs[i])
+                        how[i] = STAGED_VERSION;
+                staged += how && how[i] != STAGED_NOTHING;
                 if (r < 0)
                         write_failed(id, ws[i], r);
         }
         if (staged == 0)
                 return;
-        /* Versions that may not be on disk are never pointed at: they go, as a failed fsync's would. */
-        int synced = sync_pod_tls_dir(id);
+        /* What may not be on disk is never pointed at: it goes, as a failed fsync's would. */
+        int synced = sync_pod_tls_dir(dfd);
         for (size_t i = 0; i < n; i++) {
-                if (dirs[i] && synced < 0) {
-                        (void) rm_rf(versions[i]);
-                        write_failed(id, ws[i], synced);
-                } else if (dirs[i] && (r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED)) < 0)
+                if (how[i] == STAGED_NOTHING)
+                        continue;
+                if (synced < 0) {
+                        r = synced;
+                        if (how[i] == STAGED_NEW_DIR)
+                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
+                        else
+                                (void) rm_rf(versions[i]);
+                } else if (how[i] == STAGED_NEW_DIR) {
+                        r = atomic_dir_publish_new(dfd, ws[i]->uid, ws[i]->ticket);
+                        if (r == -ENOENT) /* staged where the directory was before it was made anew */
+                                r = write_tls_dir(id, ws[i]);
+                } else
+                        r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED);
+                if (r < 0)
                         write_failed(id, ws[i], r);
                 free(dirs[i]);
                 free(versions[i]);
         }
-        (void) sync_pod_tls_dir(id);
+        (void) sync_pod_tls_dir(dfd);
 }
 
 static void schedule_rotation(struct identity *id, struct workload *w);
@@ -387,7 +462,13 @@ static int make_job(struct identity *id, struct workload *w, struct issue_job **
         if (strlen(j->common_name) > 64)
                 j->common_name[64] = 0; /* the X.520 upper bound on a common name */
         j->lifetime = id->settings->workload_cert_lifetime;
-        j->ticket = ++w->ticket;
+        j->ticket = w->ticket = ++id->last_ticket;
+        if (!w->service && w->generation == 0 && !isempty(id->settings->pod_tls_dir) && uid_ok(w->uid)) {
+                /* A new pod: the thread writes its directory too (else the loop does). */
+                j->stage_parent = strdup(id->settings->pod_tls_dir);
+                j->stage_name = strdup(w->uid);
+                j->stage_bundle = strdup(id->bundle_pem ? id->bundle_pem : "");
+        }
         j->issuer_generation = id->issuer_generation;
         *ret = TAKE_PTR(j);
         return 0;
@@ -528,7 +609,7 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
         for (const struct issue_job *j = jobs; j; j = j->next)
                 n++;
         _cleanup_free_ struct workload **done = calloc(MAX(n, 1u), sizeof(struct workload *));
-        _cleanup_free_ bool *had = calloc(MAX(n, 1u), sizeof(bool));
+        _cleanup_free_ bool *had = calloc(MAX(n, 1u), sizeof(bool)), *staged = calloc(MAX(n, 1u), sizeof(bool));
         _cleanup_strv_free_ char **uids = calloc(n + 1, sizeof(char *));
 
         while (jobs) {
@@ -536,24 +617,30 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
                 struct workload *w = workload_find(id, j->uid);
 
                 jobs = j->next;
+                bool keep_staged = false;
                 if (!w || j->ticket != w->ticket)
-                        continue;
-                if (!id->issuer || j->issuer_generation != id->issuer_generation)
+                        ;
+                else if (!id->issuer || j->issuer_generation != id->issuer_generation)
                         queue_push(id, w);
                 else if (j->result < 0) {
                         set_error(w, j->reason ? j->reason : "the node's issuer could not sign");
                         issue_failed(id, w, holds_valid_certificate(w), j->result);
-                } else if (!done || !had || !uids) {
+                } else if (!done || !had || !uids || !staged) {
                         set_error(w, "out of memory");
                         issue_failed(id, w, holds_valid_certificate(w), -ENOMEM);
                 } else {
                         had[m] = holds_valid_certificate(w);
+                        /* Staged for the place and bundle of now, or written again here. */
+                        keep_staged = staged[m] = j->staged > 0 && streq_ptr(j->stage_parent, id->settings->pod_tls_dir) &&
+                                                  streq(j->stage_bundle, id->bundle_pem ? id->bundle_pem : "");
                         install(w, j);
                         uids[m] = TAKE_PTR(j->uid);
                         done[m++] = w;
                 }
+                if (!keep_staged)
+                        issue_job_drop_staged(j);
         }
-        write_tls_dirs(id, done, m);
+        write_tls_dirs(id, done, staged, m);
         /* Telling others may end in anything, a workload's removal too: look each up again. */
         for (size_t i = 0; i < m; i++) {
                 struct workload *w = workload_find(id, uids[i]);
@@ -588,8 +675,10 @@ void workloads_issuer_changed(struct identity *id) {
                         log_module_error_errno(MODULE, r, "cannot add the issuing source: %m");
                         return;
                 }
-                /* Below the API and IO: a batch waits for what is ready to run. */
-                (void) sd_event_source_set_priority(id->defer, SD_EVENT_PRIORITY_IDLE);
+                /* Beside the API and IO, not below: handing requests over costs microseconds,
+                 * and the thread then signs while the loop goes on reading pod files (below,
+                 * it sat idle until 1,000 new pod files had all been read). */
+                (void) sd_event_source_set_priority(id->defer, SD_EVENT_PRIORITY_NORMAL);
                 (void) sd_event_source_set_enabled(id->defer, SD_EVENT_OFF);
         }
         for (size_t i = 0; i < id->n_workloads; i++) {

@@ -164,6 +164,28 @@ static int p256_key_to_pem(EVP_PKEY *key, char **ret) {
         return r < 0 ? r : 1;
 }
 
+int x509_key_to_pem_for(EVP_PKEY *key, X509 *cert, char **ret) {
+        const ASN1_BIT_STRING *bits = X509_get0_pubkey_bitstr(cert);
+        unsigned char der[P256_PKCS8_SIZE];
+        BIGNUM *d = NULL;
+        int r;
+
+        if (!bits || ASN1_STRING_length(bits) != 65 || ASN1_STRING_get0_data(bits)[0] != 0x04 ||
+            !EVP_PKEY_is_a(key, "EC") || EVP_PKEY_get_bn_param(key, OSSL_PKEY_PARAM_PRIV_KEY, &d) != 1 ||
+            BN_bn2binpad(d, der + P256_PKCS8_PRIV, 32) != 32) {
+                BN_clear_free(d);
+                ERR_clear_error();
+                return x509_key_to_pem(key, ret);
+        }
+        BN_clear_free(d);
+        memcpy(der, p256_pkcs8_head, sizeof(p256_pkcs8_head));
+        memcpy(der + P256_PKCS8_PRIV + 32, p256_pkcs8_mid, sizeof(p256_pkcs8_mid));
+        memcpy(der + P256_PKCS8_POINT, ASN1_STRING_get0_data(bits), 65);
+        r = pem_encode("PRIVATE KEY", der, sizeof(der), ret);
+        OPENSSL_cleanse(der, sizeof(der));
+        return r;
+}
+
 int x509_set_pubkey(X509 *cert, EVP_PKEY *key) {
         unsigned char point[65], *copy;
 
@@ -341,10 +363,17 @@ int x509_csr_to_pem(X509_REQ *req, char **ret) {
 }
 
 int x509_cert_to_pem(X509 *cert, char **ret) {
-        _cleanup_(BIO_freep) BIO *b = BIO_new(BIO_s_mem());
-        if (!b || PEM_write_bio_X509(b, cert) != 1)
+        /* What PEM_write_bio_X509() writes, without its BIO and encoder context per call. */
+        unsigned char *der = NULL;
+        int n = i2d_X509(cert, &der), r;
+
+        if (n <= 0) {
+                ERR_clear_error();
                 return -ENOMEM;
-        return bio_to_string(b, ret);
+        }
+        r = pem_encode("CERTIFICATE", der, (size_t) n, ret);
+        OPENSSL_free(der);
+        return r;
 }
 
 int x509_chain_to_pem(STACK_OF(X509) *chain, char **ret) {

@@ -56,6 +56,9 @@ int x509_key_generate(EVP_PKEY_CTX *ctx, EVP_PKEY **ret);
 int x509_set_pubkey(X509 *cert, EVP_PKEY *key);
 /* PKCS#8 PEM. The string holds private key material: the caller wipes it (x509_free_secret). */
 int x509_key_to_pem(EVP_PKEY *key, char **ret);
+/* The same for a P-256 key whose public point cert already carries (x509_set_pubkey() put it
+ * there): the point is taken from cert rather than encoded from the key a second time. */
+int x509_key_to_pem_for(EVP_PKEY *key, X509 *cert, char **ret);
 int x509_key_from_pem(const char *pem, size_t size, EVP_PKEY **ret);
 /* Frees a string holding key material after wiping it. Returns NULL. */
 char *x509_free_secret(char *s);

@@ -42,8 +42,9 @@ walker does not know fails the test, so a new state file cannot escape the check
                          version its version.txt names, modes as published: one version, never a
                          mix); top-level links point through ..data
   ca-dir                 ca.crt and ca.key, the key fits
-A leftover temp file, an unpublished (newer) version directory, ..data_tmp/..link_tmp or a
-..trash directory is allowed right after a kill (the next start removes them) but not at the end.
+A leftover temp file, an unpublished (newer) version directory, ..data_tmp/..link_tmp, a
+..trash directory or a staged new pod directory (pod-tls-dir/..new-*) is allowed right after a
+kill (the next start removes them) but not at the end.
 
 After the last kill the agent starts once more and settles; the activity stops in a known final
 state; the runtime's CNI GC runs (valid attachments: the ones the test holds); then:
@@ -383,6 +384,9 @@ class Walk:
             p = os.path.join(root, uid)
             if self.is_temp(uid):
                 self.leftover(p, "temp file")
+                continue
+            if uid.startswith("..new-"):  # a new pod's directory staged, not yet renamed into place
+                self.leftover(p, "staged pod directory")
                 continue
             if uid not in self.env.pod_uids:
                 self.bad(p, "a pod-tls-dir entry for no pod of ours")

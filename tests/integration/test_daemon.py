@@ -42,6 +42,26 @@ def test_ready_sent_once_and_status_sent(agent):
     assert len(agent.notifications("READY")) == 1, agent.notifications()
 
 
+def test_status_follows_many_pod_files_without_a_message_each(agent):
+    """300 pod files at once: STATUS= ends up with the count, in a few messages, not 300."""
+    import json
+    import tempfile
+    stage = tempfile.mkdtemp(dir=agent.dir)
+    for i in range(300):
+        with open(os.path.join(stage, "s%d.json" % i), "w") as f:
+            json.dump(make_pod("s%d" % i, namespace="status", uid="00000000-0000-4000-8000-%012d" % i), f)
+    before = len(agent.notifications("STATUS"))
+    for name in os.listdir(stage):
+        os.rename(os.path.join(stage, name), os.path.join(agent.pods_dir, name))
+    def last_status():
+        msgs = agent.notifications("STATUS")
+        return msgs[-1].value if msgs else ""
+    wait_until(lambda: last_status().endswith("; 300 pods"), T(10), desc="STATUS= with 300 pods")
+    sent = len(agent.notifications("STATUS")) - before
+    # One message at most every 100 ms while the files come in (one per file before).
+    assert 1 <= sent <= 30, [m.value for m in agent.notifications("STATUS")[before:]]
+
+
 def test_health_ok(agent):
     r = agent.request("GET", "/v1/health")
     assert r.status == 200, r
