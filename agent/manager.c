@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -36,26 +35,6 @@ static void manager_update_status(struct manager *m) {
         (void) sd_notifyf(false, "STATUS=%s", status);
         free(m->last_status);
         m->last_status = TAKE_PTR(status);
-}
-
-static void manager_release_startup_pages(struct manager *m) {
-        struct page_release pr;
-        usec_t start = now_usec(CLOCK_MONOTONIC);
-        int r = self_memory_release_file_pages(&pr);
-        if (r == -EOPNOTSUPP) {
-                log_info("Start-up pages stay resident: the kernel has no MADV_PAGEOUT (Linux < 5.4)");
-                return;
-        }
-        if (r < 0) {
-                log_info_errno(r, "Start-up pages stay resident: cannot read /proc/self/maps: %m");
-                return;
-        }
-        uint64_t released = pr.resident_before > pr.resident_after ? pr.resident_before - pr.resident_after : 0;
-        (void) metric_add(m->metric_released_pages, (double) released);
-        log_info("Released %" PRIu64 " KiB of start-up file pages (%u mappings, %.1f ms): %" PRIu64 " KiB of "
-                 "library and program pages stay resident",
-                 released / 1024, pr.mappings, (double) (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_MSEC,
-                 pr.resident_after / 1024);
 }
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -100,7 +79,7 @@ static void manager_check_ready(struct manager *m) {
         (void) sd_notify(false, "READY=1");
         log_info("Ready: serving on %s, %zu pods known", m->settings.socket, pod_store_size(m->pods));
         if (m->settings.release_startup_pages)
-                manager_release_startup_pages(m);
+                self_memory_release_startup_pages(m->metric_released_pages);
 }
 
 void manager_module_changed(struct manager *m, struct module_instance *mi) {

@@ -9,7 +9,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "macro.h"
+#include "metrics.h"
 #include "self-memory.h"
 
 #ifndef MADV_PAGEOUT
@@ -93,4 +95,24 @@ int self_memory_release_file_pages(struct page_release *ret) {
         res.resident_after = resident_file_bytes();
         *ret = res;
         return 0;
+}
+
+void self_memory_release_startup_pages(struct metric_family *released_bytes) {
+        struct page_release pr;
+        usec_t start = now_usec(CLOCK_MONOTONIC);
+        int r = self_memory_release_file_pages(&pr);
+        if (r == -EOPNOTSUPP) {
+                log_info("Start-up pages stay resident: the kernel has no MADV_PAGEOUT (Linux < 5.4)");
+                return;
+        }
+        if (r < 0) {
+                log_info_errno(r, "Start-up pages stay resident: cannot read /proc/self/maps: %m");
+                return;
+        }
+        uint64_t released = pr.resident_before > pr.resident_after ? pr.resident_before - pr.resident_after : 0;
+        (void) metric_add(released_bytes, (double) released);
+        log_info("Released %" PRIu64 " KiB of start-up file pages (%u mappings, %.1f ms): %" PRIu64 " KiB of "
+                 "library and program pages stay resident",
+                 released / 1024, pr.mappings, (double) (now_usec(CLOCK_MONOTONIC) - start) / USEC_PER_MSEC,
+                 pr.resident_after / 1024);
 }

@@ -21,6 +21,8 @@
 
 #include <systemd/sd-event.h>
 
+#include "metrics.h"
+
 int self_memory_setup_heap(sd_event *e, sd_event_source **ret_timer);
 
 struct page_release {
@@ -33,3 +35,6 @@ struct page_release {
  * the kernel has no MADV_PAGEOUT (nothing advised then); otherwise 0, errors of single mappings
  * (a mapping gone meanwhile) are skipped. */
 int self_memory_release_file_pages(struct page_release *ret);
+
+/* The above once, logged (how much, how long) and added to the counter released_bytes. */
+void self_memory_release_startup_pages(struct metric_family *released_bytes);
