@@ -78,8 +78,9 @@ static void manager_check_ready(struct manager *m) {
         m->ready_sent = true;
         (void) sd_notify(false, "READY=1");
         log_info("Ready: serving on %s, %zu pods known", m->settings.socket, pod_store_size(m->pods));
-        if (m->settings.release_startup_pages)
-                self_memory_release_startup_pages(m->metric_released_pages);
+        if (m->settings.release_startup_pages &&
+            self_memory_release_startup_pages(m->event, m->metric_released_pages, &m->release_pages_timer) < 0)
+                log_info("Start-up pages: no second pass once settled (cannot add a timer)");
 }
 
 void manager_module_changed(struct manager *m, struct module_instance *mi) {
@@ -272,6 +273,7 @@ struct manager *manager_free(struct manager *m) {
         sd_event_source_unref(m->api_drain_timer);
         sd_event_source_unref(m->watchdog_timer);
         sd_event_source_unref(m->heap_trim_timer);
+        sd_event_source_unref(m->release_pages_timer);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_unref(m->event);
 

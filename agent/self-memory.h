@@ -15,7 +15,8 @@
  *   (MADV_PAGEOUT, Linux >= 5.4) and not to read ahead when one is touched again (MADV_RANDOM),
  *   so what stays resident is what the running agent touches again. Only private read-only file mappings are
  *   given back; the kernel skips pages another process maps, so no other process is affected; a
- *   page needed again is read back on its next touch. */
+ *   page needed again is read back on its next touch. A second pass 2 s after READY gives back
+ *   what the work READY brings touched only once (the first clients, watch events, pings). */
 
 #include <stdint.h>
 
@@ -36,5 +37,8 @@ struct page_release {
  * (a mapping gone meanwhile) are skipped. */
 int self_memory_release_file_pages(struct page_release *ret);
 
-/* The above once, logged (how much, how long) and added to the counter released_bytes. */
-void self_memory_release_startup_pages(struct metric_family *released_bytes);
+/* The above now (at READY) and once more when the work READY brings has settled (a one-shot
+ * timer in *ret_timer, owned by the caller), each pass logged (how much, how long) and added
+ * to the counter released_bytes. */
+int self_memory_release_startup_pages(sd_event *e, struct metric_family *released_bytes,
+                                      sd_event_source **ret_timer);

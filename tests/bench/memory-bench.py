@@ -19,7 +19,8 @@ Figures: VmRSS and RssAnon (/proc/PID/status), Pss, Pss_Anon and Pss_File
 (/proc/PID/smaps_rollup): the median of 5 samples 0.5 s apart. Pss counts a page shared with
 N processes as 1/N of it, so the file-backed part depends on what else runs on the machine
 (another process with libcrypto mapped lowers it); Pss_Anon and RssAnon do not. The agent
-gives its start-up file pages back once ready ([agent] release-startup-pages, on by default), so
+gives its start-up file pages back once ready and 2 s later ([agent] release-startup-pages, on
+by default), so
 the figures are of what it touched again since; the log line and
 pinion_startup_pages_released_bytes_total say how much it released.
 

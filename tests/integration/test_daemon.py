@@ -274,15 +274,18 @@ def test_startup_pages_released_once_ready(agent_factory, tmp_path):
     kept.stop()
 
     a = agent_factory(env=env)
-    m = a.wait_log(r"Released (\d+) KiB of start-up file pages \((\d+) mappings,")
-    released_kib, mappings = int(m.group(1)), int(m.group(2))
+    passes = []
+    for when in ("at READY", "once settled"):
+        m = a.wait_log(r"Released (\d+) KiB of start-up file pages %s \((\d+) mappings," % when)
+        passes.append((int(m.group(1)), int(m.group(2))))
     time.sleep(0.5)
     released_rss_kib = rss_file_kib(a.proc.pid)
-    diag("RssFile without the release %d KiB, with it %d KiB (released %d KiB from %d mappings)"
-         % (kept_kib, released_rss_kib, released_kib, mappings))
-    assert mappings > 10 and released_kib > 0
-    # The log rounds down to whole KiB.
-    assert released_kib <= a.metrics().value("pinion_startup_pages_released_bytes_total") / 1024 < released_kib + 1
+    diag("RssFile without the release %d KiB, with it %d KiB (released %s KiB, mappings)"
+         % (kept_kib, released_rss_kib, passes))
+    assert passes[0][1] > 10 and passes[0][0] > 0 and passes[1][1] > 10
+    # The log rounds each pass down to whole KiB.
+    total = a.metrics().value("pinion_startup_pages_released_bytes_total") / 1024
+    assert passes[0][0] + passes[1][0] <= total < passes[0][0] + passes[1][0] + 2
     assert released_rss_kib < 0.8 * kept_kib, (released_rss_kib, kept_kib)
     # The daemon still works after giving its pages back: they come back when touched.
     assert a.health()

@@ -54,8 +54,8 @@ def test_startup_pages_go_back_to_the_kernel_inside_the_sandbox(node):
     cursor = journal_cursor()
     pid = start_agent()
     e = wait_for_journal("the start-up page release", f"_PID={pid}", cursor=cursor,
-                         pattern=r"^Released \d+ KiB of start-up file pages")
-    m = re.match(r"Released (\d+) KiB of start-up file pages \((\d+) mappings,", e["MESSAGE"])
+                         pattern=r"^Released \d+ KiB of start-up file pages at READY")
+    m = re.match(r"Released (\d+) KiB of start-up file pages at READY \((\d+) mappings,", e["MESSAGE"])
     assert m, e["MESSAGE"]
     released = (int(m.group(1)), int(m.group(2)))
     assert released[0] > 0 and released[1] > 10, released
