@@ -29,17 +29,13 @@
 #include "log.h"
 #include "service.h"
 #include "strv.h"
+#include "workload-internal.h"
 
-#define MODULE "identity"
 #define ISSUE_BATCH 64
 /* Results taken per loop iteration: a new pod's directory costs a rename (the thread wrote it),
  * one whose directory exists ~0.1 ms to write; a batch shares two syncfs(). */
 #define ISSUE_RESULTS_BATCH 16
 #define WORKLOAD_RETRY (5 * USEC_PER_SEC)
-
-#define log_workload_full_errno(w, level, error, ...)                                                                            \
-        log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (w)->uid, .pod = (w)->spiffe }), \
-                           level, error, __VA_ARGS__)
 
 struct workload *workload_find(struct identity *id, const char *uid) {
         /* Every pod's gate and every certificate looks its workload up: hashes first. */
@@ -81,7 +77,7 @@ static void queue_remove(struct identity *id, struct workload *w) {
         w->queued = false;
 }
 
-static void queue_push(struct identity *id, struct workload *w) {
+void workload_queue_push(struct identity *id, struct workload *w) {
         if (w->queued)
                 return;
         w->queued = true;
@@ -127,7 +123,7 @@ static char *tls_dir(struct identity *id, const struct workload *w) {
 
 /* What the agent wrote in a service's tls-dir, and the directory if nothing else is left: the
  * operator named it, so nothing of anyone else's in it goes. */
-static void remove_service_files(const char *dir) {
+void workload_remove_service_files(const char *dir) {
         static const char *const links[] = { "cert.pem", "key.pem", "bundle.pem", ATOMIC_DIR_DATA, "..data_tmp" };
         _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         struct dirent *de;
@@ -149,7 +145,7 @@ static void remove_service_files(const char *dir) {
         (void) rmdir(dir);
 }
 
-static void workload_remove(struct identity *id, struct workload *w) {
+void workload_remove(struct identity *id, struct workload *w) {
         queue_remove(id, w);
         for (size_t i = 0; i < id->n_workloads; i++)
                 if (id->workloads[i] == w) {
@@ -158,7 +154,7 @@ static void workload_remove(struct identity *id, struct workload *w) {
                 }
         _cleanup_free_ char *dir = tls_dir(id, w);
         if (dir && w->service)
-                remove_service_files(dir);
+                workload_remove_service_files(dir);
         else if (dir)
                 (void) rm_rf(dir);
         log_workload_full_errno(w, LOG_INFO, 0, "%s gone: certificate dropped", w->service ? "service" : "pod");
@@ -477,7 +473,7 @@ static int make_job(struct identity *id, struct workload *w, struct issue_job **
 static int on_rotation_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct workload *w = userdata;
         w->rotation = true;
-        queue_push(w->id, w);
+        workload_queue_push(w->id, w);
         return 0;
 }
 
@@ -521,7 +517,7 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         if (!w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
         identity_workload_changed(id, w->uid);
-        queue_push(id, w); /* issue again as soon as the issuer can */
+        workload_queue_push(id, w); /* issue again as soon as the issuer can */
         return 0;
 }
 
@@ -621,7 +617,7 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
                 if (!w || j->ticket != w->ticket)
                         ;
                 else if (!id->issuer || j->issuer_generation != id->issuer_generation)
-                        queue_push(id, w);
+                        workload_queue_push(id, w);
                 else if (j->result < 0) {
                         set_error(w, j->reason ? j->reason : "the node's issuer could not sign");
                         issue_failed(id, w, holds_valid_certificate(w), j->result);
@@ -684,13 +680,13 @@ void workloads_issuer_changed(struct identity *id) {
         for (size_t i = 0; i < id->n_workloads; i++) {
                 struct workload *w = id->workloads[i];
                 if (!w->chain_pem || now_usec(CLOCK_REALTIME) >= w->info.not_after)
-                        queue_push(id, w);
+                        workload_queue_push(id, w);
         }
         if (id->issuer && id->queue_head)
                 (void) sd_event_source_set_enabled(id->defer, SD_EVENT_ON);
 }
 
-static struct workload *workload_add(struct identity *id, const char *uid) {
+struct workload *workload_add(struct identity *id, const char *uid) {
         struct workload *w = calloc(1, sizeof(*w));
         struct workload **a = w ? realloc(id->workloads, (id->n_workloads + 1) * sizeof(*a)) : NULL;
         if (a)
@@ -709,7 +705,7 @@ static bool wants_identity(const struct pod *p) {
         return p && streq_ptr(pod_annotation(p, IDENTITY_ANNOTATION), "true");
 }
 
-static int set_string(char **field, const char *value, bool *changed) {
+int workload_set_string(char **field, const char *value, bool *changed) {
         if (streq_ptr(*field, value))
                 return 0;
         char *copy = NULL;
@@ -743,16 +739,16 @@ void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct p
         _cleanup_free_ char *spiffe = NULL;
         if (asprintf(&spiffe, "spiffe://%s/ns/%s/sa/%s", id->settings->trust_domain, new->namespace,
                      new->service_account) < 0 ||
-            set_string(&w->ns, new->namespace, &changed) < 0 || set_string(&w->name, new->name, &changed) < 0 ||
-            set_string(&w->sa, new->service_account, &changed) < 0 ||
-            set_string(&w->ip, pod_primary_ip(new), &changed) < 0 || set_string(&w->spiffe, spiffe, &changed) < 0) {
+            workload_set_string(&w->ns, new->namespace, &changed) < 0 || workload_set_string(&w->name, new->name, &changed) < 0 ||
+            workload_set_string(&w->sa, new->service_account, &changed) < 0 ||
+            workload_set_string(&w->ip, pod_primary_ip(new), &changed) < 0 || workload_set_string(&w->spiffe, spiffe, &changed) < 0) {
                 log_module_error(MODULE, "out of memory tracking pod %s", uid);
                 return;
         }
         if (created)
                 log_workload_full_errno(w, LOG_DEBUG, 0, "pod %s/%s asks for an identity", w->ns, w->name);
         if (changed || !w->chain_pem)
-                queue_push(id, w);
+                workload_queue_push(id, w);
         if (created)
                 pod_gates_changed(id->manager->pod_gates, uid);
 }
@@ -801,88 +797,3 @@ int workload_status(const struct workload *w, cJSON *o) {
 }
 
 /* ---- systemd services ([service.NAME]) ---- */
-
-struct workload *workload_find_unit(struct identity *id, const char *unit) {
-        for (size_t i = 0; unit && i < id->n_workloads; i++)
-                if (id->workloads[i]->service && streq(id->workloads[i]->name, unit))
-                        return id->workloads[i];
-        return NULL;
-}
-
-static int set_strv(char ***field, char *const *value, bool *changed) {
-        if (strv_equal(*field, value))
-                return 0;
-        char **copy = NULL;
-        if (value && strv_copy(value, &copy) < 0)
-                return -ENOMEM;
-        strv_free(*field);
-        *field = copy;
-        *changed = true;
-        return 0;
-}
-
-/* The default SPIFFE ID of a unit: spiffe://<trust-domain>/service/<unit without .service>. */
-static char *service_spiffe(struct identity *id, const struct service_settings *s) {
-        char *spiffe = NULL;
-        if (s->spiffe_id)
-                return strdup(s->spiffe_id);
-        if (asprintf(&spiffe, "spiffe://%s/service/%.*s", id->settings->trust_domain,
-                     (int) (strlen(s->unit) - strlen(".service")), s->unit) < 0)
-                return NULL;
-        return spiffe;
-}
-
-static void sync_service(struct identity *id, const struct service_settings *s) {
-        _cleanup_free_ char *uid = NULL, *spiffe = service_spiffe(id, s);
-        bool changed = false, created = false;
-        struct workload *w;
-
-        if (!spiffe || asprintf(&uid, "service:%s", s->name) < 0) {
-                log_module_error(MODULE, "out of memory tracking service %s", s->name);
-                return;
-        }
-        w = workload_find(id, uid);
-        if (w && !streq(w->name, s->unit)) { /* another unit under the same section: a new identity */
-                workload_remove(id, w);
-                w = NULL;
-        }
-        if (!w) {
-                w = workload_add(id, uid);
-                if (!w) {
-                        log_module_error(MODULE, "out of memory tracking service %s", s->name);
-                        return;
-                }
-                w->service = created = true;
-        }
-        if (w->tls_dir && !streq_ptr(w->tls_dir, s->tls_dir))
-                remove_service_files(w->tls_dir); /* its key goes with the old place */
-        if (set_string(&w->name, s->unit, &changed) < 0 || set_string(&w->spiffe, spiffe, &changed) < 0 ||
-            set_string(&w->user, s->user, &changed) < 0 || set_string(&w->tls_dir, s->tls_dir, &changed) < 0 ||
-            set_strv(&w->dns_names, s->dns_names, &changed) < 0) {
-                log_module_error(MODULE, "out of memory tracking service %s", s->name);
-                return;
-        }
-        if (created)
-                log_workload_full_errno(w, LOG_DEBUG, 0, "service %s asks for an identity", w->name);
-        if (changed)
-                w->new_dir = true; /* perhaps a new tls-dir or owner: made afresh with the next certificate */
-        if (changed || !w->chain_pem)
-                queue_push(id, w);
-}
-
-void workloads_sync_services(struct identity *id) {
-        const struct agent_settings *a = &id->manager->settings;
-
-        for (size_t i = 0; i < id->n_workloads;) {
-                struct workload *w = id->workloads[i];
-                bool keep = false;
-                for (size_t j = 0; w->service && !keep && j < a->n_services; j++)
-                        keep = streq(w->uid + strlen("service:"), a->services[j]->name);
-                if (w->service && !keep)
-                        workload_remove(id, w); /* swaps the last one into i */
-                else
-                        i++;
-        }
-        for (size_t j = 0; j < a->n_services; j++)
-                sync_service(id, a->services[j]);
-}

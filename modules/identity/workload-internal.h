@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What workload.c (pods' workloads, issuing, files) shares with workload-service.c (the
+ * [service.NAME] workloads). */
+
+#include <stdbool.h>
+
+#include "identity.h"
+
+#define MODULE "identity"
+
+#define log_workload_full_errno(w, level, error, ...)                                                                            \
+        log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (w)->uid, .pod = (w)->spiffe }), \
+                           level, error, __VA_ARGS__)
+
+/* A new workload for uid (not queued yet), or NULL without memory. */
+struct workload *workload_add(struct identity *id, const char *uid);
+/* Forgets w and removes its files; swaps the last workload into its slot. */
+void workload_remove(struct identity *id, struct workload *w);
+/* Queues w for a certificate (once). */
+void workload_queue_push(struct identity *id, struct workload *w);
+/* *field = a copy of value unless equal; sets *changed then. -ENOMEM. */
+int workload_set_string(char **field, const char *value, bool *changed);
+/* A service's tls-dir files the agent wrote (the directory itself is the operator's). */
+void workload_remove_service_files(const char *dir);
