@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "kill-harness.h"
+
 #include "atomic-dir.h"
 #include "fsutil.h"
 
@@ -264,18 +266,16 @@ static void test_refusals(void **state) {
 
 /* ---- kill -9 at any instant ---- */
 
-static uint64_t rng_state;
-
-static uint64_t rng(void) {
-        rng_state ^= rng_state << 13;
-        rng_state ^= rng_state >> 7;
-        rng_state ^= rng_state << 17;
-        return rng_state;
-}
-
 /* Directories d<first>, d<first+1>, ... each holding key/cert/bundle that name their number. */
-static void create_forever(int parent_fd, unsigned first) {
-        for (unsigned i = first;; i++) {
+struct creator {
+        int parent_fd;
+        unsigned first;
+};
+
+static void create_forever(void *arg) {
+        const struct creator *cr = arg;
+        int parent_fd = cr->parent_fd;
+        for (unsigned i = cr->first;; i++) {
                 char name[32], key[64], cert[64], bundle[64];
                 struct atomic_dir_file files[3];
 
@@ -318,31 +318,12 @@ static void test_crash(void **state) {
         struct fixture *f = *state;
         unsigned published = 0, leftovers = 0, first = 0;
 
-        rng_state = now_usec(CLOCK_REALTIME) ^ ((uint64_t) getpid() << 40);
-        if (rng_state == 0)
-                rng_state = 1;
-        print_message("# crash test seed %llu\n", (unsigned long long) rng_state);
+        rng_seed();
         for (unsigned round = 0; round < CRASH_ROUNDS; round++) {
-                int p[2];
-                char c;
-
-                assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-                pid_t pid = fork();
-                assert_true(pid >= 0);
-                if (pid == 0) {
-                        (void) close(p[0]);
-                        if (write(p[1], "r", 1) != 1)
-                                _exit(2);
-                        create_forever(f->fd, first);
-                }
-                (void) close(p[1]);
-                assert_int_equal(read(p[0], &c, 1), 1);
-                (void) close(p[0]);
+                struct creator cr = { f->fd, first };
+                pid_t pid = start_child(create_forever, &cr);
                 usleep((useconds_t) (rng() % 2000));
-                int status;
-                assert_int_equal(kill(pid, SIGKILL), 0);
-                assert_int_equal(waitpid(pid, &status, 0), pid);
-                assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+                kill_child(pid);
 
                 /* Each name is absent or whole; only staging directories are partial. */
                 published = check_published(f->root);

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "kill-harness.h"
+
 #include "atomic-dir.h"
 #include "fsutil.h"
 
@@ -137,23 +139,6 @@ static unsigned count_versions_newer(const char *dest, const char *than) {
 static char *basename_dup(const char *path) {
         const char *s = strrchr(path, '/');
         return strdup(s ? s + 1 : path);
-}
-
-static uint64_t rng_state;
-
-static uint64_t rng(void) {
-        rng_state ^= rng_state << 13;
-        rng_state ^= rng_state >> 7;
-        rng_state ^= rng_state << 17;
-        return rng_state;
-}
-
-static void rng_seed(void) {
-        rng_state = now_usec(CLOCK_REALTIME) ^ ((uint64_t) getpid() << 40);
-        if (rng_state == 0)
-                rng_state = 1;
-        /* Printed so a failing run can be replayed by hard-coding it. */
-        print_message("# crash test seed %llu\n", (unsigned long long) rng_state);
 }
 
 /* ---- write_file_atomic and friends ---- */
@@ -370,39 +355,6 @@ static void test_cleanup_temp(void **state) {
 
         _cleanup_free_ char *nope = path_of(f, "nope");
         assert_int_equal(fsutil_cleanup_temp(nope), -ENOENT);
-}
-
-/* Forks a child that runs fn(arg) forever; returns once it signalled it is running. */
-static pid_t start_child(void (*fn)(void *arg), void *arg) {
-        int p[2];
-        char c;
-
-        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-                (void) close(p[0]);
-                if (write(p[1], "r", 1) != 1)
-                        _exit(2);
-                (void) close(p[1]);
-                fn(arg); /* only returns by _exit() */
-                _exit(1);
-        }
-
-        (void) close(p[1]);
-        assert_int_equal(read(p[0], &c, 1), 1);
-        (void) close(p[0]);
-        return pid;
-}
-
-static void kill_child(pid_t pid) {
-        int status;
-
-        assert_int_equal(kill(pid, SIGKILL), 0);
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        /* It must have died by our hand, not by its own failure. */
-        assert_true(WIFSIGNALED(status));
-        assert_int_equal(WTERMSIG(status), SIGKILL);
 }
 
 struct rewriter {
