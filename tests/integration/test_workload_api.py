@@ -346,7 +346,8 @@ def test_a_replaced_workload_socket_is_noticed_and_rebound(agent_factory, pod_cg
         except OSError:
             pass  # the agent was quicker: the path is already its own again
         wait_until(lambda: replaced() >= 1, 5, desc="the agent noticed")
-        wait_until(lambda: os.path.exists(path) and os.lstat(path).st_ino != impostor_ino, 5,
+        # A first repair that fails (it logs "retrying") is retried by the 5 s periodic check.
+        wait_until(lambda: os.path.exists(path) and os.lstat(path).st_ino != impostor_ino, 12,
                    desc="a fresh socket of the agent's at the path")
         a.wait_log(r"gRPC workload socket %s is no longer ours" % path, timeout=5)
         st = os.lstat(path)
