@@ -1,134 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The CNI protocol as pinion speaks it, shared by the plugin (pinion-cni) and the daemon:
- *
- *   plugin:  cni_request_from_env() + the network config on stdin → struct cni_request
- *            → cni_request_to_json() → POST /v1/cni on the agent's socket
- *   daemon:  the request body → cni_request_from_json() (the same checks, again: the daemon
- *            trusts no client) → the work → cni_result / cni_error back as JSON.
- *
- * CNI spec 1.1.0: commands ADD, DEL, CHECK, STATUS, GC, VERSION; errors are
- * {"cniVersion", "code", "msg", "details"} with the spec's well-known codes below. Pure code:
- * no I/O, no logging, so both sides and the fuzz targets link it alone. */
-
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+/* The CNI protocol's JSON side, the daemon's (cJSON): the network config's tree and checks, the
+ * POST /v1/cni body's parser, errors and VERSION as cJSON objects. The rest is cni-core.h. */
 
 #include <cjson/cJSON.h>
 
-#include "macro.h"
-
-#define CNI_SPEC_VERSION "1.1.0"
-/* What VERSION reports; GC and STATUS exist from 1.1.0, CHECK from 0.4.0. */
-#define CNI_SUPPORTED_VERSIONS "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"
-
-/* The spec's error codes (CNI SPEC "Error" section); 100+ are plugin-specific. */
-enum cni_error_code {
-        CNI_ERR_INCOMPATIBLE_VERSION = 1,
-        CNI_ERR_UNSUPPORTED_FIELD = 2,
-        CNI_ERR_UNKNOWN_CONTAINER = 3,
-        CNI_ERR_INVALID_ENV = 4,
-        CNI_ERR_IO = 5,
-        CNI_ERR_DECODE = 6,
-        CNI_ERR_INVALID_CONFIG = 7,
-        CNI_ERR_TRY_AGAIN_LATER = 11,
-        CNI_ERR_NOT_AVAILABLE = 50,
-        CNI_ERR_LIMITED_CONNECTIVITY = 51,
-        CNI_ERR_POOL_EXHAUSTED = 100, /* no free address in the pod CIDR */
-        CNI_ERR_DRIFT = 101,          /* CHECK: the kernel state differs from what ADD set up */
-        CNI_ERR_INTERNAL = 102,       /* the agent failed (netlink, state file) */
-        CNI_ERR_NAME_TAKEN = 103,     /* ADD: an interface pinion did not make has the host end's name */
-        CNI_ERR_ADDRESS_UNUSABLE = 104, /* ADD: a requested address outside the pool, or not the one the attachment holds */
-        CNI_ERR_ADDRESS_TAKEN = 105,  /* ADD: a requested address another attachment holds */
-};
-
-enum cni_command {
-        CNI_ADD,
-        CNI_DEL,
-        CNI_CHECK,
-        CNI_STATUS,
-        CNI_GC,
-        CNI_VERSION,
-        _CNI_COMMAND_MAX,
-        _CNI_COMMAND_INVALID = -EINVAL,
-};
-
-const char *cni_command_to_string(enum cni_command c);
-enum cni_command cni_command_from_string(const char *s);
-
-/* An error to report: code, msg, details (msg/details owned). */
-struct cni_error {
-        int code;
-        char *msg;
-        char *details;
-};
-void cni_error_done(struct cni_error *e);
-/* Sets e (freeing what it held); always returns -EINVAL so parsers can `return cni_error_set(...)`. */
-int cni_error_set(struct cni_error *e, int code, const char *msg, const char *details_format, ...) _printf_(4, 5);
-
-struct cni_attachment {
-        char *container_id;
-        char *ifname;
-};
-
-struct cni_request {
-        enum cni_command command;
-        /* From the environment. */
-        char *container_id; /* CNI_CONTAINERID */
-        char *netns;        /* CNI_NETNS: a path */
-        char *ifname;       /* CNI_IFNAME */
-        char *k8s_namespace, *k8s_name, *k8s_uid; /* from CNI_ARGS, may be NULL */
-        char *ip_arg;       /* CNI_ARGS IP= as given (forwarded to the agent), may be NULL */
-        /* ADD: the requested addresses, canonical, no prefix length (runtimeConfig "ips", else
-         * CNI_ARGS IP=; at most one per family), may be NULL. */
-        char *requested_ip4, *requested_ip6;
-        /* The pod interface's MAC address the runtime asks for (CNI_ARGS MAC=, or runtimeConfig
-         * "mac", which wins as with the reference plugins), "xx:xx:xx:xx:xx:xx" in lower case;
-         * NULL: pinion picks one. */
-        char *mac;
-        /* From the network config (stdin). */
-        cJSON *config;      /* the whole config object, owned */
-        char *cni_version;
-        char *network_name;
-        char *socket;       /* "socket", NULL: default */
-        const cJSON *prev_result; /* inside config, borrowed; NULL if none */
-        /* GC: "cni.dev/valid-attachments" */
-        struct cni_attachment *valid;
-        size_t n_valid;
-        bool has_valid; /* the key was present (absent: GC releases nothing) */
-};
+#include "cni-core.h"
 
 void cni_request_done(struct cni_request *r);
-
-/* Which CNI_* variables a command needs. */
-bool cni_command_needs_container(enum cni_command c); /* CNI_CONTAINERID, CNI_IFNAME */
-bool cni_command_needs_netns(enum cni_command c);     /* CNI_NETNS */
-
-/* Parses the CNI_* environment (getenv is passed in, for tests and fuzzing): CNI_COMMAND,
- * CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_ARGS ("K=V;K=V", only the K8S_POD_* keys, IP and
- * MAC kept, IgnoreUnknown honoured). Errors: code 4 (CNI_ERR_INVALID_ENV). */
-typedef const char *(*cni_getenv_fn)(const char *name, void *userdata);
-int cni_request_from_env(struct cni_request *r, cni_getenv_fn getenv_fn, void *userdata, struct cni_error *err);
 
 /* Parses the network config (stdin) into r: code 6 if not JSON, 7 if invalid (runtimeConfig
  * "ips" included), 1 if the cniVersion is not supported (or too old for the command). */
 int cni_request_parse_config(struct cni_request *r, const char *text, size_t size, struct cni_error *err);
 
-/* The POST /v1/cni body and its parser (the daemon's side). */
-cJSON *cni_request_to_json(const struct cni_request *r);
+/* The POST /v1/cni body's parser (cni_request_body() writes it). */
 int cni_request_from_json(struct cni_request *r, const char *text, size_t size, struct cni_error *err);
-
-/* A unicast, non-zero MAC address, as "aa:bb:cc:dd:ee:ff" or "AA-BB-CC-DD-EE-FF": 0 with the
- * bytes, -EINVAL otherwise. */
-int cni_mac_parse(const char *s, uint8_t ret[6]);
-
-/* True for a name the kernel accepts as an interface name. */
-bool cni_ifname_valid(const char *s);
-/* Compares CNI versions ("1.0.0" < "1.1.0"); unparsable sort first. */
-int cni_version_compare(const char *a, const char *b);
-bool cni_version_supported(const char *v);
 
 /* {"cniVersion", "code", "msg", "details"} */
 cJSON *cni_error_to_json(const struct cni_error *e, const char *cni_version);

@@ -3,7 +3,8 @@
 MODULE_SOURCES += \
 	modules/podnet/podnet.c modules/podnet/podnet.h modules/podnet/podnet-api.c \
 	modules/podnet/attachment.c \
-	modules/podnet/cni.c modules/podnet/cni.h \
+	modules/podnet/cni.c modules/podnet/cni.h modules/podnet/cni-core.c modules/podnet/cni-core.h \
+	modules/podnet/json-text.c modules/podnet/json-text.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
 	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-internal.h \
 	modules/podnet/wire.c modules/podnet/wire.h modules/podnet/wire6.c modules/podnet/wire-internal.h \
@@ -12,13 +13,23 @@ MODULE_SOURCES += \
 	modules/podnet/link-monitor.c modules/podnet/link-monitor.h
 EXTRA_DIST += modules/podnet/local.mk
 
-# The CNI plugin: exec'd by the container runtime per operation, so it links only cJSON (linking
-# libcurl alone costs ~6ms of library constructors per exec; see pinion-cni.c).
+# The CNI plugin: exec'd by the container runtime per operation and copied onto nodes as it is,
+# so it links nothing but libc (no cJSON: json-text.c reads the two strings it needs), and with
+# musl (configure: --with-static-plugin) is one static binary: glibc's start-up alone costs
+# 0.6-0.8 ms per exec on a VM, where each of its dozens of CPUID instructions is a VM exit.
+PINION_CNI_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni-core.c modules/podnet/cni-core.h \
+	modules/podnet/json-text.c modules/podnet/json-text.h agent/socket-trust.c agent/socket-trust.h
+if STATIC_PLUGIN
+cnibin_SCRIPTS = pinion-cni
+CLEANFILES += pinion-cni
+EXTRA_DIST += $(PINION_CNI_SOURCES)
+pinion-cni: $(PINION_CNI_SOURCES) build-config.h
+	$(AM_V_CCLD)$(MUSL_GCC) -static $(DEFS) $(AM_CPPFLAGS) $(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
+		`for f in $(filter %.c,$(PINION_CNI_SOURCES)); do echo $(srcdir)/$$f; done`
+else
 cnibin_PROGRAMS = pinion-cni
-pinion_cni_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni.c modules/podnet/cni.h \
-	agent/socket-trust.c agent/socket-trust.h
-pinion_cni_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
-pinion_cni_LDADD = $(CJSON_LIBS)
+pinion_cni_SOURCES = $(PINION_CNI_SOURCES)
+endif
 
 # The network config list a runtime reads (cniconfdir: configure --with-cni-conf-dir): pinion-cni
 # chained with portmap.
@@ -27,9 +38,15 @@ dist_cniconf_DATA = conf/cni/10-pinion.conflist
 # ---- unit tests ----
 UNIT_TESTS += \
 	tests/unit/test-podnet-cni \
-	tests/unit/test-podnet-ipam
+	tests/unit/test-podnet-ipam \
+	tests/unit/test-json-text
 
-tests_unit_test_podnet_cni_SOURCES = tests/unit/test-podnet-cni.c modules/podnet/cni.c
+tests_unit_test_json_text_SOURCES = tests/unit/test-json-text.c modules/podnet/json-text.c
+tests_unit_test_json_text_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
+tests_unit_test_json_text_LDADD = $(UNIT_LIBS)
+
+tests_unit_test_podnet_cni_SOURCES = tests/unit/test-podnet-cni.c modules/podnet/cni.c \
+	modules/podnet/cni-core.c modules/podnet/json-text.c
 tests_unit_test_podnet_cni_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
 tests_unit_test_podnet_cni_LDADD = $(UNIT_LIBS)
 
@@ -48,15 +65,20 @@ INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_pod
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----
-FUZZ_TARGETS += podnet-cni-env podnet-cni-request
+FUZZ_TARGETS += podnet-cni-env podnet-cni-request podnet-json-text
 FUZZ_REPLAY_TESTS += \
 	tests/fuzz/replay-podnet-cni-env \
-	tests/fuzz/replay-podnet-cni-request
+	tests/fuzz/replay-podnet-cni-request \
+	tests/fuzz/replay-podnet-json-text
 UNIT_TESTS += \
 	tests/fuzz/replay-podnet-cni-env \
-	tests/fuzz/replay-podnet-cni-request
-FUZZ_PODNET_CNI_ENV_SOURCES = tests/fuzz/fuzz-podnet-cni-env.c modules/podnet/cni.c
-FUZZ_PODNET_CNI_REQUEST_SOURCES = tests/fuzz/fuzz-podnet-cni-request.c modules/podnet/cni.c
+	tests/fuzz/replay-podnet-cni-request \
+	tests/fuzz/replay-podnet-json-text
+FUZZ_PODNET_JSON_TEXT_SOURCES = tests/fuzz/fuzz-podnet-json-text.c modules/podnet/json-text.c
+FUZZ_PODNET_CNI_ENV_SOURCES = tests/fuzz/fuzz-podnet-cni-env.c modules/podnet/cni.c modules/podnet/cni-core.c \
+	modules/podnet/json-text.c
+FUZZ_PODNET_CNI_REQUEST_SOURCES = tests/fuzz/fuzz-podnet-cni-request.c modules/podnet/cni.c \
+	modules/podnet/cni-core.c modules/podnet/json-text.c
 FUZZ_INCLUDES += -I$(top_srcdir)/modules/podnet
 
 tests_fuzz_replay_podnet_cni_env_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_PODNET_CNI_ENV_SOURCES)
@@ -71,6 +93,16 @@ tests_fuzz_replay_podnet_cni_request_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) 
 tests_fuzz_replay_podnet_cni_request_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_replay_podnet_cni_request_LDADD = $(CJSON_LIBS)
 
+tests_fuzz_replay_podnet_json_text_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_PODNET_JSON_TEXT_SOURCES)
+tests_fuzz_replay_podnet_json_text_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) \
+	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/podnet-json-text\"
+tests_fuzz_replay_podnet_json_text_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_replay_podnet_json_text_LDADD = $(CJSON_LIBS)
+
+tests/fuzz/fuzz-podnet-json-text: $(FUZZ_PODNET_JSON_TEXT_SOURCES) tests/fuzz/fuzz.h build-config.h
+	$(AM_V_at)$(MKDIR_P) tests/fuzz
+	$(AM_V_CCLD)$(FUZZ_COMPILE) $(CJSON_CFLAGS) -o $@ \
+		`for f in $(filter %.c,$(FUZZ_PODNET_JSON_TEXT_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
 tests/fuzz/fuzz-podnet-cni-env: $(FUZZ_PODNET_CNI_ENV_SOURCES) tests/fuzz/fuzz.h build-config.h
 	$(AM_V_at)$(MKDIR_P) tests/fuzz
 	$(AM_V_CCLD)$(FUZZ_COMPILE) $(CJSON_CFLAGS) -o $@ \

@@ -4,8 +4,12 @@
  * socket) and prints the agent's result or a CNI error on stdout. The agent owns the addresses
  * and the kernel state; VERSION is answered here, STATUS reports 50 when the agent is away.
  *
- * It is exec'd for every operation, so start-up stays cheap: two small libraries (libc, cJSON),
- * one request on the socket, no config file. */
+ * It is exec'd for every operation and copied onto nodes as it is (units/kubernetes/install-cni),
+ * so it is one static binary where the build has musl (configure: --with-static-plugin), and links
+ * no library but libc in any case: no libcjson on the node, and none of glibc's start-up, which on
+ * a VM costs more than the rest of the plugin (it asks the CPU its features and caches with
+ * dozens of CPUID instructions, each a VM exit). It reads two strings of the network config
+ * (json-text.h) and forwards the rest as it came; the agent parses and checks the whole config. */
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,8 +23,8 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 
-#include "cni.h"
-#include "json.h"
+#include "cni-core.h"
+#include "json-text.h"
 #include "socket-trust.h"
 
 #define MAX_STDIN (1u << 20)
@@ -40,10 +44,9 @@ static const char *env_getenv(const char *name, void *userdata) {
 
 /* Prints a CNI error on stdout (the spec's channel) and a line on stderr for humans. */
 static int fail(const struct cni_error *e, const char *cni_version) {
-        _cleanup_(cJSON_Deletep) cJSON *o = cni_error_to_json(e, cni_version);
-        _cleanup_free_ char *text = o ? cJSON_Print(o) : NULL;
+        _cleanup_free_ char *text = NULL;
 
-        if (text)
+        if (cni_error_text(e, cni_version, &text) >= 0)
                 printf("%s\n", text);
         else
                 printf("{\"cniVersion\":\"%s\",\"code\":%d,\"msg\":\"out of memory\"}\n", CNI_SPEC_VERSION, e->code);
@@ -271,25 +274,35 @@ static int agent_post(const char *socket_path, const char *body, struct buffer *
         return parse_response(resp, ret_status, ret_body, ret_size);
 }
 
+/* The string member key of the object text (NULL if absent or not a string). */
+static char *member_string(const char *text, size_t size, const char *key) {
+        struct json_text_value v;
+        char *s = NULL;
+
+        if (json_text_object_member(text, size, key, &v) <= 0 || json_text_string(&v, &s) < 0)
+                return NULL;
+        return s;
+}
+
 /* The agent answered with an error: {"error", "code": HTTP, "cni": {"code", "msg", "details"}}. */
 static int report_agent_error(const struct cni_request *req, long status, const char *body, size_t size) {
-        _cleanup_(cJSON_Deletep) cJSON *root = cJSON_ParseWithLength(body, size);
-        const cJSON *cni = cJSON_GetObjectItemCaseSensitive(root, "cni");
-        const cJSON *code = cJSON_GetObjectItemCaseSensitive(cni, "code");
-        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cni, "msg");
-        const cJSON *details = cJSON_GetObjectItemCaseSensitive(cni, "details");
-        const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
+        struct json_text_value cni, code;
+        _cleanup_free_ char *msg = NULL, *details = NULL, *error = NULL;
         struct cni_error e = {};
-        int ret;
+        int n = 0, ret;
 
-        if (cJSON_IsNumber(code) && cJSON_IsString(msg))
-                (void) cni_error_set(&e, code->valueint, msg->valuestring, "%s",
-                                     cJSON_IsString(details) ? details->valuestring : "");
-        else
+        if (json_text_object_member(body, size, "cni", &cni) > 0 && cni.type == JSON_TEXT_OBJECT &&
+            json_text_object_member(cni.start, cni.size, "code", &code) > 0 && json_text_int(&code, &n) >= 0 &&
+            (msg = member_string(cni.start, cni.size, "msg"))) {
+                details = member_string(cni.start, cni.size, "details");
+                (void) cni_error_set(&e, n, msg, "%s", strempty(details));
+        } else {
                 /* Not from the podnet module (an old agent, a proxy): the HTTP status says it all. */
+                error = member_string(body, size, "error");
                 (void) cni_error_set(&e, status == 403 ? CNI_ERR_INVALID_ENV : CNI_ERR_TRY_AGAIN_LATER,
                                      "the agent refused the request", "HTTP %ld: %s", status,
-                                     cJSON_IsString(error) ? error->valuestring : "no explanation");
+                                     error ? error : "no explanation");
+        }
         if (e.details && !e.details[0])
                 e.details = mfree(e.details);
         ret = fail(&e, req->cni_version);
@@ -297,9 +310,8 @@ static int report_agent_error(const struct cni_request *req, long status, const 
         return ret;
 }
 
-static int call_agent(const struct cni_request *req) {
-        _cleanup_(cJSON_Deletep) cJSON *body = cni_request_to_json(req);
-        _cleanup_free_ char *text = body ? cJSON_PrintUnformatted(body) : NULL;
+static int call_agent(const struct cni_request *req, const struct buffer *config) {
+        _cleanup_free_ char *text = NULL;
         const char *socket_path = req->socket ? req->socket : socket_trust_default_path();
         char why[SOCKET_TRUST_WHY_MAX] = "";
         struct buffer resp = {};
@@ -309,8 +321,8 @@ static int call_agent(const struct cni_request *req) {
         long status = 0;
         int r, ret;
 
-        if (!text)
-                return fail_oom();
+        if (cni_request_body(req, config->data, config->size, &text) < 0)
+                return fail_oom(); /* the config was checked: only memory can fail */
         r = agent_post(socket_path, text, &resp, &status, &rbody, &rsize, why, sizeof(why));
         if (r == -EPERM && why[0]) {
                 (void) cni_error_set(&e, req->command == CNI_STATUS ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN_LATER,
@@ -344,22 +356,66 @@ static int call_agent(const struct cni_request *req) {
 
         /* Success: ADD prints its result; DEL, CHECK, GC and STATUS print nothing. */
         if (req->command == CNI_ADD) {
-                _cleanup_(cJSON_Deletep) cJSON *root = cJSON_ParseWithLength(rbody, rsize);
-                const cJSON *result = cJSON_GetObjectItemCaseSensitive(root, "result");
-                _cleanup_free_ char *out = cJSON_IsObject(result) ? cJSON_Print(result) : NULL;
-                free(resp.data);
-                if (!out) {
+                struct json_text_value result;
+                if (json_text_object_member(rbody, rsize, "result", &result) <= 0 || result.type != JSON_TEXT_OBJECT) {
+                        free(resp.data);
                         (void) cni_error_set(&e, CNI_ERR_IO, "the agent sent no result", NULL);
                         ret = fail(&e, req->cni_version);
                         cni_error_done(&e);
                         return ret;
                 }
-                printf("%s\n", out);
+                printf("%.*s\n", (int) result.size, result.start);
                 fflush(stdout);
-                return EXIT_SUCCESS;
         }
         free(resp.data);
         return EXIT_SUCCESS;
+}
+
+static int print_version(const char *cni_version) {
+        _cleanup_free_ char *text = NULL;
+
+        if (cni_version_text(cni_version, &text) < 0)
+                return fail_oom();
+        printf("%s\n", text);
+        return EXIT_SUCCESS;
+}
+
+/* The string member key of the object text: 1 with *ret set, 0 if absent, -EBADMSG if it is no
+ * string, -ENOMEM. */
+static int config_string(const struct buffer *in, const char *key, char **ret) {
+        struct json_text_value v;
+        int r = json_text_object_member(in->data, in->size, key, &v);
+        return r > 0 ? (json_text_string(&v, ret) ?: 1) : r;
+}
+
+/* The network config's top-level strings, checked here as the agent checks them (cni-core.c), so
+ * that a bad config gets its code also while the agent is away; the rest (prevResult,
+ * runtimeConfig, GC's attachments) the agent checks. */
+static int read_config(struct cni_request *req, const struct buffer *in, struct cni_error *e) {
+        _cleanup_free_ char *version = NULL, *name = NULL, *type = NULL, *socket = NULL;
+        int r;
+
+        if (in->size == 0)
+                return cni_error_set(e, CNI_ERR_DECODE, "failed to decode the network config", "stdin is empty");
+        if (memchr(in->data, '\0', in->size))
+                return cni_error_set(e, CNI_ERR_DECODE, "failed to decode the network config", "stdin holds a NUL byte");
+        r = config_string(in, "cniVersion", &version);
+        if (r == -EBADMSG && json_text_object_member(in->data, in->size, NULL, NULL) < 0)
+                return cni_error_set(e, CNI_ERR_DECODE, "failed to decode the network config", "not a valid JSON object");
+        if (r == -ENOMEM)
+                return r;
+        r = cni_request_set_version(req, version, e);
+        if (r < 0 || req->command == CNI_VERSION)
+                return r;
+        if ((r = config_string(in, "name", &name)) == -ENOMEM || (r = config_string(in, "type", &type)) == -ENOMEM)
+                return r;
+        r = cni_request_set_name(req, name, type, e);
+        if (r < 0)
+                return r;
+        r = config_string(in, "socket", &socket);
+        if (r == -ENOMEM)
+                return r;
+        return r != 0 ? cni_request_set_socket(req, socket, e) : 0;
 }
 
 int main(int argc, char *argv[]) {
@@ -393,12 +449,10 @@ int main(int argc, char *argv[]) {
         }
         if (req.command == CNI_VERSION && in.size == 0) {
                 /* Some callers ask without a config; answer in the newest version. */
-                _cleanup_(cJSON_Deletep) cJSON *v = cni_version_result(NULL);
-                _cleanup_free_ char *t = v ? cJSON_Print(v) : NULL;
-                ret = t ? (printf("%s\n", t), EXIT_SUCCESS) : fail_oom();
+                ret = print_version(NULL);
                 goto out;
         }
-        r = cni_request_parse_config(&req, in.data, in.size, &e);
+        r = read_config(&req, &in, &e);
         if (r < 0) {
                 if (r == -ENOMEM)
                         return fail_oom();
@@ -406,15 +460,13 @@ int main(int argc, char *argv[]) {
                 goto out;
         }
         if (req.command == CNI_VERSION) {
-                _cleanup_(cJSON_Deletep) cJSON *v = cni_version_result(req.cni_version);
-                _cleanup_free_ char *t = v ? cJSON_Print(v) : NULL;
-                ret = t ? (printf("%s\n", t), EXIT_SUCCESS) : fail_oom();
+                ret = print_version(req.cni_version);
                 goto out;
         }
-        ret = call_agent(&req);
+        ret = call_agent(&req, &in);
 out:
         cni_error_done(&e);
-        cni_request_done(&req);
+        cni_request_free_fields(&req);
         free(in.data);
         return ret;
 }

@@ -49,12 +49,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (cni_request_from_env(&r, env_get, &e, &err) >= 0 && nul) {
                 const char *in = (const char *) nul + 1;
                 size_t in_size = size - env_len - 1;
-                if (cni_request_parse_config(&r, in, in_size, &err) >= 0) {
-                        cJSON *j = cni_request_to_json(&r);
-                        char *t = j ? cJSON_PrintUnformatted(j) : NULL;
-                        free(t);
-                        cJSON_Delete(j);
+                char *body = NULL;
+                /* What the plugin sends (the config as it came, when json-text takes it) the agent
+                 * parses, with the verdict the plugin's own checks gave. */
+                if (cni_request_parse_config(&r, in, in_size, &err) >= 0 &&
+                    cni_request_body(&r, in, in_size, &body) >= 0) {
+                        struct cni_request back = { .command = _CNI_COMMAND_INVALID };
+                        struct cni_error back_err = {};
+                        if (cni_request_from_json(&back, body, strlen(body), &back_err) < 0)
+                                abort();
+                        cni_error_done(&back_err);
+                        cni_request_done(&back);
                 }
+                free(body);
         }
         cJSON *ej = cni_error_to_json(&err, r.cni_version);
         cJSON_Delete(ej);
