@@ -23,9 +23,14 @@ if STATIC_PLUGIN
 cnibin_SCRIPTS = pinion-cni
 CLEANFILES += pinion-cni
 EXTRA_DIST += $(PINION_CNI_SOURCES)
+# A static PIE (musl-gcc's specs know only -static): musl's self-relocating start file, no
+# interpreter, no NEEDED; still randomised like every other binary of the package.
 pinion-cni: $(PINION_CNI_SOURCES) build-config.h
-	$(AM_V_CCLD)$(MUSL_GCC) -static $(DEFS) $(AM_CPPFLAGS) $(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ \
-		`for f in $(filter %.c,$(PINION_CNI_SOURCES)); do echo $(srcdir)/$$f; done`
+	$(AM_V_CCLD)$(MUSL_GCC) $(DEFS) $(AM_CPPFLAGS) $(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS) -fPIE $(LDFLAGS) \
+		-nostartfiles -Wl,-static,-pie,--no-dynamic-linker,-z,text -o $@ \
+		$(MUSL_LIBDIR)/rcrt1.o $(MUSL_LIBDIR)/crti.o `$(MUSL_GCC) -print-file-name=crtbeginS.o` \
+		`for f in $(filter %.c,$(PINION_CNI_SOURCES)); do echo $(srcdir)/$$f; done` \
+		`$(MUSL_GCC) -print-file-name=crtendS.o` $(MUSL_LIBDIR)/crtn.o
 else
 cnibin_PROGRAMS = pinion-cni
 pinion_cni_SOURCES = $(PINION_CNI_SOURCES)

@@ -6,6 +6,7 @@ portmap/tuning plugins. Every namespace is removed at teardown (its veth goes wi
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -481,6 +482,46 @@ def test_make_install_ships_the_plugin_and_the_conflist(tmp_dir):
     # The installed plugin runs on its own (VERSION needs no agent).
     v = exec_plugin(plugin, "VERSION", {"cniVersion": "1.0.0"})
     assert v.rc == 0 and "1.1.0" in v.json["supportedVersions"]
+
+
+def _elf_dynamic_needs(path):
+    """(has an interpreter, the DT_NEEDED count) of an x86-64 ELF file, read from its headers."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2, path  # 64-bit
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    interp, needed = False, 0
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 3:  # PT_INTERP
+            interp = True
+        if p_type == 2:  # PT_DYNAMIC: (tag, value) pairs
+            for off in range(p_offset, p_offset + p_filesz, 16):
+                tag, _ = struct.unpack_from("<qQ", data, off)
+                if tag == 0:
+                    break
+                needed += tag == 1  # DT_NEEDED
+    return interp, needed
+
+
+def test_plugin_is_one_static_binary_that_needs_no_library():
+    """Built with musl (configure found musl-gcc): no interpreter, no shared library, so that it
+    runs on any node install-cni copies it to, and no dynamic start-up per exec; without musl it
+    still needs nothing but libc."""
+    with open(os.path.join(BUILDDIR, "Makefile")) as f:
+        static = re.search(r"^MUSL_LIBDIR = \S", f.read(), re.M) is not None
+    interp, needed = _elf_dynamic_needs(PINION_CNI)
+    if static:
+        assert not interp and needed == 0, (interp, needed)
+    else:
+        out = subprocess.run(["ldd", PINION_CNI], capture_output=True, text=True).stdout
+        assert "cjson" not in out and needed == 1, out
+    # It runs with an empty environment and no agent: VERSION is answered by the plugin itself.
+    v = exec_plugin(PINION_CNI, "VERSION", {"cniVersion": "0.4.0"})
+    assert v.rc == 0 and v.json == {"cniVersion": "0.4.0", "supportedVersions": ["0.3.0", "0.3.1", "0.4.0", "1.0.0",
+                                                                               "1.1.0"]}, v
 
 
 def test_reload_applies_mtu_and_refuses_a_new_cidr_while_pods_hold_addresses(podnet_agent, netns):
