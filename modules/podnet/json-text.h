@@ -4,9 +4,9 @@
 /* JSON as text, for the CNI plugin: a checking scanner that finds one member of an object
  * (its value's place in the text, no tree) and a writer of strings. pinion-cni is one static
  * binary so that it runs on any node it is copied to, and Debian ships cJSON only as a shared
- * library; so the plugin reads the two strings it needs from the network config (cniVersion,
- * socket) and the agent's answer with this, and leaves everything else to the agent, which
- * parses the config with cJSON. Anything this accepts, cJSON parses to the same members
+ * library; so the plugin reads the few strings it needs from the network config (cniVersion,
+ * name, type, socket) and the agent's answer with this, and leaves everything else to the
+ * agent, which parses the config with cJSON. Anything this accepts, cJSON parses to the same members
  * (tests/fuzz/fuzz-podnet-json-text.c checks that); it is stricter than cJSON (RFC 8259: no
  * leading zeros, no trailing text, no control characters outside strings, at most 128 levels). */
 

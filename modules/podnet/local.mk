@@ -14,7 +14,7 @@ MODULE_SOURCES += \
 EXTRA_DIST += modules/podnet/local.mk
 
 # The CNI plugin: exec'd by the container runtime per operation and copied onto nodes as it is,
-# so it links nothing but libc (no cJSON: json-text.c reads the two strings it needs), and with
+# so it links nothing but libc (no cJSON: json-text.c reads the few strings it needs), and with
 # musl (configure: --with-static-plugin) is one static binary: glibc's start-up alone costs
 # 0.6-0.8 ms per exec on a VM, where each of its dozens of CPUID instructions is a VM exit.
 PINION_CNI_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni-core.c modules/podnet/cni-core.h \

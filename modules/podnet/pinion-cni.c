@@ -8,8 +8,9 @@
  * so it is one static binary where the build has musl (configure: --with-static-plugin), and links
  * no library but libc in any case: no libcjson on the node, and none of glibc's start-up, which on
  * a VM costs more than the rest of the plugin (it asks the CPU its features and caches with
- * dozens of CPUID instructions, each a VM exit). It reads two strings of the network config
- * (json-text.h) and forwards the rest as it came; the agent parses and checks the whole config. */
+ * dozens of CPUID instructions, each a VM exit). It reads the config's top-level strings it
+ * checks itself (json-text.h) and forwards the config as it came; the agent parses and checks
+ * all of it with cJSON. */
 
 #include <errno.h>
 #include <stdio.h>
