@@ -57,8 +57,11 @@ def issued(a):
 
 def check_dirs(tls, uids):
     """Every entry of pod-tls-dir is a whole pod directory (its key 0600 and root's, the key
-    that goes with its certificate) or a staging leftover. Returns (whole, staged)."""
+    that goes with its certificate) or a staging leftover; pod-tls-dir itself may not be there
+    yet. Returns (whole, staged)."""
     whole, staged = 0, 0
+    if not os.path.isdir(tls):
+        return whole, staged  # killed before it made pod-tls-dir (seen under ASan): nothing half-made
     for name in os.listdir(tls):
         if name.startswith(STAGED):
             staged += 1
