@@ -7,16 +7,6 @@
 
 #include "api-internal.h"
 
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 static int percent_decode(const char *s, size_t n, char **ret) {
         _cleanup_free_ char *d = NULL;
         size_t o = 0;
@@ -33,8 +23,8 @@ static int percent_decode(const char *s, size_t n, char **ret) {
                 }
                 if (n - i < 3)
                         return -EBADMSG;
-                hi = hexval(s[i + 1]);
-                lo = hexval(s[i + 2]);
+                hi = unhexchar(s[i + 1]);
+                lo = unhexchar(s[i + 2]);
                 /* %00 would cut the string short behind the handler's back. */
                 if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
                         return -EBADMSG;

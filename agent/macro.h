@@ -124,6 +124,17 @@ static inline const char *strempty(const char *s) {
         return s ? s : "";
 }
 
+/* The value of a hex digit, -1 for any other character. */
+static inline int unhexchar(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
 static inline bool isempty(const char *s) {
         return !s || !*s;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "json-text.h"
+#include "macro.h"
 
 #define MAX_DEPTH 128
 
@@ -20,21 +21,11 @@ static void skip_space(struct scanner *s) {
                 s->p++;
 }
 
-static int hex_digit(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* Reads the 4 hex digits of a \u escape at p (p + 4 <= end checked by the caller). */
 static int hex4(const char *p) {
         int v = 0;
         for (int i = 0; i < 4; i++) {
-                int d = hex_digit(p[i]);
+                int d = unhexchar(p[i]);
                 if (d < 0)
                         return -1;
                 v = v * 16 + d;

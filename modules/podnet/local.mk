@@ -25,7 +25,7 @@ CLEANFILES += pinion-cni
 EXTRA_DIST += $(PINION_CNI_SOURCES)
 # A static PIE (musl-gcc's specs know only -static): musl's self-relocating start file, no
 # interpreter, no NEEDED; still randomised like every other binary of the package.
-pinion-cni: $(PINION_CNI_SOURCES) build-config.h
+pinion-cni: $(PINION_CNI_SOURCES) agent/macro.h agent/string-table.h build-config.h
 	$(AM_V_CCLD)$(MUSL_GCC) $(DEFS) $(AM_CPPFLAGS) $(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS) -fPIE $(LDFLAGS) \
 		-nostartfiles -Wl,-static,-pie,--no-dynamic-linker,-z,text -o $@ \
 		$(MUSL_LIBDIR)/rcrt1.o $(MUSL_LIBDIR)/crti.o `$(MUSL_GCC) -print-file-name=crtbeginS.o` \
