@@ -300,6 +300,15 @@ int json_text_string(const struct json_text_value *v, char **ret) {
         return 0;
 }
 
+int json_text_member_string(const char *text, size_t size, const char *key, char **ret) {
+        struct json_text_value v;
+        int r = json_text_object_member(text, size, key, &v);
+        if (r <= 0)
+                return r;
+        r = json_text_string(&v, ret);
+        return r < 0 ? r : 1;
+}
+
 int json_text_int(const struct json_text_value *v, int *ret) {
         long long n = 0;
         size_t i = 0;

@@ -39,6 +39,11 @@ int json_text_object_member(const char *text, size_t size, const char *key, stru
  * \u0000, -ENOMEM. */
 int json_text_string(const struct json_text_value *v, char **ret);
 
+/* json_text_object_member() and json_text_string() in one: 1 with *ret set, 0 if there is no
+ * such member, -EBADMSG if the text is not one JSON object or the member is no string (or holds
+ * \u0000), -ENOMEM. */
+int json_text_member_string(const char *text, size_t size, const char *key, char **ret);
+
 /* The number value v as an integer in [-2^31, 2^31): -EBADMSG if v is none. */
 int json_text_int(const struct json_text_value *v, int *ret);
 

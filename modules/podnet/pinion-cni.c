@@ -275,16 +275,6 @@ static int agent_post(const char *socket_path, const char *body, struct buffer *
         return parse_response(resp, ret_status, ret_body, ret_size);
 }
 
-/* The string member key of the object text (NULL if absent or not a string). */
-static char *member_string(const char *text, size_t size, const char *key) {
-        struct json_text_value v;
-        char *s = NULL;
-
-        if (json_text_object_member(text, size, key, &v) <= 0 || json_text_string(&v, &s) < 0)
-                return NULL;
-        return s;
-}
-
 /* The agent answered with an error: {"error", "code": HTTP, "cni": {"code", "msg", "details"}}. */
 static int report_agent_error(const struct cni_request *req, long status, const char *body, size_t size) {
         struct json_text_value cni, code;
@@ -294,12 +284,12 @@ static int report_agent_error(const struct cni_request *req, long status, const 
 
         if (json_text_object_member(body, size, "cni", &cni) > 0 && cni.type == JSON_TEXT_OBJECT &&
             json_text_object_member(cni.start, cni.size, "code", &code) > 0 && json_text_int(&code, &n) >= 0 &&
-            (msg = member_string(cni.start, cni.size, "msg"))) {
-                details = member_string(cni.start, cni.size, "details");
+            json_text_member_string(cni.start, cni.size, "msg", &msg) > 0) {
+                (void) json_text_member_string(cni.start, cni.size, "details", &details);
                 (void) cni_error_set(&e, n, msg, "%s", strempty(details));
         } else {
                 /* Not from the podnet module (an old agent, a proxy): the HTTP status says it all. */
-                error = member_string(body, size, "error");
+                (void) json_text_member_string(body, size, "error", &error);
                 (void) cni_error_set(&e, status == 403 ? CNI_ERR_INVALID_ENV : CNI_ERR_TRY_AGAIN_LATER,
                                      "the agent refused the request", "HTTP %ld: %s", status,
                                      error ? error : "no explanation");
@@ -381,14 +371,6 @@ static int print_version(const char *cni_version) {
         return EXIT_SUCCESS;
 }
 
-/* The string member key of the object text: 1 with *ret set, 0 if absent, -EBADMSG if it is no
- * string, -ENOMEM. */
-static int config_string(const struct buffer *in, const char *key, char **ret) {
-        struct json_text_value v;
-        int r = json_text_object_member(in->data, in->size, key, &v);
-        return r > 0 ? (json_text_string(&v, ret) ?: 1) : r;
-}
-
 /* The network config's top-level strings, checked here as the agent checks them (cni-core.c), so
  * that a bad config gets its code also while the agent is away; the rest (prevResult,
  * runtimeConfig, GC's attachments) the agent checks. */
@@ -400,7 +382,7 @@ static int read_config(struct cni_request *req, const struct buffer *in, struct 
                 return cni_error_set(e, CNI_ERR_DECODE, "failed to decode the network config", "stdin is empty");
         if (memchr(in->data, '\0', in->size))
                 return cni_error_set(e, CNI_ERR_DECODE, "failed to decode the network config", "stdin holds a NUL byte");
-        r = config_string(in, "cniVersion", &version);
+        r = json_text_member_string(in->data, in->size, "cniVersion", &version);
         if (r == -EBADMSG && json_text_object_member(in->data, in->size, NULL, NULL) < 0)
                 return cni_error_set(e, CNI_ERR_DECODE, "failed to decode the network config", "not a valid JSON object");
         if (r == -ENOMEM)
@@ -408,12 +390,13 @@ static int read_config(struct cni_request *req, const struct buffer *in, struct 
         r = cni_request_set_version(req, version, e);
         if (r < 0 || req->command == CNI_VERSION)
                 return r;
-        if ((r = config_string(in, "name", &name)) == -ENOMEM || (r = config_string(in, "type", &type)) == -ENOMEM)
+        if ((r = json_text_member_string(in->data, in->size, "name", &name)) == -ENOMEM ||
+            (r = json_text_member_string(in->data, in->size, "type", &type)) == -ENOMEM)
                 return r;
         r = cni_request_set_name(req, name, type, e);
         if (r < 0)
                 return r;
-        r = config_string(in, "socket", &socket);
+        r = json_text_member_string(in->data, in->size, "socket", &socket);
         if (r == -ENOMEM)
                 return r;
         return r != 0 ? cni_request_set_socket(req, socket, e) : 0;

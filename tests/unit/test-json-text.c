@@ -19,10 +19,8 @@ static int member(const char *text, const char *key, struct json_text_value *v) 
 }
 
 static char *member_string(const char *text, const char *key) {
-        struct json_text_value v;
         char *s = NULL;
-        assert_int_equal(member(text, key, &v), 1);
-        assert_int_equal(json_text_string(&v, &s), 0);
+        assert_int_equal(json_text_member_string(text, strlen(text), key, &s), 1);
         return s;
 }
 
@@ -108,6 +106,10 @@ static void test_finds_top_level_members(void **state) {
         assert_int_equal(v.type, JSON_TEXT_TRUE);
         assert_int_equal(json_text_string(&v, &s), -EBADMSG);
         assert_int_equal(member(text, "missing", &v), 0);
+        assert_int_equal(json_text_member_string(text, strlen(text), "missing", &s), 0);
+        assert_int_equal(json_text_member_string(text, strlen(text), "n", &s), -EBADMSG);
+        assert_int_equal(json_text_member_string("{\"socket\":", 10, "socket", &s), -EBADMSG);
+        assert_string_equal(s, "/run/a.sock"); /* left as it was by each failure */
         assert_int_equal(member(text, "Socket", &v), 0);
         /* A key written with escapes is the same key. */
         _cleanup_free_ char *t = member_string("{\"\\u0073ock\\u0065t\":\"/x\"}", "socket");
