@@ -473,14 +473,15 @@ def test_a_replaced_socket_is_noticed_and_rebound(agent_factory, tmp_dir, socket
     else:
         a = agent_factory()
     aside = os.path.join(os.path.dirname(a.socket), "moved-aside.sock")
+    staged = os.path.join(os.path.dirname(a.socket), "impostor.sock")
     impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         os.rename(a.socket, aside)
-        try:
-            impostor.bind(a.socket)
-            impostor.listen(16)
-        except OSError:
-            pass  # the agent was quicker: the path is already its own again
+        # Renamed over the path rather than bound at it: the agent may already have put a fresh
+        # socket there, and the impostor must still take the path.
+        impostor.bind(staged)
+        impostor.listen(16)
+        os.rename(staged, a.socket)
         # A first repair that fails (it logs "retrying") is retried by the 5 s periodic check.
         wait_until(lambda: health_answers(a.socket), 12, desc="the path reaches the agent again")
         assert counter(a, "pinion_api_socket_replaced_total") >= 1
@@ -488,12 +489,13 @@ def test_a_replaced_socket_is_noticed_and_rebound(agent_factory, tmp_dir, socket
         st = os.lstat(a.socket)
         assert oct(st.st_mode & 0o7777) == oct(0o660)
         # Still ours after a while (the check does not flap), and the agent keeps serving.
+        before = counter(a, "pinion_api_socket_replaced_total")
         time.sleep(1)
         assert health_answers(a.socket)
-        before = counter(a, "pinion_api_socket_replaced_total")
         assert counter(a, "pinion_api_socket_replaced_total") == before
     finally:
         impostor.close()
-        if os.path.exists(aside):
-            os.unlink(aside)
+        for leftover in (aside, staged):
+            if os.path.lexists(leftover):
+                os.unlink(leftover)
     a.check_alive()

@@ -335,16 +335,17 @@ def test_a_replaced_workload_socket_is_noticed_and_rebound(agent_factory, pod_cg
         return a.metrics().value("pinion_grpc_socket_replaced_total", server="workload") or 0
 
     aside = os.path.join(os.path.dirname(path), "moved-aside.sock")
+    staged = os.path.join(os.path.dirname(path), "impostor.sock")
     impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    impostor_ino = None
     try:
         os.rename(path, aside)
-        try:
-            impostor.bind(path)
-            impostor.listen(16)
-            impostor_ino = os.lstat(path).st_ino
-        except OSError:
-            pass  # the agent was quicker: the path is already its own again
+        # Bound under its own name and renamed over the path, so that its inode is known for
+        # certain: the agent may already have put a fresh socket at the path, and the rename
+        # replaces that one too.
+        impostor.bind(staged)
+        impostor.listen(16)
+        impostor_ino = os.lstat(staged).st_ino
+        os.rename(staged, path)
         wait_until(lambda: replaced() >= 1, 5, desc="the agent noticed")
         # A first repair that fails (it logs "retrying") is retried by the 5 s periodic check.
         wait_until(lambda: os.path.exists(path) and os.lstat(path).st_ino != impostor_ino, 12,
@@ -364,6 +365,7 @@ def test_a_replaced_workload_socket_is_noticed_and_rebound(agent_factory, pod_cg
         assert (a.metrics().value("pinion_api_socket_replaced_total") or 0) == 0
     finally:
         impostor.close()
-        if os.path.exists(aside):
-            os.unlink(aside)
+        for leftover in (aside, staged):
+            if os.path.lexists(leftover):
+                os.unlink(leftover)
     a.check_alive()
