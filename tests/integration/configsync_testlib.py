@@ -193,10 +193,21 @@ def write_bundle(root, name, files, version, sign_key=None, lie=None, raw_entrie
             f.write(sign(sign_key, data))
         os.rename(os.path.join(base, "manifest.json.sig.tmp"), os.path.join(base, "manifest.json.sig"))
     os.rename(tmp, os.path.join(base, "manifest.json"))
-    # nginx's ETag is mtime-size: make a rewrite within the same second still differ.
-    st = os.stat(os.path.join(base, "manifest.json"))
-    os.utime(os.path.join(base, "manifest.json"), ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000 * (hash(version) % 1000 + 1)))
+    _advance_mtime(os.path.join(base, "manifest.json"))
     return data
+
+
+_last_mtime = {}
+
+
+def _advance_mtime(path):
+    """nginx's ETag is the mtime in whole seconds and the size: each rewrite of a path gets an
+    mtime at least one second past the one before, so that two manifests of the same size never
+    share an ETag (the agent would rightly take the server's 304 for "unchanged")."""
+    st = os.stat(path)
+    mtime = max(st.st_mtime_ns, _last_mtime.get(path, 0) + 1_000_000_000)
+    os.utime(path, ns=(st.st_atime_ns, mtime))
+    _last_mtime[path] = mtime
 
 
 def read_tree(dest):
