@@ -192,22 +192,21 @@ def write_bundle(root, name, files, version, sign_key=None, lie=None, raw_entrie
         with open(os.path.join(base, "manifest.json.sig.tmp"), "w") as f:
             f.write(sign(sign_key, data))
         os.rename(os.path.join(base, "manifest.json.sig.tmp"), os.path.join(base, "manifest.json.sig"))
-    os.rename(tmp, os.path.join(base, "manifest.json"))
-    _advance_mtime(os.path.join(base, "manifest.json"))
+    replace_advancing_mtime(tmp, os.path.join(base, "manifest.json"))
     return data
 
 
-_last_mtime = {}
-
-
-def _advance_mtime(path):
-    """nginx's ETag is the mtime in whole seconds and the size: each rewrite of a path gets an
-    mtime at least one second past the one before, so that two manifests of the same size never
-    share an ETag (the agent would rightly take the server's 304 for "unchanged")."""
-    st = os.stat(path)
-    mtime = max(st.st_mtime_ns, _last_mtime.get(path, 0) + 1_000_000_000)
-    os.utime(path, ns=(st.st_atime_ns, mtime))
-    _last_mtime[path] = mtime
+def replace_advancing_mtime(src, dst):
+    """Renames src over dst with an mtime at least one second past the replaced dst's. nginx's
+    ETag is the mtime in whole seconds and the size: two manifests of the same size written
+    within a second would share one, and the agent would rightly take the 304 for "unchanged"."""
+    try:
+        previous = os.stat(dst).st_mtime_ns
+    except FileNotFoundError:
+        previous = 0
+    st = os.stat(src)
+    os.utime(src, ns=(st.st_atime_ns, max(st.st_mtime_ns, previous + 1_000_000_000)))
+    os.rename(src, dst)
 
 
 def read_tree(dest):
