@@ -12,6 +12,7 @@
 #include <sys/un.h>
 
 #include "api-internal.h"
+#include "fd-limit.h"
 #include "fsutil.h"
 #include "log.h"
 #include "peer-creds.h"
@@ -121,6 +122,13 @@ static int conn_count_key(const struct api *a, const struct api_conn *c, char **
         return asprintf(ret, "uid:%u", (unsigned) c->creds.uid) < 0 ? -ENOMEM : 0;
 }
 
+/* Limited callers together get the same share of a cap sized down to the open-file limit
+ * (fd-limit.h) as of the default one: the rest stays for the host's root and socket-group. */
+static unsigned conn_limited_cap(const struct api *a) {
+        return (unsigned) MIN((uint64_t) API_MAX_LIMITED_CONNECTIONS,
+                              (uint64_t) a->max_connections * API_MAX_LIMITED_CONNECTIONS / CONNECTION_CAP_API);
+}
+
 /* NULL: admitted and counted. Else why not (the metric's reason label). */
 static const char *conn_account(struct api *a, struct api_conn *c) {
         _cleanup_free_ char *key = NULL;
@@ -128,7 +136,7 @@ static const char *conn_account(struct api *a, struct api_conn *c) {
         if (conn_count_key(a, c, &key) < 0)
                 return "memory";
         if (key) {
-                if (a->n_limited >= API_MAX_LIMITED_CONNECTIONS)
+                if (a->n_limited >= conn_limited_cap(a))
                         return "limited";
                 if (count_get(a, key) >= (startswith(key, "pod:") ? API_MAX_CONNECTIONS_PER_POD
                                                                   : API_MAX_CONNECTIONS_PER_UID))

@@ -83,6 +83,21 @@ static cJSON *status_pods(struct manager *m) {
         return o;
 }
 
+/* The open-file limit and the connection caps sized to it at start (fd-limit.h). */
+static cJSON *status_connections(struct manager *m) {
+        const struct connection_caps *c = &m->connection_caps;
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+                return NULL;
+        cJSON_AddNumberToObject(o, "open_files", (double) c->open_files);
+        cJSON_AddNumberToObject(o, "reserved_fds", (double) c->reserve);
+        cJSON_AddNumberToObject(o, "api", c->api);
+        cJSON_AddNumberToObject(o, "workload", c->workload);
+        cJSON_AddNumberToObject(o, "csi", c->csi);
+        cJSON_AddBoolToObject(o, "scaled", c->scaled);
+        return o;
+}
+
 /* GET /v1/status: every module's state and key figures, the config and the pod source. */
 static int handle_status(struct api_request *req, void *userdata) {
         struct manager *m = userdata;
@@ -93,6 +108,7 @@ static int handle_status(struct api_request *req, void *userdata) {
             !cJSON_AddBoolToObject(o, "ready", m->ready_sent) ||
             !cJSON_AddItemToObject(o, "config", status_config(m)) ||
             !cJSON_AddItemToObject(o, "pods", status_pods(m)) ||
+            !cJSON_AddItemToObject(o, "connections", status_connections(m)) ||
             !(modules = cJSON_AddArrayToObject(o, "modules")))
                 return api_reply_error(req, 500, "out of memory");
         for (unsigned i = 0; i < m->n_modules; i++)

@@ -629,6 +629,27 @@ static void manager_legacy_link(struct manager *m) {
                 log_debug("Linked %s/%s to the socket", m->settings.runtime_dir, strrchr(m->settings.socket, '/') + 1);
 }
 
+/* Before any server listens: the soft open-file limit goes up to the hard one, and the servers'
+ * connection caps are sized to what it is, so that callers within their caps cannot take the
+ * descriptors the agent needs for itself. */
+static void manager_size_connection_caps(struct manager *m) {
+        uint64_t before = 0, after = 0;
+        struct connection_caps *c = &m->connection_caps;
+        char raised[64] = "";
+        int r = fd_limit_raise(&before, &after);
+
+        if (r < 0)
+                log_warning_errno(r, "Failed to raise the open-file limit from %llu, ignoring: %m",
+                                  (unsigned long long) before);
+        /* Unreadable (it never is): the defaults, as before the limit was looked at. */
+        connection_caps_for_limit(after > 0 ? after : UINT64_MAX, c);
+        if (after > before)
+                (void) snprintf(raised, sizeof(raised), " (soft limit raised from %llu)", (unsigned long long) before);
+        log_info("Open files: %llu%s; connections at once: local API %u, Workload API %u, CSI %u per server%s",
+                 (unsigned long long) after, raised, c->api, c->workload, c->csi,
+                 c->scaled ? " (scaled down to fit the limit; raise LimitNOFILE for the defaults)" : "");
+}
+
 static int manager_start_api(struct manager *m) {
         int listen_fd = manager_listen_fd();
         int r;
@@ -642,6 +663,7 @@ static int manager_start_api(struct manager *m) {
                 .socket_mode = m->settings.socket_mode,
                 .socket_gid = m->socket_gid,
                 .listen_fd = listen_fd,
+                .max_connections = m->connection_caps.api,
         };
         r = api_new(m->event, &opts, m->metrics, &m->api);
         if (r < 0)
@@ -723,6 +745,7 @@ int manager_start(struct manager *m) {
                 r = pod_watch_hub_new(m->event, m->pods, &m->pod_watch);
         if (r < 0)
                 return log_error_errno(r, "Failed to observe the pod store: %m");
+        manager_size_connection_caps(m);
         r = manager_start_api(m);
         if (r < 0)
                 return r;

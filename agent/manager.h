@@ -13,6 +13,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "fd-limit.h"
 #include "http.h"
 #include "log.h"
 #include "macro.h"
@@ -74,6 +75,9 @@ struct manager {
         struct podsdir *podsdir;
         struct pod_watch_hub *pod_watch; /* /v1/pods?watch=1 streams */
         struct api *api;
+        /* Connections at once per server, sized at start to the open-file limit (fd-limit.h):
+         * the local API's here, the gRPC servers' in the modules that create them. */
+        struct connection_caps connection_caps;
         struct metrics_listener *metrics_listener; /* [agent] metrics-listen, NULL: none */
         struct http_client *http; /* created on first use: libcurl and OpenSSL cost memory */
 

@@ -30,8 +30,6 @@
 /* What the kubelet's plugin watcher expects from a CSI driver. */
 #define CSI_PLUGIN_TYPE "CSIPlugin"
 #define CSI_SPEC_VERSION "1.0.0"
-/* The kubelet opens few connections; more is someone else. */
-#define CSI_MAX_CONNECTIONS 16
 
 /* ---- replies ---- */
 
@@ -301,7 +299,7 @@ static int serve(struct csi *csi, const char *name, const struct grpc_method *me
         const struct grpc_server_options opts = {
                 .name = name,
                 .socket_gid = (gid_t) -1, /* root alone is privileged */
-                .max_connections = CSI_MAX_CONNECTIONS,
+                .max_connections = csi->mi->manager->connection_caps.csi, /* fd-limit.h */
         };
         _cleanup_(grpc_server_freep) struct grpc_server *s = NULL;
         _cleanup_free_ char *dir = strndup(path, (size_t) (strrchr(path, '/') - path));

@@ -507,6 +507,7 @@ int workload_api_start(struct identity *id) {
                 .socket_gid = id->manager->socket_gid,
                 .place = caller_peer_place, /* counted per pod as on the local API */
                 .place_userdata = id->manager,
+                .max_connections = id->manager->connection_caps.workload, /* sized to the fd limit */
         };
         _cleanup_free_ char *path = workload_socket_path(id);
         struct workload_api *api;

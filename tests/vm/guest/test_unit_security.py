@@ -47,6 +47,23 @@ def test_daemon_keeps_exactly_what_its_modules_need(node):
     assert not any("Failed to drop the capabilities" in m for m in messages), messages
 
 
+def test_open_file_limit_carries_every_connection_cap(node):
+    """LimitNOFILE=65536 reaches the daemon (raising its soft limit passes the system call
+    filter: prlimit64, not setrlimit), and the servers keep their default caps under it."""
+    node.healthy()
+    cursor = journal_cursor()
+    pid = start_agent()
+    assert unit_property(UNIT, "LimitNOFILE") == "65536" and unit_property(UNIT, "LimitNOFILESoft") == "65536"
+    with open(f"/proc/{pid}/limits") as f:
+        line = next(x for x in f if x.startswith("Max open files"))
+    assert line.split()[3:5] == ["65536", "65536"], line
+    e = wait_for_journal("the connection caps", f"_PID={pid}", cursor=cursor, pattern=r"^Open files: ")
+    assert e["MESSAGE"] == ("Open files: 65536; connections at once: local API 1000, Workload API 1000, "
+                            "CSI 16 per server"), e["MESSAGE"]
+    conns = api_json("/v1/status")["connections"]
+    assert (conns["open_files"], conns["api"], conns["workload"], conns["scaled"]) == (65536, 1000, 1000, False), conns
+
+
 def test_startup_pages_go_back_to_the_kernel_inside_the_sandbox(node):
     """madvise() passes the unit's system call filter, and paging out file pages is allowed to
     the daemon (as root it owns the library files) under ProtectSystem=strict."""
