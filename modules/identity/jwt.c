@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* JWT-SVIDs: mint, publish the keys, validate (jwt.h). Everything a token carries is hostile
  * until its signature checks: sizes are bounded before decoding, base64url is decoded strictly
- * (no padding, no stray bits: one token has one spelling), the header is read only for alg and
- * kid, and the claims are parsed only once the signature over them holds. */
+ * (no padding, no stray bits: one token has one spelling), the signature's s is the low one of
+ * its two spellings (s and n-s both verify), the header is read only for alg and kid, and the
+ * claims are parsed only once the signature over them holds. */
 
 #include <errno.h>
 #include <limits.h>
@@ -30,6 +31,14 @@
 static const unsigned char p256_order[P256_BYTES] = {
         0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+};
+
+/* n/2, rounded down: a signature's s must not exceed it ("low s"). ECDSA accepts (r, s) and
+ * (r, n-s) alike; minting only the lower and refusing the higher gives each token one spelling,
+ * so a token's text can key a replay cache or a log without a twin slipping past. */
+static const unsigned char p256_half_order[P256_BYTES] = {
+        0x7f, 0xff, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xde, 0x73, 0x7d, 0x56, 0xd3, 0x8b, 0xcf, 0x42, 0x79, 0xdc, 0xe5, 0x61, 0x7e, 0x31, 0x92, 0xa8,
 };
 
 struct jwt_pubkey {
@@ -425,7 +434,25 @@ static char *json_b64u(const cJSON *o) {
         return text ? b64u_encode((const unsigned char *) text, strlen(text)) : NULL;
 }
 
-/* ES256 over data: the DER signature OpenSSL makes, as the raw r||s JWS wants. */
+/* s as the low of its two spellings, big-endian into out: n-s when OpenSSL returned s > n/2. */
+static int low_s(const BIGNUM *s, unsigned char out[P256_BYTES]) {
+        BIGNUM *half = BN_bin2bn(p256_half_order, P256_BYTES, NULL), *n = BN_bin2bn(p256_order, P256_BYTES, NULL),
+               *flipped = BN_new();
+        int r = -ENOMEM;
+
+        if (half && n && flipped) {
+                if (BN_cmp(s, half) <= 0)
+                        r = BN_bn2binpad(s, out, P256_BYTES) == P256_BYTES ? 0 : -EINVAL;
+                else if (BN_sub(flipped, n, s) == 1)
+                        r = BN_bn2binpad(flipped, out, P256_BYTES) == P256_BYTES ? 0 : -EINVAL;
+        }
+        BN_free(half);
+        BN_free(n);
+        BN_free(flipped);
+        return r;
+}
+
+/* ES256 over data: the DER signature OpenSSL makes, as the raw r||s JWS wants, s made low. */
 static int sign_es256(EVP_PKEY *key, const char *data, unsigned char out[2 * P256_BYTES]) {
         EVP_MD_CTX *md = EVP_MD_CTX_new();
         unsigned char der[80];
@@ -438,8 +465,7 @@ static int sign_es256(EVP_PKEY *key, const char *data, unsigned char out[2 * P25
                 const BIGNUM *sr, *ss;
                 if (sig) {
                         ECDSA_SIG_get0(sig, &sr, &ss);
-                        if (BN_bn2binpad(sr, out, P256_BYTES) == P256_BYTES && BN_bn2binpad(ss, out + P256_BYTES, P256_BYTES) == P256_BYTES)
-                                r = 0;
+                        r = BN_bn2binpad(sr, out, P256_BYTES) == P256_BYTES ? low_s(ss, out + P256_BYTES) : -EINVAL;
                         ECDSA_SIG_free(sig);
                 }
         }
@@ -616,6 +642,8 @@ int jwt_validate(const struct jwt_keyset *ks, const char *token, const char *aud
                 FAIL(-EBADMSG, "malformed signature (ES256 is 64 bytes r||s)");
         if (!scalar_in_range(sig) || !scalar_in_range(sig + P256_BYTES))
                 FAIL(-EKEYREJECTED, "signature out of range");
+        if (memcmp(sig + P256_BYTES, p256_half_order, P256_BYTES) > 0)
+                FAIL(-EKEYREJECTED, "high-s signature (s above n/2: the twin of a low-s one, never minted)");
         r = verify_es256(key, token, (size_t) (dot2 - token), sig);
         if (r == -EKEYREJECTED)
                 FAIL(r, "bad signature");

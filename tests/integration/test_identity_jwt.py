@@ -51,10 +51,29 @@ def thumbprint(pub):
     return b64u(hashlib.sha256(canon.encode()).digest())
 
 
-def forge(key, claims, kid=None, alg="ES256"):
+# P-256's group order: (r, s) and (r, N - s) are both valid ECDSA signatures of one message.
+P256_N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+def signature_s(token):
+    return int.from_bytes(unb64u(token.rsplit(".", 1)[1])[32:], "big")
+
+
+def with_flipped_s(token):
+    """The token's twin: its signature's s replaced by N - s (still a valid ECDSA signature)."""
+    head, s64 = token.rsplit(".", 1)
+    raw = unb64u(s64)
+    return head + "." + b64u(raw[:32] + (P256_N - int.from_bytes(raw[32:], "big")).to_bytes(32, "big"))
+
+
+def forge(key, claims, kid=None, alg="ES256", high_s=False):
+    """A token signed here; its s is the low one of its two spellings, as pinion mints (high_s:
+    the other one)."""
     header = {"alg": alg, "kid": kid or thumbprint(key.public_key()), "typ": "JWT"}
     signing_input = b64u(json.dumps(header).encode()) + "." + b64u(json.dumps(claims).encode())
     r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+    if (s > P256_N // 2) != high_s:
+        s = P256_N - s
     return signing_input + "." + b64u(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
 
 
@@ -151,6 +170,11 @@ def test_two_agents_share_the_trust_domain_key(agent_factory, tmp_path, pod_cgro
     assert claims["sub"] == spiffe and claims["aud"] == ["svc"]
     assert claims["exp"] - claims["iat"] == 300  # jwt-svid-lifetime's default, 5m
     assert abs(claims["iat"] - time.time()) < 5
+    # Minted with the low s, always; its high-s twin verifies here all the same.
+    tokens = [t1] + [mint()["token"] for _ in range(20)]
+    assert all(signature_s(t) <= P256_N // 2 for t in tokens), [hex(signature_s(t)) for t in tokens]
+    twin = with_flipped_s(t1)
+    assert verify_independently(twin, bundle(b), "svc") == claims
 
     # Agent B, another node with its own CA, validates it; a pod on B could as well (public).
     status, body = validate(b, t1, "svc")
@@ -168,6 +192,8 @@ def test_two_agents_share_the_trust_domain_key(agent_factory, tmp_path, pod_cgro
             (forge(stranger, {"sub": spiffe, "aud": ["svc"], "exp": int(time.time()) + 60}, kid=kid1), "svc", "bad signature"),
             (forge(key1, {"sub": spiffe, "aud": ["svc"], "exp": int(time.time()) + 60}, alg="none"), "svc", "algorithm"),
             (forge(key1, {"sub": "spiffe://other.test/x", "aud": "svc", "exp": int(time.time()) + 60}), "svc", "trust domain"),
+            (twin, "svc", "high-s"),
+            (forge(key1, {"sub": spiffe, "aud": "svc", "exp": int(time.time()) + 60}, high_s=True), "svc", "high-s"),
             (t1[:-3], "svc", "")):
         status, body = validate(b, token, audience)
         assert status == 401 and why in body["error"], (why, status, body)

@@ -12,7 +12,7 @@ import pytest
 from identity_testlib import new_uid
 from pinion_testlib import wait_until
 from test_identity_jwt import TD, forge, key_pem, new_key, pub_pem, start_agent, thumbprint, verify_independently, \
-    write_secret
+    with_flipped_s, write_secret
 from test_workload_api import pb, workload_socket as sock  # noqa: F401 (pb: a fixture)
 from workload_api_testlib import call, spawn
 
@@ -71,6 +71,9 @@ def test_jwt_svid_verifies_against_the_jwks_and_validates_on_another_agent(agent
     assert v["error"] == "INVALID_ARGUMENT", v
     (v,) = call(pb, sock(b), "validate", "--audience", "svc", "--token", "a.b.c", cg=cg_b, uid=NOBODY)
     assert v["error"] == "INVALID_ARGUMENT", v
+    # The token's high-s twin (s -> n-s: a valid ECDSA signature too) is not the token.
+    (v,) = call(pb, sock(b), "validate", "--audience", "svc", "--token", with_flipped_s(svid["svid"]), cg=cg_b, uid=NOBODY)
+    assert v["error"] == "INVALID_ARGUMENT" and "high-s" in v["details"], v
 
     # A pod asks for another SPIFFE ID than its own: none of its business.
     (r,) = call(pb, sock(a), "jwt-svid", "--audience", "svc", "--spiffe-id", "spiffe://%s/ns/x/sa/y" % TD,

@@ -2,8 +2,9 @@
 /* JWT-SVIDs: a minted token validates, its JWKS carries the key by its RFC 7638 thumbprint, and
  * every hostile token is refused for the right reason: alg none or another alg, an unknown kid,
  * bad base64url, truncated, huge, expired, wrong audience, a foreign SPIFFE ID, the signature of
- * another key, r or s out of range, a DER signature where JWS wants r||s. Tokens are forged here
- * with OpenSSL directly, not through the code under test. */
+ * another key, r or s out of range, a high s (the twin n-s of a valid signature), a DER
+ * signature where JWS wants r||s. Tokens are forged here with OpenSSL directly, not through the
+ * code under test. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <openssl/bn.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -56,7 +58,56 @@ static char *b64u(const void *data, size_t n) {
         return out;
 }
 
-/* header.claims signed by key (ES256, raw r||s); der: the signature as OpenSSL's DER instead. */
+/* P-256's group order n, big-endian. */
+static const unsigned char p256_n[32] = {
+        0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+};
+
+/* Whether the 32-byte big-endian s is above n/2. */
+static bool s_is_high(const unsigned char *s) {
+        BIGNUM *v = BN_bin2bn(s, 32, NULL), *n = BN_bin2bn(p256_n, 32, NULL);
+        assert_true(v && n && BN_rshift1(n, n) == 1);
+        bool high = BN_cmp(v, n) > 0;
+        BN_free(v), BN_free(n);
+        return high;
+}
+
+/* s -> n-s in place: the other signature that verifies for the same r. */
+static void s_flip(unsigned char *s) {
+        BIGNUM *v = BN_bin2bn(s, 32, NULL), *n = BN_bin2bn(p256_n, 32, NULL);
+        assert_true(v && n && BN_sub(v, n, v) == 1);
+        assert_int_equal(BN_bn2binpad(v, s, 32), 32);
+        BN_free(v), BN_free(n);
+}
+
+/* The 64 raw signature bytes of a token (its third part, base64url). */
+static void token_signature(const char *token, unsigned char raw[64]) {
+        const char *s64 = strrchr(token, '.') + 1;
+        char padded[89];
+        unsigned char out[66];
+        assert_int_equal(strlen(s64), 86);
+        for (size_t i = 0; i < 86; i++)
+                padded[i] = s64[i] == '-' ? '+' : s64[i] == '_' ? '/' : s64[i];
+        memcpy(padded + 86, "==", 3);
+        assert_int_equal(EVP_DecodeBlock(out, (unsigned char *) padded, 88), 66);
+        memcpy(raw, out, 64);
+}
+
+/* The token with its signature's s replaced by n-s. */
+static char *token_with_flipped_s(const char *token) {
+        const char *dot2 = strrchr(token, '.');
+        unsigned char raw[64];
+        char *t = NULL;
+        token_signature(token, raw);
+        s_flip(raw + 32);
+        _cleanup_free_ char *s64 = b64u(raw, sizeof(raw));
+        assert_true(asprintf(&t, "%.*s.%s", (int) (dot2 - token), token, s64) > 0);
+        return t;
+}
+
+/* header.claims signed by key (ES256, raw r||s with the low s, as pinion mints); der: the
+ * signature as OpenSSL's DER instead. */
 static char *forge(EVP_PKEY *key, const char *header, const char *claims, bool der) {
         char *h = b64u(header, strlen(header)), *c = b64u(claims, strlen(claims)), *input = NULL, *token = NULL;
         unsigned char sig[80], raw[64];
@@ -72,6 +123,8 @@ static char *forge(EVP_PKEY *key, const char *header, const char *claims, bool d
         assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_r(s), raw, 32), 32);
         assert_int_equal(BN_bn2binpad(ECDSA_SIG_get0_s(s), raw + 32, 32), 32);
         ECDSA_SIG_free(s);
+        if (s_is_high(raw + 32))
+                s_flip(raw + 32);
         char *encoded = der ? b64u(sig, n) : b64u(raw, sizeof(raw));
         assert_true(asprintf(&token, "%s.%s", input, encoded) > 0);
         free(h), free(c), free(input), free(encoded);
@@ -306,6 +359,72 @@ static void test_hostile_tokens(_unused_ void **state) {
         }
 }
 
+/* The raw signature verifies as DER under key: whether it is a real signature, whatever the
+ * code under test makes of it. */
+static bool openssl_verifies(EVP_PKEY *key, const char *token) {
+        const char *dot2 = strrchr(token, '.');
+        unsigned char raw[64], *der = NULL;
+        token_signature(token, raw);
+        ECDSA_SIG *sig = ECDSA_SIG_new();
+        assert_int_equal(ECDSA_SIG_set0(sig, BN_bin2bn(raw, 32, NULL), BN_bin2bn(raw + 32, 32, NULL)), 1);
+        int n = i2d_ECDSA_SIG(sig, &der);
+        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        assert_int_equal(EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key), 1);
+        bool ok = EVP_DigestVerify(md, der, (size_t) n, (const unsigned char *) token, (size_t) (dot2 - token)) == 1;
+        EVP_MD_CTX_free(md);
+        OPENSSL_free(der);
+        ECDSA_SIG_free(sig);
+        return ok;
+}
+
+/* ECDSA's (r, s) and (r, n-s) both verify: a token minted by pinion has the low s, and its twin
+ * with the high one is refused, though OpenSSL says it verifies. */
+static void test_high_s_twin_is_refused(_unused_ void **state) {
+        _cleanup_(EVP_PKEY_freep) EVP_PKEY *k = NULL;
+        assert_int_equal(x509_key_new(&k), 0);
+        _cleanup_(jwt_keyset_freep) struct jwt_keyset *ks = keyset_with(k);
+        char *auds[] = { "svc", NULL };
+        const char *why;
+
+        /* Minted: always the low s, over enough mints that OpenSSL returned high ones too (each
+         * is high with probability 1/2: 2^-400 that none was). */
+        for (unsigned i = 0; i < 400; i++) {
+                _cleanup_free_ char *token = NULL, *twin = NULL;
+                unsigned char raw[64];
+                assert_int_equal(jwt_mint(ks, ID, auds, NOW, 5 * USEC_PER_MINUTE, &token, NULL), 0);
+                token_signature(token, raw);
+                assert_false(s_is_high(raw + 32));
+                assert_int_equal(check(ks, token, "svc", &why), 0);
+                twin = token_with_flipped_s(token);
+                assert_true(openssl_verifies(k, twin));
+                assert_int_equal(check(ks, twin, "svc", &why), -EKEYREJECTED);
+                assert_non_null(strstr(why, "high-s"));
+        }
+
+        /* Forged with OpenSSL here: low validates, its high twin does not. */
+        _cleanup_free_ char *es256 = header_for(ks, "ES256"), *claims = NULL, *low = NULL, *high = NULL;
+        assert_true(asprintf(&claims, "{\"sub\":\"%s\",\"aud\":\"svc\",\"exp\":%d}", ID, 1800000300) > 0);
+        low = forge(k, es256, claims, false);
+        high = token_with_flipped_s(low);
+        assert_int_equal(check(ks, low, "svc", &why), 0);
+        assert_int_equal(check(ks, high, "svc", &why), -EKEYREJECTED);
+        /* s exactly n/2 is the low one; n/2 + 1 is the high one. */
+        unsigned char raw[64];
+        token_signature(low, raw);
+        BIGNUM *half = BN_bin2bn(p256_n, 32, NULL);
+        assert_true(half && BN_rshift1(half, half) == 1);
+        for (int plus = 0; plus <= 1; plus++) {
+                assert_int_equal(BN_bn2binpad(half, raw + 32, 32), 32);
+                raw[63] += (unsigned char) plus;
+                _cleanup_free_ char *s64 = b64u(raw, sizeof(raw)), *t = NULL;
+                assert_true(asprintf(&t, "%.*s.%s", (int) (strrchr(low, '.') - low), low, s64) > 0);
+                assert_int_equal(check(ks, t, "svc", &why), -EKEYREJECTED);
+                assert_string_equal(why, plus ? "high-s signature (s above n/2: the twin of a low-s one, never minted)"
+                                              : "bad signature");
+        }
+        BN_free(half);
+}
+
 static void test_spiffe_ids(_unused_ void **state) {
         const char *ok[] = { ID, "spiffe://example.org/a", "spiffe://example.org/a.b/c-d/e_F9" };
         const char *bad[] = { "spiffe://example.org", "spiffe://example.org/", "spiffe://example.org//a",
@@ -325,6 +444,7 @@ int main(void) {
                 cmocka_unit_test(test_mint_validate_round_trip),
                 cmocka_unit_test(test_jwks_and_thumbprint),
                 cmocka_unit_test(test_hostile_tokens),
+                cmocka_unit_test(test_high_s_twin_is_refused),
                 cmocka_unit_test(test_spiffe_ids),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
