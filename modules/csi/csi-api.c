@@ -2,9 +2,11 @@
 /* The gRPC side of the CSI node plugin: handlers only, the mounts are csi-mount.c's.
  *
  * Both sockets are root's alone (mode 0600): the kubelet is their only client, and a caller
- * that could publish could mount the sockets directory wherever the pods root allows. A peer
- * that is not root is refused again per call (PERMISSION_DENIED), in case the socket's mode was
- * changed under us.
+ * that could publish could mount the sockets directory wherever the pods root allows. Every call
+ * is checked again by the agent's one caller rule (caller.h): only the host's root may call
+ * (PERMISSION_DENIED otherwise). Root's uid is not enough: a root process in a pod that has the
+ * socket mounted (a hostPath of the kubelet's plugins directory) is that pod, not the kubelet,
+ * and a socket whose mode was changed under us lets others connect.
  *
  *   a request that is not the RPC's message              -> INVALID_ARGUMENT
  *   publish/unpublish without volume_id or target_path   -> INVALID_ARGUMENT
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "caller.h"
 #include "csi-mount.h"
 #include "csi.h"
 #include "csi.pb-c.h"
@@ -47,17 +50,37 @@ static void reply(struct grpc_call *call, const ProtobufCMessage *msg) {
         grpc_call_finish(call, GRPC_STATUS_OK, NULL);
 }
 
-/* The request, unpacked (free with protobuf_c_message_free_unpacked), or NULL with the call
- * finished: a caller that is not root, or bytes that are not the message. */
-static ProtobufCMessage *request(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg,
-                                 size_t size) {
+/* Whether the peer is the host's root, as the kubelet is: root credentials, in no pod and no
+ * configured service (caller.h's rule); logs why not. */
+static bool caller_is_host_root(struct grpc_call *call, struct csi *csi) {
         const struct api_peer *peer = grpc_call_peer(call);
-        ProtobufCMessage *m;
+        struct caller c;
+        bool ok;
 
         if (!peer || !peer->privileged || peer->uid != 0) {
                 log_module_warning(MODULE, "%s refused: caller uid %d is not root", grpc_call_method(call),
                                    peer ? (int) peer->uid : -1);
-                grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "only root (the kubelet) may call this plugin");
+                return false;
+        }
+        caller_resolve_manager_peer(csi->mi->manager, peer, &c);
+        ok = c.kind == CALLER_HOST;
+        if (!ok)
+                log_module_warning(MODULE, "%s refused: caller pid %d has uid 0 but is not the host (caller: %s%s%s)",
+                                   grpc_call_method(call), (int) peer->pid, caller_kind_to_string(c.kind),
+                                   c.cgroup_pod_uid ? ", in pod " : "", strempty(c.cgroup_pod_uid));
+        caller_done(&c);
+        return ok;
+}
+
+/* The request, unpacked (free with protobuf_c_message_free_unpacked), or NULL with the call
+ * finished: a caller that is not the host's root, or bytes that are not the message. */
+static ProtobufCMessage *request(struct grpc_call *call, struct csi *csi, const ProtobufCMessageDescriptor *d,
+                                 const uint8_t *msg, size_t size) {
+        ProtobufCMessage *m;
+
+        if (!caller_is_host_root(call, csi)) {
+                grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED,
+                                 "only the host's root (the kubelet) may call this plugin");
                 return NULL;
         }
         m = protobuf_c_message_unpack(d, NULL, size, msg);
@@ -66,13 +89,13 @@ static ProtobufCMessage *request(struct grpc_call *call, const ProtobufCMessageD
         return m;
 }
 
-#define REQUEST(call, type, desc, msg, size) ((type *) request((call), &(desc), (msg), (size)))
+#define REQUEST(call, csi, type, desc, msg, size) ((type *) request((call), (csi), &(desc), (msg), (size)))
 
 /* ---- Identity ---- */
 
 static void get_plugin_info(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         struct csi *csi = userdata;
-        Csi__V1__GetPluginInfoRequest *req = REQUEST(call, Csi__V1__GetPluginInfoRequest,
+        Csi__V1__GetPluginInfoRequest *req = REQUEST(call, userdata, Csi__V1__GetPluginInfoRequest,
                                                      csi__v1__get_plugin_info_request__descriptor, msg, size);
         Csi__V1__GetPluginInfoResponse resp = CSI__V1__GET_PLUGIN_INFO_RESPONSE__INIT;
 
@@ -87,7 +110,7 @@ static void get_plugin_info(struct grpc_call *call, const uint8_t *msg, size_t s
 /* No controller service: an ephemeral volume needs none, and attachRequired is false. */
 static void get_plugin_capabilities(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         Csi__V1__GetPluginCapabilitiesRequest *req = REQUEST(
-                call, Csi__V1__GetPluginCapabilitiesRequest, csi__v1__get_plugin_capabilities_request__descriptor, msg,
+                call, userdata, Csi__V1__GetPluginCapabilitiesRequest, csi__v1__get_plugin_capabilities_request__descriptor, msg,
                 size);
         Csi__V1__GetPluginCapabilitiesResponse resp = CSI__V1__GET_PLUGIN_CAPABILITIES_RESPONSE__INIT;
 
@@ -100,7 +123,7 @@ static void get_plugin_capabilities(struct grpc_call *call, const uint8_t *msg, 
 /* Ready once the sockets directory is there to publish. */
 static void probe(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         struct csi *csi = userdata;
-        Csi__V1__ProbeRequest *req = REQUEST(call, Csi__V1__ProbeRequest, csi__v1__probe_request__descriptor, msg, size);
+        Csi__V1__ProbeRequest *req = REQUEST(call, userdata, Csi__V1__ProbeRequest, csi__v1__probe_request__descriptor, msg, size);
         Csi__V1__ProbeResponse resp = CSI__V1__PROBE_RESPONSE__INIT;
         Google__Protobuf__BoolValue ready = GOOGLE__PROTOBUF__BOOL_VALUE__INIT;
 
@@ -156,7 +179,7 @@ static const char *publish_request_problem(const Csi__V1__NodePublishVolumeReque
 
 static void node_publish_volume(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         struct csi *csi = userdata;
-        Csi__V1__NodePublishVolumeRequest *req = REQUEST(call, Csi__V1__NodePublishVolumeRequest,
+        Csi__V1__NodePublishVolumeRequest *req = REQUEST(call, userdata, Csi__V1__NodePublishVolumeRequest,
                                                          csi__v1__node_publish_volume_request__descriptor, msg, size);
         Csi__V1__NodePublishVolumeResponse resp = CSI__V1__NODE_PUBLISH_VOLUME_RESPONSE__INIT;
         char why[CSI_WHY_MAX] = "";
@@ -191,7 +214,7 @@ static void node_publish_volume(struct grpc_call *call, const uint8_t *msg, size
 static void node_unpublish_volume(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         struct csi *csi = userdata;
         Csi__V1__NodeUnpublishVolumeRequest *req = REQUEST(
-                call, Csi__V1__NodeUnpublishVolumeRequest, csi__v1__node_unpublish_volume_request__descriptor, msg, size);
+                call, userdata, Csi__V1__NodeUnpublishVolumeRequest, csi__v1__node_unpublish_volume_request__descriptor, msg, size);
         Csi__V1__NodeUnpublishVolumeResponse resp = CSI__V1__NODE_UNPUBLISH_VOLUME_RESPONSE__INIT;
         char why[CSI_WHY_MAX] = "";
         int r;
@@ -222,7 +245,7 @@ static void node_unpublish_volume(struct grpc_call *call, const uint8_t *msg, si
 /* None of the optional node RPCs (staging, stats, expansion): publish and unpublish only. */
 static void node_get_capabilities(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         Csi__V1__NodeGetCapabilitiesRequest *req = REQUEST(
-                call, Csi__V1__NodeGetCapabilitiesRequest, csi__v1__node_get_capabilities_request__descriptor, msg, size);
+                call, userdata, Csi__V1__NodeGetCapabilitiesRequest, csi__v1__node_get_capabilities_request__descriptor, msg, size);
         Csi__V1__NodeGetCapabilitiesResponse resp = CSI__V1__NODE_GET_CAPABILITIES_RESPONSE__INIT;
 
         if (!req)
@@ -233,7 +256,7 @@ static void node_get_capabilities(struct grpc_call *call, const uint8_t *msg, si
 
 static void node_get_info(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         struct csi *csi = userdata;
-        Csi__V1__NodeGetInfoRequest *req = REQUEST(call, Csi__V1__NodeGetInfoRequest,
+        Csi__V1__NodeGetInfoRequest *req = REQUEST(call, userdata, Csi__V1__NodeGetInfoRequest,
                                                    csi__v1__node_get_info_request__descriptor, msg, size);
         Csi__V1__NodeGetInfoResponse resp = CSI__V1__NODE_GET_INFO_RESPONSE__INIT;
 
@@ -258,7 +281,7 @@ static const struct grpc_method node_methods[] = {
 
 static void get_info(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         struct csi *csi = userdata;
-        Pluginregistration__InfoRequest *req = REQUEST(call, Pluginregistration__InfoRequest,
+        Pluginregistration__InfoRequest *req = REQUEST(call, userdata, Pluginregistration__InfoRequest,
                                                        pluginregistration__info_request__descriptor, msg, size);
         Pluginregistration__PluginInfo resp = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
         char *versions[] = { (char *) CSI_SPEC_VERSION };
@@ -276,7 +299,7 @@ static void get_info(struct grpc_call *call, const uint8_t *msg, size_t size, vo
 
 static void notify_registration_status(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         Pluginregistration__RegistrationStatus *req = REQUEST(
-                call, Pluginregistration__RegistrationStatus, pluginregistration__registration_status__descriptor, msg,
+                call, userdata, Pluginregistration__RegistrationStatus, pluginregistration__registration_status__descriptor, msg,
                 size);
         Pluginregistration__RegistrationStatusResponse resp = PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
 

@@ -11,13 +11,15 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 import uuid
 
 import grpc
 import pytest
 
 from csi_testlib import DRIVER, Client, generate_messages, mount_roots_below, unmount_all_below
-from pinion_testlib import EXIT_CONFIG, Agent, line_of, unix_request
+from identity_testlib import PodCgroup, new_uid
+from pinion_testlib import EXIT_CONFIG, Agent, line_of, make_pod, unix_request
 
 NOBODY = 65534
 ID = "/csi.v1.Identity/"
@@ -238,6 +240,67 @@ def test_sockets_are_root_only(kubelet):
         st = os.stat(path)
         assert stat.S_ISSOCK(st.st_mode) and st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o600, path
         assert _connect_as_nobody(path) == errno.EACCES, path
+
+
+# One unary call with raw request bytes (hex in argv[3]); prints "OK" or the status code's name.
+RAW_CALL = r"""
+import grpc, sys
+channel = grpc.insecure_channel("unix:" + sys.argv[1])
+fn = channel.unary_unary(sys.argv[2], request_serializer=lambda m: m, response_deserializer=lambda b: b)
+try:
+    fn(bytes.fromhex(sys.argv[3]), timeout=10)
+    print("OK")
+except grpc.RpcError as e:
+    print(e.code().name, e.details())
+"""
+
+
+def call_from(cg, path, method, request):
+    p = subprocess.run([sys.executable, "-c", RAW_CALL, path, method, request.SerializeToString().hex()],
+                       preexec_fn=cg.preexec() if cg else None, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_root_in_a_pod_is_not_the_kubelet(kubelet):
+    """A root process in a pod that has the plugin's sockets (a hostPath of the kubelet's plugins
+    directory) is refused like anyone but the host's root: it publishes nothing, learns nothing.
+    In a pod this node knows or in one it does not; the host's root still is served."""
+    c, r = kubelet.csi, kubelet.reg
+    known = new_uid()
+    kubelet.agent.write_pod("privileged", make_pod("privileged", uid=known))
+    kubelet.agent.wait_pod("default", "privileged")
+    for pod_uid in (known, new_uid()):
+        try:
+            cg = PodCgroup(pod_uid, hierarchy="pids")
+        except (OSError, RuntimeError) as e:
+            pytest.skip("cannot create test cgroups: %s" % e)
+        try:
+            target = kubelet.target()
+            calls = ((kubelet.socket, NODE + "NodePublishVolume", kubelet.publish_request(target)),
+                     (kubelet.socket, NODE + "NodeUnpublishVolume",
+                      c.NodeUnpublishVolumeRequest(volume_id="csi-0123", target_path=kubelet.agent.runtime_dir)),
+                     (kubelet.socket, ID + "GetPluginInfo", c.GetPluginInfoRequest()),
+                     (kubelet.socket, NODE + "NodeGetInfo", c.NodeGetInfoRequest()),
+                     (kubelet.reg_socket, REG + "GetInfo", r.InfoRequest()),
+                     (kubelet.reg_socket, REG + "NotifyRegistrationStatus", r.RegistrationStatus(plugin_registered=False)))
+            for path, method, request in calls:
+                got = call_from(cg, path, method, request)
+                assert got.startswith("PERMISSION_DENIED") and "host's root" in got, (pod_uid == known, method, got)
+            assert not os.path.exists(target) and mount_roots_below(kubelet.pods) == []
+            assert os.path.exists(kubelet.agent.socket)
+        finally:
+            cg.close()
+    log = kubelet.agent.log_text()
+    assert re.search(r"NodePublishVolume refused: caller pid \d+ has uid 0 but is not the host "
+                     r"\(caller: pod, in pod %s\)" % known, log), log[-2000:]
+    assert re.search(r"refused: caller pid \d+ has uid 0 but is not the host \(caller: outsider, in pod ", log)
+    # The host's root, the same call: served.
+    assert call_from(None, kubelet.socket, NODE + "NodePublishVolume", kubelet.publish_request(target)) == "OK"
+    assert mount_roots_below(target) == [target]
+    kubelet.unpublish(target)
+    m = kubelet.module()
+    assert m["state"] == "running" and m["details"]["published"] == 1, m
 
 
 def test_off_by_default(agent):
