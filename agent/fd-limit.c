@@ -7,13 +7,13 @@
 #include "macro.h"
 
 /* Kept for the agent's own descriptors beside the servers' connections: an eighth of the limit,
- * at least 192 (idle, the agent holds about 40 with every module enabled; metrics-listen's 32
+ * at least 192 (idle, the agent holds 15 to 40 depending on its modules; metrics-listen's 32
  * connections, downloads, ZooKeeper and the apiserver, child processes and files come on top),
  * at most half of it so that a tiny limit still serves a few connections. */
 #define FD_RESERVE_MIN 192U
 #define FD_RESERVE_SHARE 8U
-/* Fewer connections than these would make a server useless; a limit this small is refused
- * by no one, so they are given even if the reserve shrinks. */
+/* Below these a server would be useless: they are given even where they do not fit beside the
+ * reserve (limits under about 80, which the start-up line reports as scaled like any other). */
 #define CONNECTION_FLOOR_API 8U
 #define CONNECTION_FLOOR_WORKLOAD 8U
 #define CONNECTION_FLOOR_CSI 2U
