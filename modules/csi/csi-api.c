@@ -79,6 +79,7 @@ static ProtobufCMessage *request(struct grpc_call *call, struct csi *csi, const 
         ProtobufCMessage *m;
 
         if (!caller_is_host_root(call, csi)) {
+                csi->n_refused++;
                 grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED,
                                  "only the host's root (the kubelet) may call this plugin");
                 return NULL;

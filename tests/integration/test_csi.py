@@ -300,7 +300,11 @@ def test_root_in_a_pod_is_not_the_kubelet(kubelet):
     assert mount_roots_below(target) == [target]
     kubelet.unpublish(target)
     m = kubelet.module()
-    assert m["state"] == "running" and m["details"]["published"] == 1, m
+    assert m["state"] == "running" and m["details"]["published"] == 1 and m["details"]["refused"] == 12, m
+    metrics = kubelet.agent.metrics()
+    denied = sum(v for (_, labels, v) in metrics.find("pinion_grpc_calls_total")
+                 if labels.get("server", "").startswith("csi") and labels.get("status") == "PERMISSION_DENIED")
+    assert denied == 12, denied
 
 
 def test_off_by_default(agent):
