@@ -179,6 +179,19 @@ void request_reply_not_allowed(struct api_request *r, const char *allow) {
         (void) request_respond(r, 405, resp);
 }
 
+void request_reply_paced(struct api_request *r, unsigned retry_after_sec) {
+        struct MHD_Response *resp;
+        char value[16];
+
+        snprintf(value, sizeof(value), "%u", retry_after_sec);
+        resp = response_error(429, "too many requests from this caller: retry later");
+        if (resp && MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, value) != MHD_YES) {
+                MHD_destroy_response(resp);
+                resp = NULL;
+        }
+        (void) request_respond(r, 429, resp);
+}
+
 /* ---- replies ---- */
 
 int api_reply_json(struct api_request *r, unsigned status, cJSON *body) {
