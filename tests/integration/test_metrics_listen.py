@@ -21,6 +21,7 @@ from pinion_testlib import EXIT_CONFIG, Agent, free_port, line_of, parse_metrics
 
 PROMETHEUS = "/usr/bin/prometheus"
 CAP = 32  # METRICS_LISTEN_MAX_CONNECTIONS
+PER_SOURCE = 8  # METRICS_LISTEN_MAX_CONNECTIONS_PER_SOURCE
 
 
 def http(method, url, timeout=5):
@@ -130,11 +131,13 @@ def test_connections_beyond_the_cap_are_closed_at_once(agent_factory):
     host, port = address.rsplit(":", 1)
     held = []
     try:
-        for _ in range(CAP):
-            held.append(socket.create_connection((host, int(port)), timeout=5))
+        # From as many loopback sources as the cap needs (each may hold PER_SOURCE).
+        for i in range(CAP):
+            held.append(socket.create_connection((host, int(port)), timeout=5,
+                                                 source_address=("127.0.0.%d" % (2 + i // PER_SOURCE), 0)))
         # Accepted in order: once the agent has them all, the next one is over the cap.
         time.sleep(0.2)
-        extra = socket.create_connection((host, int(port)), timeout=5)
+        extra = socket.create_connection((host, int(port)), timeout=5, source_address=("127.0.0.100", 0))
         try:
             extra.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             try:
