@@ -247,8 +247,8 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         struct api_conn *c = userdata;
         struct api_request *r;
 
-        log_debug("Local API: closing a connection (pid %d, uid %u) past its %s deadline", (int) c->creds.pid,
-                  (unsigned) c->creds.uid, phase_name(c->phase));
+        log_debug("Local API: closing a connection of %s (pid %d) past its %s deadline",
+                  c->caller_key ? c->caller_key : "an unknown caller", (int) c->creds.pid, phase_name(c->phase));
         (void) metric_inc(c->api->connections_closed, phase_name(c->phase));
         switch (c->phase) {
         case CONN_HEAD:
