@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Connections of the local API: who connected (peer credentials, checked to belong to the
- * process that connected), whether they may (limits per pod, per uid, for all), and how long
- * they may take to send a request head.
+ * process that connected), whether they may (limits per pod, per uid, per TCP source, for
+ * all), and how long they may take to send a request line, its head and its body.
  *
  * api-listen.c accepts; conn_admit() decides and hands the connection to MHD; MHD tells us
- * when it starts and ends (api_on_connection()), and the request code when a head is complete
- * and when a request is done (the header deadline). */
+ * when it starts and ends (api_on_connection()), and the request code when a request line
+ * comes, when a head and a body are complete and when a request is done (the deadlines). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -276,7 +276,8 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
 static void conn_set_phase(struct api_conn *c, enum conn_phase p, usec_t at) {
         c->phase = p;
         if (at == USEC_INFINITY) {
-                (void) sd_event_source_set_enabled(c->deadline, SD_EVENT_OFF);
+                if (c->deadline)
+                        (void) sd_event_source_set_enabled(c->deadline, SD_EVENT_OFF);
                 return;
         }
         if (c->deadline) {

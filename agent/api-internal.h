@@ -3,8 +3,9 @@
 
 /* Shared by the parts of the local API: api.c (the server: MHD on sd-event, draining, the
  * API object), api-listen.c (the listening socket, our own accept loop, rebinding it when
- * socket-watch.c finds the file replaced), api-conn.c (connections: peer credentials, limits, the header deadline),
- * api-request.c (a request's life: from
+ * socket-watch.c finds the file replaced), api-conn.c (connections: peer credentials, limits,
+ * the idle, head and body deadlines), api-budget.c (per caller: request pacing and the body
+ * bytes held), api-request.c (a request's life: from
  * its URI through its body and handler to its completion), api-route.c (paths and the route
  * table) and api-reply.c (replies, suspend/resume, streaming). Nothing else includes this. */
 

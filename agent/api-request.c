@@ -336,6 +336,8 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
         case REQUEST_NEW:
                 conn_head_received(connection_conn(connection)); /* the head is complete */
                 request_begin(r, url, method);
+                if (r->state != REQUEST_RECEIVING)
+                        conn_body_received(connection_conn(connection)); /* refused: no body awaited */
                 /* A reply queued in this first call makes MHD close the connection afterwards
                  * (it cannot know the body was not needed). Worth it to avoid reading the body
                  * of a refused request; without a body, the refusal waits for the next call
