@@ -177,10 +177,14 @@ struct api_request {
          * declared length, or what arrived of a chunked body. */
         char *budget_key;
         size_t budget_held;
-        bool body_reserved; /* its declared length is held: its chunks are not held again */
 
         unsigned status;
         struct MHD_Response *response;
+
+        /* Over its caller's pace: held (REQUEST_WAITING) until this fires, then answered 429
+         * with Retry-After: retry_after. */
+        sd_event_source *pace_hold;
+        unsigned retry_after;
 
         bool suspended; /* MHD_suspend_connection() in effect */
         bool client_gone;
@@ -287,5 +291,6 @@ void request_resume(struct api_request *r);
 int request_respond(struct api_request *r, unsigned status, struct MHD_Response *resp);
 int request_respond_error(struct api_request *r, unsigned status, const char *message);
 void request_reply_not_allowed(struct api_request *r, const char *allow);
-/* 429, with Retry-After: the caller made requests faster than it is paced. */
-void request_reply_paced(struct api_request *r, unsigned retry_after_sec);
+/* The caller made requests faster than it is paced: the request is held a while (its
+ * connection suspended, so nothing more of it is read), then answered 429 with Retry-After. */
+void request_pace(struct api_request *r, unsigned retry_after_sec);

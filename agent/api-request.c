@@ -30,6 +30,7 @@ static struct api_request *request_free(struct api_request *r) {
         if (r->next)
                 r->next->prev = r->prev;
         sd_event_source_disable_unref(r->hangup_watch);
+        sd_event_source_disable_unref(r->pace_hold);
         budget_release(r);
         route_entry_unref(r->route);
         if (r->response)
@@ -92,10 +93,8 @@ static bool request_reserve_body(struct api_request *r) {
         if (!request_declared_length(r, &len) || len == 0)
                 return true;
         refused = budget_hold_body(r, (size_t) len);
-        if (refused == 0) {
-                r->body_reserved = true;
+        if (refused == 0)
                 return true;
-        }
         (void) request_respond_error(r, refused, budget_refusal(refused));
         return false;
 }
@@ -107,7 +106,7 @@ static bool request_paced(struct api_request *r) {
 
         if (retry_after == 0)
                 return true;
-        request_reply_paced(r, retry_after);
+        request_pace(r, retry_after);
         return false;
 }
 
@@ -213,7 +212,8 @@ static bool request_add_body(struct api_request *r, const char *data, size_t siz
                 request_drop_body(r);
                 return true;
         }
-        refused = r->body_reserved ? 0 : budget_hold_body(r, size);
+        /* Beyond what is held already (a declared length): a chunked body's new bytes. */
+        refused = r->body_size + size > r->budget_held ? budget_hold_body(r, r->body_size + size - r->budget_held) : 0;
         if (refused) {
                 r->status = refused;
                 request_drop_body(r);

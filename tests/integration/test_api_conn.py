@@ -653,25 +653,31 @@ def check_request_bytes_budget(a):
     assert r.status != 413 and "body bytes" not in r.raw, r
 
 
-# Pipelines 32 requests at a time on each of N connections for S seconds (a thread each);
-# prints the statuses it got and how many 429s carried Retry-After.
+# Pipelines 32 requests at a time on each of N connections for S seconds (a thread each),
+# sending the next 32 once their answers are in; prints the statuses it got and how many 429s
+# carried Retry-After.
 PIPELINE = r"""
 import collections, json, re, socket, sys, threading, time
 path, n, seconds, url = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 batch = ("GET %s HTTP/1.1\r\nHost: pinion\r\n\r\n" % url).encode() * 32
 statuses, retry_after, lock = collections.Counter(), [0], threading.Lock()
 end = time.time() + seconds
+def count(data):
+    data = data[:data.rfind(b"}\n") + 2]  # complete answers only (each ends its JSON body)
+    with lock:
+        statuses.update(int(c) for c in re.findall(rb"HTTP/1\.1 (\d{3}) ", data))
+        retry_after[0] += data.count(b"Retry-After: ")
 def run():
     s = None
     while time.time() < end:
+        data = b""
         try:
             if s is None:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.settimeout(5)
                 s.connect(path)
             s.sendall(batch)
-            data = b""
             while data.count(b"HTTP/1.1 ") < 32 or not data.endswith(b"}\n"):
+                s.settimeout(max(0.01, end - time.time()))
                 chunk = s.recv(1 << 20)
                 if not chunk:
                     raise OSError("closed")
@@ -680,11 +686,7 @@ def run():
             if s:
                 s.close()
             s = None
-            continue
-        got = collections.Counter(int(c) for c in re.findall(rb"HTTP/1\.1 (\d{3}) ", data))
-        with lock:
-            statuses.update(got)
-            retry_after[0] += data.count(b"Retry-After: ")
+        count(data)
 threads = [threading.Thread(target=run) for _ in range(n)]
 for t in threads:
     t.start()
