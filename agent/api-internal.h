@@ -3,8 +3,9 @@
 
 /* Shared by the parts of the local API: api.c (the server: MHD on sd-event, draining, the
  * API object), api-listen.c (the listening socket, our own accept loop, rebinding it when
- * socket-watch.c finds the file replaced), api-conn.c (connections: peer credentials, limits, the header deadline),
- * api-request.c (a request's life: from
+ * socket-watch.c finds the file replaced), api-conn.c (connections: peer credentials, limits,
+ * the idle, head and body deadlines), api-budget.c (per caller: request pacing and the body
+ * bytes held), api-request.c (a request's life: from
  * its URI through its body and handler to its completion), api-route.c (paths and the route
  * table) and api-reply.c (replies, suspend/resume, streaming). Nothing else includes this. */
 
@@ -66,6 +67,7 @@ struct api {
         size_t max_body;
         bool anonymous;           /* api_options.anonymous */
         unsigned max_connections; /* api_options.max_connections, or the default */
+        unsigned max_connections_per_source; /* api_options' (anonymous only), 0: none */
         api_place_fn place_fn; /* where a peer runs, beside its credentials (api_set_place_fn()) */
         void *place_userdata;
 
@@ -84,6 +86,7 @@ struct api {
         struct metric_family *request_duration;
 
         struct metric_family *connections_rejected;
+        struct metric_family *connections_closed;
         struct metric_family *header_timeouts;
         struct metric_family *streams_dropped;
         struct metric_family *socket_replaced;
@@ -98,6 +101,25 @@ struct api {
         } *counts;
         size_t n_counts;
         struct api_conn *pending; /* accepted and being handed to MHD (until NOTIFY_STARTED) */
+
+        /* api-budget.c: per caller (struct api_conn.caller_key), its request pacing and the
+         * body bytes its unfinished requests hold; body_bytes: all callers together. */
+        struct api_caller {
+                char *key;
+                double tokens;     /* requests it may make at once now */
+                usec_t refilled;   /* when tokens was last brought up to date */
+                size_t body_bytes; /* held by its unfinished requests */
+        } *callers;
+        size_t n_callers;
+        size_t body_bytes;
+};
+
+/* Where a connection is in its request cycle; each phase but BUSY has a deadline. */
+enum conn_phase {
+        CONN_IDLE, /* waiting for a request line: since accept or the end of the last request */
+        CONN_HEAD, /* request line in, waiting for the rest of the head */
+        CONN_BODY, /* head in, waiting for the rest of the body */
+        CONN_BUSY, /* the request is being answered (or waits, long-polls and streams) */
 };
 
 /* What SO_PEERCRED/SO_PEERGROUPS (and SO_PEERPIDFD) said about the process that connected;
@@ -107,11 +129,17 @@ struct api_conn {
         struct api_conn *next_pending;
         int fd;
         struct peer_creds creds;
-        char *count_key; /* the per-pod or per-uid count it is in, NULL: none */
+        char *count_key; /* the per-pod, per-uid or per-source count it is in, NULL: none */
+        /* Whose budget its requests use (api-budget.c): count_key, or "host-uid:<n>" for a
+         * privileged caller, which is exempt from pacing (paced false). */
+        char *caller_key;
+        bool paced;
         bool counted;    /* in n_conns */
         bool limited;    /* in n_limited */
         bool fresh;      /* no request line seen yet, counted in struct api */
-        sd_event_source *head_deadline; /* armed while a request head is awaited */
+        enum conn_phase phase;
+        usec_t idle_since;          /* when the current CONN_IDLE began */
+        sd_event_source *deadline;  /* the current phase's */
 };
 
 enum request_state {
@@ -145,9 +173,18 @@ struct api_request {
         char *body;
         size_t body_size;
         bool body_too_large;
+        /* Counted against its caller's and the server's body budgets (api-budget.c): the
+         * declared length, or what arrived of a chunked body. */
+        char *budget_key;
+        size_t budget_held;
 
         unsigned status;
         struct MHD_Response *response;
+
+        /* Over its caller's pace: held (REQUEST_WAITING) until this fires, then answered 429
+         * with Retry-After: retry_after. */
+        sd_event_source *pace_hold;
+        unsigned retry_after;
 
         bool suspended; /* MHD_suspend_connection() in effect */
         bool client_gone;
@@ -198,10 +235,29 @@ bool conn_privileged(const struct api *a, const struct api_conn *c);
 struct api_peer conn_peer(const struct api *a, const struct api_conn *c);
 /* The connection sent a request line: it no longer counts as fresh. */
 void conn_seen_request(struct api *a, struct api_conn *c);
-/* A request's head is complete: the header deadline no longer runs. */
+/* The deadlines of a connection's request cycle (enum conn_phase): a request line arrived; its
+ * head is complete (the body deadline runs); no more body is awaited (it was read, or the
+ * request refused); the request finished and another may come (the idle deadline runs). */
+void conn_request_started(struct api_conn *c);
 void conn_head_received(struct api_conn *c);
-/* A request finished and the connection may carry another: a new head is awaited. */
+void conn_body_received(struct api_conn *c);
 void conn_request_done(struct api_conn *c);
+/* Writes a last reply straight to the socket, bypassing MHD (which is between requests or
+ * reading a body, with nothing of its own to send), and shuts the socket down: MHD closes the
+ * connection when it next looks at it. */
+void conn_send_final(struct api_conn *c, unsigned status, const char *message);
+
+/* ---- api-budget.c ---- */
+
+/* Takes one request from the caller's token bucket: 0, or the seconds after which one more
+ * request will be let through (for Retry-After). Privileged callers are not paced. */
+unsigned budget_take_request(struct api *a, const struct api_conn *c);
+/* Holds size more body bytes for r (a declared length, or a chunk of a chunked body): 0, or
+ * 413 when its caller's budget would be exceeded, 503 when the server's. */
+unsigned budget_hold_body(struct api_request *r, size_t size);
+/* Gives back what r holds. */
+void budget_release(struct api_request *r);
+void budget_free_all(struct api *a);
 
 /* ---- api-request.c ---- */
 
@@ -235,3 +291,6 @@ void request_resume(struct api_request *r);
 int request_respond(struct api_request *r, unsigned status, struct MHD_Response *resp);
 int request_respond_error(struct api_request *r, unsigned status, const char *message);
 void request_reply_not_allowed(struct api_request *r, const char *allow);
+/* The caller made requests faster than it is paced: the request is held a while (its
+ * connection suspended, so nothing more of it is read), then answered 429 with Retry-After. */
+void request_pace(struct api_request *r, unsigned retry_after_sec);

@@ -20,6 +20,8 @@
  * runs (a watch's initial state, as large as the store) does not count. A watch client that
  * is cut off lists again. */
 #define API_STREAM_BUFFER_MAX ((size_t) 1024 * 1024)
+/* How long a request over its caller's pace is held before its 429. */
+#define API_PACE_HOLD_USEC (1 * USEC_PER_SEC)
 
 /* ---- holding a request ---- */
 
@@ -177,6 +179,39 @@ void request_reply_not_allowed(struct api_request *r, const char *allow) {
                 resp = NULL;
         }
         (void) request_respond(r, 405, resp);
+}
+
+static void request_reply_paced(struct api_request *r) {
+        struct MHD_Response *resp;
+        char value[16];
+
+        snprintf(value, sizeof(value), "%u", r->retry_after);
+        resp = response_error(429, "too many requests from this caller: retry later");
+        if (resp && MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, value) != MHD_YES) {
+                MHD_destroy_response(resp);
+                resp = NULL;
+        }
+        (void) request_respond(r, 429, resp);
+}
+
+static int on_pace_hold_end(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct api_request *r = userdata;
+
+        r->pace_hold = sd_event_source_disable_unref(r->pace_hold);
+        request_reply_paced(r);
+        return 0;
+}
+
+void request_pace(struct api_request *r, unsigned retry_after_sec) {
+        r->retry_after = retry_after_sec;
+        /* A 429 at once would let a caller that pipelines make the loop parse and answer as
+         * fast as it writes; held, each of its connections costs a request a second. */
+        if (sd_event_add_time_relative(r->api->event, &r->pace_hold, CLOCK_MONOTONIC, API_PACE_HOLD_USEC,
+                                       USEC_PER_SEC / 100, on_pace_hold_end, r) < 0) {
+                request_reply_paced(r);
+                return;
+        }
+        r->state = REQUEST_WAITING; /* the access handler suspends the connection on return */
 }
 
 /* ---- replies ---- */

@@ -9,6 +9,7 @@
  * MHD_resume_connection() for suspended ones. NOTIFY_COMPLETED counts the request and frees
  * it. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +30,8 @@ static struct api_request *request_free(struct api_request *r) {
         if (r->next)
                 r->next->prev = r->prev;
         sd_event_source_disable_unref(r->hangup_watch);
+        sd_event_source_disable_unref(r->pace_hold);
+        budget_release(r);
         route_entry_unref(r->route);
         if (r->response)
                 MHD_destroy_response(r->response);
@@ -55,17 +58,67 @@ static size_t request_max_body(const struct api_request *r) {
         return r->peer.privileged ? r->api->max_body : MIN(r->api->max_body, (size_t) API_UNPRIVILEGED_MAX_BODY);
 }
 
-static bool request_body_too_large(struct api_request *r) {
+/* The body's declared length: false if there is none (chunked, or no body). */
+static bool request_declared_length(struct api_request *r, unsigned long long *ret) {
         const char *cl;
-        unsigned long long len;
         char *end;
 
         cl = MHD_lookup_connection_value(r->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (!cl)
                 return false;
         errno = 0;
-        len = strtoull(cl, &end, 10);
-        return errno == ERANGE || (end != cl && len > request_max_body(r));
+        *ret = strtoull(cl, &end, 10);
+        if (errno == ERANGE)
+                *ret = ULLONG_MAX;
+        return end != cl;
+}
+
+static bool request_body_too_large(struct api_request *r) {
+        unsigned long long len;
+
+        return request_declared_length(r, &len) && len > request_max_body(r);
+}
+
+static const char *budget_refusal(unsigned status) {
+        return status == 413 ? "this caller's unfinished requests hold too many body bytes already"
+                             : "the server's unfinished requests hold too many body bytes already";
+}
+
+/* A declared length is held against the budgets before any of it is read; a chunked body's
+ * bytes as they come (request_add_body()). */
+static bool request_reserve_body(struct api_request *r) {
+        unsigned long long len;
+        unsigned refused;
+
+        if (!request_declared_length(r, &len) || len == 0)
+                return true;
+        refused = budget_hold_body(r, (size_t) len);
+        if (refused == 0)
+                return true;
+        (void) request_respond_error(r, refused, budget_refusal(refused));
+        return false;
+}
+
+/* Pacing comes before anything costly is done for the request (placing a privileged peer reads
+ * /proc); the route is known, for the 429's metric. */
+static bool request_paced(struct api_request *r) {
+        unsigned retry_after = budget_take_request(r->api, r->conn);
+
+        if (retry_after == 0)
+                return true;
+        request_pace(r, retry_after);
+        return false;
+}
+
+static void request_place(struct api_request *r) {
+        struct api_place place = {};
+
+        r->peer = conn_peer(r->api, r->conn);
+        if (!r->peer.privileged || !r->api->place_fn)
+                return;
+        r->api->place_fn(&r->peer, r->api->place_userdata, &place);
+        r->peer.privileged = place.privileged;
+        free(place.pod_uid);
 }
 
 /* Whether a body follows the headers (HTTP/1.1: only with Content-Length or
@@ -90,13 +143,7 @@ static void request_begin(struct api_request *r, const char *url, const char *me
         info = MHD_get_connection_info(r->connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->conn = info ? info->socket_context : NULL;
         r->peer = conn_peer(r->api, r->conn);
-        if (r->peer.privileged && r->api->place_fn) {
-                struct api_place place = {};
-
-                r->api->place_fn(&r->peer, r->api->place_userdata, &place);
-                r->peer.privileged = place.privileged;
-                free(place.pod_uid);
-        }
+        r->peer.privileged = false; /* until placed */
 
         r->method = strdup(method);
         r->path = strdup(url);
@@ -116,6 +163,8 @@ static void request_begin(struct api_request *r, const char *url, const char *me
         }
 
         k = request_route(r, &allow);
+        if (k != -ENOMEM && !request_paced(r))
+                return;
         if (k == -ENOENT) {
                 (void) request_respond_error(r, 404, "not found");
                 return;
@@ -128,6 +177,7 @@ static void request_begin(struct api_request *r, const char *url, const char *me
                 (void) request_respond(r, 500, NULL);
                 return;
         }
+        request_place(r);
         if (r->route->privileged && !r->peer.privileged) {
                 (void) request_respond_error(r, 403, "permission denied");
                 return;
@@ -137,6 +187,8 @@ static void request_begin(struct api_request *r, const char *url, const char *me
                 (void) request_respond_error(r, 413, "request body too large");
                 return;
         }
+        if (!request_reserve_body(r))
+                return;
         r->state = REQUEST_RECEIVING;
 }
 
@@ -148,26 +200,37 @@ static void request_drop_body(struct api_request *r) {
 }
 
 /* Chunked bodies have no declared length: past the limit, the rest is read and dropped so
- * that the 413 can still be sent on an orderly connection. */
-static void request_add_body(struct api_request *r, const char *data, size_t size) {
+ * that the 413 can still be sent on an orderly connection. Past a budget, the connection is
+ * answered and closed at once (false): reading on would keep a caller over its budget busy. */
+static bool request_add_body(struct api_request *r, const char *data, size_t size) {
+        unsigned refused;
         char *grown;
 
         if (r->body_too_large)
-                return;
+                return true;
         if (size > request_max_body(r) - r->body_size) {
                 request_drop_body(r);
-                return;
+                return true;
+        }
+        /* Beyond what is held already (a declared length): a chunked body's new bytes. */
+        refused = r->body_size + size > r->budget_held ? budget_hold_body(r, r->body_size + size - r->budget_held) : 0;
+        if (refused) {
+                r->status = refused;
+                request_drop_body(r);
+                conn_send_final((struct api_conn *) r->conn, refused, budget_refusal(refused));
+                return false;
         }
         grown = realloc(r->body, r->body_size + size + 1);
         if (!grown) {
                 /* Treated like an oversized body: the handler never sees a truncated one. */
                 request_drop_body(r);
-                return;
+                return true;
         }
         r->body = grown;
         memcpy(r->body + r->body_size, data, size);
         r->body_size += size;
         r->body[r->body_size] = 0;
+        return true;
 }
 
 static void request_dispatch(struct api_request *r) {
@@ -253,6 +316,7 @@ void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) 
         r->connection = connection;
         r->started = now_usec(CLOCK_MONOTONIC);
         conn_seen_request(a, connection_conn(connection));
+        conn_request_started(connection_conn(connection));
         r->next = a->requests;
         if (a->requests)
                 a->requests->prev = r;
@@ -272,6 +336,8 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
         case REQUEST_NEW:
                 conn_head_received(connection_conn(connection)); /* the head is complete */
                 request_begin(r, url, method);
+                if (r->state != REQUEST_RECEIVING)
+                        conn_body_received(connection_conn(connection)); /* refused: no body awaited */
                 /* A reply queued in this first call makes MHD close the connection afterwards
                  * (it cannot know the body was not needed). Worth it to avoid reading the body
                  * of a refused request; without a body, the refusal waits for the next call
@@ -283,10 +349,11 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
                 __attribute__((fallthrough));
         case REQUEST_RECEIVING:
                 if (*upload_data_size > 0) {
-                        request_add_body(r, upload_data, *upload_data_size);
+                        bool ok = request_add_body(r, upload_data, *upload_data_size);
                         *upload_data_size = 0;
-                        return MHD_YES;
+                        return ok ? MHD_YES : MHD_NO;
                 }
+                conn_body_received(connection_conn(connection));
                 request_dispatch(r);
                 break;
         case REQUEST_WAITING:
@@ -304,6 +371,8 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
         case REQUEST_FAILED:
                 break;
         }
+        if (r->state != REQUEST_RECEIVING)
+                conn_body_received(connection_conn(connection)); /* refused: no body awaited */
         return request_settle(r);
 }
 

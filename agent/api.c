@@ -147,6 +147,9 @@ static int api_metrics_register(struct api *a, struct metrics *m) {
                 { METRIC_COUNTER, "pinion_api_header_timeouts_total",
                   "Local API connections closed for not sending a complete request head in time.",
                   NULL, NULL, 0, &a->header_timeouts },
+                { METRIC_COUNTER, "pinion_api_connections_closed_total",
+                  "Local API connections the agent closed past a deadline (idle, head, body).",
+                  reason_labels, NULL, 0, &a->connections_closed },
                 { METRIC_COUNTER, "pinion_api_streams_dropped_total",
                   "Local API streams cut off because their reader fell too far behind, by route.",
                   route_labels, NULL, 0, &a->streams_dropped },
@@ -210,6 +213,7 @@ int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics
         a->anonymous = opts->anonymous;
         a->max_connections = opts->max_connections > 0 ? MIN(opts->max_connections, API_MAX_CONNECTIONS)
                                                        : API_MAX_CONNECTIONS;
+        a->max_connections_per_source = opts->anonymous ? opts->max_connections_per_source : 0;
 
         if (metrics) {
                 r = api_metrics_register(a, metrics);
@@ -255,6 +259,7 @@ struct api *api_free(struct api *a) {
         for (size_t i = 0; i < a->n_counts; i++)
                 free(a->counts[i].key);
         free(a->counts);
+        budget_free_all(a);
         free(a->socket_path);
         free(a->access_path);
         sd_event_unref(a->event);

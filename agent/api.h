@@ -60,6 +60,9 @@ struct api_options {
          * no pod, counted in the total only; no socket file to watch. */
         bool anonymous;
         unsigned max_connections; /* at once; 0: 1000 */
+        /* anonymous: connections at once from one source address (an IPv6 one's /64); 0: no
+         * cap but the total. */
+        unsigned max_connections_per_source;
 };
 
 int api_new(sd_event *e, const struct api_options *opts, struct metrics *metrics, struct api **ret);

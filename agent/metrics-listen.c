@@ -142,6 +142,7 @@ int metrics_listener_new(sd_event *e, struct metrics *metrics, const char *addre
                 .max_body = METRICS_LISTEN_MAX_BODY,
                 .anonymous = true,
                 .max_connections = METRICS_LISTEN_MAX_CONNECTIONS,
+                .max_connections_per_source = METRICS_LISTEN_MAX_CONNECTIONS_PER_SOURCE,
         };
         r = api_new(e, &opts, metrics, &l->api);
         if (r < 0) {

@@ -18,6 +18,8 @@
 
 /* Connections at once: a few scrapers, not a crowd. */
 #define METRICS_LISTEN_MAX_CONNECTIONS 32U
+/* From one source address (an IPv6 one's /64): one host cannot take every place. */
+#define METRICS_LISTEN_MAX_CONNECTIONS_PER_SOURCE 8U
 
 /* "ADDR:PORT" with a numeric IPv4 address, or "[ADDR]:PORT" with a numeric IPv6 one; port
  * 1-65535. 0, or -EINVAL with *ret_reason saying what is wrong. ret may be NULL (validation). */

@@ -7,6 +7,7 @@ processes placed in pod cgroups)."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,7 +18,7 @@ import time
 import pytest
 
 from identity_testlib import PodCgroup, new_uid
-from pinion_testlib import PINIOND, diag, make_pod, unix_request, wait_until
+from pinion_testlib import PINIOND, T, diag, make_pod, unix_request, unix_request_as, wait_until
 
 POD_UID_A = 40301   # the same uid in two pods
 OUTSIDER_UID = 40303
@@ -498,4 +499,281 @@ def test_a_replaced_socket_is_noticed_and_rebound(agent_factory, tmp_dir, socket
         for leftover in (aside, staged):
             if os.path.lexists(leftover):
                 os.unlink(leftover)
+    a.check_alive()
+
+
+# ---- deadlines on the body and between requests, budgets and pacing per caller ----
+# Shared with test_metrics_listen.py and test_hostile_input.py (section 6), which run the same
+# checks on the TCP port and on their own agent.
+
+DEADLINE = 10  # seconds: API_IDLE_TIMEOUT_USEC, API_HEADER_TIMEOUT_USEC, API_BODY_TIMEOUT_USEC
+MIB = 1 << 20
+
+
+def configure_budget_agent(a, **agent_keys):
+    """Gives an unstarted agent a POST route that reads a body from anyone (the identity module's
+    /v1/identity/jwt/validate) and a socket every uid may connect to."""
+    a.sections["identity"] = {"signer": "local", "trust-domain": "example.org",
+                              "ca-dir": os.path.join(a.dir, "ca"), "pod-tls-dir": os.path.join(a.dir, "pods-tls")}
+    a.agent_keys.update({"socket-mode": "0666"})
+    a.agent_keys.update(agent_keys)
+    a.write_config()
+
+
+def unix_connect(path):
+    def connect():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        return s
+    return connect
+
+
+def read_until_closed(s, limit, tick=None):
+    """Reads s until the peer closes it; calls tick(s) whenever a second passes without data.
+    Returns (seconds until the close or None if still open after limit, what was read)."""
+    t0 = time.monotonic()
+    s.settimeout(1)
+    data = b""
+    while time.monotonic() - t0 < limit:
+        try:
+            chunk = s.recv(65536)
+        except socket.timeout:
+            if tick:
+                try:
+                    tick(s)
+                except OSError:
+                    return time.monotonic() - t0, data
+            continue
+        except OSError:
+            return time.monotonic() - t0, data
+        if not chunk:
+            return time.monotonic() - t0, data
+        data += chunk
+    return None, data
+
+
+def check_trickled_body_is_cut(connect, head):
+    """A chunked body sent a byte a second (each chunk keeps the connection busy) is cut about
+    10 s after its head: a 408 or a bare close, never held for good."""
+    s = connect()
+    try:
+        s.sendall(head + b"1\r\nx\r\n")
+        closed, data = read_until_closed(s, T(DEADLINE + 15), tick=lambda s: s.sendall(b"1\r\nx\r\n"))
+    finally:
+        s.close()
+    assert closed is not None, "a trickled body still open after %d s" % T(DEADLINE + 15)
+    assert DEADLINE - 2 <= closed <= T(DEADLINE + 4), closed
+    assert data == b"" or data.startswith(b"HTTP/1.1 408 "), data[:200]
+
+
+def http_response_end(data):
+    """The length of the first complete response (with Content-Length) in data, or None."""
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    if not sep:
+        return None
+    m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    n = int(m.group(1)) if m else 0
+    return len(head) + 4 + n if len(rest) >= n else None
+
+
+def check_idle_keepalive_is_closed(connect, request):
+    """A kept-alive connection that sends nothing after its answer is closed about 10 s later."""
+    s = connect()
+    try:
+        s.sendall(request)
+        s.settimeout(T(5))
+        data = b""
+        while http_response_end(data) is None:
+            chunk = s.recv(65536)
+            assert chunk, "closed before the answer: %r" % data
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+        closed, more = read_until_closed(s, T(DEADLINE + 15))
+    finally:
+        s.close()
+    assert closed is not None, "an idle connection still open after %d s" % T(DEADLINE + 15)
+    assert DEADLINE - 2 <= closed <= T(DEADLINE + 4), closed
+    assert more == b"", more[:200]
+
+
+def first_status(data):
+    m = re.match(rb"HTTP/1\.1 (\d{3}) ", data)
+    return int(m.group(1)) if m else None
+
+
+VALIDATE = b"POST /v1/identity/jwt/validate HTTP/1.1\r\nHost: pinion\r\nContent-Type: application/json\r\n"
+
+
+def check_request_bytes_budget(a):
+    """Root's unfinished bodies (declared, or chunked as they come) are held to its 4 MiB: the one
+    over it gets 413 and a close, at once; another caller and root's next requests are answered."""
+    connect = unix_connect(a.socket)
+    held = []
+    try:
+        # 3 MiB + 900 KiB declared and partly sent: held from the head on.
+        for length in (MIB, MIB, MIB, 900 << 10):
+            s = connect()
+            s.sendall(VALIDATE + b"Content-Length: %d\r\n\r\n{" % length + b" " * 4096)
+            held.append(s)
+        time.sleep(T(0.5))
+        # One more declared MiB is over root's budget: refused before its body is read.
+        s = connect()
+        try:
+            s.sendall(VALIDATE + b"Content-Length: %d\r\n\r\n{" % MIB)
+            closed, data = read_until_closed(s, T(5))
+        finally:
+            s.close()
+        assert first_status(data) == 413 and b"body bytes" in data, data[:300]
+        assert closed is not None, "the refused connection stays open"
+        # A chunked body grows past the 124 KiB left: refused mid-body, and closed.
+        s = connect()
+        try:
+            s.sendall(VALIDATE + b"Transfer-Encoding: chunked\r\n\r\n")
+            chunk = b"%x\r\n%s\r\n" % (16 << 10, b" " * (16 << 10))
+            try:
+                for _ in range(16):
+                    s.sendall(chunk)
+            except OSError:
+                pass
+            closed, data = read_until_closed(s, T(5))
+        finally:
+            s.close()
+        assert first_status(data) == 413 and b"body bytes" in data, data[:300]
+        assert closed is not None, "the refused chunked connection stays open"
+        # Others are not affected: an outsider's small body is read and answered.
+        r = unix_request_as(OUTSIDER_UID, a.socket, "POST", "/v1/identity/jwt/validate",
+                            body={"token": "x.y.z", "audience": "a"})
+        assert r.status not in (413, 429) and "body bytes" not in r.raw, r
+        assert a.health()["status"] == "ok"
+    finally:
+        for s in held:
+            s.close()
+    # Released with the requests: root's next body fits again.
+    r = a.request("POST", "/v1/identity/jwt/validate", body={"token": "x.y.z", "audience": "a"})
+    assert r.status != 413 and "body bytes" not in r.raw, r
+
+
+# Pipelines 32 requests at a time on each of N connections for S seconds (a thread each),
+# sending the next 32 once their answers are in; prints the statuses it got and how many 429s
+# carried Retry-After.
+PIPELINE = r"""
+import collections, json, re, socket, sys, threading, time
+path, n, seconds, url = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+batch = ("GET %s HTTP/1.1\r\nHost: pinion\r\n\r\n" % url).encode() * 32
+statuses, retry_after, lock = collections.Counter(), [0], threading.Lock()
+end = time.time() + seconds
+def count(data):
+    data = data[:data.rfind(b"}\n") + 2]  # complete answers only (each ends its JSON body)
+    with lock:
+        statuses.update(int(c) for c in re.findall(rb"HTTP/1\.1 (\d{3}) ", data))
+        retry_after[0] += data.count(b"Retry-After: ")
+def run():
+    s = None
+    while time.time() < end:
+        data = b""
+        try:
+            if s is None:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(path)
+            s.sendall(batch)
+            while data.count(b"HTTP/1.1 ") < 32 or not data.endswith(b"}\n"):
+                s.settimeout(max(0.01, end - time.time()))
+                chunk = s.recv(1 << 20)
+                if not chunk:
+                    raise OSError("closed")
+                data += chunk
+        except OSError:
+            if s:
+                s.close()
+            s = None
+        count(data)
+threads = [threading.Thread(target=run) for _ in range(n)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps({"statuses": {str(k): v for k, v in statuses.items()}, "retry_after": retry_after[0]}))
+"""
+
+
+def health_p99(path, n):
+    times = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        r = unix_request(path, "GET", "/v1/health", timeout=10)
+        times.append(time.monotonic() - t0)
+        assert r.status == 200, r
+        time.sleep(0.01)
+    times.sort()
+    return times[min(len(times) - 1, int(len(times) * 0.99))]
+
+
+def check_pipelining_pod_is_paced(a, cg_attacker, cg_other):
+    """Root in a pod pipelining requests on 3 processes x 8 connections: it gets 429s with
+    Retry-After past its pace, root's /v1/health stays within max(150 ms, 3x idle p99), another
+    pod is answered."""
+    idle = health_p99(a.socket, 100)
+    attackers = [subprocess.Popen([sys.executable, "-c", PIPELINE, a.socket, "8", "8", "/v1/status"],
+                                  preexec_fn=cg_attacker.preexec(), stdout=subprocess.PIPE, text=True)
+                 for _ in range(3)]
+    try:
+        time.sleep(1)
+        busy = health_p99(a.socket, 150)
+        out = subprocess.run([sys.executable, "-c", ONE_GET, a.socket, "/v1/health"], preexec_fn=cg_other.preexec(),
+                             capture_output=True, text=True, timeout=T(30))
+        results = [json.loads(p.communicate(timeout=T(60))[0]) for p in attackers]
+    finally:
+        for p in attackers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    statuses, retry_after = {}, 0
+    for r in results:
+        retry_after += r["retry_after"]
+        for k, v in r["statuses"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    diag("pipelining pod: health p99 idle %.1f ms, under attack %.1f ms; attacker got %r" % (
+        idle * 1000, busy * 1000, statuses))
+    assert json.loads(out.stdout)["status"] == 200, (out.stdout, out.stderr)
+    assert statuses.get("429", 0) > 0 and retry_after == statuses["429"], (statuses, retry_after)
+    # Paced: about 100 a second after a burst of 200, over ~8 s.
+    assert statuses.get("403", 0) <= 200 + 100 * T(10), statuses
+    assert busy <= T(max(0.150, 3 * idle)), "health p99 %.1f ms under attack, %.1f ms idle" % (busy * 1000, idle * 1000)
+    assert counter(a, "pinion_api_requests_total", route="/v1/status", code="429") >= statuses["429"]
+
+
+def test_a_trickled_body_is_cut_at_the_body_deadline(agent_factory):
+    a = agent_factory()
+    check_trickled_body_is_cut(unix_connect(a.socket),
+                               b"GET /v1/health HTTP/1.1\r\nHost: pinion\r\nTransfer-Encoding: chunked\r\n\r\n")
+    assert counter(a, "pinion_api_connections_closed_total", reason="body") == 1
+    assert counter(a, "pinion_api_requests_total", route="/v1/health", code="408") == 1
+    a.check_alive()
+
+
+def test_an_idle_keepalive_connection_is_closed(agent_factory):
+    a = agent_factory()
+    check_idle_keepalive_is_closed(unix_connect(a.socket), b"GET /v1/health HTTP/1.1\r\nHost: pinion\r\n\r\n")
+    assert counter(a, "pinion_api_connections_closed_total", reason="idle") == 1
+    # Idle is not a slow head.
+    assert counter(a, "pinion_api_header_timeouts_total") == 0
+    a.check_alive()
+
+
+def test_request_bytes_are_budgeted_per_caller(agent_factory):
+    a = agent_factory(start=False)
+    configure_budget_agent(a)
+    a.start()
+    check_request_bytes_budget(a)
+    a.check_alive()
+
+
+def test_a_pipelining_pod_is_paced_and_root_stays_answered(agent_factory):
+    a = agent_factory(config={"agent": {"socket-mode": "0666"}})
+    cg_a, cg_b = pod_cgroup(new_uid()), pod_cgroup(new_uid())
+    try:
+        check_pipelining_pod_is_paced(a, cg_a, cg_b)
+    finally:
+        cg_a.close()
+        cg_b.close()
     a.check_alive()

@@ -15,6 +15,12 @@ does with it, not only that it survived.
   5. load: 900 long polls answered when their config arrives, 1,000 ADD+DEL into real network
      namespaces; afterwards no address allocated, no interface left, the agent's fd count as
      before.
+  6. budgets on the local API and the metrics port: a trickled chunked body cut at the body
+     deadline and an idle kept-alive connection closed (socket and TCP port); one source
+     address trickling heads and bodies on 66 reconnecting connections while scrapes from
+     another are answered; a caller's unfinished bodies held to its request-bytes budget (413
+     and a close, others answered); a pod pipelining requests paced with 429 while root's
+     /v1/health stays fast and another pod is answered.
 
 One agent (and one nginx) per class, module-scoped, so that the file stays fast."""
 
@@ -32,10 +38,14 @@ import time
 
 import pytest
 
-from pinion_testlib import T, Agent, make_pod, unix_request, wait_until
+from identity_testlib import new_uid
+from pinion_testlib import T, Agent, free_port, make_pod, unix_request, wait_until
 from configsync_testlib import Nginx, get_config, read_tree, test_ca, versions_in, write_bundle  # noqa: F401
 from podnet_testlib import cni, free_pod_cidr, host_links, pinion_conf, podnet_status
 from test_podnet import fnv_host_ifname
+from test_api_conn import (check_idle_keepalive_is_closed, check_pipelining_pod_is_paced, check_request_bytes_budget,
+                           check_trickled_body_is_cut, configure_budget_agent, pod_cgroup, unix_connect)
+from test_metrics_listen import check_scrapes_survive_a_hostile_source
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces, nginx and FIFOs as root")
 
@@ -1106,3 +1116,70 @@ def test_1000_add_del_in_a_row_leak_nothing(podnet_agent):
     finally:
         for n in names:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+# =============================================================================================
+# 6. Budgets on the local API and the metrics port
+
+@pytest.fixture(scope="module")
+def budget_env():
+    """An agent with a body-reading POST route for everyone (test_api_conn.configure_budget_agent)
+    and the metrics port on loopback."""
+    address = "127.0.0.1:%d" % free_port()
+    a = Agent()
+    try:
+        configure_budget_agent(a, **{"metrics-listen": address})
+        a.start()
+    except BaseException:
+        a.close()
+        raise
+    yield a, address
+    close_agent(a)
+
+
+def tcp_connect(address):
+    host, port = address.rsplit(":", 1)
+    return lambda: socket.create_connection((host, int(port)), timeout=5)
+
+
+@pytest.mark.parametrize("where", ["socket", "metrics-port"])
+def test_a_trickled_chunked_body_is_cut(budget_env, where):
+    a, address = budget_env
+    before = a.metrics().value("pinion_api_connections_closed_total", reason="body") or 0
+    if where == "socket":
+        check_trickled_body_is_cut(unix_connect(a.socket),
+                                   b"GET /v1/health HTTP/1.1\r\nHost: pinion\r\nTransfer-Encoding: chunked\r\n\r\n")
+    else:
+        check_trickled_body_is_cut(tcp_connect(address),
+                                   b"GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    assert a.metrics().value("pinion_api_connections_closed_total", reason="body") == before + 1
+    assert a.health()["status"] == "ok"
+
+
+@pytest.mark.parametrize("where", ["socket", "metrics-port"])
+def test_an_idle_connection_is_closed(budget_env, where):
+    a, address = budget_env
+    before = a.metrics().value("pinion_api_connections_closed_total", reason="idle") or 0
+    if where == "socket":
+        check_idle_keepalive_is_closed(unix_connect(a.socket), b"GET /v1/health HTTP/1.1\r\nHost: pinion\r\n\r\n")
+    else:
+        check_idle_keepalive_is_closed(tcp_connect(address), b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert a.metrics().value("pinion_api_connections_closed_total", reason="idle") >= before + 1
+
+
+def test_one_source_cannot_take_the_metrics_port(budget_env):
+    check_scrapes_survive_a_hostile_source(budget_env[1])
+
+
+def test_request_bytes_are_budgeted_per_caller(budget_env):
+    check_request_bytes_budget(budget_env[0])
+
+
+def test_a_pipelining_pod_is_paced(budget_env):
+    a = budget_env[0]
+    cg_a, cg_b = pod_cgroup(new_uid()), pod_cgroup(new_uid())
+    try:
+        check_pipelining_pod_is_paced(a, cg_a, cg_b)
+    finally:
+        cg_a.close()
+        cg_b.close()

@@ -1,6 +1,7 @@
 """[agent] metrics-listen: /metrics over plain HTTP on TCP, scraped by Debian's real Prometheus
 (/usr/bin/prometheus, its own temp storage, its web API on loopback), and nothing else on that
-port: other paths 404, other methods 405, a cap on connections at once. A bad value is a config
+port: other paths 404, other methods 405, a cap on connections at once and per source address,
+deadlines on a request's head and body and on an idle connection. A bad value is a config
 error with its line; a reload moves the port, or keeps the old one when the new cannot be had."""
 
 import json
@@ -9,6 +10,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -17,10 +19,12 @@ import urllib.request
 
 import pytest
 
-from pinion_testlib import EXIT_CONFIG, Agent, free_port, line_of, parse_metrics, wait_until
+from pinion_testlib import EXIT_CONFIG, T, Agent, free_port, line_of, parse_metrics, wait_until
+from test_api_conn import check_idle_keepalive_is_closed, check_trickled_body_is_cut
 
 PROMETHEUS = "/usr/bin/prometheus"
 CAP = 32  # METRICS_LISTEN_MAX_CONNECTIONS
+PER_SOURCE = 8  # METRICS_LISTEN_MAX_CONNECTIONS_PER_SOURCE
 
 
 def http(method, url, timeout=5):
@@ -130,11 +134,13 @@ def test_connections_beyond_the_cap_are_closed_at_once(agent_factory):
     host, port = address.rsplit(":", 1)
     held = []
     try:
-        for _ in range(CAP):
-            held.append(socket.create_connection((host, int(port)), timeout=5))
+        # From as many loopback sources as the cap needs (each may hold PER_SOURCE).
+        for i in range(CAP):
+            held.append(socket.create_connection((host, int(port)), timeout=5,
+                                                 source_address=("127.0.0.%d" % (2 + i // PER_SOURCE), 0)))
         # Accepted in order: once the agent has them all, the next one is over the cap.
         time.sleep(0.2)
-        extra = socket.create_connection((host, int(port)), timeout=5)
+        extra = socket.create_connection((host, int(port)), timeout=5, source_address=("127.0.0.100", 0))
         try:
             extra.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             try:
@@ -232,3 +238,101 @@ def test_reload_moves_the_port_or_keeps_the_old_one(agent_factory):
     with pytest.raises(OSError):
         http("GET", "http://%s/metrics" % second)
     assert agent.get("/metrics").status == 200
+
+
+# ---- deadlines and a cap per source ----
+
+# From 127.0.0.2 for S seconds: 34 connections trickling a request head (a header line every
+# 0.2 s) and 32 trickling a chunked body (a chunk every 0.2 s), each reopened as soon as it is
+# closed; prints how many it opened.
+ATTACK = r"""
+import socket, sys, time
+host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+HEAD = {"slow": b"GET /metrics HTTP/1.1\r\nHost: x\r\n",
+        "body": b"GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"}
+MORE = {"slow": b"X-Slow: 1\r\n", "body": b"1\r\nx\r\n"}
+kinds = ["slow", "body"] * 32 + ["slow", "slow"]
+conns = [None] * len(kinds)
+opened = 0
+end = time.time() + seconds
+while time.time() < end:
+    for i, kind in enumerate(kinds):
+        s = conns[i]
+        if s is not None:
+            try:
+                if s.recv(4096, socket.MSG_DONTWAIT) == b"":
+                    raise OSError("closed")
+            except BlockingIOError:
+                try:
+                    s.send(MORE[kind])
+                except OSError:
+                    s.close()
+                    conns[i] = None
+            except OSError:
+                s.close()
+                conns[i] = None
+            continue
+        try:
+            s = socket.create_connection((host, port), timeout=1, source_address=("127.0.0.2", 0))
+            s.sendall(HEAD[kind])
+            s.setblocking(False)  # recv() below: BlockingIOError when there is nothing yet
+            conns[i] = s
+            opened += 1
+        except OSError:
+            pass
+    time.sleep(0.2)
+print(opened, flush=True)
+"""
+
+
+def check_scrapes_survive_a_hostile_source(address, seconds=14):
+    """While 127.0.0.2 keeps 66 slowloris and trickled-body connections going, scrapes from
+    127.0.0.1 are answered: at least 19 of 20."""
+    host, port = address.rsplit(":", 1)
+    attack = subprocess.Popen([sys.executable, "-c", ATTACK, host, port, str(seconds)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        answered = 0
+        for _ in range(20):
+            t0 = time.monotonic()
+            try:
+                if http("GET", "http://%s/metrics" % address, timeout=T(2))[0] == 200:
+                    answered += 1
+            except OSError:
+                pass
+            time.sleep(max(0, 0.5 - (time.monotonic() - t0)))
+        opened = int(attack.communicate(timeout=T(seconds + 10))[0])
+    finally:
+        if attack.poll() is None:
+            attack.kill()
+            attack.wait()
+    assert opened > 66, opened  # it did reconnect
+    assert answered >= 19, "%d of 20 scrapes answered" % answered
+    body = http("GET", "http://%s/metrics" % address)[2]
+    m = parse_metrics(body)
+    assert m.value("pinion_api_connections_rejected_total", reason="source") >= 1
+    assert m.value("pinion_api_connections_closed_total", reason="body") >= 1
+    assert m.value("pinion_api_connections_closed_total", reason="head") >= 1
+
+
+def test_one_source_cannot_take_the_port(agent_factory):
+    agent, address = metrics_agent(agent_factory)
+    check_scrapes_survive_a_hostile_source(address)
+
+
+def test_a_trickled_body_is_cut_off(agent_factory):
+    agent, address = metrics_agent(agent_factory)
+    host, port = address.rsplit(":", 1)
+    check_trickled_body_is_cut(lambda: socket.create_connection((host, int(port)), timeout=5),
+                               b"GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    body = http("GET", "http://%s/metrics" % address)[2]
+    assert parse_metrics(body).value("pinion_api_connections_closed_total", reason="body") == 1
+
+
+def test_an_idle_connection_is_closed(agent_factory):
+    agent, address = metrics_agent(agent_factory)
+    host, port = address.rsplit(":", 1)
+    check_idle_keepalive_is_closed(lambda: socket.create_connection((host, int(port)), timeout=5),
+                                   b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    body = http("GET", "http://%s/metrics" % address)[2]
+    assert parse_metrics(body).value("pinion_api_connections_closed_total", reason="idle") == 1
