@@ -14,6 +14,7 @@
 #include "json.h"
 #include "log.h"
 #include "manager.h"
+#include "stage.h"
 #include "strv.h"
 #include "string-table.h"
 
@@ -127,7 +128,8 @@ static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t
             !cJSON_AddStringToObject(o, "version_dir", b->version_dir) ||
             !json_add_string_or_null(o, "etag", b->etag) || !cJSON_AddStringToObject(o, "manifest_sha256", sha) ||
             !cJSON_AddNumberToObject(o, "published", (double) b->published) ||
-            !cJSON_AddStringToObject(o, "public_key_sha256", fp) || !cJSON_AddStringToObject(o, "modes", modes) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
+            !cJSON_AddStringToObject(o, "public_key_sha256", fp) ||
+            (b->have_serial && !cJSON_AddNumberToObject(o, "serial", (double) b->serial)) || !cJSON_AddStringToObject(o, "modes", modes) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
             !cJSON_AddItemToObject(o, "manifest", cJSON_CreateStringReference("")))
                 return -ENOMEM;
         /* The manifest's exact bytes (JSON-escaped): a string keeps them whole. */
@@ -141,6 +143,21 @@ static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t
         if (r < 0)
                 return r;
         return write_file_atomic(path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+}
+
+static void bundle_load_serial(struct bundle *b, const cJSON *serial) {
+        if (cJSON_IsNumber(serial) && serial->valuedouble >= 0 && serial->valuedouble <= MANIFEST_MAX_SERIAL) {
+                b->have_serial = true;
+                b->serial = (uint64_t) serial->valuedouble;
+        }
+}
+
+/* The published manifest's serial, if it has one. */
+static void bundle_take_serial(struct bundle *b, const struct manifest *m) {
+        if (m && m->has_serial) {
+                b->have_serial = true;
+                b->serial = m->serial;
+        }
 }
 
 /* Adopts the saved state if it describes the tree ..data points at now; otherwise the next sync
@@ -172,6 +189,8 @@ static void bundle_load_state(struct bundle *b) {
             !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||
             sha256_from_hex(sha->valuestring, declared) < 0)
                 return log_bundle_debug(b, "state file does not describe the published tree, ignoring it");
+        /* The serial holds for the url whatever else changed: an older manifest stays refused. */
+        bundle_load_serial(b, cJSON_GetObjectItemCaseSensitive(o, "serial"));
         /* A state file from before public-key/ca-file were recorded counts as "no key, system CAs". */
         if (key_fingerprint(b->public_key, fp) < 0 || !streq(cJSON_IsString(key) ? key->valuestring : "", fp) ||
             !streq_ptr(cJSON_IsString(ca) ? ca->valuestring : NULL, b->settings->ca_file))
@@ -416,6 +435,8 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 free(b->etag);
                 b->etag = TAKE_PTR(o->etag);
                 b->verified = true;
+                etag_changed = etag_changed || (o->manifest && o->manifest->has_serial && !b->have_serial);
+                bundle_take_serial(b, o->manifest);
                 log_bundle_debug(b, "manifest unchanged%s", etag_changed ? " (new ETag)" : "");
                 if (b->version_dir && etag_changed && bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
                         log_bundle_warning(b, "cannot save its state (the next start downloads the manifest again)");
@@ -430,6 +451,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 b->version_dir = TAKE_PTR(o->version_dir);
                 memcpy(b->manifest_sha256, o->manifest_sha256, 32);
                 b->have_sha = true;
+                bundle_take_serial(b, o->manifest);
                 b->n_files = o->manifest->n_files;
                 b->size = o->manifest->total_size;
                 manifest_free(b->manifest);
@@ -511,6 +533,7 @@ static void bundle_sync(struct bundle *b) {
         r = manager_http(bundle_manager(b), &http);
         if (r >= 0) {
                 p = (struct fetch_params) {
+                        .event = bundle_manager(b)->event,
                         .url = b->settings->url,
                         .ca_file = b->settings->ca_file,
                         .public_key = b->public_key,
@@ -519,6 +542,13 @@ static void bundle_sync(struct bundle *b) {
                         .parallel = b->settings->parallel,
                         .keep_versions = b->settings->keep_versions,
                         .max_size = b->settings->max_size,
+                        .limits = {
+                                .max_depth = b->settings->max_depth,
+                                .max_directories = b->settings->max_directories,
+                                .max_entries = b->settings->max_entries,
+                        },
+                        .have_current_serial = b->have_serial,
+                        .current_serial = b->serial,
                         .etag = b->present && b->have_sha ? b->etag : NULL,
                         .current_sha256 = b->present && b->have_sha ? b->manifest_sha256 : NULL,
                         .current = b->present ? b->manifest : NULL,
@@ -585,7 +615,16 @@ int bundle_new(struct configsync *cs, size_t index, struct bundle **ret) {
 /* Takes away from the published tree what the rules do not allow (a tree left by an older agent,
  * or by other group/world-readable settings, is closed before the next sync rather than after). */
 static void bundle_apply_modes(struct bundle *b) {
-        int r = publish_modes_apply_tree(b->settings->dest, &b->modes);
+        _cleanup_free_ char *foreign = NULL;
+        int r;
+
+        /* A dest holding what pinion did not publish is left alone, not made root's (syncs
+         * refuse it too). */
+        if (stage_dest_foreign(b->settings->dest, &foreign) > 0)
+                return log_bundle_warning(b, "dest %s holds \"%s\", which pinion did not publish: left as it is, "
+                                          "and no sync publishes there (dest must be missing, empty, or a directory "
+                                          "pinion published)", b->settings->dest, foreign);
+        r = publish_modes_apply_tree(b->settings->dest, &b->modes);
         if (r == -EPERM)
                 log_bundle_warning(b, "dest %s is group- or world-writable: left as it is, and no sync publishes "
                                    "there until it is fixed (chmod go-w %s)", b->settings->dest, b->settings->dest);
@@ -658,6 +697,8 @@ int bundle_update(struct bundle *b, size_t index) {
                 log_bundle_info(b, "source changed: the next sync is a full one");
                 b->fetch = fetch_free(b->fetch);
                 bundle_forget_cache(b);
+                if (!streq(old->url, s->url))
+                        b->have_serial = false; /* another source, its own serials */
                 b->verified = false;
                 backoff_reset(&b->backoff);
         }

@@ -41,6 +41,9 @@ struct bundle_settings {
         usec_t timeout;
         unsigned parallel;
         uint64_t max_size;
+        unsigned max_depth;       /* struct manifest_limits */
+        unsigned max_directories;
+        unsigned max_entries;
         usec_t backoff_initial;
         usec_t backoff_max;
         char *group;         /* owner group of the published tree (name or number), group-readable */
@@ -96,6 +99,8 @@ struct bundle {
         bool have_sha;
         uint8_t manifest_sha256[32];
         struct manifest *manifest;
+        bool have_serial;      /* the published manifest's serial (kept while url stays) */
+        uint64_t serial;
         size_t n_files;
         uint64_t size;
 
