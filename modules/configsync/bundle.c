@@ -129,7 +129,8 @@ static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t
             !json_add_string_or_null(o, "etag", b->etag) || !cJSON_AddStringToObject(o, "manifest_sha256", sha) ||
             !cJSON_AddNumberToObject(o, "published", (double) b->published) ||
             !cJSON_AddStringToObject(o, "public_key_sha256", fp) ||
-            (b->have_serial && !cJSON_AddNumberToObject(o, "serial", (double) b->serial)) || !cJSON_AddStringToObject(o, "modes", modes) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
+            (b->have_serial && !cJSON_AddNumberToObject(o, "serial", (double) b->serial)) ||
+            !cJSON_AddStringToObject(o, "modes", modes) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
             !cJSON_AddItemToObject(o, "manifest", cJSON_CreateStringReference("")))
                 return -ENOMEM;
         /* The manifest's exact bytes (JSON-escaped): a string keeps them whole. */
@@ -780,6 +781,8 @@ cJSON *bundle_to_json(const struct bundle *b) {
         else
                 cJSON_AddNullToObject(o, "age_seconds");
         cJSON_AddNumberToObject(o, "files", (double) b->n_files);
+        if (b->have_serial)
+                cJSON_AddNumberToObject(o, "serial", (double) b->serial);
         cJSON_AddNumberToObject(o, "size", (double) b->size);
         if (b->have_sha) {
                 sha256_to_hex(b->manifest_sha256, sha);

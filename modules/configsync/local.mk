@@ -12,7 +12,7 @@ MODULE_SOURCES += \
 	modules/configsync/zk-trigger.c modules/configsync/zk-trigger.h
 EXTRA_DIST += modules/configsync/local.mk
 INTEGRATION_TESTS += tests/integration/test_configsync.py tests/integration/test_configsync_lifecycle.py \
-	tests/integration/test_configsync_modes.py
+	tests/integration/test_configsync_modes.py tests/integration/test_configsync_limits.py
 EXTRA_DIST += tests/integration/configsync_testlib.py
 
 # Unit tests: each links only what it needs.
