@@ -16,9 +16,9 @@
 #include "macro.h"
 
 #define MANIFEST_MAX_SIZE (16U << 20)      /* bytes of manifest JSON */
-/* Files per bundle. Publishing fsyncs every file on the loop (atomic_dir_commit), measured on
- * the CI VM: 0.44 s for 1,000 files, 5.5 s for 10,000, 22 s for 20,000. 10,000 keeps the worst
- * stall of the loop at a few seconds; split larger trees into several [config.NAME]. */
+/* Files per bundle. Publishing fsyncs every file (in stage.c's thread), measured on the CI VM:
+ * 0.44 s for 1,000 files, 5.5 s for 10,000, 22 s for 20,000. 10,000 keeps a publication within
+ * seconds; split larger trees into several [config.NAME]. */
 #define MANIFEST_MAX_FILES 10000U
 #define MANIFEST_MAX_PATH 1024U             /* bytes of one path */
 #define MANIFEST_MAX_VERSION 256U           /* bytes of the version string */
