@@ -209,3 +209,34 @@ def test_a_dest_holding_what_pinion_did_not_publish_is_left_alone(agent_factory,
     wait_version(a, "app", "v1")
     assert read_tree(dest) == {"keep.txt": b"pinion's\n", "sub/inner": b"x\n"}
     assert stat.S_IMODE(os.stat(dest).st_mode) == 0o700
+
+
+def test_caps_are_per_section(agent_factory, nginx, test_ca, tmp_path):
+    """max-depth, max-directories and max-entries come from the section; out-of-range values
+    are refused at load with their line."""
+    bad = agent_factory(extra="[config.app]\nurl=%s\ndest=%s\nmax-depth=513\n" % (
+        nginx.url("app/manifest.json"), tmp_path / "bad"), start=False)
+    r = bad.check_config()
+    assert r.rc == 78 and "max-depth must be at most 512" in r.stderr and re.search(r"\.conf:\d+: ", r.stderr), r
+    dest = str(tmp_path / "dest")
+    write_bundle(nginx.root, "app", {"a/b/c.yaml": b"c\n", "a/d.yaml": b"d\n"}, "v1")  # 2 deep, 2 directories
+    a = agent_factory(config={"config.app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                           **{"max-depth": 2, "max-directories": 2,
+                                                              "max-entries": 5})})
+    wait_version(a, "app", "v1")  # 2 files + 2 directories + 1 link
+    for files, says in (({"a/b/c/d.yaml": b"x\n"}, r"is 3 directories deep, more than max-depth \(2\)"),
+                        ({"a/b.yaml": b"x\n", "c/d.yaml": b"y\n", "e/f.yaml": b"z\n"},
+                         r"files: 3 directories, more than max-directories \(2\)")):
+        n = get_config(a, "app")["failures"]
+        write_bundle(nginx.root, "app", files, "v2")
+        assert a.request("POST", "/v1/configs/app/refresh").status == 202
+        c = wait_failure(a, "app", n)
+        assert c["last_error_kind"] == "limit" and re.search(says, c["last_error"]), c
+        assert c["version"] == "v1", c
+    n = get_config(a, "app")["failures"]
+    write_bundle(nginx.root, "app", {"a.yaml": b"1\n", "b.yaml": b"2\n", "c/d.yaml": b"3\n"}, "v3")  # 3+1+3 entries
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    c = wait_failure(a, "app", n)
+    assert re.search(r"files: 7 entries \(3 files, 1 directories, 3 links in dest\), more than max-entries \(5\)",
+                     c["last_error"]), c
+    assert read_tree(dest) == {"a/b/c.yaml": b"c\n", "a/d.yaml": b"d\n"}
