@@ -21,6 +21,7 @@ UNIT_TESTS += \
 	tests/unit/test-configsync-manifest \
 	tests/unit/test-configsync-modes \
 	tests/unit/test-configsync-runner \
+	tests/unit/test-configsync-stage \
 	tests/unit/test-configsync-zk
 tests_unit_test_configsync_manifest_SOURCES = tests/unit/test-configsync-manifest.c modules/configsync/manifest.c
 tests_unit_test_configsync_manifest_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
@@ -28,6 +29,10 @@ tests_unit_test_configsync_manifest_LDADD = $(UNIT_LIBS)
 tests_unit_test_configsync_modes_SOURCES = tests/unit/test-configsync-modes.c modules/configsync/modes.c agent/fsutil.c
 tests_unit_test_configsync_modes_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_modes_LDADD = $(UNIT_LIBS)
+tests_unit_test_configsync_stage_SOURCES = tests/unit/test-configsync-stage.c modules/configsync/stage.c \
+	modules/configsync/manifest.c modules/configsync/modes.c agent/fsutil.c agent/atomic-dir.c
+tests_unit_test_configsync_stage_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
+tests_unit_test_configsync_stage_LDADD = $(UNIT_LIBS) -lm
 tests_unit_test_configsync_runner_SOURCES = tests/unit/test-configsync-runner.c modules/configsync/runner.c \
 	agent/strv.c agent/fsutil.c
 tests_unit_test_configsync_runner_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
