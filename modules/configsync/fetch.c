@@ -20,6 +20,7 @@
 enum fetch_phase {
         PHASE_MANIFEST,
         PHASE_SIGNATURE,
+        PHASE_CHECK,   /* check_manifest in its thread */
         PHASE_PREPARE, /* stage_prepare in its thread */
         PHASE_FILES,
         PHASE_PUBLISH, /* stage_publish in its thread */
@@ -63,6 +64,10 @@ struct fetch {
         struct http_transfer *transfer; /* manifest or signature */
         struct curl_slist *headers;
 
+        bool have_signature;  /* the manifest's, decoded, for check_manifest */
+        uint8_t signature[SIGNATURE_ED25519_SIZE];
+        enum fetch_error_kind check_kind; /* why check_manifest refused it */
+        char *check_error;
         struct stage stage;   /* the version directory */
         struct fswork *work;  /* the stage's step in flight */
         struct fetch_file *files;
@@ -143,6 +148,7 @@ struct fetch *fetch_free(struct fetch *f) {
         free(f->etag);
         free(f->current_dir);
         EVP_PKEY_free(f->public_key);
+        free(f->check_error);
         free(f->out.message);
         free(f->out.etag);
         free(f->out.manifest_text);
@@ -475,22 +481,58 @@ static int check_serial(struct fetch *f, const struct manifest *m) {
         return 0;
 }
 
-static void manifest_accept(struct fetch *f) {
+/* In a thread: up to 16 MiB of manifest are hashed, their signature checked and the JSON
+ * parsed, work that grows with the manifest and so stays off the loop. */
+static int check_manifest(void *userdata, const atomic_bool *stop) {
+        struct fetch *f = userdata;
         _cleanup_free_ char *error = NULL;
         int r;
 
+        if (!EVP_Digest(f->out.manifest_text, f->out.manifest_size, f->out.manifest_sha256, NULL, EVP_sha256(), NULL)) {
+                f->check_kind = FETCH_ERROR_OTHER;
+                return -EIO;
+        }
+        if (f->have_signature) {
+                r = signature_verify(f->public_key, f->out.manifest_text, f->out.manifest_size, f->signature);
+                if (r < 0) {
+                        f->check_kind = FETCH_ERROR_SIGNATURE;
+                        if (asprintf(&f->check_error, "signature: %s",
+                                     r == -EBADMSG ? "does not verify with public-key" : strerror(-r)) < 0)
+                                f->check_error = NULL;
+                        return r;
+                }
+        }
         r = manifest_parse_limited(f->out.manifest_text, f->out.manifest_size, &f->limits, &f->out.manifest, &error);
+        if (r < 0) {
+                f->check_kind = r == -E2BIG ? FETCH_ERROR_LIMIT : FETCH_ERROR_MANIFEST;
+                if (asprintf(&f->check_error, "manifest: %s", error ? error : strerror(-r)) < 0)
+                        f->check_error = NULL;
+        }
+        return r;
+}
+
+static void on_checked(struct fswork *w, int r, void *userdata) {
+        struct fetch *f = userdata;
+
+        f->work = fswork_free(f->work);
         if (r < 0)
-                return fetch_fail(f, r == -E2BIG ? FETCH_ERROR_LIMIT : FETCH_ERROR_MANIFEST, r, "manifest: %s",
-                                  error ? error : strerror(-r));
+                return fetch_fail(f, f->check_kind, r, "%s", f->check_error ? f->check_error : strerror(-r));
         if (f->have_current_sha && memcmp(f->current_sha256, f->out.manifest_sha256, 32) == 0) {
                 f->out.result = FETCH_SAME;
                 return fetch_finish(f);
         }
-        r = check_serial(f, f->out.manifest);
-        if (r < 0)
+        if (check_serial(f, f->out.manifest) < 0)
                 return;
         files_begin(f);
+}
+
+static void manifest_accept(struct fetch *f) {
+        int r;
+
+        f->phase = PHASE_CHECK;
+        r = fswork_start(f->event, check_manifest, f, on_checked, f, &f->work);
+        if (r < 0)
+                fetch_fail(f, FETCH_ERROR_OTHER, r, "checking the manifest: %s", strerror(-r));
 }
 
 static void signature_done(struct http_client *c, const struct http_response *resp, void *userdata) {
@@ -508,10 +550,8 @@ static void signature_done(struct http_client *c, const struct http_response *re
         r = signature_decode(resp->body, resp->body_size, sig);
         if (r < 0)
                 return fetch_fail(f, FETCH_ERROR_SIGNATURE, -EBADMSG, "signature: not the base64 of 64 bytes");
-        r = signature_verify(f->public_key, f->out.manifest_text, f->out.manifest_size, sig);
-        if (r < 0)
-                return fetch_fail(f, FETCH_ERROR_SIGNATURE, r, "signature: %s",
-                                  r == -EBADMSG ? "does not verify with public-key" : strerror(-r));
+        memcpy(f->signature, sig, sizeof(sig));
+        f->have_signature = true;
         manifest_accept(f);
 }
 
@@ -545,8 +585,6 @@ static void manifest_done(struct http_client *c, const struct http_response *res
         memcpy(f->out.manifest_text, resp->body, resp->body_size);
         f->out.manifest_text[resp->body_size] = 0;
         f->out.manifest_size = resp->body_size;
-        if (!EVP_Digest(resp->body, resp->body_size, f->out.manifest_sha256, NULL, EVP_sha256(), NULL))
-                return fetch_fail(f, FETCH_ERROR_OTHER, -EIO, "sha256 failed");
 
         if (!f->public_key)
                 return manifest_accept(f);
