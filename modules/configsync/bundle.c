@@ -185,13 +185,16 @@ static void bundle_load_state(struct bundle *b) {
         key = cJSON_GetObjectItemCaseSensitive(o, "public_key_sha256");
         ca = cJSON_GetObjectItemCaseSensitive(o, "ca_file");
         modes = cJSON_GetObjectItemCaseSensitive(o, "modes");
+        /* The serial holds for the url whatever else changed (also a state file older than the
+         * tree, after a kill between the swap and its write): it only ever grows, so an older
+         * one still refuses what came before it. */
+        if (cJSON_IsString(url) && streq(url->valuestring, b->settings->url))
+                bundle_load_serial(b, cJSON_GetObjectItemCaseSensitive(o, "serial"));
         if (!cJSON_IsString(url) || !cJSON_IsString(dest) || !cJSON_IsString(dir) || !cJSON_IsString(sha) ||
             !cJSON_IsString(man) || !streq(url->valuestring, b->settings->url) ||
             !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||
             sha256_from_hex(sha->valuestring, declared) < 0)
                 return log_bundle_debug(b, "state file does not describe the published tree, ignoring it");
-        /* The serial holds for the url whatever else changed: an older manifest stays refused. */
-        bundle_load_serial(b, cJSON_GetObjectItemCaseSensitive(o, "serial"));
         /* A state file from before public-key/ca-file were recorded counts as "no key, system CAs". */
         if (key_fingerprint(b->public_key, fp) < 0 || !streq(cJSON_IsString(key) ? key->valuestring : "", fp) ||
             !streq_ptr(cJSON_IsString(ca) ? ca->valuestring : NULL, b->settings->ca_file))
