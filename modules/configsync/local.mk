@@ -2,7 +2,7 @@
 MODULE_SOURCES += \
 	modules/configsync/configsync.c modules/configsync/configsync.h \
 	modules/configsync/configsync-api.c \
-	modules/configsync/bundle.c \
+	modules/configsync/bundle.c modules/configsync/bundle-state.c \
 	modules/configsync/fetch.c modules/configsync/fetch.h \
 	modules/configsync/fswork.c modules/configsync/fswork.h \
 	modules/configsync/stage.c modules/configsync/stage.h \
@@ -42,6 +42,7 @@ tests_unit_test_configsync_runner_LDADD = $(UNIT_LIBS)
 UNIT_TESTS += tests/unit/test-configsync-module
 tests_unit_test_configsync_module_SOURCES = tests/unit/test-configsync-module.c tests/unit/manager-fixture.h \
 	modules/configsync/configsync.c modules/configsync/configsync-api.c modules/configsync/bundle.c \
+	modules/configsync/bundle-state.c \
 	modules/configsync/fetch.c modules/configsync/fswork.c modules/configsync/stage.c modules/configsync/manifest.c \
 	modules/configsync/modes.c modules/configsync/runner.c modules/configsync/zk-trigger.c
 tests_unit_test_configsync_module_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
