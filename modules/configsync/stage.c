@@ -63,7 +63,9 @@ int stage_dest_foreign(const char *dest, char **ret_name) {
         if (!d)
                 return errno == ENOENT ? 0 : negative_errno();
         while ((r = read_entry(d, &de)) > 0) {
-                if (startswith(de->d_name, "..") || is_entry_link(dirfd(d), de->d_name))
+                /* A file system's own lost+found: dest may be the root of a volume of its own. */
+                if (startswith(de->d_name, "..") || is_entry_link(dirfd(d), de->d_name) ||
+                    streq(de->d_name, "lost+found"))
                         continue;
                 if (ret_name) {
                         *ret_name = strdup(de->d_name);

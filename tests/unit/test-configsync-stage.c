@@ -59,6 +59,9 @@ static void test_dest_foreign(_unused_ void **state) {
         assert_int_equal(stage_dest_foreign(dest, &name), 0); /* missing */
         assert_int_equal(mkdir(dest, 0700), 0);
         assert_int_equal(stage_dest_foreign(dest, &name), 0); /* empty */
+        _cleanup_free_ char *lost = path_join(dest, "lost+found");
+        assert_int_equal(mkdir(lost, 0700), 0); /* dest is a volume's root */
+        assert_int_equal(stage_dest_foreign(dest, &name), 0);
         /* What an atomic directory holds, also without ..data (lost behind our back). */
         _cleanup_free_ char *v = path_join(dest, "..2026_01_01_00_00_00.000000000"), *link = path_join(dest, "app.yaml");
         assert_int_equal(mkdir(v, 0700), 0);
