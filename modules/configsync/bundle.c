@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* One [config.NAME]: when to sync (interval with jitter, zk-version-node after a splay, refresh,
  * SIGHUP, backoff after failures), what a sync's outcome does (publish bookkeeping, last known
- * good, state file, on-change) and how it is reported. */
+ * good, state file through bundle-state.c, on-change) and how it is reported. */
 
 #include <inttypes.h>
 #include <sys/stat.h>
@@ -14,17 +14,9 @@
 #include "json.h"
 #include "log.h"
 #include "manager.h"
+#include "stage.h"
 #include "strv.h"
 #include "string-table.h"
-
-#define STATE_MAX_SIZE (MANIFEST_MAX_SIZE + 64U * 1024U)
-
-#define log_bundle_full_errno(b, level, error, fmt, ...) \
-        log_module_full_errno(CONFIGSYNC_MODULE, level, error, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
-#define log_bundle_debug(b, ...) (void) log_bundle_full_errno(b, LOG_DEBUG, 0, __VA_ARGS__)
-#define log_bundle_info(b, ...) (void) log_bundle_full_errno(b, LOG_INFO, 0, __VA_ARGS__)
-#define log_bundle_warning(b, ...) (void) log_bundle_full_errno(b, LOG_WARNING, 0, __VA_ARGS__)
-#define log_bundle_warning_errno(b, e, ...) log_bundle_full_errno(b, LOG_WARNING, e, __VA_ARGS__)
 
 static const char *const bundle_state_table[_BUNDLE_STATE_MAX] = {
         [BUNDLE_PENDING] = "pending",
@@ -73,132 +65,6 @@ struct bundle *bundle_free(struct bundle *b) {
         free(b->name);
         free(b);
         return NULL;
-}
-
-/* ---- persisted state: what lets a restart answer 304 and reuse files ---- */
-
-static char *bundle_state_path(const struct bundle *b) {
-        char *p = NULL;
-        if (asprintf(&p, "%s/%s.json", b->cs->state_dir, b->name) < 0)
-                return NULL;
-        return p;
-}
-
-/* What verified the published tree: the sha256 of the raw public key (hex), "" without one.
- * Saved with the state and compared at start, so a public-key added or rotated while the
- * daemon was down is enforced (no 304 against a tree no key checked). */
-static int key_fingerprint(EVP_PKEY *key, char ret[65]) {
-        uint8_t raw[64], digest[32];
-        size_t n = sizeof(raw);
-
-        if (!key) {
-                ret[0] = 0;
-                return 0;
-        }
-        if (EVP_PKEY_get_raw_public_key(key, raw, &n) != 1 || !EVP_Digest(raw, n, digest, NULL, EVP_sha256(), NULL))
-                return -EIO;
-        sha256_to_hex(digest, ret);
-        return 0;
-}
-
-/* The rules the published tree was made under ("file-mask:dir-mode:gid"): a tree published
- * under others is downloaded again in full, so every file gets its declared mode within them. */
-static int modes_stamp(const struct publish_modes *m, char ret[64]) {
-        int n = snprintf(ret, 64, "%04o:%04o:%u", (unsigned) m->file_mask, (unsigned) m->dir_mode, (unsigned) m->gid);
-        return n < 0 || n >= 64 ? -EINVAL : 0;
-}
-
-static int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manifest_size) {
-        _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
-        char sha[65], fp[65], modes[64];
-        int r;
-
-        if (!o || !path)
-                return -ENOMEM;
-        r = key_fingerprint(b->public_key, fp);
-        if (r >= 0)
-                r = modes_stamp(&b->modes, modes);
-        if (r < 0)
-                return r;
-        sha256_to_hex(b->manifest_sha256, sha);
-        if (!cJSON_AddStringToObject(o, "url", b->settings->url) ||
-            !cJSON_AddStringToObject(o, "dest", b->settings->dest) ||
-            !cJSON_AddStringToObject(o, "version_dir", b->version_dir) ||
-            !json_add_string_or_null(o, "etag", b->etag) || !cJSON_AddStringToObject(o, "manifest_sha256", sha) ||
-            !cJSON_AddNumberToObject(o, "published", (double) b->published) ||
-            !cJSON_AddStringToObject(o, "public_key_sha256", fp) || !cJSON_AddStringToObject(o, "modes", modes) || !json_add_string_or_null(o, "ca_file", b->settings->ca_file) ||
-            !cJSON_AddItemToObject(o, "manifest", cJSON_CreateStringReference("")))
-                return -ENOMEM;
-        /* The manifest's exact bytes (JSON-escaped): a string keeps them whole. */
-        _cleanup_free_ char *copy = strndup(manifest_text, manifest_size);
-        if (!copy || !cJSON_ReplaceItemInObject(o, "manifest", cJSON_CreateString(copy)))
-                return -ENOMEM;
-        text = cJSON_PrintUnformatted(o);
-        if (!text)
-                return -ENOMEM;
-        r = mkdir_p(b->cs->state_dir, 0700);
-        if (r < 0)
-                return r;
-        return write_file_atomic(path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
-}
-
-/* Adopts the saved state if it describes the tree ..data points at now; otherwise the next sync
- * starts from scratch (a full download), which is always correct. */
-static void bundle_load_state(struct bundle *b) {
-        _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
-        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
-        const cJSON *url, *dest, *dir, *etag, *sha, *man, *pub, *key, *ca, *modes;
-        _cleanup_(manifest_freep) struct manifest *m = NULL;
-        uint8_t digest[32], declared[32];
-        char fp[65], stamp[64];
-        size_t size;
-
-        if (!path || read_file_full(path, STATE_MAX_SIZE, &text, &size) < 0)
-                return;
-        o = cJSON_ParseWithLength(text, size);
-        url = cJSON_GetObjectItemCaseSensitive(o, "url");
-        dest = cJSON_GetObjectItemCaseSensitive(o, "dest");
-        dir = cJSON_GetObjectItemCaseSensitive(o, "version_dir");
-        etag = cJSON_GetObjectItemCaseSensitive(o, "etag");
-        sha = cJSON_GetObjectItemCaseSensitive(o, "manifest_sha256");
-        man = cJSON_GetObjectItemCaseSensitive(o, "manifest");
-        pub = cJSON_GetObjectItemCaseSensitive(o, "published");
-        key = cJSON_GetObjectItemCaseSensitive(o, "public_key_sha256");
-        ca = cJSON_GetObjectItemCaseSensitive(o, "ca_file");
-        modes = cJSON_GetObjectItemCaseSensitive(o, "modes");
-        if (!cJSON_IsString(url) || !cJSON_IsString(dest) || !cJSON_IsString(dir) || !cJSON_IsString(sha) ||
-            !cJSON_IsString(man) || !streq(url->valuestring, b->settings->url) ||
-            !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||
-            sha256_from_hex(sha->valuestring, declared) < 0)
-                return log_bundle_debug(b, "state file does not describe the published tree, ignoring it");
-        /* A state file from before public-key/ca-file were recorded counts as "no key, system CAs". */
-        if (key_fingerprint(b->public_key, fp) < 0 || !streq(cJSON_IsString(key) ? key->valuestring : "", fp) ||
-            !streq_ptr(cJSON_IsString(ca) ? ca->valuestring : NULL, b->settings->ca_file))
-                return log_bundle_info(b, "public-key or ca-file changed since the published tree was verified: "
-                                      "it stays (last known good) but counts as unverified until the manifest is "
-                                      "fetched and checked again in full");
-        /* A state file without modes is from an agent that published files as the manifest said. */
-        if (modes_stamp(&b->modes, stamp) < 0 || !cJSON_IsString(modes) || !streq(modes->valuestring, stamp))
-                return log_bundle_info(b, "the published tree was made under other group/world-readable rules "
-                                      "(or by an older agent): the next sync downloads it again in full");
-        size = strlen(man->valuestring);
-        if (!EVP_Digest(man->valuestring, size, digest, NULL, EVP_sha256(), NULL) || memcmp(digest, declared, 32) != 0 ||
-            manifest_parse(man->valuestring, size, &m, NULL) < 0)
-                return log_bundle_debug(b, "state file's manifest does not check out, ignoring it");
-        memcpy(b->manifest_sha256, digest, 32);
-        b->have_sha = true;
-        free(b->etag);
-        b->etag = cJSON_IsString(etag) ? strdup(etag->valuestring) : NULL;
-        free(b->version);
-        b->version = strdup(m->version);
-        b->n_files = m->n_files;
-        b->size = m->total_size;
-        if (cJSON_IsNumber(pub) && pub->valuedouble > 0)
-                b->published = (usec_t) pub->valuedouble;
-        manifest_free(b->manifest);
-        b->manifest = TAKE_PTR(m);
-        b->verified = true;
 }
 
 /* ---- scheduling ---- */
@@ -416,6 +282,8 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 free(b->etag);
                 b->etag = TAKE_PTR(o->etag);
                 b->verified = true;
+                etag_changed = etag_changed || (o->manifest && o->manifest->has_serial && !b->have_serial);
+                bundle_take_serial(b, o->manifest);
                 log_bundle_debug(b, "manifest unchanged%s", etag_changed ? " (new ETag)" : "");
                 if (b->version_dir && etag_changed && bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
                         log_bundle_warning(b, "cannot save its state (the next start downloads the manifest again)");
@@ -430,6 +298,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 b->version_dir = TAKE_PTR(o->version_dir);
                 memcpy(b->manifest_sha256, o->manifest_sha256, 32);
                 b->have_sha = true;
+                bundle_take_serial(b, o->manifest);
                 b->n_files = o->manifest->n_files;
                 b->size = o->manifest->total_size;
                 manifest_free(b->manifest);
@@ -511,6 +380,7 @@ static void bundle_sync(struct bundle *b) {
         r = manager_http(bundle_manager(b), &http);
         if (r >= 0) {
                 p = (struct fetch_params) {
+                        .event = bundle_manager(b)->event,
                         .url = b->settings->url,
                         .ca_file = b->settings->ca_file,
                         .public_key = b->public_key,
@@ -519,6 +389,13 @@ static void bundle_sync(struct bundle *b) {
                         .parallel = b->settings->parallel,
                         .keep_versions = b->settings->keep_versions,
                         .max_size = b->settings->max_size,
+                        .limits = {
+                                .max_depth = b->settings->max_depth,
+                                .max_directories = b->settings->max_directories,
+                                .max_entries = b->settings->max_entries,
+                        },
+                        .have_current_serial = b->have_serial,
+                        .current_serial = b->serial,
                         .etag = b->present && b->have_sha ? b->etag : NULL,
                         .current_sha256 = b->present && b->have_sha ? b->manifest_sha256 : NULL,
                         .current = b->present ? b->manifest : NULL,
@@ -585,7 +462,16 @@ int bundle_new(struct configsync *cs, size_t index, struct bundle **ret) {
 /* Takes away from the published tree what the rules do not allow (a tree left by an older agent,
  * or by other group/world-readable settings, is closed before the next sync rather than after). */
 static void bundle_apply_modes(struct bundle *b) {
-        int r = publish_modes_apply_tree(b->settings->dest, &b->modes);
+        _cleanup_free_ char *foreign = NULL;
+        int r;
+
+        /* A dest holding what pinion did not publish is left alone, not made root's (syncs
+         * refuse it too). */
+        if (stage_dest_foreign(b->settings->dest, &foreign) > 0)
+                return log_bundle_warning(b, "dest %s holds \"%s\", which pinion did not publish: left as it is, "
+                                          "and no sync publishes there (dest must be missing, empty, or a directory "
+                                          "pinion published)", b->settings->dest, foreign);
+        r = publish_modes_apply_tree(b->settings->dest, &b->modes);
         if (r == -EPERM)
                 log_bundle_warning(b, "dest %s is group- or world-writable: left as it is, and no sync publishes "
                                    "there until it is fixed (chmod go-w %s)", b->settings->dest, b->settings->dest);
@@ -658,6 +544,8 @@ int bundle_update(struct bundle *b, size_t index) {
                 log_bundle_info(b, "source changed: the next sync is a full one");
                 b->fetch = fetch_free(b->fetch);
                 bundle_forget_cache(b);
+                if (!streq(old->url, s->url))
+                        b->have_serial = false; /* another source, its own serials */
                 b->verified = false;
                 backoff_reset(&b->backoff);
         }
@@ -739,6 +627,8 @@ cJSON *bundle_to_json(const struct bundle *b) {
         else
                 cJSON_AddNullToObject(o, "age_seconds");
         cJSON_AddNumberToObject(o, "files", (double) b->n_files);
+        if (b->have_serial)
+                cJSON_AddNumberToObject(o, "serial", (double) b->serial);
         cJSON_AddNumberToObject(o, "size", (double) b->size);
         if (b->have_sha) {
                 sha256_to_hex(b->manifest_sha256, sha);

@@ -63,6 +63,10 @@ static const struct config_key bundle_keys[] = {
         { "timeout", config_parse_duration, FIELD(timeout), "60s" },
         { "parallel", config_parse_uint, FIELD(parallel), "8" },
         { "max-size", config_parse_size, FIELD(max_size), "1G" },
+        /* manifest.h's MANIFEST_DEFAULT_MAX_* */
+        { "max-depth", config_parse_uint, FIELD(max_depth), "32" },
+        { "max-directories", config_parse_uint, FIELD(max_directories), "2000" },
+        { "max-entries", config_parse_uint, FIELD(max_entries), "20000" },
         { "backoff-initial", config_parse_duration, FIELD(backoff_initial), "1s" },
         { "backoff-max", config_parse_duration, FIELD(backoff_max), "5m" },
         { "group", parse_group, FIELD(group), NULL, config_free_string },
@@ -90,6 +94,10 @@ static const char *bundle_check(const void *object) {
                 return "parallel must be between 1 and 64";
         if (b->keep_versions > 100)
                 return "keep-versions must be at most 100";
+        if (b->max_depth > MANIFEST_MAX_PATH / 2)
+                return "max-depth must be at most 512 (a path has at most 1024 bytes)";
+        if (b->max_entries < 1)
+                return "max-entries must be at least 1";
         if (b->backoff_initial == 0 || b->backoff_max < b->backoff_initial)
                 return "needs 0 < backoff-initial <= backoff-max";
         if (b->splay > USEC_PER_HOUR)

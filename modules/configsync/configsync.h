@@ -4,8 +4,9 @@
 /* configsync's shared structures: the module (struct configsync) and one struct bundle per
  * [config.NAME]. configsync.c: config, module contract, pod gate, metrics. bundle.c: one
  * bundle's state machine, triggers (interval, zk-version-node, refresh, SIGHUP), last known
- * good and on-change. configsync-api.c: /v1/configs. fetch.c: one download; manifest.c: the
- * manifest and signature; runner.c: the on-change command. */
+ * good and on-change; bundle-state.c: its state file. configsync-api.c: /v1/configs. fetch.c:
+ * one sync's requests; stage.c: its file-system work, run off the loop by fswork.c; manifest.c:
+ * the manifest, its limits and signature; runner.c: the on-change command. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 
 #include "backoff.h"
 #include "fetch.h"
+#include "log.h"
 #include "metrics.h"
 #include "module.h"
 #include "runner.h"
@@ -41,6 +43,9 @@ struct bundle_settings {
         usec_t timeout;
         unsigned parallel;
         uint64_t max_size;
+        unsigned max_depth;       /* struct manifest_limits */
+        unsigned max_directories;
+        unsigned max_entries;
         usec_t backoff_initial;
         usec_t backoff_max;
         char *group;         /* owner group of the published tree (name or number), group-readable */
@@ -96,6 +101,8 @@ struct bundle {
         bool have_sha;
         uint8_t manifest_sha256[32];
         struct manifest *manifest;
+        bool have_serial;      /* the published manifest's serial (kept while url stays) */
+        uint64_t serial;
         size_t n_files;
         uint64_t size;
 
@@ -151,6 +158,20 @@ void bundle_refresh(struct bundle *b, const char *why);
 struct bundle *configsync_find(struct configsync *cs, const char *name);
 void configsync_bundle_changed(struct configsync *cs, struct bundle *b, bool presence_changed);
 cJSON *bundle_to_json(const struct bundle *b);
+
+#define log_bundle_full_errno(b, level, error, fmt, ...) \
+        log_module_full_errno(CONFIGSYNC_MODULE, level, error, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+#define log_bundle_debug(b, ...) (void) log_bundle_full_errno(b, LOG_DEBUG, 0, __VA_ARGS__)
+#define log_bundle_info(b, ...) (void) log_bundle_full_errno(b, LOG_INFO, 0, __VA_ARGS__)
+#define log_bundle_warning(b, ...) (void) log_bundle_full_errno(b, LOG_WARNING, 0, __VA_ARGS__)
+#define log_bundle_warning_errno(b, e, ...) log_bundle_full_errno(b, LOG_WARNING, e, __VA_ARGS__)
+
+/* bundle-state.c: the state file. Saving writes (and fsyncs) it; loading adopts it only if it
+ * describes the tree ..data points at (the serial: whenever the url is the same). */
+int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manifest_size);
+void bundle_load_state(struct bundle *b);
+/* Keeps m's serial, if it has one, as the published one. */
+void bundle_take_serial(struct bundle *b, const struct manifest *m);
 
 /* configsync-api.c */
 int configsync_api_register(struct module_instance *mi);

@@ -8,9 +8,10 @@
 
 #include <openssl/evp.h>
 
-#include "atomic-dir.h"
 #include "fetch.h"
 #include "fsutil.h"
+#include "fswork.h"
+#include "stage.h"
 #include "string-table.h"
 
 #define FETCH_BUFFER_SIZE (256L * 1024L)
@@ -19,7 +20,11 @@
 enum fetch_phase {
         PHASE_MANIFEST,
         PHASE_SIGNATURE,
+        PHASE_CHECK,   /* check_manifest in its thread */
+        PHASE_PREPARE, /* stage_prepare in its thread */
         PHASE_FILES,
+        PHASE_PUBLISH, /* stage_publish in its thread */
+        PHASE_CLEANUP, /* failed: stage_remove in its thread, then done */
         PHASE_DONE,
 };
 
@@ -37,6 +42,7 @@ struct fetch_file {
 };
 
 struct fetch {
+        sd_event *event;
         struct http_client *http;
         fetch_done_fn done;
         void *userdata;
@@ -46,18 +52,24 @@ struct fetch {
         usec_t timeout;
         unsigned parallel, keep_versions;
         uint64_t max_size;
+        struct manifest_limits limits;
+        bool have_current_serial;
+        uint64_t current_serial;
         struct publish_modes modes;
         bool have_current_sha;
         uint8_t current_sha256[32];
         const struct manifest *current; /* borrowed: the caller keeps it until done */
-        const struct manifest_file **current_index; /* current's files sorted by path */
 
         enum fetch_phase phase;
         struct http_transfer *transfer; /* manifest or signature */
         struct curl_slist *headers;
 
-        char *version_dir; /* full path while unpublished */
-        int vfd, curfd;
+        bool have_signature;  /* the manifest's, decoded, for check_manifest */
+        uint8_t signature[SIGNATURE_ED25519_SIZE];
+        enum fetch_error_kind check_kind; /* why check_manifest refused it */
+        char *check_error;
+        struct stage stage;   /* the version directory */
+        struct fswork *work;  /* the stage's step in flight */
         struct fetch_file *files;
         size_t next_file, n_active, n_finished;
 
@@ -85,6 +97,8 @@ static const char *const fetch_error_kind_table[_FETCH_ERROR_KIND_MAX] = {
         [FETCH_ERROR_CHECKSUM] = "checksum",
         [FETCH_ERROR_DISK] = "disk",
         [FETCH_ERROR_DEST] = "dest",
+        [FETCH_ERROR_LIMIT] = "limit",
+        [FETCH_ERROR_ROLLBACK] = "rollback",
         [FETCH_ERROR_OTHER] = "other",
 };
 
@@ -100,7 +114,9 @@ static void file_release(struct fetch_file *ff) {
         ff->md = NULL;
 }
 
-static void fetch_release(struct fetch *f) {
+/* Stops every request and the stage's step in flight (waiting for the thread); the version
+ * directory, if any, stays for stage_remove. */
+static void fetch_stop(struct fetch *f) {
         http_transfer_cancel(f->transfer);
         f->transfer = NULL;
         if (f->files) {
@@ -109,14 +125,16 @@ static void fetch_release(struct fetch *f) {
                         file_release(&f->files[i]);
                 f->files = mfree(f->files);
         }
-        f->vfd = safe_close(f->vfd);
-        f->curfd = safe_close(f->curfd);
-        f->current_index = mfree(f->current_index);
-        if (f->version_dir) {
-                /* Never published: it goes, whatever it holds. */
-                (void) rm_rf(f->version_dir);
-                f->version_dir = mfree(f->version_dir);
-        }
+        f->work = fswork_free(f->work);
+}
+
+static void fetch_release(struct fetch *f) {
+        fetch_stop(f);
+        if (f->stage.version_dir)
+                /* Never published: it goes, whatever it holds. Here only when the thread that
+                 * would remove it cannot be had, or the fetch is cancelled (a reload, the stop). */
+                (void) rm_rf(f->stage.version_dir);
+        stage_done(&f->stage);
 }
 
 struct fetch *fetch_free(struct fetch *f) {
@@ -130,6 +148,7 @@ struct fetch *fetch_free(struct fetch *f) {
         free(f->etag);
         free(f->current_dir);
         EVP_PKEY_free(f->public_key);
+        free(f->check_error);
         free(f->out.message);
         free(f->out.etag);
         free(f->out.manifest_text);
@@ -139,12 +158,33 @@ struct fetch *fetch_free(struct fetch *f) {
         return NULL;
 }
 
-static void fetch_finish(struct fetch *f) {
+static void fetch_report(struct fetch *f) {
         f->phase = PHASE_DONE;
         f->out.total_usec = now_usec(CLOCK_MONOTONIC) - f->started;
-        if (f->out.result == FETCH_FAILED)
-                fetch_release(f);
         f->done(f, &f->out, f->userdata);
+}
+
+static void on_removed(struct fswork *w, int r, void *userdata) {
+        struct fetch *f = userdata;
+
+        /* What could not be removed is a leftover the cleanup at the next start removes. */
+        f->work = fswork_free(f->work);
+        stage_done(&f->stage);
+        fetch_report(f);
+}
+
+/* A failure reports once the unpublished version directory is gone (removed off the loop). */
+static void fetch_finish(struct fetch *f) {
+        if (f->out.result == FETCH_FAILED) {
+                fetch_stop(f);
+                if (f->stage.version_dir &&
+                    fswork_start(f->event, stage_remove, &f->stage, on_removed, f, &f->work) >= 0) {
+                        f->phase = PHASE_CLEANUP;
+                        return;
+                }
+                fetch_release(f);
+        }
+        fetch_report(f);
 }
 
 _printf_(4, 5) static void fetch_fail(struct fetch *f, enum fetch_error_kind kind, int error, const char *format, ...) {
@@ -302,123 +342,15 @@ static void file_done(struct http_client *c, const struct http_response *resp, v
         files_pump(f);
 }
 
-/* mkdir -p of path's parent directories inside the version directory (never following links:
- * there are none but ours in it), each with the bundle's directory mode and group. */
-static int make_parents(int vfd, const char *path, const struct publish_modes *modes) {
-        _cleanup_free_ char *p = strdup(path);
-
-        if (!p)
-                return -ENOMEM;
-        for (char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
-                *slash = 0;
-                int r = mkdirat_mode(vfd, p, modes->dir_mode);
-                if (r < 0 && r != -EEXIST)
-                        return r;
-                if (r >= 0) {
-                        _cleanup_close_ int fd = openat(vfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        r = fd < 0 ? negative_errno() : publish_modes_set_fd(fd, modes->dir_mode, modes->gid);
-                        if (r < 0)
-                                return r;
-                }
-                *slash = '/';
-        }
-        return 0;
-}
-
-/* sha256 of what fd holds from its start; -EBADMSG if that is not exactly size bytes (it stops
- * reading as soon as there are more). */
-static int hash_fd(int fd, uint64_t size, uint8_t ret[32]) {
-        _cleanup_free_ uint8_t *buf = malloc(FETCH_BUFFER_SIZE);
-        EVP_MD_CTX *md = EVP_MD_CTX_new();
-        uint64_t total = 0;
-        unsigned len = 0;
-        int r = 0;
-
-        if (!buf || !md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-                EVP_MD_CTX_free(md);
-                return -ENOMEM;
-        }
-        for (;;) {
-                ssize_t n = read(fd, buf, FETCH_BUFFER_SIZE);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        r = negative_errno();
-                        break;
-                }
-                if (n == 0)
-                        break;
-                total += (uint64_t) n;
-                if (total > size) {
-                        r = -EFBIG;
-                        break;
-                }
-                if (EVP_DigestUpdate(md, buf, (size_t) n) != 1) {
-                        r = -ENOMEM;
-                        break;
-                }
-        }
-        if (r >= 0 && (total != size || EVP_DigestFinal_ex(md, ret, &len) != 1 || len != 32))
-                r = -EBADMSG;
-        EVP_MD_CTX_free(md);
-        return r;
-}
-
-/* Hard-links an unchanged file from the published version, after checking that its bytes on
- * disk still have the manifest's sha256 (a file changed or damaged in place since it was
- * published is downloaded again, never carried into the new version). 1 if done, 0 if not. */
-static int file_reuse(struct fetch *f, struct fetch_file *ff) {
-        const struct manifest_file *cur;
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st, linked;
-        uint8_t sha[32];
-
-        if (f->curfd < 0)
-                return 0;
-        cur = manifest_index_find(f->current_index, f->current->n_files, ff->mf->path);
-        if (!manifest_file_same(cur, ff->mf))
-                return 0;
-        fd = openat(f->curfd, ff->mf->path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &st) < 0) {
-                f->out.files_damaged++;
-                return 0;
-        }
-        if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != ff->mf->size || (st.st_mode & 07777) != publish_modes_file(&f->modes, ff->mf->mode) ||
-            st.st_gid != f->modes.gid ||
-            hash_fd(fd, ff->mf->size, sha) < 0 || memcmp(sha, ff->mf->sha256, 32) != 0) {
-                f->out.files_damaged++;
-                return 0;
-        }
-        if (linkat(f->curfd, ff->mf->path, f->vfd, ff->mf->path, 0) < 0)
-                return 0;
-        /* The name still led to the inode just checked (nothing swapped it meanwhile)? */
-        if (fstatat(f->vfd, ff->mf->path, &linked, AT_SYMLINK_NOFOLLOW) < 0 || linked.st_ino != st.st_ino ||
-            linked.st_dev != st.st_dev) {
-                (void) unlinkat(f->vfd, ff->mf->path, 0);
-                return 0;
-        }
-        return 1;
-}
-
 static int file_start(struct fetch *f, struct fetch_file *ff) {
         _cleanup_free_ char *url = NULL;
         CURL *e = NULL;
         int r;
 
-        r = make_parents(f->vfd, ff->mf->path, &f->modes);
-        if (r < 0)
-                return r;
-        r = file_reuse(f, ff);
-        if (r > 0) {
-                f->n_finished++;
-                f->out.files_reused++;
-                return 0;
-        }
-
         r = manifest_resolve_url(f->url, ff->mf->url, &url);
         if (r < 0)
                 return r;
-        ff->fd = openat(f->vfd, ff->mf->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        ff->fd = openat(f->stage.vfd, ff->mf->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (ff->fd < 0)
                 return negative_errno();
         ff->md = EVP_MD_CTX_new();
@@ -440,29 +372,25 @@ static int file_start(struct fetch *f, struct fetch_file *ff) {
         return 0;
 }
 
-static void publish(struct fetch *f) {
-        _cleanup_free_ char *name = NULL;
-        int r;
+static void on_published(struct fswork *w, int r, void *userdata) {
+        struct fetch *f = userdata;
 
-        f->vfd = safe_close(f->vfd);
-        f->curfd = safe_close(f->curfd);
-        r = path_split(f->version_dir, NULL, &name);
+        f->work = fswork_free(f->work);
+        f->out.publish_usec = f->stage.publish_usec;
         if (r < 0)
-                return fetch_fail(f, FETCH_ERROR_OTHER, r, "publishing: %s", strerror(-r));
-        usec_t t0 = now_usec(CLOCK_MONOTONIC);
-        r = atomic_dir_commit(f->dest, f->version_dir, f->keep_versions);
-        f->out.publish_usec = now_usec(CLOCK_MONOTONIC) - t0;
-        /* Once ..data points at it, the directory is no longer ours to remove. */
-        _cleanup_free_ char *current = NULL;
-        if (atomic_dir_current(f->dest, &current) >= 0 && streq(current, name))
-                f->version_dir = mfree(f->version_dir);
-        if (r < 0 && f->version_dir)
-                return fetch_fail(f, FETCH_ERROR_DISK, r, "publishing in %s: %s", f->dest, strerror(-r));
-        /* Published, with only the tidying after the swap incomplete: the next commit or the
-         * cleanup at start finishes it. */
-        f->out.version_dir = TAKE_PTR(name);
+                return fetch_fail(f, f->stage.kind, r, "%s", f->stage.message ? f->stage.message : strerror(-r));
+        f->out.version_dir = TAKE_PTR(f->stage.published_name);
         f->out.result = FETCH_CHANGED;
         fetch_finish(f);
+}
+
+static void publish(struct fetch *f) {
+        int r;
+
+        f->phase = PHASE_PUBLISH;
+        r = fswork_start(f->event, stage_publish, &f->stage, on_published, f, &f->work);
+        if (r < 0)
+                fetch_fail(f, FETCH_ERROR_OTHER, r, "publishing: %s", strerror(-r));
 }
 
 static void files_pump(struct fetch *f) {
@@ -473,6 +401,8 @@ static void files_pump(struct fetch *f) {
                 return;
         while (f->n_active < f->parallel && f->next_file < m->n_files) {
                 struct fetch_file *ff = &f->files[f->next_file++];
+                if (f->stage.reused[ff - f->files])
+                        continue; /* counted in n_finished already */
                 r = file_start(f, ff);
                 if (r < 0) {
                         enum fetch_error_kind k = r == -ENOSPC || r == -EIO || r == -EDQUOT || r == -EROFS ||
@@ -486,19 +416,17 @@ static void files_pump(struct fetch *f) {
                 publish(f);
 }
 
-/* -EPERM if dest exists and others than its owner may write into it (they could swap what we
- * publish); -ENOENT if it does not exist yet (atomic_dir_begin makes it, files_begin then
- * gives it the bundle's directory mode). */
-static int check_dest(const char *dest) {
-        struct stat st;
+static void on_prepared(struct fswork *w, int r, void *userdata) {
+        struct fetch *f = userdata;
 
-        if (stat(dest, &st) < 0)
-                return negative_errno();
-        if (!S_ISDIR(st.st_mode))
-                return -ENOTDIR;
-        if (st.st_mode & (S_IWGRP | S_IWOTH))
-                return -EPERM;
-        return 0;
+        f->work = fswork_free(f->work);
+        f->out.files_damaged = f->stage.files_damaged;
+        if (r < 0)
+                return fetch_fail(f, f->stage.kind, r, "%s", f->stage.message ? f->stage.message : strerror(-r));
+        f->out.files_reused = f->stage.files_reused;
+        f->n_finished = f->stage.files_reused;
+        f->phase = PHASE_FILES;
+        files_pump(f);
 }
 
 static void files_begin(struct fetch *f) {
@@ -509,7 +437,6 @@ static void files_begin(struct fetch *f) {
                 return fetch_fail(f, FETCH_ERROR_MANIFEST, -EFBIG,
                                   "manifest: the bundle's %" PRIu64 " bytes exceed max-size (%" PRIu64 ")",
                                   m->total_size, f->max_size);
-        f->phase = PHASE_FILES;
         if (m->n_files > 0) {
                 f->files = calloc(m->n_files, sizeof(struct fetch_file));
                 if (!f->files)
@@ -518,59 +445,94 @@ static void files_begin(struct fetch *f) {
         for (size_t i = 0; i < m->n_files; i++)
                 f->files[i] = (struct fetch_file) { .fetch = f, .mf = &m->files[i], .fd = -EBADF };
 
-        r = check_dest(f->dest);
-        if (r == -EPERM)
-                return fetch_fail(f, FETCH_ERROR_DEST, r,
-                                  "dest %s is group- or world-writable: refusing to publish there (chmod go-w %s)",
-                                  f->dest, f->dest);
-        if (r < 0 && r != -ENOENT)
-                return fetch_fail(f, FETCH_ERROR_DEST, r, "dest %s: %s", f->dest, strerror(-r));
-        r = atomic_dir_begin(f->dest, &f->version_dir);
+        f->stage.dest = f->dest;
+        f->stage.current_dir = f->current ? f->current_dir : NULL;
+        f->stage.manifest = m;
+        f->stage.current = f->current;
+        f->stage.modes = f->modes;
+        f->stage.keep_versions = f->keep_versions;
+        f->phase = PHASE_PREPARE;
+        r = fswork_start(f->event, stage_prepare, &f->stage, on_prepared, f, &f->work);
         if (r < 0)
-                return fetch_fail(f, FETCH_ERROR_DISK, r, "creating a version directory in %s: %s", f->dest,
-                                  strerror(-r));
-        /* Opened below dest without following a link: what was just made, not what a swap
-         * after the mkdir could put at that name. */
-        _cleanup_close_ int destfd = open_directory(f->dest);
-        _cleanup_free_ char *name = NULL;
-        r = destfd < 0 ? destfd : path_split(f->version_dir, NULL, &name);
-        if (r >= 0) {
-                f->vfd = openat(destfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                r = f->vfd < 0 ? negative_errno() : 0;
-        }
-        /* dest gates everything below it (also versions published under other rules); the new
-         * version is closed before anything is put in it. */
-        if (r >= 0)
-                r = publish_modes_set_fd(destfd, f->modes.dir_mode, f->modes.gid);
-        if (r >= 0)
-                r = publish_modes_set_fd(f->vfd, f->modes.dir_mode, f->modes.gid);
-        if (r < 0)
-                return fetch_fail(f, FETCH_ERROR_DISK, r, "opening %s: %s", f->version_dir, strerror(-r));
-        if (f->current && f->current_dir) {
-                r = manifest_index(f->current, &f->current_index);
-                if (r < 0)
-                        return fetch_fail(f, FETCH_ERROR_OTHER, r, "out of memory");
-                f->curfd = openat(destfd, f->current_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (f->curfd < 0)
-                        f->curfd = -errno;
-        }
-        files_pump(f);
+                return fetch_fail(f, FETCH_ERROR_OTHER, r, "starting the file-system work: %s", strerror(-r));
 }
 
 /* ---- manifest and signature ---- */
 
-static void manifest_accept(struct fetch *f) {
+/* A manifest other than the published one must carry a newer serial if the published one has
+ * a serial: an older manifest, however well signed, is a rollback. */
+static int check_serial(struct fetch *f, const struct manifest *m) {
+        if (!f->have_current_serial)
+                return 0;
+        if (!m->has_serial) {
+                fetch_fail(f, FETCH_ERROR_ROLLBACK, -ESTALE,
+                           "manifest: no serial, but the published version has serial %" PRIu64
+                           ": refusing what may be an older manifest (a rollback)",
+                           f->current_serial);
+                return -ESTALE;
+        }
+        if (m->serial <= f->current_serial) {
+                fetch_fail(f, FETCH_ERROR_ROLLBACK, -ESTALE,
+                           "manifest: serial %" PRIu64 " is not newer than the published version's %" PRIu64
+                           ": refusing a rollback (to go back, publish the older files with a higher serial)",
+                           m->serial, f->current_serial);
+                return -ESTALE;
+        }
+        return 0;
+}
+
+/* In a thread: up to 16 MiB of manifest are hashed, their signature checked and the JSON
+ * parsed, work that grows with the manifest and so stays off the loop. */
+static int check_manifest(void *userdata, const atomic_bool *stop) {
+        struct fetch *f = userdata;
         _cleanup_free_ char *error = NULL;
         int r;
 
-        r = manifest_parse(f->out.manifest_text, f->out.manifest_size, &f->out.manifest, &error);
+        if (!EVP_Digest(f->out.manifest_text, f->out.manifest_size, f->out.manifest_sha256, NULL, EVP_sha256(), NULL)) {
+                f->check_kind = FETCH_ERROR_OTHER;
+                return -EIO;
+        }
+        if (f->have_signature) {
+                r = signature_verify(f->public_key, f->out.manifest_text, f->out.manifest_size, f->signature);
+                if (r < 0) {
+                        f->check_kind = FETCH_ERROR_SIGNATURE;
+                        if (asprintf(&f->check_error, "signature: %s",
+                                     r == -EBADMSG ? "does not verify with public-key" : strerror(-r)) < 0)
+                                f->check_error = NULL;
+                        return r;
+                }
+        }
+        r = manifest_parse_limited(f->out.manifest_text, f->out.manifest_size, &f->limits, &f->out.manifest, &error);
+        if (r < 0) {
+                f->check_kind = r == -E2BIG ? FETCH_ERROR_LIMIT : FETCH_ERROR_MANIFEST;
+                if (asprintf(&f->check_error, "manifest: %s", error ? error : strerror(-r)) < 0)
+                        f->check_error = NULL;
+        }
+        return r;
+}
+
+static void on_checked(struct fswork *w, int r, void *userdata) {
+        struct fetch *f = userdata;
+
+        f->work = fswork_free(f->work);
         if (r < 0)
-                return fetch_fail(f, FETCH_ERROR_MANIFEST, r, "manifest: %s", error ? error : strerror(-r));
+                return fetch_fail(f, f->check_kind, r, "%s", f->check_error ? f->check_error : strerror(-r));
         if (f->have_current_sha && memcmp(f->current_sha256, f->out.manifest_sha256, 32) == 0) {
                 f->out.result = FETCH_SAME;
                 return fetch_finish(f);
         }
+        if (check_serial(f, f->out.manifest) < 0)
+                return;
         files_begin(f);
+}
+
+static void manifest_accept(struct fetch *f) {
+        int r;
+
+        f->phase = PHASE_CHECK;
+        r = fswork_start(f->event, check_manifest, f, on_checked, f, &f->work);
+        if (r < 0)
+                fetch_fail(f, FETCH_ERROR_OTHER, r, "checking the manifest: %s", strerror(-r));
 }
 
 static void signature_done(struct http_client *c, const struct http_response *resp, void *userdata) {
@@ -588,10 +550,8 @@ static void signature_done(struct http_client *c, const struct http_response *re
         r = signature_decode(resp->body, resp->body_size, sig);
         if (r < 0)
                 return fetch_fail(f, FETCH_ERROR_SIGNATURE, -EBADMSG, "signature: not the base64 of 64 bytes");
-        r = signature_verify(f->public_key, f->out.manifest_text, f->out.manifest_size, sig);
-        if (r < 0)
-                return fetch_fail(f, FETCH_ERROR_SIGNATURE, r, "signature: %s",
-                                  r == -EBADMSG ? "does not verify with public-key" : strerror(-r));
+        memcpy(f->signature, sig, sizeof(sig));
+        f->have_signature = true;
         manifest_accept(f);
 }
 
@@ -625,8 +585,6 @@ static void manifest_done(struct http_client *c, const struct http_response *res
         memcpy(f->out.manifest_text, resp->body, resp->body_size);
         f->out.manifest_text[resp->body_size] = 0;
         f->out.manifest_size = resp->body_size;
-        if (!EVP_Digest(resp->body, resp->body_size, f->out.manifest_sha256, NULL, EVP_sha256(), NULL))
-                return fetch_fail(f, FETCH_ERROR_OTHER, -EIO, "sha256 failed");
 
         if (!f->public_key)
                 return manifest_accept(f);
@@ -658,12 +616,13 @@ int fetch_start(struct http_client *http, const struct fetch_params *p, fetch_do
         CURL *e = NULL;
         int r;
 
-        if (!http || !p || !p->url || !p->dest || !done || p->parallel == 0)
+        if (!http || !p || !p->event || !p->url || !p->dest || !done || p->parallel == 0)
                 return -EINVAL;
         f = calloc(1, sizeof(*f));
         if (!f)
                 return -ENOMEM;
-        f->vfd = f->curfd = -EBADF;
+        stage_init(&f->stage);
+        f->event = p->event;
         f->http = http;
         f->done = done;
         f->userdata = userdata;
@@ -671,6 +630,9 @@ int fetch_start(struct http_client *http, const struct fetch_params *p, fetch_do
         f->parallel = p->parallel;
         f->keep_versions = p->keep_versions;
         f->max_size = p->max_size;
+        f->limits = p->limits;
+        f->have_current_serial = p->have_current_serial;
+        f->current_serial = p->current_serial;
         f->modes = p->modes;
         f->current = p->current;
         if (p->current_sha256) {

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* One sync of one bundle, on the loop: the manifest (conditional on the ETag of what is
- * published), its signature, then every file in parallel (bounded), each streamed to disk
- * through sha256 and checked against its declared size, into a new version directory that is
- * published with the atomic "..data" swap. Files whose path, size, sha256 and mode match the
- * published version are hard-linked from it instead of downloaded.
+/* One sync of one bundle: the manifest (conditional on the ETag of what is published), its
+ * signature, then every file in parallel (bounded), each streamed to disk through sha256 and
+ * checked against its declared size, into a new version directory that is published with the
+ * atomic "..data" swap. Files whose path, size, sha256 and mode match the published version are
+ * hard-linked from it instead of downloaded. The requests run on the loop; the file-system work
+ * that grows with the manifest (directories, hashing reused files, fsync, swap, removal) runs
+ * in a thread (stage.h), after the manifest passed its limits (manifest_limits).
  *
  * Nothing is published unless every check passed; on any failure the new version directory is
  * removed and the published one is untouched. The done callback runs exactly once (never from
@@ -14,6 +16,7 @@
 #include <stdint.h>
 
 #include <openssl/evp.h>
+#include <systemd/sd-event.h>
 
 #include "http.h"
 #include "macro.h"
@@ -23,6 +26,7 @@
 struct fetch;
 
 struct fetch_params {
+        sd_event *event;         /* where the file-system work reports back */
         const char *url;
         const char *ca_file;     /* NULL: the system trust store */
         EVP_PKEY *public_key;    /* NULL: no signature required */
@@ -31,6 +35,9 @@ struct fetch_params {
         unsigned parallel;       /* files in flight at once */
         unsigned keep_versions;
         uint64_t max_size;       /* refuse bundles larger than this */
+        struct manifest_limits limits; /* refuse bundles that make more on disk than this */
+        bool have_current_serial;      /* the published manifest's serial: an older one is refused */
+        uint64_t current_serial;
         const char *etag;        /* of the published manifest, for If-None-Match; may be NULL */
         const uint8_t *current_sha256;      /* sha256 of the published manifest's bytes, or NULL */
         const struct manifest *current;     /* the published manifest, for reuse; may be NULL */
@@ -59,7 +66,9 @@ enum fetch_error_kind {
         FETCH_ERROR_SIZE,      /* a body larger or smaller than declared */
         FETCH_ERROR_CHECKSUM,
         FETCH_ERROR_DISK,      /* writing or publishing failed (ENOSPC, EIO, ...) */
-        FETCH_ERROR_DEST,      /* dest is unusable or unsafe (group- or world-writable, not a directory) */
+        FETCH_ERROR_DEST,      /* dest is unusable or unsafe (group- or world-writable, not a directory, not ours) */
+        FETCH_ERROR_LIMIT,     /* the manifest makes more on disk than its limits allow */
+        FETCH_ERROR_ROLLBACK,  /* the manifest's serial is not newer than the published one's */
         FETCH_ERROR_OTHER,
         _FETCH_ERROR_KIND_MAX,
 };

@@ -2,15 +2,17 @@
 MODULE_SOURCES += \
 	modules/configsync/configsync.c modules/configsync/configsync.h \
 	modules/configsync/configsync-api.c \
-	modules/configsync/bundle.c \
+	modules/configsync/bundle.c modules/configsync/bundle-state.c \
 	modules/configsync/fetch.c modules/configsync/fetch.h \
+	modules/configsync/fswork.c modules/configsync/fswork.h \
+	modules/configsync/stage.c modules/configsync/stage.h \
 	modules/configsync/manifest.c modules/configsync/manifest.h \
 	modules/configsync/modes.c modules/configsync/modes.h \
 	modules/configsync/runner.c modules/configsync/runner.h \
 	modules/configsync/zk-trigger.c modules/configsync/zk-trigger.h
 EXTRA_DIST += modules/configsync/local.mk
 INTEGRATION_TESTS += tests/integration/test_configsync.py tests/integration/test_configsync_lifecycle.py \
-	tests/integration/test_configsync_modes.py
+	tests/integration/test_configsync_modes.py tests/integration/test_configsync_limits.py
 EXTRA_DIST += tests/integration/configsync_testlib.py
 
 # Unit tests: each links only what it needs.
@@ -19,6 +21,7 @@ UNIT_TESTS += \
 	tests/unit/test-configsync-manifest \
 	tests/unit/test-configsync-modes \
 	tests/unit/test-configsync-runner \
+	tests/unit/test-configsync-stage \
 	tests/unit/test-configsync-zk
 tests_unit_test_configsync_manifest_SOURCES = tests/unit/test-configsync-manifest.c modules/configsync/manifest.c
 tests_unit_test_configsync_manifest_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
@@ -26,6 +29,10 @@ tests_unit_test_configsync_manifest_LDADD = $(UNIT_LIBS)
 tests_unit_test_configsync_modes_SOURCES = tests/unit/test-configsync-modes.c modules/configsync/modes.c agent/fsutil.c
 tests_unit_test_configsync_modes_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_modes_LDADD = $(UNIT_LIBS)
+tests_unit_test_configsync_stage_SOURCES = tests/unit/test-configsync-stage.c modules/configsync/stage.c \
+	modules/configsync/manifest.c modules/configsync/modes.c agent/fsutil.c agent/atomic-dir.c
+tests_unit_test_configsync_stage_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
+tests_unit_test_configsync_stage_LDADD = $(UNIT_LIBS) -lm
 tests_unit_test_configsync_runner_SOURCES = tests/unit/test-configsync-runner.c modules/configsync/runner.c \
 	agent/strv.c agent/fsutil.c
 tests_unit_test_configsync_runner_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
@@ -35,8 +42,9 @@ tests_unit_test_configsync_runner_LDADD = $(UNIT_LIBS)
 UNIT_TESTS += tests/unit/test-configsync-module
 tests_unit_test_configsync_module_SOURCES = tests/unit/test-configsync-module.c tests/unit/manager-fixture.h \
 	modules/configsync/configsync.c modules/configsync/configsync-api.c modules/configsync/bundle.c \
-	modules/configsync/fetch.c modules/configsync/manifest.c modules/configsync/modes.c modules/configsync/runner.c \
-	modules/configsync/zk-trigger.c
+	modules/configsync/bundle-state.c \
+	modules/configsync/fetch.c modules/configsync/fswork.c modules/configsync/stage.c modules/configsync/manifest.c \
+	modules/configsync/modes.c modules/configsync/runner.c modules/configsync/zk-trigger.c
 tests_unit_test_configsync_module_CFLAGS = $(CONFIGSYNC_UNIT_CFLAGS)
 tests_unit_test_configsync_module_LDFLAGS = -Wl,--wrap=runner_new
 tests_unit_test_configsync_module_LDADD = libpinion-core.a $(UNIT_LIBS)

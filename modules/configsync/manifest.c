@@ -123,19 +123,22 @@ static bool has_path(char **sorted, size_t n, const char *key) {
         return bsearch(&key, sorted, n, sizeof(char *), cmp_paths) != NULL;
 }
 
-/* No two entries with one path, and no file where another entry needs a directory ("a" and
- * "a/b"): either would make the tree depend on the order of writes. */
-static int check_collisions(const struct manifest *m, char **ret_error) {
-        _cleanup_free_ char **sorted = NULL;
+/* m's paths sorted (free() the array, not the strings). */
+static int sorted_paths(const struct manifest *m, char ***ret) {
+        char **sorted = malloc(MAX(m->n_files, (size_t) 1) * sizeof(char *));
 
-        if (m->n_files == 0)
-                return 0;
-        sorted = malloc(m->n_files * sizeof(char *));
         if (!sorted)
                 return -ENOMEM;
         for (size_t i = 0; i < m->n_files; i++)
                 sorted[i] = m->files[i].path;
         qsort(sorted, m->n_files, sizeof(char *), cmp_paths);
+        *ret = sorted;
+        return 0;
+}
+
+/* No two entries with one path, and no file where another entry needs a directory ("a" and
+ * "a/b"): either would make the tree depend on the order of writes. */
+static int check_collisions(const struct manifest *m, char **sorted, char **ret_error) {
         for (size_t i = 1; i < m->n_files; i++)
                 if (streq(sorted[i - 1], sorted[i]))
                         return fail(ret_error, "files: path \"%s\" appears twice", sorted[i]);
@@ -151,6 +154,65 @@ static int check_collisions(const struct manifest *m, char **ret_error) {
                                             m->files[i].path);
                 }
         }
+        return 0;
+}
+
+static unsigned count_slashes(const char *s, size_t n) {
+        unsigned k = 0;
+        for (size_t i = 0; i < n && s[i]; i++)
+                k += s[i] == '/';
+        return k;
+}
+
+/* Directories and top-level entries, from the sorted paths in one pass: the paths below a
+ * directory are next to each other in sorted order, so a path's directories are new but for
+ * those it shares with the path before it (the slashes in their common prefix). */
+static void count_tree(struct manifest *m, char *const *sorted) {
+        m->n_directories = m->n_links = 0;
+        for (size_t i = 0; i < m->n_files; i++) {
+                const char *p = sorted[i], *q = i > 0 ? sorted[i - 1] : "";
+                size_t common = 0;
+                while (p[common] && p[common] == q[common])
+                        common++;
+                unsigned shared = count_slashes(p, common);
+                m->n_directories += count_slashes(p, SIZE_MAX) - shared;
+                /* A new top-level entry unless it is a directory already counted. */
+                if (i == 0 || shared == 0)
+                        m->n_links++;
+        }
+}
+
+size_t manifest_entries(const struct manifest *m) {
+        return m->n_files + m->n_directories + m->n_links;
+}
+
+static int check_limits(const struct manifest *m, const struct manifest_limits *l, char **ret_error) {
+        if (m->n_directories > l->max_directories) {
+                (void) fail(ret_error, "files: %zu directories, more than max-directories (%u)", m->n_directories,
+                            l->max_directories);
+                return -E2BIG;
+        }
+        if (manifest_entries(m) > l->max_entries) {
+                (void) fail(ret_error,
+                            "files: %zu entries (%zu files, %zu directories, %zu links in dest), more than "
+                            "max-entries (%u)",
+                            manifest_entries(m), m->n_files, m->n_directories, m->n_links, l->max_entries);
+                return -E2BIG;
+        }
+        return 0;
+}
+
+/* "serial", optional: a whole number from 0 to 2^53. */
+static int parse_serial(const cJSON *root, struct manifest *m, char **ret_error) {
+        const cJSON *serial = cJSON_GetObjectItemCaseSensitive(root, "serial");
+
+        if (!serial)
+                return 0;
+        if (!cJSON_IsNumber(serial) || !(serial->valuedouble >= 0) || serial->valuedouble > MANIFEST_MAX_SERIAL ||
+            floor(serial->valuedouble) != serial->valuedouble)
+                return fail(ret_error, "serial: not a whole number from 0 to 2^53");
+        m->has_serial = true;
+        m->serial = (uint64_t) serial->valuedouble;
         return 0;
 }
 
@@ -192,7 +254,13 @@ static int parse_file(const cJSON *o, size_t i, struct manifest_file *f, char **
 }
 
 int manifest_parse(const char *text, size_t size, struct manifest **ret, char **ret_error) {
+        return manifest_parse_limited(text, size, NULL, ret, ret_error);
+}
+
+int manifest_parse_limited(const char *text, size_t size, const struct manifest_limits *limits,
+                           struct manifest **ret, char **ret_error) {
         _cleanup_(manifest_freep) struct manifest *m = NULL;
+        _cleanup_free_ char **sorted = NULL;
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;
         const cJSON *version, *files, *f;
         int r;
@@ -233,6 +301,9 @@ int manifest_parse(const char *text, size_t size, struct manifest **ret, char **
         m->version = strdup(version->valuestring);
         if (!m->version)
                 return -ENOMEM;
+        r = parse_serial(root, m, ret_error);
+        if (r < 0)
+                return r;
         if (n > 0) {
                 m->files = calloc((size_t) n, sizeof(struct manifest_file));
                 if (!m->files)
@@ -247,9 +318,24 @@ int manifest_parse(const char *text, size_t size, struct manifest **ret, char **
                 if (m->total_size > UINT64_MAX - m->files[i].size)
                         return fail(ret_error, "files: sizes overflow");
                 m->total_size += m->files[i].size;
+                /* Before anything else looks at the paths: how deep they go bounds that work. */
+                unsigned depth = count_slashes(m->files[i].path, SIZE_MAX);
+                if (limits && depth > limits->max_depth) {
+                        (void) fail(ret_error, "files[%zu].path: \"%.200s\" is %u directories deep, more than max-depth (%u)",
+                                    i, m->files[i].path, depth, limits->max_depth);
+                        return -E2BIG;
+                }
+                m->depth = MAX(m->depth, depth);
                 i++;
         }
-        r = check_collisions(m, ret_error);
+        r = sorted_paths(m, &sorted);
+        if (r < 0)
+                return r;
+        count_tree(m, sorted);
+        r = limits ? check_limits(m, limits, ret_error) : 0;
+        if (r < 0)
+                return r;
+        r = check_collisions(m, sorted, ret_error);
         if (r < 0)
                 return r;
 

@@ -6,6 +6,7 @@
  * Ed25519 signature (base64 in <manifest url>.sig over the manifest's exact bytes). Outside
  * input, so no logging here and a fuzz target (tests/fuzz/fuzz-configsync-manifest.c). */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,15 +16,30 @@
 #include "macro.h"
 
 #define MANIFEST_MAX_SIZE (16U << 20)      /* bytes of manifest JSON */
-/* Files per bundle. Publishing fsyncs every file on the loop (atomic_dir_commit), measured on
- * the CI VM: 0.44 s for 1,000 files, 5.5 s for 10,000, 22 s for 20,000. 10,000 keeps the worst
- * stall of the loop at a few seconds; split larger trees into several [config.NAME]. */
+/* Files per bundle. Publishing fsyncs every file (in stage.c's thread), measured on the CI VM:
+ * 0.44 s for 1,000 files, 5.5 s for 10,000, 22 s for 20,000. 10,000 keeps a publication within
+ * seconds; split larger trees into several [config.NAME]. */
 #define MANIFEST_MAX_FILES 10000U
 #define MANIFEST_MAX_PATH 1024U             /* bytes of one path */
 #define MANIFEST_MAX_VERSION 256U           /* bytes of the version string */
 #define MANIFEST_DEFAULT_MODE 0644
 #define SIGNATURE_ED25519_SIZE 64U
 #define SIGNATURE_MAX_TEXT 4096U            /* bytes of a .sig file */
+#define MANIFEST_MAX_SERIAL 9007199254740992.0 /* 2^53: every whole number up to it is exact in JSON */
+
+/* What one version of a bundle may make on disk, checked before anything is written: the
+ * declared bytes are capped by max-size, but empty files cost inodes and directories too (60
+ * empty files 507 directories deep are 30,425 directories). Per [config.NAME] (max-depth,
+ * max-directories, max-entries); the defaults fit any config tree a person writes. */
+#define MANIFEST_DEFAULT_MAX_DEPTH 32U          /* directories above a file */
+#define MANIFEST_DEFAULT_MAX_DIRECTORIES 2000U  /* directories in a version */
+#define MANIFEST_DEFAULT_MAX_ENTRIES 20000U     /* inodes: files + directories + links in dest */
+
+struct manifest_limits {
+        unsigned max_depth;
+        unsigned max_directories;
+        unsigned max_entries;
+};
 
 struct manifest_file {
         char *path;  /* relative to dest, normalised: no "", ".", ".." components, no leading '/' */
@@ -35,14 +51,25 @@ struct manifest_file {
 
 struct manifest {
         char *version;
+        bool has_serial;   /* "serial": a whole number that only ever grows (the rollback check) */
+        uint64_t serial;
         struct manifest_file *files;
         size_t n_files;
         uint64_t total_size;
+        /* What the version makes on disk besides its files. */
+        size_t n_directories;
+        size_t n_links;    /* top-level entries: each is a link dest/<entry> -> ..data/<entry> */
+        unsigned depth;    /* the deepest file's directories */
 };
 
-/* Parses and validates a manifest. -EINVAL (or -E2BIG for too many files, -EFBIG for too much
- * text) with *ret_error (if not NULL) saying what is wrong, e.g. "files[3].path: escapes dest". */
+/* Parses and validates a manifest. -EINVAL (or -E2BIG for too many files or past a limit,
+ * -EFBIG for too much text) with *ret_error (if not NULL) saying what is wrong, e.g.
+ * "files[3].path: escapes dest". limits NULL: only the fixed ones (MANIFEST_MAX_*). */
+int manifest_parse_limited(const char *text, size_t size, const struct manifest_limits *limits,
+                           struct manifest **ret, char **ret_error);
 int manifest_parse(const char *text, size_t size, struct manifest **ret, char **ret_error);
+/* Inodes a version of m makes: files, directories and the links in dest. */
+size_t manifest_entries(const struct manifest *m);
 struct manifest *manifest_free(struct manifest *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct manifest *, manifest_free);
 

@@ -163,10 +163,11 @@ def sign(key, data):
     return base64.b64encode(sig).decode() + "\n"
 
 
-def write_bundle(root, name, files, version, sign_key=None, lie=None, raw_entries=None):
+def write_bundle(root, name, files, version, sign_key=None, lie=None, raw_entries=None, serial=None):
     """Writes root/name/manifest.json and its files ({path: bytes or (bytes, mode)}).
     lie: {path: {"size": n} or {"sha256": hex}} to declare something else than served.
-    raw_entries: extra manifest entries as given. Returns the manifest bytes."""
+    raw_entries: extra manifest entries as given. serial: the manifest's "serial", if not None.
+    Returns the manifest bytes."""
     base = os.path.join(root, name)
     os.makedirs(base, exist_ok=True)
     entries = []
@@ -184,7 +185,10 @@ def write_bundle(root, name, files, version, sign_key=None, lie=None, raw_entrie
         e.update((lie or {}).get(path, {}))
         entries.append(e)
     entries += raw_entries or []
-    data = json.dumps({"version": version, "files": entries}, indent=1).encode()
+    top = {"version": version, "files": entries}
+    if serial is not None:
+        top["serial"] = serial
+    data = json.dumps(top, indent=1).encode()
     tmp = os.path.join(base, ".manifest.tmp")
     with open(tmp, "wb") as f:
         f.write(data)

@@ -589,7 +589,8 @@ def test_documented_keys_and_defaults_are_valid(agent_factory):
             keys.add(key)
             block.append("%s=%s" % (key, value))
     assert keys == {"url", "ca-file", "public-key", "dest", "interval", "zk-version-node", "splay", "on-change",
-                    "quiescence", "on-change-timeout", "keep-versions", "timeout", "parallel", "max-size",
+                    "quiescence", "on-change-timeout", "keep-versions", "timeout", "parallel", "max-size", "max-depth",
+                    "max-directories", "max-entries",
                     "backoff-initial", "backoff-max", "group", "world-readable"}, keys
     a = agent_factory(extra="\n".join(block) + "\n", start=False)
     r = a.check_config()

@@ -803,6 +803,14 @@ def deep(n):
     return '{"version": "v", "files": ' + "[" * n + "]" * n + "}"
 
 
+def chains(n, depth, **kw):
+    """n files, each at the end of its own chain of depth directories ("c<i>/d/d/.../f<i>")."""
+    return [entry("c%d/" % i + "d/" * (depth - 1) + "f%d" % i, **kw) for i in range(n)]
+
+
+EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+
+
 # (id, the manifest (a dict, or bytes as served), what last_error says: a regex).
 BAD_BUNDLES = [
     # --- not a manifest ---
@@ -845,6 +853,18 @@ BAD_BUNDLES = [
     ("path-long-component", manifest([entry(path="a" * 300)]), r"longer than 255"),
     ("path-duplicate", manifest([entry("x.conf"), entry("x.conf")]), r"appears twice"),
     ("path-file-and-dir", manifest([entry("conf"), entry("conf/db.ini")]), r"is a file and a directory"),
+    # --- what a version makes on disk: refused before anything is written ---
+    # 60 empty files 507 directories deep (a 68 KB manifest): 30,425 directories for 0 bytes.
+    ("dirs-507-deep", manifest(chains(60, 507, size=0, sha256=EMPTY_SHA)),
+     r"is 507 directories deep, more than max-depth \(32\)"),
+    ("dirs-33-deep", manifest([entry("d/" * 33 + "x.conf")]), r"is 33 directories deep, more than max-depth \(32\)"),
+    ("dirs-over-max", manifest(chains(63, 32, size=0, sha256=EMPTY_SHA) + [entry("c63/d/x.conf")]),
+     r"2018 directories, more than max-directories \(2000\)"),
+    ("entries-over-max", manifest([entry("f%d" % i, size=0, sha256=EMPTY_SHA) for i in range(9500)] +
+                                  [entry("d%d/f" % i, size=0, sha256=EMPTY_SHA) for i in range(500)]),
+     r"20500 entries \(10000 files, 500 directories, 10000 links in dest\), more than max-entries \(20000\)"),
+    ("serial-negative", manifest([entry()], serial=-1), r"serial: not a whole number"),
+    ("serial-string", manifest([entry()], serial="7"), r"serial: not a whole number"),
     # --- url ---
     ("url-missing", manifest([entry(url=None)]), r"url: missing"),
     ("url-empty", manifest([entry(url="")]), r"url: missing"),
@@ -871,6 +891,11 @@ BAD_BUNDLES = [
     ("mode-word", manifest([entry(mode="rwxrwxrwx")]), r"not an octal string"),
     ("mode-number", manifest([entry(mode=420)]), r"not an octal string"),
 ]
+
+
+# Refused for what they would make on disk: before anything is written (not even a version
+# directory appears in dest, whose mtime stays), with last_error_kind "limit".
+LIMIT_CASES = {"dirs-507-deep", "dirs-33-deep", "dirs-over-max", "entries-over-max"}
 
 
 def serve_manifest(root, name, data):
@@ -946,6 +971,7 @@ def test_hostile_bundle_is_refused_and_the_last_good_stays(bundle_env, what, dat
     a, dest = bundle_env["agent"], bundle_env["dest"]
     outside = tree_outside(bundle_env["dir"], dest)
     version_dirs = versions_in(dest)
+    dest_mtime = os.stat(dest).st_mtime_ns
     before = get_config(a, "app")["failures"]
     serve_manifest(bundle_env["nginx"].root, "app", data)
     r = a.request("POST", "/v1/configs/app/refresh")
@@ -955,6 +981,9 @@ def test_hostile_bundle_is_refused_and_the_last_good_stays(bundle_env, what, dat
     assert c["failures"] == before + 1, c
     assert c["present"] and c["version"] == "v1", (what, c)
     assert c["last_error"] and re.search(says, c["last_error"]), (what, c["last_error"])
+    if what in LIMIT_CASES:
+        assert c["last_error_kind"] == "limit", (what, c)
+        assert os.stat(dest).st_mtime_ns == dest_mtime, "%s: something was made in dest" % what
     assert read_tree(dest) == GOOD_FILES, what
     assert versions_in(dest) == version_dirs, what
     assert tree_outside(bundle_env["dir"], dest) == outside, what

@@ -130,6 +130,135 @@ static void test_parse_refuses(_unused_ void **state) {
         free(error);
 }
 
+/* A manifest of the given paths (each a file of one byte). */
+static char *manifest_of(const char *const *paths, size_t n, size_t *ret_len) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        assert_non_null(f);
+        fputs("{\"version\": \"v\", \"files\": [", f);
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%s{\"path\": \"%s\", \"url\": \"u\", \"size\": 1, \"sha256\": \"" SHA_A "\"}", i ? "," : "",
+                        paths[i]);
+        fputs("]}", f);
+        assert_int_equal(fclose(f), 0);
+        *ret_len = len;
+        return text;
+}
+
+/* "c<i>/d/.../d/f<i>": depth directories above each of n files, every chain its own. */
+static char *deep_manifest(unsigned depth, size_t n, size_t *ret_len) {
+        char **paths = calloc(n, sizeof(char *));
+        assert_non_null(paths);
+        for (size_t i = 0; i < n; i++) {
+                paths[i] = malloc(depth * 4 + 32);
+                assert_non_null(paths[i]);
+                char *p = paths[i];
+                for (unsigned k = 0; k < depth; k++)
+                        p += k == 0 ? sprintf(p, "c%zu/", i) : sprintf(p, "d/");
+                sprintf(p, "f%zu", i);
+        }
+        char *text = manifest_of((const char *const *) paths, n, ret_len);
+        for (size_t i = 0; i < n; i++)
+                free(paths[i]);
+        free(paths);
+        return text;
+}
+
+static int parse_limited(const char *text, size_t len, unsigned depth, unsigned dirs, unsigned entries,
+                         struct manifest **ret, char **ret_error) {
+        struct manifest_limits l = { .max_depth = depth, .max_directories = dirs, .max_entries = entries };
+        return manifest_parse_limited(text, len, &l, ret, ret_error);
+}
+
+/* What a version makes on disk is counted exactly: directories once however many files share
+ * them, one link in dest per top-level entry. */
+static void test_tree_counts(_unused_ void **state) {
+        static const char *const paths[] = { "top", "a/b/c/f1", "a/b/c/f2", "a/b/g", "a/x", "a!/y", "z/y/x/w" };
+        _cleanup_(manifest_freep) struct manifest *m = NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t len;
+
+        text = manifest_of(paths, ELEMENTSOF(paths), &len);
+        assert_int_equal(manifest_parse(text, len, &m, NULL), 0);
+        /* a, a/b, a/b/c, a!, z, z/y, z/y/x */
+        assert_int_equal(m->n_directories, 7);
+        /* top, a, a!, z */
+        assert_int_equal(m->n_links, 4);
+        assert_int_equal(m->depth, 3);
+        assert_int_equal(manifest_entries(m), 7 + 7 + 4);
+        assert_false(m->has_serial);
+}
+
+/* The caps: each refused with -E2BIG and its reason at the first value past it, accepted at
+ * it; the depth is refused before anything else looks at the paths. */
+static void test_limits(_unused_ void **state) {
+        struct manifest *m = NULL;
+        char *error = NULL;
+        size_t len;
+
+        /* 60 files 507 directories deep: the tree that made 30,425 directories. */
+        _cleanup_free_ char *deep = deep_manifest(507, 60, &len);
+        assert_int_equal(manifest_parse_limited(deep, len, &(struct manifest_limits) { MANIFEST_DEFAULT_MAX_DEPTH,
+                                                MANIFEST_DEFAULT_MAX_DIRECTORIES, MANIFEST_DEFAULT_MAX_ENTRIES }, &m, &error),
+                         -E2BIG);
+        assert_null(m);
+        assert_non_null(strstr(error, "is 507 directories deep, more than max-depth (32)"));
+        error = mfree(error);
+        /* Without limits it parses, and counts what it would make. */
+        assert_int_equal(manifest_parse(deep, len, &m, NULL), 0);
+        assert_int_equal(m->depth, 507);
+        assert_int_equal(m->n_directories, 60 * 507);
+        assert_int_equal(m->n_links, 60);
+        m = manifest_free(m);
+
+        _cleanup_free_ char *d8 = deep_manifest(8, 40, &len); /* 40 chains of 8 directories */
+        assert_int_equal(parse_limited(d8, len, 8, 10000, 100000, &m, NULL), 0);
+        assert_int_equal(m->n_directories, 320);
+        m = manifest_free(m);
+        assert_int_equal(parse_limited(d8, len, 7, 10000, 100000, &m, &error), -E2BIG);
+        assert_non_null(strstr(error, "is 8 directories deep, more than max-depth (7)"));
+        error = mfree(error);
+        assert_int_equal(parse_limited(d8, len, 8, 320, 100000, &m, NULL), 0);
+        m = manifest_free(m);
+        assert_int_equal(parse_limited(d8, len, 8, 319, 100000, &m, &error), -E2BIG);
+        assert_non_null(strstr(error, "files: 320 directories, more than max-directories (319)"));
+        error = mfree(error);
+        /* 40 files + 320 directories + 40 links */
+        assert_int_equal(parse_limited(d8, len, 8, 10000, 400, &m, NULL), 0);
+        m = manifest_free(m);
+        assert_int_equal(parse_limited(d8, len, 8, 10000, 399, &m, &error), -E2BIG);
+        assert_non_null(strstr(error, "files: 400 entries (40 files, 320 directories, 40 links in dest), more than max-entries (399)"));
+        error = mfree(error);
+
+        /* A flat bundle of the most files: 10,000 files and their 10,000 links fit the defaults. */
+        _cleanup_free_ char *flat = deep_manifest(0, MANIFEST_MAX_FILES, &len);
+        assert_int_equal(manifest_parse_limited(flat, len, &(struct manifest_limits) { MANIFEST_DEFAULT_MAX_DEPTH,
+                                                MANIFEST_DEFAULT_MAX_DIRECTORIES, MANIFEST_DEFAULT_MAX_ENTRIES }, &m, NULL),
+                         0);
+        assert_int_equal(manifest_entries(m), 2 * MANIFEST_MAX_FILES);
+        m = manifest_free(m);
+}
+
+static void test_serial(_unused_ void **state) {
+        _cleanup_(manifest_freep) struct manifest *m = NULL, *zero = NULL, *top = NULL;
+
+        assert_int_equal(parse("{\"version\": \"v\", \"serial\": 2026120201, \"files\": []}", &m, NULL), 0);
+        assert_true(m->has_serial);
+        assert_int_equal(m->serial, 2026120201);
+        assert_int_equal(parse("{\"version\": \"v\", \"serial\": 0, \"files\": []}", &zero, NULL), 0);
+        assert_true(zero->has_serial);
+        assert_int_equal(zero->serial, 0);
+        assert_int_equal(parse("{\"version\": \"v\", \"serial\": 9007199254740992, \"files\": []}", &top, NULL), 0);
+        assert_int_equal(top->serial, UINT64_C(9007199254740992));
+        expect_error("{\"version\": \"v\", \"serial\": -1, \"files\": []}", "serial: not a whole number");
+        expect_error("{\"version\": \"v\", \"serial\": 1.5, \"files\": []}", "serial: not a whole number");
+        expect_error("{\"version\": \"v\", \"serial\": \"7\", \"files\": []}", "serial: not a whole number");
+        expect_error("{\"version\": \"v\", \"serial\": 1e300, \"files\": []}", "serial: not a whole number");
+        expect_error("{\"version\": \"v\", \"serial\": null, \"files\": []}", "serial: not a whole number");
+}
+
 static void test_paths(_unused_ void **state) {
         assert_null(manifest_check_path("a"));
         assert_null(manifest_check_path("a/b.c/d"));
@@ -251,6 +380,9 @@ int main(void) {
                 cmocka_unit_test(test_resolve),
                 cmocka_unit_test(test_hex),
                 cmocka_unit_test(test_index),
+                cmocka_unit_test(test_tree_counts),
+                cmocka_unit_test(test_limits),
+                cmocka_unit_test(test_serial),
                 cmocka_unit_test(test_signature),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
