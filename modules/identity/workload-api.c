@@ -507,6 +507,8 @@ int workload_api_start(struct identity *id) {
                 .socket_gid = id->manager->socket_gid,
                 .place = caller_peer_place, /* counted per pod as on the local API */
                 .place_userdata = id->manager,
+                /* Its largest request, ValidateJWTSVID's, is a token of at most 8 KiB and an audience. */
+                .max_recv_message = 64 * 1024,
         };
         _cleanup_free_ char *path = workload_socket_path(id);
         struct workload_api *api;
