@@ -15,6 +15,10 @@ does with it, not only that it survived.
   5. load: 900 long polls answered when their config arrives, 1,000 ADD+DEL into real network
      namespaces; afterwards no address allocated, no interface left, the agent's fd count as
      before.
+  7. the gRPC servers (the Workload API, the CSI plugin): messages over 64 KiB refused before
+     their bytes, malformed requests given the spec's status, a request that never completes
+     reset after the body deadline, an outsider's refused calls paced (the agent's CPU stays
+     low), and the pod still served between them.
 
 One agent (and one nginx) per class, module-scoped, so that the file stays fast."""
 
@@ -1106,3 +1110,154 @@ def test_1000_add_del_in_a_row_leak_nothing(podnet_agent):
     finally:
         for n in names:
             subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+# =============================================================================================
+# 7. The gRPC servers (the Workload API, the CSI plugin)
+
+from identity_testlib import PodCgroup, new_uid  # noqa: E402
+from test_identity import identity_pod as identity_pod_object, wait_workload  # noqa: E402
+from test_identity_jwt import key_pem, new_key, write_secret  # noqa: E402
+from workload_api_testlib import PREFACE, PythonClient, call, frame, generate_messages, grpc_headers, \
+    read_frames, spawn  # noqa: E402
+from csi_testlib import Client as CsiClient, DRIVER, generate_messages as csi_messages  # noqa: E402
+
+GRPC_NOBODY = 65534
+GRPC_MAX_MESSAGE = 64 * 1024
+
+
+class GrpcEnv:
+    """One agent serving the Workload API (a pod with an identity, JWT keys) and the CSI plugin."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="pinion-hostile-grpc-")
+        os.chmod(self.dir, 0o755)
+        self.agent = None
+        self.cgroup = None
+        self.pb_dir = self.csi_dir = None
+        write_secret(os.path.join(self.dir, "jwt.key"), key_pem(new_key()))
+        write_secret(os.path.join(self.dir, "jwt-bundle"), b'{"keys": []}', 0o644)
+        self.csi_socket = os.path.join(self.dir, "plugins", DRIVER, "csi.sock")
+        os.makedirs(os.path.join(self.dir, "pods"))
+        self.agent = module_agent(config={
+            "agent": {"socket-mode": "0666"},
+            "identity": {"signer": "local", "trust-domain": "hostile.test", "ca-dir": os.path.join(self.dir, "ca"),
+                         "pod-tls-dir": os.path.join(self.dir, "pods-tls"),
+                         "jwt-key-file": os.path.join(self.dir, "jwt.key"),
+                         "jwt-bundle-file": os.path.join(self.dir, "jwt-bundle")},
+            "csi": {"enable": "yes", "socket": self.csi_socket, "registration-dir": "",
+                    "pods-root": os.path.join(self.dir, "pods")}})
+        self.socket = os.path.join(self.agent.runtime_dir, "workload.sock")
+        self.pb_dir = generate_messages()
+        self.pb = PythonClient(self.pb_dir)
+        uid = new_uid()
+        self.cgroup = PodCgroup(uid, hierarchy="pids")
+        self.agent.write_pod("web", identity_pod_object("web", uid, ns="shop", sa="front"))
+        wait_workload(self.agent, "web")
+        wait_until(lambda: os.path.exists(self.socket) and os.path.exists(self.csi_socket), desc="gRPC sockets")
+        self.csi_pb_dir, self.csi, _ = csi_messages()
+
+    def close(self):
+        problem = self.agent.close() if self.agent else None
+        if self.cgroup:
+            self.cgroup.close()
+        for d in (self.pb_dir, getattr(self, "csi_pb_dir", None), self.dir):
+            if d:
+                shutil.rmtree(d, ignore_errors=True)
+        if problem:
+            pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def grpc_env():
+    env = None
+    try:
+        env = GrpcEnv()
+    except (OSError, RuntimeError) as e:
+        if env is None:
+            pytest.skip("cannot set up the gRPC agent: %s" % e)
+        raise
+    yield env
+    env.close()
+
+
+# (what, client arguments, the status, words of its details)
+GRPC_CASES = [
+    ("message over 64 KiB", ["jwt-svid", "--raw-zeros", GRPC_MAX_MESSAGE + 1], "RESOURCE_EXHAUSTED", "65536"),
+    ("a 4 MiB message", ["jwt-svid", "--raw-zeros", 4 * 1024 * 1024], "RESOURCE_EXHAUSTED", "65536"),
+    ("64 KiB of garbage", ["jwt-svid", "--raw-zeros", GRPC_MAX_MESSAGE], "INVALID_ARGUMENT", "malformed"),
+    ("17 audiences", ["jwt-svid"] + sum([["--audience", "a%d" % i] for i in range(17)], []), "INVALID_ARGUMENT",
+     "audience"),
+    ("no security header", ["svid", "--no-header"], "INVALID_ARGUMENT", "security header"),
+]
+
+
+@pytest.mark.parametrize("what,args,status,says", GRPC_CASES, ids=[c[0] for c in GRPC_CASES])
+def test_hostile_grpc_requests_get_their_status(grpc_env, what, args, status, says):
+    e = grpc_env
+    (r,) = call(e.pb, e.socket, *args, cg=e.cgroup, uid=GRPC_NOBODY)
+    assert r.get("error") == status and says in r.get("details", ""), r
+    (ok,) = call(e.pb, e.socket, "jwt-svid", "--audience", "x", cg=e.cgroup, uid=GRPC_NOBODY)
+    assert ok.get("svids"), ok
+    e.agent.check_alive()
+
+
+def test_csi_refuses_a_message_over_64k(grpc_env):
+    e = grpc_env
+    c = CsiClient(e.csi_socket)
+    try:
+        code, details = c.code("/csi.v1.Node/NodePublishVolume", bytes(GRPC_MAX_MESSAGE + 1),
+                               e.csi.NodePublishVolumeResponse)
+        assert code.name == "RESOURCE_EXHAUSTED" and "65536" in details, (code, details)
+        info = c.call("/csi.v1.Node/NodeGetInfo", e.csi.NodeGetInfoRequest(), e.csi.NodeGetInfoResponse)
+        assert info.node_id
+    finally:
+        c.close()
+
+
+def test_unfinished_request_is_reset_after_the_body_deadline(grpc_env):
+    e = grpc_env
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        s.connect(e.socket)
+        # Headers and half a message, then nothing: within 10 s (the body deadline) the stream
+        # is reset with CANCEL (8) and what it held is freed; the connection may stay.
+        s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(1, 4, 1, grpc_headers("/SpiffeWorkloadAPI/FetchJWTSVID")) +
+                  frame(0, 0, 1, bytes([0, 0, 0, 0, 100]) + bytes(50)))
+        t0 = time.monotonic()
+        frames = read_frames(s, timeout=T(14))
+        resets = [f for f in frames if f[0] == 3 and f[2] == 1]
+        assert resets and int.from_bytes(resets[0][3], "big") == 8, frames
+        assert time.monotonic() - t0 >= 5
+    finally:
+        s.close()
+    e.agent.check_alive()
+
+
+def test_an_outsiders_refused_calls_are_paced(grpc_env):
+    e = grpc_env
+    pid = e.agent.pid
+    # Nobody outside any pod: every call is PERMISSION_DENIED, each one attested through /proc.
+    p = spawn(e.pb, e.socket, "flood", "--audience", "x", "--streams", "200", "--seconds", "5", "--timeout", "30",
+              uid=GRPC_NOBODY)
+    try:
+        time.sleep(1)
+        with open("/proc/%d/stat" % pid) as f:
+            c0 = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
+        t0 = time.monotonic()
+        time.sleep(3)
+        with open("/proc/%d/stat" % pid) as f:
+            c1 = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
+        used = (c1 - c0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
+        out, _ = p.communicate(timeout=T(60))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    counts = json.loads(out.splitlines()[-1])["counts"]
+    assert set(counts) <= {"PERMISSION_DENIED", "DEADLINE_EXCEEDED"}, counts
+    # The outsider's calls run at its pace (512 at once, 100 a second), not as fast as it sends.
+    assert counts.get("PERMISSION_DENIED", 0) <= 512 + 100 * 8, counts
+    assert used < 0.5, "the agent used %.0f%% of a CPU for an outsider's refused calls" % (used * 100)
+    assert e.agent.health()["status"] == "ok"
