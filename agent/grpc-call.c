@@ -281,7 +281,6 @@ static void call_finish_text(struct grpc_call *call, enum grpc_status status, ch
         free(call->message);
         call->message = message;
         call->deadline = sd_event_source_disable_unref(call->deadline);
-        call->body_deadline = sd_event_source_disable_unref(call->body_deadline);
         call_leave_queue(call);
         if (call->state != CALL_HANDLER) /* else the handler may still read it: dropped after */
                 call_drop_input(call);
@@ -329,8 +328,9 @@ void grpc_call_set_cancel(struct grpc_call *call, grpc_cancel_fn fn, void *userd
 
 /* ---- receiving ---- */
 
-/* The request message did not arrive in time: the stream is reset (the client sees CANCELLED)
- * and what came of it is freed. Not while its caller is held: then we stopped reading. */
+/* The client did not end its request in time: the stream is reset (the client sees CANCELLED)
+ * and what came of it is freed. Also when the call was answered (refused) before: a stream the
+ * client keeps open holds a slot. Not while its caller is held: then we stopped reading. */
 static int on_body_deadline(sd_event_source *src, uint64_t usec, void *userdata) {
         struct grpc_call *call = userdata;
         struct grpc_conn *c = call->conn;
@@ -344,7 +344,12 @@ static int on_body_deadline(sd_event_source *src, uint64_t usec, void *userdata)
         log_debug("gRPC %s: %s from pid %d reset: no complete request within %llus", s->name, grpc_call_method(call),
                   (int) c->creds.pid, (unsigned long long) (s->opts.body_timeout / USEC_PER_SEC));
         grpc_server_count_rejected(s, "body-timeout");
-        call_reset(call, NGHTTP2_CANCEL, GRPC_STATUS_DEADLINE_EXCEEDED);
+        if (call->state == CALL_RECEIVING) {
+                call_reset(call, NGHTTP2_CANCEL, GRPC_STATUS_DEADLINE_EXCEEDED);
+                return 0;
+        }
+        (void) nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_CANCEL);
+        grpc_conn_schedule_flush(c);
         return 0;
 }
 
@@ -531,7 +536,6 @@ static void call_dispatch(struct grpc_call *call) {
                 grpc_call_finish(call, GRPC_STATUS_INTERNAL, "%s", error);
                 return;
         }
-        call->body_deadline = sd_event_source_disable_unref(call->body_deadline);
         call->state = CALL_QUEUED;
         grpc_pace_submit(call);
 }
@@ -591,8 +595,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
                 return 0;
         if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
                 call_headers_done(call);
-        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+                /* The client's half is done: the body deadline has nothing left to watch. */
+                call->body_deadline = sd_event_source_disable_unref(call->body_deadline);
                 call_dispatch(call);
+        }
         return 0;
 }
 
