@@ -12,7 +12,7 @@
 struct grpc_conn;
 
 /* What one caller (its pod, or its uid outside pods) holds, shared by its connections, and
- * its pace: a token bucket of calls (grpc-pace.c). Kept after its last connection until its
+ * its pace: a token bucket of calls (grpc-budget.c). Kept after its last connection until its
  * bucket is full again, so that reconnecting does not refill it. */
 struct grpc_count {
         struct grpc_server *server;
@@ -63,7 +63,7 @@ struct grpc_md {
 
 /* A call's life:
  *   RECEIVING  headers seen, the request message arriving
- *   QUEUED     the request is complete and waits for its caller's turn (grpc-pace.c)
+ *   QUEUED     the request is complete and waits for its caller's turn (grpc-budget.c)
  *   HANDLER    the handler has it; it answers (send, finish) now or later
  *   FINISHING  a status was set: queued messages, then trailers, go out
  *   CLOSED     trailers submitted or the stream reset; freed when nghttp2 closes the stream */
@@ -139,20 +139,22 @@ void grpc_server_streams_changed(struct grpc_server *s, int delta);
 /* Whether the connection's caller may open one more stream. */
 bool grpc_conn_may_open_stream(const struct grpc_conn *c);
 void grpc_conn_streams_changed(struct grpc_conn *c, int delta);
-/* Request bytes held (delta) by a call of c: its connection, its caller, the server. */
+/* Frees a caller's count once nothing holds it and its bucket is full. */
+void grpc_count_put(struct grpc_server *s, struct grpc_count *k);
+
+/* grpc-budget.c: request bytes held (delta) by a call of c: its connection, its caller, the
+ * server. */
 void grpc_conn_in_changed(struct grpc_conn *c, ssize_t delta);
 /* Whether len more request bytes fit; NULL, or the limit's reason (the metric's label). */
 const char *grpc_conn_in_over(const struct grpc_conn *c, size_t len);
 /* Response bytes queued and not yet taken by nghttp2: the caller's and the server's. */
 void grpc_conn_out_changed(struct grpc_conn *c, ssize_t delta);
 const char *grpc_conn_out_over(const struct grpc_conn *c, size_t len);
-/* Frees a caller's count once nothing holds it and its bucket is full. */
-void grpc_count_put(struct grpc_server *s, struct grpc_count *k);
 
 /* grpc-call.c: the handler gets the call's complete request (state QUEUED -> HANDLER). */
 void grpc_call_run(struct grpc_call *call);
 
-/* grpc-pace.c: calls paced per caller, a token bucket each, callers served in turn. */
+/* grpc-budget.c: calls paced per caller, a token bucket each, callers served in turn. */
 int grpc_pace_init(struct grpc_server *s);
 void grpc_pace_done(struct grpc_server *s);
 /* A new caller's bucket starts full. */

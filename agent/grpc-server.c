@@ -4,7 +4,7 @@
  * arrives to the connection's HTTP/2 session and write what it produces, without blocking the
  * loop; close connections that say nothing; the socket file is watched (socket-watch.h) and
  * bound afresh when something else takes its path. The HTTP/2 and gRPC layers are in
- * grpc-call.c, the pacing of calls in grpc-pace.c. */
+ * grpc-call.c, the callers' byte budgets and the pacing of calls in grpc-budget.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,44 +218,6 @@ void grpc_conn_streams_changed(struct grpc_conn *c, int delta) {
                 c->count->streams = (unsigned) ((int) c->count->streams + delta);
         grpc_server_streams_changed(c->server, delta);
         conn_idle_check(c);
-}
-
-/* ---- bytes held per connection, per caller, in all ---- */
-
-void grpc_conn_in_changed(struct grpc_conn *c, ssize_t delta) {
-        c->in_bytes = (size_t) ((ssize_t) c->in_bytes + delta);
-        if (c->count)
-                c->count->in_bytes = (size_t) ((ssize_t) c->count->in_bytes + delta);
-        c->server->in_bytes = (size_t) ((ssize_t) c->server->in_bytes + delta);
-}
-
-const char *grpc_conn_in_over(const struct grpc_conn *c, size_t len) {
-        const struct grpc_server *s = c->server;
-
-        /* Two messages per connection: one arriving while the last is answered. */
-        if (c->in_bytes + len > 2 * (s->opts.max_recv_message + 5))
-                return "request-bytes";
-        if (c->count && c->count->in_bytes + len > s->opts.max_request_bytes_per_caller)
-                return "caller-request-bytes";
-        if (s->in_bytes + len > s->opts.max_request_bytes)
-                return "request-bytes";
-        return NULL;
-}
-
-void grpc_conn_out_changed(struct grpc_conn *c, ssize_t delta) {
-        if (c->count)
-                c->count->out_bytes = (size_t) ((ssize_t) c->count->out_bytes + delta);
-        c->server->out_bytes = (size_t) ((ssize_t) c->server->out_bytes + delta);
-}
-
-const char *grpc_conn_out_over(const struct grpc_conn *c, size_t len) {
-        const struct grpc_server *s = c->server;
-
-        if (c->count && c->count->out_bytes + len > s->opts.max_unsent_per_caller)
-                return "caller-unsent-bytes";
-        if (s->out_bytes + len > s->opts.max_unsent_total)
-                return "unsent-bytes";
-        return NULL;
 }
 
 /* ---- a connection ---- */

@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Calls, not bytes: each caller (its count, grpc-server.c) has a token bucket of calls. A call
+/* What each caller (its count, grpc-server.c) may hold and how fast it may call.
+ *
+ * Bytes: request bytes its calls hold and response bytes queued for it, against its own budget
+ * as well as the connection's and the server's, so that one caller over its budget is refused
+ * alone.
+ *
+ * Calls, not bytes: each caller (its count, grpc-server.c) has a token bucket of calls. A call
  * whose request is complete takes a token before its handler runs (the handler is where the
  * work is: attestation through /proc, signing); without one it waits in its caller's queue.
  * Queued calls run from a deferred source, a few per loop iteration and callers in turn, so
@@ -238,6 +244,44 @@ void grpc_pace_charge(struct grpc_conn *c) {
         }
         count_set_held(s, k, true);
         count_arm_refill(s, k, bucket_wait(s, k, 1.0));
+}
+
+/* ---- bytes held per connection, per caller, in all ---- */
+
+void grpc_conn_in_changed(struct grpc_conn *c, ssize_t delta) {
+        c->in_bytes = (size_t) ((ssize_t) c->in_bytes + delta);
+        if (c->count)
+                c->count->in_bytes = (size_t) ((ssize_t) c->count->in_bytes + delta);
+        c->server->in_bytes = (size_t) ((ssize_t) c->server->in_bytes + delta);
+}
+
+const char *grpc_conn_in_over(const struct grpc_conn *c, size_t len) {
+        const struct grpc_server *s = c->server;
+
+        /* Two messages per connection: one arriving while the last is answered. */
+        if (c->in_bytes + len > 2 * (s->opts.max_recv_message + 5))
+                return "request-bytes";
+        if (c->count && c->count->in_bytes + len > s->opts.max_request_bytes_per_caller)
+                return "caller-request-bytes";
+        if (s->in_bytes + len > s->opts.max_request_bytes)
+                return "request-bytes";
+        return NULL;
+}
+
+void grpc_conn_out_changed(struct grpc_conn *c, ssize_t delta) {
+        if (c->count)
+                c->count->out_bytes = (size_t) ((ssize_t) c->count->out_bytes + delta);
+        c->server->out_bytes = (size_t) ((ssize_t) c->server->out_bytes + delta);
+}
+
+const char *grpc_conn_out_over(const struct grpc_conn *c, size_t len) {
+        const struct grpc_server *s = c->server;
+
+        if (c->count && c->count->out_bytes + len > s->opts.max_unsent_per_caller)
+                return "caller-unsent-bytes";
+        if (s->out_bytes + len > s->opts.max_unsent_total)
+                return "unsent-bytes";
+        return NULL;
 }
 
 /* ---- counts ---- */
