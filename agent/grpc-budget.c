@@ -8,8 +8,10 @@
  * Calls, not bytes: each caller (its count, grpc-server.c) has a token bucket of calls. A call
  * whose request is complete takes a token before its handler runs (the handler is where the
  * work is: attestation through /proc, signing); without one it waits in its caller's queue.
- * Queued calls run from a deferred source, a few per loop iteration and callers in turn, so
- * that the loop's other sources get their turn between batches whatever the callers send.
+ * Queued calls run from a deferred source, a few per loop iteration (at most a few ms of them)
+ * and callers in turn; the source ranks below the loop's others, so that whatever is pending
+ * (the local API's /v1/health, its steps through accept and libmicrohttpd) goes first and
+ * waits at most one batch, whatever the callers send.
  *
  * A caller out of tokens is held: its connections are not read (what it sends waits in the
  * socket) until its queue is empty and a token is back, so a caller pipelining calls, or
@@ -17,12 +19,16 @@
  * empties, not one per call. Privileged callers (no count) are not paced. */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "grpc-internal.h"
 #include "log.h"
 
-/* Calls run per turn of the deferred source. */
+/* Calls run per turn of the deferred source, and the time after which the turn ends early. */
 #define PACE_BATCH 16U
+#define PACE_BATCH_USEC (2 * USEC_PER_MSEC)
+/* Below every other source of the loop (they are at SD_EVENT_PRIORITY_NORMAL). */
+#define PACE_PRIORITY (SD_EVENT_PRIORITY_NORMAL + 10)
 
 static double pace_rate(const struct grpc_server *s) {
         return (double) s->opts.calls_per_second_per_caller;
@@ -163,10 +169,18 @@ static int on_refill(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
+static usec_t monotonic_usec(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (usec_t) ts.tv_sec * USEC_PER_SEC + (usec_t) ts.tv_nsec / 1000;
+}
+
 static int on_pace(sd_event_source *src, void *userdata) {
         struct grpc_server *s = userdata;
+        usec_t end = monotonic_usec() + PACE_BATCH_USEC;
 
-        for (unsigned n = 0; n < PACE_BATCH && s->ready_head;) {
+        for (unsigned n = 0; n < PACE_BATCH && s->ready_head && (n == 0 || monotonic_usec() < end);) {
                 struct grpc_count *k = ready_pop(s);
                 struct grpc_call *call = k->queue_head;
 
@@ -313,6 +327,7 @@ int grpc_pace_init(struct grpc_server *s) {
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(s->pace, SD_EVENT_OFF);
+        (void) sd_event_source_set_priority(s->pace, PACE_PRIORITY);
         (void) sd_event_source_set_description(s->pace, "grpc-pace");
         return 0;
 }
