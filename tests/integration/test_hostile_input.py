@@ -1132,9 +1132,19 @@ class GrpcEnv:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="pinion-hostile-grpc-")
         os.chmod(self.dir, 0o755)
-        self.agent = None
-        self.cgroup = None
-        self.pb_dir = self.csi_dir = None
+        self.agent = self.cgroup = self.pb_dir = self.csi_pb_dir = None
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self):
+        uid = new_uid()
+        try:
+            self.cgroup = PodCgroup(uid, hierarchy="pids")
+        except (OSError, RuntimeError) as e:
+            pytest.skip("cannot create test cgroups: %s" % e)
         write_secret(os.path.join(self.dir, "jwt.key"), key_pem(new_key()))
         write_secret(os.path.join(self.dir, "jwt-bundle"), b'{"keys": []}', 0o644)
         self.csi_socket = os.path.join(self.dir, "plugins", DRIVER, "csi.sock")
@@ -1150,8 +1160,6 @@ class GrpcEnv:
         self.socket = os.path.join(self.agent.runtime_dir, "workload.sock")
         self.pb_dir = generate_messages()
         self.pb = PythonClient(self.pb_dir)
-        uid = new_uid()
-        self.cgroup = PodCgroup(uid, hierarchy="pids")
         self.agent.write_pod("web", identity_pod_object("web", uid, ns="shop", sa="front"))
         wait_workload(self.agent, "web")
         wait_until(lambda: os.path.exists(self.socket) and os.path.exists(self.csi_socket), desc="gRPC sockets")
@@ -1161,7 +1169,7 @@ class GrpcEnv:
         problem = self.agent.close() if self.agent else None
         if self.cgroup:
             self.cgroup.close()
-        for d in (self.pb_dir, getattr(self, "csi_pb_dir", None), self.dir):
+        for d in (self.pb_dir, self.csi_pb_dir, self.dir):
             if d:
                 shutil.rmtree(d, ignore_errors=True)
         if problem:
@@ -1170,13 +1178,7 @@ class GrpcEnv:
 
 @pytest.fixture(scope="module")
 def grpc_env():
-    env = None
-    try:
-        env = GrpcEnv()
-    except (OSError, RuntimeError) as e:
-        if env is None:
-            pytest.skip("cannot set up the gRPC agent: %s" % e)
-        raise
+    env = GrpcEnv()
     yield env
     env.close()
 
