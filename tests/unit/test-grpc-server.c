@@ -460,6 +460,25 @@ static void test_body_deadline(void **state) {
         assert_int_equal(grpc_server_connections(f->server), 1);
 }
 
+static void test_body_deadline_after_a_refusal(void **state) {
+        struct fixture *f = *state;
+        static uint8_t partial[100] = { 0, 0, 0, 3, 0xe8 };
+        struct body b = { partial, sizeof(partial), 0, true };
+        int32_t id;
+
+        /* Refused at its headers, the client keeps sending: the stream still holds a slot until
+         * the body deadline resets it. */
+        f->next_pod = "A";
+        client_start(f, &f->a, false);
+        id = client_call(&f->a, "/t.T/Nope", &b, NULL, NULL);
+        pump(f, 3, 0);
+        assert_int_equal(f->a.r[id].status, GRPC_STATUS_UNIMPLEMENTED);
+        assert_int_equal(grpc_server_streams(f->server), 1);
+        for (unsigned i = 0; i < 100 && grpc_server_streams(f->server) > 0; i++)
+                pump(f, 1, 20 * USEC_PER_MSEC);
+        assert_int_equal(grpc_server_streams(f->server), 0);
+}
+
 static void test_idle_deadline(void **state) {
         struct fixture *f = *state;
         struct body b = { EMPTY_MSG, 5, 0, false };
@@ -606,6 +625,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_request_bytes_budgeted_per_caller, setup_pods, teardown),
                 cmocka_unit_test_setup_teardown(test_unsent_bytes_budgeted_per_caller, setup_pods, teardown),
                 cmocka_unit_test_setup_teardown(test_body_deadline, setup_pods, teardown),
+                cmocka_unit_test_setup_teardown(test_body_deadline_after_a_refusal, setup_pods, teardown),
                 cmocka_unit_test_setup_teardown(test_idle_deadline, setup_pods, teardown),
                 cmocka_unit_test_setup_teardown(test_message_size, setup_pods, teardown),
                 cmocka_unit_test_setup_teardown(test_calls_paced_per_caller, setup_pods, teardown),
