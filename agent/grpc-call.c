@@ -19,10 +19,6 @@
 #define MAX_METADATA_BYTES 16384U
 #define MAX_METADATA 64U
 #define MAX_MESSAGE_TEXT 512U
-/* Request bytes held at once, per connection and in all, whatever the streams: a client that
- * sends large messages on many streams would otherwise make the agent hold them all. */
-#define MAX_CONN_IN_BYTES(max_message) (2 * (max_message) + 2 * PREFIX_SIZE)
-#define MAX_SERVER_IN_BYTES(max_message) (16 * (max_message))
 
 /* ---- calls ---- */
 
@@ -30,15 +26,21 @@ static void call_drop_input(struct grpc_call *call) {
         if (!call->in)
                 return;
         explicit_bzero(call->in, call->in_len);
-        call->conn->in_bytes -= call->in_len;
-        call->conn->server->in_bytes -= call->in_len;
+        grpc_conn_in_changed(call->conn, -(ssize_t) call->in_len);
         call->in = mfree(call->in);
         call->in_len = 0;
+}
+
+/* The call's request is no longer waiting: it ended, or its turn came. */
+static void call_leave_queue(struct grpc_call *call) {
+        if (call->state == CALL_QUEUED)
+                grpc_pace_withdraw(call);
 }
 
 static void call_free(struct grpc_call *call) {
         struct grpc_conn *c = call->conn;
 
+        call_leave_queue(call);
         if (call->prev)
                 call->prev->next = call->next;
         else
@@ -50,6 +52,7 @@ static void call_free(struct grpc_call *call) {
         if (c->session)
                 (void) nghttp2_session_set_stream_user_data(c->session, call->stream_id, NULL);
         sd_event_source_disable_unref(call->deadline);
+        sd_event_source_disable_unref(call->body_deadline);
         for (size_t i = 0; i < call->n_md; i++) {
                 free(call->md[i].name);
                 free(call->md[i].value);
@@ -60,6 +63,7 @@ static void call_free(struct grpc_call *call) {
         free(call->message);
         call_drop_input(call);
         if (call->out) {
+                grpc_conn_out_changed(c, -(ssize_t) (call->out_len - call->out_off));
                 explicit_bzero(call->out, call->out_len);
                 free(call->out);
         }
@@ -79,7 +83,7 @@ void grpc_conn_free_calls(struct grpc_conn *c, enum grpc_status status) {
         while (c->calls) {
                 struct grpc_call *call = c->calls;
 
-                if (call->state == CALL_HANDLER || call->state == CALL_RECEIVING)
+                if (call->state == CALL_HANDLER || call->state == CALL_RECEIVING || call->state == CALL_QUEUED)
                         grpc_server_count_call(c->server, call, status);
                 call_cancel(call, status);
                 call_free(call);
@@ -92,8 +96,12 @@ static void call_reset(struct grpc_call *call, uint32_t error_code, enum grpc_st
         if (call->state == CALL_CLOSED)
                 return;
         grpc_server_count_call(call->conn->server, call, counted_as);
+        call_leave_queue(call);
+        if (call->state != CALL_HANDLER) /* else the handler may still read it: dropped after */
+                call_drop_input(call);
         call->state = CALL_CLOSED;
         call->deadline = sd_event_source_disable_unref(call->deadline);
+        call->body_deadline = sd_event_source_disable_unref(call->body_deadline);
         (void) nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id, error_code);
         grpc_conn_schedule_flush(call->conn);
 }
@@ -151,6 +159,7 @@ static ssize_t on_data_read(nghttp2_session *session, int32_t stream_id, uint8_t
         if (n > 0)
                 memcpy(buf, call->out + call->out_off, n);
         call->out_off += n;
+        grpc_conn_out_changed(call->conn, -(ssize_t) n);
         if (call->out_off == call->out_len && call->out) {
                 explicit_bzero(call->out, call->out_len);
                 call->out = mfree(call->out);
@@ -206,17 +215,28 @@ static void call_reject_http(struct grpc_call *call, const char *status) {
         grpc_conn_schedule_flush(call->conn);
 }
 
+/* NULL, or why size more bytes may not be queued on the call (the metric's reason). */
+static const char *call_out_over(const struct grpc_call *call, size_t size) {
+        size_t unsent = call->out_len - call->out_off;
+
+        if (size > UINT32_MAX || unsent + PREFIX_SIZE + size > call->conn->server->opts.max_unsent)
+                return "slow-reader";
+        return grpc_conn_out_over(call->conn, PREFIX_SIZE + size);
+}
+
 int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t size) {
         struct grpc_server *s = call->conn->server;
         size_t unsent = call->out_len - call->out_off;
+        const char *over;
         uint8_t *grown;
 
         if (call->state != CALL_HANDLER)
                 return -ESHUTDOWN;
-        if (size > UINT32_MAX || unsent + PREFIX_SIZE + size > s->opts.max_unsent) {
-                log_info("gRPC %s: %s for pid %d reset: its reader did not keep up (%zu bytes unsent)", s->name,
-                         grpc_call_method(call), (int) call->conn->creds.pid, unsent);
-                (void) metric_inc(s->m_rejected, s->name, "slow-reader");
+        over = call_out_over(call, size);
+        if (over) {
+                log_info("gRPC %s: %s for pid %d reset: its reader did not keep up (%zu bytes unsent; %s)", s->name,
+                         grpc_call_method(call), (int) call->conn->creds.pid, unsent, over);
+                grpc_server_count_rejected(s, over);
                 call_reset(call, NGHTTP2_ENHANCE_YOUR_CALM, GRPC_STATUS_RESOURCE_EXHAUSTED);
                 return -ENOBUFS;
         }
@@ -242,6 +262,7 @@ int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t size) {
         call->out = grown;
         call->out_len = unsent + PREFIX_SIZE + size;
         call->out_off = 0;
+        grpc_conn_out_changed(call->conn, (ssize_t) (PREFIX_SIZE + size));
         if (call_respond(call) < 0) {
                 call_reset(call, NGHTTP2_INTERNAL_ERROR, GRPC_STATUS_INTERNAL);
                 return -ENOMEM;
@@ -260,7 +281,8 @@ static void call_finish_text(struct grpc_call *call, enum grpc_status status, ch
         free(call->message);
         call->message = message;
         call->deadline = sd_event_source_disable_unref(call->deadline);
-        if (call->state == CALL_RECEIVING) /* else the handler may still read it: dropped after */
+        call_leave_queue(call);
+        if (call->state != CALL_HANDLER) /* else the handler may still read it: dropped after */
                 call_drop_input(call);
         call->state = CALL_FINISHING;
         if (call_respond(call) < 0)
@@ -305,6 +327,31 @@ void grpc_call_set_cancel(struct grpc_call *call, grpc_cancel_fn fn, void *userd
 }
 
 /* ---- receiving ---- */
+
+/* The client did not end its request in time: the stream is reset (the client sees CANCELLED)
+ * and what came of it is freed. Also when the call was answered (refused) before: a stream the
+ * client keeps open holds a slot. Not while its caller is held: then we stopped reading. */
+static int on_body_deadline(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct grpc_call *call = userdata;
+        struct grpc_conn *c = call->conn;
+        struct grpc_server *s = c->server;
+
+        if (c->count && c->count->held) {
+                (void) sd_event_source_set_time_relative(src, s->opts.body_timeout);
+                (void) sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        log_debug("gRPC %s: %s from pid %d reset: no complete request within %llus", s->name, grpc_call_method(call),
+                  (int) c->creds.pid, (unsigned long long) (s->opts.body_timeout / USEC_PER_SEC));
+        grpc_server_count_rejected(s, "body-timeout");
+        if (call->state == CALL_RECEIVING) {
+                call_reset(call, NGHTTP2_CANCEL, GRPC_STATUS_DEADLINE_EXCEEDED);
+                return 0;
+        }
+        (void) nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_CANCEL);
+        grpc_conn_schedule_flush(c);
+        return 0;
+}
 
 static int on_deadline(sd_event_source *src, uint64_t usec, void *userdata) {
         struct grpc_call *call = userdata;
@@ -387,6 +434,11 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         call = calloc(1, sizeof(*call));
         if (!call)
                 return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        if (sd_event_add_time_relative(s->event, &call->body_deadline, CLOCK_MONOTONIC, s->opts.body_timeout,
+                                       USEC_PER_SEC / 10, on_body_deadline, call) < 0) {
+                free(call);
+                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
         call->conn = c;
         call->stream_id = frame->hd.stream_id;
         call->next = c->calls;
@@ -430,21 +482,24 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         return 0;
 }
 
-/* The request headers are complete: is it a call we serve? */
+/* The request headers are complete: is it a call we serve? A refusal costs the caller a call
+ * of its pace as a call does. */
 static void call_headers_done(struct grpc_call *call) {
         struct grpc_server *s = call->conn->server;
 
-        grpc_conn_got_request(call->conn);
         if (!call->post || !call->content_type_ok) {
+                grpc_pace_charge(call->conn);
                 call_reject_http(call, "415");
                 return;
         }
         call->method = grpc_server_find_method(s, call->path, &call->method_userdata);
         if (!call->method) {
+                grpc_pace_charge(call->conn);
                 grpc_call_finish(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", call->path ?: "(none)");
                 return;
         }
         if (call->encoding && !streq(call->encoding, "identity")) {
+                grpc_pace_charge(call->conn);
                 grpc_call_finish(call, GRPC_STATUS_UNIMPLEMENTED, "grpc-encoding %s is not supported", call->encoding);
                 return;
         }
@@ -454,27 +509,40 @@ static void call_headers_done(struct grpc_call *call) {
                 grpc_call_finish(call, GRPC_STATUS_INTERNAL, "out of memory");
 }
 
-/* The client half-closed: its one message goes to the handler. */
+static uint32_t call_message_length(const struct grpc_call *call) {
+        return (uint32_t) call->in[1] << 24 | (uint32_t) call->in[2] << 16 | (uint32_t) call->in[3] << 8 | call->in[4];
+}
+
+/* NULL when the request is one uncompressed message, else what is wrong with it. */
+static const char *call_framing_error(const struct grpc_call *call) {
+        if (call->in_len < PREFIX_SIZE)
+                return "no request message";
+        if (call->in[0] & 1)
+                return "compressed message without grpc-encoding";
+        if (call->in[0] != 0 || call->in_len != PREFIX_SIZE + (size_t) call_message_length(call))
+                return "expected exactly one request message";
+        return NULL;
+}
+
+/* The client half-closed: its one message goes to the handler, in its caller's turn. */
 static void call_dispatch(struct grpc_call *call) {
-        uint32_t len;
+        const char *error;
 
         if (call->state != CALL_RECEIVING)
                 return;
-        if (call->in_len < PREFIX_SIZE) {
-                grpc_call_finish(call, GRPC_STATUS_INTERNAL, "no request message");
+        error = call_framing_error(call);
+        if (error) {
+                grpc_pace_charge(call->conn);
+                grpc_call_finish(call, GRPC_STATUS_INTERNAL, "%s", error);
                 return;
         }
-        if (call->in[0] & 1) {
-                grpc_call_finish(call, GRPC_STATUS_INTERNAL, "compressed message without grpc-encoding");
-                return;
-        }
-        len = (uint32_t) call->in[1] << 24 | (uint32_t) call->in[2] << 16 | (uint32_t) call->in[3] << 8 | call->in[4];
-        if (call->in[0] != 0 || call->in_len != PREFIX_SIZE + (size_t) len) {
-                grpc_call_finish(call, GRPC_STATUS_INTERNAL, "expected exactly one request message");
-                return;
-        }
+        call->state = CALL_QUEUED;
+        grpc_pace_submit(call);
+}
+
+void grpc_call_run(struct grpc_call *call) {
         call->state = CALL_HANDLER;
-        call->method->handler(call, call->in + PREFIX_SIZE, len, call->method_userdata);
+        call->method->handler(call, call->in + PREFIX_SIZE, call_message_length(call), call->method_userdata);
         /* The message is the handler's only while it runs. */
         call_drop_input(call);
 }
@@ -482,6 +550,7 @@ static void call_dispatch(struct grpc_call *call) {
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id, const uint8_t *data, size_t len,
                          void *user_data) {
         struct grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
+        const char *over;
         size_t max;
         uint8_t *grown;
 
@@ -492,9 +561,9 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                 grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "request message larger than %zu bytes", max);
                 return 0;
         }
-        if (call->conn->in_bytes + len > MAX_CONN_IN_BYTES(max) ||
-            call->conn->server->in_bytes + len > MAX_SERVER_IN_BYTES(max)) {
-                (void) metric_inc(call->conn->server->m_rejected, call->conn->server->name, "request-bytes");
+        over = grpc_conn_in_over(call->conn, len);
+        if (over) {
+                grpc_server_count_rejected(call->conn->server, over);
                 grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "too many request bytes held at once, retry later");
                 return 0;
         }
@@ -504,8 +573,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         memcpy(grown + call->in_len, data, len);
         call->in = grown;
         call->in_len += len;
-        call->conn->in_bytes += len;
-        call->conn->server->in_bytes += len;
+        grpc_conn_in_changed(call->conn, (ssize_t) len);
         /* A declared length over the limit fails before its bytes arrive. */
         if (call->in_len >= PREFIX_SIZE) {
                 uint32_t declared = (uint32_t) call->in[1] << 24 | (uint32_t) call->in[2] << 16 |
@@ -527,8 +595,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
                 return 0;
         if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
                 call_headers_done(call);
-        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+                /* The client's half is done: the body deadline has nothing left to watch. */
+                call->body_deadline = sd_event_source_disable_unref(call->body_deadline);
                 call_dispatch(call);
+        }
         return 0;
 }
 
@@ -537,7 +608,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 
         if (!call)
                 return 0;
-        if (call->state == CALL_RECEIVING || call->state == CALL_HANDLER)
+        if (call->state == CALL_RECEIVING || call->state == CALL_QUEUED || call->state == CALL_HANDLER)
                 grpc_server_count_call(call->conn->server, call, GRPC_STATUS_CANCELLED);
         call_cancel(call, GRPC_STATUS_CANCELLED);
         call_free(call);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The gRPC server's socket and connections: accept (with a cap on connections), read the
- * peer, feed what arrives to the connection's HTTP/2 session and write what it produces,
- * without blocking the loop; the socket file is watched (socket-watch.h) and bound afresh when
- * something else takes its path. The HTTP/2 and gRPC layers are in grpc-call.c. */
+/* The gRPC server's socket and connections: accept (with a cap on connections, paused while
+ * out of file descriptors), read the peer, count it against its caller's limits, feed what
+ * arrives to the connection's HTTP/2 session and write what it produces, without blocking the
+ * loop; close connections that say nothing; the socket file is watched (socket-watch.h) and
+ * bound afresh when something else takes its path. The HTTP/2 and gRPC layers are in
+ * grpc-call.c, the callers' byte budgets and the pacing of calls in grpc-budget.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +25,23 @@
 #define DEFAULT_MAX_RECV_MESSAGE (4U * 1024 * 1024)
 #define DEFAULT_MAX_UNSENT (1U * 1024 * 1024)
 #define DEFAULT_HEADER_TIMEOUT (10 * USEC_PER_SEC)
+#define DEFAULT_BODY_TIMEOUT (10 * USEC_PER_SEC)
+#define DEFAULT_IDLE_TIMEOUT (60 * USEC_PER_SEC)
 #define DEFAULT_MAX_CONNECTIONS_PER_CALLER 64U
 #define DEFAULT_MAX_STREAMS_PER_CALLER 1024U
+/* Request bytes: a caller may hold a few messages at once, the server what 64 callers hold,
+ * within a bound on the agent's memory. */
+#define DEFAULT_CALLER_IN_MESSAGES 4U
+#define DEFAULT_SERVER_IN_CALLERS 64U
+#define DEFAULT_MAX_REQUEST_BYTES_CEILING (64U * 1024 * 1024)
+#define DEFAULT_CALLER_UNSENT_STREAMS 4U
+#define DEFAULT_SERVER_UNSENT_STREAMS 64U
+#define DEFAULT_CALLS_PER_SECOND_PER_CALLER 100U
+#define DEFAULT_CALL_BURST_PER_CALLER 512U
+/* Out of file descriptors: accept again after this, rather than spin on EMFILE; the warning
+ * about it at most this often. */
+#define ACCEPT_PAUSE_USEC (250 * USEC_PER_MSEC)
+#define ACCEPT_WARN_INTERVAL_USEC (60 * USEC_PER_SEC)
 /* Read this much per wakeup at most, so one busy connection cannot hold the loop. */
 #define READ_CHUNK 16384
 #define READS_PER_WAKEUP 8
@@ -64,8 +81,9 @@ static int register_metrics(struct grpc_server *s, struct metrics *metrics) {
                   &s->m_streams },
                 { METRIC_COUNTER, "pinion_grpc_rejected_total",
                   "gRPC connections and streams refused or reset over a limit, by server and reason "
-                  "(connections, caller-connections, streams, caller-streams, request-bytes, slow-reader, "
-                  "protocol, header-timeout).",
+                  "(connections, caller-connections, streams, caller-streams, request-bytes, "
+                  "caller-request-bytes, slow-reader, unsent-bytes, caller-unsent-bytes, protocol, "
+                  "header-timeout, body-timeout, idle-timeout, caller-rate, accept-failed).",
                   reject_labels, NULL, 0, &s->m_rejected },
                 { METRIC_COUNTER, "pinion_grpc_socket_replaced_total",
                   "Times a gRPC server's socket file was found moved, deleted or replaced and a fresh "
@@ -92,8 +110,12 @@ void grpc_server_streams_changed(struct grpc_server *s, int delta) {
         (void) metric_set(s->m_streams, (double) s->n_streams, s->name);
 }
 
-static void count_rejected(struct grpc_server *s, const char *reason) {
+void grpc_server_count_rejected(struct grpc_server *s, const char *reason) {
         (void) metric_inc(s->m_rejected, s->name, reason);
+}
+
+static void count_rejected(struct grpc_server *s, const char *reason) {
+        grpc_server_count_rejected(s, reason);
 }
 
 const struct grpc_method *grpc_server_find_method(const struct grpc_server *s, const char *path, void **ret_userdata) {
@@ -121,21 +143,27 @@ static struct grpc_count *count_get(struct grpc_server *s, const char *key) {
                 free(k);
                 return NULL;
         }
+        grpc_pace_count_new(s, k);
         k->next = s->counts;
         s->counts = k;
         return k;
 }
 
-static void count_put(struct grpc_server *s, struct grpc_count *k) {
-        if (!k || k->conns > 0 || k->streams > 0)
-                return;
+static void count_free(struct grpc_server *s, struct grpc_count *k) {
         for (struct grpc_count **p = &s->counts; *p; p = &(*p)->next)
                 if (*p == k) {
                         *p = k->next;
                         break;
                 }
+        grpc_pace_count_free(s, k);
         free(k->key);
         free(k);
+}
+
+void grpc_count_put(struct grpc_server *s, struct grpc_count *k) {
+        if (!k || k->conns > 0 || k->streams > 0 || !grpc_pace_count_idle(s, k))
+                return;
+        count_free(s, k);
 }
 
 /* The caller's count, made if new. 0 with *ret NULL: privileged, not counted. */
@@ -171,7 +199,7 @@ static const char *conn_account(struct grpc_server *s, struct grpc_conn *c) {
         if (!k)
                 return "memory";
         if (k->conns >= s->opts.max_connections_per_caller) {
-                count_put(s, k);
+                grpc_count_put(s, k);
                 return "caller-connections";
         }
         k->conns++;
@@ -183,10 +211,13 @@ bool grpc_conn_may_open_stream(const struct grpc_conn *c) {
         return !c->count || c->count->streams < c->server->opts.max_streams_per_caller;
 }
 
+static void conn_idle_check(struct grpc_conn *c);
+
 void grpc_conn_streams_changed(struct grpc_conn *c, int delta) {
         if (c->count)
                 c->count->streams = (unsigned) ((int) c->count->streams + delta);
         grpc_server_streams_changed(c->server, delta);
+        conn_idle_check(c);
 }
 
 /* ---- a connection ---- */
@@ -202,12 +233,12 @@ static void conn_free(struct grpc_conn *c) {
                 nghttp2_session_del(c->session);
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->flush);
-        sd_event_source_disable_unref(c->head_deadline);
+        sd_event_source_disable_unref(c->idle_deadline);
         safe_close(c->fd);
         peer_creds_done(&c->creds);
         if (c->count) {
                 c->count->conns--;
-                count_put(s, c->count);
+                grpc_count_put(s, c->count);
         }
         if (c->out) {
                 explicit_bzero(c->out, c->out_len);
@@ -221,8 +252,9 @@ static void conn_free(struct grpc_conn *c) {
                 c->next->prev = c->prev;
         s->n_conns--;
         free(c);
-        /* A connection went: accepting may go on if it had paused at the cap. */
-        if (s->listen_source)
+        /* A connection went: accepting may go on if it had paused at the cap (out of fds, the
+         * pause's end turns it on). */
+        if (s->listen_source && !s->accept_paused)
                 (void) sd_event_source_set_enabled(s->listen_source, SD_EVENT_ON);
 }
 
@@ -293,7 +325,16 @@ static void conn_flush(struct grpc_conn *c) {
                 conn_free(c);
                 return;
         }
-        (void) sd_event_source_set_io_events(c->io, EPOLLIN | (r == -EAGAIN ? EPOLLOUT : 0));
+        c->want_out = r == -EAGAIN;
+        grpc_conn_update_events(c);
+}
+
+static bool conn_held(const struct grpc_conn *c) {
+        return c->count && c->count->held;
+}
+
+void grpc_conn_update_events(struct grpc_conn *c) {
+        (void) sd_event_source_set_io_events(c->io, (conn_held(c) ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
 }
 
 static int on_flush(sd_event_source *src, void *userdata) {
@@ -328,6 +369,9 @@ static int conn_read(struct grpc_conn *c) {
                 }
                 if (c->broken)
                         return -EPROTO;
+                /* Out of its caller's tokens: what it sends next waits in the socket. */
+                if (conn_held(c))
+                        break;
         }
         /* More may be waiting: the loop comes back (level-triggered) after others had a turn. */
         return 0;
@@ -348,18 +392,42 @@ static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
         return 0;
 }
 
-static int on_head_deadline(sd_event_source *src, uint64_t usec, void *userdata) {
+/* No call open since the deadline was armed: before any request, a connection that says
+ * nothing; after one, an idle connection, told with GOAWAY (clients reconnect when they need
+ * to). Either way its slot is given back. */
+static int on_idle_deadline(sd_event_source *src, uint64_t usec, void *userdata) {
         struct grpc_conn *c = userdata;
+        struct grpc_server *s = c->server;
 
-        log_debug("gRPC %s: closing a connection (pid %d) that sent no request within %llus", c->server->name,
-                  (int) c->creds.pid, (unsigned long long) (c->server->opts.header_timeout / USEC_PER_SEC));
-        count_rejected(c->server, "header-timeout");
+        if (!c->got_request) {
+                log_debug("gRPC %s: closing a connection (pid %d) that sent no request within %llus", s->name,
+                          (int) c->creds.pid, (unsigned long long) (s->opts.header_timeout / USEC_PER_SEC));
+                count_rejected(s, "header-timeout");
+        } else {
+                log_debug("gRPC %s: closing a connection (pid %d) idle for %llus", s->name, (int) c->creds.pid,
+                          (unsigned long long) (s->opts.idle_timeout / USEC_PER_SEC));
+                count_rejected(s, "idle-timeout");
+                if (nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR) == 0)
+                        (void) conn_send(c);
+        }
         conn_free(c);
         return 0;
 }
 
-void grpc_conn_got_request(struct grpc_conn *c) {
-        c->head_deadline = sd_event_source_disable_unref(c->head_deadline);
+/* The deadline runs while the connection has no call open. */
+static void conn_idle_check(struct grpc_conn *c) {
+        usec_t timeout;
+
+        if (!c->idle_deadline)
+                return;
+        if (c->n_calls > 0) {
+                c->got_request = true;
+                (void) sd_event_source_set_enabled(c->idle_deadline, SD_EVENT_OFF);
+                return;
+        }
+        timeout = c->got_request ? c->server->opts.idle_timeout : c->server->opts.header_timeout;
+        (void) sd_event_source_set_time_relative(c->idle_deadline, timeout);
+        (void) sd_event_source_set_enabled(c->idle_deadline, SD_EVENT_ONESHOT);
 }
 
 static int conn_start(struct grpc_conn *c) {
@@ -375,8 +443,8 @@ static int conn_start(struct grpc_conn *c) {
         r = sd_event_add_defer(s->event, &c->flush, on_flush, c);
         if (r < 0)
                 return r;
-        r = sd_event_add_time_relative(s->event, &c->head_deadline, CLOCK_MONOTONIC, s->opts.header_timeout,
-                                       USEC_PER_SEC / 10, on_head_deadline, c);
+        r = sd_event_add_time_relative(s->event, &c->idle_deadline, CLOCK_MONOTONIC, s->opts.header_timeout,
+                                       USEC_PER_SEC / 10, on_idle_deadline, c);
         if (r < 0)
                 return r;
         /* The server's SETTINGS go out at once. */
@@ -429,6 +497,47 @@ int grpc_server_add_connection(struct grpc_server *s, int fd) {
 
 /* ---- the socket ---- */
 
+static int on_accept_pause_end(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct grpc_server *s = userdata;
+
+        s->accept_paused = false;
+        if (s->listen_source && s->n_conns < s->opts.max_connections)
+                (void) sd_event_source_set_enabled(s->listen_source, SD_EVENT_ON);
+        return 0;
+}
+
+/* Out of file descriptors or memory: the connection stays in the backlog (the socket stays
+ * readable, so going on would spin) and accepting waits a moment. One warning per episode,
+ * and at most one a minute. */
+static void accept_pause(struct grpc_server *s, int error) {
+        usec_t now = 0;
+
+        (void) sd_event_source_set_enabled(s->listen_source, SD_EVENT_OFF);
+        s->accept_paused = true;
+        count_rejected(s, "accept-failed");
+        (void) sd_event_now(s->event, CLOCK_MONOTONIC, &now);
+        if (!s->accept_failing && (!s->accept_warned || now >= s->accept_warned + ACCEPT_WARN_INTERVAL_USEC)) {
+                log_warning_errno(error, "gRPC %s: cannot accept connections for now, pausing: %m", s->name);
+                s->accept_warned = now;
+        }
+        s->accept_failing = true;
+        if (!s->accept_pause &&
+            sd_event_add_time_relative(s->event, &s->accept_pause, CLOCK_MONOTONIC, ACCEPT_PAUSE_USEC, 0,
+                                       on_accept_pause_end, s) < 0) {
+                on_accept_pause_end(NULL, 0, s); /* no timer: better to spin than to stop for good */
+                return;
+        }
+        (void) sd_event_source_set_time_relative(s->accept_pause, ACCEPT_PAUSE_USEC);
+        (void) sd_event_source_set_enabled(s->accept_pause, SD_EVENT_ONESHOT);
+}
+
+static void accept_succeeded(struct grpc_server *s) {
+        if (!s->accept_failing)
+                return;
+        s->accept_failing = false;
+        log_info("gRPC %s: accepting connections again", s->name);
+}
+
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         struct grpc_server *s = userdata;
 
@@ -443,10 +552,13 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
                 }
                 cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (cfd < 0) {
-                        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                                log_warning_errno(-errno, "gRPC %s: accept failed: %m", s->name);
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                                accept_pause(s, -errno);
+                        else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                                log_debug_errno(-errno, "gRPC %s: accept failed: %m", s->name);
                         return 0;
                 }
+                accept_succeeded(s);
                 (void) grpc_server_add_connection(s, cfd);
         }
         return 0;
@@ -524,6 +636,26 @@ int grpc_server_listen(struct grpc_server *s, const char *path, mode_t mode) {
         return 0;
 }
 
+static void options_default_budgets(struct grpc_server_options *o) {
+        if (!o->body_timeout)
+                o->body_timeout = DEFAULT_BODY_TIMEOUT;
+        if (!o->idle_timeout)
+                o->idle_timeout = DEFAULT_IDLE_TIMEOUT;
+        if (!o->max_request_bytes_per_caller)
+                o->max_request_bytes_per_caller = DEFAULT_CALLER_IN_MESSAGES * (o->max_recv_message + 5);
+        if (!o->max_request_bytes)
+                o->max_request_bytes = MIN(DEFAULT_SERVER_IN_CALLERS * o->max_request_bytes_per_caller,
+                                           (size_t) DEFAULT_MAX_REQUEST_BYTES_CEILING);
+        if (!o->max_unsent_per_caller)
+                o->max_unsent_per_caller = DEFAULT_CALLER_UNSENT_STREAMS * o->max_unsent;
+        if (!o->max_unsent_total)
+                o->max_unsent_total = DEFAULT_SERVER_UNSENT_STREAMS * o->max_unsent;
+        if (!o->calls_per_second_per_caller)
+                o->calls_per_second_per_caller = DEFAULT_CALLS_PER_SECOND_PER_CALLER;
+        if (!o->call_burst_per_caller)
+                o->call_burst_per_caller = DEFAULT_CALL_BURST_PER_CALLER;
+}
+
 int grpc_server_new(sd_event *e, struct metrics *metrics, const struct grpc_server_options *o,
                     struct grpc_server **ret) {
         _cleanup_(grpc_server_freep) struct grpc_server *s = NULL;
@@ -555,6 +687,10 @@ int grpc_server_new(sd_event *e, struct metrics *metrics, const struct grpc_serv
                 s->opts.max_connections_per_caller = DEFAULT_MAX_CONNECTIONS_PER_CALLER;
         if (!s->opts.max_streams_per_caller)
                 s->opts.max_streams_per_caller = DEFAULT_MAX_STREAMS_PER_CALLER;
+        options_default_budgets(&s->opts);
+        r = grpc_pace_init(s);
+        if (r < 0)
+                return r;
         r = register_metrics(s, metrics);
         if (r < 0)
                 return r;
@@ -570,6 +706,10 @@ struct grpc_server *grpc_server_free(struct grpc_server *s) {
                 conn_free(s->conns);
         }
         s->listen_source = sd_event_source_disable_unref(s->listen_source);
+        s->accept_pause = sd_event_source_disable_unref(s->accept_pause);
+        grpc_pace_done(s);
+        while (s->counts)
+                count_free(s, s->counts);
         /* Only our own file: what someone put in its place is not ours to remove. */
         if (s->listen_fd >= 0 && s->socket_path && socket_watch_is_ours(s->watch))
                 (void) unlink(s->socket_path);

@@ -15,11 +15,15 @@
  *
  * Limits (docs/workload-api.md): messages received up to max_recv_message; streams per
  * connection (SETTINGS_MAX_CONCURRENT_STREAMS) and in total (over it: REFUSED_STREAM); unsent
- * data per stream up to max_unsent (a reader that does not keep up is reset with
- * ENHANCE_YOUR_CALM, which clients report as RESOURCE_EXHAUSTED); connections in total; a
- * connection must send its first request headers within a deadline; connections and streams per
- * caller (a pod, or a uid outside pods). Every connection's peer is
- * read at accept (peer-creds.h) and handed to handlers. */
+ * data per stream up to max_unsent, per caller and in all (a reader that does not keep up is
+ * reset with ENHANCE_YOUR_CALM, which clients report as RESOURCE_EXHAUSTED); request bytes held
+ * per connection, per caller and in all; connections in total; deadlines: the first request's
+ * headers after accept, a call's request message after its headers, and a connection with no
+ * call open is closed (GOAWAY) when idle; connections and streams per caller (a pod, or a uid
+ * outside pods); calls per caller paced by a token bucket (calls over the rate wait their turn,
+ * before the handler runs, and the caller's connections are not read meanwhile); out of file
+ * descriptors, accepting pauses. Every connection's peer is read at accept (peer-creds.h) and
+ * handed to handlers. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -85,6 +89,14 @@ struct grpc_server_options {
         void *place_userdata;
         unsigned max_connections_per_caller; /* 0: 64 */
         unsigned max_streams_per_caller;     /* 0: 1024 */
+        usec_t body_timeout;                 /* a call's request message after its headers; 0: 10 s */
+        usec_t idle_timeout;                 /* a connection with no call open; 0: 60 s */
+        size_t max_request_bytes_per_caller; /* request bytes held; 0: 4 messages of max_recv_message */
+        size_t max_request_bytes;            /* in all; 0: 64 callers' worth, at most 64 MiB */
+        size_t max_unsent_per_caller;        /* 0: 4 x max_unsent */
+        size_t max_unsent_total;             /* 0: 64 x max_unsent */
+        unsigned calls_per_second_per_caller; /* sustained; 0: 100 */
+        unsigned call_burst_per_caller;       /* at once after a quiet time; 0: 512 */
 };
 
 int grpc_server_new(sd_event *e, struct metrics *metrics, const struct grpc_server_options *o,

@@ -324,6 +324,8 @@ static int serve(struct csi *csi, const char *name, const struct grpc_method *me
                 .name = name,
                 .socket_gid = (gid_t) -1, /* root alone is privileged */
                 .max_connections = csi->mi->manager->connection_caps.csi, /* fd-limit.h */
+                /* NodePublishVolume, its largest request: paths, a volume context of a few keys. */
+                .max_recv_message = 64 * 1024,
         };
         _cleanup_(grpc_server_freep) struct grpc_server *s = NULL;
         _cleanup_free_ char *dir = strndup(path, (size_t) (strrchr(path, '/') - path));

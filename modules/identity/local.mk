@@ -14,7 +14,8 @@ MODULE_SOURCES += \
 	modules/identity/jwt-api.c
 EXTRA_DIST += modules/identity/local.mk
 INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_dirs.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
-	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py
+	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py \
+	tests/integration/test_workload_api_limits.py
 EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
 	tests/integration/workload_api_client.py tests/integration/workload_api_client.js \
 	tests/integration/grpcjs/package.json tests/integration/grpcjs/package-lock.json docs/workload-api.md

@@ -508,6 +508,8 @@ int workload_api_start(struct identity *id) {
                 .place = caller_peer_place, /* counted per pod as on the local API */
                 .place_userdata = id->manager,
                 .max_connections = id->manager->connection_caps.workload, /* sized to the fd limit */
+                /* Its largest request, ValidateJWTSVID's, is a token of at most 8 KiB and an audience. */
+                .max_recv_message = 64 * 1024,
         };
         _cleanup_free_ char *path = workload_socket_path(id);
         struct workload_api *api;

@@ -122,6 +122,13 @@ static void drain(int fd) {
                 ;
 }
 
+/* The peer is a pod's process: counted per caller, its calls paced (a small burst, so that
+ * inputs reach the queue, and calls still queued when the server goes). */
+static void place_in_pod(const struct api_peer *peer, void *userdata, struct api_place *ret) {
+        ret->privileged = false;
+        ret->pod_uid = strdup("fuzz-pod");
+}
+
 /* Runs the loop until it has nothing ready (bounded). */
 static void run(int client) {
         for (unsigned i = 0; i < 200; i++) {
@@ -141,6 +148,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 .max_recv_message = 4096,
                 .max_unsent = 8192,
                 .socket_gid = (gid_t) -1,
+                .place = place_in_pod,
+                .max_request_bytes_per_caller = 8192,
+                .max_unsent_per_caller = 12288,
+                .calls_per_second_per_caller = 1000,
+                .call_burst_per_caller = 4,
         };
         struct grpc_server *s = NULL;
         int fds[2];

@@ -21,6 +21,10 @@ does with it, not only that it survived.
      another are answered; a caller's unfinished bodies held to its request-bytes budget (413
      and a close, others answered); a pod pipelining requests paced with 429 while root's
      /v1/health stays fast and another pod is answered.
+  7. the gRPC servers (the Workload API, the CSI plugin): messages over 64 KiB refused before
+     their bytes, malformed requests given the spec's status, a request that never completes
+     reset after the body deadline, an outsider's refused calls paced (the agent's CPU stays
+     low), and the pod still served between them.
 
 One agent (and one nginx) per class, module-scoped, so that the file stays fast."""
 
@@ -38,7 +42,12 @@ import time
 
 import pytest
 
-from identity_testlib import new_uid
+from identity_testlib import PodCgroup, new_uid
+from test_identity import identity_pod as identity_pod_object, wait_workload
+from test_identity_jwt import key_pem, new_key, write_secret
+from workload_api_testlib import PREFACE, PythonClient, call, frame, generate_messages, grpc_headers, \
+    read_frames, spawn
+from csi_testlib import Client as CsiClient, DRIVER, generate_messages as csi_messages
 from pinion_testlib import T, Agent, free_port, make_pod, unix_request, wait_until
 from configsync_testlib import Nginx, get_config, read_tree, test_ca, versions_in, write_bundle  # noqa: F401
 from podnet_testlib import cni, free_pod_cidr, host_links, pinion_conf, podnet_status
@@ -1212,3 +1221,150 @@ def test_a_pipelining_pod_is_paced(budget_env):
     finally:
         cg_a.close()
         cg_b.close()
+
+
+# =============================================================================================
+# 7. The gRPC servers (the Workload API, the CSI plugin)
+
+GRPC_NOBODY = 65534
+GRPC_MAX_MESSAGE = 64 * 1024
+
+
+class GrpcEnv:
+    """One agent serving the Workload API (a pod with an identity, JWT keys) and the CSI plugin."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="pinion-hostile-grpc-")
+        os.chmod(self.dir, 0o755)
+        self.agent = self.cgroup = self.pb_dir = self.csi_pb_dir = None
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self):
+        uid = new_uid()
+        try:
+            self.cgroup = PodCgroup(uid, hierarchy="pids")
+        except (OSError, RuntimeError) as e:
+            pytest.skip("cannot create test cgroups: %s" % e)
+        write_secret(os.path.join(self.dir, "jwt.key"), key_pem(new_key()))
+        write_secret(os.path.join(self.dir, "jwt-bundle"), b'{"keys": []}', 0o644)
+        self.csi_socket = os.path.join(self.dir, "plugins", DRIVER, "csi.sock")
+        os.makedirs(os.path.join(self.dir, "pods"))
+        self.agent = module_agent(config={
+            "agent": {"socket-mode": "0666"},
+            "identity": {"signer": "local", "trust-domain": "hostile.test", "ca-dir": os.path.join(self.dir, "ca"),
+                         "pod-tls-dir": os.path.join(self.dir, "pods-tls"),
+                         "jwt-key-file": os.path.join(self.dir, "jwt.key"),
+                         "jwt-bundle-file": os.path.join(self.dir, "jwt-bundle")},
+            "csi": {"enable": "yes", "socket": self.csi_socket, "registration-dir": "",
+                    "pods-root": os.path.join(self.dir, "pods")}})
+        self.socket = os.path.join(self.agent.runtime_dir, "workload.sock")
+        self.pb_dir = generate_messages()
+        self.pb = PythonClient(self.pb_dir)
+        self.agent.write_pod("web", identity_pod_object("web", uid, ns="shop", sa="front"))
+        wait_workload(self.agent, "web")
+        wait_until(lambda: os.path.exists(self.socket) and os.path.exists(self.csi_socket), desc="gRPC sockets")
+        self.csi_pb_dir, self.csi, _ = csi_messages()
+
+    def close(self):
+        problem = self.agent.close() if self.agent else None
+        if self.cgroup:
+            self.cgroup.close()
+        for d in (self.pb_dir, self.csi_pb_dir, self.dir):
+            if d:
+                shutil.rmtree(d, ignore_errors=True)
+        if problem:
+            pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def grpc_env():
+    env = GrpcEnv()
+    yield env
+    env.close()
+
+
+# (what, client arguments, the status, words of its details)
+GRPC_CASES = [
+    ("message over 64 KiB", ["jwt-svid", "--raw-zeros", GRPC_MAX_MESSAGE + 1], "RESOURCE_EXHAUSTED", "65536"),
+    ("a 4 MiB message", ["jwt-svid", "--raw-zeros", 4 * 1024 * 1024], "RESOURCE_EXHAUSTED", "65536"),
+    ("64 KiB of garbage", ["jwt-svid", "--raw-zeros", GRPC_MAX_MESSAGE], "INVALID_ARGUMENT", "malformed"),
+    ("17 audiences", ["jwt-svid"] + sum([["--audience", "a%d" % i] for i in range(17)], []), "INVALID_ARGUMENT",
+     "audience"),
+    ("no security header", ["svid", "--no-header"], "INVALID_ARGUMENT", "security header"),
+]
+
+
+@pytest.mark.parametrize("what,args,status,says", GRPC_CASES, ids=[c[0] for c in GRPC_CASES])
+def test_hostile_grpc_requests_get_their_status(grpc_env, what, args, status, says):
+    e = grpc_env
+    (r,) = call(e.pb, e.socket, *args, cg=e.cgroup, uid=GRPC_NOBODY)
+    assert r.get("error") == status and says in r.get("details", ""), r
+    (ok,) = call(e.pb, e.socket, "jwt-svid", "--audience", "x", cg=e.cgroup, uid=GRPC_NOBODY)
+    assert ok.get("svids"), ok
+    e.agent.check_alive()
+
+
+def test_csi_refuses_a_message_over_64k(grpc_env):
+    e = grpc_env
+    c = CsiClient(e.csi_socket)
+    try:
+        code, details = c.code("/csi.v1.Node/NodePublishVolume", bytes(GRPC_MAX_MESSAGE + 1),
+                               e.csi.NodePublishVolumeResponse)
+        assert code.name == "RESOURCE_EXHAUSTED" and "65536" in details, (code, details)
+        info = c.call("/csi.v1.Node/NodeGetInfo", e.csi.NodeGetInfoRequest(), e.csi.NodeGetInfoResponse)
+        assert info.node_id
+    finally:
+        c.close()
+
+
+def test_unfinished_request_is_reset_after_the_body_deadline(grpc_env):
+    e = grpc_env
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        s.connect(e.socket)
+        # Headers and half a message, then nothing: within 10 s (the body deadline) the stream
+        # is reset with CANCEL (8) and what it held is freed; the connection may stay.
+        s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(1, 4, 1, grpc_headers("/SpiffeWorkloadAPI/FetchJWTSVID")) +
+                  frame(0, 0, 1, bytes([0, 0, 0, 0, 100]) + bytes(50)))
+        t0 = time.monotonic()
+        frames = read_frames(s, timeout=T(14))
+        resets = [f for f in frames if f[0] == 3 and f[2] == 1]
+        assert resets and int.from_bytes(resets[0][3], "big") == 8, frames
+        assert time.monotonic() - t0 >= 5
+    finally:
+        s.close()
+    e.agent.check_alive()
+
+
+def test_an_outsiders_refused_calls_are_paced(grpc_env):
+    e = grpc_env
+    pid = e.agent.pid
+    # Nobody outside any pod: every call is PERMISSION_DENIED, each one attested through /proc.
+    p = spawn(e.pb, e.socket, "flood", "--audience", "x", "--streams", "200", "--seconds", "5", "--timeout", "30",
+              uid=GRPC_NOBODY)
+    try:
+        time.sleep(1)
+        with open("/proc/%d/stat" % pid) as f:
+            c0 = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
+        t0 = time.monotonic()
+        time.sleep(3)
+        with open("/proc/%d/stat" % pid) as f:
+            c1 = sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])
+        used = (c1 - c0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
+        out, _ = p.communicate(timeout=T(60))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    counts = json.loads(out.splitlines()[-1])["counts"]
+    print("an outsider's refused calls: %s; agent CPU %.0f%%" % (counts, used * 100))
+    assert set(counts) <= {"PERMISSION_DENIED", "DEADLINE_EXCEEDED"}, counts
+    # The outsider's calls run at its pace (512 at once, 100 a second), not as fast as it sends.
+    assert counts.get("PERMISSION_DENIED", 0) <= 512 + 100 * 8, counts
+    assert used < 0.5, "the agent used %.0f%% of a CPU for an outsider's refused calls" % (used * 100)
+    assert e.agent.health()["status"] == "ok"

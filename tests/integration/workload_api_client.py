@@ -2,10 +2,11 @@
 as another user) by test_workload_api.py. It finds the agent as SPIFFE clients do, through
 SPIFFE_ENDPOINT_SOCKET, and prints one JSON object per line: each response, or the error.
 
-    workload_api_client.py OP [--no-header] [--count N] [--timeout S] [--streams N] [--raw HEX]
-                              [--audience A]... [--spiffe-id ID] [--token JWT]
+    workload_api_client.py OP [--no-header] [--count N] [--timeout S] [--streams N] [--raw HEX] [--raw-zeros N]
+                              [--audience A]... [--spiffe-id ID] [--token JWT] [--seconds S]
 
-OP: svid | bundles | jwt-svid | jwt-bundles | validate | many"""
+OP: svid | bundles | jwt-svid | jwt-bundles | validate | many | flood (FetchJWTSVID pipelined:
+--streams calls in flight on one channel for --seconds, then one line of counts by status)"""
 
 import argparse
 import json
@@ -76,6 +77,8 @@ def request(args, req):
 def single(args):
     md = [] if args.no_header else [("workload.spiffe.io", "true")]
     raw = bytes.fromhex(args.raw) if args.raw is not None else None
+    if args.raw_zeros is not None:
+        raw = bytes(args.raw_zeros)  # larger than a command line's argument may be
     t0 = time.time()
     with channel() as ch:
         fn, req = stub(ch, args.op, raw)
@@ -119,6 +122,37 @@ def many(args):
         out({"cancelled": len(calls)})
 
 
+def flood(args):
+    """Pipelines FetchJWTSVID as fast as the agent answers: --streams calls in flight at once."""
+    import threading
+    md = [("workload.spiffe.io", "true")]
+    counts, lock, done = {}, threading.Lock(), threading.Event()
+    with channel() as ch:
+        fn, req = stub(ch, "jwt-svid", None)
+        msg = request(args, req)
+        end = time.time() + args.seconds
+        slots = threading.Semaphore(args.streams)
+
+        def finished(f):
+            try:
+                f.result()
+                code = "OK"
+            except grpc.RpcError as e:
+                code = e.code().name
+            with lock:
+                counts[code] = counts.get(code, 0) + 1
+            slots.release()
+
+        while time.time() < end:
+            if not slots.acquire(timeout=0.5):
+                continue
+            fn.future(msg, metadata=md, timeout=args.timeout).add_done_callback(finished)
+        for _ in range(args.streams):  # the calls still in flight end (or time out)
+            slots.acquire(timeout=args.timeout + 5)
+        done.set()
+    out({"counts": counts})
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("op")
@@ -127,12 +161,16 @@ def main():
     p.add_argument("--timeout", type=float, default=30)
     p.add_argument("--streams", type=int, default=500)
     p.add_argument("--raw")
+    p.add_argument("--raw-zeros", type=int)
     p.add_argument("--audience", action="append", default=[])
     p.add_argument("--spiffe-id")
     p.add_argument("--token")
+    p.add_argument("--seconds", type=float, default=5)
     args = p.parse_args()
     if args.op == "many":
         many(args)
+    elif args.op == "flood":
+        flood(args)
     else:
         single(args)
 
