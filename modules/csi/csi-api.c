@@ -13,7 +13,8 @@
  *   publish without volume_capability, or of block access -> INVALID_ARGUMENT
  *   a target_path outside a pod's directory below the pods root -> PERMISSION_DENIED
  *   publish where the target's parent is missing, unpublish where another mount is -> NOT_FOUND
- *   publish over something else, unpublish of a non-empty or non-directory target
+ *   publish over something else or over a non-empty directory, unpublish of a non-empty or
+ *   non-directory target
  *                                                        -> FAILED_PRECONDITION */
 #include <errno.h>
 #include <stdlib.h>

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -124,6 +125,33 @@ static int bind_read_only(const char *source, int target_fd, const char *target_
         return 0;
 }
 
+/* Whether the directory name in dir_fd holds anything. A publish over a non-empty directory would
+ * hide what is in it from the pod (its other volumes, when the target names the pod's volumes
+ * directory itself): the kubelet hands the plugin an empty or missing target. */
+static int dir_has_entries(int dir_fd, const char *name) {
+        _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d)
+                return -errno;
+        fd = -EBADF; /* the DIR owns it now */
+        errno = 0;
+        while ((de = readdir(d)))
+                if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
+                        r = 1;
+                        break;
+                }
+        if (!de && errno != 0)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
 int csi_publish(const char *source, const char *root, const char *target, char *why, size_t why_size) {
         _cleanup_free_ char *parent = NULL, *path = NULL;
         _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
@@ -161,6 +189,11 @@ int csi_publish(const char *source, const char *root, const char *target, char *
                 return 0; /* published already */
         if (mounted)
                 return refuse(-EEXIST, why, why_size, "something else is mounted at %s", path);
+        r = dir_has_entries(dir_fd, name);
+        if (r < 0)
+                return refuse(r, why, why_size, "%s: %s", path, strerror(-r));
+        if (r > 0)
+                return refuse(-ENOTEMPTY, why, why_size, "%s is not empty: a publish would hide what it holds", path);
         return bind_read_only(source, fd, path, why, why_size);
 }
 

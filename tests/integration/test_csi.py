@@ -183,6 +183,20 @@ def test_bad_requests_get_the_specs_codes(kubelet):
     open(file_target, "w").close()
     assert pub(kubelet.publish_request(file_target))[0] == grpc.StatusCode.FAILED_PRECONDITION
 
+    # A non-empty directory two levels below the pods root (here the pod's own volumes
+    # directory, which holds its other volumes): a publish would hide them, so it is refused.
+    kubelet.target(pod="victim-pod")
+    volumes = os.path.join(kubelet.pods, "victim-pod", "volumes")
+    os.makedirs(os.path.join(volumes, "other-volume"), exist_ok=True)
+    with open(os.path.join(volumes, "other-volume", "data"), "w") as f:
+        f.write("the pod's")
+    got = pub(kubelet.publish_request(volumes))
+    assert got[0] == grpc.StatusCode.FAILED_PRECONDITION, got
+    assert "not empty" in got[1], got
+    assert mount_roots_below(kubelet.dir) == []
+    with open(os.path.join(volumes, "other-volume", "data")) as f:
+        assert f.read() == "the pod's"
+
     # A mount at the target that is not this driver's volume is not taken away.
     foreign = kubelet.target()
     os.makedirs(foreign)
