@@ -240,6 +240,40 @@ static void bundle_warn_capped(struct bundle *b) {
                                    n, first->path, (unsigned) first->mode, (unsigned) PUBLISH_MODE_MAX);
 }
 
+/* A new version was published: it becomes the bundle's, its state is saved and on-change runs. */
+static void bundle_take_version(struct bundle *b, struct fetch_outcome *o) {
+        free(b->etag);
+        b->etag = TAKE_PTR(o->etag);
+        free(b->version);
+        b->version = strdup(o->manifest->version); /* NULL (unknown) if out of memory: logged as such */
+        free(b->version_dir);
+        b->version_dir = TAKE_PTR(o->version_dir);
+        memcpy(b->manifest_sha256, o->manifest_sha256, 32);
+        b->have_sha = true;
+        bundle_take_serial(b, o->manifest);
+        b->n_files = o->manifest->n_files;
+        b->size = o->manifest->total_size;
+        manifest_free(b->manifest);
+        b->manifest = TAKE_PTR(o->manifest);
+        b->present = true;
+        b->verified = true;
+        b->published = now_usec(CLOCK_REALTIME);
+        b->last_change = b->published;
+        b->n_changes++;
+        if (bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
+                log_bundle_warning(b, "cannot save its state (the next start downloads it again)");
+        bundle_warn_capped(b);
+        log_bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
+                    "%.3fs, of which %.3fs fsync and swap)",
+                    b->version ? b->version : "(unknown)", b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
+                    (double) o->total_usec / USEC_PER_SEC, (double) o->publish_usec / USEC_PER_SEC);
+        if (o->files_damaged > 0)
+                log_bundle_warning(b, "%u unchanged file(s) were missing or no longer matched their size, mode "
+                                  "or sha256 in the published version (changed in place?) and were "
+                                  "downloaded again", o->files_damaged);
+        bundle_trigger_on_change(b);
+}
+
 static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userdata) {
         struct bundle *b = userdata;
         struct configsync_metrics *mt = &b->cs->metrics;
@@ -290,36 +324,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 break;
         }
         case FETCH_CHANGED:
-                free(b->etag);
-                b->etag = TAKE_PTR(o->etag);
-                free(b->version);
-                b->version = strdup(o->manifest->version); /* NULL (unknown) if out of memory: logged as such */
-                free(b->version_dir);
-                b->version_dir = TAKE_PTR(o->version_dir);
-                memcpy(b->manifest_sha256, o->manifest_sha256, 32);
-                b->have_sha = true;
-                bundle_take_serial(b, o->manifest);
-                b->n_files = o->manifest->n_files;
-                b->size = o->manifest->total_size;
-                manifest_free(b->manifest);
-                b->manifest = TAKE_PTR(o->manifest);
-                b->present = true;
-                b->verified = true;
-                b->published = now_usec(CLOCK_REALTIME);
-                b->last_change = b->published;
-                b->n_changes++;
-                if (bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
-                        log_bundle_warning(b, "cannot save its state (the next start downloads it again)");
-                bundle_warn_capped(b);
-                log_bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
-                            "%.3fs, of which %.3fs fsync and swap)",
-                            b->version ? b->version : "(unknown)", b->settings->dest, b->n_files, b->size, o->files_downloaded, o->files_reused,
-                            (double) o->total_usec / USEC_PER_SEC, (double) o->publish_usec / USEC_PER_SEC);
-                if (o->files_damaged > 0)
-                        log_bundle_warning(b, "%u unchanged file(s) were missing or no longer matched their size, mode "
-                                          "or sha256 in the published version (changed in place?) and were "
-                                          "downloaded again", o->files_damaged);
-                bundle_trigger_on_change(b);
+                bundle_take_version(b, o);
                 break;
         case _FETCH_RESULT_MAX:
                 break;
