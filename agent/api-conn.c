@@ -24,6 +24,10 @@
 #define API_MAX_LIMITED_CONNECTIONS 512U
 #define API_MAX_CONNECTIONS_PER_POD 32U
 #define API_MAX_CONNECTIONS_PER_UID 32U
+/* Peers that cannot be attested (gone, a zombie, their PID reused) all together: one pod could
+ * otherwise hold a count per throwaway uid of children that connect and exit. */
+#define API_MAX_UNATTESTED_CONNECTIONS 8U
+#define API_UNATTESTED_KEY "unattested"
 /* A request head (request line and headers) must be complete this long after the connection
  * was accepted or its previous request finished; else the connection is closed. A slow
  * trickle of header bytes would otherwise hold a connection, and a caller's quota, for good. */
@@ -97,12 +101,14 @@ struct api_peer conn_peer(const struct api *a, const struct api_conn *c) {
         return peer_creds_to_api_peer(&c->creds, a->socket_gid);
 }
 
-/* The count a connection is in: its pod's, whatever its uid; else its uid's, unless it is
- * privileged where it runs (root, socket-group in no pod: the place rule of caller.h). NULL
- * with 0: no per-caller count. */
+/* The count a connection is in: its pod's, whatever its uid; the one shared count of every
+ * peer that cannot be attested, whatever its uid; else its uid's, unless it is privileged where
+ * it runs (root, socket-group in no pod: the place rule of caller.h). NULL with 0: no
+ * per-caller count. */
 static int conn_count_key(const struct api *a, const struct api_conn *c, char **ret) {
         struct api_peer peer = conn_peer(a, c);
         _cleanup_free_ char *pod = NULL;
+        bool attested = peer.start_time != 0;
 
         *ret = NULL;
         if (a->anonymous)
@@ -113,12 +119,29 @@ static int conn_count_key(const struct api *a, const struct api_conn *c, char **
                 a->place_fn(&peer, a->place_userdata, &place);
                 peer.privileged = place.privileged;
                 pod = place.pod_uid;
+                attested = place.attested;
         }
         if (pod)
                 return asprintf(ret, "pod:%s", pod) < 0 ? -ENOMEM : 0;
+        if (!attested)
+                return (*ret = strdup(API_UNATTESTED_KEY)) ? 0 : -ENOMEM;
         if (peer.privileged)
                 return 0;
         return asprintf(ret, "uid:%u", (unsigned) c->creds.uid) < 0 ? -ENOMEM : 0;
+}
+
+/* A count's cap, and the metric's reason label when it is reached. */
+static unsigned conn_count_cap(const char *key, const char **ret_reason) {
+        if (startswith(key, "pod:")) {
+                *ret_reason = "pod";
+                return API_MAX_CONNECTIONS_PER_POD;
+        }
+        if (streq(key, API_UNATTESTED_KEY)) {
+                *ret_reason = "unattested";
+                return API_MAX_UNATTESTED_CONNECTIONS;
+        }
+        *ret_reason = "uid";
+        return API_MAX_CONNECTIONS_PER_UID;
 }
 
 /* NULL: admitted and counted. Else why not (the metric's reason label). */
@@ -130,9 +153,10 @@ static const char *conn_account(struct api *a, struct api_conn *c) {
         if (key) {
                 if (a->n_limited >= API_MAX_LIMITED_CONNECTIONS)
                         return "limited";
-                if (count_get(a, key) >= (startswith(key, "pod:") ? API_MAX_CONNECTIONS_PER_POD
-                                                                  : API_MAX_CONNECTIONS_PER_UID))
-                        return startswith(key, "pod:") ? "pod" : "uid";
+                const char *reason;
+
+                if (count_get(a, key) >= conn_count_cap(key, &reason))
+                        return reason;
                 if (count_inc(a, key) < 0)
                         return "memory";
                 a->n_limited++;
