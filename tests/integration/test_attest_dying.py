@@ -18,6 +18,7 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -171,3 +172,37 @@ def test_throwaway_uids_share_one_unattested_count(agent_factory, pod_cgroups, s
     finally:
         p.stdin.close()
         p.wait(T(10))
+
+
+def agent_pidfds(a):
+    """How many pidfds the agent holds."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % a.pid):
+        try:
+            n += os.readlink("/proc/%d/fd/%s" % (a.pid, fd)) == "anon_inode:[pidfd]"
+        except FileNotFoundError:
+            pass
+    return n
+
+
+def test_the_peers_pidfd_lives_as_long_as_its_connection(agent_factory):
+    """Each connection of a live peer holds the peer's pidfd, and closing the connections closes
+    them all: no fd is left behind."""
+    a = agent_factory()
+    assert unix_request(a.socket, "GET", "/v1/health").status == 200
+    wait_until(lambda: agent_pidfds(a) == 0, 10, desc="no connection left")
+    socks = []
+    try:
+        for _ in range(20):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(a.socket)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        for s in socks:
+            s.settimeout(T(10))
+            assert s.recv(4096).startswith(b"HTTP/1.1 200"), "no answer"
+        assert agent_pidfds(a) == len(socks)
+    finally:
+        for s in socks:
+            s.close()
+    wait_until(lambda: agent_pidfds(a) == 0, 10, desc="every pidfd closed with its connection")
