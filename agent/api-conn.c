@@ -147,14 +147,13 @@ static unsigned conn_count_cap(const char *key, const char **ret_reason) {
 /* NULL: admitted and counted. Else why not (the metric's reason label). */
 static const char *conn_account(struct api *a, struct api_conn *c) {
         _cleanup_free_ char *key = NULL;
+        const char *reason;
 
         if (conn_count_key(a, c, &key) < 0)
                 return "memory";
         if (key) {
                 if (a->n_limited >= API_MAX_LIMITED_CONNECTIONS)
                         return "limited";
-                const char *reason;
-
                 if (count_get(a, key) >= conn_count_cap(key, &reason))
                         return reason;
                 if (count_inc(a, key) < 0)
