@@ -60,6 +60,13 @@ def test_root_in_a_pod_exiting_unreaped_is_an_outsider(node):
     assert api("/v1/health")[0] == 200
 
 
+def rejected_unattested():
+    status, text = api("/metrics")
+    assert status == 200, text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("pinion_api_connections_rejected_total{") and 'reason="unattested"' in line)
+
+
 N_THROWAWAY = 30  # more than a pod's 32 would not be needed to tell: the unattested cap is 8
 UNATTESTED_CAP = 8
 
@@ -91,6 +98,8 @@ def test_children_that_exit_before_accept_share_the_unattested_count(node):
                  lambda: count()["closed"] >= N_THROWAWAY - UNATTESTED_CAP, timeout=20)
         held = count()
         assert held["open"] <= UNATTESTED_CAP, held
+        # Closed at accept over the cap, not later by the head deadline.
+        assert rejected_unattested() >= N_THROWAWAY - UNATTESTED_CAP
         assert api("/v1/health")[0] == 200
         status, body = request_in_pod(pod_b, "/v1/identity", user=40301)
         assert status == 200 and body["id"].endswith("/sa/pod-b"), (status, body)
