@@ -29,6 +29,10 @@
 #define API_MAX_LIMITED_CONNECTIONS 512U
 #define API_MAX_CONNECTIONS_PER_POD 32U
 #define API_MAX_CONNECTIONS_PER_UID 32U
+/* Peers that cannot be attested (gone, a zombie, their PID reused) all together: one pod could
+ * otherwise hold a count per throwaway uid of children that connect and exit. */
+#define API_MAX_UNATTESTED_CONNECTIONS 8U
+#define API_UNATTESTED_KEY "unattested"
 /* Deadlines of a connection, each of which closes it: a trickle of bytes, or none, would
  * otherwise hold a connection, and its caller's quota, for good. A request line must come
  * this long after the connection was accepted or its previous request finished (idle), and
@@ -106,12 +110,14 @@ struct api_peer conn_peer(const struct api *a, const struct api_conn *c) {
         return peer_creds_to_api_peer(&c->creds, a->socket_gid);
 }
 
-/* The count a connection is in: its pod's, whatever its uid; else its uid's, unless it is
- * privileged where it runs (root, socket-group in no pod: the place rule of caller.h). NULL
- * with 0: no per-caller count. */
+/* The count a connection is in: its pod's, whatever its uid; the one shared count of every
+ * peer that cannot be attested, whatever its uid; else its uid's, unless it is privileged where
+ * it runs (root, socket-group in no pod: the place rule of caller.h). NULL with 0: no
+ * per-caller count. */
 static int conn_count_key(const struct api *a, const struct api_conn *c, char **ret) {
         struct api_peer peer = conn_peer(a, c);
         _cleanup_free_ char *pod = NULL;
+        bool attested = peer.start_time != 0;
 
         *ret = NULL;
         if (a->anonymous)
@@ -122,9 +128,12 @@ static int conn_count_key(const struct api *a, const struct api_conn *c, char **
                 a->place_fn(&peer, a->place_userdata, &place);
                 peer.privileged = place.privileged;
                 pod = place.pod_uid;
+                attested = place.attested;
         }
         if (pod)
                 return asprintf(ret, "pod:%s", pod) < 0 ? -ENOMEM : 0;
+        if (!attested)
+                return (*ret = strdup(API_UNATTESTED_KEY)) ? 0 : -ENOMEM;
         if (peer.privileged)
                 return 0;
         return asprintf(ret, "uid:%u", (unsigned) c->creds.uid) < 0 ? -ENOMEM : 0;
@@ -164,6 +173,10 @@ static unsigned key_cap(const struct api *a, const char *key, const char **ret_r
         if (startswith(key, "addr:")) {
                 *ret_reason = "source";
                 return a->max_connections_per_source > 0 ? a->max_connections_per_source : UINT_MAX;
+        }
+        if (streq(key, API_UNATTESTED_KEY)) {
+                *ret_reason = "unattested";
+                return API_MAX_UNATTESTED_CONNECTIONS;
         }
         *ret_reason = startswith(key, "pod:") ? "pod" : "uid";
         return startswith(key, "pod:") ? API_MAX_CONNECTIONS_PER_POD : API_MAX_CONNECTIONS_PER_UID;

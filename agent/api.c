@@ -143,7 +143,7 @@ static int api_metrics_register(struct api *a, struct metrics *m) {
                   &a->request_duration },
                 { METRIC_COUNTER, "pinion_api_connections_rejected_total",
                   "Local API connections closed at accept, by the limit they were over (pod, uid, "
-                  "limited, total) or memory/server.", reason_labels, NULL, 0, &a->connections_rejected },
+                  "unattested, limited, total) or memory/server.", reason_labels, NULL, 0, &a->connections_rejected },
                 { METRIC_COUNTER, "pinion_api_header_timeouts_total",
                   "Local API connections closed for not sending a complete request head in time.",
                   NULL, NULL, 0, &a->header_timeouts },

@@ -31,7 +31,8 @@ static int resolve_service(const struct caller_place *place, const struct api_pe
 
         if (place->n_services == 0)
                 return 0;
-        r = peer_service_lookup(place->proc_root, place->service_roots, peer->pid, peer->start_time, &unit);
+        r = peer_service_lookup(place->proc_root, place->service_roots, peer->pid, peer->pidfd, peer->start_time,
+                                &unit);
         if (r <= 0)
                 return r;
         s = service_find_unit(place->services, place->n_services, unit);
@@ -43,13 +44,31 @@ static int resolve_service(const struct caller_place *place, const struct api_pe
         return 1;
 }
 
-/* Rule 2: root or socket-group where it runs, in no pod or in the agent's own one. */
-static void resolve_by_credentials(const struct api_peer *peer, struct caller *ret) {
-        ret->privileged = peer->privileged;
-        if (peer->privileged)
-                ret->kind = peer->uid == 0 ? CALLER_HOST : CALLER_SOCKET_GROUP;
-        else
-                ret->kind = CALLER_OUTSIDER;
+/* Rule 1's refusal: neither a pod, nor the host, nor anyone else the peer's uid would make it. */
+static void cannot_attest(const struct api_peer *peer, const char *what, int error, struct caller *ret) {
+        log_debug("Cannot attest caller pid %d (%s): %s", (int) peer->pid, what, strerror(-error));
+        ret->kind = CALLER_OUTSIDER;
+        ret->privileged = false;
+        ret->pod_error = error;
+        ret->attested = false;
+}
+
+/* Rule 2: root or socket-group where it runs, in no pod or in the agent's own one. Privilege
+ * goes only to a peer still alive, itself and not exiting after its place was read. */
+static void resolve_by_credentials(const struct caller_place *place, const struct api_peer *peer,
+                                   struct caller *ret) {
+        int r;
+
+        ret->kind = CALLER_OUTSIDER;
+        if (!peer->privileged)
+                return;
+        r = proc_peer_alive(place->proc_root, peer->pid, peer->pidfd, peer->start_time);
+        if (r < 0) {
+                cannot_attest(peer, "where it runs", r, ret);
+                return;
+        }
+        ret->privileged = true;
+        ret->kind = peer->uid == 0 ? CALLER_HOST : CALLER_SOCKET_GROUP;
 }
 
 void caller_resolve_peer(const struct caller_place *place, const struct api_peer *peer, struct caller *ret) {
@@ -59,26 +78,25 @@ void caller_resolve_peer(const struct caller_place *place, const struct api_peer
 
         *ret = (struct caller) { .kind = CALLER_OUTSIDER };
 
-        r = peer_pod_lookup(place->proc_root, place->pod_roots, peer->pid, peer->start_time, &where);
+        r = peer_pod_lookup(place->proc_root, place->pod_roots, peer->pid, peer->pidfd, peer->start_time, &where);
         if (r < 0) {
-                /* Gone, its PID now names another process, or placed where no pod nor the host
-                 * runs: whatever it was, it is neither a pod nor the host. */
-                log_debug("Cannot attest where caller pid %d runs: %s", (int) peer->pid, strerror(-r));
-                ret->pod_error = r;
+                /* Gone, exiting or a zombie (whose v1 cgroups read "/", as the host's do), its PID
+                 * now names another process, or placed where no pod nor the host runs: whatever
+                 * it was, it is neither a pod nor the host. */
+                cannot_attest(peer, "where it runs", r, ret);
                 return;
         }
+        ret->attested = true;
         if (r == 0) {
                 r = resolve_service(place, peer, ret);
-                if (r < 0) {
-                        log_debug("Cannot attest which service caller pid %d runs in: %s", (int) peer->pid, strerror(-r));
-                        ret->pod_error = r;
-                }
-                if (r == 0)
-                        resolve_by_credentials(peer, ret);
+                if (r < 0)
+                        cannot_attest(peer, "its service", r, ret);
+                else if (r == 0)
+                        resolve_by_credentials(place, peer, ret);
                 return;
         }
         if (peer->privileged && streq_ptr(where.uid, place->own_pod_uid)) {
-                resolve_by_credentials(peer, ret);
+                resolve_by_credentials(place, peer, ret);
                 return;
         }
 
@@ -125,7 +143,11 @@ void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_p
         _cleanup_(caller_done) struct caller c = {};
 
         caller_resolve_peer(&place, peer, &c);
-        *ret = (struct api_place) { .privileged = c.privileged, .pod_uid = TAKE_PTR(c.cgroup_pod_uid) };
+        *ret = (struct api_place) {
+                .privileged = c.privileged,
+                .pod_uid = TAKE_PTR(c.cgroup_pod_uid),
+                .attested = c.attested,
+        };
 }
 
 void caller_done(struct caller *c) {

@@ -8,11 +8,14 @@
  *
  * Privilege comes from place, not from uid: a container's root is the host's root without a
  * user namespace, and must get no more than its pod. The one order of checks:
- *   1. where the peer runs, attested from its cgroup and start time below the pod roots
- *      (peer-pod.h). Cannot be attested (gone, PID reused, not the kubelet's layout):
- *      CALLER_OUTSIDER, never the host.
+ *   1. where the peer runs, attested from its cgroup below the pod roots (peer-pod.h), read
+ *      while the process that connected is alive and not a zombie (its pidfd and start time
+ *      checked around every read). Cannot be attested (gone, exiting or a zombie, PID reused,
+ *      start time unknown, /proc unreadable, not the kubelet's layout): CALLER_OUTSIDER, never
+ *      the host nor the socket group, whatever its uid; attested false.
  *   2. in no pod and no configured service, or in the agent's own pod (a DaemonSet's `kubectl exec`), with root or
- *      socket-group credentials: CALLER_HOST / CALLER_SOCKET_GROUP, privileged.
+ *      socket-group credentials, and still alive once placed: CALLER_HOST / CALLER_SOCKET_GROUP,
+ *      privileged.
  *   3. in a pod this node knows (by the UID its cgroup names, or for a static pod, whose
  *      cgroup names its config hash, its mirror pod: pod_store_get_by_cgroup()) and, when its
  *      status lists containers, in one of them:
@@ -68,6 +71,8 @@ struct caller {
          * its pod's status lists; else why its pod cannot be attested (the process gone, its
          * PID reused, an unreadable cgroup or not the kubelet's layout: peer_pod_lookup()). */
         int pod_error;
+        /* Whether where it runs could be read at all (rule 1); false: pod_error says why. */
+        bool attested;
         /* The pod the caller's cgroup names, whether this node knows it, and its container, or
          * not (owned; NULL: in no pod, or in the agent's own): what its connections count
          * against, so that a pod the store has not caught up with cannot starve another. */
@@ -85,7 +90,8 @@ void caller_resolve_manager_peer(struct manager *m, const struct api_peer *peer,
 void caller_done(struct caller *c);
 
 /* The API's placer (api_set_place_fn(), userdata: the manager): whether a peer is privileged
- * where it runs (rule 2), and its pod when it is a pod's (rule 1), for the connection limits. */
+ * where it runs (rule 2), its pod when it is a pod's (rule 1), and whether it could be attested,
+ * for the connection limits. */
 void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_place *ret);
 
 /* Whether the caller runs in a pod it cannot be told apart from: its pod cannot be attested, is

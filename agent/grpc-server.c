@@ -42,6 +42,10 @@
  * about it at most this often. */
 #define ACCEPT_PAUSE_USEC (250 * USEC_PER_MSEC)
 #define ACCEPT_WARN_INTERVAL_USEC (60 * USEC_PER_SEC)
+/* Peers that cannot be attested (gone, a zombie, their PID reused) all together: one pod could
+ * otherwise hold a count per throwaway uid of children that connect and exit. */
+#define GRPC_MAX_UNATTESTED_CONNECTIONS 8U
+#define GRPC_UNATTESTED_KEY "unattested"
 /* Read this much per wakeup at most, so one busy connection cannot hold the loop. */
 #define READ_CHUNK 16384
 #define READS_PER_WAKEUP 8
@@ -81,7 +85,7 @@ static int register_metrics(struct grpc_server *s, struct metrics *metrics) {
                   &s->m_streams },
                 { METRIC_COUNTER, "pinion_grpc_rejected_total",
                   "gRPC connections and streams refused or reset over a limit, by server and reason "
-                  "(connections, caller-connections, streams, caller-streams, request-bytes, "
+                  "(connections, caller-connections, unattested, streams, caller-streams, request-bytes, "
                   "caller-request-bytes, slow-reader, unsent-bytes, caller-unsent-bytes, protocol, "
                   "header-timeout, body-timeout, idle-timeout, caller-rate, accept-failed).",
                   reject_labels, NULL, 0, &s->m_rejected },
@@ -166,10 +170,12 @@ void grpc_count_put(struct grpc_server *s, struct grpc_count *k) {
         count_free(s, k);
 }
 
-/* The caller's count, made if new. 0 with *ret NULL: privileged, not counted. */
+/* The caller's count, made if new: its pod's, whatever its uid; the one shared count of every
+ * peer that cannot be attested, whatever its uid; else its uid's. 0 with *ret NULL:
+ * privileged, not counted. */
 static int conn_count_key(struct grpc_server *s, struct grpc_conn *c, char **ret) {
         _cleanup_free_ char *pod = NULL;
-        bool privileged = c->peer.privileged;
+        bool privileged = c->peer.privileged, attested = c->peer.start_time != 0;
 
         *ret = NULL;
         if (s->opts.place) {
@@ -178,9 +184,12 @@ static int conn_count_key(struct grpc_server *s, struct grpc_conn *c, char **ret
                 s->opts.place(&c->peer, s->opts.place_userdata, &place);
                 privileged = place.privileged;
                 pod = place.pod_uid;
+                attested = place.attested;
         }
         if (pod)
                 return asprintf(ret, "pod:%s", pod) < 0 ? -ENOMEM : 0;
+        if (!attested)
+                return (*ret = strdup(GRPC_UNATTESTED_KEY)) ? 0 : -ENOMEM;
         if (privileged)
                 return 0;
         return asprintf(ret, "uid:%u", (unsigned) c->creds.uid) < 0 ? -ENOMEM : 0;
@@ -198,6 +207,10 @@ static const char *conn_account(struct grpc_server *s, struct grpc_conn *c) {
         k = count_get(s, key);
         if (!k)
                 return "memory";
+        if (streq(key, GRPC_UNATTESTED_KEY) && k->conns >= GRPC_MAX_UNATTESTED_CONNECTIONS) {
+                grpc_count_put(s, k);
+                return "unattested";
+        }
         if (k->conns >= s->opts.max_connections_per_caller) {
                 grpc_count_put(s, k);
                 return "caller-connections";

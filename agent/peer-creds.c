@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +18,19 @@
 #endif
 
 
-static int peer_groups_from_proc(pid_t pid, gid_t **ret, size_t *ret_n) {
+/* The groups of /proc/PID/status, read between two checks that the process is still the
+ * connected one and alive (proc_peer_alive()). */
+static int peer_groups_from_proc(pid_t pid, int pidfd, uint64_t start_time, gid_t **ret, size_t *ret_n) {
         _cleanup_free_ char *line = NULL;
         _cleanup_free_ gid_t *groups = NULL;
         size_t n = 0, cap = 0;
         char path[64];
         FILE *f;
+        int r;
 
+        r = proc_peer_alive(NULL, pid, pidfd, start_time);
+        if (r < 0)
+                return r;
         snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
         f = fopen(path, "re");
         if (!f)
@@ -55,6 +60,9 @@ static int peer_groups_from_proc(pid_t pid, gid_t **ret, size_t *ret_n) {
                 break;
         }
         fclose(f);
+        r = proc_peer_alive(NULL, pid, pidfd, start_time);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(groups);
         *ret_n = n;
         return 0;
@@ -63,7 +71,7 @@ static int peer_groups_from_proc(pid_t pid, gid_t **ret, size_t *ret_n) {
 /* SO_PEERGROUPS gives the groups the client had when it connected, so a PID that exits and
  * is reused cannot lend its groups to the connection; /proc is the fallback for kernels
  * older than 4.13. */
-static int peer_groups(int fd, pid_t pid, gid_t **ret, size_t *ret_n) {
+static int peer_groups(int fd, const struct peer_creds *c, gid_t **ret, size_t *ret_n) {
         _cleanup_free_ gid_t *groups = NULL;
         socklen_t len = 0;
 
@@ -73,7 +81,7 @@ static int peer_groups(int fd, pid_t pid, gid_t **ret, size_t *ret_n) {
                 if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) >= 0)
                         break;
                 if (errno == ENOPROTOOPT)
-                        return peer_groups_from_proc(pid, ret, ret_n);
+                        return peer_groups_from_proc(c->pid, c->pidfd, c->start_time, ret, ret_n);
                 if (errno != ERANGE)
                         return -errno;
                 grown = realloc(groups, len);
@@ -86,32 +94,22 @@ static int peer_groups(int fd, pid_t pid, gid_t **ret, size_t *ret_n) {
         return 0;
 }
 
-/* A pidfd turns readable when its process exits. */
-static bool pidfd_alive(int pidfd) {
-        struct pollfd p = { .fd = pidfd, .events = POLLIN };
-
-        return poll(&p, 1, 0) == 0;
-}
-
-/* With SO_PEERPIDFD (Linux 6.5+) the pidfd names the very process that connected, however
- * its PID is reused: its start time is read from /proc/PID and counts only if the process
- * was alive before and after the read, so the PID cannot have changed hands in between.
- * -ENOPROTOOPT: an older kernel. 0 with *ret 0: the process is gone, nothing attested. */
-static int start_time_by_pidfd(int fd, pid_t pid, uint64_t *ret) {
-        _cleanup_close_ int pidfd = -EBADF;
+/* A pidfd of the process that connected. With SO_PEERPIDFD (Linux 6.5+; *ret_exact true) it
+ * names that very process, however its PID is reused. Older kernels get pidfd_open() of the PID,
+ * which may by now name another process: the caller checks that one's uid and gid. -ESRCH: the
+ * process that connected has been reaped. */
+static int peer_pidfd(int fd, pid_t pid, bool *ret_exact) {
+        int pidfd = -EBADF;
         socklen_t len = sizeof(pidfd);
-        uint64_t t;
 
-        *ret = 0;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
-                if (errno == ENOPROTOOPT)
-                        return -ENOPROTOOPT;
-                return 0; /* ESRCH, EINVAL: the process that connected has been reaped */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) >= 0) {
+                *ret_exact = true;
+                return pidfd;
         }
-        if (!pidfd_alive(pidfd) || proc_start_time(NULL, pid, &t) < 0 || !pidfd_alive(pidfd))
-                return 0;
-        *ret = t;
-        return 0;
+        if (errno != ENOPROTOOPT)
+                return -ESRCH; /* ESRCH, EINVAL: the process that connected has been reaped */
+        *ret_exact = false;
+        return pidfd_open_pid(pid);
 }
 
 /* The effective uid or gid (second field) of a "Uid:" or "Gid:" line of /proc/PID/status. */
@@ -130,56 +128,63 @@ static int proc_status_id(const char *text, const char *key, unsigned long *ret)
         return end == p ? -EBADMSG : 0;
 }
 
-/* Without SO_PEERPIDFD the process now at pid may not be the one that connected: it must at
- * least have the uid and gid the kernel recorded at connect(). A process of the same uid and
- * gid that took the PID in between is not told apart (docs/api.md). */
-static int start_time_by_pid(pid_t pid, uid_t uid, gid_t gid, uint64_t *ret) {
+/* Whether the process now at pid has the uid and gid the kernel recorded at connect(). Without
+ * SO_PEERPIDFD that is all that tells it from another process that took the PID: a process of
+ * the same uid and gid that took it in between is not told apart (docs/api.md). */
+static bool proc_ids_match(pid_t pid, uid_t uid, gid_t gid) {
         char path[64], text[4096];
         unsigned long u, g;
-        uint64_t t;
         ssize_t n;
         FILE *f;
 
-        *ret = 0;
-        if (proc_start_time(NULL, pid, &t) < 0)
-                return 0;
         snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
         f = fopen(path, "re");
         if (!f)
-                return 0;
+                return false;
         n = (ssize_t) fread(text, 1, sizeof(text) - 1, f);
         fclose(f);
         text[MAX(n, (ssize_t) 0)] = 0;
         if (proc_status_id(text, "\nUid:", &u) < 0 || proc_status_id(text, "\nGid:", &g) < 0)
-                return 0;
-        if (u != uid || g != gid)
-                return 0;
-        *ret = t;
-        return 0;
+                return false;
+        return u == uid && g == gid;
 }
 
-static uint64_t peer_start_time(int fd, const struct ucred *cred) {
-        uint64_t t;
+/* The start time of the process of pidfd, at cred->pid: read only while the pidfd shows it alive
+ * (before and after every read, so the PID cannot have changed hands in between) and it is
+ * neither exiting nor a zombie. 0: nothing attested. */
+static uint64_t peer_start_time(int pidfd, bool exact, const struct ucred *cred) {
+        struct proc_stat st;
 
-        if (start_time_by_pidfd(fd, cred->pid, &t) == -ENOPROTOOPT)
-                (void) start_time_by_pid(cred->pid, cred->uid, cred->gid, &t);
-        return t;
+        if (!pidfd_alive(pidfd) || proc_stat_read(NULL, cred->pid, &st) < 0 || !proc_stat_running(&st))
+                return 0;
+        if (!exact && !proc_ids_match(cred->pid, cred->uid, cred->gid))
+                return 0;
+        if (proc_peer_alive(NULL, cred->pid, pidfd, st.start_time) < 0)
+                return 0;
+        return st.start_time;
 }
 
 void peer_creds_read(int fd, struct peer_creds *ret) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
+        bool exact = false;
+        int pidfd;
 
-        *ret = (struct peer_creds) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
+        *ret = (struct peer_creds) { .uid = (uid_t) -1, .gid = (gid_t) -1, .pidfd = -EBADF };
         if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
                 return;
         ret->pid = cred.pid;
         ret->uid = cred.uid;
         ret->gid = cred.gid;
-        ret->start_time = peer_start_time(fd, &cred);
-        /* Without the groups, a socket-group member is treated as unprivileged. */
-        (void) peer_groups(fd, cred.pid, &ret->groups, &ret->n_groups);
         ret->known = true;
+        pidfd = peer_pidfd(fd, cred.pid, &exact);
+        if (pidfd >= 0) {
+                ret->start_time = peer_start_time(pidfd, exact, &cred);
+                /* Kept only for a peer attested alive: every later read checks it again. */
+                ret->pidfd = ret->start_time ? pidfd : safe_close(pidfd);
+        }
+        /* Without the groups, a socket-group member is treated as unprivileged. */
+        (void) peer_groups(fd, ret, &ret->groups, &ret->n_groups);
 }
 
 void peer_creds_done(struct peer_creds *c) {
@@ -187,6 +192,8 @@ void peer_creds_done(struct peer_creds *c) {
                 return;
         c->groups = mfree(c->groups);
         c->n_groups = 0;
+        if (c->known)
+                c->pidfd = safe_close(c->pidfd);
 }
 
 bool peer_creds_privileged(const struct peer_creds *c, gid_t socket_gid) {
@@ -210,6 +217,7 @@ struct api_peer peer_creds_to_api_peer(const struct peer_creds *c, gid_t socket_
                 .uid = c->uid,
                 .gid = c->gid,
                 .start_time = c->start_time,
+                .pidfd = c->known ? c->pidfd : -EBADF,
                 .privileged = peer_creds_privileged(c, socket_gid),
         };
 }

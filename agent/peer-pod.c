@@ -2,9 +2,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fsutil.h"
@@ -14,10 +16,32 @@
 #define POD_UID_MIN 8
 #define POD_UID_MAX 64
 
-int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret) {
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+/* Field n (3..) of a /proc/PID/stat text, counted after the LAST ')': comm, field 2, may hold
+ * spaces and ')'. NULL if the text has fewer fields. */
+static const char *stat_field(const char *text, int n) {
+        const char *p = strrchr(text, ')');
+
+        if (!p)
+                return NULL;
+        p++;
+        for (int field = 3; field <= n; field++) {
+                p = strchr(p, ' ');
+                if (!p)
+                        return NULL;
+                p++;
+        }
+        return p;
+}
+
+int proc_stat_read(const char *proc_root, pid_t pid, struct proc_stat *ret) {
         _cleanup_free_ char *path = NULL, *text = NULL;
         unsigned long long start;
-        const char *p;
+        unsigned long flags;
+        const char *state, *f9, *f22;
         int r;
 
         if (pid <= 0 || !ret)
@@ -25,25 +49,57 @@ int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret) {
         if (asprintf(&path, "%s/%d/stat", proc_root ?: "/proc", (int) pid) < 0)
                 return -ENOMEM;
         r = read_file_full(path, 4096, &text, NULL);
-        if (r == -ENOENT)
+        if (r == -ENOENT || r == -ESRCH)
                 return -ESRCH;
         if (r < 0)
                 return r;
-        /* "pid (comm) state ...": comm may hold spaces and ')' so count fields after the LAST
-         * ')'. starttime is field 22, the 20th after the ')'. */
-        p = strrchr(text, ')');
-        if (!p)
+        state = stat_field(text, 3);
+        f9 = stat_field(text, 9);
+        f22 = stat_field(text, 22);
+        if (!state || !f9 || !f22 || sscanf(f9, "%lu", &flags) != 1 || sscanf(f22, "%llu", &start) != 1)
                 return -EBADMSG;
-        p++;
-        for (int field = 3; field < 22; field++) {
-                p = strchr(p + 1, ' ');
-                if (!p)
-                        return -EBADMSG;
-        }
-        if (sscanf(p, " %llu", &start) != 1)
-                return -EBADMSG;
-        *ret = start;
+        *ret = (struct proc_stat) { .state = *state, .flags = flags, .start_time = start };
         return 0;
+}
+
+int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret) {
+        struct proc_stat st;
+        int r;
+
+        if (!ret)
+                return -EINVAL;
+        r = proc_stat_read(proc_root, pid, &st);
+        if (r < 0)
+                return r;
+        *ret = st.start_time;
+        return 0;
+}
+
+bool pidfd_alive(int pidfd) {
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+        return pidfd >= 0 && poll(&p, 1, 0) == 0;
+}
+
+int pidfd_open_pid(pid_t pid) {
+        int fd = (int) syscall(SYS_pidfd_open, pid, 0);
+
+        return fd < 0 ? -errno : fd;
+}
+
+int proc_peer_alive(const char *proc_root, pid_t pid, int pidfd, uint64_t start_time) {
+        struct proc_stat st;
+        int r;
+
+        if (start_time == 0 || pidfd < 0 || !pidfd_alive(pidfd))
+                return -ESRCH;
+        r = proc_stat_read(proc_root, pid, &st);
+        if (r < 0)
+                return r;
+        if (st.start_time != start_time || !proc_stat_running(&st))
+                return -ESRCH;
+        /* Read after the stat: the PID cannot have changed hands while the pidfd's process lives. */
+        return pidfd_alive(pidfd) ? 0 : -ESRCH;
 }
 
 /* ---- one cgroup path ---- */
@@ -298,54 +354,54 @@ int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *
         return 1;
 }
 
-int proc_cgroup_read(const char *proc_root, pid_t pid, uint64_t start_time, char **ret) {
+int proc_cgroup_read(const char *proc_root, pid_t pid, int pidfd, uint64_t start_time, char **ret) {
         _cleanup_free_ char *path = NULL, *text = NULL;
-        uint64_t now;
         int r;
 
         if (pid <= 0 || !ret)
                 return -EINVAL;
-        if (start_time == 0)
-                return -ESRCH;
-        r = proc_start_time(proc_root, pid, &now);
+        r = proc_peer_alive(proc_root, pid, pidfd, start_time);
         if (r < 0)
                 return r;
-        if (now != start_time)
-                return -ESRCH;
         if (asprintf(&path, "%s/%d/cgroup", proc_root ?: "/proc", (int) pid) < 0)
                 return -ENOMEM;
         r = read_file_full(path, 64 * 1024, &text, NULL);
-        if (r == -ENOENT)
+        if (r == -ENOENT || r == -ESRCH)
                 return -ESRCH;
         if (r < 0)
                 return r;
-        /* Checked again after the read: the cgroup we read must be the connected process's. */
-        r = proc_start_time(proc_root, pid, &now);
+        /* Checked again after the read: what we read must be the connected process's, and read
+         * while it lived and was not exiting (an exiting task shows "/" on every v1 line). */
+        r = proc_peer_alive(proc_root, pid, pidfd, start_time);
         if (r < 0)
                 return r;
-        if (now != start_time)
-                return -ESRCH;
         *ret = TAKE_PTR(text);
         return 0;
 }
 
-int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, uint64_t start_time,
+int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, int pidfd, uint64_t start_time,
                     struct peer_pod *ret) {
         _cleanup_free_ char *text = NULL;
         int r;
 
         if (pid <= 0 || !ret)
                 return -EINVAL;
-        r = proc_cgroup_read(proc_root, pid, start_time, &text);
+        r = proc_cgroup_read(proc_root, pid, pidfd, start_time, &text);
         if (r < 0)
                 return r;
         return pod_from_proc_cgroup(text, roots, ret);
 }
 
 int self_pod_lookup(const char *proc_root, char *const *roots, struct peer_pod *ret) {
+        _cleanup_close_ int pidfd = -EBADF;
         uint64_t start;
-        int r = proc_start_time(proc_root, getpid(), &start);
+        int r;
+
+        pidfd = pidfd_open_pid(getpid());
+        if (pidfd < 0)
+                return pidfd;
+        r = proc_start_time(proc_root, getpid(), &start);
         if (r < 0)
                 return r;
-        return peer_pod_lookup(proc_root, roots, getpid(), start, ret);
+        return peer_pod_lookup(proc_root, roots, getpid(), pidfd, start, ret);
 }

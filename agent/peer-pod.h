@@ -25,9 +25,16 @@
  * pod (a hybrid system's v2 line, a controller the kubelet does not use) and contradict nothing.
  *
  * A PID can be reused: the process that connected may exit and another take its number before
- * we read /proc. So the caller records the process's start time when the connection is accepted
- * (struct api_peer.start_time) and peer_pod_lookup() checks it before and after reading the
- * cgroup: if it differs, the answer belongs to someone else and the lookup fails. */
+ * we read /proc. So the caller keeps a pidfd of the process that connected and records its start
+ * time when the connection is accepted (struct api_peer), and peer_pod_lookup() checks both
+ * before and after reading the cgroup (proc_peer_alive()): if the start time differs, the answer
+ * belongs to someone else, and the lookup fails.
+ *
+ * A process must also be alive and not exiting while its cgroup is read: once a task starts to
+ * exit, the kernel shows "/" on every v1 line of its /proc/PID/cgroup (it stays so while it is an
+ * unreaped zombie, its stat and start time still there), which would read as "in no pod" and
+ * make a pod's root the host. So the pidfd must not have turned readable (the process exited,
+ * zombie included) and /proc/PID/stat must show neither state Z or X nor PF_EXITING. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -49,9 +56,40 @@ void peer_pod_done(struct peer_pod *p);
  * trailing slash. */
 bool pod_cgroup_root_valid(const char *path);
 
+/* What /proc/PID/stat says that attestation needs. */
+struct proc_stat {
+        char state;          /* field 3: 'R', 'S', 'D', ..., 'Z' (zombie), 'X' (dead) */
+        unsigned long flags; /* field 9: the kernel's PF_* flags */
+        uint64_t start_time; /* field 22: clock ticks since boot */
+};
+
+/* The kernel's PF_EXITING: set when a task starts to exit, before it is a zombie. */
+#define PROC_PF_EXITING 0x4UL
+
+/* Reads /proc/PID/stat. -ESRCH if there is no such process. proc_root is "/proc" unless testing. */
+int proc_stat_read(const char *proc_root, pid_t pid, struct proc_stat *ret);
+
+/* Whether the process is running its course: neither exiting, nor a zombie, nor dead. */
+static inline bool proc_stat_running(const struct proc_stat *st) {
+        return st->state != 'Z' && st->state != 'X' && !(st->flags & PROC_PF_EXITING);
+}
+
 /* The process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
- * -ESRCH if there is no such process. proc_root is "/proc" unless testing. */
+ * -ESRCH if there is no such process. */
 int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret);
+
+/* Whether the process of pidfd has not exited (zombie included: a pidfd turns readable once
+ * its process exits). False for a negative fd. */
+bool pidfd_alive(int pidfd);
+/* pidfd_open(2) of pid: the fd, or negative errno. */
+int pidfd_open_pid(pid_t pid);
+
+/* Whether process pid is still the peer that connected, and alive: pidfd (the peer's) not
+ * readable, /proc/PID/stat's start time start_time and the process neither exiting nor a
+ * zombie, the pidfd checked again after the stat. 0: it is. -ESRCH: it is not, or pidfd is
+ * negative or start_time 0 (unknown: nothing can be attested). Other negative errno: /proc
+ * could not be read. Every read about a peer in /proc is bracketed by two of these. */
+int proc_peer_alive(const char *proc_root, pid_t pid, int pidfd, uint64_t start_time);
 
 /* Parses the text of a /proc/PID/cgroup file against the pod roots. 1: *ret is the pod (and
  * container). 0: the process is in no pod. -EBADMSG: a line below a root is not the kubelet's
@@ -62,15 +100,16 @@ int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *
  * *ret_path (not NUL-terminated, *ret_len bytes) is the next line's path; 0: no more lines. */
 int proc_cgroup_next_path(const char **cursor, const char **ret_path, size_t *ret_len);
 
-/* The text of /proc/PID/cgroup, read between two checks that the process's start time is
- * start_time (so it is the connected process's). -ESRCH as for peer_pod_lookup(). */
-int proc_cgroup_read(const char *proc_root, pid_t pid, uint64_t start_time, char **ret);
+/* The text of /proc/PID/cgroup, read between two proc_peer_alive() checks (so it is the
+ * connected process's, read while it was alive). -ESRCH as for peer_pod_lookup(). */
+int proc_cgroup_read(const char *proc_root, pid_t pid, int pidfd, uint64_t start_time, char **ret);
 
-/* The pod of process pid, whose start time must be start_time (from proc_start_time() when
- * the peer connected). 1: *ret set. 0: not in a pod. -ESRCH: the process is gone, its PID
- * now belongs to another process, or start_time is 0 (unknown: nothing can be attested).
- * -EBADMSG as above. Other negative errno on read errors. */
-int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, uint64_t start_time,
+/* The pod of process pid, held by pidfd, whose start time must be start_time (from
+ * proc_start_time() when the peer connected). 1: *ret set. 0: not in a pod. -ESRCH: the
+ * process is gone, exiting or a zombie, its PID now belongs to another process, or pidfd is
+ * negative or start_time 0 (unknown: nothing can be attested). -EBADMSG as above. Other
+ * negative errno on read errors. */
+int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, int pidfd, uint64_t start_time,
                     struct peer_pod *ret);
 
 /* The pod this process itself runs in (the agent as a DaemonSet pod), as above. */

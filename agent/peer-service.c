@@ -69,9 +69,10 @@ int service_from_proc_cgroup(const char *text, char *const *roots, char **ret_un
         return 1;
 }
 
-int peer_service_lookup(const char *proc_root, char *const *roots, pid_t pid, uint64_t start_time, char **ret_unit) {
+int peer_service_lookup(const char *proc_root, char *const *roots, pid_t pid, int pidfd, uint64_t start_time,
+                        char **ret_unit) {
         _cleanup_free_ char *text = NULL;
-        int r = proc_cgroup_read(proc_root, pid, start_time, &text);
+        int r = proc_cgroup_read(proc_root, pid, pidfd, start_time, &text);
         if (r < 0)
                 return r;
         return service_from_proc_cgroup(text, roots, ret_unit);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +19,7 @@
 #include "caller.h"
 #include "fsutil.h"
 #include "macro.h"
+#include "peer-pod.h"
 #include "pod-store.h"
 #include "pods.h"
 #include "service.h"
@@ -34,21 +36,28 @@ static char *const roots[] = { (char *) "/kubepods", (char *) "/kubepods.slice",
 
 struct fixture {
         char root[64];
+        int pidfd; /* this test's own: a live process standing for the fake /proc's */
         struct pod_store *pods;
         struct caller_place place;
 };
 
-/* Process PID of the fake /proc, started at START, in the cgroup given. */
-static void fake_proc(const char *root, const char *cgroup) {
+/* Process PID of the fake /proc, started at START, in state state with flags (field 9 of its
+ * stat), in the cgroup given. */
+static void fake_proc_as(const char *root, char state, unsigned long flags, const char *cgroup) {
         char path[512], stat[512];
         snprintf(path, sizeof(path), "%s/%d", root, PID);
         assert_int_equal(mkdir_p(path, 0755), 0);
-        snprintf(stat, sizeof(stat), "%d (sh) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 %d 1000 100\n", PID,
-                 START);
+        snprintf(stat, sizeof(stat), "%d (sh) %c 1 42 42 0 -1 %lu 100 0 0 0 1 2 0 0 20 0 1 0 %d 1000 100\n", PID,
+                 state, flags, START);
         snprintf(path, sizeof(path), "%s/%d/stat", root, PID);
         assert_int_equal(write_file_atomic(path, stat, strlen(stat), 0644, (uid_t) -1, (gid_t) -1), 0);
         snprintf(path, sizeof(path), "%s/%d/cgroup", root, PID);
         assert_int_equal(write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
+}
+
+/* A running process. */
+static void fake_proc(const char *root, const char *cgroup) {
+        fake_proc_as(root, 'S', 4194560, cgroup);
 }
 
 static void add_pod(struct pod_store *pods, const char *json) {
@@ -59,6 +68,11 @@ static void add_pod(struct pod_store *pods, const char *json) {
         assert_int_equal(pod_store_put(pods, p), 1);
         pod_unref(p);
 }
+
+/* Their pidfd: the fixture's (setup()). */
+static struct api_peer root = { .pid = PID, .uid = 0, .gid = 0, .start_time = START, .privileged = true };
+static struct api_peer group = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = true };
+static struct api_peer user = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = false };
 
 /* pod-a: a static pod (its status lists no containers); pod-listed: its status lists CID. */
 static int setup(void **state) {
@@ -73,6 +87,9 @@ static int setup(void **state) {
                          "\"status\":{\"containerStatuses\":[{\"name\":\"main\",\"containerID\":\"containerd://" CID "\"}],"
                          "\"initContainerStatuses\":[{\"name\":\"init\"}]}}");
         f->place = (struct caller_place) { .proc_root = f->root, .pod_roots = roots, .pods = f->pods };
+        f->pidfd = pidfd_open_pid(getpid());
+        assert_true(f->pidfd >= 0);
+        root.pidfd = group.pidfd = user.pidfd = f->pidfd;
         *state = f;
         return 0;
 }
@@ -81,13 +98,11 @@ static int teardown(void **state) {
         struct fixture *f = *state;
         assert_int_equal(rm_rf(f->root), 0);
         pod_store_free(f->pods);
+        safe_close(f->pidfd);
         free(f);
         return 0;
 }
 
-static const struct api_peer root = { .pid = PID, .uid = 0, .gid = 0, .start_time = START, .privileged = true };
-static const struct api_peer group = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = true };
-static const struct api_peer user = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = false };
 
 static void resolve(struct fixture *f, const struct api_peer *peer, struct caller *ret) {
         caller_resolve_peer(&f->place, peer, ret);
@@ -104,6 +119,8 @@ static void expect_nobody(struct fixture *f, int pod_error, const char *refusal)
                 assert_null(c.pod_uid);
                 assert_null(c.pod);
                 assert_int_equal(c.pod_error, pod_error);
+                /* In a pod not on this node, or in none of its containers: placed, but nobody. */
+                assert_int_equal(c.attested, pod_error == -ENXIO || pod_error == -EPERM);
                 assert_true(caller_pod_unknown(&c));
                 assert_false(caller_may_read_own(&c));
                 assert_string_equal(caller_refusal(&c), refusal);
@@ -251,6 +268,65 @@ static void test_cannot_attest(void **state) {
         expect_nobody(f, -EBADMSG, "cannot attest the caller's pod");
         fake_proc(f->root, "0::/kubepods/besteffort\n");
         expect_nobody(f, -EBADMSG, "cannot attest the caller's pod");
+}
+
+/* A process that exited and is not reaped (its parent never waits), or is exiting: on cgroup v1
+ * every line of its /proc/PID/cgroup reads "/", as the host's do, its start time unchanged. It
+ * is nobody, whatever its uid: root there is not the host. */
+static void test_zombie_is_nobody(void **state) {
+        static const char v1_root[] = "12:pids:/\n11:memory:/\n1:name=systemd:/\n0::/\n";
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+
+        /* Alive there, root is the host (the one check that the fixture is right). */
+        fake_proc(f->root, v1_root);
+        resolve(f, &root, &c);
+        assert_int_equal(c.kind, CALLER_HOST);
+        assert_true(c.attested);
+        caller_done(&c);
+
+        fake_proc_as(f->root, 'Z', 4194316, v1_root);
+        expect_nobody(f, -ESRCH, "cannot attest the caller's pod");
+        fake_proc_as(f->root, 'X', 4194316, v1_root);
+        expect_nobody(f, -ESRCH, "cannot attest the caller's pod");
+        fake_proc_as(f->root, 'R', 4194560 | PROC_PF_EXITING, v1_root);
+        expect_nobody(f, -ESRCH, "cannot attest the caller's pod");
+        /* Likewise in a pod's cgroup (v2 keeps the path of a zombie) or a service's. */
+        fake_proc_as(f->root, 'Z', 4194316, "0::/kubepods/pod" UID_LISTED "/" CID "\n");
+        expect_nobody(f, -ESRCH, "cannot attest the caller's pod");
+}
+
+/* The pidfd of the peer decides as much as its stat: a process that exited (its pidfd readable)
+ * is nobody even where /proc still shows it running (a fake /proc here; a PID reused by a
+ * process with the same start time in general). And without a pidfd nothing is attested. */
+static void test_exited_pidfd_is_nobody(void **state) {
+        struct fixture *f = *state;
+        _cleanup_(caller_done) struct caller c = {};
+        struct api_peer gone = root, no_pidfd = root;
+        pid_t pid;
+        int fd;
+
+        fake_proc(f->root, "0::/system.slice/sshd.service\n");
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(0);
+        fd = pidfd_open_pid(pid);
+        assert_true(fd >= 0);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        gone.pidfd = fd;
+        no_pidfd.pidfd = -EBADF;
+        const struct api_peer *peers[] = { &gone, &no_pidfd };
+        for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
+                resolve(f, peers[i], &c);
+                assert_int_equal(c.kind, CALLER_OUTSIDER);
+                assert_false(c.privileged);
+                assert_false(c.attested);
+                assert_int_equal(c.pod_error, -ESRCH);
+                assert_string_equal(caller_refusal(&c), "cannot attest the caller's pod");
+                caller_done(&c);
+        }
+        safe_close(fd);
 }
 
 static void test_the_agents_own_pod(void **state) {
@@ -429,6 +505,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_container_listed_or_not, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_in_a_pod_this_node_does_not_know, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_cannot_attest, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_zombie_is_nobody, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_exited_pidfd_is_nobody, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_the_agents_own_pod, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_static_pod_is_its_mirror_pod, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_services, setup, teardown),

@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "fsutil.h"
 #include "macro.h"
+#include "peer-creds.h"
 #include "peer-pod.h"
 
 #define UID "0b6c7a9e-4f1d-4c59-9e0d-2a8f1e3b7c11"
@@ -226,23 +235,38 @@ static void test_start_time_of_self(void **state) {
         assert_int_equal(proc_start_time(NULL, 0x3ffffff0, &a), -ESRCH);
 }
 
-/* A fake /proc with one process: its stat (comm with spaces and a ')' to test the parser) and
- * its cgroup file. */
-static void fake_proc(const char *root, unsigned long long start, const char *cgroup) {
+/* A fake /proc with one process: its stat (comm with spaces and a ')' to test the parser), in
+ * state state with flags (field 9), and its cgroup file. */
+static void fake_proc_as(const char *root, unsigned long long start, char state, unsigned long flags,
+                         const char *cgroup) {
         char path[512], stat[512];
         snprintf(path, sizeof(path), "%s/42", root);
         assert_int_equal(mkdir_p(path, 0755), 0);
         snprintf(stat, sizeof(stat),
-                 "42 (evil) (name) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 %llu 1000 100\n", start);
+                 "42 (evil) (name) %c 1 42 42 0 -1 %lu 100 0 0 0 1 2 0 0 20 0 1 0 %llu 1000 100\n", state, flags,
+                 start);
         snprintf(path, sizeof(path), "%s/42/stat", root);
         assert_int_equal(write_file_atomic(path, stat, strlen(stat), 0644, (uid_t) -1, (gid_t) -1), 0);
         snprintf(path, sizeof(path), "%s/42/cgroup", root);
         assert_int_equal(write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
 }
 
+/* A running process (state S, the flags of an ordinary task). */
+static void fake_proc(const char *root, unsigned long long start, const char *cgroup) {
+        fake_proc_as(root, start, 'S', 4194560, cgroup);
+}
+
+/* A pidfd of this test: a live process, standing for the fake /proc's one. */
+static int live_pidfd(void) {
+        int fd = pidfd_open_pid(getpid());
+        assert_true(fd >= 0);
+        return fd;
+}
+
 static void test_lookup_checks_start_time(void **state) {
         char root[] = "/tmp/test-peer-pod-XXXXXX";
         _cleanup_(peer_pod_done) struct peer_pod pod = {};
+        _cleanup_close_ int pidfd = live_pidfd();
         uint64_t start;
         (void) state;
 
@@ -251,28 +275,211 @@ static void test_lookup_checks_start_time(void **state) {
         assert_int_equal(proc_start_time(root, 42, &start), 0);
         assert_int_equal(start, 5555);
 
-        assert_int_equal(peer_pod_lookup(root, roots, 42, 5555, &pod), 1);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 5555, &pod), 1);
         assert_string_equal(pod.uid, UID);
         assert_string_equal(pod.container_id, CID);
         peer_pod_done(&pod);
 
         /* The PID now belongs to a process that started later: nothing. */
         fake_proc(root, 7777, "0::/kubepods/pod" UID "/" CID "\n");
-        assert_int_equal(peer_pod_lookup(root, roots, 42, 5555, &pod), -ESRCH);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 5555, &pod), -ESRCH);
         assert_null(pod.uid);
         /* Unknown start time: nothing can be attested. */
-        assert_int_equal(peer_pod_lookup(root, roots, 42, 0, &pod), -ESRCH);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 0, &pod), -ESRCH);
         /* Gone. */
-        assert_int_equal(peer_pod_lookup(root, roots, 43, 7777, &pod), -ESRCH);
+        assert_int_equal(peer_pod_lookup(root, roots, 43, pidfd, 7777, &pod), -ESRCH);
         /* Alive but in no pod. */
         fake_proc(root, 7777, "0::/system.slice/x.service\n");
-        assert_int_equal(peer_pod_lookup(root, roots, 42, 7777, &pod), 0);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 7777, &pod), 0);
         assert_null(pod.uid);
         /* Not the kubelet's layout. */
         fake_proc(root, 7777, "0::/kubepods/pod" UID "/ctr0\n");
-        assert_int_equal(peer_pod_lookup(root, roots, 42, 7777, &pod), -EBADMSG);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 7777, &pod), -EBADMSG);
         assert_null(pod.uid);
         assert_int_equal(rm_rf(root), 0);
+}
+
+/* An exiting task shows "/" on every v1 line of its /proc/PID/cgroup, a zombie too, its stat and
+ * start time still there: read as "in no pod" it would be the host. Attested: nothing. */
+static void test_zombie_or_exiting_attests_nothing(void **state) {
+        static const char v1_root[] = "12:pids:/\n11:memory:/\n1:name=systemd:/\n0::/\n";
+        static const struct {
+                char state;
+                unsigned long flags;
+        } dying[] = { { 'Z', 4194316 }, { 'X', 4194316 }, { 'R', 4194560 | PROC_PF_EXITING },
+                      { 'D', 4194560 | PROC_PF_EXITING } };
+        char root[] = "/tmp/test-peer-pod-XXXXXX";
+        _cleanup_(peer_pod_done) struct peer_pod pod = {};
+        _cleanup_close_ int pidfd = live_pidfd();
+        _cleanup_free_ char *text = NULL;
+        struct proc_stat st;
+        (void) state;
+
+        assert_non_null(mkdtemp(root));
+        /* Alive, in no pod: attested, in no pod. */
+        fake_proc(root, 5555, v1_root);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 5555, &pod), 0);
+        assert_int_equal(proc_peer_alive(root, 42, pidfd, 5555), 0);
+        for (size_t i = 0; i < ELEMENTSOF(dying); i++) {
+                fake_proc_as(root, 5555, dying[i].state, dying[i].flags, v1_root);
+                assert_int_equal(proc_stat_read(root, 42, &st), 0);
+                assert_int_equal(st.state, dying[i].state);
+                assert_int_equal(st.flags, dying[i].flags);
+                assert_int_equal(st.start_time, 5555);
+                assert_false(proc_stat_running(&st));
+                assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 5555, &pod), -ESRCH);
+                assert_null(pod.uid);
+                assert_int_equal(proc_cgroup_read(root, 42, pidfd, 5555, &text), -ESRCH);
+                assert_null(text);
+                assert_int_equal(proc_peer_alive(root, 42, pidfd, 5555), -ESRCH);
+        }
+        /* No pidfd: nothing either, even for a running process. */
+        fake_proc(root, 5555, v1_root);
+        assert_int_equal(peer_pod_lookup(root, roots, 42, -EBADF, 5555, &pod), -ESRCH);
+        assert_int_equal(rm_rf(root), 0);
+}
+
+/* A child that waits for a byte on its pipe and exits; *ret_pipe: the write end. */
+static pid_t child_waiting(int *ret_pipe) {
+        int p[2];
+        pid_t pid;
+
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                char c;
+                close(p[1]);
+                (void) read(p[0], &c, 1);
+                _exit(0);
+        }
+        close(p[0]);
+        *ret_pipe = p[1];
+        return pid;
+}
+
+static void wait_exited(int pidfd) {
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        assert_int_equal(poll(&p, 1, 10000), 1);
+}
+
+/* A real process that exits and is not reaped: its pidfd turns readable and its stat shows Z,
+ * its start time unchanged: from then on its cgroup attests nothing, though it read fine alive. */
+static void test_real_zombie_attests_nothing(void **state) {
+        _cleanup_(peer_pod_done) struct peer_pod pod = {};
+        _cleanup_free_ char *text = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        uint64_t start, again;
+        int wfd, r;
+        pid_t pid;
+        (void) state;
+
+        pid = child_waiting(&wfd);
+        pidfd = pidfd_open_pid(pid);
+        assert_true(pidfd >= 0);
+        assert_int_equal(proc_start_time(NULL, pid, &start), 0);
+        assert_int_equal(proc_peer_alive(NULL, pid, pidfd, start), 0);
+        assert_int_equal(proc_cgroup_read(NULL, pid, pidfd, start, &text), 0);
+        text = mfree(text);
+        r = peer_pod_lookup(NULL, roots, pid, pidfd, start, &pod);
+        assert_true(r >= 0 || r == -EBADMSG);
+        peer_pod_done(&pod);
+
+        close(wfd);
+        wait_exited(pidfd);
+        /* Unreaped: still there, with the same start time. */
+        assert_int_equal(proc_start_time(NULL, pid, &again), 0);
+        assert_int_equal(again, start);
+        assert_false(pidfd_alive(pidfd));
+        assert_int_equal(proc_peer_alive(NULL, pid, pidfd, start), -ESRCH);
+        assert_int_equal(proc_cgroup_read(NULL, pid, pidfd, start, &text), -ESRCH);
+        assert_int_equal(peer_pod_lookup(NULL, roots, pid, pidfd, start, &pod), -ESRCH);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        assert_int_equal(peer_pod_lookup(NULL, roots, pid, pidfd, start, &pod), -ESRCH);
+}
+
+/* A child connected to a listening socket of ours, then waiting for a byte on *ret_pipe to exit
+ * (exit_first: it exits at once, and is a zombie, unreaped, before we accept). The accepted fd. */
+static int accept_child(bool exit_first, pid_t *ret_pid, int *ret_pipe) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        char dir[] = "/tmp/test-peer-creds-XXXXXX";
+        siginfo_t si = {};
+        int l, fd, p[2];
+        pid_t pid;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", dir);
+        l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(l >= 0);
+        assert_int_equal(bind(l, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(listen(l, 4), 0);
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                int s = socket(AF_UNIX, SOCK_STREAM, 0);
+                char c;
+                close(p[1]);
+                if (s < 0 || connect(s, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                        _exit(1);
+                if (!exit_first)
+                        (void) read(p[0], &c, 1);
+                _exit(0);
+        }
+        close(p[0]);
+        if (exit_first)
+                assert_int_equal(waitid(P_PID, (id_t) pid, &si, WEXITED | WNOWAIT), 0);
+        fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(fd >= 0);
+        close(l);
+        assert_int_equal(rm_rf(dir), 0);
+        *ret_pid = pid;
+        *ret_pipe = p[1];
+        return fd;
+}
+
+/* peer_creds_read() keeps the pidfd of a peer alive at accept, and through it later reads see
+ * the peer exit; a peer already a zombie at accept gets no pidfd and no start time. The pidfd
+ * is closed with the credentials. */
+static void test_peer_creds_hold_the_pidfd(void **state) {
+        struct peer_creds c;
+        struct api_peer peer;
+        int fd, wfd, pidfd;
+        pid_t pid;
+        (void) state;
+
+        fd = accept_child(false, &pid, &wfd);
+        peer_creds_read(fd, &c);
+        assert_true(c.known);
+        assert_int_equal(c.pid, pid);
+        assert_true(c.start_time > 0);
+        assert_true(c.pidfd >= 0);
+        pidfd = c.pidfd;
+        peer = peer_creds_to_api_peer(&c, (gid_t) -1);
+        assert_int_equal(peer.pidfd, pidfd);
+        assert_int_equal(proc_peer_alive(NULL, pid, peer.pidfd, peer.start_time), 0);
+        close(wfd);
+        wait_exited(pidfd);
+        assert_int_equal(proc_peer_alive(NULL, pid, peer.pidfd, peer.start_time), -ESRCH);
+        peer_creds_done(&c);
+        assert_int_equal(fcntl(pidfd, F_GETFD), -1);
+        assert_int_equal(errno, EBADF);
+        peer_creds_done(&c); /* twice: nothing closed twice */
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        close(fd);
+
+        fd = accept_child(true, &pid, &wfd);
+        peer_creds_read(fd, &c);
+        assert_true(c.known);
+        assert_int_equal(c.pid, pid);
+        assert_int_equal(c.start_time, 0);
+        assert_true(c.pidfd < 0);
+        peer = peer_creds_to_api_peer(&c, (gid_t) -1);
+        assert_int_equal(proc_peer_alive(NULL, pid, peer.pidfd, peer.start_time), -ESRCH);
+        peer_creds_done(&c);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        close(wfd);
+        close(fd);
 }
 
 int main(void) {
@@ -287,6 +494,9 @@ int main(void) {
                 cmocka_unit_test(test_nested_pod_segment_attests_nothing),
                 cmocka_unit_test(test_start_time_of_self),
                 cmocka_unit_test(test_lookup_checks_start_time),
+                cmocka_unit_test(test_zombie_or_exiting_attests_nothing),
+                cmocka_unit_test(test_real_zombie_attests_nothing),
+                cmocka_unit_test(test_peer_creds_hold_the_pidfd),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
