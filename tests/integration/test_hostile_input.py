@@ -26,6 +26,11 @@ does with it, not only that it survived.
      reset after the body deadline, an outsider's refused calls paced (the agent's CPU stays
      low), and the pod still served between them.
 
+  8. dying peers and descriptors: root in a pod whose connection's process exits unreaped (a
+     zombie, which cgroup v1 shows in every hierarchy's root) asks for the host's routes on the
+     local API and calls the Workload API: an outsider's answers; 100 children with throwaway
+     uids that connect and exit share the one count of unattested peers; pods within their own
+     caps at an open-file limit of 256 leave root answered and the agent not spinning.
 One agent (and one nginx) per class, module-scoped, so that the file stays fast."""
 
 import hashlib
@@ -43,12 +48,16 @@ import time
 import pytest
 
 from identity_testlib import PodCgroup, new_uid
-from test_identity import identity_pod as identity_pod_object, wait_workload
+from test_identity import identity_pod as identity_pod_object, start_local, wait_workload
 from test_identity_jwt import key_pem, new_key, write_secret
 from workload_api_testlib import PREFACE, PythonClient, call, frame, generate_messages, grpc_headers, \
     read_frames, spawn
 from csi_testlib import Client as CsiClient, DRIVER, generate_messages as csi_messages
-from pinion_testlib import T, Agent, free_port, make_pod, unix_request, wait_until
+from pinion_testlib import T, Agent, free_port, make_pod, request_child, unix_request, wait_until
+from attest_testlib import ZOMBIE_GRPC, ZOMBIE_HTTP
+from test_attest_dying import UNATTESTED_CAP, N_THROWAWAY, hold_throwaway_connections, rejected, run_as_root_in
+from test_fd_limit import test_pods_within_their_caps_leave_root_answered_at_a_low_limit as \
+    pods_within_caps_at_a_low_limit
 from configsync_testlib import Nginx, get_config, read_tree, test_ca, versions_in, write_bundle  # noqa: F401
 from podnet_testlib import cni, free_pod_cidr, host_links, pinion_conf, podnet_status
 from test_podnet import fnv_host_ifname
@@ -1368,3 +1377,55 @@ def test_an_outsiders_refused_calls_are_paced(grpc_env):
     assert counts.get("PERMISSION_DENIED", 0) <= 512 + 100 * 8, counts
     assert used < 0.5, "the agent used %.0f%% of a CPU for an outsider's refused calls" % (used * 100)
     assert e.agent.health()["status"] == "ok"
+
+
+# =============================================================================================
+# 8. Dying peers and descriptors (the attacks of test_attest_dying.py and test_fd_limit.py, on
+# agents of their own)
+
+@pytest.fixture
+def dying_env(agent_factory, pod_cgroups):
+    """An identity agent any local process may reach, with pod-a (the attacker's) and pod-b."""
+    a = start_local(agent_factory, agent={"socket-mode": "0666"})
+    uid_a, uid_b = new_uid(), new_uid()
+    a.write_pod("pod-a", identity_pod_object("pod-a", uid_a, sa="a"))
+    a.write_pod("pod-b", identity_pod_object("pod-b", uid_b, sa="b"))
+    wait_workload(a, "pod-b")
+    return a, pod_cgroups(uid_a), pod_cgroups(uid_b)
+
+
+def test_a_zombies_requests_are_an_outsiders(dying_env):
+    a, cg_a, _ = dying_env
+    requests = [("GET", "/v1/status", None), ("GET", "/v1/pods", None),
+                ("GET", "/v1/identity?pod=default/pod-b", None)]
+    answers = run_as_root_in(cg_a, ZOMBIE_HTTP, a.socket, json.dumps(requests), T(20))
+    assert [(x["state"], x["status"]) for x in answers] == [("Z", 403)] * len(requests), answers
+    workload = os.path.join(a.runtime_dir, "workload.sock")
+    got = run_as_root_in(cg_a, ZOMBIE_GRPC, workload, T(10))
+    assert got["state"] == "Z", got
+    line = wait_until(lambda: re.search(r"Workload API: \S+ refused for pid %d: (.*)" % got["child"],
+                                        a.log_text()), 10, desc="the zombie's call refused")
+    assert line.group(1).startswith("cannot attest the caller"), line.group(0)
+    assert a.health()["status"] == "ok"
+
+
+@pytest.mark.parametrize("surface", ["api", "workload"])
+def test_throwaway_uids_hold_only_the_unattested_count(dying_env, surface):
+    a, cg_a, cg_b = dying_env
+    path = a.socket if surface == "api" else os.path.join(a.runtime_dir, "workload.sock")
+    p, count = hold_throwaway_connections(a, cg_a, path, 42000 if surface == "api" else 42200)
+    try:
+        wait_until(lambda: count()["closed"] >= N_THROWAWAY - UNATTESTED_CAP, 10, desc="the connections over the cap closed")
+        assert count()["open"] <= UNATTESTED_CAP
+        family = "pinion_api_connections_rejected_total" if surface == "api" else "pinion_grpc_rejected_total"
+        assert rejected(a, family, "unattested") >= N_THROWAWAY - UNATTESTED_CAP
+        out = request_child(a.socket, "GET", "/v1/identity", None, 10, preexec_fn=cg_b.preexec(65534))
+        assert out.get("status") == 200, out
+        assert unix_request(a.socket, "GET", "/v1/health").status == 200
+    finally:
+        p.stdin.close()
+        p.wait(T(10))
+
+
+def test_pods_within_their_caps_at_a_low_open_file_limit(agent_factory):
+    pods_within_caps_at_a_low_limit(agent_factory)
