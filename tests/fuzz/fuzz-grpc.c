@@ -127,6 +127,7 @@ static void drain(int fd) {
 static void place_in_pod(const struct api_peer *peer, void *userdata, struct api_place *ret) {
         ret->privileged = false;
         ret->pod_uid = strdup("fuzz-pod");
+        ret->attested = true;
 }
 
 /* Runs the loop until it has nothing ready (bounded). */

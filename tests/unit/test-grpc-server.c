@@ -92,6 +92,7 @@ static void place_by_fixture(const struct api_peer *peer, void *userdata, struct
         struct fixture *f = userdata;
         ret->privileged = !f->next_pod;
         ret->pod_uid = f->next_pod ? strdup(f->next_pod) : NULL;
+        ret->attested = true;
 }
 
 /* ---- the client ---- */
