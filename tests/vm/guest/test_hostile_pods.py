@@ -131,11 +131,12 @@ print(json.dumps({"holding": sum(len(c.win) for c in cs), **counts}), flush=True
 '''
 
 
-def spawn_in_pod(pod, *argv):
-    """argv as a container of the pod (a fresh scope in its slice, as root), in the background."""
+def spawn_in_pod(pod, *argv, props=()):
+    """argv as a container of the pod (a fresh scope in its slice, as root, with the unit
+    properties props), in the background."""
     unit = "cri-containerd-%s.scope" % secrets.token_hex(32)
     return subprocess.Popen(["systemd-run", "--quiet", "--scope", "--collect", "--slice=" + pod.slice,
-                             "--unit=" + unit, "--", *argv],
+                             "--unit=" + unit, *("-p" + p for p in props), "--", *argv],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -175,6 +176,12 @@ def health_p99(n):
         time.sleep(0.01)
     times.sort()
     return times[min(len(times) - 1, int(len(times) * 0.99))]
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def metric(name, **labels):
@@ -218,13 +225,17 @@ def test_a_pipelining_pod_is_paced_and_the_host_and_another_pod_are_answered(pod
     pid = main_pid()
     idle = health_p99(100)
     seconds = 25  # longer than the measurement, which is slow under emulation
-    # Two processes: one is slower than the pace under emulation (one interpreter lock).
-    attackers = [spawn_in_pod(pods["attacker"], "python3", "-c", PIPELINE, SOCKET, "8", str(seconds), "/v1/status")
-                 for _ in range(2)]
+    # Two containers: one interpreter is slower than the pace under emulation. Each has a CPU
+    # limit (cpu.max, as containerd sets a container's limits.cpu): on the guest's two emulated
+    # CPUs, interpreters spinning unlimited would measure the CPUs shared with them, not the
+    # agent's loop.
+    attackers = [spawn_in_pod(pods["attacker"], "python3", "-c", PIPELINE, SOCKET, "8", str(seconds), "/v1/status",
+                              props=("CPUQuota=25%",)) for _ in range(2)]
     try:
         time.sleep(T(2))
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), cpu_seconds(pid)
         busy = health_p99(100)
+        cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0)
         status, got = request_in_pod(pods["victim"], "/v1/identity", user=VICTIM_USER, timeout=T(30))
         during = time.monotonic() - t0
         running = all(p.poll() is None for p in attackers)
@@ -237,8 +248,8 @@ def test_a_pipelining_pod_is_paced_and_the_host_and_another_pod_are_answered(pod
         retry_after += result["retry_after"]
         for k, v in result["statuses"].items():
             statuses[k] = statuses.get(k, 0) + v
-    print("pipelining pod: health p99 idle %.1f ms, under attack %.1f ms (%.1f s of it); attacker got %r" % (
-        idle * 1000, busy * 1000, during, statuses))
+    print("pipelining pod: health p99 idle %.1f ms, under attack %.1f ms (%.1f s of it, the agent at %.0f%% of a "
+          "CPU); attacker got %r" % (idle * 1000, busy * 1000, during, cpu * 100, statuses))
     assert running, "the attack ended before the measurement did"
     assert status == 200 and got["id"] == "spiffe://%s/ns/default/sa/web" % TRUST_DOMAIN, (status, got)
     assert statuses.get("429", 0) > 0 and retry_after == statuses["429"], (statuses, retry_after)
