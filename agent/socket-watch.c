@@ -32,6 +32,9 @@ struct socket_watch {
         void *userdata;
         /* What path must name while it is our socket. */
         bool known;
+        /* A fresh socket's path was taken again before it could be recorded: the periodic check
+         * binds another (from the timer only, so that our own renames cannot loop on inotify). */
+        bool lost;
         dev_t dev;
         ino_t ino;
         sd_event_source *inotify; /* on the directory */
@@ -255,10 +258,10 @@ static void socket_repair(struct socket_watch *w) {
                 return;
         }
         r = socket_record(w, fd);
+        w->lost = r < 0;
         if (r < 0)
-                /* Known no more: the periodic check cannot tell ours apart now. */
-                log_error_errno(r, "%s: the fresh socket at %s was replaced at once; no longer "
-                                "watching it: %m", w->name, w->path);
+                log_error_errno(r, "%s: the fresh socket at %s was replaced at once; binding another in %llus: %m",
+                                w->name, w->path, (unsigned long long) (SOCKET_CHECK_USEC / USEC_PER_SEC));
         w->replaced(fd, w->userdata);
         log_notice("%s listening on %s again (inode %ju)", w->name, w->path, (uintmax_t) w->ino);
 }
@@ -291,7 +294,10 @@ static int on_dir_event(sd_event_source *s, const struct inotify_event *ev, void
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct socket_watch *w = userdata;
 
-        socket_watch_check(w);
+        if (w->lost)
+                socket_repair(w);
+        else
+                socket_watch_check(w);
         (void) sd_event_source_set_time_relative(s, SOCKET_CHECK_USEC);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
         return 0;
