@@ -139,30 +139,47 @@ static int open_version(struct stage *s) {
         return 0;
 }
 
-/* The directories of path from its (skip+1)-th on (the first skip exist already), each with
- * the bundle's directory mode and group; never following links (there are none but ours). */
-static int make_parents(int vfd, const char *path, unsigned skip, const struct publish_modes *modes) {
+/* Calls fn(vfd, dir, userdata) for each directory of path from its (skip+1)-th on (the first
+ * skip exist already), outermost first, with dir relative to vfd; stops at its first error. */
+static int for_each_parent(int vfd, const char *path, unsigned skip, int (*fn)(int, const char *, void *),
+                           void *userdata) {
         _cleanup_free_ char *p = strdup(path);
         unsigned k = 0;
 
         if (!p)
                 return -ENOMEM;
         for (char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
+                int r;
+
                 if (k++ < skip)
                         continue;
                 *slash = 0;
-                int r = mkdirat_mode(vfd, p, modes->dir_mode);
-                if (r < 0 && r != -EEXIST)
+                r = fn(vfd, p, userdata);
+                if (r < 0)
                         return r;
-                if (r >= 0) {
-                        _cleanup_close_ int fd = openat(vfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        r = fd < 0 ? negative_errno() : publish_modes_set_fd(fd, modes->dir_mode, modes->gid);
-                        if (r < 0)
-                                return r;
-                }
                 *slash = '/';
         }
         return 0;
+}
+
+/* One directory made with the bundle's directory mode and group; never following links (there
+ * are none but ours). One that exists already was made so by an earlier file. */
+static int make_dir(int vfd, const char *dir, void *userdata) {
+        const struct publish_modes *modes = userdata;
+        _cleanup_close_ int fd = -EBADF;
+        int r = mkdirat_mode(vfd, dir, modes->dir_mode);
+
+        if (r == -EEXIST)
+                return 0;
+        if (r < 0)
+                return r;
+        fd = openat(vfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? negative_errno() : publish_modes_set_fd(fd, modes->dir_mode, modes->gid);
+}
+
+/* The directories of path from its (skip+1)-th on, each with the bundle's mode and group. */
+static int make_parents(int vfd, const char *path, unsigned skip, const struct publish_modes *modes) {
+        return for_each_parent(vfd, path, skip, make_dir, (void *) modes);
 }
 
 /* Slashes in the common prefix of a and b: the directories they share. */
@@ -310,24 +327,15 @@ int stage_prepare(void *userdata, const atomic_bool *stop) {
         return r;
 }
 
+static int sync_dir(int vfd, const char *dir, void *userdata) {
+        _cleanup_close_ int fd = openat(vfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        return fd < 0 ? negative_errno() : fsync_fd(fd);
+}
+
 /* fsyncs the directories of path from its (skip+1)-th on. */
 static int sync_parents(int vfd, const char *path, unsigned skip) {
-        _cleanup_free_ char *p = strdup(path);
-        unsigned k = 0;
-
-        if (!p)
-                return -ENOMEM;
-        for (char *slash = strchr(p, '/'); slash; slash = strchr(slash + 1, '/')) {
-                if (k++ < skip)
-                        continue;
-                *slash = 0;
-                _cleanup_close_ int fd = openat(vfd, p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                int r = fd < 0 ? negative_errno() : fsync_fd(fd);
-                if (r < 0)
-                        return r;
-                *slash = '/';
-        }
-        return 0;
+        return for_each_parent(vfd, path, skip, sync_dir, NULL);
 }
 
 /* The version on disk before ..data can point at it: the files the loop wrote (reused ones
