@@ -613,13 +613,17 @@ def test_only_root_may_call_cni_not_socket_group(podnet_agent):
     assert cni(a, "STATUS").rc == 0
 
 
-def host_net_state():
-    """The host's default route(s) and its addresses, as (ifname, address) pairs."""
+def host_net_state(pod_prefix):
+    """The host's default route(s) and its addresses, as (ifname, address) pairs. The host ends
+    of pod veths (veth + 8 hex) are left out unless their address starts with pod_prefix (this
+    test's agent's pod CIDR): test files run in parallel, and another file's agent may wire or
+    remove its pods meanwhile."""
     default = subprocess.run(["ip", "-4", "route", "show", "default"], capture_output=True, text=True).stdout
     addrs = set()
     for line in subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True).stdout.splitlines():
         tok = line.split()
-        addrs.add((tok[1], tok[3]))
+        if not re.fullmatch(r"veth[0-9a-f]{8}(@.*)?", tok[1]) or tok[3].startswith(pod_prefix):
+            addrs.add((tok[1], tok[3]))
     return default, addrs
 
 
@@ -634,18 +638,19 @@ def test_cni_netns_must_be_a_network_namespace_other_than_the_hosts(podnet_agent
     regular = os.path.join(tmp_dir, "file")
     with open(regular, "w") as f:
         f.write("not a namespace\n")
-    default_before, addrs_before = host_net_state()
+    prefix = a.pod_cidr.rsplit(".", 1)[0] + "."
+    default_before, addrs_before = host_net_state(prefix)
     ifname = "pn%d" % (os.getpid() % 100000)  # unique: would show up on the host if wired there
     for path in (fifo, regular, "/proc/1/ns/net", "/proc/self/ns/net", "/proc/self/ns/mnt", "/proc/self/ns"):
         r = cni(a, "ADD", "bad-netns", path, ifname=ifname, timeout=20)
         assert r.rc != 0 and r.code == 4, (path, r)
         assert "CNI_NETNS" in r.json["msg"] + r.json.get("details", ""), (path, r)
         assert podnet_status(a)["details"]["pool"]["allocated"] == 0, path
-    default_after, addrs_after = host_net_state()
+    default_after, addrs_after = host_net_state(prefix)
     assert default_after == default_before
     assert addrs_before <= addrs_after, addrs_before - addrs_after
     assert not any(name.split("@")[0] == ifname for name, _ in addrs_after)
-    assert not any(addr.startswith(a.pod_cidr.rsplit(".", 1)[0] + ".") for _, addr in addrs_after)
+    assert not any(addr.startswith(prefix) for _, addr in addrs_after)
     assert a.wait_log(r"Refusing CNI_NETNS .*fifo .*not a network namespace")
     # CHECK refuses them the same way.
     n = netns()
