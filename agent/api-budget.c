@@ -21,13 +21,6 @@
 #define API_CALLER_BODY_BUDGET ((size_t) 4 * 1024 * 1024)
 #define API_SERVER_BODY_BUDGET ((size_t) 64 * 1024 * 1024)
 
-static void caller_refill(struct api_caller *k, usec_t now) {
-        if (now > k->refilled)
-                k->tokens = MIN(API_CALLER_BURST,
-                                k->tokens + (double) (now - k->refilled) / USEC_PER_SEC * API_CALLER_RATE_PER_SEC);
-        k->refilled = now;
-}
-
 /* Forgets callers with nothing held and a full bucket: one seen again starts where it was. */
 static void callers_sweep(struct api *a, usec_t now) {
         size_t kept = 0;
@@ -35,8 +28,8 @@ static void callers_sweep(struct api *a, usec_t now) {
         for (size_t i = 0; i < a->n_callers; i++) {
                 struct api_caller *k = &a->callers[i];
 
-                caller_refill(k, now);
-                if (k->body_bytes == 0 && k->tokens >= API_CALLER_BURST)
+                token_bucket_refill(&k->bucket, now);
+                if (k->body_bytes == 0 && k->bucket.tokens >= k->bucket.burst)
                         free(k->key);
                 else
                         a->callers[kept++] = *k;
@@ -49,16 +42,15 @@ static struct api_caller *caller_get(struct api *a, const char *key) {
         struct api_caller *grown;
 
         for (size_t i = 0; i < a->n_callers; i++)
-                if (streq(a->callers[i].key, key)) {
-                        caller_refill(&a->callers[i], now);
+                if (streq(a->callers[i].key, key))
                         return &a->callers[i];
-                }
         callers_sweep(a, now);
         grown = realloc(a->callers, (a->n_callers + 1) * sizeof(*grown));
         if (!grown)
                 return NULL;
         a->callers = grown;
-        grown[a->n_callers] = (struct api_caller) { .key = strdup(key), .tokens = API_CALLER_BURST, .refilled = now };
+        grown[a->n_callers] = (struct api_caller) { .key = strdup(key) };
+        token_bucket_init(&grown[a->n_callers].bucket, API_CALLER_RATE_PER_SEC, API_CALLER_BURST, now);
         if (!grown[a->n_callers].key)
                 return NULL;
         return &a->callers[a->n_callers++];
@@ -66,17 +58,16 @@ static struct api_caller *caller_get(struct api *a, const char *key) {
 
 unsigned budget_take_request(struct api *a, const struct api_conn *c) {
         struct api_caller *k;
+        usec_t wait;
 
         if (!c || !c->paced || !c->caller_key)
                 return 0;
         k = caller_get(a, c->caller_key);
         if (!k)
                 return 0; /* out of memory: not a reason to refuse a caller */
-        if (k->tokens >= 1.0) {
-                k->tokens -= 1.0;
+        if (token_bucket_try_take(&k->bucket, now_usec(CLOCK_MONOTONIC), &wait))
                 return 0;
-        }
-        return (unsigned) ((1.0 - k->tokens) / API_CALLER_RATE_PER_SEC) + 1; /* whole seconds, rounded up */
+        return (unsigned) (wait / USEC_PER_SEC) + 1; /* whole seconds, rounded up */
 }
 
 unsigned budget_hold_body(struct api_request *r, size_t size) {

@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 
 #include "api.h"
+#include "backoff.h"
 #include "peer-creds.h"
 #include "socket-watch.h"
 
@@ -106,8 +107,7 @@ struct api {
          * body bytes its unfinished requests hold; body_bytes: all callers together. */
         struct api_caller {
                 char *key;
-                double tokens;     /* requests it may make at once now */
-                usec_t refilled;   /* when tokens was last brought up to date */
+                struct token_bucket bucket; /* its requests' pace */
                 size_t body_bytes; /* held by its unfinished requests */
         } *callers;
         size_t n_callers;

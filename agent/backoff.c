@@ -144,7 +144,7 @@ static bool rate_unlimited(double qps) {
         return isinf(qps) && qps > 0;
 }
 
-static void token_bucket_advance(struct token_bucket *tb, usec_t now) {
+void token_bucket_refill(struct token_bucket *tb, usec_t now) {
         if (now <= tb->last) {
                 /* Time went backwards (x/time/rate does the same): restart from here without
                  * minting tokens, rather than waiting for the clock to catch up. */
@@ -159,8 +159,7 @@ static void token_bucket_advance(struct token_bucket *tb, usec_t now) {
         tb->last = now;
 }
 
-/* How long until the bucket holds `want` tokens, or USEC_INFINITY if it never will. */
-static usec_t token_bucket_wait_for(const struct token_bucket *tb, double want) {
+usec_t token_bucket_wait_for(const struct token_bucket *tb, double want) {
         double deficit = want - tb->tokens;
 
         if (deficit <= TOKEN_EPSILON)
@@ -170,7 +169,7 @@ static usec_t token_bucket_wait_for(const struct token_bucket *tb, double want) 
 
         usec_t wait = usec_from_double(ceil(deficit * (double) USEC_PER_SEC / tb->qps));
         /* ceil() of a quotient carrying rounding noise can overshoot by one microsecond; keep
-         * the shortest wait after which the refill (same formula as token_bucket_advance())
+         * the shortest wait after which the refill (same formula as token_bucket_refill())
          * really covers the deficit. */
         if (wait > 0 && wait != USEC_INFINITY &&
             (double) (wait - 1) * tb->qps / (double) USEC_PER_SEC >= deficit - TOKEN_EPSILON)
@@ -191,7 +190,7 @@ bool token_bucket_try_take(struct token_bucket *tb, usec_t now, usec_t *ret_wait
         if (rate_unlimited(tb->qps))
                 return true;
 
-        token_bucket_advance(tb, now);
+        token_bucket_refill(tb, now);
         if (tb->tokens >= 1.0 - TOKEN_EPSILON) {
                 tb->tokens -= 1.0;
                 return true;
@@ -207,7 +206,7 @@ usec_t token_bucket_reserve(struct token_bucket *tb, usec_t now) {
         if (rate_unlimited(tb->qps))
                 return 0;
 
-        token_bucket_advance(tb, now);
+        token_bucket_refill(tb, now);
 
         /* Reservations that can never be honoured are not queued: they would only push every
          * later caller back without ever completing (x/time/rate refuses them as well). */
@@ -225,7 +224,7 @@ usec_t token_bucket_reserve(struct token_bucket *tb, usec_t now) {
 void token_bucket_set_rate(struct token_bucket *tb, double qps, double burst, usec_t now) {
         /* Tokens earned so far were earned at the old rate. */
         if (!rate_unlimited(tb->qps))
-                token_bucket_advance(tb, now);
+                token_bucket_refill(tb, now);
         else {
                 tb->tokens = tb->burst;
                 tb->last = now;

@@ -73,5 +73,10 @@ bool token_bucket_try_take(struct token_bucket *tb, usec_t now, usec_t *ret_wait
 /* Reserves a token and returns how long to wait before using it (0 = now). Reservations queue
  * up, like client-go's rate limiter Wait(). */
 usec_t token_bucket_reserve(struct token_bucket *tb, usec_t now);
+/* Adds the tokens earned since the last call (a clock that went back adds none). */
+void token_bucket_refill(struct token_bucket *tb, usec_t now);
+/* How long until the bucket holds `want` tokens, as of its last refill; 0 if it does,
+ * USEC_INFINITY if it never will. */
+usec_t token_bucket_wait_for(const struct token_bucket *tb, double want);
 /* Changes the rate on reload, keeping the tokens (clamped to the new burst). */
 void token_bucket_set_rate(struct token_bucket *tb, double qps, double burst, usec_t now);

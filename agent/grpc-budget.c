@@ -46,20 +46,7 @@ static usec_t pace_now(const struct grpc_server *s) {
 }
 
 static void bucket_refill(const struct grpc_server *s, struct grpc_count *k) {
-        usec_t now = pace_now(s);
-
-        if (now > k->refilled)
-                k->tokens = MIN(k->tokens + (double) (now - k->refilled) * pace_rate(s) / USEC_PER_SEC, pace_burst(s));
-        k->refilled = now;
-}
-
-/* How long until the bucket holds `want` tokens. */
-static usec_t bucket_wait(const struct grpc_server *s, const struct grpc_count *k, double want) {
-        double missing = want - k->tokens;
-
-        if (missing <= 0)
-                return 0;
-        return (usec_t) (missing * USEC_PER_SEC / pace_rate(s)) + 1;
+        token_bucket_refill(&k->bucket, pace_now(s));
 }
 
 /* ---- holding a caller's connections ---- */
@@ -84,7 +71,7 @@ static void count_arm_refill(struct grpc_server *s, struct grpc_count *k, usec_t
         if (!k->refill &&
             sd_event_add_time_relative(s->event, &k->refill, CLOCK_MONOTONIC, wait, 0, on_refill, k) < 0) {
                 /* No timer: let the caller go rather than hold it for good. */
-                k->tokens = MAX(k->tokens, 1.0);
+                k->bucket.tokens = MAX(k->bucket.tokens, 1.0);
                 return;
         }
         (void) sd_event_source_set_time_relative(k->refill, wait);
@@ -145,20 +132,20 @@ static void ready_remove(struct grpc_server *s, struct grpc_count *k) {
 static void count_settle(struct grpc_server *s, struct grpc_count *k) {
         bucket_refill(s, k);
         if (k->n_queued > 0) {
-                if (k->tokens >= 1.0)
+                if (k->bucket.tokens >= 1.0)
                         ready_push(s, k);
                 else {
                         count_set_held(s, k, true);
-                        count_arm_refill(s, k, bucket_wait(s, k, 1.0));
+                        count_arm_refill(s, k, token_bucket_wait_for(&k->bucket, 1.0));
                 }
                 return;
         }
         if (!k->held)
                 return;
-        if (k->tokens >= 1.0)
+        if (k->bucket.tokens >= 1.0)
                 count_set_held(s, k, false);
         else
-                count_arm_refill(s, k, bucket_wait(s, k, 1.0));
+                count_arm_refill(s, k, token_bucket_wait_for(&k->bucket, 1.0));
 }
 
 static int on_refill(sd_event_source *src, uint64_t usec, void *userdata) {
@@ -186,12 +173,10 @@ static int on_pace(sd_event_source *src, void *userdata) {
 
                 if (!call)
                         continue;
-                bucket_refill(s, k);
-                if (k->tokens < 1.0) {
+                if (!token_bucket_try_take(&k->bucket, pace_now(s), NULL)) {
                         count_settle(s, k);
                         continue;
                 }
-                k->tokens -= 1.0;
                 grpc_pace_withdraw(call);
                 count_settle(s, k);
                 grpc_call_run(call);
@@ -251,13 +236,10 @@ void grpc_pace_charge(struct grpc_conn *c) {
 
         if (!k)
                 return;
-        bucket_refill(s, k);
-        if (k->tokens >= 1.0) {
-                k->tokens -= 1.0;
+        if (token_bucket_try_take(&k->bucket, pace_now(s), NULL))
                 return;
-        }
         count_set_held(s, k, true);
-        count_arm_refill(s, k, bucket_wait(s, k, 1.0));
+        count_arm_refill(s, k, token_bucket_wait_for(&k->bucket, 1.0));
 }
 
 /* ---- bytes held per connection, per caller, in all ---- */
@@ -301,8 +283,7 @@ const char *grpc_conn_out_over(const struct grpc_conn *c, size_t len) {
 /* ---- counts ---- */
 
 void grpc_pace_count_new(struct grpc_server *s, struct grpc_count *k) {
-        k->tokens = pace_burst(s);
-        k->refilled = pace_now(s);
+        token_bucket_init(&k->bucket, pace_rate(s), pace_burst(s), pace_now(s));
         k->server = s;
 }
 
@@ -313,10 +294,10 @@ void grpc_pace_count_free(struct grpc_server *s, struct grpc_count *k) {
 
 bool grpc_pace_count_idle(struct grpc_server *s, struct grpc_count *k) {
         bucket_refill(s, k);
-        if ((k->tokens >= pace_burst(s) && !k->held) || !s->pace)
+        if ((k->bucket.tokens >= k->bucket.burst && !k->held) || !s->pace)
                 return true;
         /* Come back when it is full: a caller that reconnects finds its bucket as it left it. */
-        count_arm_refill(s, k, bucket_wait(s, k, k->held ? 1.0 : pace_burst(s)));
+        count_arm_refill(s, k, token_bucket_wait_for(&k->bucket, k->held ? 1.0 : k->bucket.burst));
         return false;
 }
 

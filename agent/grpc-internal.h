@@ -6,6 +6,7 @@
 
 #include <nghttp2/nghttp2.h>
 
+#include "backoff.h"
 #include "grpc-server.h"
 #include "peer-creds.h"
 
@@ -21,8 +22,7 @@ struct grpc_count {
         unsigned conns, streams;
         size_t in_bytes;  /* request bytes its calls hold */
         size_t out_bytes; /* response bytes queued for it and not yet taken by nghttp2 */
-        double tokens;    /* calls it may start now */
-        usec_t refilled;  /* when tokens was last brought up to date */
+        struct token_bucket bucket; /* calls it may start (grpc_server_options' rate and burst) */
         struct grpc_call *queue_head, *queue_tail; /* complete requests waiting for a token */
         unsigned n_queued;
         struct grpc_count *ready_next; /* in the server's turn of callers with calls to run */
