@@ -24,7 +24,7 @@ DEFINE_STRING_TABLE_LOOKUP_TO_STRING(caller_kind, enum caller_kind);
 
 /* Rule 4: the configured service whose cgroup the peer runs in. 1: it is; 0: it is in no
  * configured service; negative: it cannot be attested. */
-static int resolve_service(const struct caller_place *place, const struct api_peer *peer, struct caller *ret) {
+static int resolve_service(const struct caller_place *place, const struct peer *peer, struct caller *ret) {
         _cleanup_free_ char *unit = NULL;
         const struct service_settings *s;
         int r;
@@ -45,7 +45,7 @@ static int resolve_service(const struct caller_place *place, const struct api_pe
 }
 
 /* Rule 1's refusal: neither a pod, nor the host, nor anyone else the peer's uid would make it. */
-static void cannot_attest(const struct api_peer *peer, const char *what, int error, struct caller *ret) {
+static void cannot_attest(const struct peer *peer, const char *what, int error, struct caller *ret) {
         log_debug("Cannot attest caller pid %d (%s): %s", (int) peer->pid, what, strerror(-error));
         ret->kind = CALLER_OUTSIDER;
         ret->privileged = false;
@@ -55,7 +55,7 @@ static void cannot_attest(const struct api_peer *peer, const char *what, int err
 
 /* Rule 2: root or socket-group where it runs, in no pod or in the agent's own one. Privilege
  * goes only to a peer still alive, itself and not exiting after its place was read. */
-static void resolve_by_credentials(const struct caller_place *place, const struct api_peer *peer,
+static void resolve_by_credentials(const struct caller_place *place, const struct peer *peer,
                                    struct caller *ret) {
         int r;
 
@@ -71,7 +71,7 @@ static void resolve_by_credentials(const struct caller_place *place, const struc
         ret->kind = peer->uid == 0 ? CALLER_HOST : CALLER_SOCKET_GROUP;
 }
 
-void caller_resolve_peer(const struct caller_place *place, const struct api_peer *peer, struct caller *ret) {
+void caller_resolve_peer(const struct caller_place *place, const struct peer *peer, struct caller *ret) {
         _cleanup_(peer_pod_done) struct peer_pod where = {};
         struct pod *p;
         int r;
@@ -129,7 +129,7 @@ static struct caller_place manager_place(struct manager *m) {
         };
 }
 
-void caller_resolve_manager_peer(struct manager *m, const struct api_peer *peer, struct caller *ret) {
+void caller_resolve_manager_peer(struct manager *m, const struct peer *peer, struct caller *ret) {
         struct caller_place place = manager_place(m);
         caller_resolve_peer(&place, peer, ret);
 }
@@ -138,12 +138,12 @@ void caller_resolve(struct manager *m, struct api_request *req, struct caller *r
         caller_resolve_manager_peer(m, api_request_peer(req), ret);
 }
 
-void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_place *ret) {
+void caller_peer_place(const struct peer *peer, void *userdata, struct peer_place *ret) {
         struct caller_place place = manager_place(userdata);
         _cleanup_(caller_done) struct caller c = {};
 
         caller_resolve_peer(&place, peer, &c);
-        *ret = (struct api_place) {
+        *ret = (struct peer_place) {
                 .privileged = c.privileged,
                 .pod_uid = TAKE_PTR(c.cgroup_pod_uid),
                 .attested = c.attested,

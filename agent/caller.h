@@ -30,8 +30,8 @@
 
 #include "macro.h"
 
-struct api_peer;
-struct api_place;
+struct peer;
+struct peer_place;
 struct api_request;
 struct manager;
 struct pod;
@@ -82,17 +82,17 @@ struct caller {
 /* Classifies peer in the order above; peer->privileged says what its credentials are (root or
  * socket-group). Never fails: what cannot be attested is recorded in pod_error. Free with
  * caller_done(). */
-void caller_resolve_peer(const struct caller_place *place, const struct api_peer *peer, struct caller *ret);
+void caller_resolve_peer(const struct caller_place *place, const struct peer *peer, struct caller *ret);
 /* The same for a request to the API, against the manager's settings and pod store. */
 void caller_resolve(struct manager *m, struct api_request *req, struct caller *ret);
 /* The same for a peer of another server of the agent (the gRPC server: grpc_call_peer()). */
-void caller_resolve_manager_peer(struct manager *m, const struct api_peer *peer, struct caller *ret);
+void caller_resolve_manager_peer(struct manager *m, const struct peer *peer, struct caller *ret);
 void caller_done(struct caller *c);
 
 /* The API's placer (api_set_place_fn(), userdata: the manager): whether a peer is privileged
  * where it runs (rule 2), its pod when it is a pod's (rule 1), and whether it could be attested,
  * for the connection limits. */
-void caller_peer_place(const struct api_peer *peer, void *userdata, struct api_place *ret);
+void caller_peer_place(const struct peer *peer, void *userdata, struct peer_place *ret);
 
 /* Whether the caller runs in a pod it cannot be told apart from: its pod cannot be attested, is
  * not on this node, or the caller is in none of its containers. Such a caller is neither that

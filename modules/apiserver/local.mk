@@ -1,6 +1,10 @@
 # apiserver: watches this node's pods (included by Makefile.am).
-MODULE_SOURCES += \
+APISERVER_SOURCES = \
 	modules/apiserver/apiserver.c \
 	modules/apiserver/reflector.c modules/apiserver/reflector.h \
 	modules/apiserver/watch-stream.c modules/apiserver/watch-stream.h
+noinst_LIBRARIES += libpinion-apiserver.a
+libpinion_apiserver_a_SOURCES = $(APISERVER_SOURCES)
+libpinion_apiserver_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
+MODULE_LIBS += libpinion-apiserver.a
 EXTRA_DIST += modules/apiserver/local.mk

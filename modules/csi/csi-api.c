@@ -54,7 +54,7 @@ static void reply(struct grpc_call *call, const ProtobufCMessage *msg) {
 /* Whether the peer is the host's root, as the kubelet is: root credentials, in no pod and no
  * configured service (caller.h's rule); logs why not. */
 static bool caller_is_host_root(struct grpc_call *call, struct csi *csi) {
-        const struct api_peer *peer = grpc_call_peer(call);
+        const struct peer *peer = grpc_call_peer(call);
         struct caller c;
         bool ok;
 

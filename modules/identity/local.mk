@@ -1,5 +1,5 @@
 # identity (included by Makefile.am).
-MODULE_SOURCES += \
+IDENTITY_SOURCES = \
 	modules/identity/identity.c modules/identity/identity.h \
 	modules/identity/identity-api.c \
 	modules/identity/workload-api.c modules/identity/workload-api-jwt.c modules/identity/workload-api-internal.h \
@@ -12,6 +12,10 @@ MODULE_SOURCES += \
 	modules/identity/x509.c modules/identity/x509.h \
 	modules/identity/jwt.c modules/identity/jwt.h modules/identity/jwt-keys.c \
 	modules/identity/jwt-api.c
+noinst_LIBRARIES += libpinion-identity.a
+libpinion_identity_a_SOURCES = $(IDENTITY_SOURCES)
+libpinion_identity_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
+MODULE_LIBS += libpinion-identity.a
 EXTRA_DIST += modules/identity/local.mk
 INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_dirs.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
 	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py \
@@ -22,45 +26,38 @@ EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_a
 
 # Unit tests: the crypto plumbing and the CFSSL wire format (no loop, no IO but temp dirs).
 UNIT_TESTS += tests/unit/test-identity-x509
-tests_unit_test_identity_x509_SOURCES = tests/unit/test-identity-x509.c \
-	modules/identity/ca.c modules/identity/x509.c modules/identity/cfssl-wire.c modules/identity/kube-csr.c \
-	agent/fsutil.c agent/strv.c
+tests_unit_test_identity_x509_SOURCES = tests/unit/test-identity-x509.c
 tests_unit_test_identity_x509_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
-tests_unit_test_identity_x509_LDADD = $(UNIT_LIBS)
+tests_unit_test_identity_x509_LDADD = libpinion-identity.a libpinion-lib.a $(UNIT_LIBS)
 
 # The issue worker: a real thread signing with a real CA, results back on a real loop.
 UNIT_TESTS += tests/unit/test-identity-worker
-tests_unit_test_identity_worker_SOURCES = tests/unit/test-identity-worker.c modules/identity/issue-worker.c agent/atomic-dir.c \
-	modules/identity/ca.c modules/identity/x509.c agent/fsutil.c agent/strv.c
+tests_unit_test_identity_worker_SOURCES = tests/unit/test-identity-worker.c
 tests_unit_test_identity_worker_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
-tests_unit_test_identity_worker_LDADD = $(UNIT_LIBS)
+tests_unit_test_identity_worker_LDADD = libpinion-identity.a libpinion-lib.a $(UNIT_LIBS)
 
 # JWT-SVIDs: mint, JWKS, and hostile tokens refused.
 UNIT_TESTS += tests/unit/test-identity-jwt
-tests_unit_test_identity_jwt_SOURCES = tests/unit/test-identity-jwt.c modules/identity/jwt.c modules/identity/x509.c \
-	agent/strv.c
+tests_unit_test_identity_jwt_SOURCES = tests/unit/test-identity-jwt.c
 tests_unit_test_identity_jwt_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
-tests_unit_test_identity_jwt_LDADD = $(UNIT_LIBS)
+tests_unit_test_identity_jwt_LDADD = libpinion-identity.a libpinion-lib.a $(UNIT_LIBS)
 
 # Fuzzing what the CA sends back: CFSSL responses, PEM chains (and their fields), PEM keys.
 FUZZ_TARGETS += identity
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-identity
 UNIT_TESTS += tests/fuzz/replay-identity
-FUZZ_IDENTITY_SOURCES = tests/fuzz/fuzz-identity.c modules/identity/x509.c modules/identity/cfssl-wire.c \
-	modules/identity/kube-csr.c \
-	agent/strv.c
+FUZZ_IDENTITY_SOURCES = tests/fuzz/fuzz-identity.c
+FUZZ_IDENTITY_LIBS = libpinion-identity.a libpinion-lib.a
 FUZZ_IDENTITY_INCLUDES = -I$(top_srcdir)/modules/identity
 
 tests_fuzz_replay_identity_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_IDENTITY_SOURCES)
 tests_fuzz_replay_identity_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) $(FUZZ_IDENTITY_INCLUDES) \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/identity\"
 tests_fuzz_replay_identity_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS)
-tests_fuzz_replay_identity_LDADD = $(CJSON_LIBS) $(OPENSSL_LIBS)
+tests_fuzz_replay_identity_LDADD = $(FUZZ_IDENTITY_LIBS) $(CJSON_LIBS) $(OPENSSL_LIBS)
 
-tests/fuzz/fuzz-identity: $(FUZZ_IDENTITY_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) $(FUZZ_IDENTITY_INCLUDES) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS) -o $@ \
-		`for f in $(filter %.c,$(FUZZ_IDENTITY_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS) $(OPENSSL_LIBS)
+tests/fuzz/fuzz-identity: $(FUZZ_IDENTITY_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_IDENTITY_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_IDENTITY,$(FUZZ_IDENTITY_INCLUDES) $(CJSON_LIBS) $(OPENSSL_LIBS))
 
 # `make bench-identity`: time to the node certificate (local CA, cfssl serve) and workload
 # certificates per second for 1,000 pods, each beside a peer run in the same process tree.
@@ -85,16 +82,15 @@ EXTRA_DIST += tests/bench/workload-api-bench.py tests/bench/workload-api-load.py
 FUZZ_TARGETS += jwt
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-jwt
 UNIT_TESTS += tests/fuzz/replay-jwt
-FUZZ_JWT_SOURCES = tests/fuzz/fuzz-jwt.c modules/identity/jwt.c
+FUZZ_JWT_SOURCES = tests/fuzz/fuzz-jwt.c
+FUZZ_JWT_LIBS = libpinion-identity.a
 
 tests_fuzz_replay_jwt_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_JWT_SOURCES)
 tests_fuzz_replay_jwt_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) $(FUZZ_IDENTITY_INCLUDES) \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/jwt\"
 tests_fuzz_replay_jwt_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS)
-tests_fuzz_replay_jwt_LDADD = $(CJSON_LIBS) $(OPENSSL_LIBS)
+tests_fuzz_replay_jwt_LDADD = $(FUZZ_JWT_LIBS) $(CJSON_LIBS) $(OPENSSL_LIBS)
 
-tests/fuzz/fuzz-jwt: $(FUZZ_JWT_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) $(FUZZ_IDENTITY_INCLUDES) $(CJSON_CFLAGS) $(OPENSSL_CFLAGS) -o $@ \
-		`for f in $(filter %.c,$(FUZZ_JWT_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS) $(OPENSSL_LIBS)
+tests/fuzz/fuzz-jwt: $(FUZZ_JWT_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_JWT_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_JWT,$(FUZZ_IDENTITY_INCLUDES) $(CJSON_LIBS) $(OPENSSL_LIBS))
 

@@ -1,6 +1,6 @@
 # podnet (included by Makefile.am): the pod network module, its CNI plugin pinion-cni, their
 # unit tests, integration tests, fuzz targets and benchmark.
-MODULE_SOURCES += \
+PODNET_SOURCES = \
 	modules/podnet/podnet.c modules/podnet/podnet.h modules/podnet/podnet-api.c \
 	modules/podnet/attachment.c \
 	modules/podnet/cni.c modules/podnet/cni.h modules/podnet/cni-core.c modules/podnet/cni-core.h \
@@ -11,6 +11,10 @@ MODULE_SOURCES += \
 	modules/podnet/reaper.c modules/podnet/reaper.h modules/podnet/syncer.c modules/podnet/syncer.h \
 	modules/podnet/reconcile.c \
 	modules/podnet/link-monitor.c modules/podnet/link-monitor.h
+noinst_LIBRARIES += libpinion-podnet.a
+libpinion_podnet_a_SOURCES = $(PODNET_SOURCES)
+libpinion_podnet_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
+MODULE_LIBS += libpinion-podnet.a
 EXTRA_DIST += modules/podnet/local.mk
 
 # The CNI plugin: exec'd by the container runtime per operation and copied onto nodes as it is,
@@ -18,14 +22,14 @@ EXTRA_DIST += modules/podnet/local.mk
 # musl (configure: --with-static-plugin) is one static binary: glibc's start-up alone costs
 # 0.6-0.8 ms per exec on a VM, where each of its dozens of CPUID instructions is a VM exit.
 PINION_CNI_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni-core.c modules/podnet/cni-core.h \
-	modules/podnet/json-text.c modules/podnet/json-text.h agent/socket-trust.c agent/socket-trust.h
+	modules/podnet/json-text.c modules/podnet/json-text.h agent/lib/socket-trust.c agent/lib/socket-trust.h
 if STATIC_PLUGIN
 cnibin_SCRIPTS = pinion-cni
 CLEANFILES += pinion-cni
 EXTRA_DIST += $(PINION_CNI_SOURCES)
 # A static PIE (musl-gcc's specs know only -static): musl's self-relocating start file, no
 # interpreter, no NEEDED; still randomised like every other binary of the package.
-pinion-cni: $(PINION_CNI_SOURCES) agent/macro.h agent/string-table.h build-config.h
+pinion-cni: $(PINION_CNI_SOURCES) agent/lib/macro.h agent/lib/string-table.h build-config.h
 	$(AM_V_CCLD)$(MUSL_GCC) $(DEFS) $(AM_CPPFLAGS) $(CPPFLAGS) $(AM_CFLAGS) $(CFLAGS) -fPIE $(LDFLAGS) \
 		-nostartfiles -Wl,-static,-pie,--no-dynamic-linker,-z,text -o $@ \
 		$(MUSL_LIBDIR)/rcrt1.o $(MUSL_LIBDIR)/crti.o `$(MUSL_GCC) -print-file-name=crtbeginS.o` \
@@ -46,19 +50,17 @@ UNIT_TESTS += \
 	tests/unit/test-podnet-ipam \
 	tests/unit/test-json-text
 
-tests_unit_test_json_text_SOURCES = tests/unit/test-json-text.c modules/podnet/json-text.c
+tests_unit_test_json_text_SOURCES = tests/unit/test-json-text.c
 tests_unit_test_json_text_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
-tests_unit_test_json_text_LDADD = $(UNIT_LIBS)
+tests_unit_test_json_text_LDADD = libpinion-podnet.a $(UNIT_LIBS)
 
-tests_unit_test_podnet_cni_SOURCES = tests/unit/test-podnet-cni.c modules/podnet/cni.c \
-	modules/podnet/cni-core.c modules/podnet/json-text.c
+tests_unit_test_podnet_cni_SOURCES = tests/unit/test-podnet-cni.c
 tests_unit_test_podnet_cni_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
-tests_unit_test_podnet_cni_LDADD = $(UNIT_LIBS)
+tests_unit_test_podnet_cni_LDADD = libpinion-podnet.a $(UNIT_LIBS)
 
-tests_unit_test_podnet_ipam_SOURCES = tests/unit/test-podnet-ipam.c modules/podnet/ipam.c \
-	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/syncer.c agent/fsutil.c agent/json.c
+tests_unit_test_podnet_ipam_SOURCES = tests/unit/test-podnet-ipam.c
 tests_unit_test_podnet_ipam_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
-tests_unit_test_podnet_ipam_LDADD = $(UNIT_LIBS)
+tests_unit_test_podnet_ipam_LDADD = libpinion-podnet.a libpinion-lib.a $(UNIT_LIBS)
 # (fsync and fdatasync are wrapped: the test makes them fail)
 tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync -Wl,--wrap=fdatasync
 
@@ -79,43 +81,38 @@ UNIT_TESTS += \
 	tests/fuzz/replay-podnet-cni-env \
 	tests/fuzz/replay-podnet-cni-request \
 	tests/fuzz/replay-podnet-json-text
-FUZZ_PODNET_JSON_TEXT_SOURCES = tests/fuzz/fuzz-podnet-json-text.c modules/podnet/json-text.c
-FUZZ_PODNET_CNI_ENV_SOURCES = tests/fuzz/fuzz-podnet-cni-env.c modules/podnet/cni.c modules/podnet/cni-core.c \
-	modules/podnet/json-text.c
-FUZZ_PODNET_CNI_REQUEST_SOURCES = tests/fuzz/fuzz-podnet-cni-request.c modules/podnet/cni.c \
-	modules/podnet/cni-core.c modules/podnet/json-text.c
+FUZZ_PODNET_JSON_TEXT_SOURCES = tests/fuzz/fuzz-podnet-json-text.c
+FUZZ_PODNET_JSON_TEXT_LIBS = libpinion-podnet.a
+FUZZ_PODNET_CNI_ENV_SOURCES = tests/fuzz/fuzz-podnet-cni-env.c
+FUZZ_PODNET_CNI_ENV_LIBS = libpinion-podnet.a
+FUZZ_PODNET_CNI_REQUEST_SOURCES = tests/fuzz/fuzz-podnet-cni-request.c
+FUZZ_PODNET_CNI_REQUEST_LIBS = libpinion-podnet.a
 FUZZ_INCLUDES += -I$(top_srcdir)/modules/podnet
 
 tests_fuzz_replay_podnet_cni_env_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_PODNET_CNI_ENV_SOURCES)
 tests_fuzz_replay_podnet_cni_env_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/podnet-cni-env\"
 tests_fuzz_replay_podnet_cni_env_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
-tests_fuzz_replay_podnet_cni_env_LDADD = $(CJSON_LIBS)
+tests_fuzz_replay_podnet_cni_env_LDADD = $(FUZZ_PODNET_CNI_ENV_LIBS) $(CJSON_LIBS)
 
 tests_fuzz_replay_podnet_cni_request_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_PODNET_CNI_REQUEST_SOURCES)
 tests_fuzz_replay_podnet_cni_request_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/podnet-cni-request\"
 tests_fuzz_replay_podnet_cni_request_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
-tests_fuzz_replay_podnet_cni_request_LDADD = $(CJSON_LIBS)
+tests_fuzz_replay_podnet_cni_request_LDADD = $(FUZZ_PODNET_CNI_REQUEST_LIBS) $(CJSON_LIBS)
 
 tests_fuzz_replay_podnet_json_text_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_PODNET_JSON_TEXT_SOURCES)
 tests_fuzz_replay_podnet_json_text_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/podnet-json-text\"
 tests_fuzz_replay_podnet_json_text_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
-tests_fuzz_replay_podnet_json_text_LDADD = $(CJSON_LIBS)
+tests_fuzz_replay_podnet_json_text_LDADD = $(FUZZ_PODNET_JSON_TEXT_LIBS) $(CJSON_LIBS)
 
-tests/fuzz/fuzz-podnet-json-text: $(FUZZ_PODNET_JSON_TEXT_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) $(CJSON_CFLAGS) -o $@ \
-		`for f in $(filter %.c,$(FUZZ_PODNET_JSON_TEXT_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
-tests/fuzz/fuzz-podnet-cni-env: $(FUZZ_PODNET_CNI_ENV_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) $(CJSON_CFLAGS) -o $@ \
-		`for f in $(filter %.c,$(FUZZ_PODNET_CNI_ENV_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
-tests/fuzz/fuzz-podnet-cni-request: $(FUZZ_PODNET_CNI_REQUEST_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) $(CJSON_CFLAGS) -o $@ \
-		`for f in $(filter %.c,$(FUZZ_PODNET_CNI_REQUEST_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
+tests/fuzz/fuzz-podnet-json-text: $(FUZZ_PODNET_JSON_TEXT_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_PODNET_JSON_TEXT_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_PODNET_JSON_TEXT,$(CJSON_LIBS))
+tests/fuzz/fuzz-podnet-cni-env: $(FUZZ_PODNET_CNI_ENV_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_PODNET_CNI_ENV_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_PODNET_CNI_ENV,$(CJSON_LIBS))
+tests/fuzz/fuzz-podnet-cni-request: $(FUZZ_PODNET_CNI_REQUEST_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_PODNET_CNI_REQUEST_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_PODNET_CNI_REQUEST,$(CJSON_LIBS))
 
 # ---- `make bench-podnet`: ADD+DEL cycles of pinion-cni against the reference ptp and bridge
 # plugins (host-local IPAM), side by side in one run; BENCH_PODNET_FLAGS='--cycles 200'.

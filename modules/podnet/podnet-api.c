@@ -597,7 +597,7 @@ static int handle_cni(struct api_request *req, void *userdata) {
 
         p->failed = false;
         /* Wiring namespaces is root's business (DESIGN.md): socket-group reads status, no more. */
-        const struct api_peer *peer = api_request_peer(req);
+        const struct peer *peer = api_request_peer(req);
         if (!peer || peer->uid != 0) {
                 (void) metric_inc(p->m_ops, "invalid", "error");
                 return api_reply_error(req, 403, "POST /v1/cni is for root only (pinion-cni run by the container runtime)");

@@ -1,19 +1,22 @@
 # reclaim: page cache reclaim for memory cgroups (included by Makefile.am).
-MODULE_SOURCES += \
+RECLAIM_SOURCES = \
 	modules/reclaim/reclaim.c modules/reclaim/reclaim.h modules/reclaim/reclaim-api.c \
 	modules/reclaim/target.c modules/reclaim/target.h modules/reclaim/target-internal.h \
 	modules/reclaim/target-record.c modules/reclaim/target-events.c modules/reclaim/target-throttle.c \
 	modules/reclaim/plan.c modules/reclaim/plan.h \
 	modules/reclaim/memcg.c modules/reclaim/memcg.h
+noinst_LIBRARIES += libpinion-reclaim.a
+libpinion_reclaim_a_SOURCES = $(RECLAIM_SOURCES)
+libpinion_reclaim_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
+MODULE_LIBS += libpinion-reclaim.a
 EXTRA_DIST += modules/reclaim/local.mk
 INTEGRATION_TESTS += tests/integration/test_reclaim.py
 EXTRA_DIST += tests/integration/reclaim_testlib.py
 
 UNIT_TESTS += tests/unit/test-reclaim-plan
-tests_unit_test_reclaim_plan_SOURCES = tests/unit/test-reclaim-plan.c modules/reclaim/plan.c \
-	modules/reclaim/memcg.c agent/parse-util.c agent/fsutil.c
+tests_unit_test_reclaim_plan_SOURCES = tests/unit/test-reclaim-plan.c
 tests_unit_test_reclaim_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/reclaim
-tests_unit_test_reclaim_plan_LDADD = $(UNIT_LIBS)
+tests_unit_test_reclaim_plan_LDADD = libpinion-reclaim.a libpinion-lib.a $(UNIT_LIBS)
 
 # `make bench-reclaim`: the peak under dd, reaction time, dd's throughput and the anonymous burst
 # in a real memory cgroup of this host, with and without the agent (tests/bench/reclaim-bench.py;
@@ -30,12 +33,12 @@ EXTRA_DIST += tests/bench/reclaim-bench.py
 # corpus replays as a unit test.
 FUZZ_TARGETS += reclaim-plan
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-reclaim-plan
-FUZZ_RECLAIM_PLAN_SOURCES = tests/fuzz/fuzz-reclaim-plan.c modules/reclaim/plan.c agent/parse-util.c
+FUZZ_RECLAIM_PLAN_SOURCES = tests/fuzz/fuzz-reclaim-plan.c
+FUZZ_RECLAIM_PLAN_LIBS = libpinion-reclaim.a libpinion-lib.a
 tests_fuzz_replay_reclaim_plan_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_RECLAIM_PLAN_SOURCES)
 tests_fuzz_replay_reclaim_plan_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/reclaim \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/reclaim-plan\"
 tests_fuzz_replay_reclaim_plan_CFLAGS = $(AM_CFLAGS)
-tests/fuzz/fuzz-reclaim-plan: $(FUZZ_RECLAIM_PLAN_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/reclaim -o $@ \
-		`for f in $(filter %.c,$(FUZZ_RECLAIM_PLAN_SOURCES)); do echo $(srcdir)/$$f; done`
+tests_fuzz_replay_reclaim_plan_LDADD = $(FUZZ_RECLAIM_PLAN_LIBS)
+tests/fuzz/fuzz-reclaim-plan: $(FUZZ_RECLAIM_PLAN_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_RECLAIM_PLAN_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_RECLAIM_PLAN,-I$(top_srcdir)/modules/reclaim)

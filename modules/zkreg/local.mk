@@ -9,22 +9,24 @@ ZKREG_SOURCES = \
 	modules/zkreg/member-watch.c modules/zkreg/member-watch.h \
 	modules/zkreg/registration.c modules/zkreg/registration.h \
 	modules/zkreg/registry.c modules/zkreg/registry.h
-MODULE_SOURCES += modules/zkreg/zkreg.c modules/zkreg/zkreg.h modules/zkreg/zkreg-api.c $(ZKREG_SOURCES)
+noinst_LIBRARIES += libpinion-zkreg.a
+libpinion_zkreg_a_SOURCES = modules/zkreg/zkreg.c modules/zkreg/zkreg.h modules/zkreg/zkreg-api.c $(ZKREG_SOURCES)
+libpinion_zkreg_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
+MODULE_LIBS += libpinion-zkreg.a
 
 # The FACT_ZOOKEEPER watches on the real session code, driven against a real ZooKeeper by
 # tests/integration/test_zkreg_fact.py.
 check_PROGRAMS += tests/zkreg/zk-watch-probe
-tests_zkreg_zk_watch_probe_SOURCES = tests/zkreg/zk-watch-probe.c \
-	modules/zkreg/zk-session.c modules/zkreg/zk-watch.c agent/log.c agent/json.c agent/fsutil.c
+tests_zkreg_zk_watch_probe_SOURCES = tests/zkreg/zk-watch-probe.c
 tests_zkreg_zk_watch_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
-tests_zkreg_zk_watch_probe_LDADD = $(UNIT_LIBS)
+tests_zkreg_zk_watch_probe_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
 
 # The registrations with the core's pod store and pod gates (the gate API that configsync and
 # identity use), driven against a real ZooKeeper by tests/integration/test_zkreg_gates.py.
 check_PROGRAMS += tests/zkreg/zk-registry-probe
-tests_zkreg_zk_registry_probe_SOURCES = tests/zkreg/zk-registry-probe.c $(ZKREG_SOURCES)
+tests_zkreg_zk_registry_probe_SOURCES = tests/zkreg/zk-registry-probe.c
 tests_zkreg_zk_registry_probe_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
-tests_zkreg_zk_registry_probe_LDADD = libpinion-core.a $(UNIT_LIBS)
+tests_zkreg_zk_registry_probe_LDADD = libpinion-zkreg.a $(CORE_LIBS) libpinion-proto.a $(UNIT_LIBS)
 
 INTEGRATION_TESTS += tests/integration/test_zkreg_gates.py
 INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test_zkreg.py \
@@ -36,48 +38,43 @@ EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
 UNIT_TESTS += tests/unit/test-zkreg-serverset
-tests_unit_test_zkreg_serverset_SOURCES = tests/unit/test-zkreg-serverset.c \
-	modules/zkreg/serverset.c modules/zkreg/health.c agent/pods.c agent/pod-parse.c agent/strv.c \
-	agent/parse-util.c agent/http.c
+tests_unit_test_zkreg_serverset_SOURCES = tests/unit/test-zkreg-serverset.c
 tests_unit_test_zkreg_serverset_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
-tests_unit_test_zkreg_serverset_LDADD = $(UNIT_LIBS)
+tests_unit_test_zkreg_serverset_LDADD = libpinion-zkreg.a libpinion-pods.a libpinion-lib.a $(UNIT_LIBS)
 
 # Unit tests of the registration plan: the next operation and the state for what a registration
 # wants and knows, the check after a lost create, flap damping, the parents zkreg creates.
 UNIT_TESTS += tests/unit/test-zkreg-registration-plan
-tests_unit_test_zkreg_registration_plan_SOURCES = tests/unit/test-zkreg-registration-plan.c \
-	modules/zkreg/registration-plan.c agent/strv.c
+tests_unit_test_zkreg_registration_plan_SOURCES = tests/unit/test-zkreg-registration-plan.c
 tests_unit_test_zkreg_registration_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
-tests_unit_test_zkreg_registration_plan_LDADD = $(UNIT_LIBS)
+tests_unit_test_zkreg_registration_plan_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
 
 # Fuzz target: the registration plan's invariants over any facts; its corpus replays as a unit test.
 FUZZ_TARGETS += zkreg-registration-plan
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-zkreg-registration-plan
-FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES = tests/fuzz/fuzz-zkreg-registration-plan.c modules/zkreg/registration-plan.c \
-	agent/strv.c
+FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES = tests/fuzz/fuzz-zkreg-registration-plan.c
+FUZZ_ZKREG_REGISTRATION_PLAN_LIBS = libpinion-zkreg.a libpinion-lib.a
 tests_fuzz_replay_zkreg_registration_plan_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h \
 	$(FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES)
 tests_fuzz_replay_zkreg_registration_plan_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/zkreg \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/zkreg-registration-plan\"
 tests_fuzz_replay_zkreg_registration_plan_CFLAGS = $(AM_CFLAGS)
-tests/fuzz/fuzz-zkreg-registration-plan: $(FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/zkreg -o $@ \
-		`for f in $(filter %.c,$(FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES)); do echo $(srcdir)/$$f; done`
+tests_fuzz_replay_zkreg_registration_plan_LDADD = $(FUZZ_ZKREG_REGISTRATION_PLAN_LIBS)
+tests/fuzz/fuzz-zkreg-registration-plan: $(FUZZ_ZKREG_REGISTRATION_PLAN_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_ZKREG_REGISTRATION_PLAN_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_ZKREG_REGISTRATION_PLAN,-I$(top_srcdir)/modules/zkreg)
 
 # Fuzz target: the ServerSet member data zkreg reads back from ZooKeeper (and the path check).
 FUZZ_TARGETS += zkreg-serverset
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-zkreg-serverset
-FUZZ_ZKREG_SERVERSET_SOURCES = tests/fuzz/fuzz-zkreg-serverset.c modules/zkreg/serverset.c agent/pods.c agent/strv.c
+FUZZ_ZKREG_SERVERSET_SOURCES = tests/fuzz/fuzz-zkreg-serverset.c
+FUZZ_ZKREG_SERVERSET_LIBS = libpinion-zkreg.a libpinion-pods.a libpinion-lib.a
 tests_fuzz_replay_zkreg_serverset_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(FUZZ_ZKREG_SERVERSET_SOURCES)
 tests_fuzz_replay_zkreg_serverset_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/zkreg \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/zkreg-serverset\"
 tests_fuzz_replay_zkreg_serverset_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
-tests_fuzz_replay_zkreg_serverset_LDADD = $(CJSON_LIBS)
-tests/fuzz/fuzz-zkreg-serverset: $(FUZZ_ZKREG_SERVERSET_SOURCES) tests/fuzz/fuzz.h build-config.h
-	$(AM_V_at)$(MKDIR_P) tests/fuzz
-	$(AM_V_CCLD)$(FUZZ_COMPILE) -I$(top_srcdir)/modules/zkreg $(CJSON_CFLAGS) -o $@ \
-		`for f in $(filter %.c,$(FUZZ_ZKREG_SERVERSET_SOURCES)); do echo $(srcdir)/$$f; done` $(CJSON_LIBS)
+tests_fuzz_replay_zkreg_serverset_LDADD = $(FUZZ_ZKREG_SERVERSET_LIBS) $(CJSON_LIBS)
+tests/fuzz/fuzz-zkreg-serverset: $(FUZZ_ZKREG_SERVERSET_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_ZKREG_SERVERSET_LIBS)) tests/fuzz/fuzz.h
+	$(call fuzz_link,FUZZ_ZKREG_SERVERSET,-I$(top_srcdir)/modules/zkreg $(CJSON_LIBS))
 
 # `make bench-zkreg`: 5,000 endpoints registered by piniond vs kazoo's async client against one
 # real ZooKeeper, and the ready-to-visible latency (tests/bench/zkreg-bench.py). The table goes to

@@ -29,7 +29,7 @@ static char socket_path[108];
 static bool verbose;
 
 static cJSON *describe(struct api_request *r) {
-        const struct api_peer *peer = api_request_peer(r);
+        const struct peer *peer = api_request_peer(r);
         size_t body_size = 0;
         cJSON *j = cJSON_CreateObject();
 

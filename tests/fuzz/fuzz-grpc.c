@@ -124,7 +124,7 @@ static void drain(int fd) {
 
 /* The peer is a pod's process: counted per caller, its calls paced (a small burst, so that
  * inputs reach the queue, and calls still queued when the server goes). */
-static void place_in_pod(const struct api_peer *peer, void *userdata, struct api_place *ret) {
+static void place_in_pod(const struct peer *peer, void *userdata, struct peer_place *ret) {
         ret->privileged = false;
         ret->pod_uid = strdup("fuzz-pod");
         ret->attested = true;

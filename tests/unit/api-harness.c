@@ -34,7 +34,7 @@ static cJSON *nullable_string(const char *s) {
 
 static int h_echo(struct api_request *r, void *userdata) {
         struct fixture *f = userdata;
-        const struct api_peer *p = api_request_peer(r);
+        const struct peer *p = api_request_peer(r);
         cJSON *o = cJSON_CreateObject();
 
         f->last_peer = *p;

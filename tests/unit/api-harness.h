@@ -43,7 +43,7 @@ struct fixture {
         unsigned aborts;
 
         /* What handlers saw. */
-        struct api_peer last_peer;
+        struct peer last_peer;
         unsigned echo_calls;
 
         struct api_request *wait_req;

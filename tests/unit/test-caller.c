@@ -70,9 +70,9 @@ static void add_pod(struct pod_store *pods, const char *json) {
 }
 
 /* Their pidfd: the fixture's (setup()). */
-static struct api_peer root = { .pid = PID, .uid = 0, .gid = 0, .start_time = START, .privileged = true };
-static struct api_peer group = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = true };
-static struct api_peer user = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = false };
+static struct peer root = { .pid = PID, .uid = 0, .gid = 0, .start_time = START, .privileged = true };
+static struct peer group = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = true };
+static struct peer user = { .pid = PID, .uid = 1000, .gid = 1000, .start_time = START, .privileged = false };
 
 /* pod-a: a static pod (its status lists no containers); pod-listed: its status lists CID. */
 static int setup(void **state) {
@@ -104,13 +104,13 @@ static int teardown(void **state) {
 }
 
 
-static void resolve(struct fixture *f, const struct api_peer *peer, struct caller *ret) {
+static void resolve(struct fixture *f, const struct peer *peer, struct caller *ret) {
         caller_resolve_peer(&f->place, peer, ret);
 }
 
 /* Neither a pod nor the host, whatever its credentials. */
 static void expect_nobody(struct fixture *f, int pod_error, const char *refusal) {
-        const struct api_peer *peers[] = { &root, &group, &user };
+        const struct peer *peers[] = { &root, &group, &user };
         for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
                 _cleanup_(caller_done) struct caller c = {};
                 resolve(f, peers[i], &c);
@@ -178,7 +178,7 @@ static void test_pod_name_outside_the_roots(void **state) {
 
 static void test_in_a_pod_of_this_node(void **state) {
         struct fixture *f = *state;
-        const struct api_peer *peers[] = { &user, &root, &group };
+        const struct peer *peers[] = { &user, &root, &group };
 
         fake_proc(f->root, "0::/kubepods/burstable/pod" UID "/" CID "\n");
 
@@ -242,7 +242,7 @@ static void test_in_a_pod_this_node_does_not_know(void **state) {
 static void test_cannot_attest(void **state) {
         struct fixture *f = *state;
         _cleanup_(caller_done) struct caller c = {};
-        struct api_peer reused = root, unknown_start = root, gone = root;
+        struct peer reused = root, unknown_start = root, gone = root;
 
         fake_proc(f->root, "0::/system.slice/sshd.service\n");
         reused.start_time = START + 1; /* the PID now names a process that started later */
@@ -250,7 +250,7 @@ static void test_cannot_attest(void **state) {
         gone.pid = PID + 1;
 
         /* Not even root is the host when where it runs is unknown. */
-        const struct api_peer *peers[] = { &reused, &unknown_start, &gone };
+        const struct peer *peers[] = { &reused, &unknown_start, &gone };
         for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
                 resolve(f, peers[i], &c);
                 assert_int_equal(c.kind, CALLER_OUTSIDER);
@@ -302,7 +302,7 @@ static void test_zombie_is_nobody(void **state) {
 static void test_exited_pidfd_is_nobody(void **state) {
         struct fixture *f = *state;
         _cleanup_(caller_done) struct caller c = {};
-        struct api_peer gone = root, no_pidfd = root;
+        struct peer gone = root, no_pidfd = root;
         pid_t pid;
         int fd;
 
@@ -316,7 +316,7 @@ static void test_exited_pidfd_is_nobody(void **state) {
         assert_int_equal(waitpid(pid, NULL, 0), pid);
         gone.pidfd = fd;
         no_pidfd.pidfd = -EBADF;
-        const struct api_peer *peers[] = { &gone, &no_pidfd };
+        const struct peer *peers[] = { &gone, &no_pidfd };
         for (size_t i = 0; i < ELEMENTSOF(peers); i++) {
                 resolve(f, peers[i], &c);
                 assert_int_equal(c.kind, CALLER_OUTSIDER);

@@ -88,7 +88,7 @@ static const struct grpc_method methods[] = {
         { "/t.T/Hold", hold },
 };
 
-static void place_by_fixture(const struct api_peer *peer, void *userdata, struct api_place *ret) {
+static void place_by_fixture(const struct peer *peer, void *userdata, struct peer_place *ret) {
         struct fixture *f = userdata;
         ret->privileged = !f->next_pod;
         ret->pod_uid = f->next_pod ? strdup(f->next_pod) : NULL;

@@ -443,7 +443,7 @@ static int accept_child(bool exit_first, pid_t *ret_pid, int *ret_pipe) {
  * is closed with the credentials. */
 static void test_peer_creds_hold_the_pidfd(void **state) {
         struct peer_creds c;
-        struct api_peer peer;
+        struct peer peer;
         int fd, wfd, pidfd;
         pid_t pid;
         (void) state;
@@ -455,7 +455,7 @@ static void test_peer_creds_hold_the_pidfd(void **state) {
         assert_true(c.start_time > 0);
         assert_true(c.pidfd >= 0);
         pidfd = c.pidfd;
-        peer = peer_creds_to_api_peer(&c, (gid_t) -1);
+        peer = peer_creds_to_peer(&c, (gid_t) -1);
         assert_int_equal(peer.pidfd, pidfd);
         assert_int_equal(proc_peer_alive(NULL, pid, peer.pidfd, peer.start_time), 0);
         close(wfd);
@@ -474,7 +474,7 @@ static void test_peer_creds_hold_the_pidfd(void **state) {
         assert_int_equal(c.pid, pid);
         assert_int_equal(c.start_time, 0);
         assert_true(c.pidfd < 0);
-        peer = peer_creds_to_api_peer(&c, (gid_t) -1);
+        peer = peer_creds_to_peer(&c, (gid_t) -1);
         assert_int_equal(proc_peer_alive(NULL, pid, peer.pidfd, peer.start_time), -ESRCH);
         peer_creds_done(&c);
         assert_int_equal(waitpid(pid, NULL, 0), pid);

@@ -111,7 +111,7 @@ static bool request_paced(struct api_request *r) {
 }
 
 static void request_place(struct api_request *r) {
-        struct api_place place = {};
+        struct peer_place place = {};
 
         r->peer = conn_peer(r->api, r->conn);
         if (!r->peer.privileged || !r->api->place_fn)
@@ -451,7 +451,7 @@ const char *api_request_query(const struct api_request *r, const char *name) {
         return value ? value : "";
 }
 
-const struct api_peer *api_request_peer(const struct api_request *r) {
+const struct peer *api_request_peer(const struct api_request *r) {
         return r ? &r->peer : NULL;
 }
 

@@ -32,9 +32,9 @@
 
 #include <systemd/sd-event.h>
 
-#include "api.h"
 #include "macro.h"
 #include "metrics.h"
+#include "peer.h"
 
 struct grpc_server;
 struct grpc_call;
@@ -85,7 +85,7 @@ struct grpc_server_options {
         /* Places each peer at accept (caller_peer_place(): its pod, or privileged where it runs),
          * so that one pod, or one uid outside pods, cannot take every connection and stream from
          * the others. NULL: counted by uid. Privileged peers are not counted per caller. */
-        api_place_fn place;
+        peer_place_fn place;
         void *place_userdata;
         unsigned max_connections_per_caller; /* 0: 64 */
         unsigned max_streams_per_caller;     /* 0: 1024 */
@@ -120,7 +120,7 @@ unsigned grpc_server_streams(const struct grpc_server *s);
 /* ---- calls ---- */
 
 /* The peer of the call's connection, for caller_resolve_peer(). */
-const struct api_peer *grpc_call_peer(const struct grpc_call *c);
+const struct peer *grpc_call_peer(const struct grpc_call *c);
 /* A request metadata value by (lower-case) name, or NULL. */
 const char *grpc_call_metadata(const struct grpc_call *c, const char *name);
 const char *grpc_call_method(const struct grpc_call *c);

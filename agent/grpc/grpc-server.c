@@ -179,7 +179,7 @@ static int conn_count_key(struct grpc_server *s, struct grpc_conn *c, char **ret
 
         *ret = NULL;
         if (s->opts.place) {
-                struct api_place place = {};
+                struct peer_place place = {};
 
                 s->opts.place(&c->peer, s->opts.place_userdata, &place);
                 privileged = place.privileged;
@@ -484,7 +484,7 @@ int grpc_server_add_connection(struct grpc_server *s, int fd) {
         c->server = s;
         c->fd = fd;
         peer_creds_read(fd, &c->creds);
-        c->peer = peer_creds_to_api_peer(&c->creds, s->opts.socket_gid);
+        c->peer = peer_creds_to_peer(&c->creds, s->opts.socket_gid);
         reason = conn_account(s, c);
         if (reason) {
                 count_rejected(s, reason);

@@ -306,7 +306,7 @@ void grpc_call_finish(struct grpc_call *call, enum grpc_status status, const cha
 
 /* ---- accessors ---- */
 
-const struct api_peer *grpc_call_peer(const struct grpc_call *call) {
+const struct peer *grpc_call_peer(const struct grpc_call *call) {
         return &call->conn->peer;
 }
 

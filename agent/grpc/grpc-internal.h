@@ -108,7 +108,7 @@ struct grpc_conn {
         struct grpc_conn *prev, *next;
         int fd;
         struct peer_creds creds;
-        struct api_peer peer;
+        struct peer peer;
         struct grpc_count *count; /* NULL: privileged, not counted per caller */
         nghttp2_session *session;
         sd_event_source *io, *flush;

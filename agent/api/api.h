@@ -23,28 +23,11 @@
 
 #include "macro.h"
 #include "metrics.h"
+#include "peer.h"
 
 struct api;
 struct api_request;
 
-struct api_peer {
-        pid_t pid;
-        uid_t uid;
-        gid_t gid;
-        /* The start time of the process that connected (clock ticks since boot), read at accept
-         * and only if that process provably still held the PID and was alive (SO_PEERPIDFD's
-         * pidfd; on older kernels a pidfd of the PID whose uid/gid are as at connect); 0 if not,
-         * and then nothing can be attested: peer_pod_lookup() checks it so a reused PID is not
-         * taken for the caller. */
-        uint64_t start_time;
-        /* That process's pidfd, borrowed from the connection (peer-creds.h), valid as long as
-         * it; meaningful only with a start time (else -EBADF, or unset): every read about the
-         * peer checks through it that the process is still alive and not a zombie. */
-        int pidfd;
-        /* root or a member of socket-group; once the API placed the peer (every request a
-         * handler sees), also where it runs (api_set_place_fn()) */
-        bool privileged;
-};
 
 typedef int (*api_handler_fn)(struct api_request *req, void *userdata);
 
@@ -98,20 +81,7 @@ struct api_routes *api_routes_free(struct api_routes *set);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct api_routes *, api_routes_free);
 /* The routes being served (for tests and status). */
 size_t api_route_count(const struct api *a);
-/* Where a peer runs, as the one authorization rule places it (caller.h): whether it is
- * privileged there, the pod its cgroup names (owned; NULL: none), and whether it could be
- * attested at all (false: gone, a zombie, its PID reused, its cgroup unreadable or not the
- * kubelet's layout; such peers share one small connection count, whatever their uids). */
-struct api_place {
-        bool privileged;
-        char *pod_uid;
-        bool attested;
-};
-/* Places a peer: asked when a connection is accepted (it is counted against its pod's
- * connection limit, or its uid's) and once per request from a peer whose credentials are
- * privileged, before the route's privilege is checked. NULL: credentials alone, counted by uid. */
-typedef void (*api_place_fn)(const struct api_peer *peer, void *userdata, struct api_place *ret);
-void api_set_place_fn(struct api *a, api_place_fn fn, void *userdata);
+void api_set_place_fn(struct api *a, peer_place_fn fn, void *userdata);
 
 /* Changes who counts as privileged (socket-group) and the socket file's mode and group on
  * reload. */
@@ -128,7 +98,7 @@ const char *api_request_route(const struct api_request *r); /* the matched patte
 const char *api_request_param(const struct api_request *r, unsigned i);
 /* A query argument ("watch" in ?watch=1), or NULL. */
 const char *api_request_query(const struct api_request *r, const char *name);
-const struct api_peer *api_request_peer(const struct api_request *r);
+const struct peer *api_request_peer(const struct api_request *r);
 /* The request body (POST), NUL-terminated; size 0 if none. */
 const char *api_request_body(const struct api_request *r, size_t *ret_size);
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "api.h"
+#include "peer.h"
 
 struct peer_creds {
         bool known; /* SO_PEERCRED could be read; else every field below is unset */
@@ -38,4 +38,4 @@ void peer_creds_done(struct peer_creds *c);
 bool peer_creds_privileged(const struct peer_creds *c, gid_t socket_gid);
 
 /* The peer as caller_resolve_peer() takes it. */
-struct api_peer peer_creds_to_api_peer(const struct peer_creds *c, gid_t socket_gid);
+struct peer peer_creds_to_peer(const struct peer_creds *c, gid_t socket_gid);

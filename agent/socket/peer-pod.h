@@ -26,7 +26,7 @@
  *
  * A PID can be reused: the process that connected may exit and another take its number before
  * we read /proc. So the caller keeps a pidfd of the process that connected and records its start
- * time when the connection is accepted (struct api_peer), and peer_pod_lookup() checks both
+ * time when the connection is accepted (struct peer), and peer_pod_lookup() checks both
  * before and after reading the cgroup (proc_peer_alive()): if the start time differs, the answer
  * belongs to someone else, and the lookup fails.
  *

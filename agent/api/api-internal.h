@@ -69,7 +69,7 @@ struct api {
         bool anonymous;           /* api_options.anonymous */
         unsigned max_connections; /* api_options.max_connections, or the default */
         unsigned max_connections_per_source; /* api_options' (anonymous only), 0: none */
-        api_place_fn place_fn; /* where a peer runs, beside its credentials (api_set_place_fn()) */
+        peer_place_fn place_fn; /* where a peer runs, beside its credentials (api_set_place_fn()) */
         void *place_userdata;
 
         struct route_entry **routes; /* each entry allocated alone: requests point at them */
@@ -168,7 +168,7 @@ struct api_request {
         struct route_entry *route; /* a reference */
         unsigned params[API_PARAMS_MAX];
         unsigned n_params;
-        struct api_peer peer;
+        struct peer peer;
 
         char *body;
         size_t body_size;
@@ -232,7 +232,7 @@ void api_on_connection(void *cls, struct MHD_Connection *connection, void **sock
 /* root, or a member of socket-group (checked against the connection's credentials). */
 bool conn_privileged(const struct api *a, const struct api_conn *c);
 /* The peer of a connection (NULL: unknown, unprivileged), by its credentials alone. */
-struct api_peer conn_peer(const struct api *a, const struct api_conn *c);
+struct peer conn_peer(const struct api *a, const struct api_conn *c);
 /* The connection sent a request line: it no longer counts as fresh. */
 void conn_seen_request(struct api *a, struct api_conn *c);
 /* The deadlines of a connection's request cycle (enum conn_phase): a request line arrived; its

@@ -211,8 +211,8 @@ bool peer_creds_privileged(const struct peer_creds *c, gid_t socket_gid) {
         return false;
 }
 
-struct api_peer peer_creds_to_api_peer(const struct peer_creds *c, gid_t socket_gid) {
-        return (struct api_peer) {
+struct peer peer_creds_to_peer(const struct peer_creds *c, gid_t socket_gid) {
+        return (struct peer) {
                 .pid = c->pid,
                 .uid = c->uid,
                 .gid = c->gid,

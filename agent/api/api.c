@@ -362,7 +362,7 @@ size_t api_route_count(const struct api *a) {
         return a ? a->n_routes : 0;
 }
 
-void api_set_place_fn(struct api *a, api_place_fn fn, void *userdata) {
+void api_set_place_fn(struct api *a, peer_place_fn fn, void *userdata) {
         if (!a)
                 return;
         a->place_fn = fn;

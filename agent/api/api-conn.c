@@ -104,10 +104,10 @@ static void count_dec(struct api *a, const char *key) {
         *k = a->counts[--a->n_counts];
 }
 
-struct api_peer conn_peer(const struct api *a, const struct api_conn *c) {
+struct peer conn_peer(const struct api *a, const struct api_conn *c) {
         if (!c)
-                return (struct api_peer) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
-        return peer_creds_to_api_peer(&c->creds, a->socket_gid);
+                return (struct peer) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
+        return peer_creds_to_peer(&c->creds, a->socket_gid);
 }
 
 /* The count a connection is in: its pod's, whatever its uid; the one shared count of every
@@ -115,7 +115,7 @@ struct api_peer conn_peer(const struct api *a, const struct api_conn *c) {
  * it runs (root, socket-group in no pod: the place rule of caller.h). NULL with 0: no
  * per-caller count. */
 static int conn_count_key(const struct api *a, const struct api_conn *c, char **ret) {
-        struct api_peer peer = conn_peer(a, c);
+        struct peer peer = conn_peer(a, c);
         _cleanup_free_ char *pod = NULL;
         bool attested = peer.start_time != 0;
 
@@ -123,7 +123,7 @@ static int conn_count_key(const struct api *a, const struct api_conn *c, char **
         if (a->anonymous)
                 return 0;
         if (a->place_fn) {
-                struct api_place place = {};
+                struct peer_place place = {};
 
                 a->place_fn(&peer, a->place_userdata, &place);
                 peer.privileged = place.privileged;

@@ -2,7 +2,7 @@
 /* Budgets of the local API per caller (struct api_conn.caller_key: a pod, a uid, a TCP source,
  * or a privileged caller's uid) and for the server: how fast a caller's requests are taken on
  * (a token bucket, checked before any work is done for the request, the /proc reading of
- * api_place_fn included), and how many body bytes its unfinished requests may hold.
+ * peer_place_fn included), and how many body bytes its unfinished requests may hold.
  *
  * Figures and the reasons for them: docs/api.md ("Connections and limits"). */
 #include <errno.h>
