@@ -416,7 +416,3 @@ int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret) {
         *ret = s;
         return 0;
 }
-
-int ca_roots_pem(const struct ca *ca, char **ret) {
-        return x509_chain_to_pem(ca->roots, ret);
-}

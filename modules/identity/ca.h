@@ -58,5 +58,3 @@ int ca_issue(const struct ca *ca, EVP_PKEY *pubkey, const struct cert_subject *s
 int ca_verify_issued(struct ca *ca, X509 *leaf, const char **ret_reason);
 /* The chain a holder presents: leaf followed by ca->chain, as PEM. */
 int ca_chain_pem(const struct ca *ca, X509 *leaf, char **ret);
-/* The roots as PEM. */
-int ca_roots_pem(const struct ca *ca, char **ret);

@@ -15,7 +15,7 @@
 #include "cfssl-wire.h"
 #include "json.h"
 
-int cfssl_parse_hex_key(const char *text, unsigned char **ret, size_t *ret_size) {
+int cfssl_wire_parse_hex_key(const char *text, unsigned char **ret, size_t *ret_size) {
         while (*text == ' ' || *text == '\n' || *text == '\t' || *text == '\r')
                 text++;
         size_t n = strcspn(text, " \n\t\r");
@@ -49,7 +49,7 @@ static char *base64(const unsigned char *in, size_t n) {
         return out;
 }
 
-int cfssl_authsign_body(const unsigned char *key, size_t key_size, const char *request_json, char **ret) {
+int cfssl_wire_authsign_body(const unsigned char *key, size_t key_size, const char *request_json, char **ret) {
         unsigned char mac[EVP_MAX_MD_SIZE];
         unsigned mac_len = 0;
         size_t n = strlen(request_json);
@@ -68,7 +68,7 @@ int cfssl_authsign_body(const unsigned char *key, size_t key_size, const char *r
         return 0;
 }
 
-int cfssl_parse_response(const char *body, size_t size, char **ret_certificate, char **ret_reason) {
+int cfssl_wire_parse_response(const char *body, size_t size, char **ret_certificate, char **ret_reason) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_ParseWithLength(body, size);
         *ret_reason = NULL;
         if (!cJSON_IsObject(o))

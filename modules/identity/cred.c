@@ -27,7 +27,7 @@ static const char *const cred_state_table[_CRED_STATE_MAX] = {
         [CRED_EXPIRED] = "expired",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(cred_state, enum cred_state);
+static DEFINE_STRING_TABLE_LOOKUP_TO_STRING(cred_state, enum cred_state);
 
 #define log_cred_full_errno(c, level, error, fmt, ...) \
         log_module_full_errno(MODULE, level, error, "%s certificate: " fmt, (c)->name, ##__VA_ARGS__)
@@ -53,7 +53,7 @@ static void clear_material(struct cred *c) {
         c->chain = NULL;
         sk_X509_pop_free(c->roots, X509_free);
         c->roots = NULL;
-        cert_info_done(&c->info);
+        x509_cert_info_done(&c->info);
 }
 
 struct cred *cred_free(struct cred *c) {
@@ -105,11 +105,12 @@ int cred_new(sd_event *e, struct signer *signer, const struct cred_config *cfg, 
         return 0;
 }
 
-bool cred_usable(const struct cred *c) {
+/* True while a certificate is there and not expired. */
+static bool cred_usable(const struct cred *c) {
         return c->chain && c->key && now_usec(CLOCK_REALTIME) < c->info.not_after;
 }
 
-int write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid) {
+int cred_write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid) {
         _cleanup_close_ int dfd = open_directory(version_dir);
         if (dfd < 0)
                 return dfd;
@@ -146,31 +147,31 @@ static int check_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
                 return (*ret_reason = "the certificate's fields do not parse"), r;
         _cleanup_free_ char *want = NULL;
         if (asprintf(&want, "CN=%s%s%s", c->cn, c->org ? ",O=" : "", c->org ? c->org : "") < 0) {
-                cert_info_done(&info);
+                x509_cert_info_done(&info);
                 return -ENOMEM;
         }
         if (!streq(info.subject, want)) {
-                cert_info_done(&info);
+                x509_cert_info_done(&info);
                 return (*ret_reason = "the certificate names another subject"), -EBADMSG;
         }
         usec_t now = now_usec(CLOCK_REALTIME);
         if (info.not_after <= now) {
-                cert_info_done(&info);
+                x509_cert_info_done(&info);
                 return (*ret_reason = "the certificate has expired"), -EKEYEXPIRED;
         }
         if (!roots || sk_X509_num(roots) == 0) {
-                cert_info_done(&info);
+                x509_cert_info_done(&info);
                 return (*ret_reason = "no trust anchor to verify the certificate against"), -EBADMSG;
         }
         /* Not far in the future, and a replacement must outlive what it replaces. */
-        r = cert_check_times(&info, current_not_after, now, ret_reason);
+        r = x509_cert_check_times(&info, current_not_after, now, ret_reason);
         if (r < 0) {
-                cert_info_done(&info);
+                x509_cert_info_done(&info);
                 return r;
         }
         /* A node CA must be able to sign what we will issue with it. */
         if (c->usage == CERT_USAGE_CA && !x509_is_issuing_ca(leaf)) {
-                cert_info_done(&info);
+                x509_cert_info_done(&info);
                 return (*ret_reason = "the node CA certificate is not a CA (needs CA:TRUE and keyCertSign)"), -EBADMSG;
         }
         /* Verified as of its own start (at most CERT_MAX_FUTURE ahead, checked above), so a
@@ -178,7 +179,7 @@ static int check_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
          * checked above. */
         r = x509_verify_chain(chain, roots, MAX(info.not_before, now), ret_reason);
         if (r < 0) {
-                cert_info_done(&info);
+                x509_cert_info_done(&info);
                 return r;
         }
         *ret_info = info;
@@ -284,9 +285,9 @@ static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
         r = atomic_dir_begin(c->dir, &version);
         if (r < 0)
                 goto finish;
-        if ((r = write_version_file(version, "key.pem", key_pem, 0600, (uid_t) -1, (gid_t) -1)) < 0 ||
-            (r = write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
-            (r = write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0)
+        if ((r = cred_write_version_file(version, "key.pem", key_pem, 0600, (uid_t) -1, (gid_t) -1)) < 0 ||
+            (r = cred_write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
+            (r = cred_write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0)
                 goto finish;
         r = atomic_dir_commit(c->dir, version, 1); /* the previous pair stays (version_*_file) */
 finish:

@@ -87,11 +87,9 @@ struct cred {
         void *userdata;
 };
 
-const char *cred_state_to_string(enum cred_state s);
-
 /* Creates version_dir/name (which must not exist) with data, mode and owner; no fsync of its
  * own: atomic_dir_commit() fsyncs the whole version before publishing it. */
-int write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid);
+int cred_write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid);
 
 int cred_new(sd_event *e, struct signer *signer, const struct cred_config *cfg, cred_event_fn on_event, void *userdata,
              struct cred **ret);
@@ -100,7 +98,5 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct cred *, cred_free);
 
 /* Loads what is on disk (reusing a valid certificate) or asks the signer for one. */
 int cred_start(struct cred *c);
-/* True while a certificate is there and not expired. */
-bool cred_usable(const struct cred *c);
 /* Fills a status object: state, subject, serial, SANs, notBefore/notAfter, rotateAt, lastError. */
 int cred_status(const struct cred *c, cJSON *o);

@@ -9,7 +9,8 @@
  *   root/socket-group, no pod  → the node certificate and a table of workload certificates
  *                                (never a private key); ?pod=NS/NAME: one pod's status
  *   anybody else               → 403
- * /v1/identity/bundle is public. */
+ * /v1/identity/bundle is public. A long-poll is answered when the model announces its
+ * workload's change (IDENTITY_CHANGE_WORKLOAD). */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,13 +20,20 @@
 
 #include "caller.h"
 #include "fsutil.h"
-#include "identity.h"
+#include "identity-views.h"
 #include "json.h"
 #include "log.h"
 #include "parse-util.h"
 #include "strv.h"
+#include "waitq.h"
 
 #define WAIT_MAX (10 * USEC_PER_MINUTE)
+
+struct identity_api {
+        struct identity *id;
+        struct api_routes *routes;
+        struct waitq *waiters; /* /v1/identity?wait= long-polls, keyed by the workload's uid */
+};
 
 static int reply_own(struct identity *id, struct api_request *req, const struct workload *w) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
@@ -77,7 +85,8 @@ static int reply_for(struct identity *id, struct api_request *req, const char *u
 
 /* A new certificate for the pod (or the pod gone): answer those who have not seen it. */
 static int on_wake(struct api_request *req, const char *uid, uint64_t generation, void *userdata) {
-        struct identity *id = userdata;
+        struct identity_api *a = userdata;
+        struct identity *id = a->id;
         struct workload *w = workload_find(id, uid);
         if (w && w->generation == generation)
                 return 0;
@@ -86,50 +95,15 @@ static int on_wake(struct api_request *req, const char *uid, uint64_t generation
 }
 
 static void on_wait_timeout(struct api_request *req, const char *uid, usec_t timeout, void *userdata) {
-        (void) reply_for(userdata, req, uid);
+        struct identity_api *a = userdata;
+        (void) reply_for(a->id, req, uid);
 }
 
-int identity_waiters_new(struct identity *id) {
-        static const struct waitq_ops ops = { .what = "pod", .wake = on_wake, .expire = on_wait_timeout };
-        /* A pod's containers each waiting for its certificate: a handful per pod. */
-        static const struct waitq_limits limits = { .per_key = 64, .total = 1000 };
-        if (id->waiters)
-                return 0;
-        return waitq_new(id->manager->event, &ops, &limits, id, &id->waiters);
-}
-
-int identity_find_pod(struct identity *id, const char *ns_name, struct workload **ret) {
-        const char *slash = strchr(ns_name, '/');
-        if (!slash || slash == ns_name || !slash[1])
-                return -EINVAL;
-        _cleanup_free_ char *ns = strndup(ns_name, (size_t) (slash - ns_name));
-        if (!ns)
-                return -ENOMEM;
-        struct pod *p = pod_store_find(id->manager->pods, ns, slash + 1);
-        struct workload *w = p ? workload_find(id, p->uid) : NULL;
-        if (!w)
-                return -ENOENT;
-        *ret = w;
-        return 0;
-}
-
-int identity_caller_workload(struct identity *id, const struct caller *c, struct workload **ret) {
-        struct workload *w;
-
-        switch (c->kind) {
-        case CALLER_POD:
-                w = workload_find(id, c->pod_uid);
-                break;
-        case CALLER_SERVICE:
-                w = workload_find_unit(id, c->unit);
-                break;
-        default:
-                return -EPERM;
-        }
-        if (!w)
-                return -ENOENT;
-        *ret = w;
-        return 0;
+/* A workload's certificate changed or the workload went: its long-polls hear it. */
+static void on_identity_changed(struct identity *id, enum identity_change change, const char *uid, void *userdata) {
+        struct identity_api *a = userdata;
+        if (change == IDENTITY_CHANGE_WORKLOAD)
+                waitq_wake(a->waiters, uid);
 }
 
 static int overview(struct identity *id, struct api_request *req) {
@@ -154,7 +128,7 @@ static int overview(struct identity *id, struct api_request *req) {
                 /* The "identity" pod gate as zkreg sees it: closed until the certificate exists. */
                 const struct pod *p = pod_store_get(id->manager->pods, id->workloads[i]->uid);
                 _cleanup_free_ char *why = NULL;
-                int open = p ? workloads_gate(p, id, &why) : 0;
+                int open = p ? workload_gate(p, id, &why) : 0;
                 if (!cJSON_AddBoolToObject(w, "gateOpen", open > 0) ||
                     !json_add_string_or_null(w, "gateReason", open > 0 ? NULL : why))
                         return api_reply_error(req, 500, "out of memory");
@@ -163,20 +137,22 @@ static int overview(struct identity *id, struct api_request *req) {
 }
 
 /* A configured service, for itself only: the same answer a pod gets. */
-static int handle_service(struct identity *id, struct api_request *req, const struct caller *c, const char *pod,
+static int handle_service(struct identity_api *a, struct api_request *req, const struct caller *c, const char *pod,
                           usec_t timeout) {
+        struct identity *id = a->id;
         if (pod)
                 return caller_reply_forbidden(req, c, "identity of a pod");
-        struct workload *w = workload_find_unit(id, c->unit);
+        struct workload *w = workload_service_find(id, c->unit);
         if (!w)
                 return api_reply_error(req, 404, "this service has no identity");
         if (!timeout)
                 return reply_for(id, req, w->uid);
-        return waitq_hold(id->waiters, req, w->uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
+        return waitq_hold(a->waiters, req, w->uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
 }
 
 static int handle_identity(struct api_request *req, void *userdata) {
-        struct identity *id = userdata;
+        struct identity_api *a = userdata;
+        struct identity *id = a->id;
         const char *pod = api_request_query(req, "pod"), *wait = api_request_query(req, "wait");
         _cleanup_(caller_done) struct caller c = {};
         usec_t timeout = 0;
@@ -191,7 +167,7 @@ static int handle_identity(struct api_request *req, void *userdata) {
         if (c.kind == CALLER_OUTSIDER || caller_pod_unknown(&c))
                 return caller_reply_forbidden(req, &c, "identity");
         if (c.kind == CALLER_SERVICE)
-                return handle_service(id, req, &c, pod, timeout);
+                return handle_service(a, req, &c, pod, timeout);
         if (c.kind != CALLER_POD) {
                 if (pod) {
                         struct workload *w = NULL;
@@ -215,11 +191,12 @@ static int handle_identity(struct api_request *req, void *userdata) {
                 return reply_for(id, req, c.pod_uid);
 
         /* Held until the certificate changes from what it is now (none yet: any). */
-        return waitq_hold(id->waiters, req, c.pod_uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
+        return waitq_hold(a->waiters, req, c.pod_uid, w->chain_pem ? w->generation : (unsigned) -1, timeout);
 }
 
 static int handle_bundle(struct api_request *req, void *userdata) {
-        struct identity *id = userdata;
+        struct identity_api *a = userdata;
+        struct identity *id = a->id;
         if (!id->bundle_pem)
                 return api_reply_error(req, 503, "no trust bundle yet");
         char *copy = strdup(id->bundle_pem);
@@ -228,15 +205,40 @@ static int handle_bundle(struct api_request *req, void *userdata) {
         return api_reply_text(req, 200, "application/x-pem-file", copy, strlen(copy));
 }
 
-int identity_api_register(struct identity *id) {
+int identity_api_new(struct identity *id, struct identity_api **ret) {
         static const struct api_route routes[] = {
                 { "GET", "/v1/identity", handle_identity, false },
                 { "GET", "/v1/identity/bundle", handle_bundle, false },
-                { "POST", "/v1/identity/jwt", identity_handle_jwt, false },
-                { "GET", "/v1/identity/jwt-bundle", identity_handle_jwt_bundle, false },
-                { "POST", "/v1/identity/jwt/validate", identity_handle_jwt_validate, false },
         };
-        if (id->routes)
-                return 0;
-        return api_add_routes(id->manager->api, routes, ELEMENTSOF(routes), id, &id->routes);
+        static const struct waitq_ops ops = { .what = "pod", .wake = on_wake, .expire = on_wait_timeout };
+        /* A pod's containers each waiting for its certificate: a handful per pod. */
+        static const struct waitq_limits limits = { .per_key = 64, .total = 1000 };
+        struct identity_api *a = calloc(1, sizeof(*a));
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        a->id = id;
+        r = waitq_new(id->manager->event, &ops, &limits, a, &a->waiters);
+        if (r >= 0)
+                r = identity_add_observer(id, on_identity_changed, a);
+        if (r >= 0)
+                r = api_add_routes(id->manager->api, routes, ELEMENTSOF(routes), a, &a->routes);
+        if (r < 0) {
+                identity_api_free(a);
+                return r;
+        }
+        *ret = a;
+        return 0;
+}
+
+struct identity_api *identity_api_free(struct identity_api *a) {
+        if (!a)
+                return NULL;
+        a->routes = api_routes_free(a->routes);
+        identity_remove_observer(a->id, on_identity_changed, a);
+        waitq_fail(a->waiters, NULL, 503, "the identity module is stopping");
+        waitq_free(a->waiters);
+        free(a);
+        return NULL;
 }

@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* identity: bootstraps the node certificate through a signer (the embedded CA or a CFSSL
  * server), then issues and rotates a certificate per pod that asks for one, and hands each only
- * to its own pod. This file holds the config, the module contract and the wiring between the
- * node credentials (cred.c), the workload certificates (workload.c) and the API
- * (identity-api.c). */
+ * to its own pod. This file holds the config, the module contract, the model's observers and
+ * the wiring between the node credentials (cred.c), the workload certificates (workload.c) and
+ * the views (identity-views.c). */
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "caller.h"
 #include "caps.h"
 #include "config.h"
 #include "facts.h"
 #include "fsutil.h"
-#include "identity.h"
+#include "identity-views.h"
 #include "issue-worker.h"
 #include "json.h"
 #include "kube-endpoint.h"
@@ -130,6 +131,66 @@ static int identity_parse(struct config *c, struct identity_settings **ret, stru
         return 0;
 }
 
+/* ---- observers ---- */
+
+struct identity_observer {
+        identity_observer_fn fn;
+        void *userdata;
+        bool removed; /* while announcing: dropped once the outermost announcement is done */
+};
+
+int identity_add_observer(struct identity *id, identity_observer_fn fn, void *userdata) {
+        struct identity_observer *grown;
+
+        if (!fn)
+                return -EINVAL;
+        for (size_t i = 0; i < id->n_observers; i++)
+                if (!id->observers[i].removed && id->observers[i].fn == fn && id->observers[i].userdata == userdata)
+                        return -EEXIST;
+        grown = realloc(id->observers, (id->n_observers + 1) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        id->observers = grown;
+        id->observers[id->n_observers++] = (struct identity_observer) { .fn = fn, .userdata = userdata };
+        return 0;
+}
+
+static void observers_compact(struct identity *id) {
+        size_t j = 0;
+        for (size_t i = 0; i < id->n_observers; i++)
+                if (!id->observers[i].removed)
+                        id->observers[j++] = id->observers[i];
+        id->n_observers = j;
+}
+
+void identity_remove_observer(struct identity *id, identity_observer_fn fn, void *userdata) {
+        for (size_t i = 0; i < id->n_observers; i++) {
+                struct identity_observer *o = &id->observers[i];
+                if (o->removed || o->fn != fn || o->userdata != userdata)
+                        continue;
+                /* While announcing, indexes must stay stable: mark now, compact afterwards. */
+                o->removed = true;
+                if (!id->announcing)
+                        observers_compact(id);
+                return;
+        }
+}
+
+void identity_announce(struct identity *id, enum identity_change change, const char *uid) {
+        /* Those added from inside a call hear only later changes. */
+        size_t n = id->n_observers;
+
+        id->announcing++;
+        /* Indexes, not pointers: an observer may add observers (realloc). */
+        for (size_t i = 0; i < n; i++) {
+                struct identity_observer o = id->observers[i];
+                if (!o.removed)
+                        o.fn(id, change, uid, o.userdata);
+        }
+        if (--id->announcing == 0)
+                observers_compact(id);
+}
+
 /* ---- state ---- */
 
 static void update_state(struct identity *id) {
@@ -186,7 +247,7 @@ void identity_set_bundle(struct identity *id, STACK_OF(X509) *roots) {
                 free(id->bundle_pem);
                 id->bundle_pem = pem;
                 if (changed)
-                        workload_api_bundle_changed(id);
+                        identity_announce(id, IDENTITY_CHANGE_BUNDLE, NULL);
         }
 }
 
@@ -198,7 +259,7 @@ static void set_issuer(struct identity *id, struct ca *ca, bool owned, const cha
         free(id->issuer_reason);
         id->issuer_reason = reason ? strdup(reason) : NULL;
         if (ca)
-                workloads_issuer_changed(id);
+                workload_issuer_changed(id);
         pod_gates_changed(id->manager->pod_gates, NULL);
 }
 
@@ -258,7 +319,7 @@ static void on_cred_event(struct cred *c, enum cred_event ev, void *userdata) {
 
 static void collect_identity(struct metrics *metrics, void *userdata) {
         struct identity *id = userdata;
-        usec_t t = workloads_nearest_expiry(id), now = now_usec(CLOCK_REALTIME);
+        usec_t t = workload_nearest_expiry(id), now = now_usec(CLOCK_REALTIME);
         size_t issued = 0;
 
         if (id->node && id->node->chain)
@@ -328,6 +389,40 @@ int identity_new_cred(struct identity *id, const char *name, const char *profile
         return cred_new(id->manager->event, id->signer, &cfg, on_cred_event, id, ret);
 }
 
+int identity_find_pod(struct identity *id, const char *ns_name, struct workload **ret) {
+        const char *slash = strchr(ns_name, '/');
+        if (!slash || slash == ns_name || !slash[1])
+                return -EINVAL;
+        _cleanup_free_ char *ns = strndup(ns_name, (size_t) (slash - ns_name));
+        if (!ns)
+                return -ENOMEM;
+        struct pod *p = pod_store_find(id->manager->pods, ns, slash + 1);
+        struct workload *w = p ? workload_find(id, p->uid) : NULL;
+        if (!w)
+                return -ENOENT;
+        *ret = w;
+        return 0;
+}
+
+int identity_caller_workload(struct identity *id, const struct caller *c, struct workload **ret) {
+        struct workload *w;
+
+        switch (c->kind) {
+        case CALLER_POD:
+                w = workload_find(id, c->pod_uid);
+                break;
+        case CALLER_SERVICE:
+                w = workload_service_find(id, c->unit);
+                break;
+        default:
+                return -EPERM;
+        }
+        if (!w)
+                return -ENOENT;
+        *ret = w;
+        return 0;
+}
+
 /* The pod-tls-dir sweep waits for a complete pod store: the pods-dir is read before modules
  * start, and the apiserver module must have listed its pods (RUNNING; DEGRADED may mean it
  * never listed them, and sweeping then would take the files of running pods). */
@@ -340,7 +435,7 @@ static int on_sweep_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         }
         unsigned n = 0;
-        int r = workloads_sweep_tls_dir(id, &n);
+        int r = workload_sweep_tls_dir(id, &n);
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "cannot sweep %s: %m", id->settings->pod_tls_dir);
         if (n > 0)
@@ -370,26 +465,20 @@ static int identity_make_node_cred(struct identity *id) {
         return 0;
 }
 
-/* Where the module meets the rest of the agent: the pod gate, the pod store, the API. */
+/* Where the module meets the rest of the agent: the pod gate, the pod store, the views. */
 static int identity_hook_up(struct identity *id) {
         struct manager *m = id->manager;
         int r;
 
-        r = pod_gates_add(m->pod_gates, "identity", workloads_gate, id);
+        r = pod_gates_add(m->pod_gates, "identity", workload_gate, id);
         if (r < 0)
                 return r;
         id->gate_added = true;
-        r = pod_store_add_observer(m->pods, workloads_on_pod, id);
+        r = pod_store_add_observer(m->pods, workload_on_pod, id);
         if (r < 0)
                 return r;
         id->observing = true;
-        r = identity_waiters_new(id);
-        if (r < 0)
-                return r;
-        r = identity_api_register(id);
-        if (r < 0)
-                return r;
-        return workload_api_start(id);
+        return identity_views_start(id);
 }
 
 /* The pods already in the store, the pod-tls-dir sweep, the first node certificate. */
@@ -403,9 +492,9 @@ static int identity_begin(struct identity *id) {
         module_set_state(id->mi, MODULE_STARTING, NULL);
         if (pod_store_list(m->pods, &pods, &n) >= 0)
                 for (size_t i = 0; i < n; i++)
-                        workloads_on_pod(m->pods, NULL, pods[i], id);
-        workloads_sync_services(id);
-        workloads_issuer_changed(id);
+                        workload_on_pod(m->pods, NULL, pods[i], id);
+        workload_service_sync_all(id);
+        workload_issuer_changed(id);
         if (!isempty(id->settings->pod_tls_dir) && !id->sweep_timer) {
                 r = sd_event_add_time_relative(m->event, &id->sweep_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC / 10,
                                                on_sweep_timer, id);
@@ -448,7 +537,7 @@ static int identity_start(struct module_instance *mi) {
         r = identity_hook_up(id);
         if (r < 0)
                 return r;
-        r = identity_jwt_start(id);
+        r = jwt_keys_start(id);
         if (r < 0)
                 return r;
         return identity_begin(id);
@@ -457,11 +546,8 @@ static int identity_start(struct module_instance *mi) {
 static void identity_teardown(struct identity *id) {
         struct manager *m = id->manager;
         id->running = false;
-        id->routes = api_routes_free(id->routes);
-        workload_api_stop(id);
+        identity_views_stop(id);
         id->metrics_reg = metrics_registration_free(id->metrics_reg);
-        waitq_fail(id->waiters, NULL, 503, "the identity module is stopping");
-        id->waiters = waitq_free(id->waiters);
         if (id->published) {
                 (void) manager_publish(m, FACT_NODE_CREDENTIALS, NULL);
                 id->published = false;
@@ -471,13 +557,13 @@ static void identity_teardown(struct identity *id) {
                 id->gate_added = false;
         }
         if (id->observing) {
-                pod_store_remove_observer(m->pods, workloads_on_pod, id);
+                pod_store_remove_observer(m->pods, workload_on_pod, id);
                 id->observing = false;
         }
         id->defer = sd_event_source_disable_unref(id->defer);
         id->worker = issue_worker_free(id->worker);
         id->sweep_timer = sd_event_source_disable_unref(id->sweep_timer);
-        workloads_free_all(id);
+        workload_free_all(id);
         id->node = cred_free(id->node);
         id->node_ca = cred_free(id->node_ca);
         if (id->issuer_owned)
@@ -487,7 +573,7 @@ static void identity_teardown(struct identity *id) {
         id->signer = signer_free(id->signer);
         EVP_PKEY_CTX_free(id->keygen);
         id->keygen = NULL;
-        identity_jwt_stop(id);
+        jwt_keys_stop(id);
 }
 
 static int identity_reload(struct module_instance *mi, struct config *c, char **ret_error) {
@@ -530,9 +616,9 @@ static int identity_reload(struct module_instance *mi, struct config *c, char **
         if (!same) /* was disabled: start now */
                 return identity_start(mi);
         if (id->running) {
-                workloads_sync_services(id); /* the agent's [service.NAME] sections are the new ones by now */
+                workload_service_sync_all(id); /* the agent's [service.NAME] sections are the new ones by now */
                 /* The JWT key files may have moved: read them again (a broken one keeps the old keys). */
-                return identity_jwt_start(id);
+                return jwt_keys_start(id);
         }
         return 0;
 }
@@ -558,7 +644,7 @@ static int identity_status(struct module_instance *mi, cJSON *obj) {
         if (!cJSON_AddNumberToObject(obj, "workloads", (double) id->n_workloads) ||
             !cJSON_AddNumberToObject(obj, "workloadsIssued", (double) issued))
                 return -ENOMEM;
-        return identity_jwt_status(id, obj);
+        return jwt_keys_status(id, obj);
 }
 
 static void identity_free(struct module_instance *mi) {
@@ -566,6 +652,7 @@ static void identity_free(struct module_instance *mi) {
         if (!id)
                 return;
         identity_teardown(id);
+        free(id->observers); /* every view removed itself in the teardown */
         free(id->bundle_pem);
         free(id->issuer_reason);
         kube_endpoint_done(&id->kube);

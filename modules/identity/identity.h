@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The identity module's shared state: the settings (identity.c), the node credentials
- * (cred.c), the workload certificates (workload.c) and the API routes (identity-api.c). */
+/* The identity module's model: the settings (identity.c), the node credentials (cred.c), the
+ * workload certificates (workload.c, workload-service.c) and the JWT keys (jwt-keys.c). Its views
+ * (the HTTP routes of identity-api.c and jwt-api.c, the Workload API of workload-api.c) observe
+ * it through identity_add_observer() and are started and stopped by identity-views.c: no model
+ * file calls a view. */
 
 #include <stdbool.h>
 
-#include "api.h"
 #include "ca.h"
 #include "cred.h"
 #include "facts.h"
@@ -15,13 +17,13 @@
 #include "manager.h"
 #include "metrics.h"
 #include "signer.h"
-#include "waitq.h"
 
 #define IDENTITY_ANNOTATION "pinion.io/identity"
 
+struct caller;
 struct identity;
 struct identity_settings;
-struct workload_api;
+struct identity_views;
 
 /* A kind of signer, as [identity] signer= names it (signer-kind.c). make() and issuer() return
  * 0, or a negative errno: with *ret_error the module fails with that reason and the daemon
@@ -106,7 +108,6 @@ struct identity {
         char *issuer_reason;  /* why there is no issuer */
         struct node_credentials creds;
         struct kube_endpoint kube; /* the apiserver, from [apiserver] or the in-cluster environment */
-        struct api_routes *routes;
         struct metrics_registration *metrics_reg; /* the families below and the collector */
         bool published, gate_added, observing, running, issuer_owned;
 
@@ -115,8 +116,10 @@ struct identity {
         struct workload *queue_head, *queue_tail;
         sd_event_source *defer;
         sd_event_source *sweep_timer; /* the one pod-tls-dir sweep, once the pod store is complete */
-        struct waitq *waiters; /* /v1/identity?wait= long-polls, keyed by pod uid */
-        struct workload_api *wapi; /* the SPIFFE Workload API server (workload-api.c); NULL: none */
+        struct identity_views *views; /* owned by identity-views.c; the model never looks inside */
+        struct identity_observer *observers; /* identity_add_observer() */
+        size_t n_observers;
+        unsigned announcing; /* nesting depth of identity_announce() */
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
         struct issue_worker *worker; /* makes the workloads' keys and certificates (issue-worker.c) */
@@ -136,71 +139,83 @@ struct identity {
         struct metric_family *m_issued, *m_rotated, *m_failed, *m_expiry, *m_workloads;
 };
 
+/* What changed in the model, for the views that observe it (identity_add_observer()). */
+enum identity_change {
+        /* The workload uid (a pod's UID or "service:NAME"): its certificate was issued, rotated or
+         * expired, or the workload went (workload_find() no longer finds it). */
+        IDENTITY_CHANGE_WORKLOAD,
+        /* The trust bundle pods get (id->bundle_pem); uid is NULL. */
+        IDENTITY_CHANGE_BUNDLE,
+        /* The JWT key set (id->jwt, id->jwt_generation) was loaded anew; uid is NULL. */
+        IDENTITY_CHANGE_JWT_KEYS,
+};
+
+/* Called after the change, with the model in its new state; uid is valid during the call only.
+ * An observer may add and remove observers from inside the call (one added there hears only
+ * later changes, one removed there hears nothing more), and may change the model: a change it
+ * announces is delivered to every observer at once, before the outer announcement goes on to
+ * the next observer. It must not free the identity. */
+typedef void (*identity_observer_fn)(struct identity *id, enum identity_change change, const char *uid,
+                                     void *userdata);
+
 /* identity.c */
+/* Observers hear changes in the order they were added. -EEXIST if the fn/userdata pair is
+ * already there. A view adds itself when it starts and removes itself when it stops. */
+int identity_add_observer(struct identity *id, identity_observer_fn fn, void *userdata);
+void identity_remove_observer(struct identity *id, identity_observer_fn fn, void *userdata);
+/* Tells every observer; what the model calls after each change it makes (never a view). */
+void identity_announce(struct identity *id, enum identity_change change, const char *uid);
 /* The trust bundle pods get, from roots (kept if roots is NULL). */
 void identity_set_bundle(struct identity *id, STACK_OF(X509) *roots);
 /* A credential of this node kept under state-dir/identity/name, named cn_prefix + the node's
  * name, with the node certificate's lifetime. */
 int identity_new_cred(struct identity *id, const char *name, const char *profile, enum cert_usage usage,
                       const char *cn_prefix, const char *org, struct cred **ret);
-
-/* workload.c */
-void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata);
-int workloads_gate(const struct pod *p, void *userdata, char **ret_reason);
-struct workload *workload_find(struct identity *id, const char *uid);
-/* The issuer changed: queue every pod that still needs a certificate. */
-void workloads_issuer_changed(struct identity *id);
-void workloads_free_all(struct identity *id);
-/* Removes pod-tls-dir/<uid>/ of pods that are not workloads (deleted while the agent was down).
- * Only once the pod store is complete. */
-int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed);
-usec_t workloads_nearest_expiry(struct identity *id);
-int workload_status(const struct workload *w, cJSON *o);
-/* Makes the service workloads those of the agent's [service.NAME] sections: new ones queued,
- * changed ones reissued, gone ones (and their files) removed. At start and on reload. */
-void workloads_sync_services(struct identity *id);
-/* The workload of the configured service for unit, or NULL. */
-struct workload *workload_find_unit(struct identity *id, const char *unit);
-
-/* jwt-keys.c */
-/* (Re)loads the JWT keys from the settings' files; a failure keeps the previous set and is
- * recorded in id->jwt_error. Negative only for out of memory. */
-int identity_jwt_load(struct identity *id);
-/* Loads and starts watching the files. */
-int identity_jwt_start(struct identity *id);
-void identity_jwt_stop(struct identity *id);
-/* Why no JWT-SVID can be minted or validated here, or NULL. */
-const char *identity_jwt_unavailable(const struct identity *id);
-int identity_jwt_status(const struct identity *id, cJSON *o);
-
-/* jwt-api.c: the JWT-SVID routes (registered by identity_api_register) */
-int identity_handle_jwt(struct api_request *req, void *userdata);
-int identity_handle_jwt_bundle(struct api_request *req, void *userdata);
-int identity_handle_jwt_validate(struct api_request *req, void *userdata);
-
-/* identity-api.c */
-/* Adds /v1/identity and /v1/identity/bundle once; stop() frees them (id->routes). */
-int identity_api_register(struct identity *id);
 /* The workload of pod "NAMESPACE/NAME": -EINVAL if not that shape, -ENOENT if no such pod has
  * an identity here. */
 int identity_find_pod(struct identity *id, const char *ns_name, struct workload **ret);
-struct caller;
 /* The workload a caller is answered for itself: its pod's (CALLER_POD) or its service's
  * (CALLER_SERVICE). 0: *ret set. -ENOENT: that pod or service has no identity. -EPERM: the
  * caller is neither (host, socket-group, outsider). */
 int identity_caller_workload(struct identity *id, const struct caller *c, struct workload **ret);
-/* The queue of /v1/identity?wait= long-polls, woken (waitq_wake) with a pod's uid when its
- * certificate changes or the pod goes away. */
-int identity_waiters_new(struct identity *id);
 
-/* workload-api.c */
-/* Serves the Workload API on [identity] workload-socket (not listening is logged, not fatal). */
-int workload_api_start(struct identity *id);
-void workload_api_stop(struct identity *id);
-/* A workload's certificate changed or the workload went (uid: a pod's UID or "service:NAME"):
- * long-polls and Workload API streams hear it. */
-void identity_workload_changed(struct identity *id, const char *uid);
-/* The trust bundle changed: every Workload API stream gets it. */
-void workload_api_bundle_changed(struct identity *id);
-/* The JWT keys changed (identity_jwt_load()): FetchJWTBundles streams get the new JWKS. */
-void workload_api_jwt_bundle_changed(struct identity *id);
+/* workload.c */
+void workload_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata);
+int workload_gate(const struct pod *p, void *userdata, char **ret_reason);
+struct workload *workload_find(struct identity *id, const char *uid);
+/* The issuer changed: queue every pod that still needs a certificate. */
+void workload_issuer_changed(struct identity *id);
+void workload_free_all(struct identity *id);
+/* Removes pod-tls-dir/<uid>/ of pods that are not workloads (deleted while the agent was down).
+ * Only once the pod store is complete. */
+int workload_sweep_tls_dir(struct identity *id, unsigned *ret_removed);
+usec_t workload_nearest_expiry(struct identity *id);
+int workload_status(const struct workload *w, cJSON *o);
+
+/* workload-service.c */
+/* Makes the service workloads those of the agent's [service.NAME] sections: new ones queued,
+ * changed ones reissued, gone ones (and their files) removed. At start and on reload. */
+void workload_service_sync_all(struct identity *id);
+/* The workload of the configured service for unit, or NULL. */
+struct workload *workload_service_find(struct identity *id, const char *unit);
+
+/* jwt-keys.c */
+/* Loads the JWT keys from the settings' files and starts watching them; again on reload (a
+ * failed load keeps the previous set and is recorded in id->jwt_error). Negative only for out
+ * of memory or no timer. */
+int jwt_keys_start(struct identity *id);
+void jwt_keys_stop(struct identity *id);
+/* Why no JWT-SVID can be minted or validated here, or NULL. */
+const char *jwt_keys_unavailable(const struct identity *id);
+int jwt_keys_status(const struct identity *id, cJSON *o);
+/* Whether w may get a JWT-SVID now: 0; -ENOKEY with *ret_reason if this node cannot mint
+ * (no keys, or no signing key); -ENOENT if w has no valid SPIFFE ID (yet). */
+int jwt_keys_can_mint(const struct identity *id, const struct workload *w, const char **ret_reason);
+/* A JWT-SVID for w for the NULL-terminated audiences, valid for jwt-svid-lifetime from now;
+ * jwt_mint()'s errors (-EINVAL: an audience it refuses). */
+int jwt_keys_mint(const struct identity *id, const struct workload *w, char *const *audiences, char **ret_token,
+                  usec_t *ret_expires_at);
+/* Validates token for audience now against the keys: -ENOKEY with *ret_reason when there are
+ * none; else jwt_validate()'s result. */
+int jwt_keys_validate(const struct identity *id, const char *token, const char *audience, char **ret_spiffe_id,
+                      cJSON **ret_claims, const char **ret_reason);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "caller.h"
-#include "identity.h"
+#include "identity-views.h"
 #include "json.h"
 #include "log.h"
 
@@ -83,11 +83,12 @@ static int caller_workload(struct identity *id, struct api_request *req, const c
         return 0;
 }
 
-int identity_handle_jwt(struct api_request *req, void *userdata) {
+static int handle_mint(struct api_request *req, void *userdata) {
         struct identity *id = userdata;
         _cleanup_(cJSON_Deletep) cJSON *body = NULL, *o = NULL;
         _cleanup_free_ char **audiences = NULL;
         _cleanup_free_ char *token = NULL;
+        const char *reason = NULL;
         struct workload *w = NULL;
         usec_t expires_at = 0;
 
@@ -100,15 +101,15 @@ int identity_handle_jwt(struct api_request *req, void *userdata) {
                 return r;
         if (!cJSON_IsObject(body))
                 return api_reply_error(req, 400, "expected a JSON object body");
-        const char *unavailable = identity_jwt_unavailable(id);
-        if (unavailable || !jwt_keyset_signer_kid(id->jwt))
-                return api_reply_error(req, 503, "%s", unavailable ? unavailable : "this node has no JWT signing key (jwt-key-file)");
-        if (!jwt_spiffe_id_valid(w->spiffe, id->settings->trust_domain))
+        r = jwt_keys_can_mint(id, w, &reason);
+        if (r == -ENOKEY)
+                return api_reply_error(req, 503, "%s", reason);
+        if (r < 0)
                 return api_reply_error(req, 503, "this pod has no SPIFFE ID%s%s", w->last_error ? ": " : "",
                                        w->last_error ? w->last_error : "");
         if (!(audiences = audiences_of(body)))
                 return api_reply_error(req, 400, "audience: expected a string or an array of 1 to %d strings", JWT_MAX_AUDIENCES);
-        r = jwt_mint(id->jwt, w->spiffe, audiences, now_usec(CLOCK_REALTIME), id->settings->jwt_svid_lifetime, &token, &expires_at);
+        r = jwt_keys_mint(id, w, audiences, &token, &expires_at);
         if (r == -EINVAL)
                 return api_reply_error(req, 400, "audience: each a non-empty string of at most 256 bytes");
         if (r < 0)
@@ -119,9 +120,9 @@ int identity_handle_jwt(struct api_request *req, void *userdata) {
         return api_reply_json(req, 200, TAKE_PTR(o));
 }
 
-int identity_handle_jwt_bundle(struct api_request *req, void *userdata) {
+static int handle_bundle(struct api_request *req, void *userdata) {
         struct identity *id = userdata;
-        const char *unavailable = identity_jwt_unavailable(id);
+        const char *unavailable = jwt_keys_unavailable(id);
         cJSON *jwks = NULL;
         if (unavailable)
                 return api_reply_error(req, 503, "%s", unavailable);
@@ -134,7 +135,7 @@ static unsigned refusal_status(int r) {
         return r == -ENOMEM ? 500 : 401;
 }
 
-int identity_handle_jwt_validate(struct api_request *req, void *userdata) {
+static int handle_validate(struct api_request *req, void *userdata) {
         struct identity *id = userdata;
         _cleanup_(cJSON_Deletep) cJSON *body = NULL, *claims = NULL, *o = NULL;
         _cleanup_free_ char *spiffe_id = NULL;
@@ -147,10 +148,9 @@ int identity_handle_jwt_validate(struct api_request *req, void *userdata) {
                     *audience = cJSON_GetObjectItemCaseSensitive(body, "audience");
         if (!cJSON_IsString(token) || !cJSON_IsString(audience) || isempty(audience->valuestring))
                 return api_reply_error(req, 400, "expected {\"token\": \"...\", \"audience\": \"...\"}");
-        const char *unavailable = identity_jwt_unavailable(id);
-        if (unavailable)
-                return api_reply_error(req, 503, "%s", unavailable);
-        r = jwt_validate(id->jwt, token->valuestring, audience->valuestring, now_usec(CLOCK_REALTIME), &spiffe_id, &claims, &why);
+        r = jwt_keys_validate(id, token->valuestring, audience->valuestring, &spiffe_id, &claims, &why);
+        if (r == -ENOKEY)
+                return api_reply_error(req, 503, "%s", why);
         if (r < 0)
                 return api_reply_error(req, refusal_status(r), "token refused: %s", why ? why : strerror(-r));
         if (!(o = cJSON_CreateObject()) || !cJSON_AddStringToObject(o, "spiffe_id", spiffe_id) ||
@@ -158,4 +158,13 @@ int identity_handle_jwt_validate(struct api_request *req, void *userdata) {
                 return api_reply_error(req, 500, "out of memory");
         claims = NULL;
         return api_reply_json(req, 200, TAKE_PTR(o));
+}
+
+int jwt_api_register(struct identity *id, struct api_routes **ret) {
+        static const struct api_route routes[] = {
+                { "POST", "/v1/identity/jwt", handle_mint, false },
+                { "GET", "/v1/identity/jwt-bundle", handle_bundle, false },
+                { "POST", "/v1/identity/jwt/validate", handle_validate, false },
+        };
+        return api_add_routes(id->manager->api, routes, ELEMENTSOF(routes), id, ret);
 }

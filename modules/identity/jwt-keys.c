@@ -108,7 +108,9 @@ static void set_error(struct identity *id, char *error) {
         id->jwt_error = error;
 }
 
-int identity_jwt_load(struct identity *id) {
+/* (Re)loads the JWT keys from the settings' files; a failure keeps the previous set and is
+ * recorded in id->jwt_error. Negative only for out of memory. */
+static int jwt_keys_load(struct identity *id) {
         const struct identity_settings *s = id->settings;
         struct jwt_keyset *ks = NULL;
         char *error = NULL;
@@ -134,7 +136,7 @@ int identity_jwt_load(struct identity *id) {
         id->jwt = ks;
         id->jwt_generation++;
         set_error(id, NULL);
-        workload_api_jwt_bundle_changed(id);
+        identity_announce(id, IDENTITY_CHANGE_JWT_KEYS, NULL);
         return 0;
 }
 
@@ -143,15 +145,15 @@ static int on_jwt_poll(sd_event_source *s, uint64_t usec, void *userdata) {
         struct jwt_file_stamp k = stamp_of(id->settings->jwt_key_file), b = stamp_of(id->settings->jwt_bundle_file);
         if (!stamp_equal(&k, &id->jwt_key_stamp) || !stamp_equal(&b, &id->jwt_bundle_stamp)) {
                 log_module_info(MODULE, "a JWT key file changed: reloading");
-                if (identity_jwt_load(id) < 0)
+                if (jwt_keys_load(id) < 0)
                         log_module_error(MODULE, "out of memory reloading the JWT keys");
         }
         (void) sd_event_source_set_time_relative(s, JWT_POLL);
         return 0;
 }
 
-int identity_jwt_start(struct identity *id) {
-        int r = identity_jwt_load(id);
+int jwt_keys_start(struct identity *id) {
+        int r = jwt_keys_load(id);
         if (r < 0 || id->jwt_poll || (!id->settings->jwt_key_file && !id->settings->jwt_bundle_file))
                 return r;
         r = sd_event_add_time_relative(id->manager->event, &id->jwt_poll, CLOCK_MONOTONIC, JWT_POLL, USEC_PER_SEC / 4,
@@ -161,13 +163,13 @@ int identity_jwt_start(struct identity *id) {
         return r;
 }
 
-void identity_jwt_stop(struct identity *id) {
+void jwt_keys_stop(struct identity *id) {
         id->jwt_poll = sd_event_source_disable_unref(id->jwt_poll);
         id->jwt = jwt_keyset_free(id->jwt);
         id->jwt_error = mfree(id->jwt_error);
 }
 
-const char *identity_jwt_unavailable(const struct identity *id) {
+const char *jwt_keys_unavailable(const struct identity *id) {
         if (id->jwt && (jwt_keyset_signer_kid(id->jwt) || jwt_keyset_n_keys(id->jwt) > 0))
                 return NULL;
         if (id->jwt_error)
@@ -175,11 +177,40 @@ const char *identity_jwt_unavailable(const struct identity *id) {
         return "JWT-SVIDs are not configured on this node ([identity] jwt-key-file)";
 }
 
-int identity_jwt_status(const struct identity *id, cJSON *o) {
+int jwt_keys_status(const struct identity *id, cJSON *o) {
         cJSON *j = cJSON_AddObjectToObject(o, "jwt");
         if (!j || !json_add_string_or_null(j, "signingKid", id->jwt ? jwt_keyset_signer_kid(id->jwt) : NULL) ||
             !cJSON_AddNumberToObject(j, "keys", id->jwt ? (double) jwt_keyset_n_keys(id->jwt) : 0) ||
             !json_add_string_or_null(j, "error", id->jwt_error))
                 return -ENOMEM;
         return 0;
+}
+
+int jwt_keys_can_mint(const struct identity *id, const struct workload *w, const char **ret_reason) {
+        const char *unavailable = jwt_keys_unavailable(id);
+
+        if (unavailable || !jwt_keyset_signer_kid(id->jwt)) {
+                *ret_reason = unavailable ?: "this node has no JWT signing key (jwt-key-file)";
+                return -ENOKEY;
+        }
+        if (!jwt_spiffe_id_valid(w->spiffe, id->settings->trust_domain))
+                return -ENOENT;
+        return 0;
+}
+
+int jwt_keys_mint(const struct identity *id, const struct workload *w, char *const *audiences, char **ret_token,
+                  usec_t *ret_expires_at) {
+        return jwt_mint(id->jwt, w->spiffe, audiences, now_usec(CLOCK_REALTIME), id->settings->jwt_svid_lifetime,
+                        ret_token, ret_expires_at);
+}
+
+int jwt_keys_validate(const struct identity *id, const char *token, const char *audience, char **ret_spiffe_id,
+                      cJSON **ret_claims, const char **ret_reason) {
+        const char *unavailable = jwt_keys_unavailable(id);
+
+        if (unavailable) {
+                *ret_reason = unavailable;
+                return -ENOKEY;
+        }
+        return jwt_validate(id->jwt, token, audience, now_usec(CLOCK_REALTIME), ret_spiffe_id, ret_claims, ret_reason);
 }

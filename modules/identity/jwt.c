@@ -175,7 +175,8 @@ static int key_from_xy(const unsigned char *x, const unsigned char *y, EVP_PKEY 
         return r;
 }
 
-int jwt_thumbprint(EVP_PKEY *key, char **ret) {
+/* RFC 7638 thumbprint of an EC P-256 public key: base64url(SHA-256({"crv","kty","x","y"})). */
+static int jwt_thumbprint(EVP_PKEY *key, char **ret) {
         _cleanup_free_ char *x = NULL, *y = NULL, *canonical = NULL;
         unsigned char digest[SHA256_DIGEST_LENGTH];
         int r = key_xy(key, &x, &y);
@@ -361,10 +362,6 @@ const char *jwt_keyset_signer_kid(const struct jwt_keyset *ks) {
 
 size_t jwt_keyset_n_keys(const struct jwt_keyset *ks) {
         return ks->n_extra + (ks->signer != NULL);
-}
-
-const char *jwt_keyset_trust_domain(const struct jwt_keyset *ks) {
-        return ks->trust_domain;
 }
 
 /* ---- the JWKS ---- */

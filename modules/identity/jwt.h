@@ -12,8 +12,8 @@
  * plus any published ahead of a rotation). kid = the RFC 7638 thumbprint of the public key.
  *
  * Library-like: no logging, no clock of its own (callers pass now, CLOCK_REALTIME), negative
- * errno. The gRPC Workload API service and the HTTP routes call the same three functions:
- * jwt_mint(), jwt_bundle_json(), jwt_validate(). */
+ * errno. The gRPC Workload API service and the HTTP routes reach the same three functions,
+ * jwt_mint(), jwt_bundle_json() and jwt_validate(), through the node's key set (jwt-keys.c). */
 
 #include <stddef.h>
 
@@ -45,10 +45,6 @@ int jwt_keyset_add_jwks(struct jwt_keyset *ks, const char *json, size_t size);
 /* Whether the set can mint; the signing key's kid (NULL: none). */
 const char *jwt_keyset_signer_kid(const struct jwt_keyset *ks);
 size_t jwt_keyset_n_keys(const struct jwt_keyset *ks);
-const char *jwt_keyset_trust_domain(const struct jwt_keyset *ks);
-
-/* RFC 7638 thumbprint of an EC P-256 public key: base64url(SHA-256({"crv","kty","x","y"})). */
-int jwt_thumbprint(EVP_PKEY *key, char **ret);
 
 /* A token for spiffe_id (of ks's trust domain) for the NULL-terminated audiences (1 to
  * JWT_MAX_AUDIENCES non-empty strings), issued at now, expiring at now + lifetime (whole

@@ -35,7 +35,7 @@ int kube_csr_name(EVP_PKEY *key, const char *common_name, const char *organizati
         free(buf);
         if (ok != 1)
                 return -ENOMEM;
-        _cleanup_free_ char *hex = hex_encode(md, 16);
+        _cleanup_free_ char *hex = x509_hex_encode(md, 16);
         if (!hex || asprintf(ret, "node-csr-%s", hex) < 0)
                 return -ENOMEM;
         return 0;

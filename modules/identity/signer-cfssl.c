@@ -109,11 +109,11 @@ static int op_send_sign(struct cfssl_op *op) {
         r = read_file_full(s->auth_key_file, 4096, &text, &n);
         if (r < 0)
                 return r;
-        r = cfssl_parse_hex_key(text, &key, &key_size);
+        r = cfssl_wire_parse_hex_key(text, &key, &key_size);
         OPENSSL_cleanse(text, n);
         if (r < 0)
                 return r;
-        r = cfssl_authsign_body(key, key_size, op->request_json, &body);
+        r = cfssl_wire_authsign_body(key, key_size, op->request_json, &body);
         OPENSSL_clear_free(key, key_size);
         if (r < 0)
                 return r;
@@ -133,7 +133,7 @@ static void on_response(struct http_client *c, const struct http_response *resp,
                         reason = NULL;
                 return op_finish(op, resp->error, reason, NULL);
         }
-        r = cfssl_parse_response(resp->body, resp->body_size, &cert, &reason);
+        r = cfssl_wire_parse_response(resp->body, resp->body_size, &cert, &reason);
         if (r < 0) {
                 _cleanup_free_ char *full = NULL;
                 if (asprintf(&full, "%s: HTTP %ld: %s", s->url, resp->status, reason ? reason : "bad answer") < 0)

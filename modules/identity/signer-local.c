@@ -8,16 +8,6 @@
 
 #include "signer.h"
 
-struct signer *signer_free(struct signer *s) {
-        if (!s)
-                return NULL;
-        sk_X509_pop_free(s->roots, X509_free);
-        s->roots = NULL;
-        s->local_ca = ca_free(s->local_ca);
-        s->ops->free(s);
-        return NULL;
-}
-
 static int local_sign(struct signer *s, const struct signer_request *req, signer_done_fn done, void *userdata) {
         _cleanup_(X509_freep) X509 *cert = NULL;
         _cleanup_free_ char *pem = NULL;

@@ -89,4 +89,5 @@ static inline void signer_cancel(struct signer *s, void *userdata) {
         if (s)
                 s->ops->cancel(s, userdata);
 }
+/* signer.c */
 struct signer *signer_free(struct signer *s);

@@ -52,19 +52,19 @@ struct workload_api {
 /* The checks every RPC makes first, in the spec's order: the security header, then the caller.
  * 0: the caller is a pod or service of this node with an identity, *ret_uid its workload's uid
  * (owned); <0: the call was finished with the spec's error. */
-int wapi_admit(struct workload_api *api, struct grpc_call *call, char **ret_uid);
+int workload_api_admit(struct workload_api *api, struct grpc_call *call, char **ret_uid);
 /* Whether the request is the RPC's message; if not, the call is finished (INVALID_ARGUMENT). */
-bool wapi_request_parses(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t size);
+bool workload_api_request_parses(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t size);
 /* Keeps the call open as a stream of kind for workload uid (taken), sending its first response
  * now if there is one and later ones as things change. */
-void wapi_open_stream(struct workload_api *api, struct grpc_call *call, enum stream_kind kind, char *uid);
+void workload_api_open_stream(struct workload_api *api, struct grpc_call *call, enum stream_kind kind, char *uid);
 /* Packs msg and sends it on the stream, wiping the packed copy (it may hold a key). */
-int wstream_send_packed(struct wstream *st, const ProtobufCMessage *msg);
+int workload_api_send_packed(struct wstream *st, const ProtobufCMessage *msg);
 /* "spiffe://<trust domain>" (owned), the key of the spec's bundle maps. */
-char *trust_domain_id(const struct identity *id);
+char *workload_api_trust_domain_id(const struct identity *id);
 
 /* workload-api-jwt.c */
-int wstream_send_jwt_bundles(struct wstream *st);
-void wapi_fetch_jwt_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata);
-void wapi_fetch_jwt_bundles(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata);
-void wapi_validate_jwt_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata);
+int workload_api_jwt_send_bundles(struct wstream *st);
+void workload_api_jwt_fetch_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata);
+void workload_api_jwt_fetch_bundles(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata);
+void workload_api_jwt_validate_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata);

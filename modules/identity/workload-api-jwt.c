@@ -109,12 +109,12 @@ fail:
 
 /* ---- FetchJWTBundles ---- */
 
-int wstream_send_jwt_bundles(struct wstream *st) {
+int workload_api_jwt_send_bundles(struct wstream *st) {
         struct identity *id = st->api->id;
         JWTBundlesResponse__BundlesEntry entry = JWTBUNDLES_RESPONSE__BUNDLES_ENTRY__INIT;
         JWTBundlesResponse__BundlesEntry *entries[] = { &entry };
         JWTBundlesResponse resp = JWTBUNDLES_RESPONSE__INIT;
-        _cleanup_free_ char *td = trust_domain_id(id), *jwks = NULL;
+        _cleanup_free_ char *td = workload_api_trust_domain_id(id), *jwks = NULL;
         int r;
 
         if (!td)
@@ -126,7 +126,7 @@ int wstream_send_jwt_bundles(struct wstream *st) {
         entry.value = (ProtobufCBinaryData) { .len = strlen(jwks), .data = (uint8_t *) jwks };
         resp.n_bundles = 1;
         resp.bundles = entries;
-        r = wstream_send_packed(st, &resp.base);
+        r = workload_api_send_packed(st, &resp.base);
         if (r < 0)
                 return r;
         st->jwt_generation = id->jwt_generation;
@@ -134,17 +134,17 @@ int wstream_send_jwt_bundles(struct wstream *st) {
         return 0;
 }
 
-void wapi_fetch_jwt_bundles(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
+void workload_api_jwt_fetch_bundles(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         char *uid = NULL;
 
-        if (wapi_admit(userdata, call, &uid) < 0)
+        if (workload_api_admit(userdata, call, &uid) < 0)
                 return;
-        if (!wapi_request_parses(call, &jwtbundles_request__descriptor, msg, size)) {
+        if (!workload_api_request_parses(call, &jwtbundles_request__descriptor, msg, size)) {
                 free(uid);
                 return;
         }
         /* With no JWT keys yet the stream waits for them, as an SVID stream waits for issuance. */
-        wapi_open_stream(userdata, call, STREAM_JWT_BUNDLES, uid);
+        workload_api_open_stream(userdata, call, STREAM_JWT_BUNDLES, uid);
 }
 
 /* ---- FetchJWTSVID ---- */
@@ -157,7 +157,7 @@ static void fetch_jwt_svid(struct workload_api *api, struct grpc_call *call, con
         JWTSVIDResponse resp = JWTSVIDRESPONSE__INIT;
         _cleanup_free_ char **audiences = NULL, *token = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
-        const char *unavailable = identity_jwt_unavailable(id);
+        const char *reason = NULL;
         usec_t expires_at;
         size_t n;
         int r;
@@ -170,13 +170,9 @@ static void fetch_jwt_svid(struct workload_api *api, struct grpc_call *call, con
                 grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED, "no identity %s for the caller", req->spiffe_id);
                 return;
         }
-        if (unavailable || !jwt_keyset_signer_kid(id->jwt)) {
-                grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "%s",
-                                 unavailable ?: "this node has no JWT signing key (jwt-key-file)");
-                return;
-        }
-        if (!w->spiffe || !jwt_spiffe_id_valid(w->spiffe, id->settings->trust_domain)) {
-                grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "the caller has no SPIFFE ID yet");
+        r = jwt_keys_can_mint(id, w, &reason);
+        if (r < 0) {
+                grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "%s", r == -ENOKEY ? reason : "the caller has no SPIFFE ID yet");
                 return;
         }
         audiences = calloc(req->n_audience + 1, sizeof(char *));
@@ -186,8 +182,7 @@ static void fetch_jwt_svid(struct workload_api *api, struct grpc_call *call, con
         }
         for (size_t i = 0; i < req->n_audience; i++)
                 audiences[i] = req->audience[i];
-        r = jwt_mint(id->jwt, w->spiffe, audiences, now_usec(CLOCK_REALTIME), id->settings->jwt_svid_lifetime,
-                     &token, &expires_at);
+        r = jwt_keys_mint(id, w, audiences, &token, &expires_at);
         if (r == -EINVAL) {
                 grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "audience: each a non-empty string of at most 256 bytes");
                 return;
@@ -212,13 +207,13 @@ static void fetch_jwt_svid(struct workload_api *api, struct grpc_call *call, con
                 grpc_call_finish(call, GRPC_STATUS_OK, NULL);
 }
 
-void wapi_fetch_jwt_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
+void workload_api_jwt_fetch_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         struct workload_api *api = userdata;
         _cleanup_free_ char *uid = NULL;
         JWTSVIDRequest *req;
         struct workload *w;
 
-        if (wapi_admit(api, call, &uid) < 0)
+        if (workload_api_admit(api, call, &uid) < 0)
                 return;
         req = jwtsvidrequest__unpack(NULL, size, msg);
         if (!req) {
@@ -241,7 +236,7 @@ static void validate(struct workload_api *api, struct grpc_call *call, const Val
         _cleanup_(cJSON_Deletep) cJSON *claims = NULL;
         _cleanup_free_ char *spiffe_id = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
-        const char *unavailable = identity_jwt_unavailable(id), *why = NULL;
+        const char *why = NULL;
         size_t n;
         int r;
 
@@ -249,11 +244,11 @@ static void validate(struct workload_api *api, struct grpc_call *call, const Val
                 grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "audience and svid are required");
                 return;
         }
-        if (unavailable) {
-                grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "%s", unavailable);
+        r = jwt_keys_validate(id, req->svid, req->audience, &spiffe_id, &claims, &why);
+        if (r == -ENOKEY) {
+                grpc_call_finish(call, GRPC_STATUS_UNAVAILABLE, "%s", why);
                 return;
         }
-        r = jwt_validate(id->jwt, req->svid, req->audience, now_usec(CLOCK_REALTIME), &spiffe_id, &claims, &why);
         if (r == -ENOMEM) {
                 grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
                 return;
@@ -281,11 +276,11 @@ static void validate(struct workload_api *api, struct grpc_call *call, const Val
                 grpc_call_finish(call, GRPC_STATUS_OK, NULL);
 }
 
-void wapi_validate_jwt_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
+void workload_api_jwt_validate_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         _cleanup_free_ char *uid = NULL;
         ValidateJWTSVIDRequest *req;
 
-        if (wapi_admit(userdata, call, &uid) < 0)
+        if (workload_api_admit(userdata, call, &uid) < 0)
                 return;
         req = validate_jwtsvidrequest__unpack(NULL, size, msg);
         if (!req) {

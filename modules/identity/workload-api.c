@@ -23,7 +23,7 @@
 
 #include "caller.h"
 #include "grpc-server.h"
-#include "identity.h"
+#include "identity-views.h"
 #include "log.h"
 #include "workload-api-internal.h"
 #include "workload.pb-c.h"
@@ -100,7 +100,7 @@ static void key_der_free(ProtobufCBinaryData *d) {
 }
 
 /* Packs msg and sends it on the stream, wiping the packed copy (it may hold a key). */
-int wstream_send_packed(struct wstream *st, const ProtobufCMessage *msg) {
+int workload_api_send_packed(struct wstream *st, const ProtobufCMessage *msg) {
         size_t n = protobuf_c_message_get_packed_size(msg);
         uint8_t *buf = malloc(MAX(n, (size_t) 1));
         int r;
@@ -114,7 +114,7 @@ int wstream_send_packed(struct wstream *st, const ProtobufCMessage *msg) {
         return r;
 }
 
-char *trust_domain_id(const struct identity *id) {
+char *workload_api_trust_domain_id(const struct identity *id) {
         char *s = NULL;
 
         return asprintf(&s, "spiffe://%s", id->settings->trust_domain ?: "") < 0 ? NULL : s;
@@ -268,7 +268,7 @@ static int send_svid(struct wstream *st, const struct workload *w) {
                 svid.bundle = *bundle;
                 resp.n_svids = 1;
                 resp.svids = svids;
-                r = wstream_send_packed(st, &resp.base);
+                r = workload_api_send_packed(st, &resp.base);
         }
         if (r == -ENOBUFS || r == -ESHUTDOWN)
                 return r; /* the call has ended */
@@ -287,7 +287,7 @@ static int send_bundles(struct wstream *st) {
         X509BundlesResponse__BundlesEntry entry = X509_BUNDLES_RESPONSE__BUNDLES_ENTRY__INIT;
         X509BundlesResponse__BundlesEntry *entries[] = { &entry };
         X509BundlesResponse resp = X509_BUNDLES_RESPONSE__INIT;
-        _cleanup_free_ char *td = trust_domain_id(id);
+        _cleanup_free_ char *td = workload_api_trust_domain_id(id);
         const ProtobufCBinaryData *bundle;
         int r;
 
@@ -300,7 +300,7 @@ static int send_bundles(struct wstream *st) {
         entry.value = *bundle; /* borrowed */
         resp.n_bundles = 1;
         resp.bundles = entries;
-        r = wstream_send_packed(st, &resp.base);
+        r = workload_api_send_packed(st, &resp.base);
         if (r < 0)
                 return r;
         st->bundle_generation = st->api->bundle_generation;
@@ -319,9 +319,9 @@ static int stream_update(struct wstream *st) {
                         return 0;
                 r = send_bundles(st);
         } else if (st->kind == STREAM_JWT_BUNDLES) {
-                if (identity_jwt_unavailable(id) || (st->sent && st->jwt_generation == id->jwt_generation))
+                if (jwt_keys_unavailable(id) || (st->sent && st->jwt_generation == id->jwt_generation))
                         return 0;
-                r = wstream_send_jwt_bundles(st);
+                r = workload_api_jwt_send_bundles(st);
         } else {
                 w = workload_find(id, st->uid);
                 if (!w) {
@@ -365,7 +365,7 @@ static const char *refusal(const struct caller *c) {
         return caller_refusal(c);
 }
 
-int wapi_admit(struct workload_api *api, struct grpc_call *call, char **ret_uid) {
+int workload_api_admit(struct workload_api *api, struct grpc_call *call, char **ret_uid) {
         struct identity *id = api->id;
         const char *header = grpc_call_metadata(call, SECURITY_HEADER);
         _cleanup_(caller_done) struct caller c = {};
@@ -402,7 +402,7 @@ int wapi_admit(struct workload_api *api, struct grpc_call *call, char **ret_uid)
 }
 
 /* The request must be the RPC's message (all X.509 requests are empty, but must parse). */
-bool wapi_request_parses(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t size) {
+bool workload_api_request_parses(struct grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t size) {
         ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, size, msg);
 
         if (!m) {
@@ -413,7 +413,7 @@ bool wapi_request_parses(struct grpc_call *call, const ProtobufCMessageDescripto
         return true;
 }
 
-void wapi_open_stream(struct workload_api *api, struct grpc_call *call, enum stream_kind kind, char *uid) {
+void workload_api_open_stream(struct workload_api *api, struct grpc_call *call, enum stream_kind kind, char *uid) {
         struct wstream *st = calloc(1, sizeof(*st));
 
         if (!st) {
@@ -426,64 +426,64 @@ void wapi_open_stream(struct workload_api *api, struct grpc_call *call, enum str
                 api->streams->prev = st;
         api->streams = st;
         grpc_call_set_cancel(call, on_stream_cancel, st);
-        /* The first response now if there is one; else at issuance (identity_workload_changed). */
+        /* The first response now if there is one; else when the model announces it. */
         (void) stream_update(st);
 }
 
 static void fetch_x509_svid(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         char *uid = NULL;
 
-        if (wapi_admit(userdata, call, &uid) < 0)
+        if (workload_api_admit(userdata, call, &uid) < 0)
                 return;
-        if (!wapi_request_parses(call, &x509_svidrequest__descriptor, msg, size)) {
+        if (!workload_api_request_parses(call, &x509_svidrequest__descriptor, msg, size)) {
                 free(uid);
                 return;
         }
-        wapi_open_stream(userdata, call, STREAM_X509_SVID, uid);
+        workload_api_open_stream(userdata, call, STREAM_X509_SVID, uid);
 }
 
 static void fetch_x509_bundles(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata) {
         char *uid = NULL;
 
-        if (wapi_admit(userdata, call, &uid) < 0)
+        if (workload_api_admit(userdata, call, &uid) < 0)
                 return;
-        if (!wapi_request_parses(call, &x509_bundles_request__descriptor, msg, size)) {
+        if (!workload_api_request_parses(call, &x509_bundles_request__descriptor, msg, size)) {
                 free(uid);
                 return;
         }
-        wapi_open_stream(userdata, call, STREAM_X509_BUNDLES, uid);
+        workload_api_open_stream(userdata, call, STREAM_X509_BUNDLES, uid);
 }
 
 static const struct grpc_method methods[] = {
         { "/SpiffeWorkloadAPI/FetchX509SVID", fetch_x509_svid },
         { "/SpiffeWorkloadAPI/FetchX509Bundles", fetch_x509_bundles },
-        { "/SpiffeWorkloadAPI/FetchJWTSVID", wapi_fetch_jwt_svid },
-        { "/SpiffeWorkloadAPI/FetchJWTBundles", wapi_fetch_jwt_bundles },
-        { "/SpiffeWorkloadAPI/ValidateJWTSVID", wapi_validate_jwt_svid },
+        { "/SpiffeWorkloadAPI/FetchJWTSVID", workload_api_jwt_fetch_svid },
+        { "/SpiffeWorkloadAPI/FetchJWTBundles", workload_api_jwt_fetch_bundles },
+        { "/SpiffeWorkloadAPI/ValidateJWTSVID", workload_api_jwt_validate_svid },
 };
 
-/* ---- the module's side ---- */
+/* ---- what the model announces ---- */
 
-void identity_workload_changed(struct identity *id, const char *uid) {
-        waitq_wake(id->waiters, uid);
-        if (!id->wapi)
-                return;
-        if (!workload_find(id, uid))
-                svid_der_drop(id->wapi, uid);
-        update_streams(id->wapi, uid);
+static void on_identity_changed(struct identity *id, enum identity_change change, const char *uid, void *userdata) {
+        struct workload_api *api = userdata;
+
+        switch (change) {
+        case IDENTITY_CHANGE_WORKLOAD:
+                if (!workload_find(id, uid))
+                        svid_der_drop(api, uid);
+                update_streams(api, uid);
+                break;
+        case IDENTITY_CHANGE_BUNDLE:
+                api->bundle_generation++;
+                update_streams(api, NULL);
+                break;
+        case IDENTITY_CHANGE_JWT_KEYS:
+                update_streams(api, NULL); /* FetchJWTBundles streams get the new JWKS */
+                break;
+        }
 }
 
-void workload_api_jwt_bundle_changed(struct identity *id) {
-        if (id->wapi)
-                update_streams(id->wapi, NULL);
-}
-
-void workload_api_bundle_changed(struct identity *id) {
-        if (!id->wapi)
-                return;
-        id->wapi->bundle_generation++;
-        update_streams(id->wapi, NULL);
-}
+/* ---- start and stop ---- */
 
 /* [identity] workload-socket: unset, beside the API socket; empty: none. */
 static char *workload_socket_path(struct identity *id) {
@@ -501,7 +501,7 @@ static char *workload_socket_path(struct identity *id) {
         return s;
 }
 
-int workload_api_start(struct identity *id) {
+int workload_api_new(struct identity *id, struct workload_api **ret) {
         const struct grpc_server_options opts = {
                 .name = "workload",
                 .socket_gid = id->manager->socket_gid,
@@ -515,40 +515,42 @@ int workload_api_start(struct identity *id) {
         struct workload_api *api;
         int r;
 
-        if (id->wapi || !path)
+        *ret = NULL;
+        if (!path)
                 return 0;
         api = calloc(1, sizeof(*api));
         if (!api)
                 return -ENOMEM;
         api->id = id;
-        id->wapi = api;
         r = grpc_server_new(id->manager->event, id->manager->metrics, &opts, &api->server);
         if (r >= 0)
                 r = grpc_server_add_methods(api->server, methods, ELEMENTSOF(methods), api);
+        if (r >= 0)
+                r = identity_add_observer(id, on_identity_changed, api);
         if (r < 0) {
-                workload_api_stop(id);
+                workload_api_free(api);
                 return r;
         }
         /* Every local user may connect: what they get is decided by attestation. */
         r = grpc_server_listen(api->server, path, 0666);
         if (r < 0) {
                 log_module_error_errno(MODULE, r, "Workload API not served on %s: %m", path);
-                workload_api_stop(id);
+                workload_api_free(api);
                 return 0; /* the HTTP API still serves identities */
         }
+        *ret = api;
         return 0;
 }
 
-void workload_api_stop(struct identity *id) {
-        struct workload_api *api = id->wapi;
-
+struct workload_api *workload_api_free(struct workload_api *api) {
         if (!api)
-                return;
+                return NULL;
+        identity_remove_observer(api->id, on_identity_changed, api);
         /* Ends every call; their cancel callbacks free the streams. */
         api->server = grpc_server_free(api->server);
         while (api->streams)
                 stream_free(api->streams);
         ders_free(api);
         free(api);
-        id->wapi = NULL;
+        return NULL;
 }

@@ -14,7 +14,7 @@
 #include "strv.h"
 #include "workload-internal.h"
 
-struct workload *workload_find_unit(struct identity *id, const char *unit) {
+struct workload *workload_service_find(struct identity *id, const char *unit) {
         for (size_t i = 0; unit && i < id->n_workloads; i++)
                 if (id->workloads[i]->service && streq(id->workloads[i]->name, unit))
                         return id->workloads[i];
@@ -82,7 +82,7 @@ static void sync_service(struct identity *id, const struct service_settings *s) 
                 workload_queue_push(id, w);
 }
 
-void workloads_sync_services(struct identity *id) {
+void workload_service_sync_all(struct identity *id) {
         const struct agent_settings *a = &id->manager->settings;
 
         for (size_t i = 0; i < id->n_workloads;) {

@@ -107,7 +107,7 @@ static struct workload *workload_free(struct workload *w) {
         strv_free(w->dns_names);
         x509_free_secret(w->key_pem);
         free(w->chain_pem);
-        cert_info_done(&w->info);
+        x509_cert_info_done(&w->info);
         free(w->last_error);
         free(w);
         return NULL;
@@ -165,7 +165,7 @@ void workload_remove(struct identity *id, struct workload *w) {
                 /* The gate no longer concerns the pod (it is gone or wants no identity). */
                 if (pod)
                         pod_gates_changed(id->manager->pod_gates, uid);
-                identity_workload_changed(id, uid);
+                identity_announce(id, IDENTITY_CHANGE_WORKLOAD, uid);
         }
 }
 
@@ -180,7 +180,7 @@ static bool staged_in_flight(const char *uid, unsigned ticket, void *userdata) {
         return w && w->ticket == ticket;
 }
 
-int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
+int workload_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
         const char *base = id->settings->pod_tls_dir;
         unsigned removed = 0;
         int ret = 0;
@@ -222,7 +222,7 @@ int workloads_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
         return ret;
 }
 
-void workloads_free_all(struct identity *id) {
+void workload_free_all(struct identity *id) {
         for (size_t i = 0; i < id->n_workloads; i++)
                 workload_free(id->workloads[i]);
         free(id->workloads);
@@ -293,9 +293,9 @@ static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir
                 (void) rm_rf(version);
                 return r;
         }
-        if ((r = write_version_file(version, "key.pem", w->key_pem, 0600, uid, gid)) < 0 ||
-            (r = write_version_file(version, "cert.pem", w->chain_pem, 0644, uid, gid)) < 0 ||
-            (r = write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, uid, gid)) < 0) {
+        if ((r = cred_write_version_file(version, "key.pem", w->key_pem, 0600, uid, gid)) < 0 ||
+            (r = cred_write_version_file(version, "cert.pem", w->chain_pem, 0644, uid, gid)) < 0 ||
+            (r = cred_write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, uid, gid)) < 0) {
                 (void) rm_rf(version);
                 return r;
         }
@@ -516,7 +516,7 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) metric_inc(id->m_failed, "workload");
         if (!w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
-        identity_workload_changed(id, w->uid);
+        identity_announce(id, IDENTITY_CHANGE_WORKLOAD, w->uid);
         workload_queue_push(id, w); /* issue again as soon as the issuer can */
         return 0;
 }
@@ -554,7 +554,7 @@ static void issue_succeeded(struct identity *id, struct workload *w, bool had) {
                      w->spiffe, until);
         if (!had && !w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
-        identity_workload_changed(id, w->uid);
+        identity_announce(id, IDENTITY_CHANGE_WORKLOAD, w->uid);
 }
 
 static void submit(struct identity *id, struct workload *w) {
@@ -587,7 +587,7 @@ static int on_defer(sd_event_source *s, void *userdata) {
 static void install(struct workload *w, struct issue_job *j) {
         x509_free_secret(w->key_pem);
         free(w->chain_pem);
-        cert_info_done(&w->info);
+        x509_cert_info_done(&w->info);
         w->key_pem = TAKE_PTR(j->key_pem);
         w->chain_pem = TAKE_PTR(j->chain_pem);
         w->info = j->info;
@@ -645,7 +645,7 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
         }
 }
 
-void workloads_issuer_changed(struct identity *id) {
+void workload_issuer_changed(struct identity *id) {
         int r;
 
         if (!id->worker) {
@@ -717,7 +717,7 @@ int workload_set_string(char **field, const char *value, bool *changed) {
         return 0;
 }
 
-void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
+void workload_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
         struct identity *id = userdata;
         const char *uid = new ? new->uid : old->uid;
         struct workload *w = workload_find(id, uid);
@@ -753,7 +753,7 @@ void workloads_on_pod(struct pod_store *s, const struct pod *old, const struct p
                 pod_gates_changed(id->manager->pod_gates, uid);
 }
 
-int workloads_gate(const struct pod *p, void *userdata, char **ret_reason) {
+int workload_gate(const struct pod *p, void *userdata, char **ret_reason) {
         struct identity *id = userdata;
         if (!wants_identity(p))
                 return 1;
@@ -766,7 +766,7 @@ int workloads_gate(const struct pod *p, void *userdata, char **ret_reason) {
         return 0;
 }
 
-usec_t workloads_nearest_expiry(struct identity *id) {
+usec_t workload_nearest_expiry(struct identity *id) {
         usec_t t = USEC_INFINITY;
         for (size_t i = 0; i < id->n_workloads; i++)
                 if (id->workloads[i]->chain_pem)

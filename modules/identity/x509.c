@@ -22,7 +22,7 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(BIO *, BIO_free);
 
-void cert_info_done(struct cert_info *i) {
+void x509_cert_info_done(struct cert_info *i) {
         if (!i)
                 return;
         free(i->subject);
@@ -31,7 +31,7 @@ void cert_info_done(struct cert_info *i) {
         *i = (struct cert_info) {};
 }
 
-char *hex_encode(const unsigned char *buf, size_t n) {
+char *x509_hex_encode(const unsigned char *buf, size_t n) {
         static const char digits[] = "0123456789abcdef";
         char *s = malloc(n * 2 + 1);
         if (!s)
@@ -291,20 +291,6 @@ int x509_general_names(const struct cert_subject *s, GENERAL_NAMES **ret) {
         return 0;
 }
 
-int x509_san_der(const struct cert_subject *s, unsigned char **ret, size_t *ret_size) {
-        _cleanup_(GENERAL_NAMES_freep) GENERAL_NAMES *gens = NULL;
-        int r = x509_general_names(s, &gens);
-        if (r < 0)
-                return r;
-        unsigned char *der = NULL;
-        int n = i2d_GENERAL_NAMES(gens, &der);
-        if (n <= 0)
-                return -ENOMEM;
-        *ret = der; /* OPENSSL_free() it */
-        *ret_size = (size_t) n;
-        return 0;
-}
-
 static int subject_name(const struct cert_subject *s, X509_NAME **ret) {
         X509_NAME *n = X509_NAME_new();
         if (!n)
@@ -481,7 +467,7 @@ int x509_cert_info(X509 *cert, struct cert_info *ret) {
         *ret = i;
         return 0;
 oom:
-        cert_info_done(&i);
+        x509_cert_info_done(&i);
         ERR_clear_error();
         return -ENOMEM;
 }
@@ -547,7 +533,7 @@ int x509_is_issuing_ca(X509 *cert) {
         return ok;
 }
 
-int cert_check_times(const struct cert_info *i, usec_t current_not_after, usec_t now, const char **ret_reason) {
+int x509_cert_check_times(const struct cert_info *i, usec_t current_not_after, usec_t now, const char **ret_reason) {
         if (i->not_before > now + CERT_MAX_FUTURE)
                 return (*ret_reason = "the certificate's notBefore is more than 5 minutes ahead of this node's clock"),
                        -EBADMSG;
@@ -563,7 +549,7 @@ int x509_key_fingerprint(EVP_PKEY *key, size_t n, char **ret) {
                 return -ENOMEM;
         SHA256(der, (size_t) len, md);
         OPENSSL_free(der);
-        char *s = hex_encode(md, MIN(n, sizeof(md)));
+        char *s = x509_hex_encode(md, MIN(n, sizeof(md)));
         if (!s)
                 return -ENOMEM;
         *ret = s;

@@ -41,7 +41,7 @@ struct cert_info {
         char *serial;                 /* hex */
         char **sans;                  /* "URI:spiffe://...", "IP:10.1.2.3", "DNS:..." */
 };
-void cert_info_done(struct cert_info *i);
+void x509_cert_info_done(struct cert_info *i);
 
 /* A fresh EC P-256 key. */
 int x509_key_new(EVP_PKEY **ret);
@@ -65,8 +65,6 @@ char *x509_free_secret(char *s);
 
 /* The SubjectAltName names for s (URI and IP); NULL-free empty stack if neither. */
 int x509_general_names(const struct cert_subject *s, GENERAL_NAMES **ret);
-/* The DER of the SubjectAltName extension's value (for signers that take raw extensions). */
-int x509_san_der(const struct cert_subject *s, unsigned char **ret, size_t *ret_size);
 
 /* A CSR signed with key, carrying the subject and SANs of s. */
 int x509_csr_new(EVP_PKEY *key, const struct cert_subject *s, X509_REQ **ret);
@@ -91,8 +89,8 @@ int x509_is_issuing_ca(X509 *cert);
  * to replace one that is still valid (current_not_after > 0), a later notAfter than that one's.
  * 0, or -EBADMSG with a static *ret_reason. */
 #define CERT_MAX_FUTURE (5 * USEC_PER_MINUTE)
-int cert_check_times(const struct cert_info *i, usec_t current_not_after, usec_t now, const char **ret_reason);
+int x509_cert_check_times(const struct cert_info *i, usec_t current_not_after, usec_t now, const char **ret_reason);
 /* A SHA-256 fingerprint of the public key, hex, first `n` bytes (for stable names). */
 int x509_key_fingerprint(EVP_PKEY *key, size_t n, char **ret);
 /* Hex of buf. */
-char *hex_encode(const unsigned char *buf, size_t n);
+char *x509_hex_encode(const unsigned char *buf, size_t n);

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         switch (data[0] % 4) {
         case 0: {
                 char *cert = NULL, *reason = NULL;
-                if (cfssl_parse_response(copy, n, &cert, &reason) >= 0) {
+                if (cfssl_wire_parse_response(copy, n, &cert, &reason) >= 0) {
                         STACK_OF(X509) *chain = NULL;
                         if (x509_chain_from_pem(cert, strlen(cert), &chain) >= 0)
                                 sk_X509_pop_free(chain, X509_free);
@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         for (int i = 0; i < sk_X509_num(chain); i++) {
                                 struct cert_info info = {};
                                 if (x509_cert_info(sk_X509_value(chain, i), &info) >= 0)
-                                        cert_info_done(&info);
+                                        x509_cert_info_done(&info);
                         }
                         const char *reason = NULL;
                         (void) x509_verify_chain(chain, chain, 0, &reason);
@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         EVP_PKEY_free(k);
                 unsigned char *key = NULL;
                 size_t ks = 0;
-                if (cfssl_parse_hex_key(copy, &key, &ks) >= 0)
+                if (cfssl_wire_parse_hex_key(copy, &key, &ks) >= 0)
                         free(key);
                 break;
         }

@@ -83,7 +83,7 @@ static void test_workload_certificate(_unused_ void **state) {
         assert_true(X509_check_purpose(cert, X509_PURPOSE_SSL_SERVER, 0) == 1);
         assert_true(X509_check_purpose(cert, X509_PURPOSE_SSL_CLIENT, 0) == 1);
         assert_int_equal(X509_check_ca(cert), 0);
-        cert_info_done(&info);
+        x509_cert_info_done(&info);
 
         assert_true(x509_key_matches(cert, key));
         assert_false(x509_key_matches(cert, other));
@@ -260,17 +260,17 @@ static void test_cert_times(_unused_ void **state) {
         const char *reason = NULL;
         struct cert_info i = { .not_before = now - USEC_PER_MINUTE, .not_after = now + 3600 * USEC_PER_SEC };
 
-        assert_int_equal(cert_check_times(&i, 0, now, &reason), 0);
+        assert_int_equal(x509_cert_check_times(&i, 0, now, &reason), 0);
         i.not_before = now + 4 * USEC_PER_MINUTE; /* a little ahead: clock skew, accepted */
-        assert_int_equal(cert_check_times(&i, 0, now, &reason), 0);
+        assert_int_equal(x509_cert_check_times(&i, 0, now, &reason), 0);
         i.not_before = now + 6 * USEC_PER_MINUTE; /* far ahead: refused */
-        assert_int_equal(cert_check_times(&i, 0, now, &reason), -EBADMSG);
+        assert_int_equal(x509_cert_check_times(&i, 0, now, &reason), -EBADMSG);
         assert_non_null(strstr(reason, "notBefore"));
         i.not_before = now;
         /* A replacement must outlive the certificate it replaces. */
-        assert_int_equal(cert_check_times(&i, now + 1800 * USEC_PER_SEC, now, &reason), 0);
-        assert_int_equal(cert_check_times(&i, now + 3600 * USEC_PER_SEC, now, &reason), -EBADMSG);
-        assert_int_equal(cert_check_times(&i, now + 7200 * USEC_PER_SEC, now, &reason), -EBADMSG);
+        assert_int_equal(x509_cert_check_times(&i, now + 1800 * USEC_PER_SEC, now, &reason), 0);
+        assert_int_equal(x509_cert_check_times(&i, now + 3600 * USEC_PER_SEC, now, &reason), -EBADMSG);
+        assert_int_equal(x509_cert_check_times(&i, now + 7200 * USEC_PER_SEC, now, &reason), -EBADMSG);
         assert_non_null(strstr(reason, "no later"));
 }
 
@@ -328,13 +328,13 @@ static void test_cfssl_wire(_unused_ void **state) {
         size_t n = 0;
 
         const char *ok = "{\"success\":true,\"result\":{\"certificate\":\"PEM\"},\"errors\":[]}";
-        assert_int_equal(cfssl_parse_response(ok, strlen(ok), &cert, &reason), 0);
+        assert_int_equal(cfssl_wire_parse_response(ok, strlen(ok), &cert, &reason), 0);
         assert_string_equal(cert, "PEM");
         free(cert);
         cert = NULL;
 
         const char *refused = "{\"success\":false,\"result\":null,\"errors\":[{\"code\":2000,\"message\":\"Invalid token\"}]}";
-        assert_int_equal(cfssl_parse_response(refused, strlen(refused), &cert, &reason), -EPERM);
+        assert_int_equal(cfssl_wire_parse_response(refused, strlen(refused), &cert, &reason), -EPERM);
         assert_string_equal(reason, "the CA refused: Invalid token");
         assert_null(cert);
         free(reason);
@@ -342,23 +342,23 @@ static void test_cfssl_wire(_unused_ void **state) {
         const char *bads[] = { "", "[]", "{\"success\":1}", "{\"success\":true}", "{\"success\":true,\"result\":{\"certificate\":\"\"}}" };
         for (size_t i = 0; i < ELEMENTSOF(bads); i++) {
                 reason = NULL;
-                assert_int_equal(cfssl_parse_response(bads[i], strlen(bads[i]), &cert, &reason), -EBADMSG);
+                assert_int_equal(cfssl_wire_parse_response(bads[i], strlen(bads[i]), &cert, &reason), -EBADMSG);
                 assert_non_null(reason);
                 free(reason);
         }
 
-        assert_int_equal(cfssl_parse_hex_key("  00112233445566778899aabbccddeeff\n", &key, &n), 0);
+        assert_int_equal(cfssl_wire_parse_hex_key("  00112233445566778899aabbccddeeff\n", &key, &n), 0);
         assert_int_equal(n, 16);
         assert_int_equal(key[15], 0xff);
         /* HMAC-SHA256 over the exact request bytes, both base64 (computed with Python's hmac). */
-        assert_int_equal(cfssl_authsign_body(key, n, "{\"a\":1}", &body), 0);
+        assert_int_equal(cfssl_wire_authsign_body(key, n, "{\"a\":1}", &body), 0);
         assert_string_equal(body, "{\"token\":\"Y27hHKA1eQ3OfbufVpW+UMsUgRIANbPUIRCNM/exjjY=\",\"request\":\"eyJhIjoxfQ==\"}");
         free(body);
         free(key);
-        assert_int_equal(cfssl_parse_hex_key("abc", &key, &n), -EINVAL);
-        assert_int_equal(cfssl_parse_hex_key("zz", &key, &n), -EINVAL);
-        assert_int_equal(cfssl_parse_hex_key("00 11", &key, &n), -EINVAL);
-        assert_int_equal(cfssl_parse_hex_key("", &key, &n), -EINVAL);
+        assert_int_equal(cfssl_wire_parse_hex_key("abc", &key, &n), -EINVAL);
+        assert_int_equal(cfssl_wire_parse_hex_key("zz", &key, &n), -EINVAL);
+        assert_int_equal(cfssl_wire_parse_hex_key("00 11", &key, &n), -EINVAL);
+        assert_int_equal(cfssl_wire_parse_hex_key("", &key, &n), -EINVAL);
 }
 
 static void test_kube_csr(_unused_ void **state) {
