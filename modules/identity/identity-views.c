@@ -8,9 +8,9 @@
 #include "identity-views.h"
 
 struct identity_views {
-        struct identity_api *http;    /* /v1/identity, /v1/identity/bundle */
+        struct identity_api *http; /* /v1/identity, /v1/identity/bundle */
         struct api_routes *jwt_routes; /* /v1/identity/jwt... */
-        struct workload_api *grpc;    /* NULL: no Workload API */
+        struct workload_api *grpc; /* NULL: no Workload API */
 };
 
 int identity_views_start(struct identity *id) {

@@ -43,6 +43,12 @@ tests_unit_test_identity_jwt_SOURCES = tests/unit/test-identity-jwt.c
 tests_unit_test_identity_jwt_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
 tests_unit_test_identity_jwt_LDADD = libpinion-identity.a libpinion-lib.a $(UNIT_LIBS)
 
+# The model's observers, the views' way to hear of its changes (no loop, no agent running).
+UNIT_TESTS += tests/unit/test-identity-observers
+tests_unit_test_identity_observers_SOURCES = tests/unit/test-identity-observers.c
+tests_unit_test_identity_observers_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/identity
+tests_unit_test_identity_observers_LDADD = libpinion-identity.a $(CORE_LIBS) libpinion-proto.a $(UNIT_LIBS)
+
 # Fuzzing what the CA sends back: CFSSL responses, PEM chains (and their fields), PEM keys.
 FUZZ_TARGETS += identity
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-identity
