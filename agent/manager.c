@@ -83,7 +83,7 @@ static void manager_check_ready(struct manager *m) {
                 log_info("Start-up pages: no second pass once settled (cannot add a timer)");
 }
 
-void manager_module_changed(struct manager *m, struct module_instance *mi) {
+static void manager_module_changed(struct manager *m) {
         manager_check_ready(m);
         manager_update_status(m);
 }
@@ -139,6 +139,8 @@ static void manager_apply_logging(const struct agent_settings *s) {
         log_setup(log_level_from_string(s->log_level), (enum log_target) log_target_from_string(s->log_format));
 }
 
+static void manager_on_module_event(struct module_instance *mi, enum module_event event, void *userdata);
+
 static int manager_create_modules(struct manager *m, char **ret_error) {
         _cleanup_free_ unsigned *order = calloc(module_table_size, sizeof(unsigned));
         int r;
@@ -158,6 +160,8 @@ static int manager_create_modules(struct manager *m, char **ret_error) {
                         .manager = m,
                         .state = MODULE_STARTING,
                         .state_since = m->start_realtime,
+                        .owner_fn = manager_on_module_event,
+                        .owner_userdata = m,
                 };
                 m->n_modules++;
                 r = mi->module->init(mi, m->config, ret_error);
@@ -381,12 +385,27 @@ static int on_stop_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-void manager_module_stopped(struct manager *m, struct module_instance *mi) {
+static void manager_module_stopped(struct manager *m) {
         if (!m->stopping || m->n_stopping == 0)
                 return;
         if (--m->n_stopping == 0) {
                 log_info("All modules stopped");
                 manager_exit_when_api_drained(m);
+        }
+}
+
+/* What every module instance tells its owner (module.h). */
+static void manager_on_module_event(struct module_instance *mi, enum module_event event, void *userdata) {
+        struct manager *m = userdata;
+
+        switch (event) {
+        case MODULE_EVENT_STATE:
+        case MODULE_EVENT_SYNCED:
+                manager_module_changed(m);
+                break;
+        case MODULE_EVENT_STOPPED:
+                manager_module_stopped(m);
+                break;
         }
 }
 

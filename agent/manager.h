@@ -139,10 +139,6 @@ int manager_reload(struct manager *m);
 /* SIGTERM/SIGINT: stop modules in reverse order within stop-timeout, then exit the loop. */
 void manager_begin_stop(struct manager *m);
 
-/* Called by module_set_state()/module_set_synced()/module_stopped(). */
-void manager_module_changed(struct manager *m, struct module_instance *mi);
-void manager_module_stopped(struct manager *m, struct module_instance *mi);
-
 /* The shared HTTP client, created on first use (a node with no HTTP-speaking module never
  * initialises libcurl and its TLS library). */
 int manager_http(struct manager *m, struct http_client **ret);
