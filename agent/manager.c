@@ -503,7 +503,7 @@ int manager_reload(struct manager *m) {
         manager_find_own_pod(m);
         if (m->api) {
                 (void) api_set_access(m->api, m->settings.socket_mode, m->socket_gid);
-                (void) manager_metrics_listen(m);
+                (void) manager_api_metrics_listen(m);
         }
 
         for (unsigned i = 0; i < m->n_modules; i++) {
@@ -516,7 +516,7 @@ int manager_reload(struct manager *m) {
         }
         config_free(m->config);
         m->config = TAKE_PTR(c);
-        manager_check_capabilities(m);
+        manager_caps_check(m);
 
         if (pods_dir_changed)
                 (void) manager_start_pods_dir(m);
@@ -693,7 +693,7 @@ static int manager_start_api(struct manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to register the API routes: %m");
         log_info("Local API listening on %s%s", m->settings.socket, listen_fd >= 0 ? " (socket activation)" : "");
-        return manager_metrics_listen(m);
+        return manager_api_metrics_listen(m);
 }
 
 static int manager_create_dirs(struct manager *m) {
@@ -772,7 +772,7 @@ int manager_start(struct manager *m) {
         if (r < 0)
                 return r;
 
-        manager_drop_capabilities(m);
+        manager_caps_drop(m);
         manager_start_modules(m);
         m->started = true;
         manager_check_ready(m);

@@ -11,6 +11,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "agent-settings.h"
 #include "api.h"
 #include "config.h"
 #include "fd-limit.h"
@@ -26,29 +27,6 @@
 
 #define PINION_DEFAULT_CONFIG "/etc/pinion/pinion.conf"
 #define PINION_DEFAULT_DROPIN_DIR "/etc/pinion/conf.d"
-
-/* [agent] */
-struct agent_settings {
-        char *node_name;
-        char *state_dir;
-        char *runtime_dir;
-        char *socket;
-        mode_t socket_mode;
-        char *socket_group;
-        char *pods_dir;
-        char **pod_cgroup_roots; /* where the kubelet puts pods' cgroups (peer-pod.h) */
-        char **service_cgroup_roots; /* the slices whose units are services (service.h) */
-        char *log_level;
-        char *log_format;
-        usec_t stop_timeout;
-        bool drop_capabilities;
-        bool release_startup_pages; /* self-memory.h */
-        char *metrics_listen; /* ADDR:PORT serving /metrics over TCP; NULL: none */
-        /* [service.NAME]: systemd services that get an identity (service.h). Not in the
-         * [agent] table: parsed from their own sections with the agent's settings. */
-        struct service_settings **services;
-        size_t n_services;
-};
 
 struct manager_options {
         const char *config_file; /* NULL: PINION_DEFAULT_CONFIG */
