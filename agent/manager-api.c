@@ -180,7 +180,7 @@ int manager_api_register(struct manager *m) {
 
 /* ---- /metrics on TCP ---- */
 
-int manager_metrics_listen(struct manager *m) {
+int manager_api_metrics_listen(struct manager *m) {
         const char *want = m->settings.metrics_listen, *have = metrics_listener_address(m->metrics_listener);
         _cleanup_(metrics_listener_freep) struct metrics_listener *l = NULL;
         int r;

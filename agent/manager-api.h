@@ -10,5 +10,5 @@ struct manager;
 int manager_api_register(struct manager *m);
 /* [agent] metrics-listen: serves /metrics on its TCP port too (metrics-listen.h), or stops
  * serving it there (empty). On a reload, a port that cannot be bound keeps the old one. */
-int manager_metrics_listen(struct manager *m);
+int manager_api_metrics_listen(struct manager *m);
 int manager_api_register_metrics(struct manager *m);

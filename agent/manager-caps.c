@@ -27,7 +27,7 @@ static uint64_t manager_needed_capabilities(struct manager *m) {
 /* Before any module starts (threads keep the capabilities they were created with): keeps what
  * the enabled modules need, drops everything else. Failing to drop is logged, not fatal: the
  * agent then runs with what its service manager granted. */
-void manager_drop_capabilities(struct manager *m) {
+void manager_caps_drop(struct manager *m) {
         _cleanup_free_ char *kept = NULL, *dropped = NULL;
         struct caps_state before;
         uint64_t needed = manager_needed_capabilities(m);
@@ -53,7 +53,7 @@ void manager_drop_capabilities(struct manager *m) {
 
 /* After a reload: a module may now need a capability dropped at start. It cannot come back
  * without a restart; say so once per reload, naming the module. */
-void manager_check_capabilities(struct manager *m) {
+void manager_caps_check(struct manager *m) {
         if (!m->caps_dropped)
                 return;
         for (unsigned i = 0; i < m->n_modules; i++) {

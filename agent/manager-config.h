@@ -17,11 +17,8 @@ struct agent_settings;
  * On a config problem returns -EINVAL with *ret_error = "FILE:LINE: reason". */
 int manager_config_load(const struct manager_options *opts, struct config **ret_config,
                         struct agent_settings *ret_settings, char **ret_error);
-void agent_settings_done(struct agent_settings *s);
-/* The gid of socket-group, or (gid_t)-1 if none. */
-int agent_settings_socket_gid(const struct agent_settings *s, gid_t *ret);
 /* --list-config-keys: prints every section and key the agent accepts, as INI with each key's
  * built-in default ("key=" when it has none), in the order the agent parses them. Repeated
  * sections appear once, as [config.NAME] / [reclaim.NAME]. Taken from the parse tables
  * themselves: [agent]'s and each module's, observed while they parse an empty configuration. */
-int manager_list_config_keys(FILE *out);
+int manager_config_list_keys(FILE *out);

@@ -83,7 +83,7 @@ static void manager_check_ready(struct manager *m) {
                 log_info("Start-up pages: no second pass once settled (cannot add a timer)");
 }
 
-void manager_module_changed(struct manager *m, struct module_instance *mi) {
+static void manager_module_changed(struct manager *m) {
         manager_check_ready(m);
         manager_update_status(m);
 }
@@ -139,6 +139,8 @@ static void manager_apply_logging(const struct agent_settings *s) {
         log_setup(log_level_from_string(s->log_level), (enum log_target) log_target_from_string(s->log_format));
 }
 
+static void manager_on_module_event(struct module_instance *mi, enum module_event event, void *userdata);
+
 static int manager_create_modules(struct manager *m, char **ret_error) {
         _cleanup_free_ unsigned *order = calloc(module_table_size, sizeof(unsigned));
         int r;
@@ -158,6 +160,8 @@ static int manager_create_modules(struct manager *m, char **ret_error) {
                         .manager = m,
                         .state = MODULE_STARTING,
                         .state_since = m->start_realtime,
+                        .owner_fn = manager_on_module_event,
+                        .owner_userdata = m,
                 };
                 m->n_modules++;
                 r = mi->module->init(mi, m->config, ret_error);
@@ -381,12 +385,27 @@ static int on_stop_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-void manager_module_stopped(struct manager *m, struct module_instance *mi) {
+static void manager_module_stopped(struct manager *m) {
         if (!m->stopping || m->n_stopping == 0)
                 return;
         if (--m->n_stopping == 0) {
                 log_info("All modules stopped");
                 manager_exit_when_api_drained(m);
+        }
+}
+
+/* What every module instance tells its owner (module.h). */
+static void manager_on_module_event(struct module_instance *mi, enum module_event event, void *userdata) {
+        struct manager *m = userdata;
+
+        switch (event) {
+        case MODULE_EVENT_STATE:
+        case MODULE_EVENT_SYNCED:
+                manager_module_changed(m);
+                break;
+        case MODULE_EVENT_STOPPED:
+                manager_module_stopped(m);
+                break;
         }
 }
 
@@ -484,7 +503,7 @@ int manager_reload(struct manager *m) {
         manager_find_own_pod(m);
         if (m->api) {
                 (void) api_set_access(m->api, m->settings.socket_mode, m->socket_gid);
-                (void) manager_metrics_listen(m);
+                (void) manager_api_metrics_listen(m);
         }
 
         for (unsigned i = 0; i < m->n_modules; i++) {
@@ -497,7 +516,7 @@ int manager_reload(struct manager *m) {
         }
         config_free(m->config);
         m->config = TAKE_PTR(c);
-        manager_check_capabilities(m);
+        manager_caps_check(m);
 
         if (pods_dir_changed)
                 (void) manager_start_pods_dir(m);
@@ -674,7 +693,7 @@ static int manager_start_api(struct manager *m) {
         if (r < 0)
                 return log_error_errno(r, "Failed to register the API routes: %m");
         log_info("Local API listening on %s%s", m->settings.socket, listen_fd >= 0 ? " (socket activation)" : "");
-        return manager_metrics_listen(m);
+        return manager_api_metrics_listen(m);
 }
 
 static int manager_create_dirs(struct manager *m) {
@@ -753,7 +772,7 @@ int manager_start(struct manager *m) {
         if (r < 0)
                 return r;
 
-        manager_drop_capabilities(m);
+        manager_caps_drop(m);
         manager_start_modules(m);
         m->started = true;
         manager_check_ready(m);

@@ -11,6 +11,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "agent-settings.h"
 #include "api.h"
 #include "config.h"
 #include "fd-limit.h"
@@ -26,29 +27,6 @@
 
 #define PINION_DEFAULT_CONFIG "/etc/pinion/pinion.conf"
 #define PINION_DEFAULT_DROPIN_DIR "/etc/pinion/conf.d"
-
-/* [agent] */
-struct agent_settings {
-        char *node_name;
-        char *state_dir;
-        char *runtime_dir;
-        char *socket;
-        mode_t socket_mode;
-        char *socket_group;
-        char *pods_dir;
-        char **pod_cgroup_roots; /* where the kubelet puts pods' cgroups (peer-pod.h) */
-        char **service_cgroup_roots; /* the slices whose units are services (service.h) */
-        char *log_level;
-        char *log_format;
-        usec_t stop_timeout;
-        bool drop_capabilities;
-        bool release_startup_pages; /* self-memory.h */
-        char *metrics_listen; /* ADDR:PORT serving /metrics over TCP; NULL: none */
-        /* [service.NAME]: systemd services that get an identity (service.h). Not in the
-         * [agent] table: parsed from their own sections with the agent's settings. */
-        struct service_settings **services;
-        size_t n_services;
-};
 
 struct manager_options {
         const char *config_file; /* NULL: PINION_DEFAULT_CONFIG */
@@ -138,10 +116,6 @@ int manager_run(struct manager *m);
 int manager_reload(struct manager *m);
 /* SIGTERM/SIGINT: stop modules in reverse order within stop-timeout, then exit the loop. */
 void manager_begin_stop(struct manager *m);
-
-/* Called by module_set_state()/module_set_synced()/module_stopped(). */
-void manager_module_changed(struct manager *m, struct module_instance *mi);
-void manager_module_stopped(struct manager *m, struct module_instance *mi);
 
 /* The shared HTTP client, created on first use (a node with no HTTP-speaking module never
  * initialises libcurl and its TLS library). */

@@ -3,7 +3,6 @@
 #include <stdio.h>
 
 #include "log.h"
-#include "manager.h"
 #include "module.h"
 #include "string-table.h"
 
@@ -85,6 +84,11 @@ int module_order(const struct module *const *table, unsigned n, unsigned *ret_or
         return 0;
 }
 
+static void module_tell_owner(struct module_instance *mi, enum module_event event) {
+        if (mi->owner_fn)
+                mi->owner_fn(mi, event, mi->owner_userdata);
+}
+
 void module_set_state(struct module_instance *mi, enum module_state state, const char *reason_format, ...) {
         _cleanup_free_ char *reason = NULL;
         const char *name = mi->module->name;
@@ -112,8 +116,7 @@ void module_set_state(struct module_instance *mi, enum module_state state, const
         free(mi->reason);
         mi->reason = TAKE_PTR(reason);
         mi->state_since = now_usec(CLOCK_REALTIME);
-        if (mi->manager)
-                manager_module_changed(mi->manager, mi);
+        module_tell_owner(mi, MODULE_EVENT_STATE);
 }
 
 void module_set_synced(struct module_instance *mi) {
@@ -121,12 +124,10 @@ void module_set_synced(struct module_instance *mi) {
                 return;
         mi->synced = true;
         log_module_debug(mi->module->name, "first sync done");
-        if (mi->manager)
-                manager_module_changed(mi->manager, mi);
+        module_tell_owner(mi, MODULE_EVENT_SYNCED);
 }
 
 void module_stopped(struct module_instance *mi) {
         module_set_state(mi, MODULE_STOPPED, NULL);
-        if (mi->manager)
-                manager_module_stopped(mi->manager, mi);
+        module_tell_owner(mi, MODULE_EVENT_STOPPED);
 }

@@ -18,7 +18,10 @@
  *
  * A module whose backend is not configured is DISABLED with a reason; that never fails the
  * daemon. Modules include only agent/ headers and their own; they meet through the pod store
- * and through facts published on the manager (manager_publish/manager_lookup). */
+ * and through facts published on the manager (manager_publish/manager_lookup).
+ *
+ * The instance tells its owner (the manager) what happened through the callback the owner put
+ * in it (module_owner_fn), so this contract knows nothing of the manager. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -58,15 +61,29 @@ struct module {
         uint64_t (*capabilities)(struct module_instance *mi, const struct config *c);
 };
 
+/* What an instance tells its owner. */
+enum module_event {
+        MODULE_EVENT_STATE,   /* the state or its reason changed (module_set_state()) */
+        MODULE_EVENT_SYNCED,  /* the first sync is done (module_set_synced(), once) */
+        MODULE_EVENT_STOPPED, /* a module that returned 1 from stop() has drained (module_stopped(),
+                               * after the STATE event of its move to STOPPED) */
+};
+
+/* Called after the instance changed (its fields already say the new state); never for a call
+ * that changed nothing. It may read the instance but not free it. */
+typedef void (*module_owner_fn)(struct module_instance *mi, enum module_event event, void *userdata);
+
 struct module_instance {
         const struct module *module;
-        struct manager *manager;
+        struct manager *manager; /* for the module's own use; this contract never touches it */
         void *data; /* the module's own state, owned by it */
         enum module_state state;
         char *reason; /* why DISABLED/DEGRADED/FAILED, else NULL */
         bool synced;  /* first sync done (or reported why not) */
         usec_t state_since; /* CLOCK_REALTIME of the last transition */
         bool started;       /* start() was called and succeeded */
+        module_owner_fn owner_fn; /* set by the owner; NULL: nobody is told (a throwaway instance) */
+        void *owner_userdata;
 };
 
 /* The static table: every module pinion has, in a fixed order. */
@@ -81,12 +98,14 @@ enum module_state module_state_from_string(const char *s);
 int module_order(const struct module *const *table, unsigned n, unsigned *ret_order, char **ret_error);
 
 /* Sets the state and reason (reason may be NULL), logs the transition at info (warning for
- * DEGRADED/FAILED) with MODULE=, and tells the manager (STATUS=, metrics, readiness). */
+ * DEGRADED/FAILED) with MODULE=, and tells the owner (MODULE_EVENT_STATE): for the manager,
+ * STATUS=, metrics, readiness. */
 void module_set_state(struct module_instance *mi, enum module_state state, const char *reason_format, ...)
         _printf_(3, 4);
-/* The first sync is done: counts toward READY=1. Idempotent. */
+/* The first sync is done: counts toward READY=1 (MODULE_EVENT_SYNCED). Idempotent. */
 void module_set_synced(struct module_instance *mi);
-/* A module that returned 1 from stop() calls this when it has drained. */
+/* A module that returned 1 from stop() calls this when it has drained: the state becomes
+ * STOPPED, then the owner hears MODULE_EVENT_STOPPED. */
 void module_stopped(struct module_instance *mi);
 /* True if the state is one that /v1/health treats as healthy. */
 bool module_state_is_healthy(enum module_state s);

@@ -83,7 +83,7 @@ int main(int argc, char *argv[]) {
 
         log_setup(LOG_INFO, LOG_TARGET_AUTO);
         if (args.list_config_keys) {
-                r = manager_list_config_keys(stdout);
+                r = manager_config_list_keys(stdout);
                 if (r < 0) {
                         fprintf(stderr, "piniond: cannot list the configuration keys: %s\n", strerror(-r));
                         return EXIT_FAILURE;

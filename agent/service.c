@@ -101,7 +101,7 @@ static int default_unit(struct config *c, struct service_settings *s, char **ret
         return config_section_error(c, section, ret_error, "unit: %s is not a unit name: set unit =", s->unit);
 }
 
-int services_parse(struct config *c, struct service_settings ***ret, size_t *ret_n, char **ret_error) {
+int service_parse_all(struct config *c, struct service_settings ***ret, size_t *ret_n, char **ret_error) {
         struct service_settings **s = NULL;
         size_t n = 0;
         int r;
@@ -123,7 +123,7 @@ int services_parse(struct config *c, struct service_settings ***ret, size_t *ret
                                                                    s[j]->unit, s[i]->name);
                         }
         if (r < 0) {
-                services_free(s, n);
+                service_free_all(s, n);
                 return r;
         }
         *ret = s;
@@ -139,7 +139,7 @@ static bool path_at_or_below(const char *path, const char *dir) {
         return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/' || n == 1);
 }
 
-int services_check_tls_dirs(struct config *c, struct service_settings *const *s, size_t n, const char *socket_path,
+int service_check_tls_dirs(struct config *c, struct service_settings *const *s, size_t n, const char *socket_path,
                             char **ret_error) {
         _cleanup_free_ char *socket_dir = NULL;
         int r = path_split(socket_path, &socket_dir, NULL);
@@ -158,7 +158,7 @@ int services_check_tls_dirs(struct config *c, struct service_settings *const *s,
         return 0;
 }
 
-void services_free(struct service_settings **s, size_t n) {
+void service_free_all(struct service_settings **s, size_t n) {
         config_instances_free(service_keys, (void **) s, n);
 }
 

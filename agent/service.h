@@ -26,11 +26,11 @@ struct service_settings {
 };
 
 /* Parses every [service.NAME] (units unique, users that exist, SPIFFE IDs that parse). */
-int services_parse(struct config *c, struct service_settings ***ret, size_t *ret_n, char **ret_error);
-void services_free(struct service_settings **s, size_t n);
+int service_parse_all(struct config *c, struct service_settings ***ret, size_t *ret_n, char **ret_error);
+void service_free_all(struct service_settings **s, size_t n);
 /* Refuses a tls-dir in (or below) the directory of the agent's socket, the sockets-only
  * directory pods may mount. */
-int services_check_tls_dirs(struct config *c, struct service_settings *const *s, size_t n, const char *socket_path,
+int service_check_tls_dirs(struct config *c, struct service_settings *const *s, size_t n, const char *socket_path,
                             char **ret_error);
 
 /* The configured service of unit, or NULL. */

@@ -11,6 +11,7 @@
 #include "configsync.h"
 #include "fsutil.h"
 #include "json.h"
+#include "sha256.h"
 
 #define STATE_MAX_SIZE (MANIFEST_MAX_SIZE + 64U * 1024U)
 
@@ -46,7 +47,7 @@ static int modes_stamp(const struct publish_modes *m, char ret[64]) {
         return n < 0 || n >= 64 ? -EINVAL : 0;
 }
 
-int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manifest_size) {
+int bundle_state_save(struct bundle *b, const char *manifest_text, size_t manifest_size) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
         char sha[65], fp[65], modes[64];
@@ -83,24 +84,16 @@ int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manife
         return write_file_atomic(path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
 }
 
-static void bundle_load_serial(struct bundle *b, const cJSON *serial) {
+static void bundle_state_load_serial(struct bundle *b, const cJSON *serial) {
         if (cJSON_IsNumber(serial) && serial->valuedouble >= 0 && serial->valuedouble <= MANIFEST_MAX_SERIAL) {
                 b->have_serial = true;
                 b->serial = (uint64_t) serial->valuedouble;
         }
 }
 
-/* The published manifest's serial, if it has one. */
-void bundle_take_serial(struct bundle *b, const struct manifest *m) {
-        if (m && m->has_serial) {
-                b->have_serial = true;
-                b->serial = m->serial;
-        }
-}
-
 /* Adopts the saved state if it describes the tree ..data points at now; otherwise the next sync
  * starts from scratch (a full download), which is always correct. */
-void bundle_load_state(struct bundle *b) {
+void bundle_state_load(struct bundle *b) {
         _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
         _cleanup_(cJSON_Deletep) cJSON *o = NULL;
         const cJSON *url, *dest, *dir, *etag, *sha, *man, *pub, *key, *ca, *modes;
@@ -126,7 +119,7 @@ void bundle_load_state(struct bundle *b) {
          * tree, after a kill between the swap and its write): it only ever grows, so an older
          * one still refuses what came before it. */
         if (cJSON_IsString(url) && streq(url->valuestring, b->settings->url))
-                bundle_load_serial(b, cJSON_GetObjectItemCaseSensitive(o, "serial"));
+                bundle_state_load_serial(b, cJSON_GetObjectItemCaseSensitive(o, "serial"));
         if (!cJSON_IsString(url) || !cJSON_IsString(dest) || !cJSON_IsString(dir) || !cJSON_IsString(sha) ||
             !cJSON_IsString(man) || !streq(url->valuestring, b->settings->url) ||
             !streq(dest->valuestring, b->settings->dest) || !streq_ptr(dir->valuestring, b->version_dir) ||

@@ -14,6 +14,7 @@
 #include "json.h"
 #include "log.h"
 #include "manager.h"
+#include "sha256.h"
 #include "stage.h"
 #include "strv.h"
 #include "string-table.h"
@@ -53,7 +54,6 @@ static void bundle_unwatch(struct bundle *b) {
 struct bundle *bundle_free(struct bundle *b) {
         if (!b)
                 return NULL;
-        configsync_waiters_fail(b, 503, "the config module is stopping");
         bundle_unwatch(b);
         b->fetch = fetch_free(b->fetch);
         b->timer = sd_event_source_disable_unref(b->timer);
@@ -240,6 +240,14 @@ static void bundle_warn_capped(struct bundle *b) {
                                    n, first->path, (unsigned) first->mode, (unsigned) PUBLISH_MODE_MAX);
 }
 
+/* The published manifest's serial, if it has one. */
+static void bundle_take_serial(struct bundle *b, const struct manifest *m) {
+        if (m && m->has_serial) {
+                b->have_serial = true;
+                b->serial = m->serial;
+        }
+}
+
 /* A new version was published: it becomes the bundle's, its state is saved and on-change runs. */
 static void bundle_take_version(struct bundle *b, struct fetch_outcome *o) {
         free(b->etag);
@@ -260,7 +268,7 @@ static void bundle_take_version(struct bundle *b, struct fetch_outcome *o) {
         b->published = now_usec(CLOCK_REALTIME);
         b->last_change = b->published;
         b->n_changes++;
-        if (bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
+        if (bundle_state_save(b, o->manifest_text, o->manifest_size) < 0)
                 log_bundle_warning(b, "cannot save its state (the next start downloads it again)");
         bundle_warn_capped(b);
         log_bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
@@ -319,7 +327,7 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 etag_changed = etag_changed || (o->manifest && o->manifest->has_serial && !b->have_serial);
                 bundle_take_serial(b, o->manifest);
                 log_bundle_debug(b, "manifest unchanged%s", etag_changed ? " (new ETag)" : "");
-                if (b->version_dir && etag_changed && bundle_save_state(b, o->manifest_text, o->manifest_size) < 0)
+                if (b->version_dir && etag_changed && bundle_state_save(b, o->manifest_text, o->manifest_size) < 0)
                         log_bundle_warning(b, "cannot save its state (the next start downloads the manifest again)");
                 break;
         }
@@ -503,7 +511,7 @@ int bundle_start(struct bundle *b) {
                 b->version_dir = TAKE_PTR(current);
                 if (p && lstat(p, &st) >= 0)
                         b->published = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
-                bundle_load_state(b);
+                bundle_state_load(b);
                 log_bundle_info(b, "found version %s in %s (last known good)", b->version ? b->version : b->version_dir, dest);
         }
 
@@ -571,13 +579,6 @@ int bundle_update(struct bundle *b, size_t index) {
                 b->runner_stale = true;
         }
         return r;
-}
-
-struct bundle *configsync_find(struct configsync *cs, const char *name) {
-        for (size_t i = 0; cs && i < cs->n_bundles; i++)
-                if (streq(cs->bundles[i]->name, name))
-                        return cs->bundles[i];
-        return NULL;
 }
 
 static cJSON *run_to_json(const struct bundle *b) {

@@ -13,8 +13,15 @@
 #include "manager.h"
 #include "parse-util.h"
 #include "strv.h"
+#include "waitq.h"
 
 #define WAIT_MAX (10 * USEC_PER_MINUTE)
+
+/* What this view keeps while it serves (cs->api). */
+struct configsync_api {
+        struct waitq *waiters; /* ?wait= long-polls, keyed by config name */
+        struct api_routes *routes;
+};
 
 /* The config became present: every waiter gets it. */
 static int on_wake(struct api_request *req, const char *name, uint64_t cookie, void *userdata) {
@@ -34,12 +41,29 @@ static void on_wait_timeout(struct api_request *req, const char *name, usec_t wa
                                error ? ": " : "", strempty(error));
 }
 
-void configsync_waiters_wake(struct bundle *b) {
-        waitq_wake(b->cs->waiters, b->name);
-}
+static void configsync_api_free(struct configsync *cs);
 
-void configsync_waiters_fail(struct bundle *b, unsigned status, const char *why) {
-        waitq_fail(b->cs->waiters, b->name, status, "config %s: %s", b->name, why);
+/* The long-polls follow the bundles: answered once one is present, refused when it goes; the
+ * routes go with the module. */
+static void on_configsync_event(struct configsync *cs, enum configsync_event event, struct bundle *b,
+                                void *userdata) {
+        struct configsync_api *api = userdata;
+
+        switch (event) {
+        case CONFIGSYNC_EVENT_BUNDLE_CHANGED:
+                if (b->present)
+                        waitq_wake(api->waiters, b->name);
+                break;
+        case CONFIGSYNC_EVENT_BUNDLE_REMOVED:
+                waitq_fail(api->waiters, b->name, 404, "config %s: config is no longer configured", b->name);
+                break;
+        case CONFIGSYNC_EVENT_BUNDLE_STOPPED:
+                waitq_fail(api->waiters, b->name, 503, "config %s: the config module is stopping", b->name);
+                break;
+        case CONFIGSYNC_EVENT_STOPPED:
+                configsync_api_free(cs);
+                break;
+        }
 }
 
 static struct configsync *api_configsync(struct module_instance *mi) {
@@ -66,22 +90,12 @@ static bool may_see(char *const *allowed, const char *name) {
         return !allowed || strv_contains(allowed, name);
 }
 
-static int handle_list(struct api_request *req, void *userdata) {
-        struct module_instance *mi = userdata;
-        struct configsync *cs = api_configsync(mi);
-        _cleanup_strv_free_ char **allowed = NULL;
-        _cleanup_(caller_done) struct caller c = {};
-        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
-        cJSON *list;
+/* The configs the caller may see into o's "configs" array. */
+static int add_configs(cJSON *o, const struct configsync *cs, char *const *allowed) {
+        cJSON *list = cJSON_AddArrayToObject(o, "configs");
 
-        caller_resolve(mi->manager, req, &c);
-        if (!caller_may_read_own(&c))
-                return caller_reply_forbidden(req, &c, "configs");
-        if (caller_configs(&c, &allowed) < 0 || !(o = cJSON_CreateObject()))
-                return api_reply_error(req, 500, "out of memory");
-        if (!(list = cJSON_AddArrayToObject(o, "configs")))
-                return api_reply_error(req, 500, "out of memory");
-        cJSON_AddBoolToObject(o, "running", cs != NULL);
+        if (!list)
+                return -ENOMEM;
         for (size_t i = 0; cs && i < cs->n_bundles; i++) {
                 const struct bundle *b = cs->bundles[i];
                 if (!may_see(allowed, b->name))
@@ -89,37 +103,63 @@ static int handle_list(struct api_request *req, void *userdata) {
                 cJSON *item = bundle_to_json(b);
                 if (!item || !cJSON_AddItemToArray(list, item)) {
                         cJSON_Delete(item);
-                        return api_reply_error(req, 500, "out of memory");
+                        return -ENOMEM;
                 }
         }
-        if (!allowed && cs) {
-                /* For operators: which pods wait for which configs (the "configs" pod gate). */
-                cJSON *pods = cJSON_AddArrayToObject(o, "pods");
-                struct pod **all = NULL;
-                size_t n = 0;
-                if (!pods || pod_store_list(mi->manager->pods, &all, &n) < 0)
-                        return api_reply_error(req, 500, "out of memory");
-                for (size_t i = 0; i < n; i++) {
-                        const char *declared = pod_annotation(all[i], CONFIGSYNC_ANNOTATION);
-                        _cleanup_free_ char *reason = NULL, *id = NULL;
-                        if (isempty(declared))
-                                continue;
-                        int r = configsync_gate_check(cs, all[i], &reason);
-                        cJSON *po = cJSON_CreateObject();
-                        if (!po || asprintf(&id, "%s/%s", all[i]->namespace, all[i]->name) < 0 ||
-                            !cJSON_AddItemToArray(pods, po)) {
-                                cJSON_Delete(po);
-                                free(all);
-                                return api_reply_error(req, 500, "out of memory");
-                        }
-                        cJSON_AddStringToObject(po, "pod", id);
-                        cJSON_AddStringToObject(po, "uid", all[i]->uid);
-                        cJSON_AddStringToObject(po, "configs", declared);
-                        cJSON_AddBoolToObject(po, "ready", r > 0);
-                        json_add_string_or_null(po, "reason", r > 0 ? NULL : reason ? reason : strerror(-r));
+        return 0;
+}
+
+/* One pod that declares configs, and the "configs" gate's answer for it. */
+static cJSON *pod_wait_to_json(struct configsync *cs, const struct pod *p, const char *declared) {
+        _cleanup_(cJSON_Deletep) cJSON *po = cJSON_CreateObject();
+        _cleanup_free_ char *reason = NULL, *id = NULL;
+        int r = configsync_gate_check(cs, p, &reason);
+
+        if (!po || asprintf(&id, "%s/%s", p->namespace, p->name) < 0)
+                return NULL;
+        cJSON_AddStringToObject(po, "pod", id);
+        cJSON_AddStringToObject(po, "uid", p->uid);
+        cJSON_AddStringToObject(po, "configs", declared);
+        cJSON_AddBoolToObject(po, "ready", r > 0);
+        json_add_string_or_null(po, "reason", r > 0 ? NULL : reason ? reason : strerror(-r));
+        return TAKE_PTR(po);
+}
+
+/* For operators: which pods wait for which configs (the "configs" pod gate), in o's "pods". */
+static int add_waiting_pods(cJSON *o, struct configsync *cs, struct pod_store *store) {
+        cJSON *pods = cJSON_AddArrayToObject(o, "pods");
+        _cleanup_free_ struct pod **all = NULL;
+        size_t n = 0;
+
+        if (!pods || pod_store_list(store, &all, &n) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const char *declared = pod_annotation(all[i], CONFIGSYNC_ANNOTATION);
+                if (isempty(declared))
+                        continue;
+                cJSON *po = pod_wait_to_json(cs, all[i], declared);
+                if (!po || !cJSON_AddItemToArray(pods, po)) {
+                        cJSON_Delete(po);
+                        return -ENOMEM;
                 }
-                free(all);
         }
+        return 0;
+}
+
+static int handle_list(struct api_request *req, void *userdata) {
+        struct module_instance *mi = userdata;
+        struct configsync *cs = api_configsync(mi);
+        _cleanup_strv_free_ char **allowed = NULL;
+        _cleanup_(caller_done) struct caller c = {};
+        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
+
+        caller_resolve(mi->manager, req, &c);
+        if (!caller_may_read_own(&c))
+                return caller_reply_forbidden(req, &c, "configs");
+        if (caller_configs(&c, &allowed) < 0 || !(o = cJSON_CreateObject()) || add_configs(o, cs, allowed) < 0 ||
+            !cJSON_AddBoolToObject(o, "running", cs != NULL) ||
+            (!allowed && cs && add_waiting_pods(o, cs, mi->manager->pods) < 0))
+                return api_reply_error(req, 500, "out of memory");
         return api_reply_json(req, 200, TAKE_PTR(o));
 }
 
@@ -151,7 +191,7 @@ static int handle_get(struct api_request *req, void *userdata) {
                 return o ? api_reply_json(req, 200, o) : api_reply_error(req, 500, "out of memory");
         }
 
-        return waitq_hold(cs->waiters, req, name, 0, wait);
+        return waitq_hold(cs->api->waiters, req, name, 0, wait);
 }
 
 static int handle_refresh(struct api_request *req, void *userdata) {
@@ -176,24 +216,54 @@ static int handle_refresh(struct api_request *req, void *userdata) {
         return api_reply_json(req, 202, o);
 }
 
+static int configsync_api_new(struct configsync *cs, sd_event *event) {
+        /* Init containers of every pod that declares a config may wait for it at once. */
+        static const struct waitq_ops ops = { .what = "config", .wake = on_wake, .expire = on_wait_timeout };
+        static const struct waitq_limits limits = { .per_key = 512, .total = 1000 };
+        _cleanup_free_ struct configsync_api *api = calloc(1, sizeof(*api));
+        int r;
+
+        if (!api)
+                return -ENOMEM;
+        r = waitq_new(event, &ops, &limits, cs, &api->waiters);
+        if (r < 0)
+                return r;
+        r = configsync_add_observer(cs, on_configsync_event, api);
+        if (r < 0) {
+                waitq_free(api->waiters);
+                return r;
+        }
+        cs->api = TAKE_PTR(api);
+        return 0;
+}
+
+/* Long-polls still waiting get 503 (none do: each bundle's went with it). */
+static void configsync_api_free(struct configsync *cs) {
+        struct configsync_api *api = cs->api;
+
+        if (!api)
+                return;
+        configsync_remove_observer(cs, on_configsync_event, api);
+        api_routes_free(api->routes);
+        waitq_free(api->waiters);
+        cs->api = mfree(api);
+}
+
 int configsync_api_register(struct module_instance *mi) {
         static const struct api_route routes[] = {
                 { "GET", "/v1/configs", handle_list, false },
                 { "GET", "/v1/configs/{}", handle_get, false },
                 { "POST", "/v1/configs/{}/refresh", handle_refresh, true },
         };
-        /* Init containers of every pod that declares a config may wait for it at once. */
-        static const struct waitq_ops ops = { .what = "config", .wake = on_wake, .expire = on_wait_timeout };
-        static const struct waitq_limits limits = { .per_key = 512, .total = 1000 };
         struct configsync *cs = mi->data;
         int r;
 
-        if (!cs->waiters) {
-                r = waitq_new(mi->manager->event, &ops, &limits, cs, &cs->waiters);
+        if (!cs->api) {
+                r = configsync_api_new(cs, mi->manager->event);
                 if (r < 0)
                         return r;
         }
-        if (cs->routes || !mi->manager->api)
+        if (cs->api->routes || !mi->manager->api)
                 return 0;
-        return api_add_routes(mi->manager->api, routes, ELEMENTSOF(routes), mi, &cs->routes);
+        return api_add_routes(mi->manager->api, routes, ELEMENTSOF(routes), mi, &cs->api->routes);
 }

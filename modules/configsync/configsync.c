@@ -2,7 +2,9 @@
 /* configsync: downloads, verifies and atomically swaps in the config bundles pods declare
  * ([config.NAME] sections), keeps them current, and holds back pods whose declared configs are
  * not on disk yet (the "configs" pod gate). This file: the config table, the module contract,
- * the gate and the metrics. One bundle's life is in bundle.c, the API in configsync-api.c. */
+ * the gate, the metrics, and what the module announces to its observers (a bundle changed or
+ * went, the module stopped). One bundle's life is in bundle.c; the API, configsync-api.c, is an
+ * observer: nothing here calls into it but its registration at start. */
 
 #include <grp.h>
 #include <signal.h>
@@ -17,6 +19,7 @@
 #include "log.h"
 #include "manager.h"
 #include "pod-gates.h"
+#include "signature.h"
 #include "strv.h"
 
 /* A group by name, or by number (the gid a pod runs as need not have a name on the host). */
@@ -102,7 +105,7 @@ static const char *bundle_check(const void *object) {
                 return "needs 0 < backoff-initial <= backoff-max";
         if (b->splay > USEC_PER_HOUR)
                 return "splay must be at most 1h";
-        if (b->on_change && command_split(b->on_change, &argv, &reason) < 0)
+        if (b->on_change && runner_split_command(b->on_change, &argv, &reason) < 0)
                 return reason ? reason : "on-change: cannot be split into words";
         return NULL;
 }
@@ -163,14 +166,14 @@ static int configsync_parse(struct config *c, struct configsync_settings **ret, 
                 if (b->group && group_resolve(b->group, &s->gids[i]) < 0)
                         return config_section_error(c, section, ret_error, "group %s: no such group", b->group);
                 if (b->public_key) {
-                        r = public_key_load(b->public_key, &s->keys[i]);
+                        r = signature_key_load(b->public_key, &s->keys[i]);
                         if (r < 0)
                                 return config_section_error(c, section, ret_error,
                                                             "public-key %s: %s", b->public_key,
                                                             r == -EINVAL ? "not an Ed25519 public key (PEM)" : strerror(-r));
                 }
                 if (b->on_change) {
-                        r = command_split(b->on_change, &s->argvs[i], &reason);
+                        r = runner_split_command(b->on_change, &s->argvs[i], &reason);
                         if (r < 0)
                                 return r == -ENOMEM ? r : config_section_error(c, section, ret_error, "on-change: %s", reason);
                 }
@@ -190,6 +193,77 @@ static int configsync_parse(struct config *c, struct configsync_settings **ret, 
         }
         *ret = TAKE_PTR(s);
         return 0;
+}
+
+struct bundle *configsync_find(struct configsync *cs, const char *name) {
+        for (size_t i = 0; cs && i < cs->n_bundles; i++)
+                if (streq(cs->bundles[i]->name, name))
+                        return cs->bundles[i];
+        return NULL;
+}
+
+/* ---- observers ---- */
+
+int configsync_add_observer(struct configsync *cs, configsync_observer_fn fn, void *userdata) {
+        struct configsync_observer *grown;
+
+        if (!fn)
+                return -EINVAL;
+        for (size_t i = 0; i < cs->n_observers; i++)
+                if (!cs->observers[i].removed && cs->observers[i].fn == fn && cs->observers[i].userdata == userdata)
+                        return -EEXIST;
+        grown = realloc(cs->observers, (cs->n_observers + 1) * sizeof(*grown));
+        if (!grown)
+                return -ENOMEM;
+        cs->observers = grown;
+        cs->observers[cs->n_observers++] = (struct configsync_observer) { .fn = fn, .userdata = userdata };
+        return 0;
+}
+
+static void configsync_compact_observers(struct configsync *cs) {
+        size_t j = 0;
+        for (size_t i = 0; i < cs->n_observers; i++)
+                if (!cs->observers[i].removed)
+                        cs->observers[j++] = cs->observers[i];
+        cs->n_observers = j;
+}
+
+void configsync_remove_observer(struct configsync *cs, configsync_observer_fn fn, void *userdata) {
+        for (size_t i = 0; i < cs->n_observers; i++) {
+                struct configsync_observer *o = &cs->observers[i];
+                if (o->removed || o->fn != fn || o->userdata != userdata)
+                        continue;
+                /* While announcing, indexes must stay stable: mark now, compact afterwards. */
+                o->removed = true;
+                if (!cs->announcing)
+                        configsync_compact_observers(cs);
+                return;
+        }
+}
+
+static void configsync_announce(struct configsync *cs, enum configsync_event event, struct bundle *b) {
+        bool outer = !cs->announcing;
+
+        cs->announcing = true;
+        /* Indexes, not pointers: an observer may add observers (realloc). */
+        for (size_t i = 0; i < cs->n_observers; i++) {
+                struct configsync_observer o = cs->observers[i];
+                if (!o.removed)
+                        o.fn(cs, event, b, o.userdata);
+        }
+        if (outer) {
+                cs->announcing = false;
+                configsync_compact_observers(cs);
+        }
+}
+
+/* Observers hear that b goes (why: BUNDLE_REMOVED or BUNDLE_STOPPED) while it is still whole,
+ * no longer among cs->bundles; then it is freed. */
+static void configsync_drop_bundle(struct configsync *cs, struct bundle *b, enum configsync_event why) {
+        if (!b)
+                return;
+        configsync_announce(cs, why, b);
+        bundle_free(b);
 }
 
 /* ---- the pod gate ---- */
@@ -273,8 +347,7 @@ static void configsync_update_state(struct configsync *cs) {
 
 void configsync_bundle_changed(struct configsync *cs, struct bundle *b, bool presence_changed) {
         configsync_update_state(cs);
-        if (b->present)
-                configsync_waiters_wake(b);
+        configsync_announce(cs, CONFIGSYNC_EVENT_BUNDLE_CHANGED, b);
         if (presence_changed && cs->gate_added)
                 pod_gates_changed(cs->mi->manager->pod_gates, NULL);
 }
@@ -328,18 +401,26 @@ static int configsync_register_metrics(struct configsync *cs) {
 
 /* ---- the module contract ---- */
 
+/* The bundles leave cs->bundles first: observers told of one never find it, nor one freed. */
+static void configsync_drop_bundles(struct configsync *cs) {
+        _cleanup_free_ struct bundle **bundles = TAKE_PTR(cs->bundles);
+        size_t n = cs->n_bundles;
+
+        cs->n_bundles = 0;
+        for (size_t i = 0; i < n; i++)
+                configsync_drop_bundle(cs, bundles[i], CONFIGSYNC_EVENT_BUNDLE_STOPPED);
+}
+
 static struct configsync *configsync_free_data(struct configsync *cs) {
         if (!cs)
                 return NULL;
-        for (size_t i = 0; i < cs->n_bundles; i++)
-                bundle_free(cs->bundles[i]);
-        free(cs->bundles);
+        configsync_drop_bundles(cs);
         if (cs->gate_added)
                 pod_gates_remove(cs->mi->manager->pod_gates, CONFIGSYNC_GATE);
         metrics_registration_free(cs->metrics_reg);
-        api_routes_free(cs->routes);
+        configsync_announce(cs, CONFIGSYNC_EVENT_STOPPED, NULL);
         configsync_settings_free(cs->settings);
-        cs->waiters = waitq_free(cs->waiters);
+        free(cs->observers);
         free(cs->state_dir);
         free(cs);
         return NULL;
@@ -361,12 +442,6 @@ static int configsync_init(struct module_instance *mi, struct config *c, char **
         return 0;
 }
 
-static void configsync_drop_bundles(struct configsync *cs) {
-        for (size_t i = 0; i < cs->n_bundles; i++)
-                cs->bundles[i] = bundle_free(cs->bundles[i]);
-        cs->bundles = mfree(cs->bundles);
-        cs->n_bundles = 0;
-}
 
 static int configsync_make_bundles(struct configsync *cs) {
         cs->bundles = calloc(MAX(cs->settings->n_bundles, (size_t) 1), sizeof(struct bundle *));
@@ -494,8 +569,7 @@ static int configsync_reload(struct module_instance *mi, struct config *c, char 
         for (size_t j = 0; j < n_gone; j++) {
                 log_module_info(CONFIGSYNC_MODULE, "config %s removed from the configuration (its files stay in %s)",
                                 gone[j]->name, gone[j]->settings->dest);
-                configsync_waiters_fail(gone[j], 404, "config is no longer configured");
-                bundle_free(gone[j]);
+                configsync_drop_bundle(cs, gone[j], CONFIGSYNC_EVENT_BUNDLE_REMOVED);
         }
 
         /* SIGHUP is also "look again now". */
@@ -516,7 +590,7 @@ static int configsync_stop(struct module_instance *mi) {
          * ("stopping"): modules stopped after this one (zkreg) must not see it open. */
         cs->stopping = true;
         cs->started = false;
-        cs->routes = api_routes_free(cs->routes);
+        configsync_announce(cs, CONFIGSYNC_EVENT_STOPPED, NULL);
         cs->metrics_reg = metrics_registration_free(cs->metrics_reg);
         return 0;
 }

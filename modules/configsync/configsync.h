@@ -2,11 +2,13 @@
 #pragma once
 
 /* configsync's shared structures: the module (struct configsync) and one struct bundle per
- * [config.NAME]. configsync.c: config, module contract, pod gate, metrics. bundle.c: one
- * bundle's state machine, triggers (interval, zk-version-node, refresh, SIGHUP), last known
- * good and on-change; bundle-state.c: its state file. configsync-api.c: /v1/configs. fetch.c:
- * one sync's requests; stage.c: its file-system work, run off the loop by fswork.c; manifest.c:
- * the manifest, its limits and signature; runner.c: the on-change command. */
+ * [config.NAME]. configsync.c: config, module contract, pod gate, metrics, and what the module
+ * announces about its bundles (configsync_add_observer()). bundle.c: one bundle's state
+ * machine, triggers (interval, zk-version-node, refresh, SIGHUP), last known good and
+ * on-change; bundle-state.c: its state file. configsync-api.c: /v1/configs, a view that
+ * observes the bundles. fetch.c: one sync's requests; stage.c: its file-system work, run off
+ * the loop by fswork.c; manifest.c: the manifest and its limits, signature.c its signature;
+ * runner.c: the on-change command. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,7 +22,6 @@
 #include "metrics.h"
 #include "module.h"
 #include "runner.h"
-#include "waitq.h"
 #include "zk-trigger.h"
 
 #define CONFIGSYNC_MODULE "configsync"
@@ -127,6 +128,31 @@ struct bundle {
         unsigned n_zk_triggers;
 };
 
+/* What the module announces. */
+enum configsync_event {
+        /* About one bundle, b: */
+        CONFIGSYNC_EVENT_BUNDLE_CHANGED, /* a sync ended, or what is published in dest changed (b->present) */
+        CONFIGSYNC_EVENT_BUNDLE_REMOVED, /* a reload removed its [config.NAME]; b goes (below) */
+        CONFIGSYNC_EVENT_BUNDLE_STOPPED, /* the module stops, could not start or is freed; b goes */
+        /* About the module, b NULL: it stopped (or is freed) and every bundle went before. What
+         * serves a running module (its API) lets go of what it holds. */
+        CONFIGSYNC_EVENT_STOPPED,
+};
+
+/* b is valid during the call; one that goes is no longer among cs->bundles and is freed after
+ * it. An observer may add and remove observers (itself too) from inside the call, a removed one
+ * is not called again; it must not change the bundles or free the module. */
+typedef void (*configsync_observer_fn)(struct configsync *cs, enum configsync_event event, struct bundle *b,
+                                       void *userdata);
+
+struct configsync_observer {
+        configsync_observer_fn fn;
+        void *userdata;
+        bool removed; /* while announcing: compacted away afterwards */
+};
+
+struct configsync_api;
+
 struct configsync {
         struct module_instance *mi;
         struct configsync_settings *settings;
@@ -134,8 +160,10 @@ struct configsync {
         size_t n_bundles;
         struct configsync_metrics metrics;
         char *state_dir; /* <state-dir>/configsync */
-        struct waitq *waiters; /* ?wait= long-polls, keyed by config name */
-        struct api_routes *routes;
+        struct configsync_observer *observers;
+        size_t n_observers;
+        bool announcing;
+        struct configsync_api *api; /* configsync-api.c's, while it serves; NULL: not serving */
         struct metrics_registration *metrics_reg; /* metrics above and the collector */
         bool started, stopping, gate_added;
 };
@@ -145,6 +173,14 @@ const char *bundle_state_to_string(enum bundle_state s);
 /* configsync.c: the "configs" gate's answer for p (1 open, 0 closed with *ret_reason). */
 struct pod;
 int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret_reason);
+/* The bundle of [config.NAME], or NULL. */
+struct bundle *configsync_find(struct configsync *cs, const char *name);
+/* A bundle's sync ended or its published tree changed: the module's state, the observers
+ * (CONFIGSYNC_EVENT_BUNDLE_CHANGED) and, if presence_changed, the pod gate hear of it. */
+void configsync_bundle_changed(struct configsync *cs, struct bundle *b, bool presence_changed);
+/* Subscribes fn to every bundle's events; -EEXIST if the same fn/userdata pair already is. */
+int configsync_add_observer(struct configsync *cs, configsync_observer_fn fn, void *userdata);
+void configsync_remove_observer(struct configsync *cs, configsync_observer_fn fn, void *userdata);
 
 /* bundle.c */
 int bundle_new(struct configsync *cs, size_t index, struct bundle **ret);
@@ -155,8 +191,6 @@ int bundle_start(struct bundle *b);
 int bundle_update(struct bundle *b, size_t index);
 /* Fetch as soon as possible (API refresh, SIGHUP); a fetch in progress runs again after. */
 void bundle_refresh(struct bundle *b, const char *why);
-struct bundle *configsync_find(struct configsync *cs, const char *name);
-void configsync_bundle_changed(struct configsync *cs, struct bundle *b, bool presence_changed);
 cJSON *bundle_to_json(const struct bundle *b);
 
 #define log_bundle_full_errno(b, level, error, fmt, ...) \
@@ -168,13 +202,9 @@ cJSON *bundle_to_json(const struct bundle *b);
 
 /* bundle-state.c: the state file. Saving writes (and fsyncs) it; loading adopts it only if it
  * describes the tree ..data points at (the serial: whenever the url is the same). */
-int bundle_save_state(struct bundle *b, const char *manifest_text, size_t manifest_size);
-void bundle_load_state(struct bundle *b);
-/* Keeps m's serial, if it has one, as the published one. */
-void bundle_take_serial(struct bundle *b, const struct manifest *m);
+int bundle_state_save(struct bundle *b, const char *manifest_text, size_t manifest_size);
+void bundle_state_load(struct bundle *b);
 
-/* configsync-api.c */
+/* configsync-api.c: serves /v1/configs, observing the module for its long-polls (in cs->api),
+ * until the module announces CONFIGSYNC_EVENT_STOPPED. Idempotent. */
 int configsync_api_register(struct module_instance *mi);
-/* Replies to every long-poll waiting on b: 200 if present, else status/why. */
-void configsync_waiters_wake(struct bundle *b);
-void configsync_waiters_fail(struct bundle *b, unsigned status, const char *why);

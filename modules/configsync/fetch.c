@@ -11,6 +11,8 @@
 #include "fetch.h"
 #include "fsutil.h"
 #include "fswork.h"
+#include "sha256.h"
+#include "signature.h"
 #include "stage.h"
 #include "string-table.h"
 

@@ -21,7 +21,7 @@
 #include "http.h"
 #include "macro.h"
 #include "manifest.h"
-#include "modes.h"
+#include "publish-modes.h"
 
 struct fetch;
 

@@ -7,7 +7,9 @@ CONFIGSYNC_SOURCES = \
 	modules/configsync/fswork.c modules/configsync/fswork.h \
 	modules/configsync/stage.c modules/configsync/stage.h \
 	modules/configsync/manifest.c modules/configsync/manifest.h \
-	modules/configsync/modes.c modules/configsync/modes.h \
+	modules/configsync/signature.c modules/configsync/signature.h \
+	modules/configsync/sha256.c modules/configsync/sha256.h \
+	modules/configsync/publish-modes.c modules/configsync/publish-modes.h \
 	modules/configsync/runner.c modules/configsync/runner.h \
 	modules/configsync/zk-trigger.c modules/configsync/zk-trigger.h
 noinst_LIBRARIES += libpinion-configsync.a

@@ -2,16 +2,14 @@
 #pragma once
 
 /* A config bundle's manifest (DESIGN.md "Config bundles") and what checks it: the JSON parser
- * with every rule on paths and sizes, the URL resolution of file entries, and the detached
- * Ed25519 signature (base64 in <manifest url>.sig over the manifest's exact bytes). Outside
- * input, so no logging here and a fuzz target (tests/fuzz/fuzz-configsync-manifest.c). */
+ * with every rule on paths and sizes, and the URL resolution of file entries (the detached
+ * signature over it is signature.h's). Outside input, so no logging here and a fuzz target
+ * (tests/fuzz/fuzz-configsync-manifest.c). */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-#include <openssl/evp.h>
 
 #include "macro.h"
 
@@ -23,8 +21,6 @@
 #define MANIFEST_MAX_PATH 1024U             /* bytes of one path */
 #define MANIFEST_MAX_VERSION 256U           /* bytes of the version string */
 #define MANIFEST_DEFAULT_MODE 0644
-#define SIGNATURE_ED25519_SIZE 64U
-#define SIGNATURE_MAX_TEXT 4096U            /* bytes of a .sig file */
 #define MANIFEST_MAX_SERIAL 9007199254740992.0 /* 2^53: every whole number up to it is exact in JSON */
 
 /* What one version of a bundle may make on disk, checked before anything is written: the
@@ -85,21 +81,9 @@ const struct manifest_file *manifest_index_find(const struct manifest_file *cons
 /* True if a and b describe the same bytes and mode at that path. */
 bool manifest_file_same(const struct manifest_file *a, const struct manifest_file *b);
 
-/* Lowercase hex of a sha256 (65 bytes with the NUL). */
-void sha256_to_hex(const uint8_t sha[32], char ret[65]);
-int sha256_from_hex(const char *hex, uint8_t ret[32]);
-
 /* ref resolved against base (RFC 3986, through libcurl's URL API); only http(s) results. */
 int manifest_resolve_url(const char *base, const char *ref, char **ret);
 /* url for people to read (the API, pinionctl): a password in its userinfo
  * ("https://user:secret@host/...") is replaced by "redacted". -EINVAL if it cannot be parsed
  * and has userinfo (then it is not shown at all). */
 int manifest_url_redacted(const char *url, char **ret);
-
-/* The .sig file: base64 (surrounding whitespace and line breaks allowed) of exactly 64 bytes. */
-int signature_decode(const char *text, size_t size, uint8_t ret[SIGNATURE_ED25519_SIZE]);
-/* Loads an Ed25519 public key (PEM SubjectPublicKeyInfo). -EINVAL if it is another kind. */
-int public_key_load(const char *path, EVP_PKEY **ret);
-int public_key_from_pem(const char *pem, size_t size, EVP_PKEY **ret);
-/* 0 if sig is key's Ed25519 signature over data, -EBADMSG if not, other negative errno. */
-int signature_verify(EVP_PKEY *key, const void *data, size_t size, const uint8_t sig[SIGNATURE_ED25519_SIZE]);

@@ -30,7 +30,7 @@ struct runner {
         struct runner_result current;
 };
 
-int command_split(const char *s, char ***ret, const char **ret_reason) {
+int runner_split_command(const char *s, char ***ret, const char **ret_reason) {
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_free_ char *word = NULL;
         size_t n = 0;

@@ -3,7 +3,7 @@
 
 /* The on-change command: run after a new version is published, at most once per burst of
  * changes. runner_trigger() (re)arms a quiescence timer; when it fires the command runs (no
- * shell: argv from command_split()), watched by sd_event_add_child; past the timeout it gets
+ * shell: argv from runner_split_command()), watched by sd_event_add_child; past the timeout it gets
  * SIGTERM, then SIGKILL after RUNNER_KILL_GRACE. A trigger while it runs makes it run once more
  * after it exits (after another quiescence window). */
 
@@ -20,7 +20,7 @@
  * '...' everything is literal; inside "..." a backslash escapes only '"' and '\'; outside quotes
  * a backslash makes the next character literal. No variables, globs, pipes or redirections.
  * -EINVAL with *ret_reason for an unterminated quote, a trailing backslash or no words. */
-int command_split(const char *s, char ***ret, const char **ret_reason);
+int runner_split_command(const char *s, char ***ret, const char **ret_reason);
 
 struct runner_result {
         usec_t started;   /* CLOCK_REALTIME */

@@ -16,7 +16,7 @@
 #include "fetch.h"
 #include "fswork.h"
 #include "manifest.h"
-#include "modes.h"
+#include "publish-modes.h"
 
 struct stage {
         /* in: borrowed, kept alive and unchanged by the fetch while a step runs */

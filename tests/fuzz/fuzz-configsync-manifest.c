@@ -3,6 +3,7 @@
  * path re-checked), and the detached signature file (signature_decode) over the same bytes. */
 #include "fuzz.h"
 #include "manifest.h"
+#include "signature.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct manifest *m = NULL;

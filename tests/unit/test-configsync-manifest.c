@@ -10,6 +10,8 @@
 #include <openssl/pem.h>
 
 #include "manifest.h"
+#include "sha256.h"
+#include "signature.h"
 
 #define SHA_A "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" /* "hello" */
 
@@ -327,12 +329,12 @@ static void test_signature(_unused_ void **state) {
         EVP_MD_CTX_free(md);
         assert_int_equal(n, 64);
 
-        /* The public key as PEM, through public_key_from_pem(). */
+        /* The public key as PEM, through signature_key_from_pem(). */
         BIO *b = BIO_new(BIO_s_mem());
         assert_int_equal(PEM_write_bio_PUBKEY(b, key), 1);
         char *pem = NULL;
         long pem_len = BIO_get_mem_data(b, &pem);
-        assert_int_equal(public_key_from_pem(pem, (size_t) pem_len, &pub), 0);
+        assert_int_equal(signature_key_from_pem(pem, (size_t) pem_len, &pub), 0);
         BIO_free(b);
 
         char *text = b64(sig, 64);
@@ -360,8 +362,8 @@ static void test_signature(_unused_ void **state) {
         PEM_write_bio_PUBKEY(b, ec);
         pem_len = BIO_get_mem_data(b, &pem);
         EVP_PKEY *bad = NULL;
-        assert_int_equal(public_key_from_pem(pem, (size_t) pem_len, &bad), -EINVAL);
-        assert_int_equal(public_key_from_pem("garbage", 7, &bad), -EINVAL);
+        assert_int_equal(signature_key_from_pem(pem, (size_t) pem_len, &bad), -EINVAL);
+        assert_int_equal(signature_key_from_pem("garbage", 7, &bad), -EINVAL);
         BIO_free(b);
         EVP_PKEY_free(ec);
 

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "fsutil.h"
-#include "modes.h"
+#include "publish-modes.h"
 
 static void test_table(_unused_ void **state) {
         static const struct {

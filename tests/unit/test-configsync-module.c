@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The configsync module's contract with a real manager (config, event loop, pod gates, API):
- * a start that fails half-way leaves nothing running, and a stopped module
- * keeps its gate, closed, until it is freed (finding 9). runner_new is wrapped (-Wl,--wrap) so
+ * a start that fails half-way leaves nothing running, a stopped module keeps its gate,
+ * closed, until it is freed (finding 9), and observers hear bundles go and the module stop. runner_new is wrapped (-Wl,--wrap) so
  * a test can make the second bundle's start fail. */
 
 #include <setjmp.h>
@@ -133,10 +133,72 @@ static void test_stopped_module_keeps_its_gate_closed(void **state) {
         assert_int_equal(pod_gates_count(f->m->pod_gates), 0);
 }
 
+/* An observer that records what it hears, as "EVENT:NAME". */
+struct heard {
+        char *events[8];
+        unsigned n;
+};
+
+static void on_event(struct configsync *cs, enum configsync_event event, struct bundle *b, void *userdata) {
+        static const char *const names[] = {
+                [CONFIGSYNC_EVENT_BUNDLE_CHANGED] = "changed", [CONFIGSYNC_EVENT_BUNDLE_REMOVED] = "removed",
+                [CONFIGSYNC_EVENT_BUNDLE_STOPPED] = "bundle-stopped", [CONFIGSYNC_EVENT_STOPPED] = "stopped",
+        };
+        struct heard *h = userdata;
+
+        assert_true(h->n < ELEMENTSOF(h->events));
+        /* A bundle that goes is no longer among the module's. */
+        if (event == CONFIGSYNC_EVENT_BUNDLE_REMOVED || event == CONFIGSYNC_EVENT_BUNDLE_STOPPED)
+                assert_null(configsync_find(cs, b->name));
+        assert_true(asprintf(&h->events[h->n++], "%s:%s", names[event], b ? b->name : "") > 0);
+}
+
+static void heard_done(struct heard *h) {
+        for (unsigned i = 0; i < h->n; i++)
+                free(h->events[i]);
+}
+
+static void test_observers_hear_bundles_go(void **state) {
+        struct fixture *f = *state;
+        struct configsync *cs = f->mi->data;
+        _cleanup_(config_freep) struct config *only_a = NULL;
+        _cleanup_free_ char *error = NULL, *text = NULL;
+        _cleanup_(heard_done) struct heard h = {};
+        size_t routes;
+
+        routes = api_route_count(f->m->api);
+        assert_int_equal(f->mi->module->start(f->mi), 0);
+        assert_non_null(cs->api);
+        assert_int_equal(api_route_count(f->m->api), routes + 3);
+        assert_int_equal(configsync_add_observer(cs, on_event, &h), 0);
+        assert_int_equal(configsync_add_observer(cs, on_event, &h), -EEXIST);
+
+        /* [config.b] leaves the configuration. */
+        assert_true(asprintf(&text, "[config.a]\nurl=http://127.0.0.1:1/a/manifest.json\ndest=%s/a\non-change=/bin/true\n",
+                             f->dir) > 0);
+        assert_int_equal(config_load_string("reload", text, &only_a, &error), 0);
+        assert_int_equal(f->mi->module->reload(f->mi, only_a, &error), 0);
+        assert_int_equal(h.n, 1);
+        assert_string_equal(h.events[0], "removed:b");
+
+        /* Stopping: the remaining bundle goes, then the module says it stopped and the API,
+         * an observer too, lets go of its routes. */
+        assert_int_equal(f->mi->module->stop(f->mi), 0);
+        assert_int_equal(h.n, 3);
+        assert_string_equal(h.events[1], "bundle-stopped:a");
+        assert_string_equal(h.events[2], "stopped:");
+        assert_null(cs->api);
+        assert_int_equal(api_route_count(f->m->api), routes);
+        assert_int_equal(cs->n_observers, 1); /* ours */
+        configsync_remove_observer(cs, on_event, &h);
+        assert_int_equal(cs->n_observers, 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_failed_start_leaves_nothing_running, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stopped_module_keeps_its_gate_closed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_observers_hear_bundles_go, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@ static void expect_split(const char *s, const char *const *want) {
         char **argv = NULL;
         const char *reason = NULL;
 
-        assert_int_equal(command_split(s, &argv, &reason), 0);
+        assert_int_equal(runner_split_command(s, &argv, &reason), 0);
         assert_int_equal(strv_length(argv), strv_length((char *const *) want));
         for (size_t i = 0; want[i]; i++)
                 assert_string_equal(argv[i], want[i]);
@@ -33,12 +33,12 @@ static void test_split(_unused_ void **state) {
         expect_split("a\\ b c'd'\"e\"", (const char *const[]) { "a b", "cde", NULL });
         expect_split("'' x", (const char *const[]) { "", "x", NULL });
         expect_split("echo $HOME *; rm", (const char *const[]) { "echo", "$HOME", "*;", "rm", NULL });
-        assert_int_equal(command_split("a 'b", &argv, &reason), -EINVAL);
+        assert_int_equal(runner_split_command("a 'b", &argv, &reason), -EINVAL);
         assert_string_equal(reason, "unterminated ' quote");
-        assert_int_equal(command_split("a \"b", &argv, &reason), -EINVAL);
-        assert_int_equal(command_split("a\\", &argv, &reason), -EINVAL);
+        assert_int_equal(runner_split_command("a \"b", &argv, &reason), -EINVAL);
+        assert_int_equal(runner_split_command("a\\", &argv, &reason), -EINVAL);
         assert_string_equal(reason, "trailing backslash");
-        assert_int_equal(command_split("   ", &argv, &reason), -EINVAL);
+        assert_int_equal(runner_split_command("   ", &argv, &reason), -EINVAL);
         assert_string_equal(reason, "no command");
         assert_null(argv);
 }
@@ -83,7 +83,7 @@ static void test_burst(_unused_ void **state) {
         assert_non_null(mkdtemp(dir));
         snprintf(log, sizeof(log), "%s/log", dir);
         snprintf(cmd, sizeof(cmd), "/bin/sh -c 'echo \"$PINION_CONFIG_VERSION\" >> %s; sleep 0.3; exit 3'", log);
-        assert_int_equal(command_split(cmd, &argv, &reason), 0);
+        assert_int_equal(runner_split_command(cmd, &argv, &reason), 0);
         assert_true(sd_event_default(&e) >= 0);
         assert_int_equal(runner_new(e, argv, 150 * USEC_PER_MSEC, 10 * USEC_PER_SEC, on_done, &c, &r), 0);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The module contract: dependency ordering, state strings and logged transitions. */
+/* The module contract: dependency ordering, state strings, logged transitions and what an
+ * instance tells its owner. */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,17 +10,34 @@
 #include <cmocka.h>
 
 #include "log.h"
-#include "manager.h"
 #include "module.h"
 
-/* The manager's side of the contract, recorded instead of acted on: this test links only
- * module.c and log.c. */
-static unsigned changed_calls, stopped_calls;
-void manager_module_changed(struct manager *m, struct module_instance *mi) {
-        changed_calls++;
+/* An owner that records what it is told, in order, with the state the instance had then. */
+#define MAX_EVENTS 16
+struct recorder {
+        struct module_instance *mi;
+        unsigned n;
+        enum module_event events[MAX_EVENTS];
+        enum module_state states[MAX_EVENTS];
+        bool synced[MAX_EVENTS];
+};
+
+static void record(struct module_instance *mi, enum module_event event, void *userdata) {
+        struct recorder *r = userdata;
+
+        assert_ptr_equal(mi, r->mi);
+        assert_true(r->n < MAX_EVENTS);
+        r->events[r->n] = event;
+        r->states[r->n] = mi->state;
+        r->synced[r->n] = mi->synced;
+        r->n++;
 }
-void manager_module_stopped(struct manager *m, struct module_instance *mi) {
-        stopped_calls++;
+
+static unsigned count_events(const struct recorder *r, enum module_event event) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < r->n; i++)
+                n += r->events[i] == event;
+        return n;
 }
 
 #define MOD(n, ...) static const struct module n = { .name = #n, .deps = (const char *const[]) { __VA_ARGS__ } }
@@ -87,16 +105,16 @@ static void test_state_strings(void **state) {
 }
 
 static void test_set_state_logs_and_notifies(void **state) {
-        struct manager *fake = (struct manager *) 0x1; /* never dereferenced by module.c */
-        struct module_instance mi = { .module = &a, .manager = fake, .state = MODULE_DISABLED };
+        struct recorder rec = {};
+        struct module_instance mi = { .module = &a, .state = MODULE_DISABLED, .owner_fn = record, .owner_userdata = &rec };
         char buf[4096] = "";
         FILE *saved = stderr;
 
+        rec.mi = &mi;
         stderr = fmemopen(buf, sizeof(buf) - 1, "w");
         assert_non_null(stderr);
         log_setup(LOG_INFO, LOG_TARGET_TEXT);
 
-        changed_calls = 0;
         module_set_state(&mi, MODULE_DEGRADED, "backend %s down", "zk1:2181");
         module_set_state(&mi, MODULE_DEGRADED, "backend %s down", "zk1:2181"); /* no change: no log */
         module_set_state(&mi, MODULE_RUNNING, NULL);
@@ -106,8 +124,9 @@ static void test_set_state_logs_and_notifies(void **state) {
         fclose(stderr);
         stderr = saved;
 
-        assert_int_equal(changed_calls, 4); /* degraded, running, synced, stopped */
-        assert_int_equal(stopped_calls, 1);
+        assert_int_equal(rec.n, 5); /* degraded, running, synced, stopped, drained */
+        assert_int_equal(count_events(&rec, MODULE_EVENT_STATE) + count_events(&rec, MODULE_EVENT_SYNCED), 4);
+        assert_int_equal(count_events(&rec, MODULE_EVENT_STOPPED), 1);
         assert_int_equal(mi.state, MODULE_STOPPED);
         assert_null(mi.reason);
         assert_true(mi.synced);
@@ -117,6 +136,54 @@ static void test_set_state_logs_and_notifies(void **state) {
         assert_null(strstr(strstr(buf, "degraded: backend") + 1, "degraded: backend")); /* logged once */
 }
 
+/* The owner hears each change once, after the instance shows it, and nothing for calls that
+ * change nothing. */
+static void test_owner_hears_each_change_once(void **state) {
+        struct recorder rec = {};
+        struct module_instance mi = { .module = &b, .state = MODULE_STARTING, .owner_fn = record, .owner_userdata = &rec };
+
+        rec.mi = &mi;
+        log_setup(LOG_CRIT, LOG_TARGET_TEXT); /* the transitions' log lines are the test above's */
+
+        module_set_state(&mi, MODULE_STARTING, NULL);           /* same state, same (no) reason */
+        assert_int_equal(rec.n, 0);
+        module_set_state(&mi, MODULE_DEGRADED, "zk down");      /* 0: STATE */
+        module_set_state(&mi, MODULE_DEGRADED, "zk down");      /* unchanged */
+        module_set_state(&mi, MODULE_DEGRADED, "zk still down"); /* 1: STATE, the reason changed */
+        module_set_synced(&mi);                                 /* 2: SYNCED */
+        module_set_synced(&mi);                                 /* once only */
+        module_set_state(&mi, MODULE_RUNNING, NULL);            /* 3: STATE */
+        module_set_state(&mi, MODULE_STOPPING, NULL);           /* 4: STATE */
+        module_stopped(&mi);                                    /* 5: STATE to STOPPED, 6: STOPPED */
+        assert_int_equal(rec.n, 7);
+
+        const enum module_event events[] = { MODULE_EVENT_STATE, MODULE_EVENT_STATE, MODULE_EVENT_SYNCED,
+                                             MODULE_EVENT_STATE, MODULE_EVENT_STATE, MODULE_EVENT_STATE,
+                                             MODULE_EVENT_STOPPED };
+        const enum module_state states[] = { MODULE_DEGRADED, MODULE_DEGRADED, MODULE_DEGRADED, MODULE_RUNNING,
+                                             MODULE_STOPPING, MODULE_STOPPED,  MODULE_STOPPED };
+        for (unsigned i = 0; i < rec.n; i++) {
+                assert_int_equal(rec.events[i], events[i]);
+                assert_int_equal(rec.states[i], states[i]);
+                assert_int_equal(rec.synced[i], i >= 2);
+        }
+
+        /* Drained while already STOPPED (the manager set it when stop() returned 0): only the
+         * drain is told. */
+        rec.n = 0;
+        module_stopped(&mi);
+        assert_int_equal(rec.n, 1);
+        assert_int_equal(rec.events[0], MODULE_EVENT_STOPPED);
+
+        /* No owner (a throwaway instance validating a config): nothing is called. */
+        mi.owner_fn = NULL;
+        rec.n = 0;
+        module_set_state(&mi, MODULE_FAILED, "gave up");
+        module_stopped(&mi);
+        assert_int_equal(rec.n, 0);
+        assert_int_equal(mi.state, MODULE_STOPPED);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_order_respects_dependencies),
@@ -124,6 +191,7 @@ int main(void) {
                 cmocka_unit_test(test_real_table_orders),
                 cmocka_unit_test(test_state_strings),
                 cmocka_unit_test(test_set_state_logs_and_notifies),
+                cmocka_unit_test(test_owner_hears_each_change_once),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

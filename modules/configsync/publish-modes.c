@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
-#include "modes.h"
+#include "publish-modes.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
