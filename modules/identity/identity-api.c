@@ -18,11 +18,11 @@
 #include <openssl/crypto.h>
 
 #include "caller.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "identity.h"
 #include "json.h"
 #include "log.h"
-#include "parse-util.h"
+#include "parse.h"
 #include "strv.h"
 
 #define WAIT_MAX (10 * USEC_PER_MINUTE)

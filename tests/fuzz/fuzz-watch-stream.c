@@ -24,7 +24,7 @@ static int on_event(const struct watch_event *ev, void *userdata) {
                 struct pod *p = NULL;
                 char *error = NULL;
 
-                if (pod_from_json(ev->object, (*n & 1) ? "fuzz-uid" : NULL, &p, &error) >= 0)
+                if (pod_parse_json(ev->object, (*n & 1) ? "fuzz-uid" : NULL, &p, &error) >= 0)
                         pod_unref(p);
                 free(error);
         }
