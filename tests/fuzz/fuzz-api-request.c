@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzzes the local API end to end: each input is written as raw bytes to a connection on a real
- * API socket (agent/api.c, api-request.c, api-route.c and api-reply.c over libmicrohttpd,
+ * API socket (agent/api/api.c, api-request.c, api-route.c and api-reply.c over libmicrohttpd,
  * driven by sd-event as in the daemon), then the loop runs until the agent has answered and
  * closed or a bound is reached.
  * Our code under test: path splitting, percent-decoding, routing and captures, query lookup,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzzes the Pod JSON parser (agent/pod-parse.c: static pod files and apiserver objects) and,
+/* Fuzzes the Pod JSON parser (agent/pods/pod-parse.c: static pod files and apiserver objects) and,
  * when a pod comes out, its API representation (pod_to_json) and the model's accessors. */
 
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzzes the /proc/PID/cgroup parsers behind peer attestation (agent/peer-pod.c,
- * agent/peer-service.c): whatever the text, the answer is "no pod", one pod UID and container ID
+/* Fuzzes the /proc/PID/cgroup parsers behind peer attestation (agent/socket/peer-pod.c,
+ * agent/socket/peer-service.c): whatever the text, the answer is "no pod", one pod UID and container ID
  * of sane characters, or -EBADMSG; and "no service", one valid unit name, or -EBADMSG. */
 
 #include <errno.h>
