@@ -213,7 +213,8 @@ def _functions(path):
 def _module_files(module):
     folder = os.path.join(MODULES, module)
     cs = sorted(f for f in os.listdir(folder) if f.endswith(".c"))
-    views = [f for f in cs if re.search(r"-api(-[\w-]+)?\.c$", f)]
+    # views: the API files, and the file that starts and stops them (identity-views.c)
+    views = [f for f in cs if re.search(r"-api(-[\w-]+)?\.c$|-views\.c$", f)]
     return folder, views, [f for f in cs if f not in views]
 
 
