@@ -57,7 +57,7 @@ static int parse_cgroup_roots(const char *v, void *ret, const char **reason) {
                 return -EINVAL;
         }
         STRV_FOREACH(root, roots)
-                if (!pod_cgroup_root_valid(*root)) {
+                if (!peer_pod_cgroup_root_valid(*root)) {
                         *reason = "expected absolute cgroup paths other than /, without . or .. or a trailing /";
                         return -EINVAL;
                 }

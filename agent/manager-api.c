@@ -181,33 +181,33 @@ int manager_api_register(struct manager *m) {
 /* ---- /metrics on TCP ---- */
 
 int manager_api_metrics_listen(struct manager *m) {
-        const char *want = m->settings.metrics_listen, *have = metrics_listener_address(m->metrics_listener);
-        _cleanup_(metrics_listener_freep) struct metrics_listener *l = NULL;
+        const char *want = m->settings.metrics_listen, *have = metrics_listen_address(m->metrics_listener);
+        _cleanup_(metrics_listen_freep) struct metrics_listener *l = NULL;
         int r;
 
         if (streq_ptr(want, have))
                 return 0;
         if (!want) {
                 log_info("No longer serving /metrics on %s", have);
-                m->metrics_listener = metrics_listener_free(m->metrics_listener);
+                m->metrics_listener = metrics_listen_free(m->metrics_listener);
                 return 0;
         }
-        r = metrics_listener_new(m->event, m->metrics, want, handle_metrics, m, &l);
+        r = metrics_listen_new(m->event, m->metrics, want, handle_metrics, m, &l);
         if (r == -EADDRINUSE && m->metrics_listener) {
                 /* The old socket holds the port (the same port on another address of ours):
                  * give it up, and take it back if the new one cannot be had either. */
                 _cleanup_free_ char *old = strdup(have);
-                m->metrics_listener = metrics_listener_free(m->metrics_listener);
-                r = metrics_listener_new(m->event, m->metrics, want, handle_metrics, m, &l);
+                m->metrics_listener = metrics_listen_free(m->metrics_listener);
+                r = metrics_listen_new(m->event, m->metrics, want, handle_metrics, m, &l);
                 if (r < 0 && old &&
-                    metrics_listener_new(m->event, m->metrics, old, handle_metrics, m, &m->metrics_listener) < 0)
+                    metrics_listen_new(m->event, m->metrics, old, handle_metrics, m, &m->metrics_listener) < 0)
                         log_error("Cannot serve /metrics on %s again either", old);
         }
         if (r < 0)
                 return log_error_errno(r, "Cannot serve /metrics on %s%s%s: %m", want,
                                        m->metrics_listener ? ", still serving it on " : "",
-                                       strempty(metrics_listener_address(m->metrics_listener)));
-        metrics_listener_free(m->metrics_listener);
+                                       strempty(metrics_listen_address(m->metrics_listener)));
+        metrics_listen_free(m->metrics_listener);
         m->metrics_listener = TAKE_PTR(l);
         log_info("Serving /metrics over HTTP on %s", want);
         return 0;

@@ -6,7 +6,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "caller.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 #include "manager-api.h"
 #include "manager-caps.h"
@@ -196,7 +196,7 @@ int manager_check_config(const struct manager_options *opts, char **ret_error) {
 static void manager_find_own_pod(struct manager *m) {
         _cleanup_(peer_pod_done) struct peer_pod self = {};
         struct stat mine, init;
-        int r = self_pod_lookup(NULL, m->settings.pod_cgroup_roots, &self);
+        int r = peer_pod_self_lookup(NULL, m->settings.pod_cgroup_roots, &self);
 
         /* In a cgroup namespace of its own, every cgroup outside ours reads "/.." and nobody
          * there can be placed: say so instead of refusing pods in silence. */
@@ -266,7 +266,7 @@ struct manager *manager_free(struct manager *m) {
         free(m->modules);
 
         pod_watch_hub_free(m->pod_watch); /* ends its streams: before the API goes */
-        metrics_listener_free(m->metrics_listener);
+        metrics_listen_free(m->metrics_listener);
         api_free(m->api);
         podsdir_free(m->podsdir);
         http_client_free(m->http);
@@ -621,11 +621,11 @@ static int manager_prepare_socket_dir(struct manager *m) {
                 if (!socket_dir)
                         return -ENOMEM;
                 /* Only a missing one is made here: whatever is there is judged below. */
-                r = lstat(socket_dir, &st) < 0 && errno == ENOENT ? mkdir_p(socket_dir, 0755) : 0;
+                r = lstat(socket_dir, &st) < 0 && errno == ENOENT ? fs_mkdir_p(socket_dir, 0755) : 0;
                 if (r < 0)
                         return log_error_errno(r, "Failed to create %s: %m", socket_dir);
         }
-        r = socket_dir_prepare(m->settings.socket, why, sizeof(why));
+        r = socket_trust_dir_prepare(m->settings.socket, why, sizeof(why));
         if (r == -EPERM) {
                 log_error("Refusing to serve on %s: %s", m->settings.socket, why);
                 return MANAGER_ERR_UNSAFE;
@@ -637,7 +637,7 @@ static int manager_prepare_socket_dir(struct manager *m) {
 
 /* <runtime-dir>/pinion.sock, where clients of old found the socket, points into sockets/. */
 static void manager_legacy_link(struct manager *m) {
-        int r = socket_legacy_link(m->settings.runtime_dir, m->settings.socket);
+        int r = socket_trust_legacy_link(m->settings.runtime_dir, m->settings.socket);
         if (r == -EEXIST)
                 log_warning("Not linking %s/%s to the socket: something else is there", m->settings.runtime_dir,
                             strrchr(m->settings.socket, '/') + 1);
@@ -661,7 +661,7 @@ static void manager_size_connection_caps(struct manager *m) {
                 log_warning_errno(r, "Failed to raise the open-file limit from %llu, ignoring: %m",
                                   (unsigned long long) before);
         /* Unreadable (it never is): the defaults, as before the limit was looked at. */
-        connection_caps_for_limit(after > 0 ? after : UINT64_MAX, c);
+        fd_limit_connection_caps(after > 0 ? after : UINT64_MAX, c);
         if (after > before)
                 (void) snprintf(raised, sizeof(raised), " (soft limit raised from %llu)", (unsigned long long) before);
         log_info("Open files: %llu%s; connections at once: local API %u, Workload API %u, CSI %u per server%s",
@@ -697,10 +697,10 @@ static int manager_start_api(struct manager *m) {
 }
 
 static int manager_create_dirs(struct manager *m) {
-        int r = mkdir_p(m->settings.runtime_dir, 0755);
+        int r = fs_mkdir_p(m->settings.runtime_dir, 0755);
         if (r < 0)
                 return log_error_errno(r, "Failed to create runtime-dir %s: %m", m->settings.runtime_dir);
-        r = mkdir_p(m->settings.state_dir, 0700);
+        r = fs_mkdir_p(m->settings.state_dir, 0700);
         if (r < 0)
                 return log_error_errno(r, "Failed to create state-dir %s: %m", m->settings.state_dir);
         return 0;

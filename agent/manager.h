@@ -88,7 +88,7 @@ struct manager {
         sd_event_source *status_timer; /* a STATUS= update due (manager_update_status_later()) */
         unsigned n_reloads, n_reload_failures;
         int exit_code;
-        uint64_t caps_kept;     /* after the drop at start (agent/caps.h bits) */
+        uint64_t caps_kept;     /* after the drop at start (agent/lib/caps.h bits) */
         bool caps_dropped;      /* drop-capabilities took effect */
         bool caps_bounding;     /* the bounding set was lowered too (CAP_SETPCAP was there) */
 };

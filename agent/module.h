@@ -55,7 +55,7 @@ struct module {
         int (*stop)(struct module_instance *mi);
         int (*status)(struct module_instance *mi, cJSON *obj);
         void (*free)(struct module_instance *mi);
-        /* The Linux capabilities (CAP_TO_MASK64 bits, agent/caps.h) the module needs with the
+        /* The Linux capabilities (CAP_TO_MASK64 bits, agent/lib/caps.h) the module needs with the
          * settings init() parsed from c; NULL: none. Asked once before any module starts: the
          * agent drops every capability no module needs ([agent] drop-capabilities). */
         uint64_t (*capabilities)(struct module_instance *mi, const struct config *c);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "macro.h"
 #include "peer-service.h"
 #include "service.h"
@@ -14,7 +14,7 @@
 #define SERVICE_SUFFIX ".service"
 
 static int parse_unit(const char *v, void *ret, const char **reason) {
-        if (!isempty(v) && !service_unit_valid(v)) {
+        if (!isempty(v) && !peer_service_unit_valid(v)) {
                 *reason = "expected a systemd service unit name (NAME.service)";
                 return -EINVAL;
         }
@@ -93,7 +93,7 @@ static int default_unit(struct config *c, struct service_settings *s, char **ret
                 s->unit = NULL;
                 return -ENOMEM;
         }
-        if (service_unit_valid(s->unit))
+        if (peer_service_unit_valid(s->unit))
                 return 0;
         _cleanup_free_ char *section = NULL;
         if (asprintf(&section, SERVICE_SECTION_PREFIX "%s", s->name) < 0)
@@ -142,7 +142,7 @@ static bool path_at_or_below(const char *path, const char *dir) {
 int service_check_tls_dirs(struct config *c, struct service_settings *const *s, size_t n, const char *socket_path,
                             char **ret_error) {
         _cleanup_free_ char *socket_dir = NULL;
-        int r = path_split(socket_path, &socket_dir, NULL);
+        int r = fs_path_split(socket_path, &socket_dir, NULL);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n; i++) {

@@ -56,7 +56,7 @@ static struct api_caller *caller_get(struct api *a, const char *key) {
         return &a->callers[a->n_callers++];
 }
 
-unsigned budget_take_request(struct api *a, const struct api_conn *c) {
+unsigned api_budget_take_request(struct api *a, const struct api_conn *c) {
         struct api_caller *k;
         usec_t wait;
 
@@ -70,7 +70,7 @@ unsigned budget_take_request(struct api *a, const struct api_conn *c) {
         return (unsigned) (wait / USEC_PER_SEC) + 1; /* whole seconds, rounded up */
 }
 
-unsigned budget_hold_body(struct api_request *r, size_t size) {
+unsigned api_budget_hold_body(struct api_request *r, size_t size) {
         struct api *a = r->api;
         const char *key = r->conn ? r->conn->caller_key : NULL;
         struct api_caller *k;
@@ -95,7 +95,7 @@ unsigned budget_hold_body(struct api_request *r, size_t size) {
         return 0;
 }
 
-void budget_release(struct api_request *r) {
+void api_budget_release(struct api_request *r) {
         struct api *a = r->api;
 
         if (r->budget_held > 0) {
@@ -110,7 +110,7 @@ void budget_release(struct api_request *r) {
         r->budget_key = mfree(r->budget_key);
 }
 
-void budget_free_all(struct api *a) {
+void api_budget_free_all(struct api *a) {
         for (size_t i = 0; i < a->n_callers; i++)
                 free(a->callers[i].key);
         a->callers = mfree(a->callers);

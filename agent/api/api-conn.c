@@ -3,8 +3,8 @@
  * process that connected), whether they may (limits per pod, per uid, per TCP source, for
  * all), and how long they may take to send a request line, its head and its body.
  *
- * api-listen.c accepts; conn_admit() decides and hands the connection to MHD; MHD tells us
- * when it starts and ends (api_on_connection()), and the request code when a request line
+ * api-listen.c accepts; api_conn_admit() decides and hands the connection to MHD; MHD tells us
+ * when it starts and ends (api_conn_on_connection()), and the request code when a request line
  * comes, when a head and a body are complete and when a request is done (the deadlines). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,7 +17,7 @@
 
 #include "api-internal.h"
 #include "fd-limit.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 #include "peer-creds.h"
 
@@ -58,7 +58,7 @@ static struct api_conn *conn_new(struct api *a, int fd) {
         return c;
 }
 
-bool conn_privileged(const struct api *a, const struct api_conn *c) {
+bool api_conn_privileged(const struct api *a, const struct api_conn *c) {
         return c && peer_creds_privileged(&c->creds, a->socket_gid);
 }
 
@@ -104,7 +104,7 @@ static void count_dec(struct api *a, const char *key) {
         *k = a->counts[--a->n_counts];
 }
 
-struct peer conn_peer(const struct api *a, const struct api_conn *c) {
+struct peer api_conn_peer(const struct api *a, const struct api_conn *c) {
         if (!c)
                 return (struct peer) { .uid = (uid_t) -1, .gid = (gid_t) -1 };
         return peer_creds_to_peer(&c->creds, a->socket_gid);
@@ -115,7 +115,7 @@ struct peer conn_peer(const struct api *a, const struct api_conn *c) {
  * it runs (root, socket-group in no pod: the place rule of caller.h). NULL with 0: no
  * per-caller count. */
 static int conn_count_key(const struct api *a, const struct api_conn *c, char **ret) {
-        struct peer peer = conn_peer(a, c);
+        struct peer peer = api_conn_peer(a, c);
         _cleanup_free_ char *pod = NULL;
         bool attested = peer.start_time != 0;
 
@@ -280,7 +280,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
                 r = conn_receiving(c);
                 if (r)
                         r->status = 408;
-                conn_send_final(c, 408, "request body not complete in time");
+                api_conn_send_final(c, 408, "request body not complete in time");
                 api_kick(c->api);
                 return 0;
         case CONN_IDLE:
@@ -315,29 +315,29 @@ static void conn_wait_request(struct api_conn *c) {
         conn_set_phase(c, CONN_IDLE, c->idle_since + API_IDLE_TIMEOUT_USEC);
 }
 
-void conn_request_started(struct api_conn *c) {
+void api_conn_request_started(struct api_conn *c) {
         /* The head's deadline counts from the same start as the idle one: a request line
          * sent just in time does not buy a fresh 10 s for the headers. */
         if (c && c->phase == CONN_IDLE)
                 conn_set_phase(c, CONN_HEAD, c->idle_since + API_HEADER_TIMEOUT_USEC);
 }
 
-void conn_head_received(struct api_conn *c) {
+void api_conn_head_received(struct api_conn *c) {
         if (c)
                 conn_set_phase(c, CONN_BODY, now_usec(CLOCK_MONOTONIC) + API_BODY_TIMEOUT_USEC);
 }
 
-void conn_body_received(struct api_conn *c) {
+void api_conn_body_received(struct api_conn *c) {
         if (c && c->phase == CONN_BODY)
                 conn_set_phase(c, CONN_BUSY, USEC_INFINITY);
 }
 
-void conn_request_done(struct api_conn *c) {
+void api_conn_request_done(struct api_conn *c) {
         if (c)
                 conn_wait_request(c);
 }
 
-void conn_send_final(struct api_conn *c, unsigned status, const char *message) {
+void api_conn_send_final(struct api_conn *c, unsigned status, const char *message) {
         char text[512];
         int body_len, n;
 
@@ -393,7 +393,7 @@ static void conn_reject(struct api *a, int fd, const char *reason) {
         safe_close(fd);
 }
 
-void conn_admit(struct api *a, int fd) {
+void api_conn_admit(struct api *a, int fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct api_conn *c;
         const char *reason;
@@ -425,7 +425,7 @@ void conn_admit(struct api *a, int fd) {
         api_kick(a);
 }
 
-void api_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+void api_conn_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                        enum MHD_ConnectionNotificationCode toe) {
         struct api *a = cls;
         const union MHD_ConnectionInfo *info;
@@ -443,14 +443,14 @@ void api_on_connection(void *cls, struct MHD_Connection *connection, void **sock
                 *socket_context = c;
                 break;
         case MHD_CONNECTION_NOTIFY_CLOSED:
-                conn_seen_request(a, *socket_context);
+                api_conn_seen_request(a, *socket_context);
                 *socket_context = conn_free(*socket_context);
                 api_check_idle(a);
                 break;
         }
 }
 
-void conn_seen_request(struct api *a, struct api_conn *c) {
+void api_conn_seen_request(struct api *a, struct api_conn *c) {
         if (!c || !c->fresh)
                 return;
         c->fresh = false;

@@ -17,7 +17,7 @@
 #include <microhttpd.h>
 
 #include "api.h"
-#include "backoff.h"
+#include "token-bucket.h"
 #include "peer-creds.h"
 #include "socket-watch.h"
 
@@ -206,8 +206,8 @@ struct api_request {
 
 /* Makes MHD run again soon: after a resume, MHD has work that its epoll fd may not show. */
 void api_kick(struct api *a);
-struct route_entry *route_entry_ref(struct route_entry *e);
-struct route_entry *route_entry_unref(struct route_entry *e);
+struct route_entry *api_route_entry_ref(struct route_entry *e);
+struct route_entry *api_route_entry_unref(struct route_entry *e);
 /* While draining: calls the idle callback once nothing is being answered any more. */
 void api_check_idle(struct api *a);
 
@@ -225,72 +225,72 @@ void api_listen_stop(struct api *a);
 
 /* Takes fd, a connection just accepted: identifies the peer, admits it within the limits
  * (closing it at once if over one) and hands it to MHD. */
-void conn_admit(struct api *a, int fd);
+void api_conn_admit(struct api *a, int fd);
 /* MHD's NOTIFY_CONNECTION callback: connections start and end. */
-void api_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+void api_conn_on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                        enum MHD_ConnectionNotificationCode toe);
 /* root, or a member of socket-group (checked against the connection's credentials). */
-bool conn_privileged(const struct api *a, const struct api_conn *c);
+bool api_conn_privileged(const struct api *a, const struct api_conn *c);
 /* The peer of a connection (NULL: unknown, unprivileged), by its credentials alone. */
-struct peer conn_peer(const struct api *a, const struct api_conn *c);
+struct peer api_conn_peer(const struct api *a, const struct api_conn *c);
 /* The connection sent a request line: it no longer counts as fresh. */
-void conn_seen_request(struct api *a, struct api_conn *c);
+void api_conn_seen_request(struct api *a, struct api_conn *c);
 /* The deadlines of a connection's request cycle (enum conn_phase): a request line arrived; its
  * head is complete (the body deadline runs); no more body is awaited (it was read, or the
  * request refused); the request finished and another may come (the idle deadline runs). */
-void conn_request_started(struct api_conn *c);
-void conn_head_received(struct api_conn *c);
-void conn_body_received(struct api_conn *c);
-void conn_request_done(struct api_conn *c);
+void api_conn_request_started(struct api_conn *c);
+void api_conn_head_received(struct api_conn *c);
+void api_conn_body_received(struct api_conn *c);
+void api_conn_request_done(struct api_conn *c);
 /* Writes a last reply straight to the socket, bypassing MHD (which is between requests or
  * reading a body, with nothing of its own to send), and shuts the socket down: MHD closes the
  * connection when it next looks at it. */
-void conn_send_final(struct api_conn *c, unsigned status, const char *message);
+void api_conn_send_final(struct api_conn *c, unsigned status, const char *message);
 
 /* ---- api-budget.c ---- */
 
 /* Takes one request from the caller's token bucket: 0, or the seconds after which one more
  * request will be let through (for Retry-After). Privileged callers are not paced. */
-unsigned budget_take_request(struct api *a, const struct api_conn *c);
+unsigned api_budget_take_request(struct api *a, const struct api_conn *c);
 /* Holds size more body bytes for r (a declared length, or a chunk of a chunked body): 0, or
  * 413 when its caller's budget would be exceeded, 503 when the server's. */
-unsigned budget_hold_body(struct api_request *r, size_t size);
+unsigned api_budget_hold_body(struct api_request *r, size_t size);
 /* Gives back what r holds. */
-void budget_release(struct api_request *r);
-void budget_free_all(struct api *a);
+void api_budget_release(struct api_request *r);
+void api_budget_free_all(struct api *a);
 
 /* ---- api-request.c ---- */
 
 /* The MHD callbacks that carry a request from its URI to its completion. */
-void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection);
-enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, const char *url,
+void *api_request_on_uri(void *cls, const char *uri, struct MHD_Connection *connection);
+enum MHD_Result api_request_on_access(void *cls, struct MHD_Connection *connection, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls);
-void api_on_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
+void api_request_on_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
                       enum MHD_RequestTerminationCode toe);
 
 /* ---- api-route.c ---- */
 
 /* Splits the raw path (query already cut off) into percent-decoded segments; -EBADMSG for an
  * encoding that cannot be right. */
-int request_path_segments(const char *raw, size_t raw_len, char ***ret, size_t *ret_n);
+int api_route_path_segments(const char *raw, size_t raw_len, char ***ret, size_t *ret_n);
 /* Finds the route for the request and takes a reference to it. -ENOENT: no path matches;
  * -EOPNOTSUPP: only the method is wrong, and ret_allow gets the methods the path does take. */
-int request_route(struct api_request *r, char **ret_allow);
+int api_route_match(struct api_request *r, char **ret_allow);
 /* The number of "{}" captures in a route pattern. */
-unsigned pattern_captures(const char *pattern);
+unsigned api_route_pattern_captures(const char *pattern);
 
 /* ---- api-reply.c ---- */
 
 /* Suspends the connection until a reply or stream data comes, watching for a hangup. */
-void request_suspend(struct api_request *r);
+void api_reply_hold(struct api_request *r);
 /* Stops watching for a hangup and, if the connection is suspended, resumes it and kicks MHD. */
-void request_resume(struct api_request *r);
+void api_reply_resume(struct api_request *r);
 /* Finishes the request with resp (taken; NULL: out of memory, a plain 500 or a dropped
  * connection instead). */
-int request_respond(struct api_request *r, unsigned status, struct MHD_Response *resp);
-int request_respond_error(struct api_request *r, unsigned status, const char *message);
-void request_reply_not_allowed(struct api_request *r, const char *allow);
+int api_reply_respond(struct api_request *r, unsigned status, struct MHD_Response *resp);
+int api_reply_respond_error(struct api_request *r, unsigned status, const char *message);
+void api_reply_not_allowed(struct api_request *r, const char *allow);
 /* The caller made requests faster than it is paced: the request is held a while (its
  * connection suspended, so nothing more of it is read), then answered 429 with Retry-After. */
-void request_pace(struct api_request *r, unsigned retry_after_sec);
+void api_reply_pace(struct api_request *r, unsigned retry_after_sec);

@@ -57,7 +57,7 @@ static int accept_some(struct api *a, int listen_fd, unsigned max) {
                                 continue;
                         return n > 0 ? (int) n : -errno;
                 }
-                conn_admit(a, fd);
+                api_conn_admit(a, fd);
         }
         return (int) n;
 }
@@ -114,7 +114,7 @@ static void on_socket_replaced(int fd, void *userdata) {
 }
 
 static void on_probe_admit(int fd, void *userdata) {
-        conn_admit(userdata, fd);
+        api_conn_admit(userdata, fd);
 }
 
 /* ---- start and stop ---- */
@@ -157,7 +157,7 @@ static int listen_inherited(struct api *a, const struct api_options *opts) {
          * not from the configured path, which may name another. */
         a->access_path = socket_fd_path(opts->listen_fd);
         if (a->access_path) {
-                r = socket_apply_access(a->access_path, a->socket_mode, a->socket_gid);
+                r = socket_watch_apply_access(a->access_path, a->socket_mode, a->socket_gid);
                 if (r < 0)
                         return r;
         }
@@ -171,7 +171,7 @@ static int listen_bound(struct api *a, const struct api_options *opts) {
         a->access_path = strdup(opts->socket_path);
         if (!a->socket_path || !a->access_path)
                 return -ENOMEM;
-        r = socket_listen(a->socket_path, a->socket_mode, a->socket_gid, &a->listen_fd);
+        r = socket_watch_listen(a->socket_path, a->socket_mode, a->socket_gid, &a->listen_fd);
         if (r < 0)
                 return r;
         a->unlink_on_free = true;

@@ -25,7 +25,7 @@
 
 /* ---- holding a request ---- */
 
-void request_resume(struct api_request *r) {
+void api_reply_resume(struct api_request *r) {
         r->hangup_watch = sd_event_source_disable_unref(r->hangup_watch);
         if (!r->suspended)
                 return;
@@ -40,11 +40,11 @@ static int on_hangup(sd_event_source *s, int fd, uint32_t revents, void *userdat
         struct api_request *r = userdata;
 
         r->client_gone = true;
-        request_resume(r);
+        api_reply_resume(r);
         return 0;
 }
 
-void request_suspend(struct api_request *r) {
+void api_reply_hold(struct api_request *r) {
         MHD_suspend_connection(r->connection);
         r->suspended = true;
         if (r->conn && r->conn->fd >= 0 && !r->hangup_watch)
@@ -140,7 +140,7 @@ static struct MHD_Response *response_error(unsigned status, const char *message)
 /* Takes resp. NULL means the reply could not be built (out of memory): a plain 500 goes out
  * instead, or if even that fails, the connection is dropped. The request is finished either
  * way. */
-int request_respond(struct api_request *r, unsigned status, struct MHD_Response *resp) {
+int api_reply_respond(struct api_request *r, unsigned status, struct MHD_Response *resp) {
         bool waiting = r->state == REQUEST_WAITING;
         int k = 0;
 
@@ -156,12 +156,12 @@ int request_respond(struct api_request *r, unsigned status, struct MHD_Response 
         } else
                 r->state = REQUEST_FAILED;
         if (waiting)
-                request_resume(r);
+                api_reply_resume(r);
         return k;
 }
 
-int request_respond_error(struct api_request *r, unsigned status, const char *message) {
-        return request_respond(r, status, response_error(status, message));
+int api_reply_respond_error(struct api_request *r, unsigned status, const char *message) {
+        return api_reply_respond(r, status, response_error(status, message));
 }
 
 /* Handlers may reply while they run, or later while the request waits. */
@@ -170,7 +170,7 @@ static bool request_may_reply(const struct api_request *r) {
 }
 
 /* 405, with the methods the path does take in Allow. */
-void request_reply_not_allowed(struct api_request *r, const char *allow) {
+void api_reply_not_allowed(struct api_request *r, const char *allow) {
         struct MHD_Response *resp;
 
         resp = response_error(405, "method not allowed");
@@ -178,7 +178,7 @@ void request_reply_not_allowed(struct api_request *r, const char *allow) {
                 MHD_destroy_response(resp);
                 resp = NULL;
         }
-        (void) request_respond(r, 405, resp);
+        (void) api_reply_respond(r, 405, resp);
 }
 
 static void request_reply_paced(struct api_request *r) {
@@ -191,7 +191,7 @@ static void request_reply_paced(struct api_request *r) {
                 MHD_destroy_response(resp);
                 resp = NULL;
         }
-        (void) request_respond(r, 429, resp);
+        (void) api_reply_respond(r, 429, resp);
 }
 
 static int on_pace_hold_end(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -202,7 +202,7 @@ static int on_pace_hold_end(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-void request_pace(struct api_request *r, unsigned retry_after_sec) {
+void api_reply_pace(struct api_request *r, unsigned retry_after_sec) {
         r->retry_after = retry_after_sec;
         /* A 429 at once would let a caller that pipelines make the loop parse and answer as
          * fast as it writes; held, each of its connections costs a request a second. */
@@ -221,7 +221,7 @@ int api_reply_json(struct api_request *r, unsigned status, cJSON *body) {
                 cJSON_Delete(body);
                 return -EALREADY;
         }
-        return request_respond(r, status, response_from_json(body));
+        return api_reply_respond(r, status, response_from_json(body));
 }
 
 int api_reply_text(struct api_request *r, unsigned status, const char *content_type, char *text,
@@ -232,8 +232,8 @@ int api_reply_text(struct api_request *r, unsigned status, const char *content_t
         }
         /* NULL text with a size: the caller's allocation failed. */
         if (!text && size > 0)
-                return request_respond(r, status, NULL);
-        return request_respond(r, status, response_from_text(text, size, content_type));
+                return api_reply_respond(r, status, NULL);
+        return api_reply_respond(r, status, response_from_text(text, size, content_type));
 }
 
 int api_reply_secret(struct api_request *r, unsigned status, const char *content_type, char *text,
@@ -245,8 +245,8 @@ int api_reply_secret(struct api_request *r, unsigned status, const char *content
                 return -EALREADY;
         }
         if (!text)
-                return request_respond(r, status, NULL);
-        return request_respond(r, status, response_from_secret(text, size, content_type));
+                return api_reply_respond(r, status, NULL);
+        return api_reply_respond(r, status, response_from_secret(text, size, content_type));
 }
 
 int api_reply_error(struct api_request *r, unsigned status, const char *format, ...) {
@@ -261,12 +261,12 @@ int api_reply_error(struct api_request *r, unsigned status, const char *format, 
         va_end(ap);
         if (k < 0) {
                 message = NULL; /* undefined after a failed vasprintf() */
-                return request_respond(r, status, NULL);
+                return api_reply_respond(r, status, NULL);
         }
-        return request_respond(r, status, response_error(status, message));
+        return api_reply_respond(r, status, response_error(status, message));
 }
 
-void api_request_suspend(struct api_request *r, api_abort_fn on_abort, void *userdata) {
+void api_reply_suspend(struct api_request *r, api_abort_fn on_abort, void *userdata) {
         /* Without on_abort the holder could not learn that the client left, and would reply to
          * a freed request: refuse to suspend (the handler's reply-less return then fails it). */
         if (!r || r->state != REQUEST_DISPATCHED || !on_abort)
@@ -296,7 +296,7 @@ static ssize_t on_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         if (r->stream_ended)
                 return MHD_CONTENT_READER_END_OF_STREAM;
         /* Nothing queued: returning 0 without suspending would make MHD spin. */
-        request_suspend(r);
+        api_reply_hold(r);
         return 0;
 }
 
@@ -318,7 +318,7 @@ int api_reply_stream(struct api_request *r, unsigned status, const char *content
                 r->on_abort = on_abort;
                 r->abort_userdata = userdata;
         }
-        return request_respond(r, status, resp);
+        return api_reply_respond(r, status, resp);
 }
 
 static bool request_streaming(const struct api_request *r) {
@@ -336,11 +336,11 @@ static int stream_drop(struct api_request *r) {
         (void) metric_inc(r->api->streams_dropped, api_request_route(r));
         if (r->conn && r->conn->fd >= 0)
                 (void) shutdown(r->conn->fd, SHUT_RDWR);
-        request_resume(r);
+        api_reply_resume(r);
         return -ENOBUFS;
 }
 
-int api_stream_write(struct api_request *r, const char *data, size_t size) {
+int api_reply_stream_write(struct api_request *r, const char *data, size_t size) {
         size_t pending;
 
         if (!request_streaming(r) || (!data && size > 0))
@@ -373,14 +373,14 @@ int api_stream_write(struct api_request *r, const char *data, size_t size) {
         r->stream_written += size;
         if (r->state == REQUEST_REPLIED) /* the handler is still running */
                 r->stream_free_until = r->stream_written;
-        request_resume(r); /* the reader suspended the connection when it ran dry */
+        api_reply_resume(r); /* the reader suspended the connection when it ran dry */
         return 0;
 }
 
-int api_stream_end(struct api_request *r) {
+int api_reply_stream_end(struct api_request *r) {
         if (!request_streaming(r))
                 return -EINVAL;
         r->stream_ended = true;
-        request_resume(r);
+        api_reply_resume(r);
         return 0;
 }

@@ -31,8 +31,8 @@ static struct api_request *request_free(struct api_request *r) {
                 r->next->prev = r->prev;
         sd_event_source_disable_unref(r->hangup_watch);
         sd_event_source_disable_unref(r->pace_hold);
-        budget_release(r);
-        route_entry_unref(r->route);
+        api_budget_release(r);
+        api_route_entry_unref(r->route);
         if (r->response)
                 MHD_destroy_response(r->response);
         for (size_t i = 0; i < r->n_segments; i++)
@@ -92,28 +92,28 @@ static bool request_reserve_body(struct api_request *r) {
 
         if (!request_declared_length(r, &len) || len == 0)
                 return true;
-        refused = budget_hold_body(r, (size_t) len);
+        refused = api_budget_hold_body(r, (size_t) len);
         if (refused == 0)
                 return true;
-        (void) request_respond_error(r, refused, budget_refusal(refused));
+        (void) api_reply_respond_error(r, refused, budget_refusal(refused));
         return false;
 }
 
 /* Pacing comes before anything costly is done for the request (placing a privileged peer reads
  * /proc); the route is known, for the 429's metric. */
 static bool request_paced(struct api_request *r) {
-        unsigned retry_after = budget_take_request(r->api, r->conn);
+        unsigned retry_after = api_budget_take_request(r->api, r->conn);
 
         if (retry_after == 0)
                 return true;
-        request_pace(r, retry_after);
+        api_reply_pace(r, retry_after);
         return false;
 }
 
 static void request_place(struct api_request *r) {
         struct peer_place place = {};
 
-        r->peer = conn_peer(r->api, r->conn);
+        r->peer = api_conn_peer(r->api, r->conn);
         if (!r->peer.privileged || !r->api->place_fn)
                 return;
         r->api->place_fn(&r->peer, r->api->place_userdata, &place);
@@ -142,49 +142,49 @@ static void request_begin(struct api_request *r, const char *url, const char *me
 
         info = MHD_get_connection_info(r->connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->conn = info ? info->socket_context : NULL;
-        r->peer = conn_peer(r->api, r->conn);
+        r->peer = api_conn_peer(r->api, r->conn);
         r->peer.privileged = false; /* until placed */
 
         r->method = strdup(method);
         r->path = strdup(url);
         if (!r->method || !r->path) {
-                (void) request_respond(r, 500, NULL);
+                (void) api_reply_respond(r, 500, NULL);
                 return;
         }
 
-        k = request_path_segments(raw, strcspn(raw, "?#"), &r->segments, &r->n_segments);
+        k = api_route_path_segments(raw, strcspn(raw, "?#"), &r->segments, &r->n_segments);
         if (k == -EBADMSG) {
-                (void) request_respond_error(r, 400, "malformed request path");
+                (void) api_reply_respond_error(r, 400, "malformed request path");
                 return;
         }
         if (k < 0) {
-                (void) request_respond(r, 500, NULL);
+                (void) api_reply_respond(r, 500, NULL);
                 return;
         }
 
-        k = request_route(r, &allow);
+        k = api_route_match(r, &allow);
         if (k != -ENOMEM && !request_paced(r))
                 return;
         if (k == -ENOENT) {
-                (void) request_respond_error(r, 404, "not found");
+                (void) api_reply_respond_error(r, 404, "not found");
                 return;
         }
         if (k == -EOPNOTSUPP) {
-                request_reply_not_allowed(r, allow);
+                api_reply_not_allowed(r, allow);
                 return;
         }
         if (k < 0) {
-                (void) request_respond(r, 500, NULL);
+                (void) api_reply_respond(r, 500, NULL);
                 return;
         }
         request_place(r);
         if (r->route->privileged && !r->peer.privileged) {
-                (void) request_respond_error(r, 403, "permission denied");
+                (void) api_reply_respond_error(r, 403, "permission denied");
                 return;
         }
         /* A declared length over the limit is refused before any of it is read. */
         if (request_body_too_large(r)) {
-                (void) request_respond_error(r, 413, "request body too large");
+                (void) api_reply_respond_error(r, 413, "request body too large");
                 return;
         }
         if (!request_reserve_body(r))
@@ -213,11 +213,11 @@ static bool request_add_body(struct api_request *r, const char *data, size_t siz
                 return true;
         }
         /* Beyond what is held already (a declared length): a chunked body's new bytes. */
-        refused = r->body_size + size > r->budget_held ? budget_hold_body(r, r->body_size + size - r->budget_held) : 0;
+        refused = r->body_size + size > r->budget_held ? api_budget_hold_body(r, r->body_size + size - r->budget_held) : 0;
         if (refused) {
                 r->status = refused;
                 request_drop_body(r);
-                conn_send_final((struct api_conn *) r->conn, refused, budget_refusal(refused));
+                api_conn_send_final((struct api_conn *) r->conn, refused, budget_refusal(refused));
                 return false;
         }
         grown = realloc(r->body, r->body_size + size + 1);
@@ -237,13 +237,13 @@ static void request_dispatch(struct api_request *r) {
         int k;
 
         if (r->body_too_large) {
-                (void) request_respond_error(r, 413, "request body too large");
+                (void) api_reply_respond_error(r, 413, "request body too large");
                 return;
         }
         /* Its owner removed the route while the body arrived: the handler's userdata may be
          * gone, and the route is no longer served. */
         if (r->route->removed) {
-                (void) request_respond_error(r, 404, "not found");
+                (void) api_reply_respond_error(r, 404, "not found");
                 return;
         }
         r->state = REQUEST_DISPATCHED;
@@ -279,7 +279,7 @@ static enum MHD_Result request_settle(struct api_request *r) {
         case REQUEST_SENDING:
                 return MHD_YES;
         case REQUEST_WAITING:
-                request_suspend(r);
+                api_reply_hold(r);
                 return MHD_YES;
         case REQUEST_REPLIED:
                 return request_queue(r);
@@ -300,7 +300,7 @@ static struct api_conn *connection_conn(struct MHD_Connection *connection) {
         return info ? info->socket_context : NULL;
 }
 
-void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) {
+void *api_request_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) {
         struct api *a = cls;
         struct api_request *r;
 
@@ -315,8 +315,8 @@ void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) 
         r->api = a;
         r->connection = connection;
         r->started = now_usec(CLOCK_MONOTONIC);
-        conn_seen_request(a, connection_conn(connection));
-        conn_request_started(connection_conn(connection));
+        api_conn_seen_request(a, connection_conn(connection));
+        api_conn_request_started(connection_conn(connection));
         r->next = a->requests;
         if (a->requests)
                 a->requests->prev = r;
@@ -324,20 +324,20 @@ void *api_on_uri(void *cls, const char *uri, struct MHD_Connection *connection) 
         return r;
 }
 
-enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, const char *url,
+enum MHD_Result api_request_on_access(void *cls, struct MHD_Connection *connection, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls) {
         struct api_request *r = *req_cls;
 
         if (!r)
-                return MHD_NO; /* out of memory in api_on_uri() */
+                return MHD_NO; /* out of memory in api_request_on_uri() */
 
         switch (r->state) {
         case REQUEST_NEW:
-                conn_head_received(connection_conn(connection)); /* the head is complete */
+                api_conn_head_received(connection_conn(connection)); /* the head is complete */
                 request_begin(r, url, method);
                 if (r->state != REQUEST_RECEIVING)
-                        conn_body_received(connection_conn(connection)); /* refused: no body awaited */
+                        api_conn_body_received(connection_conn(connection)); /* refused: no body awaited */
                 /* A reply queued in this first call makes MHD close the connection afterwards
                  * (it cannot know the body was not needed). Worth it to avoid reading the body
                  * of a refused request; without a body, the refusal waits for the next call
@@ -353,7 +353,7 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
                         *upload_data_size = 0;
                         return ok ? MHD_YES : MHD_NO;
                 }
-                conn_body_received(connection_conn(connection));
+                api_conn_body_received(connection_conn(connection));
                 request_dispatch(r);
                 break;
         case REQUEST_WAITING:
@@ -372,7 +372,7 @@ enum MHD_Result api_on_access(void *cls, struct MHD_Connection *connection, cons
                 break;
         }
         if (r->state != REQUEST_RECEIVING)
-                conn_body_received(connection_conn(connection)); /* refused: no body awaited */
+                api_conn_body_received(connection_conn(connection)); /* refused: no body awaited */
         return request_settle(r);
 }
 
@@ -396,14 +396,14 @@ static void request_account(struct api_request *r) {
                               (double) (now_usec(CLOCK_MONOTONIC) - r->started) / USEC_PER_SEC, route);
 }
 
-void api_on_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
+void api_request_on_completed(void *cls, struct MHD_Connection *connection, void **req_cls,
                       enum MHD_RequestTerminationCode toe) {
         struct api_request *r = *req_cls;
 
         /* The connection may carry another request: its head is awaited from now. MHD closes
          * the connection itself after an error or "Connection: close". */
         if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-                conn_request_done(connection_conn(connection));
+                api_conn_request_done(connection_conn(connection));
         if (!r)
                 return;
         *req_cls = NULL;

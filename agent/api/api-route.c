@@ -38,7 +38,7 @@ static int percent_decode(const char *s, size_t n, char **ret) {
 
 /* Splits the raw path (query already cut off) into percent-decoded segments, so that an
  * encoded "/" inside a capture stays inside it. "/" is one empty segment. */
-int request_path_segments(const char *raw, size_t raw_len, char ***ret, size_t *ret_n) {
+int api_route_path_segments(const char *raw, size_t raw_len, char ***ret, size_t *ret_n) {
         char **segments = NULL;
         size_t n = 0;
         const char *p, *end = raw + raw_len;
@@ -76,7 +76,7 @@ int request_path_segments(const char *raw, size_t raw_len, char ***ret, size_t *
         return 0;
 }
 
-unsigned pattern_captures(const char *pattern) {
+unsigned api_route_pattern_captures(const char *pattern) {
         unsigned n = 0;
 
         for (const char *p = pattern; (p = strstr(p, "/{}")); p += 3)
@@ -144,7 +144,7 @@ static int allow_add(char **allow, const char *method) {
 
 /* Finds the route for the request. When only the method is wrong, -EOPNOTSUPP and
  * ret_allow gets the methods the path does take ("GET, POST"). */
-int request_route(struct api_request *r, char **ret_allow) {
+int api_route_match(struct api_request *r, char **ret_allow) {
         const struct api *a = r->api;
         _cleanup_free_ char *allow = NULL;
         unsigned params[API_PARAMS_MAX];
@@ -157,7 +157,7 @@ int request_route(struct api_request *r, char **ret_allow) {
                 if (!pattern_match(e->pattern, r->segments, r->n_segments, params, &n_params))
                         continue;
                 if (method_matches(e->method, r->method)) {
-                        r->route = route_entry_ref(e);
+                        r->route = api_route_entry_ref(e);
                         memcpy(r->params, params, sizeof(params));
                         r->n_params = n_params;
                         return 0;

@@ -115,13 +115,13 @@ int api_quiesce(struct api *a, api_idle_fn idle, void *userdata) {
 
 /* ---- the API object ---- */
 
-struct route_entry *route_entry_ref(struct route_entry *e) {
+struct route_entry *api_route_entry_ref(struct route_entry *e) {
         if (e)
                 e->n_ref++;
         return e;
 }
 
-struct route_entry *route_entry_unref(struct route_entry *e) {
+struct route_entry *api_route_entry_unref(struct route_entry *e) {
         if (!e || --e->n_ref > 0)
                 return NULL;
         free(e->method);
@@ -169,10 +169,10 @@ static int api_start_mhd(struct api *a) {
          * socket: api-listen.c accepts and hands connections over. No MHD_USE_ERROR_LOG: library
          * code does not write to stderr. */
         a->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET, 0, NULL,
-                                  NULL, api_on_access, a,
-                                  MHD_OPTION_URI_LOG_CALLBACK, api_on_uri, a,
-                                  MHD_OPTION_NOTIFY_COMPLETED, api_on_completed, a,
-                                  MHD_OPTION_NOTIFY_CONNECTION, api_on_connection, a,
+                                  NULL, api_request_on_access, a,
+                                  MHD_OPTION_URI_LOG_CALLBACK, api_request_on_uri, a,
+                                  MHD_OPTION_NOTIFY_COMPLETED, api_request_on_completed, a,
+                                  MHD_OPTION_NOTIFY_CONNECTION, api_conn_on_connection, a,
                                   MHD_OPTION_CONNECTION_TIMEOUT, API_CONNECTION_TIMEOUT_SEC,
                                   MHD_OPTION_CONNECTION_LIMIT, API_MHD_CONNECTION_LIMIT,
                                   MHD_OPTION_END);
@@ -243,7 +243,7 @@ struct api *api_free(struct api *a) {
                  * on_abort for the requests someone still holds. */
                 a->running = true; /* no more timer arming */
                 for (struct api_request *r = a->requests; r; r = r->next)
-                        request_resume(r);
+                        api_reply_resume(r);
                 MHD_stop_daemon(a->mhd);
         }
         api_listen_stop(a);
@@ -253,13 +253,13 @@ struct api *api_free(struct api *a) {
                 /* Its set's holder frees the set later, with no API to remove it from. */
                 if (a->routes[i]->owner)
                         a->routes[i]->owner->api = NULL;
-                route_entry_unref(a->routes[i]);
+                api_route_entry_unref(a->routes[i]);
         }
         free(a->routes);
         for (size_t i = 0; i < a->n_counts; i++)
                 free(a->counts[i].key);
         free(a->counts);
-        budget_free_all(a);
+        api_budget_free_all(a);
         free(a->socket_path);
         free(a->access_path);
         sd_event_unref(a->event);
@@ -282,14 +282,14 @@ static struct route_entry *route_entry_new(const struct api_route *route, void *
         e->privileged = route->privileged;
         e->userdata = userdata;
         if (!e->method || !e->pattern)
-                return route_entry_unref(e);
+                return api_route_entry_unref(e);
         return e;
 }
 
 static int route_check(const struct api_route *route) {
         if (!route->handler || isempty(route->method) || !route->pattern || route->pattern[0] != '/')
                 return -EINVAL;
-        if (pattern_captures(route->pattern) > API_PARAMS_MAX)
+        if (api_route_pattern_captures(route->pattern) > API_PARAMS_MAX)
                 return -EINVAL;
         return 0;
 }
@@ -326,7 +326,7 @@ int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void
         if (added < n) {
                 /* All or nothing. */
                 for (size_t i = 0; i < added; i++)
-                        route_entry_unref(a->routes[a->n_routes + i]);
+                        api_route_entry_unref(a->routes[a->n_routes + i]);
                 return -ENOMEM;
         }
         a->n_routes += n;
@@ -348,7 +348,7 @@ struct api_routes *api_routes_free(struct api_routes *set) {
                         if (e->owner == set) {
                                 e->removed = true;
                                 e->owner = NULL;
-                                route_entry_unref(e);
+                                api_route_entry_unref(e);
                         } else
                                 a->routes[kept++] = e;
                 }
@@ -375,7 +375,7 @@ int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid) {
         if (!a)
                 return -EINVAL;
         if (a->access_path) {
-                r = socket_apply_access(a->access_path, socket_mode, socket_gid);
+                r = socket_watch_apply_access(a->access_path, socket_mode, socket_gid);
                 if (r < 0)
                         return r;
         }

@@ -8,7 +8,7 @@
  * accepted and handed to every handler. Limits and timeouts: docs/api.md. Routes are a table of {method, pattern, handler};
  * a pattern segment "{}" matches one path segment, captured in order.
  *
- * A handler replies at once with api_reply_*(), or keeps the request (api_request_suspend())
+ * A handler replies at once with api_reply_*(), or keeps the request (api_reply_suspend())
  * and replies later from the loop (long-polls such as ?wait=30s); or starts a stream
  * (api_reply_stream()) and writes chunks as events happen. Errors are
  * {"error": "...", "code": N}. Every reply is counted in pinion_api_requests_total. */
@@ -88,7 +88,7 @@ void api_set_place_fn(struct api *a, peer_place_fn fn, void *userdata);
 int api_set_access(struct api *a, mode_t socket_mode, gid_t socket_gid);
 const char *api_socket_path(const struct api *a);
 
-/* socket_listen() is in socket-watch.h. */
+/* socket_watch_listen() is in socket-watch.h. */
 
 /* Request accessors (valid until the reply is sent). */
 const char *api_request_method(const struct api_request *r);
@@ -118,11 +118,11 @@ int api_reply_error(struct api_request *r, unsigned status, const char *format, 
  * runs and the request must not be used afterwards. */
 typedef void (*api_abort_fn)(struct api_request *r, void *userdata);
 /* on_abort is required: without it the holder could not learn the request is gone. */
-void api_request_suspend(struct api_request *r, api_abort_fn on_abort, void *userdata);
+void api_reply_suspend(struct api_request *r, api_abort_fn on_abort, void *userdata);
 
-/* Streaming (NDJSON watches): headers go out now; api_stream_write() queues a chunk,
- * api_stream_end() finishes the response. on_abort runs if the client goes away first. */
+/* Streaming (NDJSON watches): headers go out now; api_reply_stream_write() queues a chunk,
+ * api_reply_stream_end() finishes the response. on_abort runs if the client goes away first. */
 int api_reply_stream(struct api_request *r, unsigned status, const char *content_type,
                      api_abort_fn on_abort, void *userdata);
-int api_stream_write(struct api_request *r, const char *data, size_t size);
-int api_stream_end(struct api_request *r);
+int api_reply_stream_write(struct api_request *r, const char *data, size_t size);
+int api_reply_stream_end(struct api_request *r);

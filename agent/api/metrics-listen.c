@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "metrics-listen.h"
-#include "parse-util.h"
+#include "parse.h"
 
 /* A scrape is one short GET: no body worth reading. */
 #define METRICS_LISTEN_MAX_BODY 4096U
@@ -119,12 +119,12 @@ static int tcp_listen(const char *address, int *ret_fd) {
         return 0;
 }
 
-int metrics_listener_new(sd_event *e, struct metrics *metrics, const char *address, api_handler_fn handler,
+int metrics_listen_new(sd_event *e, struct metrics *metrics, const char *address, api_handler_fn handler,
                          void *userdata, struct metrics_listener **ret) {
         const struct api_route routes[] = {
                 { "GET", "/metrics", handler, false },
         };
-        _cleanup_(metrics_listener_freep) struct metrics_listener *l = NULL;
+        _cleanup_(metrics_listen_freep) struct metrics_listener *l = NULL;
         int fd = -EBADF, r;
 
         l = calloc(1, sizeof(*l));
@@ -156,7 +156,7 @@ int metrics_listener_new(sd_event *e, struct metrics *metrics, const char *addre
         return 0;
 }
 
-struct metrics_listener *metrics_listener_free(struct metrics_listener *l) {
+struct metrics_listener *metrics_listen_free(struct metrics_listener *l) {
         if (!l)
                 return NULL;
         api_free(l->api);
@@ -165,6 +165,6 @@ struct metrics_listener *metrics_listener_free(struct metrics_listener *l) {
         return NULL;
 }
 
-const char *metrics_listener_address(const struct metrics_listener *l) {
+const char *metrics_listen_address(const struct metrics_listener *l) {
         return l ? l->address : NULL;
 }

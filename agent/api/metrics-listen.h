@@ -32,8 +32,8 @@ struct metrics_listener;
 
 /* Binds address (SO_REUSEADDR: a restart finds its port again at once) and serves handler at
  * GET /metrics with userdata. */
-int metrics_listener_new(sd_event *e, struct metrics *metrics, const char *address, api_handler_fn handler,
+int metrics_listen_new(sd_event *e, struct metrics *metrics, const char *address, api_handler_fn handler,
                          void *userdata, struct metrics_listener **ret);
-struct metrics_listener *metrics_listener_free(struct metrics_listener *l);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct metrics_listener *, metrics_listener_free);
-const char *metrics_listener_address(const struct metrics_listener *l);
+struct metrics_listener *metrics_listen_free(struct metrics_listener *l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct metrics_listener *, metrics_listen_free);
+const char *metrics_listen_address(const struct metrics_listener *l);

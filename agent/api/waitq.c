@@ -175,7 +175,7 @@ int waitq_hold(struct waitq *q, struct api_request *req, const char *key, uint64
                 }
         }
         waiter_link(w);
-        api_request_suspend(req, on_abort, w);
+        api_reply_suspend(req, on_abort, w);
         return 0;
 }
 
@@ -203,7 +203,7 @@ static void waiter_end(struct waiter *w, unsigned status, const char *message) {
 
         waiter_free(w);
         if (stream)
-                (void) api_stream_end(req);
+                (void) api_reply_stream_end(req);
         else
                 (void) api_reply_error(req, status, "%s", message);
 }
@@ -255,7 +255,7 @@ int waitq_stream_write(struct waiter *w, const char *data, size_t size) {
 
         if (!w || !w->stream)
                 return -EINVAL;
-        r = api_stream_write(w->req, data, size);
+        r = api_reply_stream_write(w->req, data, size);
         if (r < 0)
                 waiter_end(w, 0, NULL);
         return r;

@@ -14,7 +14,7 @@
 
 #include "json.h"
 #include "macro.h"
-#include "parse-util.h"
+#include "parse.h"
 #include "pinionctl-print.h"
 #include "socket-trust.h"
 

@@ -62,7 +62,7 @@ static void count_set_held(struct grpc_server *s, struct grpc_count *k, bool hel
         }
         for (struct grpc_conn *c = s->conns; c; c = c->next)
                 if (c->count == k)
-                        grpc_conn_update_events(c);
+                        grpc_server_conn_update_events(c);
 }
 
 static int on_refill(sd_event_source *src, uint64_t usec, void *userdata);
@@ -152,7 +152,7 @@ static int on_refill(sd_event_source *src, uint64_t usec, void *userdata) {
         struct grpc_count *k = userdata;
 
         count_settle(k->server, k);
-        grpc_count_put(k->server, k);
+        grpc_server_count_put(k->server, k);
         return 0;
 }
 
@@ -177,7 +177,7 @@ static int on_pace(sd_event_source *src, void *userdata) {
                         count_settle(s, k);
                         continue;
                 }
-                grpc_pace_withdraw(call);
+                grpc_budget_pace_withdraw(call);
                 count_settle(s, k);
                 grpc_call_run(call);
                 n++;
@@ -189,7 +189,7 @@ static int on_pace(sd_event_source *src, void *userdata) {
 
 /* ---- the calls ---- */
 
-void grpc_pace_submit(struct grpc_call *call) {
+void grpc_budget_pace_submit(struct grpc_call *call) {
         struct grpc_count *k = call->conn->count;
         struct grpc_server *s = call->conn->server;
 
@@ -207,7 +207,7 @@ void grpc_pace_submit(struct grpc_call *call) {
         count_settle(s, k);
 }
 
-void grpc_pace_withdraw(struct grpc_call *call) {
+void grpc_budget_pace_withdraw(struct grpc_call *call) {
         struct grpc_count *k = call->conn->count;
         struct grpc_call *prev = NULL;
 
@@ -230,7 +230,7 @@ void grpc_pace_withdraw(struct grpc_call *call) {
                 ready_remove(call->conn->server, k);
 }
 
-void grpc_pace_charge(struct grpc_conn *c) {
+void grpc_budget_pace_charge(struct grpc_conn *c) {
         struct grpc_count *k = c->count;
         struct grpc_server *s = c->server;
 
@@ -244,14 +244,14 @@ void grpc_pace_charge(struct grpc_conn *c) {
 
 /* ---- bytes held per connection, per caller, in all ---- */
 
-void grpc_conn_in_changed(struct grpc_conn *c, ssize_t delta) {
+void grpc_budget_in_changed(struct grpc_conn *c, ssize_t delta) {
         c->in_bytes = (size_t) ((ssize_t) c->in_bytes + delta);
         if (c->count)
                 c->count->in_bytes = (size_t) ((ssize_t) c->count->in_bytes + delta);
         c->server->in_bytes = (size_t) ((ssize_t) c->server->in_bytes + delta);
 }
 
-const char *grpc_conn_in_over(const struct grpc_conn *c, size_t len) {
+const char *grpc_budget_in_over(const struct grpc_conn *c, size_t len) {
         const struct grpc_server *s = c->server;
 
         /* Two messages per connection: one arriving while the last is answered. */
@@ -264,13 +264,13 @@ const char *grpc_conn_in_over(const struct grpc_conn *c, size_t len) {
         return NULL;
 }
 
-void grpc_conn_out_changed(struct grpc_conn *c, ssize_t delta) {
+void grpc_budget_out_changed(struct grpc_conn *c, ssize_t delta) {
         if (c->count)
                 c->count->out_bytes = (size_t) ((ssize_t) c->count->out_bytes + delta);
         c->server->out_bytes = (size_t) ((ssize_t) c->server->out_bytes + delta);
 }
 
-const char *grpc_conn_out_over(const struct grpc_conn *c, size_t len) {
+const char *grpc_budget_out_over(const struct grpc_conn *c, size_t len) {
         const struct grpc_server *s = c->server;
 
         if (c->count && c->count->out_bytes + len > s->opts.max_unsent_per_caller)
@@ -282,17 +282,17 @@ const char *grpc_conn_out_over(const struct grpc_conn *c, size_t len) {
 
 /* ---- counts ---- */
 
-void grpc_pace_count_new(struct grpc_server *s, struct grpc_count *k) {
+void grpc_budget_pace_count_new(struct grpc_server *s, struct grpc_count *k) {
         token_bucket_init(&k->bucket, pace_rate(s), pace_burst(s), pace_now(s));
         k->server = s;
 }
 
-void grpc_pace_count_free(struct grpc_server *s, struct grpc_count *k) {
+void grpc_budget_pace_count_free(struct grpc_server *s, struct grpc_count *k) {
         ready_remove(s, k);
         k->refill = sd_event_source_disable_unref(k->refill);
 }
 
-bool grpc_pace_count_idle(struct grpc_server *s, struct grpc_count *k) {
+bool grpc_budget_pace_count_idle(struct grpc_server *s, struct grpc_count *k) {
         bucket_refill(s, k);
         if ((k->bucket.tokens >= k->bucket.burst && !k->held) || !s->pace)
                 return true;
@@ -301,7 +301,7 @@ bool grpc_pace_count_idle(struct grpc_server *s, struct grpc_count *k) {
         return false;
 }
 
-int grpc_pace_init(struct grpc_server *s) {
+int grpc_budget_pace_init(struct grpc_server *s) {
         int r;
 
         r = sd_event_add_defer(s->event, &s->pace, on_pace, s);
@@ -313,6 +313,6 @@ int grpc_pace_init(struct grpc_server *s) {
         return 0;
 }
 
-void grpc_pace_done(struct grpc_server *s) {
+void grpc_budget_pace_done(struct grpc_server *s) {
         s->pace = sd_event_source_disable_unref(s->pace);
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "grpc-internal.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 
 #define PREFIX_SIZE 5U
@@ -26,7 +26,7 @@ static void call_drop_input(struct grpc_call *call) {
         if (!call->in)
                 return;
         explicit_bzero(call->in, call->in_len);
-        grpc_conn_in_changed(call->conn, -(ssize_t) call->in_len);
+        grpc_budget_in_changed(call->conn, -(ssize_t) call->in_len);
         call->in = mfree(call->in);
         call->in_len = 0;
 }
@@ -34,7 +34,7 @@ static void call_drop_input(struct grpc_call *call) {
 /* The call's request is no longer waiting: it ended, or its turn came. */
 static void call_leave_queue(struct grpc_call *call) {
         if (call->state == CALL_QUEUED)
-                grpc_pace_withdraw(call);
+                grpc_budget_pace_withdraw(call);
 }
 
 static void call_free(struct grpc_call *call) {
@@ -48,7 +48,7 @@ static void call_free(struct grpc_call *call) {
         if (call->next)
                 call->next->prev = call->prev;
         c->n_calls--;
-        grpc_conn_streams_changed(c, -1);
+        grpc_server_conn_streams_changed(c, -1);
         if (c->session)
                 (void) nghttp2_session_set_stream_user_data(c->session, call->stream_id, NULL);
         sd_event_source_disable_unref(call->deadline);
@@ -63,7 +63,7 @@ static void call_free(struct grpc_call *call) {
         free(call->message);
         call_drop_input(call);
         if (call->out) {
-                grpc_conn_out_changed(c, -(ssize_t) (call->out_len - call->out_off));
+                grpc_budget_out_changed(c, -(ssize_t) (call->out_len - call->out_off));
                 explicit_bzero(call->out, call->out_len);
                 free(call->out);
         }
@@ -79,7 +79,7 @@ static void call_cancel(struct grpc_call *call, enum grpc_status status) {
                 fn(call, status, call->cancel_userdata);
 }
 
-void grpc_conn_free_calls(struct grpc_conn *c, enum grpc_status status) {
+void grpc_call_free_all(struct grpc_conn *c, enum grpc_status status) {
         while (c->calls) {
                 struct grpc_call *call = c->calls;
 
@@ -103,7 +103,7 @@ static void call_reset(struct grpc_call *call, uint32_t error_code, enum grpc_st
         call->deadline = sd_event_source_disable_unref(call->deadline);
         call->body_deadline = sd_event_source_disable_unref(call->body_deadline);
         (void) nghttp2_submit_rst_stream(call->conn->session, NGHTTP2_FLAG_NONE, call->stream_id, error_code);
-        grpc_conn_schedule_flush(call->conn);
+        grpc_server_conn_schedule_flush(call->conn);
 }
 
 /* ---- sending ---- */
@@ -159,7 +159,7 @@ static ssize_t on_data_read(nghttp2_session *session, int32_t stream_id, uint8_t
         if (n > 0)
                 memcpy(buf, call->out + call->out_off, n);
         call->out_off += n;
-        grpc_conn_out_changed(call->conn, -(ssize_t) n);
+        grpc_budget_out_changed(call->conn, -(ssize_t) n);
         if (call->out_off == call->out_len && call->out) {
                 explicit_bzero(call->out, call->out_len);
                 call->out = mfree(call->out);
@@ -186,7 +186,7 @@ static int call_respond(struct grpc_call *call) {
                 if (submit_trailers(call, true) < 0)
                         return -ENOMEM;
                 call->responded = true;
-                grpc_conn_schedule_flush(call->conn);
+                grpc_server_conn_schedule_flush(call->conn);
                 return 0;
         }
         if (call->responded) {
@@ -194,14 +194,14 @@ static int call_respond(struct grpc_call *call) {
                         call->deferred = false;
                         (void) nghttp2_session_resume_data(call->conn->session, call->stream_id);
                 }
-                grpc_conn_schedule_flush(call->conn);
+                grpc_server_conn_schedule_flush(call->conn);
                 return 0;
         }
         r = nghttp2_submit_response(call->conn->session, call->stream_id, nv, ELEMENTSOF(nv), &provider);
         if (r < 0)
                 return -ENOMEM;
         call->responded = true;
-        grpc_conn_schedule_flush(call->conn);
+        grpc_server_conn_schedule_flush(call->conn);
         return 0;
 }
 
@@ -212,7 +212,7 @@ static void call_reject_http(struct grpc_call *call, const char *status) {
         grpc_server_count_call(call->conn->server, call, GRPC_STATUS_UNKNOWN);
         call->state = CALL_CLOSED;
         (void) nghttp2_submit_response(call->conn->session, call->stream_id, nv, ELEMENTSOF(nv), NULL);
-        grpc_conn_schedule_flush(call->conn);
+        grpc_server_conn_schedule_flush(call->conn);
 }
 
 /* NULL, or why size more bytes may not be queued on the call (the metric's reason). */
@@ -221,7 +221,7 @@ static const char *call_out_over(const struct grpc_call *call, size_t size) {
 
         if (size > UINT32_MAX || unsent + PREFIX_SIZE + size > call->conn->server->opts.max_unsent)
                 return "slow-reader";
-        return grpc_conn_out_over(call->conn, PREFIX_SIZE + size);
+        return grpc_budget_out_over(call->conn, PREFIX_SIZE + size);
 }
 
 int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t size) {
@@ -262,7 +262,7 @@ int grpc_call_send(struct grpc_call *call, const uint8_t *msg, size_t size) {
         call->out = grown;
         call->out_len = unsent + PREFIX_SIZE + size;
         call->out_off = 0;
-        grpc_conn_out_changed(call->conn, (ssize_t) (PREFIX_SIZE + size));
+        grpc_budget_out_changed(call->conn, (ssize_t) (PREFIX_SIZE + size));
         if (call_respond(call) < 0) {
                 call_reset(call, NGHTTP2_INTERNAL_ERROR, GRPC_STATUS_INTERNAL);
                 return -ENOMEM;
@@ -349,7 +349,7 @@ static int on_body_deadline(sd_event_source *src, uint64_t usec, void *userdata)
                 return 0;
         }
         (void) nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_CANCEL);
-        grpc_conn_schedule_flush(c);
+        grpc_server_conn_schedule_flush(c);
         return 0;
 }
 
@@ -424,8 +424,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
                 return 0;
         if (c->n_calls >= s->opts.max_streams_per_connection || s->n_streams >= s->opts.max_streams ||
-            !grpc_conn_may_open_stream(c)) {
-                (void) metric_inc(s->m_rejected, s->name, grpc_conn_may_open_stream(c) ? "streams" : "caller-streams");
+            !grpc_server_conn_may_open_stream(c)) {
+                (void) metric_inc(s->m_rejected, s->name, grpc_server_conn_may_open_stream(c) ? "streams" : "caller-streams");
                 log_debug("gRPC %s: stream refused: %u streams open (%u on the connection)", s->name, s->n_streams,
                           c->n_calls);
                 return nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
@@ -446,7 +446,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
                 c->calls->prev = call;
         c->calls = call;
         c->n_calls++;
-        grpc_conn_streams_changed(c, +1);
+        grpc_server_conn_streams_changed(c, +1);
         (void) nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, call);
         return 0;
 }
@@ -488,18 +488,18 @@ static void call_headers_done(struct grpc_call *call) {
         struct grpc_server *s = call->conn->server;
 
         if (!call->post || !call->content_type_ok) {
-                grpc_pace_charge(call->conn);
+                grpc_budget_pace_charge(call->conn);
                 call_reject_http(call, "415");
                 return;
         }
         call->method = grpc_server_find_method(s, call->path, &call->method_userdata);
         if (!call->method) {
-                grpc_pace_charge(call->conn);
+                grpc_budget_pace_charge(call->conn);
                 grpc_call_finish(call, GRPC_STATUS_UNIMPLEMENTED, "unknown method %s", call->path ?: "(none)");
                 return;
         }
         if (call->encoding && !streq(call->encoding, "identity")) {
-                grpc_pace_charge(call->conn);
+                grpc_budget_pace_charge(call->conn);
                 grpc_call_finish(call, GRPC_STATUS_UNIMPLEMENTED, "grpc-encoding %s is not supported", call->encoding);
                 return;
         }
@@ -532,12 +532,12 @@ static void call_dispatch(struct grpc_call *call) {
                 return;
         error = call_framing_error(call);
         if (error) {
-                grpc_pace_charge(call->conn);
+                grpc_budget_pace_charge(call->conn);
                 grpc_call_finish(call, GRPC_STATUS_INTERNAL, "%s", error);
                 return;
         }
         call->state = CALL_QUEUED;
-        grpc_pace_submit(call);
+        grpc_budget_pace_submit(call);
 }
 
 void grpc_call_run(struct grpc_call *call) {
@@ -561,7 +561,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
                 grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "request message larger than %zu bytes", max);
                 return 0;
         }
-        over = grpc_conn_in_over(call->conn, len);
+        over = grpc_budget_in_over(call->conn, len);
         if (over) {
                 grpc_server_count_rejected(call->conn->server, over);
                 grpc_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "too many request bytes held at once, retry later");
@@ -573,7 +573,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
         memcpy(grown + call->in_len, data, len);
         call->in = grown;
         call->in_len += len;
-        grpc_conn_in_changed(call->conn, (ssize_t) len);
+        grpc_budget_in_changed(call->conn, (ssize_t) len);
         /* A declared length over the limit fails before its bytes arrive. */
         if (call->in_len >= PREFIX_SIZE) {
                 uint32_t declared = (uint32_t) call->in[1] << 24 | (uint32_t) call->in[2] << 16 |
@@ -615,7 +615,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
         return 0;
 }
 
-int grpc_session_new(struct grpc_conn *c) {
+int grpc_call_session_new(struct grpc_conn *c) {
         nghttp2_session_callbacks *cb;
         nghttp2_option *opt;
         nghttp2_settings_entry settings[] = {

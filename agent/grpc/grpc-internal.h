@@ -6,7 +6,7 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "backoff.h"
+#include "token-bucket.h"
 #include "grpc-server.h"
 #include "peer-creds.h"
 
@@ -124,48 +124,48 @@ struct grpc_conn {
 };
 
 /* grpc-call.c */
-int grpc_session_new(struct grpc_conn *c);
+int grpc_call_session_new(struct grpc_conn *c);
 /* Ends every call of the connection (on_cancel with status) and frees it. */
-void grpc_conn_free_calls(struct grpc_conn *c, enum grpc_status status);
+void grpc_call_free_all(struct grpc_conn *c, enum grpc_status status);
 
 /* grpc-server.c */
-void grpc_conn_schedule_flush(struct grpc_conn *c);
+void grpc_server_conn_schedule_flush(struct grpc_conn *c);
 /* Epoll events after a change: reading stops while the connection's caller is held. */
-void grpc_conn_update_events(struct grpc_conn *c);
+void grpc_server_conn_update_events(struct grpc_conn *c);
 void grpc_server_count_rejected(struct grpc_server *s, const char *reason);
 const struct grpc_method *grpc_server_find_method(const struct grpc_server *s, const char *path, void **ret_userdata);
 void grpc_server_count_call(struct grpc_server *s, const struct grpc_call *call, enum grpc_status status);
 void grpc_server_streams_changed(struct grpc_server *s, int delta);
 /* Whether the connection's caller may open one more stream. */
-bool grpc_conn_may_open_stream(const struct grpc_conn *c);
-void grpc_conn_streams_changed(struct grpc_conn *c, int delta);
+bool grpc_server_conn_may_open_stream(const struct grpc_conn *c);
+void grpc_server_conn_streams_changed(struct grpc_conn *c, int delta);
 /* Frees a caller's count once nothing holds it and its bucket is full. */
-void grpc_count_put(struct grpc_server *s, struct grpc_count *k);
+void grpc_server_count_put(struct grpc_server *s, struct grpc_count *k);
 
 /* grpc-budget.c: request bytes held (delta) by a call of c: its connection, its caller, the
  * server. */
-void grpc_conn_in_changed(struct grpc_conn *c, ssize_t delta);
+void grpc_budget_in_changed(struct grpc_conn *c, ssize_t delta);
 /* Whether len more request bytes fit; NULL, or the limit's reason (the metric's label). */
-const char *grpc_conn_in_over(const struct grpc_conn *c, size_t len);
+const char *grpc_budget_in_over(const struct grpc_conn *c, size_t len);
 /* Response bytes queued and not yet taken by nghttp2: the caller's and the server's. */
-void grpc_conn_out_changed(struct grpc_conn *c, ssize_t delta);
-const char *grpc_conn_out_over(const struct grpc_conn *c, size_t len);
+void grpc_budget_out_changed(struct grpc_conn *c, ssize_t delta);
+const char *grpc_budget_out_over(const struct grpc_conn *c, size_t len);
 
 /* grpc-call.c: the handler gets the call's complete request (state QUEUED -> HANDLER). */
 void grpc_call_run(struct grpc_call *call);
 
 /* grpc-budget.c: calls paced per caller, a token bucket each, callers served in turn. */
-int grpc_pace_init(struct grpc_server *s);
-void grpc_pace_done(struct grpc_server *s);
+int grpc_budget_pace_init(struct grpc_server *s);
+void grpc_budget_pace_done(struct grpc_server *s);
 /* A new caller's bucket starts full. */
-void grpc_pace_count_new(struct grpc_server *s, struct grpc_count *k);
-void grpc_pace_count_free(struct grpc_server *s, struct grpc_count *k);
+void grpc_budget_pace_count_new(struct grpc_server *s, struct grpc_count *k);
+void grpc_budget_pace_count_free(struct grpc_server *s, struct grpc_count *k);
 /* The call's request is complete: runs it now (a privileged caller) or in its caller's turn. */
-void grpc_pace_submit(struct grpc_call *call);
+void grpc_budget_pace_submit(struct grpc_call *call);
 /* The call leaves its caller's queue (it ended before its turn). */
-void grpc_pace_withdraw(struct grpc_call *call);
+void grpc_budget_pace_withdraw(struct grpc_call *call);
 /* A call refused before its handler costs its caller a token too: out of them, the caller is
  * held (its connections not read) until it has one. */
-void grpc_pace_charge(struct grpc_conn *c);
+void grpc_budget_pace_charge(struct grpc_conn *c);
 /* Whether the count's bucket is full (the count is not needed for pacing any more). */
-bool grpc_pace_count_idle(struct grpc_server *s, struct grpc_count *k);
+bool grpc_budget_pace_count_idle(struct grpc_server *s, struct grpc_count *k);

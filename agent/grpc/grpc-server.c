@@ -51,7 +51,7 @@
 #define READS_PER_WAKEUP 8
 #define ACCEPTS_PER_WAKEUP 32
 
-static const char *const grpc_status_table[_GRPC_STATUS_MAX] = {
+static const char *const grpc_server_status_table[_GRPC_STATUS_MAX] = {
         [GRPC_STATUS_OK] = "OK",
         [GRPC_STATUS_CANCELLED] = "CANCELLED",
         [GRPC_STATUS_UNKNOWN] = "UNKNOWN",
@@ -70,7 +70,7 @@ static const char *const grpc_status_table[_GRPC_STATUS_MAX] = {
         [GRPC_STATUS_DATA_LOSS] = "DATA_LOSS",
         [GRPC_STATUS_UNAUTHENTICATED] = "UNAUTHENTICATED",
 };
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(grpc_status, enum grpc_status);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(grpc_server_status, enum grpc_status);
 
 /* ---- metrics ---- */
 
@@ -104,9 +104,9 @@ void grpc_server_count_call(struct grpc_server *s, const struct grpc_call *call,
         /* Unknown paths share one label, so that a caller cannot grow the series without end. */
         const char *method = call->method ? call->method->path : "unknown";
 
-        (void) metric_inc(s->m_calls, s->name, method, grpc_status_to_string(status));
+        (void) metric_inc(s->m_calls, s->name, method, grpc_server_status_to_string(status));
         log_debug("gRPC %s: %s from pid %d ended: %s", s->name, call->path ?: "(no path)", (int) call->conn->creds.pid,
-                  grpc_status_to_string(status));
+                  grpc_server_status_to_string(status));
 }
 
 void grpc_server_streams_changed(struct grpc_server *s, int delta) {
@@ -147,7 +147,7 @@ static struct grpc_count *count_get(struct grpc_server *s, const char *key) {
                 free(k);
                 return NULL;
         }
-        grpc_pace_count_new(s, k);
+        grpc_budget_pace_count_new(s, k);
         k->next = s->counts;
         s->counts = k;
         return k;
@@ -159,13 +159,13 @@ static void count_free(struct grpc_server *s, struct grpc_count *k) {
                         *p = k->next;
                         break;
                 }
-        grpc_pace_count_free(s, k);
+        grpc_budget_pace_count_free(s, k);
         free(k->key);
         free(k);
 }
 
-void grpc_count_put(struct grpc_server *s, struct grpc_count *k) {
-        if (!k || k->conns > 0 || k->streams > 0 || !grpc_pace_count_idle(s, k))
+void grpc_server_count_put(struct grpc_server *s, struct grpc_count *k) {
+        if (!k || k->conns > 0 || k->streams > 0 || !grpc_budget_pace_count_idle(s, k))
                 return;
         count_free(s, k);
 }
@@ -208,11 +208,11 @@ static const char *conn_account(struct grpc_server *s, struct grpc_conn *c) {
         if (!k)
                 return "memory";
         if (streq(key, GRPC_UNATTESTED_KEY) && k->conns >= GRPC_MAX_UNATTESTED_CONNECTIONS) {
-                grpc_count_put(s, k);
+                grpc_server_count_put(s, k);
                 return "unattested";
         }
         if (k->conns >= s->opts.max_connections_per_caller) {
-                grpc_count_put(s, k);
+                grpc_server_count_put(s, k);
                 return "caller-connections";
         }
         k->conns++;
@@ -220,13 +220,13 @@ static const char *conn_account(struct grpc_server *s, struct grpc_conn *c) {
         return NULL;
 }
 
-bool grpc_conn_may_open_stream(const struct grpc_conn *c) {
+bool grpc_server_conn_may_open_stream(const struct grpc_conn *c) {
         return !c->count || c->count->streams < c->server->opts.max_streams_per_caller;
 }
 
 static void conn_idle_check(struct grpc_conn *c);
 
-void grpc_conn_streams_changed(struct grpc_conn *c, int delta) {
+void grpc_server_conn_streams_changed(struct grpc_conn *c, int delta) {
         if (c->count)
                 c->count->streams = (unsigned) ((int) c->count->streams + delta);
         grpc_server_streams_changed(c->server, delta);
@@ -241,7 +241,7 @@ static void conn_free(struct grpc_conn *c) {
         if (!c)
                 return;
         s = c->server;
-        grpc_conn_free_calls(c, GRPC_STATUS_CANCELLED);
+        grpc_call_free_all(c, GRPC_STATUS_CANCELLED);
         if (c->session)
                 nghttp2_session_del(c->session);
         sd_event_source_disable_unref(c->io);
@@ -251,7 +251,7 @@ static void conn_free(struct grpc_conn *c) {
         peer_creds_done(&c->creds);
         if (c->count) {
                 c->count->conns--;
-                grpc_count_put(s, c->count);
+                grpc_server_count_put(s, c->count);
         }
         if (c->out) {
                 explicit_bzero(c->out, c->out_len);
@@ -339,14 +339,14 @@ static void conn_flush(struct grpc_conn *c) {
                 return;
         }
         c->want_out = r == -EAGAIN;
-        grpc_conn_update_events(c);
+        grpc_server_conn_update_events(c);
 }
 
 static bool conn_held(const struct grpc_conn *c) {
         return c->count && c->count->held;
 }
 
-void grpc_conn_update_events(struct grpc_conn *c) {
+void grpc_server_conn_update_events(struct grpc_conn *c) {
         (void) sd_event_source_set_io_events(c->io, (conn_held(c) ? 0 : EPOLLIN) | (c->want_out ? EPOLLOUT : 0));
 }
 
@@ -355,7 +355,7 @@ static int on_flush(sd_event_source *src, void *userdata) {
         return 0;
 }
 
-void grpc_conn_schedule_flush(struct grpc_conn *c) {
+void grpc_server_conn_schedule_flush(struct grpc_conn *c) {
         if (c->flush)
                 (void) sd_event_source_set_enabled(c->flush, SD_EVENT_ONESHOT);
 }
@@ -447,7 +447,7 @@ static int conn_start(struct grpc_conn *c) {
         struct grpc_server *s = c->server;
         int r;
 
-        r = grpc_session_new(c);
+        r = grpc_call_session_new(c);
         if (r < 0)
                 return r;
         r = sd_event_add_io(s->event, &c->io, c->fd, EPOLLIN, on_io, c);
@@ -461,7 +461,7 @@ static int conn_start(struct grpc_conn *c) {
         if (r < 0)
                 return r;
         /* The server's SETTINGS go out at once. */
-        grpc_conn_schedule_flush(c);
+        grpc_server_conn_schedule_flush(c);
         return 0;
 }
 
@@ -617,10 +617,10 @@ int grpc_server_listen(struct grpc_server *s, const char *path, mode_t mode) {
 
         if (s->listen_fd >= 0)
                 return -EALREADY;
-        r = socket_dir_prepare(path, why, sizeof(why));
+        r = socket_trust_dir_prepare(path, why, sizeof(why));
         if (r < 0)
                 return log_error_errno(r, "gRPC %s: not listening on %s: %s", s->name, path, why[0] ? why : strerror(-r));
-        r = socket_listen(path, mode, s->opts.socket_gid, &fd);
+        r = socket_watch_listen(path, mode, s->opts.socket_gid, &fd);
         if (r < 0)
                 return log_error_errno(r, "gRPC %s: cannot listen on %s: %m", s->name, path);
         s->socket_path = strdup(path);
@@ -701,7 +701,7 @@ int grpc_server_new(sd_event *e, struct metrics *metrics, const struct grpc_serv
         if (!s->opts.max_streams_per_caller)
                 s->opts.max_streams_per_caller = DEFAULT_MAX_STREAMS_PER_CALLER;
         options_default_budgets(&s->opts);
-        r = grpc_pace_init(s);
+        r = grpc_budget_pace_init(s);
         if (r < 0)
                 return r;
         r = register_metrics(s, metrics);
@@ -715,12 +715,12 @@ struct grpc_server *grpc_server_free(struct grpc_server *s) {
         if (!s)
                 return NULL;
         while (s->conns) {
-                grpc_conn_free_calls(s->conns, GRPC_STATUS_UNAVAILABLE);
+                grpc_call_free_all(s->conns, GRPC_STATUS_UNAVAILABLE);
                 conn_free(s->conns);
         }
         s->listen_source = sd_event_source_disable_unref(s->listen_source);
         s->accept_pause = sd_event_source_disable_unref(s->accept_pause);
-        grpc_pace_done(s);
+        grpc_budget_pace_done(s);
         while (s->counts)
                 count_free(s, s->counts);
         /* Only our own file: what someone put in its place is not ours to remove. */

@@ -60,7 +60,7 @@ enum grpc_status {
         GRPC_STATUS_UNAUTHENTICATED = 16,
         _GRPC_STATUS_MAX,
 };
-const char *grpc_status_to_string(enum grpc_status s);
+const char *grpc_server_status_to_string(enum grpc_status s);
 
 /* The request message has arrived (msg: its bytes, valid during the call only). */
 typedef void (*grpc_handler_fn)(struct grpc_call *call, const uint8_t *msg, size_t size, void *userdata);
@@ -107,8 +107,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct grpc_server *, grpc_server_free);
 
 /* Adds methods (the table must outlive the server); userdata goes to their handlers. */
 int grpc_server_add_methods(struct grpc_server *s, const struct grpc_method *methods, size_t n, void *userdata);
-/* Binds path (socket_listen(): mode, the socket group when set) in a directory that passes
- * socket_dir_prepare(), starts accepting and watches the socket file (socket-watch.h: moved,
+/* Binds path (socket_watch_listen(): mode, the socket group when set) in a directory that passes
+ * socket_trust_dir_prepare(), starts accepting and watches the socket file (socket-watch.h: moved,
  * deleted or replaced, it is bound afresh, counted in pinion_grpc_socket_replaced_total).
  * Removes the socket again on free if the path still names it. */
 int grpc_server_listen(struct grpc_server *s, const char *path, mode_t mode);

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "atomic-dir.h"
-#include "fsutil.h"
+#include "fs.h"
 
 /* Bookkeeping names inside an atomic directory. Every name starting with ".." belongs to us
  * (as in Kubernetes' AtomicWriter), which is why a version may not ship such an entry. */
@@ -72,7 +72,7 @@ int atomic_dir_begin(const char *dest, char **ret_version_dir) {
         char name[128], unique[160];
         int r;
 
-        r = mkdir_p(dest, 0755);
+        r = fs_mkdir_p(dest, 0755);
         if (r < 0)
                 return r;
 
@@ -88,10 +88,10 @@ int atomic_dir_begin(const char *dest, char **ret_version_dir) {
                 else
                         snprintf(unique, sizeof(unique), "%s.%03u", name, i);
 
-                path = path_join(dest, unique);
+                path = fs_path_join(dest, unique);
                 if (!path)
                         return -ENOMEM;
-                r = mkdirat_mode(AT_FDCWD, path, 0755);
+                r = fs_mkdirat_mode(AT_FDCWD, path, 0755);
                 if (r >= 0) {
                         *ret_version_dir = TAKE_PTR(path);
                         return 0;
@@ -108,11 +108,11 @@ static int check_version_entries(int vfd) {
         struct dirent *de;
         int r;
 
-        d = opendir_at(vfd, ".");
+        d = fs_opendir_at(vfd, ".");
         if (!d)
                 return negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0)
+        while ((r = fs_read_entry(d, &de)) > 0)
                 if (startswith(de->d_name, ".."))
                         return -EINVAL;
         return r;
@@ -125,11 +125,11 @@ static int fsync_tree(int dir_fd, const char *name) {
         struct dirent *de;
         int r;
 
-        d = opendir_at(dir_fd, name);
+        d = fs_opendir_at(dir_fd, name);
         if (!d)
                 return negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 _cleanup_close_ int fd = -EBADF;
                 struct stat st;
 
@@ -144,7 +144,7 @@ static int fsync_tree(int dir_fd, const char *name) {
                         fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
                         if (fd < 0)
                                 return negative_errno();
-                        r = fsync_fd(fd);
+                        r = fs_fsync_fd(fd);
                         if (r < 0)
                                 return r;
                 }
@@ -153,7 +153,7 @@ static int fsync_tree(int dir_fd, const char *name) {
         if (r < 0)
                 return r;
 
-        return fsync_fd(dirfd(d));
+        return fs_fsync_fd(dirfd(d));
 }
 
 /* The commit point: one rename() replaces ..data, so readers resolve either version whole. */
@@ -169,7 +169,7 @@ static int swap_data_link(int destfd, const char *version_name, bool sync) {
                 (void) unlinkat(destfd, ATOMIC_DIR_DATA_TMP, 0);
                 return r;
         }
-        return sync ? fsync_fd(destfd) : 0;
+        return sync ? fs_fsync_fd(destfd) : 0;
 }
 
 /* Makes dest/<entry> -> ..data/<entry>, replacing whatever non-directory is there in one step. */
@@ -179,7 +179,7 @@ static int ensure_entry_link(int destfd, const char *entry) {
 
         if (asprintf(&target, ATOMIC_DIR_DATA_PREFIX "%s", entry) < 0)
                 return -ENOMEM;
-        if (readlinkat_malloc(destfd, entry, &old) >= 0 && streq(old, target))
+        if (fs_readlinkat_malloc(destfd, entry, &old) >= 0 && streq(old, target))
                 return 0;
 
         if (unlinkat(destfd, ATOMIC_DIR_LINK_TMP, 0) < 0 && errno != ENOENT)
@@ -199,11 +199,11 @@ static int link_entries(int destfd) {
         struct dirent *de;
         int r, ret = 0;
 
-        d = opendir_at(destfd, ATOMIC_DIR_DATA "/.");
+        d = fs_opendir_at(destfd, ATOMIC_DIR_DATA "/.");
         if (!d)
                 return negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 if (startswith(de->d_name, ".."))
                         continue;
                 r = ensure_entry_link(destfd, de->d_name);
@@ -219,17 +219,17 @@ static int unlink_stale_entries(int destfd) {
         struct dirent *de;
         int r, ret = 0;
 
-        d = opendir_at(destfd, ".");
+        d = fs_opendir_at(destfd, ".");
         if (!d)
                 return negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 _cleanup_free_ char *target = NULL;
                 struct stat st;
 
                 if (startswith(de->d_name, ".."))
                         continue;
-                if (readlinkat_malloc(dirfd(d), de->d_name, &target) < 0)
+                if (fs_readlinkat_malloc(dirfd(d), de->d_name, &target) < 0)
                         continue; /* not a symlink: not ours */
                 if (!startswith(target, ATOMIC_DIR_DATA_PREFIX))
                         continue;
@@ -248,7 +248,7 @@ static int update_entry_links(int destfd, bool sync) {
         q = unlink_stale_entries(destfd);
         if (r >= 0)
                 r = q;
-        q = sync ? fsync_fd(destfd) : 0;
+        q = sync ? fs_fsync_fd(destfd) : 0;
         return r < 0 ? r : q;
 }
 
@@ -271,11 +271,11 @@ static int list_versions(int destfd, const char *except, const char *except2, ch
         struct dirent *de;
         int r;
 
-        d = opendir_at(destfd, ".");
+        d = fs_opendir_at(destfd, ".");
         if (!d)
                 return negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 if (!is_version_dir(dirfd(d), de->d_name) || streq_ptr(de->d_name, except) ||
                     streq_ptr(de->d_name, except2))
                         continue;
@@ -314,14 +314,14 @@ static int empty_trash(int destfd) {
         struct dirent *de;
         int r, n = 0;
 
-        d = opendir_at(destfd, ".");
+        d = fs_opendir_at(destfd, ".");
         if (!d)
                 return negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 if (!startswith(de->d_name, ATOMIC_DIR_TRASH_PREFIX))
                         continue;
-                r = rm_rf_at(dirfd(d), de->d_name);
+                r = fs_rm_rf_at(dirfd(d), de->d_name);
                 if (r < 0)
                         return r;
                 n++;
@@ -372,13 +372,13 @@ int atomic_dir_commit_flags(const char *dest, const char *version_dir, unsigned 
 
         if (isempty(dest) || isempty(version_dir))
                 return -EINVAL;
-        r = path_split(version_dir, NULL, &name);
+        r = fs_path_split(version_dir, NULL, &name);
         if (r < 0)
                 return r;
         if (!is_version_name(name))
                 return -EINVAL;
 
-        destfd = open_directory(dest);
+        destfd = fs_open_directory(dest);
         if (destfd < 0)
                 return destfd;
 
@@ -412,7 +412,7 @@ static int commit_at(int destfd, const char *name, unsigned keep_versions, bool 
          * one fewer now. A kill right after the swap then still leaves no more than
          * keep_versions old ones. Best effort: the pruning after the swap reports errors. */
         _cleanup_free_ char *previous = NULL;
-        if (readlinkat_malloc(destfd, ATOMIC_DIR_DATA, &previous) >= 0 && !streq(previous, name))
+        if (fs_readlinkat_malloc(destfd, ATOMIC_DIR_DATA, &previous) >= 0 && !streq(previous, name))
                 (void) prune_versions(destfd, previous, name, keep_versions > 0 ? keep_versions - 1 : 0);
 
         r = swap_data_link(destfd, name, sync);
@@ -430,10 +430,10 @@ static int commit_at(int destfd, const char *name, unsigned keep_versions, bool 
 int atomic_dir_current(const char *dest, char **ret_version_name) {
         _cleanup_free_ char *path = NULL;
 
-        path = path_join(dest, ATOMIC_DIR_DATA);
+        path = fs_path_join(dest, ATOMIC_DIR_DATA);
         if (!path)
                 return -ENOMEM;
-        return readlinkat_malloc(AT_FDCWD, path, ret_version_name);
+        return fs_readlinkat_malloc(AT_FDCWD, path, ret_version_name);
 }
 
 static int remove_if_exists(int dir_fd, const char *name) {
@@ -457,7 +457,7 @@ static int cleanup_at(int destfd) {
         size_t n_names = 0;
         int r, n = 0;
 
-        r = readlinkat_malloc(destfd, ATOMIC_DIR_DATA, &current);
+        r = fs_readlinkat_malloc(destfd, ATOMIC_DIR_DATA, &current);
         if (r < 0 && r != -ENOENT)
                 return r;
 
@@ -480,7 +480,7 @@ static int cleanup_at(int destfd) {
         for (size_t i = 0; i < n_names; i++) {
                 if (current && strcmp(names[i], current) < 0)
                         continue; /* history, counted by keep_versions */
-                r = rm_rf_at(destfd, names[i]);
+                r = fs_rm_rf_at(destfd, names[i]);
                 if (r < 0)
                         break;
                 n++;
@@ -521,7 +521,7 @@ int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size
                 /* fchmod: the umask may have taken bits the mode asks for. */
                 if (fchmod(fd, f->mode) < 0 || (chown_files && fchown(fd, uid, gid) < 0))
                         return negative_errno();
-                int r = fd_write_all(fd, f->data, f->size);
+                int r = fs_write_all(fd, f->data, f->size);
                 if (r < 0)
                         return r;
         }
@@ -536,7 +536,7 @@ static int staged_name(const char *name, unsigned serial, char **ret) {
         return asprintf(ret, ATOMIC_DIR_STAGED_PREFIX "%u-%s", serial, name) < 0 ? -ENOMEM : 0;
 }
 
-/* mkdirat_mode() that keeps the directory open: one open for the mode and the filling. */
+/* fs_mkdirat_mode() that keeps the directory open: one open for the mode and the filling. */
 static int mkdir_open(int dfd, const char *name, mode_t mode) {
         if (mkdirat(dfd, name, mode) < 0)
                 return negative_errno();
@@ -587,12 +587,12 @@ int atomic_dir_stage_new(int parent_fd, const char *name, unsigned serial, const
                 return r;
         _cleanup_close_ int sfd = mkdir_open(parent_fd, staged, 0755);
         if (sfd == -EEXIST) { /* a leftover of a kill: nothing points at it */
-                r = rm_rf_at(parent_fd, staged);
+                r = fs_rm_rf_at(parent_fd, staged);
                 sfd = r < 0 ? r : mkdir_open(parent_fd, staged, 0755);
         }
         r = sfd < 0 ? sfd : fill_staged(sfd, files, n, uid, gid);
         if (r < 0)
-                (void) rm_rf_at(parent_fd, staged);
+                (void) fs_rm_rf_at(parent_fd, staged);
         return r;
 }
 
@@ -603,7 +603,7 @@ static int publish_into_existing(int parent_fd, const char *staged, const char *
 
         _cleanup_close_ int destfd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (destfd < 0 && errno == ENOENT) { /* the file system cannot rename without replacing */
-                r = mkdirat_mode(parent_fd, name, 0755);
+                r = fs_mkdirat_mode(parent_fd, name, 0755);
                 if (r < 0 && r != -EEXIST)
                         return r;
                 destfd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -613,7 +613,7 @@ static int publish_into_existing(int parent_fd, const char *staged, const char *
         _cleanup_close_ int sfd = openat(parent_fd, staged, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sfd < 0)
                 return negative_errno();
-        r = readlinkat_malloc(sfd, ATOMIC_DIR_DATA, &version);
+        r = fs_readlinkat_malloc(sfd, ATOMIC_DIR_DATA, &version);
         if (r < 0)
                 return r;
         r = cleanup_at(destfd);
@@ -623,7 +623,7 @@ static int publish_into_existing(int parent_fd, const char *staged, const char *
                 return negative_errno();
         r = commit_at(destfd, version, 0, true);
         if (r < 0)
-                (void) rm_rf_at(destfd, version);
+                (void) fs_rm_rf_at(destfd, version);
         return r;
 }
 
@@ -639,14 +639,14 @@ int atomic_dir_publish_new(int parent_fd, const char *name, unsigned serial) {
         r = negative_errno();
         if (r == -EEXIST || r == -EINVAL)
                 r = publish_into_existing(parent_fd, staged, name);
-        (void) rm_rf_at(parent_fd, staged);
+        (void) fs_rm_rf_at(parent_fd, staged);
         return r;
 }
 
 int atomic_dir_drop_staged(int parent_fd, const char *name, unsigned serial) {
         _cleanup_free_ char *staged = NULL;
         int r = staged_name(name, serial, &staged);
-        return r < 0 ? r : rm_rf_at(parent_fd, staged);
+        return r < 0 ? r : fs_rm_rf_at(parent_fd, staged);
 }
 
 /* "<prefix><serial>-<name>" → serial and name; false if it is not one. */
@@ -666,13 +666,13 @@ static bool parse_staged(const char *staged, unsigned *ret_serial, const char **
 }
 
 int atomic_dir_sweep_staged(int parent_fd, atomic_dir_keep_fn keep, void *userdata) {
-        _cleanup_(closedirp) DIR *d = opendir_at(parent_fd, ".");
+        _cleanup_(closedirp) DIR *d = fs_opendir_at(parent_fd, ".");
         struct dirent *de;
         int r, n = 0;
 
         if (!d)
                 return negative_errno();
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 struct stat st;
                 const char *name;
                 unsigned serial;
@@ -681,7 +681,7 @@ int atomic_dir_sweep_staged(int parent_fd, atomic_dir_keep_fn keep, void *userda
                         continue;
                 if (keep && parse_staged(de->d_name, &serial, &name) && keep(name, serial, userdata))
                         continue;
-                r = rm_rf_at(dirfd(d), de->d_name);
+                r = fs_rm_rf_at(dirfd(d), de->d_name);
                 if (r < 0)
                         return r;
                 n++;

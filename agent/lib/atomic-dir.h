@@ -11,7 +11,7 @@
  * A directory that does not exist yet is cheaper made whole: atomic_dir_stage_new() builds it
  * (version, ..data, links) under a staging name beside it and atomic_dir_publish_new() renames
  * it into place, so it appears complete or not at all.
- * Built on fsutil.h. */
+ * Built on fs.h. */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Jittered exponential backoff and a token bucket. Pure functions of an explicit clock and a
+/* Jittered exponential backoff (the token bucket is token-bucket.h). Pure functions of an explicit clock and a
  * seeded generator, so the fleet simulation (tests/sim/) links exactly this code.
  *
  * Backoff follows client-go's reflector policy: the base delay starts at `initial`, is
@@ -58,25 +58,3 @@ void backoff_reset(struct backoff *b);
 double backoff_random(struct backoff *b);
 /* A uniform duration in [lo, hi] using the generator (e.g. watch timeouts in [5m, 10m]). */
 usec_t backoff_random_between(struct backoff *b, usec_t lo, usec_t hi);
-
-struct token_bucket {
-        double qps;    /* tokens added per second */
-        double burst;  /* capacity */
-        double tokens; /* may be negative: reservations not yet covered */
-        usec_t last;   /* clock value of the last refill */
-};
-
-void token_bucket_init(struct token_bucket *tb, double qps, double burst, usec_t now);
-/* Takes a token if one is available now: returns true. Otherwise returns false and, if
- * ret_wait is non-NULL, sets it to the time until one will be. */
-bool token_bucket_try_take(struct token_bucket *tb, usec_t now, usec_t *ret_wait);
-/* Reserves a token and returns how long to wait before using it (0 = now). Reservations queue
- * up, like client-go's rate limiter Wait(). */
-usec_t token_bucket_reserve(struct token_bucket *tb, usec_t now);
-/* Adds the tokens earned since the last call (a clock that went back adds none). */
-void token_bucket_refill(struct token_bucket *tb, usec_t now);
-/* How long until the bucket holds `want` tokens, as of its last refill; 0 if it does,
- * USEC_INFINITY if it never will. */
-usec_t token_bucket_wait_for(const struct token_bucket *tb, double want);
-/* Changes the rate on reload, keeping the tokens (clamped to the new burst). */
-void token_bucket_set_rate(struct token_bucket *tb, double qps, double burst, usec_t now);

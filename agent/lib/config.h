@@ -13,7 +13,7 @@
 #include <sys/types.h>
 
 #include "macro.h"
-#include "parse-util.h"
+#include "parse.h"
 #include "strv.h"
 
 #define EXIT_CONFIG 78 /* EX_CONFIG from sysexits.h */

@@ -40,7 +40,7 @@ static unsigned scale(unsigned cap, uint64_t available, uint64_t needed, unsigne
         return (unsigned) MAX(n, (uint64_t) floor);
 }
 
-void connection_caps_for_limit(uint64_t open_files, struct connection_caps *ret) {
+void fd_limit_connection_caps(uint64_t open_files, struct connection_caps *ret) {
         uint64_t reserve = MIN(MAX(open_files / FD_RESERVE_SHARE, (uint64_t) FD_RESERVE_MIN), open_files / 2);
         uint64_t available = open_files - reserve;
         uint64_t needed = (uint64_t) FDS_PER_CONNECTION *

@@ -35,4 +35,4 @@ int fd_limit_raise(uint64_t *ret_before, uint64_t *ret_after);
 
 /* The caps that open_files descriptors carry: today's when they fit beside the reserve,
  * else each scaled down by the same factor (never below a floor of a few connections). */
-void connection_caps_for_limit(uint64_t open_files, struct connection_caps *ret);
+void fd_limit_connection_caps(uint64_t open_files, struct connection_caps *ret);

@@ -9,7 +9,7 @@ cJSON *json_add_string_or_null(cJSON *o, const char *key, const char *value) {
         return cJSON_AddStringToObject(o, key, value);
 }
 
-int format_rfc3339(usec_t t, char *buf, size_t size) {
+int json_format_rfc3339(usec_t t, char *buf, size_t size) {
         time_t sec = (time_t) (t / USEC_PER_SEC);
         struct tm tm;
 
@@ -23,7 +23,7 @@ int format_rfc3339(usec_t t, char *buf, size_t size) {
 cJSON *json_add_time(cJSON *o, const char *key, usec_t realtime) {
         char buf[32];
 
-        if (realtime == 0 || format_rfc3339(realtime, buf, sizeof(buf)) < 0)
+        if (realtime == 0 || json_format_rfc3339(realtime, buf, sizeof(buf)) < 0)
                 return cJSON_AddNullToObject(o, key);
         return cJSON_AddStringToObject(o, key, buf);
 }

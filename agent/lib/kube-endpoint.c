@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "kube-endpoint.h"
 
 #define TOKEN_MAX_SIZE (64 * 1024)
@@ -120,7 +120,7 @@ int kube_endpoint_refresh_token(struct kube_endpoint *ep) {
             st.st_mtim.tv_nsec == ep->token_st.st_mtim.tv_nsec)
                 return 0;
 
-        r = read_file_full(ep->token_file, TOKEN_MAX_SIZE, &data, &size);
+        r = fs_read_file_full(ep->token_file, TOKEN_MAX_SIZE, &data, &size);
         if (r < 0)
                 return r;
         /* Tokens are written with a trailing newline more often than not. */

@@ -9,7 +9,7 @@
  *
  * Every log_*_errno() call returns -abs(error), so callers can write
  *         return log_error_errno(r, "Failed to open %s: %m", path);
- * and %m prints strerror(abs(error)). Library-like code in agent/ does not log. */
+ * and %m prints strerror(abs(error)). Library code (agent/lib/) does not log. */
 
 #include <stdbool.h>
 #include <syslog.h>

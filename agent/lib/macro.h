@@ -91,6 +91,15 @@ static inline int safe_close(int fd) {
         return -EBADF;
 }
 
+/* A duration from a double, saturated instead of undefined when out of range. */
+static inline usec_t usec_from_double(double d) {
+        if (!(d > 0))
+                return 0;
+        if (d >= 0x1.0p64)
+                return USEC_INFINITY;
+        return (usec_t) d;
+}
+
 static inline usec_t timespec_to_usec(const struct timespec *ts) {
         return (usec_t) ts->tv_sec * USEC_PER_SEC + (usec_t) ts->tv_nsec / NSEC_PER_USEC;
 }
@@ -112,6 +121,10 @@ static inline uint64_t string_hash(uint64_t h, const char *s) {
         for (; *s; s++)
                 h = (h ^ (unsigned char) *s) * UINT64_C(1099511628211);
         return h;
+}
+
+static inline bool startswith(const char *s, const char *prefix) {
+        return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
 static inline bool streq_ptr(const char *a, const char *b) {

@@ -207,7 +207,7 @@ int socket_trust_check_peer(int fd, uid_t owner, char *why, size_t why_size) {
 
 /* ---- the agent's side ---- */
 
-int socket_dir_prepare(const char *socket_path, char *why, size_t why_size) {
+int socket_trust_dir_prepare(const char *socket_path, char *why, size_t why_size) {
         _cleanup_free_ char *dir = dir_of(socket_path);
         struct stat st;
 
@@ -232,7 +232,7 @@ int socket_dir_prepare(const char *socket_path, char *why, size_t why_size) {
         return 0;
 }
 
-int socket_legacy_link(const char *runtime_dir, const char *socket_path) {
+int socket_trust_legacy_link(const char *runtime_dir, const char *socket_path) {
         _cleanup_free_ char *dir = dir_of(socket_path), *sockets = NULL, *link = NULL, *target = NULL,
                             *tmp = NULL;
         const char *name = strrchr(socket_path, '/');

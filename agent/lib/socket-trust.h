@@ -52,9 +52,9 @@ int socket_trust_check_peer(int fd, uid_t owner, char *why, size_t why_size);
 /* Creates the directory of socket_path if missing (0755), then requires it to be a real
  * directory (not a symlink) owned by the agent's euid and not writable by group or other. 0, or
  * -EPERM with why set when it is not, or another -errno. */
-int socket_dir_prepare(const char *socket_path, char *why, size_t why_size);
+int socket_trust_dir_prepare(const char *socket_path, char *why, size_t why_size);
 
 /* If socket_path is <runtime_dir>/sockets/NAME, makes <runtime_dir>/NAME a symlink to
  * sockets/NAME, replacing a socket or symlink there (never anything else). 1 if made, 0 if not
  * applicable, -EEXIST if something else is in the way, other -errno. */
-int socket_legacy_link(const char *runtime_dir, const char *socket_path);
+int socket_trust_legacy_link(const char *runtime_dir, const char *socket_path);

@@ -559,7 +559,7 @@ static int check_kind(const cJSON *obj, char **error) {
         return 0;
 }
 
-int pod_from_json(const cJSON *obj, const char *uid_fallback, struct pod **ret, char **ret_error) {
+int pod_parse_json(const cJSON *obj, const char *uid_fallback, struct pod **ret, char **ret_error) {
         _cleanup_(pod_unrefp) struct pod *p = NULL;
         _cleanup_free_ char *error = NULL;
         int r;
@@ -593,7 +593,7 @@ int pod_from_json(const cJSON *obj, const char *uid_fallback, struct pod **ret, 
         return 0;
 }
 
-int pod_from_json_text(const char *text, size_t size, const char *uid_fallback, struct pod **ret,
+int pod_parse_json_text(const char *text, size_t size, const char *uid_fallback, struct pod **ret,
                        char **ret_error) {
         _cleanup_(cJSON_Deletep) cJSON *obj = NULL;
         const char *end = NULL;
@@ -618,5 +618,5 @@ int pod_from_json_text(const char *text, size_t size, const char *uid_fallback, 
                 }
                 return -EINVAL;
         }
-        return pod_from_json(obj, uid_fallback, ret, ret_error);
+        return pod_parse_json(obj, uid_fallback, ret, ret_error);
 }

@@ -6,7 +6,7 @@
  * A pod is immutable once shared (reference counted; an update replaces the object). The
  * node's pod store, which sources feed and observers watch, is in pod-store.h.
  *
- * pod-parse.c: pod_from_json*(), the JSON parser. pods.c: everything else here. */
+ * pod-parse.c: pod_parse_json*(), the JSON parser. pods.c: everything else here. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -69,8 +69,8 @@ struct pod {
  * A missing metadata.uid is an error unless uid_fallback is given (static pods: the caller
  * derives a stable one). On -EINVAL *ret_error (if not NULL) says what is wrong (JSON path and
  * reason, e.g. "metadata.annotations: not an object"); free() it. */
-int pod_from_json(const cJSON *obj, const char *uid_fallback, struct pod **ret, char **ret_error);
-int pod_from_json_text(const char *text, size_t size, const char *uid_fallback, struct pod **ret,
+int pod_parse_json(const cJSON *obj, const char *uid_fallback, struct pod **ret, char **ret_error);
+int pod_parse_json_text(const char *text, size_t size, const char *uid_fallback, struct pod **ret,
                        char **ret_error);
 /* The API representation (DESIGN.md /v1/pods): uid, namespace, name, node, phase, ready, ips,
  * annotations, labels, ports, serviceAccount, source. */

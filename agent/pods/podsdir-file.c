@@ -11,7 +11,7 @@
 
 #include <openssl/evp.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "podsdir-internal.h"
 #include "podsdir.h"
 
@@ -20,7 +20,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
 /* The plain SHA-256 of "namespace/name", its first 16 bytes printed as 8-4-4-4-12 hex: stable
  * across restarts and hosts, so a pod keeps its identity and registrations when the agent
  * restarts. (No version bits are forced: anyone can recompute it with sha256sum.) */
-int podsdir_static_uid(const char *namespace, const char *name, char **ret) {
+int podsdir_file_static_uid(const char *namespace, const char *name, char **ret) {
         _cleanup_free_ char *key = NULL;
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned md_len = 0;
@@ -52,7 +52,7 @@ static int static_uid_for(const cJSON *obj, char **ret) {
                 *ret = NULL;
                 return 0;
         }
-        return podsdir_static_uid(cJSON_IsString(ns) && !isempty(ns->valuestring) ? ns->valuestring : "default",
+        return podsdir_file_static_uid(cJSON_IsString(ns) && !isempty(ns->valuestring) ? ns->valuestring : "default",
                                   name->valuestring, ret);
 }
 
@@ -116,7 +116,7 @@ static int parse_pod_file(const char *node_name, const char *path, const char *d
         obj = cJSON_ParseWithLengthOpts(data, size, &end, false);
         if (!obj || !end || !only_whitespace(end, data + size)) {
                 /* Let the pod parser phrase it, so both sources say the same thing. */
-                r = pod_from_json_text(data, size, NULL, &p, ret_reason);
+                r = pod_parse_json_text(data, size, NULL, &p, ret_reason);
                 if (r >= 0) {
                         *ret_reason = strdup("invalid JSON");
                         return *ret_reason ? -EINVAL : -ENOMEM;
@@ -131,7 +131,7 @@ static int parse_pod_file(const char *node_name, const char *path, const char *d
         r = static_uid_for(obj, &fallback);
         if (r < 0)
                 return r;
-        r = pod_from_json(obj, fallback, &p, ret_reason);
+        r = pod_parse_json(obj, fallback, &p, ret_reason);
         if (r < 0)
                 return r;
         r = static_pod_defaults(node_name, p, path);
@@ -142,7 +142,7 @@ static int parse_pod_file(const char *node_name, const char *path, const char *d
         return 0;
 }
 
-int podsdir_load_file(int dir_fd, const char *name, const char *path, const char *node_name, struct pod **ret,
+int podsdir_file_load(int dir_fd, const char *name, const char *path, const char *node_name, struct pod **ret,
                       char **ret_reason) {
         _cleanup_free_ char *data = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -162,7 +162,7 @@ int podsdir_load_file(int dir_fd, const char *name, const char *path, const char
                 r = -EBADFD;
         else {
                 snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-                r = read_file_full(proc, PODSDIR_MAX_FILE_SIZE, &data, &size);
+                r = fs_read_file_full(proc, PODSDIR_MAX_FILE_SIZE, &data, &size);
         }
 
         if (r == -ENOMEM)
@@ -183,7 +183,7 @@ int podsdir_load_file(int dir_fd, const char *name, const char *path, const char
         return parse_pod_file(node_name, path, data, size, ret, ret_reason);
 }
 
-bool podsdir_is_pod_file_name(const char *name) {
+bool podsdir_file_is_pod_name(const char *name) {
         size_t n = strlen(name);
         /* Dotfiles are editors' temp files and atomic writers' internals. */
         return name[0] != '.' && n > 5 && streq(name + n - 5, ".json");

@@ -12,10 +12,10 @@
 
 /* *.json, not a dotfile: editors' temp files (".web.json.swp", "web.json~", "web.json.tmp") and
  * atomic writers' internals ("..data") are never pods. */
-bool podsdir_is_pod_file_name(const char *name);
+bool podsdir_file_is_pod_name(const char *name);
 
 /* Reads name (relative to dir_fd; path is how it is reported) as a static pod. Returns 0 and a
  * pod; -EINVAL and a reason for a file that is there but is not a pod; -ENOENT when the name is
  * gone; another negative errno for failure. */
-int podsdir_load_file(int dir_fd, const char *name, const char *path, const char *node_name, struct pod **ret,
+int podsdir_file_load(int dir_fd, const char *name, const char *path, const char *node_name, struct pod **ret,
                       char **ret_reason);

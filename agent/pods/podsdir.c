@@ -9,7 +9,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "podsdir-internal.h"
 #include "podsdir.h"
 #include "strv.h"
@@ -300,7 +300,7 @@ static int file_read(struct podsdir *d, int dir_fd, struct pod_file *f) {
         struct pod *p = NULL;
         int r;
 
-        r = podsdir_load_file(dir_fd, dir_fd == AT_FDCWD ? f->path : f->name, f->path, d->node_name, &p, &reason);
+        r = podsdir_file_load(dir_fd, dir_fd == AT_FDCWD ? f->path : f->name, f->path, d->node_name, &p, &reason);
         if (r == -EINVAL) {
                 free(f->problem);
                 if (asprintf(&f->problem, "%s: %s%s", f->path, strempty(reason),
@@ -353,7 +353,7 @@ static int list_names(DIR *dir, char ***ret) {
                                         return negative_errno();
                                 break;
                         }
-                        if (!podsdir_is_pod_file_name(de->d_name))
+                        if (!podsdir_file_is_pod_name(de->d_name))
                                 continue;
                         r = strv_extend(&names, de->d_name);
                         if (r < 0)
@@ -558,7 +558,7 @@ static int on_dir_event(sd_event_source *source, const struct inotify_event *ev,
                 (void) podsdir_schedule(d, 0);
         else if (is_atomic_writer_link(ev))
                 (void) podsdir_schedule(d, PODSDIR_DEBOUNCE_USEC);
-        else if (!d->rearm && ev->len > 0 && podsdir_is_pod_file_name(ev->name) && dir_event(d, ev) < 0)
+        else if (!d->rearm && ev->len > 0 && podsdir_file_is_pod_name(ev->name) && dir_event(d, ev) < 0)
                 /* Out of memory half-way: the next full read puts things right. */
                 (void) podsdir_schedule(d, PODSDIR_RETRY_USEC);
         return 0; /* an error would disable the watch */

@@ -50,4 +50,4 @@ char *const *podsdir_errors(const struct podsdir *d);
 const char *podsdir_path(const struct podsdir *d);
 
 /* The uid given to a static pod without one: a UUID-formatted hash of "namespace/name". */
-int podsdir_static_uid(const char *namespace, const char *name, char **ret);
+int podsdir_file_static_uid(const char *namespace, const char *name, char **ret);

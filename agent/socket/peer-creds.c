@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "macro.h"
 #include "peer-creds.h"
 #include "peer-pod.h"
@@ -109,7 +109,7 @@ static int peer_pidfd(int fd, pid_t pid, bool *ret_exact) {
         if (errno != ENOPROTOOPT)
                 return -ESRCH; /* ESRCH, EINVAL: the process that connected has been reaped */
         *ret_exact = false;
-        return pidfd_open_pid(pid);
+        return proc_pidfd_open(pid);
 }
 
 /* The effective uid or gid (second field) of a "Uid:" or "Gid:" line of /proc/PID/status. */
@@ -155,7 +155,7 @@ static bool proc_ids_match(pid_t pid, uid_t uid, gid_t gid) {
 static uint64_t peer_start_time(int pidfd, bool exact, const struct ucred *cred) {
         struct proc_stat st;
 
-        if (!pidfd_alive(pidfd) || proc_stat_read(NULL, cred->pid, &st) < 0 || !proc_stat_running(&st))
+        if (!proc_pidfd_alive(pidfd) || proc_stat_read(NULL, cred->pid, &st) < 0 || !proc_stat_running(&st))
                 return 0;
         if (!exact && !proc_ids_match(cred->pid, cred->uid, cred->gid))
                 return 0;

@@ -40,6 +40,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proc.h"
+
 /* The kubelet's pod roots, for both cgroup drivers and both cgroup versions. */
 #define POD_CGROUP_ROOTS_DEFAULT "/kubepods /kubepods.slice"
 
@@ -54,55 +56,12 @@ void peer_pod_done(struct peer_pod *p);
 
 /* Whether path is usable as a pod root: absolute, not "/", no empty, "." or ".." segment, no
  * trailing slash. */
-bool pod_cgroup_root_valid(const char *path);
-
-/* What /proc/PID/stat says that attestation needs. */
-struct proc_stat {
-        char state;          /* field 3: 'R', 'S', 'D', ..., 'Z' (zombie), 'X' (dead) */
-        unsigned long flags; /* field 9: the kernel's PF_* flags */
-        uint64_t start_time; /* field 22: clock ticks since boot */
-};
-
-/* The kernel's PF_EXITING: set when a task starts to exit, before it is a zombie. */
-#define PROC_PF_EXITING 0x4UL
-
-/* Reads /proc/PID/stat. -ESRCH if there is no such process. proc_root is "/proc" unless testing. */
-int proc_stat_read(const char *proc_root, pid_t pid, struct proc_stat *ret);
-
-/* Whether the process is running its course: neither exiting, nor a zombie, nor dead. */
-static inline bool proc_stat_running(const struct proc_stat *st) {
-        return st->state != 'Z' && st->state != 'X' && !(st->flags & PROC_PF_EXITING);
-}
-
-/* The process's start time in clock ticks since boot (field 22 of /proc/PID/stat).
- * -ESRCH if there is no such process. */
-int proc_start_time(const char *proc_root, pid_t pid, uint64_t *ret);
-
-/* Whether the process of pidfd has not exited (zombie included: a pidfd turns readable once
- * its process exits). False for a negative fd. */
-bool pidfd_alive(int pidfd);
-/* pidfd_open(2) of pid: the fd, or negative errno. */
-int pidfd_open_pid(pid_t pid);
-
-/* Whether process pid is still the peer that connected, and alive: pidfd (the peer's) not
- * readable, /proc/PID/stat's start time start_time and the process neither exiting nor a
- * zombie, the pidfd checked again after the stat. 0: it is. -ESRCH: it is not, or pidfd is
- * negative or start_time 0 (unknown: nothing can be attested). Other negative errno: /proc
- * could not be read. Every read about a peer in /proc is bracketed by two of these. */
-int proc_peer_alive(const char *proc_root, pid_t pid, int pidfd, uint64_t start_time);
+bool peer_pod_cgroup_root_valid(const char *path);
 
 /* Parses the text of a /proc/PID/cgroup file against the pod roots. 1: *ret is the pod (and
  * container). 0: the process is in no pod. -EBADMSG: a line below a root is not the kubelet's
  * layout, or the lines name different pods or containers. */
-int pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *ret);
-
-/* The cgroup paths of a /proc/PID/cgroup text, one per call: *cursor starts at the text. 1:
- * *ret_path (not NUL-terminated, *ret_len bytes) is the next line's path; 0: no more lines. */
-int proc_cgroup_next_path(const char **cursor, const char **ret_path, size_t *ret_len);
-
-/* The text of /proc/PID/cgroup, read between two proc_peer_alive() checks (so it is the
- * connected process's, read while it was alive). -ESRCH as for peer_pod_lookup(). */
-int proc_cgroup_read(const char *proc_root, pid_t pid, int pidfd, uint64_t start_time, char **ret);
+int peer_pod_from_proc_cgroup(const char *text, char *const *roots, struct peer_pod *ret);
 
 /* The pod of process pid, held by pidfd, whose start time must be start_time (from
  * proc_start_time() when the peer connected). 1: *ret set. 0: not in a pod. -ESRCH: the
@@ -113,4 +72,4 @@ int peer_pod_lookup(const char *proc_root, char *const *roots, pid_t pid, int pi
                     struct peer_pod *ret);
 
 /* The pod this process itself runs in (the agent as a DaemonSet pod), as above. */
-int self_pod_lookup(const char *proc_root, char *const *roots, struct peer_pod *ret);
+int peer_pod_self_lookup(const char *proc_root, char *const *roots, struct peer_pod *ret);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "macro.h"
 #include "peer-pod.h"
 #include "peer-service.h"
@@ -14,7 +14,7 @@
 
 /* systemd's unit name alphabet (unit_name_is_valid()): the prefix, an optional "@instance",
  * then ".service". */
-bool service_unit_valid(const char *name) {
+bool peer_service_unit_valid(const char *name) {
         static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@";
         size_t n = name ? strlen(name) : 0, suffix = strlen(SERVICE_SUFFIX);
 
@@ -37,7 +37,7 @@ static int unit_from_path(const char *path, size_t len, char *const *roots, char
                 _cleanup_free_ char *unit = strndup(seg, seg_len);
                 if (!unit)
                         return -ENOMEM;
-                if (!service_unit_valid(unit))
+                if (!peer_service_unit_valid(unit))
                         continue;
                 *ret = TAKE_PTR(unit);
                 return 1;
@@ -45,7 +45,7 @@ static int unit_from_path(const char *path, size_t len, char *const *roots, char
         return 0;
 }
 
-int service_from_proc_cgroup(const char *text, char *const *roots, char **ret_unit) {
+int peer_service_from_proc_cgroup(const char *text, char *const *roots, char **ret_unit) {
         _cleanup_free_ char *found = NULL;
         const char *path;
         size_t len;
@@ -75,5 +75,5 @@ int peer_service_lookup(const char *proc_root, char *const *roots, pid_t pid, in
         int r = proc_cgroup_read(proc_root, pid, pidfd, start_time, &text);
         if (r < 0)
                 return r;
-        return service_from_proc_cgroup(text, roots, ret_unit);
+        return peer_service_from_proc_cgroup(text, roots, ret_unit);
 }

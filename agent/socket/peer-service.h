@@ -21,10 +21,10 @@
 #define SERVICE_CGROUP_ROOTS_DEFAULT "/system.slice"
 
 /* Whether name is a systemd service unit name ("web.service", "getty@tty1.service"). */
-bool service_unit_valid(const char *name);
+bool peer_service_unit_valid(const char *name);
 /* Parses the text of a /proc/PID/cgroup file against the service roots. 1: *ret_unit is the
  * unit. 0: in none below a root. -EBADMSG: lines name different units. */
-int service_from_proc_cgroup(const char *text, char *const *roots, char **ret_unit);
+int peer_service_from_proc_cgroup(const char *text, char *const *roots, char **ret_unit);
 /* The unit process pid runs in, checked alive through pidfd and against its start time as
  * peer_pod_lookup() does. */
 int peer_service_lookup(const char *proc_root, char *const *roots, pid_t pid, int pidfd, uint64_t start_time,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The agent's listening Unix sockets: binding one (socket_listen()), and watching that its path
+/* The agent's listening Unix sockets: binding one (socket_watch_listen()), and watching that its path
  * still names it (socket-watch.h). */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 #include "socket-watch.h"
 
@@ -73,7 +73,7 @@ static int socket_remove_stale(const char *path, const struct sockaddr_un *sa) {
         return 0;
 }
 
-int socket_apply_access(const char *path, mode_t mode, gid_t gid) {
+int socket_watch_apply_access(const char *path, mode_t mode, gid_t gid) {
         struct stat st;
 
         /* Only ever a socket: the path of an inherited one was not made by us. */
@@ -107,7 +107,7 @@ static int socket_bind_at(const char *path, mode_t mode, gid_t gid, int *ret_fd)
                 return -errno;
         if (bind(fd, (const struct sockaddr *) &sa, sizeof(sa)) < 0)
                 return -errno;
-        r = socket_apply_access(path, mode, gid);
+        r = socket_watch_apply_access(path, mode, gid);
         if (r >= 0 && listen(fd, SOMAXCONN) < 0)
                 r = -errno;
         if (r < 0) {
@@ -118,7 +118,7 @@ static int socket_bind_at(const char *path, mode_t mode, gid_t gid, int *ret_fd)
         return 0;
 }
 
-int socket_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
+int socket_watch_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
         struct sockaddr_un sa;
         int r;
 
@@ -137,7 +137,7 @@ static int socket_listen_over(const char *path, mode_t mode, gid_t gid, int *ret
         _cleanup_free_ char *dir = NULL, *tmp = NULL;
         int r;
 
-        r = path_split(path, &dir, NULL);
+        r = fs_path_split(path, &dir, NULL);
         if (r < 0)
                 return r;
         if (asprintf(&tmp, "%s/.pinion-%08" PRIx32 ".sock", dir, (uint32_t) random()) < 0)
@@ -279,7 +279,7 @@ void socket_watch_check(struct socket_watch *w) {
         if ((st.st_mode & 07777) != w->mode || (w->gid != (gid_t) -1 && st.st_gid != w->gid)) {
                 log_warning("%s socket %s had mode %04o group %u; restoring %04o", w->name, w->path,
                             (unsigned) (st.st_mode & 07777), (unsigned) st.st_gid, (unsigned) w->mode);
-                (void) socket_apply_access(w->path, w->mode, w->gid);
+                (void) socket_watch_apply_access(w->path, w->mode, w->gid);
         }
 }
 
@@ -325,7 +325,7 @@ int socket_watch_new(sd_event *e, const struct socket_watch_options *o, int list
         w->path = strdup(o->path);
         if (!w->name || !w->path)
                 return -ENOMEM;
-        r = path_split(w->path, &dir, &w->base);
+        r = fs_path_split(w->path, &dir, &w->base);
         if (r < 0)
                 return r;
         /* A socket whose file we cannot see is still served, only not watched. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The agent's listening Unix sockets: bound the one way (socket_listen()), and watched so that
+/* The agent's listening Unix sockets: bound the one way (socket_watch_listen()), and watched so that
  * a file put in a socket's place is noticed. Used by the local API (api-listen.c) and the gRPC
  * servers (grpc-server.c).
  *
@@ -55,6 +55,6 @@ void socket_watch_check(struct socket_watch *w);
  * more open than asked even for an instant; a stale socket there (nobody answers) is replaced,
  * a live one is -EADDRINUSE, anything else -EEXIST. The one rule for every socket the agent
  * serves (the local API's, the gRPC servers'). */
-int socket_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd);
+int socket_watch_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd);
 /* Sets a socket file's mode and group; -ENOTSOCK if path is not a socket. */
-int socket_apply_access(const char *path, mode_t mode, gid_t gid);
+int socket_watch_apply_access(const char *path, mode_t mode, gid_t gid);

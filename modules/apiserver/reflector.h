@@ -22,6 +22,7 @@
 #include <systemd/sd-event.h>
 
 #include "backoff.h"
+#include "token-bucket.h"
 #include "kube-endpoint.h"
 #include "http.h"
 #include "metrics.h"

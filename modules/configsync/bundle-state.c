@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 
 #include "configsync.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "json.h"
 #include "sha256.h"
 
@@ -78,10 +78,10 @@ int bundle_state_save(struct bundle *b, const char *manifest_text, size_t manife
         text = cJSON_PrintUnformatted(o);
         if (!text)
                 return -ENOMEM;
-        r = mkdir_p(b->cs->state_dir, 0700);
+        r = fs_mkdir_p(b->cs->state_dir, 0700);
         if (r < 0)
                 return r;
-        return write_file_atomic(path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+        return fs_write_file_atomic(path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
 }
 
 static void bundle_state_load_serial(struct bundle *b, const cJSON *serial) {
@@ -102,7 +102,7 @@ void bundle_state_load(struct bundle *b) {
         char fp[65], stamp[64];
         size_t size;
 
-        if (!path || read_file_full(path, STATE_MAX_SIZE, &text, &size) < 0)
+        if (!path || fs_read_file_full(path, STATE_MAX_SIZE, &text, &size) < 0)
                 return;
         o = cJSON_ParseWithLength(text, size);
         url = cJSON_GetObjectItemCaseSensitive(o, "url");

@@ -10,7 +10,7 @@
 #include "atomic-dir.h"
 #include "configsync.h"
 #include "facts.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "json.h"
 #include "log.h"
 #include "manager.h"
@@ -506,7 +506,7 @@ int bundle_start(struct bundle *b) {
         bundle_apply_modes(b);
         if (atomic_dir_current(dest, &current) >= 0) {
                 struct stat st;
-                _cleanup_free_ char *p = path_join(dest, ATOMIC_DIR_DATA);
+                _cleanup_free_ char *p = fs_path_join(dest, ATOMIC_DIR_DATA);
                 b->present = true;
                 b->version_dir = TAKE_PTR(current);
                 if (p && lstat(p, &st) >= 0)

@@ -11,7 +11,7 @@
 #include "json.h"
 #include "log.h"
 #include "manager.h"
-#include "parse-util.h"
+#include "parse.h"
 #include "strv.h"
 #include "waitq.h"
 

@@ -15,7 +15,7 @@
 #include "caps.h"
 #include "config.h"
 #include "configsync.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 #include "manager.h"
 #include "pod-gates.h"
@@ -469,11 +469,11 @@ static int configsync_start(struct module_instance *mi) {
                 return log_module_error_errno(CONFIGSYNC_MODULE, errno, "Cannot block SIGCHLD: %m");
 
         free(cs->state_dir);
-        cs->state_dir = path_join(m->settings.state_dir, "configsync");
+        cs->state_dir = fs_path_join(m->settings.state_dir, "configsync");
         if (!cs->state_dir)
                 return -ENOMEM;
         /* A kill during a state write leaves its temp file; nothing else would ever remove it. */
-        (void) fsutil_cleanup_temp(cs->state_dir);
+        (void) fs_cleanup_temp(cs->state_dir);
         r = configsync_register_metrics(cs);
         if (r < 0)
                 return r;

@@ -9,7 +9,7 @@
 #include <openssl/evp.h>
 
 #include "fetch.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "fswork.h"
 #include "sha256.h"
 #include "signature.h"
@@ -135,7 +135,7 @@ static void fetch_release(struct fetch *f) {
         if (f->stage.version_dir)
                 /* Never published: it goes, whatever it holds. Here only when the thread that
                  * would remove it cannot be had, or the fetch is cancelled (a reload, the stop). */
-                (void) rm_rf(f->stage.version_dir);
+                (void) fs_rm_rf(f->stage.version_dir);
         stage_done(&f->stage);
 }
 

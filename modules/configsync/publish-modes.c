@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "publish-modes.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
@@ -54,10 +54,10 @@ static int apply_dir(int fd, const struct publish_modes *m) {
 
         /* Closed to others first: nothing below is reachable by them while it is fixed. */
         first = publish_modes_set_fd(fd, m->dir_mode, m->gid);
-        d = opendir_at(fd, ".");
+        d = fs_opendir_at(fd, ".");
         if (!d)
                 return first < 0 ? first : negative_errno();
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 int q = apply_at(dirfd(d), de->d_name, m);
                 if (q < 0 && first == 0)
                         first = q;
@@ -84,7 +84,7 @@ static int apply_at(int dir_fd, const char *name, const struct publish_modes *m)
 }
 
 int publish_modes_apply_tree(const char *dest, const struct publish_modes *m) {
-        _cleanup_close_ int fd = open_directory(dest);
+        _cleanup_close_ int fd = fs_open_directory(dest);
         struct stat st;
 
         if (fd < 0)

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "runner.h"
 #include "strv.h"
 

@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 
 #include "atomic-dir.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "stage.h"
 
 #define HASH_BUFFER_SIZE (256L * 1024L)
@@ -51,7 +51,7 @@ static enum fetch_error_kind disk_or_other(int r) {
 /* A link dest/<entry> -> ..data/<entry>, as atomic-dir makes them. */
 static bool is_entry_link(int dfd, const char *name) {
         _cleanup_free_ char *target = NULL;
-        return readlinkat_malloc(dfd, name, &target) >= 0 && startswith(target, ATOMIC_DIR_DATA "/");
+        return fs_readlinkat_malloc(dfd, name, &target) >= 0 && startswith(target, ATOMIC_DIR_DATA "/");
 }
 
 int stage_dest_foreign(const char *dest, char **ret_name) {
@@ -62,7 +62,7 @@ int stage_dest_foreign(const char *dest, char **ret_name) {
         d = opendir(dest);
         if (!d)
                 return errno == ENOENT ? 0 : negative_errno();
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 /* A file system's own lost+found: dest may be the root of a volume of its own. */
                 if (startswith(de->d_name, "..") || is_entry_link(dirfd(d), de->d_name) ||
                     streq(de->d_name, "lost+found"))
@@ -124,8 +124,8 @@ static int open_version(struct stage *s) {
         if (r < 0)
                 return stage_fail(s, FETCH_ERROR_DISK, r, "creating a version directory in %s: %s", s->dest,
                                   strerror(-r));
-        _cleanup_close_ int destfd = open_directory(s->dest);
-        r = destfd < 0 ? destfd : path_split(s->version_dir, NULL, &name);
+        _cleanup_close_ int destfd = fs_open_directory(s->dest);
+        r = destfd < 0 ? destfd : fs_path_split(s->version_dir, NULL, &name);
         if (r >= 0) {
                 s->vfd = openat(destfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 r = s->vfd < 0 ? negative_errno() : 0;
@@ -167,7 +167,7 @@ static int for_each_parent(int vfd, const char *path, unsigned skip, int (*fn)(i
 static int make_dir(int vfd, const char *dir, void *userdata) {
         const struct publish_modes *modes = userdata;
         _cleanup_close_ int fd = -EBADF;
-        int r = mkdirat_mode(vfd, dir, modes->dir_mode);
+        int r = fs_mkdirat_mode(vfd, dir, modes->dir_mode);
 
         if (r == -EEXIST)
                 return 0;
@@ -289,7 +289,7 @@ static int reuse_files(struct stage *s, const atomic_bool *stop) {
 
         if (!s->current || !s->current_dir)
                 return 0;
-        _cleanup_close_ int destfd = open_directory(s->dest);
+        _cleanup_close_ int destfd = fs_open_directory(s->dest);
         if (destfd < 0)
                 return 0;
         _cleanup_close_ int curfd = openat(destfd, s->current_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -330,7 +330,7 @@ int stage_prepare(void *userdata, const atomic_bool *stop) {
 static int sync_dir(int vfd, const char *dir, void *userdata) {
         _cleanup_close_ int fd = openat(vfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-        return fd < 0 ? negative_errno() : fsync_fd(fd);
+        return fd < 0 ? negative_errno() : fs_fsync_fd(fd);
 }
 
 /* fsyncs the directories of path from its (skip+1)-th on. */
@@ -352,7 +352,7 @@ static int sync_version(struct stage *s, const atomic_bool *stop) {
                 if (s->reused && s->reused[i])
                         continue;
                 _cleanup_close_ int fd = openat(s->vfd, m->files[i].path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-                r = fd < 0 ? negative_errno() : fsync_fd(fd);
+                r = fd < 0 ? negative_errno() : fs_fsync_fd(fd);
                 if (r < 0)
                         return stage_fail(s, disk_or_other(r), r, "%s: fsync: %s", m->files[i].path, strerror(-r));
         }
@@ -366,7 +366,7 @@ static int sync_version(struct stage *s, const atomic_bool *stop) {
                 if (r < 0)
                         return stage_fail(s, disk_or_other(r), r, "%s: fsync: %s", index[i]->path, strerror(-r));
         }
-        r = fsync_fd(s->vfd);
+        r = fs_fsync_fd(s->vfd);
         if (r < 0)
                 return stage_fail(s, disk_or_other(r), r, "%s: fsync: %s", s->version_dir, strerror(-r));
         return 0;
@@ -378,7 +378,7 @@ int stage_publish(void *userdata, const atomic_bool *stop) {
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
         int r, q;
 
-        r = path_split(s->version_dir, NULL, &name);
+        r = fs_path_split(s->version_dir, NULL, &name);
         if (r < 0)
                 return stage_fail(s, FETCH_ERROR_OTHER, r, "publishing: %s", strerror(-r));
         r = sync_version(s, stop);
@@ -388,7 +388,7 @@ int stage_publish(void *userdata, const atomic_bool *stop) {
         /* Synced above: the commit only swaps, links and prunes; one fsync of dest then makes
          * the swap and the links durable together. */
         r = atomic_dir_commit_flags(s->dest, s->version_dir, s->keep_versions, ATOMIC_DIR_SYNCED);
-        q = fsync_path(s->dest);
+        q = fs_fsync_path(s->dest);
         s->publish_usec = now_usec(CLOCK_MONOTONIC) - t0;
         /* Once ..data points at it, the directory is no longer ours to remove; only the tidying
          * after the swap may have failed, which the next commit or the cleanup at start finish. */
@@ -408,7 +408,7 @@ int stage_remove(void *userdata, const atomic_bool *stop) {
 
         s->vfd = safe_close(s->vfd);
         if (s->version_dir) {
-                r = rm_rf(s->version_dir);
+                r = fs_rm_rf(s->version_dir);
                 s->version_dir = mfree(s->version_dir);
         }
         return r;

@@ -25,7 +25,7 @@
 #include "csi-mount.h"
 #include "csi.h"
 #include "csi.pb-c.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 #include "manager.h"
 #include "pluginregistration.pb-c.h"
@@ -335,9 +335,9 @@ static int serve(struct csi *csi, const char *name, const struct grpc_method *me
         if (!dir)
                 return -ENOMEM;
         /* The kubelet makes plugins/ and plugins_registry/; a test's or a new node's may be
-         * missing. socket_dir_prepare() then judges the directory the socket goes in. */
+         * missing. socket_trust_dir_prepare() then judges the directory the socket goes in. */
         if (!isempty(dir)) {
-                r = mkdir_p(dir, 0755);
+                r = fs_mkdir_p(dir, 0755);
                 if (r < 0)
                         return log_module_error_errno(MODULE, r, "Cannot create %s: %m", dir);
         }

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "csi-mount.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "macro.h"
 
 #ifndef STATX_ATTR_MOUNT_ROOT
@@ -169,7 +169,7 @@ int csi_publish(const char *source, const char *root, const char *target, char *
         r = resolve_parent(root, target, &parent, why, why_size);
         if (r < 0)
                 return r;
-        path = path_join(parent, name);
+        path = fs_path_join(parent, name);
         if (!path)
                 return -ENOMEM;
         dir_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -215,7 +215,7 @@ int csi_unpublish(const char *source, const char *root, const char *target, char
                 return 0; /* gone with its parent */
         if (r < 0)
                 return r;
-        path = path_join(parent, name);
+        path = fs_path_join(parent, name);
         if (!path)
                 return -ENOMEM;
         dir_fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);

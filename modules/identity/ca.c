@@ -12,7 +12,7 @@
 #include <openssl/x509v3.h>
 
 #include "ca.h"
-#include "fsutil.h"
+#include "fs.h"
 
 #define CA_LIFETIME (10ULL * 365 * 24 * USEC_PER_HOUR)
 
@@ -239,7 +239,7 @@ static int make_root(const char *common_name, EVP_PKEY **ret_key, X509 **ret_cer
 }
 
 int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret, bool *ret_created) {
-        _cleanup_free_ char *key_path = path_join(dir, "ca.key"), *cert_path = path_join(dir, "ca.crt");
+        _cleanup_free_ char *key_path = fs_path_join(dir, "ca.key"), *cert_path = fs_path_join(dir, "ca.crt");
         _cleanup_(EVP_PKEY_freep) EVP_PKEY *key = NULL;
         _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL, *roots = NULL;
         bool created = false;
@@ -253,7 +253,7 @@ int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret,
                 _cleanup_free_ char *cert_pem = NULL;
                 char *key_pem = NULL;
 
-                r = mkdir_p(dir, 0700);
+                r = fs_mkdir_p(dir, 0700);
                 if (r < 0)
                         return r;
                 r = make_root(common_name, &key, &cert);
@@ -269,11 +269,11 @@ int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret,
                 }
                 /* The key first: a kill between the two leaves a key without certificate, which
                  * the next start reports instead of silently making a second CA. */
-                r = write_file_atomic(key_path, key_pem, strlen(key_pem), 0600, (uid_t) -1, (gid_t) -1);
+                r = fs_write_file_atomic(key_path, key_pem, strlen(key_pem), 0600, (uid_t) -1, (gid_t) -1);
                 x509_free_secret(key_pem);
                 if (r < 0)
                         return r;
-                r = write_file_atomic(cert_path, cert_pem, strlen(cert_pem), 0644, (uid_t) -1, (gid_t) -1);
+                r = fs_write_file_atomic(cert_path, cert_pem, strlen(cert_pem), 0644, (uid_t) -1, (gid_t) -1);
                 if (r < 0)
                         return r;
                 created = true;
@@ -283,7 +283,7 @@ int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret,
         _cleanup_free_ char *cert_pem = NULL;
         char *key_pem = NULL;
         size_t n;
-        r = read_file_full(key_path, 64 * 1024, &key_pem, &n);
+        r = fs_read_file_full(key_path, 64 * 1024, &key_pem, &n);
         if (r < 0)
                 return r;
         if (!key)
@@ -291,7 +291,7 @@ int ca_load_or_create(const char *dir, const char *common_name, struct ca **ret,
         x509_free_secret(key_pem);
         if (r < 0)
                 return r;
-        r = read_file_full(cert_path, 1024 * 1024, &cert_pem, &n);
+        r = fs_read_file_full(cert_path, 1024 * 1024, &cert_pem, &n);
         if (r < 0)
                 return r;
         r = x509_chain_from_pem(cert_pem, n, &chain);

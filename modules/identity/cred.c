@@ -9,7 +9,7 @@
 
 #include "atomic-dir.h"
 #include "cred.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "json.h"
 #include "log.h"
 #include "strv.h"
@@ -94,9 +94,9 @@ int cred_new(sd_event *e, struct signer *signer, const struct cred_config *cfg, 
         c->profile = strdup(cfg->profile);
         c->cn = strdup(cfg->subject.common_name);
         c->org = cfg->subject.organization ? strdup(cfg->subject.organization) : NULL;
-        c->key_file = path_join(cfg->dir, "key.pem");
-        c->cert_file = path_join(cfg->dir, "cert.pem");
-        c->ca_file = path_join(cfg->dir, "ca.pem");
+        c->key_file = fs_path_join(cfg->dir, "key.pem");
+        c->cert_file = fs_path_join(cfg->dir, "cert.pem");
+        c->ca_file = fs_path_join(cfg->dir, "ca.pem");
         if (!c->name || !c->dir || !c->profile || !c->cn || (cfg->subject.organization && !c->org) || !c->key_file ||
             !c->cert_file || !c->ca_file)
                 return -ENOMEM;
@@ -111,7 +111,7 @@ static bool cred_usable(const struct cred *c) {
 }
 
 int cred_write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid) {
-        _cleanup_close_ int dfd = open_directory(version_dir);
+        _cleanup_close_ int dfd = fs_open_directory(version_dir);
         if (dfd < 0)
                 return dfd;
         _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
@@ -247,9 +247,9 @@ static void pin_version(struct cred *c) {
         _cleanup_free_ char *name = NULL, *vdir = NULL;
         char *k = NULL, *ce = NULL;
         if (atomic_dir_current(c->dir, &name) >= 0 && strncmp(name, "..", 2) == 0 && !strchr(name, '/') &&
-            (vdir = path_join(c->dir, name))) {
-                k = path_join(vdir, "key.pem");
-                ce = path_join(vdir, "cert.pem");
+            (vdir = fs_path_join(c->dir, name))) {
+                k = fs_path_join(vdir, "key.pem");
+                ce = fs_path_join(vdir, "cert.pem");
         }
         if (!k || !ce) {
                 free(k);
@@ -278,7 +278,7 @@ static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
                 return r;
         if ((r = x509_chain_to_pem(chain, &cert_pem)) < 0 || (r = x509_chain_to_pem(roots, &ca_pem)) < 0)
                 goto finish;
-        r = mkdir_p(c->dir, 0700);
+        r = fs_mkdir_p(c->dir, 0700);
         if (r < 0)
                 goto finish;
         (void) atomic_dir_cleanup(c->dir);
@@ -292,7 +292,7 @@ static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
         r = atomic_dir_commit(c->dir, version, 1); /* the previous pair stays (version_*_file) */
 finish:
         if (r < 0 && version)
-                (void) rm_rf(version);
+                (void) fs_rm_rf(version);
         x509_free_secret(key_pem);
         return r;
 }
@@ -359,8 +359,8 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         plan_rotation(c, now);
         had ? c->n_rotated++ : c->n_issued++;
         char until[64] = "", rot[64] = "";
-        (void) format_rfc3339(c->info.not_after, until, sizeof(until));
-        (void) format_rfc3339(c->rotate_at, rot, sizeof(rot));
+        (void) json_format_rfc3339(c->info.not_after, until, sizeof(until));
+        (void) json_format_rfc3339(c->rotate_at, rot, sizeof(rot));
         log_cred_full_errno(c, LOG_INFO, 0, "%s serial %s, valid until %s, renewal at %s", had ? "rotated to" : "issued",
                  c->info.serial, until, rot);
         cred_set_state(c, CRED_VALID);
@@ -414,7 +414,7 @@ static int load(struct cred *c, const char **ret_reason) {
         size_t kn, cn, an;
         int r;
 
-        r = read_file_full(c->key_file, KEY_MAX, &key_pem, &kn);
+        r = fs_read_file_full(c->key_file, KEY_MAX, &key_pem, &kn);
         if (r == -ENOENT)
                 return (*ret_reason = "none on disk"), r;
         if (r < 0)
@@ -423,13 +423,13 @@ static int load(struct cred *c, const char **ret_reason) {
         x509_free_secret(key_pem);
         if (r < 0)
                 return (*ret_reason = "key.pem does not parse"), r;
-        r = read_file_full(c->cert_file, CERT_MAX, &cert_pem, &cn);
+        r = fs_read_file_full(c->cert_file, CERT_MAX, &cert_pem, &cn);
         if (r < 0)
                 return (*ret_reason = "cannot read cert.pem"), r;
         r = x509_chain_from_pem(cert_pem, cn, &chain);
         if (r < 0)
                 return (*ret_reason = "cert.pem does not parse"), r;
-        r = read_file_full(c->ca_file, CERT_MAX, &ca_pem, &an);
+        r = fs_read_file_full(c->ca_file, CERT_MAX, &ca_pem, &an);
         if (r >= 0)
                 r = x509_chain_from_pem(ca_pem, an, &roots);
         if (r < 0)
@@ -464,7 +464,7 @@ int cred_start(struct cred *c) {
         if (r >= 0) {
                 plan_rotation(c, 0);
                 char until[64] = "";
-                (void) format_rfc3339(c->info.not_after, until, sizeof(until));
+                (void) json_format_rfc3339(c->info.not_after, until, sizeof(until));
                 log_cred_full_errno(c, LOG_INFO, 0, "reusing serial %s from %s, valid until %s", c->info.serial, c->dir, until);
                 cred_set_state(c, CRED_VALID);
                 c->on_event(c, CRED_EVENT_ISSUED, c->userdata);

@@ -19,11 +19,11 @@
 #include <openssl/crypto.h>
 
 #include "caller.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "identity-views.h"
 #include "json.h"
 #include "log.h"
-#include "parse-util.h"
+#include "parse.h"
 #include "strv.h"
 #include "waitq.h"
 

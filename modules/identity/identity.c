@@ -14,7 +14,7 @@
 #include "caps.h"
 #include "config.h"
 #include "facts.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "identity-views.h"
 #include "issue-worker.h"
 #include "json.h"
@@ -200,7 +200,7 @@ static void update_state(struct identity *id) {
 
         if (!n)
                 return;
-        (void) format_rfc3339(n->info.not_after, until, sizeof(until));
+        (void) json_format_rfc3339(n->info.not_after, until, sizeof(until));
         switch (n->state) {
         case CRED_NONE:
         case CRED_REQUESTING:
@@ -368,8 +368,8 @@ static int identity_init(struct module_instance *mi, struct config *c, char **re
 
 int identity_new_cred(struct identity *id, const char *name, const char *profile, enum cert_usage usage,
                       const char *cn_prefix, const char *org, struct cred **ret) {
-        _cleanup_free_ char *base = path_join(id->manager->settings.state_dir, "identity"), *dir = NULL, *cn = NULL;
-        if (!base || !(dir = path_join(base, name)) || asprintf(&cn, "%s%s", cn_prefix, id->manager->settings.node_name) < 0)
+        _cleanup_free_ char *base = fs_path_join(id->manager->settings.state_dir, "identity"), *dir = NULL, *cn = NULL;
+        if (!base || !(dir = fs_path_join(base, name)) || asprintf(&cn, "%s%s", cn_prefix, id->manager->settings.node_name) < 0)
                 return -ENOMEM;
         const struct cred_config cfg = {
                 .name = name,

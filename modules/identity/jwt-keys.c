@@ -14,7 +14,7 @@
 
 #include <openssl/crypto.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "identity.h"
 #include "json.h"
 #include "log.h"
@@ -56,7 +56,7 @@ static int load_signer(struct jwt_keyset *ks, const char *path, char **ret_error
         if (st.st_mode & 0077)
                 return asprintf(ret_error, "jwt-key-file %s is readable or writable by group or others (mode %04o): "
                                            "it must be 0600 or 0400", path, (unsigned) (st.st_mode & 07777)) < 0 ? -ENOMEM : -EPERM;
-        r = read_file_full(path, JWT_FILE_MAX, &data, &size);
+        r = fs_read_file_full(path, JWT_FILE_MAX, &data, &size);
         if (r >= 0) {
                 r = jwt_keyset_set_signer_pem(ks, data, size);
                 OPENSSL_cleanse(data, size);
@@ -73,7 +73,7 @@ static int load_signer(struct jwt_keyset *ks, const char *path, char **ret_error
 static int load_bundle(struct jwt_keyset *ks, const char *path, char **ret_error) {
         _cleanup_free_ char *data = NULL;
         size_t size = 0;
-        int r = read_file_full(path, JWT_FILE_MAX, &data, &size);
+        int r = fs_read_file_full(path, JWT_FILE_MAX, &data, &size);
         if (r >= 0)
                 r = jwt_keyset_add_jwks(ks, data, size);
         if (r < 0 && asprintf(ret_error, "jwt-bundle-file %s: %s", path,

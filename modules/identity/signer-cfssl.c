@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "cfssl-wire.h"
 #include "http.h"
 #include "json.h"
@@ -106,7 +106,7 @@ static int op_send_sign(struct cfssl_op *op) {
         size_t key_size = 0, n;
         int r;
 
-        r = read_file_full(s->auth_key_file, 4096, &text, &n);
+        r = fs_read_file_full(s->auth_key_file, 4096, &text, &n);
         if (r < 0)
                 return r;
         r = cfssl_wire_parse_hex_key(text, &key, &key_size);
@@ -168,7 +168,7 @@ static int load_roots(struct cfssl_signer *s) {
         _cleanup_free_ char *pem = NULL;
         _cleanup_(x509_chain_freep) STACK_OF(X509) *roots = NULL;
         size_t n;
-        int r = read_file_full(s->ca_file, CFSSL_MAX_BODY, &pem, &n);
+        int r = fs_read_file_full(s->ca_file, CFSSL_MAX_BODY, &pem, &n);
         if (r >= 0)
                 r = x509_chain_from_pem(pem, n, &roots);
         if (r < 0)

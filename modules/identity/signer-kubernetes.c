@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "http.h"
 #include "kube-endpoint.h"
 #include "kube-csr.h"
@@ -252,7 +252,7 @@ int signer_kubernetes_new(sd_event *e, struct http_client *http, const struct ku
                 return r;
         }
         /* The cluster CA is the trust anchor the issued certificate is checked against. */
-        r = read_file_full(ep->ca_file, 1024 * 1024, &ca, &n);
+        r = fs_read_file_full(ep->ca_file, 1024 * 1024, &ca, &n);
         if (r >= 0)
                 r = x509_chain_from_pem(ca, n, &s->base.roots);
         if (r < 0) {

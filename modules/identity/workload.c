@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "atomic-dir.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "identity.h"
 #include "issue-worker.h"
 #include "json.h"
@@ -118,7 +118,7 @@ static char *tls_dir(struct identity *id, const struct workload *w) {
                 return w->tls_dir ? strdup(w->tls_dir) : NULL;
         if (!id->settings->pod_tls_dir || !*id->settings->pod_tls_dir || !uid_ok(w->uid))
                 return NULL;
-        return path_join(id->settings->pod_tls_dir, w->uid);
+        return fs_path_join(id->settings->pod_tls_dir, w->uid);
 }
 
 /* What the agent wrote in a service's tls-dir, and the directory if nothing else is left: the
@@ -132,14 +132,14 @@ void workload_remove_service_files(const char *dir) {
                 return;
         for (size_t i = 0; i < ELEMENTSOF(links); i++)
                 (void) unlinkat(dfd, links[i], 0);
-        DIR *d = opendir_at(dfd, ".");
+        DIR *d = fs_opendir_at(dfd, ".");
         if (!d)
                 return;
-        while (read_entry(d, &de) > 0) { /* the version directories: "..<timestamp>" */
+        while (fs_read_entry(d, &de) > 0) { /* the version directories: "..<timestamp>" */
                 struct stat st;
                 if (startswith(de->d_name, "..") && !streq(de->d_name, "..") &&
                     fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISDIR(st.st_mode))
-                        (void) rm_rf_at(dfd, de->d_name);
+                        (void) fs_rm_rf_at(dfd, de->d_name);
         }
         closedir(d);
         (void) rmdir(dir);
@@ -156,7 +156,7 @@ void workload_remove(struct identity *id, struct workload *w) {
         if (dir && w->service)
                 workload_remove_service_files(dir);
         else if (dir)
-                (void) rm_rf(dir);
+                (void) fs_rm_rf(dir);
         log_workload_full_errno(w, LOG_INFO, 0, "%s gone: certificate dropped", w->service ? "service" : "pod");
         _cleanup_free_ char *uid = strdup(w->uid);
         bool pod = !w->service;
@@ -198,18 +198,18 @@ int workload_sweep_tls_dir(struct identity *id, unsigned *ret_removed) {
                 ret = r;
         else
                 removed += (unsigned) r;
-        DIR *d = opendir_at(dfd, ".");
+        DIR *d = fs_opendir_at(dfd, ".");
         if (!d)
                 return -errno;
         struct dirent *de;
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 struct stat st;
                 /* Only real directories named like a pod UID that no current workload owns; a
                  * symlink is never followed nor touched. */
                 if (!looks_like_pod_uid(de->d_name) || workload_find(id, de->d_name) ||
                     fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
                         continue;
-                r = rm_rf_at(dfd, de->d_name);
+                r = fs_rm_rf_at(dfd, de->d_name);
                 if (r < 0 && ret == 0)
                         ret = r;
                 else if (r >= 0)
@@ -279,9 +279,9 @@ static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir
         if (r < 0)
                 return r;
         if (w->generation <= 1 || w->new_dir) { /* the first write here: leftovers of an earlier run go */
-                r = w->service ? path_split(dir, &parent, NULL) : 0;
+                r = w->service ? fs_path_split(dir, &parent, NULL) : 0;
                 if (r >= 0)
-                        r = mkdir_p(w->service ? parent : id->settings->pod_tls_dir, 0755);
+                        r = fs_mkdir_p(w->service ? parent : id->settings->pod_tls_dir, 0755);
                 if (r < 0)
                         return r;
                 (void) atomic_dir_cleanup(dir);
@@ -290,13 +290,13 @@ static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir
         if (r < 0)
                 return r;
         if (w->service && (r = own_tls_dir(dir, gid)) < 0) {
-                (void) rm_rf(version);
+                (void) fs_rm_rf(version);
                 return r;
         }
         if ((r = cred_write_version_file(version, "key.pem", w->key_pem, 0600, uid, gid)) < 0 ||
             (r = cred_write_version_file(version, "cert.pem", w->chain_pem, 0644, uid, gid)) < 0 ||
             (r = cred_write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, uid, gid)) < 0) {
-                (void) rm_rf(version);
+                (void) fs_rm_rf(version);
                 return r;
         }
         *ret_dir = TAKE_PTR(dir);
@@ -307,7 +307,7 @@ static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir
 static int commit_tls_dir(struct workload *w, const char *dir, const char *version, unsigned flags) {
         int r = atomic_dir_commit_flags(dir, version, 0, flags);
         if (r < 0)
-                (void) rm_rf(version);
+                (void) fs_rm_rf(version);
         else
                 w->new_dir = false;
         return r;
@@ -335,7 +335,7 @@ static int sync_pod_tls_dir(int dfd) {
 static int open_pod_tls_dir(struct identity *id) {
         int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) {
-                int r = mkdir_p(id->settings->pod_tls_dir, 0755);
+                int r = fs_mkdir_p(id->settings->pod_tls_dir, 0755);
                 if (r < 0)
                         return r;
                 fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -412,7 +412,7 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, const bool
                         if (how[i] == STAGED_NEW_DIR)
                                 (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
                         else
-                                (void) rm_rf(versions[i]);
+                                (void) fs_rm_rf(versions[i]);
                 } else if (how[i] == STAGED_NEW_DIR) {
                         r = atomic_dir_publish_new(dfd, ws[i]->uid, ws[i]->ticket);
                         if (r == -ENOENT) /* staged where the directory was before it was made anew */
@@ -549,7 +549,7 @@ static void issue_succeeded(struct identity *id, struct workload *w, bool had) {
         schedule_rotation(id, w);
         arm_expiry(id, w);
         char until[64] = "";
-        (void) format_rfc3339(w->info.not_after, until, sizeof(until));
+        (void) json_format_rfc3339(w->info.not_after, until, sizeof(until));
         log_workload_full_errno(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
                      w->spiffe, until);
         if (!had && !w->service)

@@ -18,7 +18,7 @@
  * (nothing is overwritten; the operator decides).
  *
  * Once the journal holds more records than the state has entries (at least 1,024), the whole
- * state is written as a new snapshot (write_file_atomic) and the journal is emptied: an amortised
+ * state is written as a new snapshot (fs_write_file_atomic) and the journal is emptied: an amortised
  * O(1) per change. A crash between the two leaves records the snapshot already holds: their seq
  * says so and the load skips them. A version 1 snapshot (before the journal) loads as it is. */
 
@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "ipam-internal.h"
 #include "json.h"
 #include "syncer.h"
@@ -185,7 +185,7 @@ static int snapshot_load(struct ipam *p, char **ret_error) {
         size_t size = 0;
         int r;
 
-        r = read_file_full(p->state_file, IPAM_MAX_STATE, &text, &size);
+        r = fs_read_file_full(p->state_file, IPAM_MAX_STATE, &text, &size);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)
@@ -373,7 +373,7 @@ static int journal_replay(struct ipam *p, off_t *ret_good, size_t *ret_records, 
         unsigned lineno = 0;
         int r;
 
-        r = read_file_full(p->journal_file, IPAM_MAX_JOURNAL, &text, &size);
+        r = fs_read_file_full(p->journal_file, IPAM_MAX_JOURNAL, &text, &size);
         if (r == -ENOENT)
                 r = 0, size = 0;
         if (r < 0)
@@ -404,7 +404,7 @@ static int journal_open(struct ipam *p, bool truncate) {
                 return negative_errno();
         p->journal_fd = fd;
         if (!existed) {
-                int r = fsync_directory_of(p->journal_file);
+                int r = fs_fsync_directory_of(p->journal_file);
                 if (r < 0)
                         p->not_durable = r; /* the file is there for every reader */
         }
@@ -471,7 +471,7 @@ static int compact(struct ipam *p) {
          * flush is seen before the snapshot makes it moot. */
         if (p->syncer)
                 syncer_quiesce(p->syncer);
-        r = write_file_atomic_full(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1, &renamed);
+        r = fs_write_file_atomic_full(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1, &renamed);
         if (r < 0 && !renamed)
                 return r;
         if (r < 0) {

@@ -14,7 +14,7 @@
 #include "caps.h"
 #include "config.h"
 #include "facts.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "ipam.h"
 #include "json.h"
 #include "kube-endpoint.h"
@@ -251,17 +251,17 @@ static int podnet_open(struct module_instance *mi) {
                                  p->settings->host_gateway, p->cidr);
                 return 0;
         }
-        dir = path_join(state_dir, "podnet");
+        dir = fs_path_join(state_dir, "podnet");
         free(p->state_file);
-        p->state_file = path_join(dir, "allocations.json");
+        p->state_file = fs_path_join(dir, "allocations.json");
         if (!dir || !p->state_file)
                 return -ENOMEM;
-        r = mkdir_p(dir, 0700);
+        r = fs_mkdir_p(dir, 0700);
         if (r < 0) {
                 module_set_state(mi, MODULE_FAILED, "cannot create %s: %s", dir, strerror(-r));
                 return 0;
         }
-        (void) fsutil_cleanup_temp(dir);
+        (void) fs_cleanup_temp(dir);
         r = ipam_new(p->cidr, p->settings->address_quarantine, p->state_file, &p->ipam, &error);
         if (r == -EBADMSG) {
                 module_set_state(mi, MODULE_FAILED, "the pod address state is damaged (%s); move %s and its journal "

@@ -5,7 +5,7 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "memcg.h"
 
 /* The cgroup files are read and written directly, not through libcgroup: its cgroup_init()
@@ -29,7 +29,7 @@ static int read_cgroup_file(const struct memcg *g, const char *name, char **ret)
         _cleanup_free_ char *p = memcg_file(g, name);
         if (!p)
                 return -ENOMEM;
-        return read_file_full(p, 1u << 20, ret, NULL);
+        return fs_read_file_full(p, 1u << 20, ret, NULL);
 }
 
 static int write_cgroup_file(const struct memcg *g, const char *name, const char *value) {
@@ -70,8 +70,8 @@ static bool mountinfo_memory_line(char *line, char **ret_mount, enum memcg_versi
                         return false;
                 *ret_version = MEMCG_V1;
         } else if (streq(fstype, "cgroup2")) {
-                _cleanup_free_ char *cp = path_join(mount, "cgroup.controllers"), *controllers = NULL;
-                if (!cp || read_file_full(cp, 4096, &controllers, NULL) < 0)
+                _cleanup_free_ char *cp = fs_path_join(mount, "cgroup.controllers"), *controllers = NULL;
+                if (!cp || fs_read_file_full(cp, 4096, &controllers, NULL) < 0)
                         return false;
                 bool has = false;
                 for (char *save = NULL, *t = strtok_r(controllers, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
@@ -87,7 +87,7 @@ static bool mountinfo_memory_line(char *line, char **ret_mount, enum memcg_versi
 
 int memcg_hierarchy(enum memcg_version *ret_version, char **ret_mount) {
         _cleanup_free_ char *info = NULL;
-        int r = read_file_full("/proc/self/mountinfo", 16u << 20, &info, NULL);
+        int r = fs_read_file_full("/proc/self/mountinfo", 16u << 20, &info, NULL);
         if (r < 0)
                 return r;
         /* The kernel binds the memory controller to one hierarchy: at most one line matches. */
@@ -188,7 +188,7 @@ int memcg_inode(const struct memcg *g, uint64_t *ret) {
 }
 
 char *memcg_file(const struct memcg *g, const char *name) {
-        return path_join(g->dir, name);
+        return fs_path_join(g->dir, name);
 }
 
 /* One value: the first line of a file. */
@@ -445,12 +445,12 @@ bool memcg_is_pod_dir(const char *name, const char *uid) {
 static int find_pod_below(int dir_fd, const char *rel, const char *uid, unsigned depth, char **ret_path) {
         if (depth == 0)
                 return -ENOENT;
-        DIR *d = opendir_at(dir_fd, ".");
+        DIR *d = fs_opendir_at(dir_fd, ".");
         if (!d)
                 return negative_errno();
         struct dirent *de;
         int found = -ENOENT, r;
-        while (found == -ENOENT && (r = read_entry(d, &de)) > 0) {
+        while (found == -ENOENT && (r = fs_read_entry(d, &de)) > 0) {
                 if (de->d_type != DT_DIR)
                         continue; /* cgroupfs reports every type; a cgroup is a directory */
                 _cleanup_free_ char *child = NULL;
@@ -475,7 +475,7 @@ int memcg_find_pod(const char *uid, unsigned depth, char **ret_path) {
         int r = memcg_hierarchy(NULL, &mount);
         if (r < 0)
                 return r;
-        _cleanup_close_ int fd = open_directory(mount);
+        _cleanup_close_ int fd = fs_open_directory(mount);
         if (fd < 0)
                 return fd;
         return find_pod_below(fd, "/", uid, depth, ret_path);

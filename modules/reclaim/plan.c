@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 
-#include "parse-util.h"
+#include "parse.h"
 #include "plan.h"
 #include "string-table.h"
 

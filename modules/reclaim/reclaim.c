@@ -11,13 +11,13 @@
 
 #include "caps.h"
 #include "config.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "json.h"
 #include "log.h"
 #include "manager.h"
 #include "memcg.h"
 #include "module.h"
-#include "parse-util.h"
+#include "parse.h"
 #include "reclaim.h"
 #include "strv.h"
 #include "target.h"
@@ -469,7 +469,7 @@ static int reclaim_start(struct module_instance *mi) {
         rc->ctx.cgroup_taken = cgroup_taken;
         rc->ctx.userdata = rc;
         free(rc->ctx.record_dir);
-        rc->ctx.record_dir = path_join(m->settings.state_dir, "reclaim");
+        rc->ctx.record_dir = fs_path_join(m->settings.state_dir, "reclaim");
         if (!rc->ctx.record_dir)
                 return -ENOMEM;
         r = register_metrics(rc, m);

@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "json.h"
 #include "target-internal.h"
 #include "string-table.h"

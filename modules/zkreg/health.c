@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "health.h"
-#include "parse-util.h"
+#include "parse.h"
 #include "string-table.h"
 
 #define ANNOTATION_HEALTH "pinion.io/health"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Per-pod health checks like Nerve's, on the loop (libcurl through agent/http.c; no blocking):
+/* Per-pod health checks like Nerve's, on the loop (libcurl through agent/lib/http.c; no blocking):
  *   pinion.io/health           tcp | http:/path | none   (absent: none)
  *   pinion.io/health-interval  time between checks        (default 2s)
  *   pinion.io/health-timeout   time a check may take      (default 1s, at most the interval)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "backoff.h"
+#include "token-bucket.h"
 #include "health.h"
 #include "member-watch.h"
 #include "metrics.h"

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 #include "zk-session.h"
 
@@ -167,11 +167,11 @@ static void session_save_state(struct zk_session *s, const clientid_t *id) {
         for (size_t i = 0; i < sizeof(id->passwd); i++)
                 n += snprintf(text + n, sizeof(text) - (size_t) n, "%02x", (unsigned char) id->passwd[i]);
         n += snprintf(text + n, sizeof(text) - (size_t) n, "\n");
-        r = path_split(s->state_file, &dir, NULL);
+        r = fs_path_split(s->state_file, &dir, NULL);
         if (r >= 0)
-                r = mkdir_p(dir, 0700);
+                r = fs_mkdir_p(dir, 0700);
         if (r >= 0)
-                r = write_file_atomic(s->state_file, text, (size_t) n, 0600, (uid_t) -1, (gid_t) -1);
+                r = fs_write_file_atomic(s->state_file, text, (size_t) n, 0600, (uid_t) -1, (gid_t) -1);
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "Cannot save the session to %s (a restart after a crash will "
                                          "leave the old members until the session timeout): %m", s->state_file);
@@ -184,7 +184,7 @@ int zk_session_load_state(const char *path, clientid_t *ret) {
         clientid_t id = {};
         int r;
 
-        r = read_file_full(path, 4096, &data, NULL);
+        r = fs_read_file_full(path, 4096, &data, NULL);
         if (r < 0)
                 return r;
         if (sscanf(data, "%16llx %32s", &sid, hex) != 2 || strlen(hex) != 2 * sizeof(id.passwd) || sid == 0)

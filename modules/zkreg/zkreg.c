@@ -14,7 +14,7 @@
 
 #include "config.h"
 #include "facts.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "log.h"
 #include "manager.h"
 #include "module.h"
@@ -248,8 +248,8 @@ static int on_reap_timeout(sd_event_source *src, uint64_t usec, void *userdata) 
 static void zkreg_remove_temp_files(const char *state_file) {
         _cleanup_free_ char *dir = NULL;
 
-        if (path_split(state_file, &dir, NULL) >= 0)
-                (void) fsutil_cleanup_temp(dir);
+        if (fs_path_split(state_file, &dir, NULL) >= 0)
+                (void) fs_cleanup_temp(dir);
 }
 
 static void zkreg_reap_previous(struct zkreg *z, const char *servers) {

@@ -43,7 +43,7 @@ Ready-to-visible latency (once, in the last run)
   latency is t1 - t0: the apiserver watch event, the agent's pod store, the registration, the
   create, and the watch notification back to kazoo with its get_children. The same through
   pods-dir (a static pod file rewritten with Ready=True) is reported too: that is the core's
-  directory source (agent/podsdir.c) more than zkreg.
+  directory source (agent/pods/podsdir.c) more than zkreg.
 
 Exit status 0 when every run completed (whatever the numbers), 1 otherwise.
 """

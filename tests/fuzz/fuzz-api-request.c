@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzzes the local API end to end: each input is written as raw bytes to a connection on a real
- * API socket (agent/api.c, api-request.c, api-route.c and api-reply.c over libmicrohttpd,
+ * API socket (agent/api/api.c, api-request.c, api-route.c and api-reply.c over libmicrohttpd,
  * driven by sd-event as in the daemon), then the loop runs until the agent has answered and
  * closed or a bound is reached.
  * Our code under test: path splitting, percent-decoding, routing and captures, query lookup,
@@ -98,7 +98,7 @@ static int on_suspend(struct api_request *r, void *userdata) {
         if (sd_event_add_defer(event, &held.source, on_later, &held) < 0)
                 return api_reply_error(r, 500, "defer");
         held.request = r;
-        api_request_suspend(r, on_held_abort, &held);
+        api_reply_suspend(r, on_held_abort, &held);
         return 0;
 }
 
@@ -108,9 +108,9 @@ static int on_stream(struct api_request *r, void *userdata) {
         (void) userdata;
         if (api_reply_stream(r, 200, "application/x-ndjson", on_abort, &stream_source) < 0)
                 return 0;
-        (void) api_stream_write(r, "{\"a\":1}\n", 8);
-        (void) api_stream_write(r, "{\"b\":2}\n", 8);
-        return api_stream_end(r);
+        (void) api_reply_stream_write(r, "{\"a\":1}\n", 8);
+        (void) api_reply_stream_write(r, "{\"b\":2}\n", 8);
+        return api_reply_stream_end(r);
 }
 
 static const struct api_route routes[] = {

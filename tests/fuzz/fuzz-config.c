@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzzes the config loader (agent/config.c: the INI text of pinion.conf and its drop-ins) and
+/* Fuzzes the config loader (agent/lib/config.c: the INI text of pinion.conf and its drop-ins) and
  * every typed parser, through a section table [s], repeated sections [i.NAME] and a section
  * parsed into a new object [n], as the manager and the modules do. */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzzes the gRPC server end to end: each input is written as raw bytes to one end of a socket
- * pair whose other end is a connection of a real gRPC server (agent/grpc-server.c and
+ * pair whose other end is a connection of a real gRPC server (agent/grpc/grpc-server.c and
  * grpc-call.c over libnghttp2, driven by sd-event as in the daemon); the loop runs until the
  * server has nothing more to do, then the client end closes and everything is freed.
  * Our code under test: the HTTP/2 callbacks, request headers and metadata, grpc-timeout, the

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzzes the Pod JSON parser (agent/pod-parse.c: static pod files and apiserver objects) and,
+/* Fuzzes the Pod JSON parser (agent/pods/pod-parse.c: static pod files and apiserver objects) and,
  * when a pod comes out, its API representation (pod_to_json) and the model's accessors. */
 
 #include <stdlib.h>
@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *error = NULL;
 
         /* Odd sizes parse as a static pod (a uid fallback), even ones as an apiserver object. */
-        if (pod_from_json_text((const char *) data, size, (size & 1) ? "fuzz-uid" : NULL, &p, &error) < 0) {
+        if (pod_parse_json_text((const char *) data, size, (size & 1) ? "fuzz-uid" : NULL, &p, &error) < 0) {
                 free(error);
                 return 0;
         }

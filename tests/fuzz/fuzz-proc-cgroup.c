@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Fuzzes the /proc/PID/cgroup parsers behind peer attestation (agent/peer-pod.c,
- * agent/peer-service.c): whatever the text, the answer is "no pod", one pod UID and container ID
+/* Fuzzes the /proc/PID/cgroup parsers behind peer attestation (agent/socket/peer-pod.c,
+ * agent/socket/peer-service.c): whatever the text, the answer is "no pod", one pod UID and container ID
  * of sane characters, or -EBADMSG; and "no service", one valid unit name, or -EBADMSG. */
 
 #include <errno.h>
@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         memcpy(text, data, size);
         text[size] = 0;
-        r = pod_from_proc_cgroup(text, roots, &pod);
+        r = peer_pod_from_proc_cgroup(text, roots, &pod);
         if (r == 1) {
                 /* Only lowercase hex and dashes ever come out: the UID names files and is compared
                  * with the store's, the container ID with the pod's status. */
@@ -36,10 +36,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         static char *const service_roots[] = { (char *) "/system.slice", (char *) "/x/y.slice", NULL };
         char *unit = NULL;
-        r = service_from_proc_cgroup(text, service_roots, &unit);
+        r = peer_service_from_proc_cgroup(text, service_roots, &unit);
         /* A unit name never holds a '/' (it becomes part of nothing but a lookup, yet must be
          * exactly one cgroup segment) and is always one systemd would accept. */
-        if (r == 1 && (!unit || !service_unit_valid(unit) || strchr(unit, '/')))
+        if (r == 1 && (!unit || !peer_service_unit_valid(unit) || strchr(unit, '/')))
                 abort();
         if (r != 1 && unit)
                 abort();

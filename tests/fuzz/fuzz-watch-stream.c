@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzzes the watch event decoder (modules/apiserver/watch-stream.c) with the bytes of a watch
  * response, delivered in two pieces split where the first input byte says, and the pod parser
- * (agent/pod-parse.c) on every ADDED/MODIFIED object, as the reflector would.
+ * (agent/pods/pod-parse.c) on every ADDED/MODIFIED object, as the reflector would.
  *
  * Input: byte 0 = split position (scaled to the rest), byte 1 = max_line choice, then the stream. */
 
@@ -24,7 +24,7 @@ static int on_event(const struct watch_event *ev, void *userdata) {
                 struct pod *p = NULL;
                 char *error = NULL;
 
-                if (pod_from_json(ev->object, (*n & 1) ? "fuzz-uid" : NULL, &p, &error) >= 0)
+                if (pod_parse_json(ev->object, (*n & 1) ? "fuzz-uid" : NULL, &p, &error) >= 0)
                         pod_unref(p);
                 free(error);
         }

@@ -172,7 +172,7 @@ class Walk:
 
     @staticmethod
     def is_temp(name):
-        return name.startswith(".#")   # fsutil's write_file_atomic() temp files
+        return name.startswith(".#")   # fs.c's fs_write_file_atomic() temp files
 
     def load_json(self, path):
         try:
@@ -879,7 +879,7 @@ def finish_and_check(env, a, kz, writer, walked):
 
 def test_leftovers_of_an_interrupted_write_go_at_the_next_start(agent_factory, tmp_dir):
     """What a kill in the middle of a write leaves in state-dir (an unfinished version of the node
-    certificate, a stale ..data_tmp, write_file_atomic() temp files) is gone after the next start
+    certificate, a stale ..data_tmp, fs_write_file_atomic() temp files) is gone after the next start
     and stop, also when nothing is written again (the node certificate is reused). The random kills
     above meet these only by chance; this plants them."""
     ca = os.path.join(tmp_dir, "ca")

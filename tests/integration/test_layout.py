@@ -97,8 +97,8 @@ def _exported(archive):
 
 
 def name_violations(builddir=BUILDDIR):
-    """Exported names that do not begin with their file's name (dashes as underscores, a plural
-    file's name also in the singular: pods.c -> pod_*, metrics.c -> metric_*)."""
+    """Exported names that do not begin with their file's name (dashes as underscores, in the
+    singular or the plural: pods.c -> pod_*, metrics.c -> metric_*, service.c -> services_*)."""
     bad = []
     libs = sorted(n for n in os.listdir(builddir)
                   if n.startswith("libpinion-") and n.endswith(".a") and n != "libpinion-proto.a")
@@ -106,7 +106,7 @@ def name_violations(builddir=BUILDDIR):
     for lib in libs:
         for stem, sym in _exported(os.path.join(builddir, lib)):
             prefix = stem.replace("-", "_")
-            prefixes = {prefix + "_"} | ({prefix[:-1] + "_"} if prefix.endswith("s") else set())
+            prefixes = {prefix + "_", prefix + "s_"} | ({prefix[:-1] + "_"} if prefix.endswith("s") else set())
             if not any(sym.startswith(p) for p in prefixes):
                 bad.append(f"{lib} {stem}.c: {sym}")
     return bad
@@ -120,3 +120,142 @@ def test_exported_names_say_where_they_live():
 if __name__ == "__main__":
     import sys
     print("\n".join(name_violations(sys.argv[1] if len(sys.argv) > 1 else BUILDDIR)))
+
+
+# ---- docs/design.md's layout section against the tree ----
+
+def _layout_block():
+    with open(os.path.join(SRCDIR, "docs", "design.md")) as f:
+        text = f.read()
+    section = text.split("\n## Layout", 1)[1].split("\n## ", 1)[0]
+    return section.split("```", 2)[1]
+
+
+FILE_ENTRY = re.compile(r"^[\w.+-]+\.(c|h|\[ch\])$")
+
+
+def _layout_entries():
+    """{folder: {entries}} of the layout block: a line's first word is a folder (ending in /)
+    or a file (x.c, x.h, x.[ch]) of the folder above it with less indentation."""
+    stack, entries = [(-1, "")], {}
+    for line in _layout_block().splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        word = line.split()[0]
+        if not (word.endswith("/") or FILE_ENTRY.match(word)):
+            continue
+        while stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if word.endswith("/"):
+            path = os.path.join(parent, word.rstrip("/"))
+            entries.setdefault(parent, set()).add(word)
+            stack.append((indent, path))
+        else:
+            names = [word.replace(".[ch]", ".c"), word.replace(".[ch]", ".h")] if ".[ch]" in word else [word]
+            entries.setdefault(parent, set()).update(names)
+    return entries
+
+
+def test_design_layout_is_the_agent_tree():
+    entries = _layout_entries()
+    documented, actual = set(), set()
+    for folder, names in entries.items():
+        if folder == "agent" or folder.startswith("agent/"):
+            documented |= {os.path.join(folder, n.rstrip("/")) for n in names}
+    for dirpath, dirs, files in os.walk(AGENT):
+        rel = os.path.relpath(dirpath, SRCDIR)
+        actual |= {os.path.join(rel, d) for d in dirs} | {os.path.join(rel, f) for f in files}
+    assert sorted(actual - documented) == [], "in the tree, not in docs/design.md's layout"
+    assert sorted(documented - actual) == [], "in docs/design.md's layout, not in the tree"
+
+
+def test_design_layout_names_every_module_and_top_folder():
+    block = _layout_block()
+    line = block.split("modules/<name>/", 1)[1].split("\n  <name>.c", 1)[0]
+    named = set(re.findall(r"[a-z]+", line.split("per job:", 1)[1]))
+    assert named == set(os.listdir(MODULES))
+    top = {w.split("/", 1)[0] + "/" for w in _layout_entries()[""]}  # modules/<name>/ -> modules/
+    tracked = subprocess.run(["git", "-C", SRCDIR, "ls-files"], capture_output=True, text=True).stdout.split()
+    if tracked:
+        folders = {p.split("/", 1)[0] + "/" for p in tracked if "/" in p and not p.startswith(".")}
+        assert folders - {"build-aux/", "m4/"} <= top, folders - top
+
+
+# ---- models announce, views subscribe; handlers only map ----
+
+DEFINITION = re.compile(r"^(?!static\b)[a-z][\w\s*]*?\b(\w+)\((?:[^;]*)$", re.M)
+
+
+def _functions(path):
+    """[(name, first line, number of lines, exported)] of the function definitions of a C file
+    (house style: the head starts in column 0, the body ends with a '}' in column 0)."""
+    out, lines = [], open(path).read().split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"^(static\s+)?(?:[\w*]+\s+)*\**(\w+)\(", line)
+        if m and not line.rstrip().endswith(";") and not line.startswith(("#", " ", "\t", "}")):
+            j = i
+            while j < len(lines) and not lines[j].rstrip().endswith("{") and not lines[j].rstrip().endswith(";"):
+                j += 1
+            if j < len(lines) and lines[j].rstrip().endswith("{"):
+                k = j + 1
+                while k < len(lines) and lines[k] != "}":
+                    k += 1
+                out.append((m.group(2), i + 1, k - i + 1, not m.group(1) and not line.startswith("_")))
+                i = k
+        i += 1
+    return out
+
+
+def _module_files(module):
+    folder = os.path.join(MODULES, module)
+    cs = sorted(f for f in os.listdir(folder) if f.endswith(".c"))
+    # views: the API files, and the file that starts and stops them (identity-views.c)
+    views = [f for f in cs if re.search(r"-api(-[\w-]+)?\.c$|-views\.c$", f)]
+    return folder, views, [f for f in cs if f not in views]
+
+
+def test_models_call_no_view():
+    bad = []
+    for module in sorted(os.listdir(MODULES)):
+        folder, views, models = _module_files(module)
+        view_functions = {name for v in views for name, _, _, exported in _functions(os.path.join(folder, v))
+                          if exported}
+        for mf in models:
+            with open(os.path.join(folder, mf)) as f:
+                text = f.read()
+            for name in sorted(view_functions):
+                # The module's entry (<module>.c) wires its views in: it may start and stop them.
+                if mf == module + ".c" and re.search(r"_(register|unregister|start|stop)$", name):
+                    continue
+                if re.search(r"\b%s\(" % name, text):
+                    bad.append(f"modules/{module}/{mf} calls {name}() of an API file")
+    assert not bad, "\n".join(bad)
+
+
+def test_module_contract_knows_no_manager():
+    with open(os.path.join(AGENT, "module.c")) as f:
+        text = f.read()
+    assert '#include "manager.h"' not in text and "manager_" not in text
+
+
+def test_handlers_only_map():
+    handler_files = [os.path.join(AGENT, "manager-api.c")]
+    for module in sorted(os.listdir(MODULES)):
+        folder, views, _ = _module_files(module)
+        handler_files += [os.path.join(folder, v) for v in views]
+    assert len(handler_files) > 8
+    long = [f"{os.path.relpath(p, SRCDIR)}:{line}: {name}() is {n} lines"
+            for p in handler_files for name, line, n, _ in _functions(p) if n > 80]
+    assert not long, "\n".join(long)
+
+
+def test_function_scanner_sees_functions():
+    """The scanner the two tests above rely on finds a known long function and a known
+    exported one, so a change of style cannot make them pass vacuously."""
+    found = {name: (n, exported) for name, _, n, exported in _functions(os.path.join(AGENT, "manager.c"))}
+    assert found["manager_new"][1] and found["manager_new"][0] > 20
+    assert any(not exported for _, exported in found.values())

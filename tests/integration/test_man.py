@@ -339,7 +339,7 @@ def test_pinion_cni_page_names_every_variable_key_and_code():
     cni_h = _source("modules", "podnet", "cni-core.h")
     plugin = _source("modules", "podnet", "pinion-cni.c")
     env = set(re.findall(r'getenv_fn\("([A-Z_]+)"', cni_c)) | set(re.findall(r'getenv\("([A-Z_]+)"\)', plugin))
-    # The socket check it shares with pinionctl (agent/socket-trust.c) reads one more.
+    # The socket check it shares with pinionctl (agent/lib/socket-trust.c) reads one more.
     env |= set(re.findall(r'#define SOCKET_OWNER_ENV "([A-Z_]+)"', _source("agent", "lib", "socket-trust.h")))
     assert {"CNI_COMMAND", "CNI_NETNS", "PINION_SOCKET_OWNER"} <= env, env
     assert env == _tags("pinion-cni.8", "ENVIRONMENT"), (env, _tags("pinion-cni.8", "ENVIRONMENT"))

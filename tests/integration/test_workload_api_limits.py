@@ -23,7 +23,7 @@ from workload_api_testlib import call, spawn
 
 NOBODY = 65534
 MAX_MESSAGE = 64 * 1024
-# The server's defaults (agent/grpc-server.c): calls a second and at once, per caller.
+# The server's defaults (agent/grpc/grpc-server.c): calls a second and at once, per caller.
 RATE, BURST = 100, 512
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="pods' cgroups and other users need root")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""zkreg's registrations and the pod gates (agent/pod-gates.h) against a real ZooKeeper: a pod
+"""zkreg's registrations and the pod gates (agent/pods/pod-gates.h) against a real ZooKeeper: a pod
 held back by a gate (configs not there yet, no certificate yet) is not registered and says
 which gate; when the gate's owner reports a change, the pod registers; a gate closing again
 deregisters it. Driven through tests/zkreg/zk-registry-probe (registry.c with the core's real

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* fleet-sim: a discrete-event simulation of a fleet of node agents watching their node's pods on
  * one apiserver through an outage, comparing three retry policies. It links the agent's real
- * backoff and token bucket (agent/backoff.c); nothing else of the agent is modelled in code.
+ * backoff and token bucket (agent/lib/backoff.c); nothing else of the agent is modelled in code.
  *
  * No real time and no threads: virtual time in microseconds, one binary heap of events ordered by
  * time (then the closing 1 s window first, then insertion order), and seeded generators, so a run

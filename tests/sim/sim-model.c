@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "parse-util.h"
+#include "parse.h"
 #include "sim-model.h"
 
 static int parse_unsigned(const char *s, void *ret) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "backoff.h"
+#include "token-bucket.h"
 #include "sim-event.h"
 #include "sim-random.h"
 #include "sim-run.h"

@@ -113,7 +113,7 @@ static int h_wait(struct api_request *r, void *userdata) {
 
         assert_null(f->wait_req);
         f->wait_req = r;
-        api_request_suspend(r, on_wait_abort, f);
+        api_reply_suspend(r, on_wait_abort, f);
         assert_int_equal(sd_event_add_time_relative(f->event, &f->wait_timer, CLOCK_MONOTONIC,
                                                     100 * USEC_PER_MSEC, 1, on_wait_timer, f),
                          0);
@@ -145,7 +145,7 @@ static void hold_noted(struct fixture *f) {
 static int h_hold(struct api_request *r, void *userdata) {
         struct fixture *f = userdata;
 
-        api_request_suspend(r, on_hold_abort, f);
+        api_reply_suspend(r, on_hold_abort, f);
         hold_noted(f);
         return 0;
 }
@@ -155,7 +155,7 @@ static int h_stream_hold(struct api_request *r, void *userdata) {
         struct fixture *f = userdata;
 
         assert_int_equal(api_reply_stream(r, 200, "application/x-ndjson", on_hold_abort, f), 0);
-        assert_int_equal(api_stream_write(r, "{\"n\":0}\n", 8), 0);
+        assert_int_equal(api_reply_stream_write(r, "{\"n\":0}\n", 8), 0);
         hold_noted(f);
         return 0;
 }
@@ -174,15 +174,15 @@ static int on_stream_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         int n;
 
         if (f->stream_n == 5) {
-                assert_int_equal(api_stream_end(f->stream_req), 0);
+                assert_int_equal(api_reply_stream_end(f->stream_req), 0);
                 /* Ended: no more writes. */
-                assert_int_equal(api_stream_write(f->stream_req, "x", 1), -EINVAL);
+                assert_int_equal(api_reply_stream_write(f->stream_req, "x", 1), -EINVAL);
                 f->stream_req = NULL;
                 f->stream_timer = sd_event_source_disable_unref(f->stream_timer);
                 return 0;
         }
         n = snprintf(line, sizeof(line), "{\"n\":%u}\n", f->stream_n++);
-        assert_int_equal(api_stream_write(f->stream_req, line, (size_t) n), 0);
+        assert_int_equal(api_reply_stream_write(f->stream_req, line, (size_t) n), 0);
         assert_int_equal(sd_event_source_set_time_relative(s, 20 * USEC_PER_MSEC), 0);
         assert_int_equal(sd_event_source_set_enabled(s, SD_EVENT_ONESHOT), 0);
         return 0;
@@ -213,7 +213,7 @@ static int h_gather(struct api_request *r, void *userdata) {
 
         assert_true(f->n_gather < N_GATHER);
         f->gather[f->n_gather++] = r;
-        api_request_suspend(r, on_gather_abort, f);
+        api_reply_suspend(r, on_gather_abort, f);
         if (f->n_gather < N_GATHER)
                 return 0;
         for (unsigned i = 0; i < N_GATHER; i++) {

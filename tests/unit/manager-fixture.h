@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "manager.h"
 
 /* A module that does nothing, to stand in for a dependency the test leaves out. */
@@ -51,13 +51,13 @@ static inline struct manager *fixture_manager_new(char *dir, const char *format,
                              "[agent]\nstate-dir=%1$s/state\nruntime-dir=%1$s/run\nsocket=%1$s/run/pinion.sock\n"
                              "pods-dir=%1$s/pods\nlog-level=warning\n%2$s",
                              dir, sections) > 0);
-        conf = path_join(dir, "pinion.conf");
+        conf = fs_path_join(dir, "pinion.conf");
         assert_non_null(conf);
-        assert_int_equal(write_file_atomic(conf, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(conf, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1), 0);
         opts.config_file = conf;
         assert_int_equal(manager_new(&opts, &m, &error), 0);
-        assert_int_equal(mkdir_p(m->settings.runtime_dir, 0755), 0);
-        assert_int_equal(mkdir_p(m->settings.state_dir, 0700), 0);
+        assert_int_equal(fs_mkdir_p(m->settings.runtime_dir, 0755), 0);
+        assert_int_equal(fs_mkdir_p(m->settings.state_dir, 0700), 0);
         struct api_options ao = { .socket_path = m->settings.socket, .socket_mode = 0600,
                                   .socket_gid = (gid_t) -1, .listen_fd = -1 };
         assert_int_equal(api_new(m->event, &ao, m->metrics, &m->api), 0);
@@ -67,7 +67,7 @@ static inline struct manager *fixture_manager_new(char *dir, const char *format,
 /* Frees the manager and removes dir with everything below it. */
 static inline struct manager *fixture_manager_free(struct manager *m, const char *dir) {
         manager_free(m);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
         return NULL;
 }
 

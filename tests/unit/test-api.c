@@ -493,7 +493,7 @@ static void on_removable_abort(struct api_request *r, void *userdata) {
 static int h_removable_hold(struct api_request *r, void *userdata) {
         struct fixture *f = userdata;
         removable_held = r;
-        api_request_suspend(r, on_removable_abort, f);
+        api_reply_suspend(r, on_removable_abort, f);
         signal_child(f);
         return 0;
 }

@@ -17,7 +17,7 @@
 #include "kill-harness.h"
 
 #include "atomic-dir.h"
-#include "fsutil.h"
+#include "fs.h"
 
 #define CRASH_ROUNDS 40
 
@@ -43,7 +43,7 @@ static int teardown(void **state) {
         struct fixture *f = *state;
 
         close(f->fd);
-        assert_int_equal(rm_rf(f->root), 0);
+        assert_int_equal(fs_rm_rf(f->root), 0);
         free(f->root);
         free(f);
         return 0;
@@ -64,7 +64,7 @@ static void assert_content(const char *path, const char *expected) {
         _cleanup_free_ char *data = NULL;
         size_t size = 0;
 
-        assert_int_equal(read_file_full(path, 1 << 20, &data, &size), 0);
+        assert_int_equal(fs_read_file_full(path, 1 << 20, &data, &size), 0);
         assert_int_equal(size, strlen(expected));
         assert_memory_equal(data, expected, size);
 }
@@ -170,7 +170,7 @@ static void test_publish_into_existing(void **state) {
         for (const char *const *n = (const char *const[]) { "key.pem", "old.pem", NULL }; *n; n++) {
                 _cleanup_free_ char *p = NULL;
                 assert_true(asprintf(&p, "%s/%s", old, *n) > 0);
-                assert_int_equal(write_file_atomic(p, "OLD", 3, 0600, (uid_t) -1, (gid_t) -1), 0);
+                assert_int_equal(fs_write_file_atomic(p, "OLD", 3, 0600, (uid_t) -1, (gid_t) -1), 0);
         }
         assert_int_equal(atomic_dir_commit(d, old, 0), 0);
         assert_content(oldfile, "OLD");
@@ -195,7 +195,7 @@ static void test_leftovers(void **state) {
         struct atomic_dir_file files[3];
 
         assert_int_equal(mkdir(staged_d, 0755), 0);
-        assert_int_equal(write_file_atomic(junk, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(junk, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
         three_files(files, "k", "c", "b");
         assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
         assert_false(exists(junk));
@@ -204,9 +204,9 @@ static void test_leftovers(void **state) {
 
         assert_int_equal(atomic_dir_stage_new(f->fd, "x", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(mkdir(outside, 0755), 0);
-        assert_int_equal(write_file_atomic(precious, "keep", 4, 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(precious, "keep", 4, 0644, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(symlink(outside, link), 0);
-        assert_int_equal(write_file_atomic(file, "not a directory", 15, 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(file, "not a directory", 15, 0644, (uid_t) -1, (gid_t) -1), 0);
 
         /* Only staging directories: never a symlink's target, nor a file, nor a published one. */
         assert_int_equal(atomic_dir_sweep_staged(f->fd, NULL, NULL), 1);

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "backoff.h"
+#include "token-bucket.h"
 
 #define MSEC USEC_PER_MSEC
 #define SEC USEC_PER_SEC

@@ -17,7 +17,7 @@
 
 #include "api.h"
 #include "caller.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "macro.h"
 #include "peer-pod.h"
 #include "pod-store.h"
@@ -46,13 +46,13 @@ struct fixture {
 static void fake_proc_as(const char *root, char state, unsigned long flags, const char *cgroup) {
         char path[512], stat[512];
         snprintf(path, sizeof(path), "%s/%d", root, PID);
-        assert_int_equal(mkdir_p(path, 0755), 0);
+        assert_int_equal(fs_mkdir_p(path, 0755), 0);
         snprintf(stat, sizeof(stat), "%d (sh) %c 1 42 42 0 -1 %lu 100 0 0 0 1 2 0 0 20 0 1 0 %d 1000 100\n", PID,
                  state, flags, START);
         snprintf(path, sizeof(path), "%s/%d/stat", root, PID);
-        assert_int_equal(write_file_atomic(path, stat, strlen(stat), 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(path, stat, strlen(stat), 0644, (uid_t) -1, (gid_t) -1), 0);
         snprintf(path, sizeof(path), "%s/%d/cgroup", root, PID);
-        assert_int_equal(write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
 }
 
 /* A running process. */
@@ -64,7 +64,7 @@ static void add_pod(struct pod_store *pods, const char *json) {
         _cleanup_free_ char *error = NULL;
         struct pod *p = NULL;
 
-        assert_int_equal(pod_from_json_text(json, strlen(json), NULL, &p, &error), 0);
+        assert_int_equal(pod_parse_json_text(json, strlen(json), NULL, &p, &error), 0);
         assert_int_equal(pod_store_put(pods, p), 1);
         pod_unref(p);
 }
@@ -87,7 +87,7 @@ static int setup(void **state) {
                          "\"status\":{\"containerStatuses\":[{\"name\":\"main\",\"containerID\":\"containerd://" CID "\"}],"
                          "\"initContainerStatuses\":[{\"name\":\"init\"}]}}");
         f->place = (struct caller_place) { .proc_root = f->root, .pod_roots = roots, .pods = f->pods };
-        f->pidfd = pidfd_open_pid(getpid());
+        f->pidfd = proc_pidfd_open(getpid());
         assert_true(f->pidfd >= 0);
         root.pidfd = group.pidfd = user.pidfd = f->pidfd;
         *state = f;
@@ -96,7 +96,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
         struct fixture *f = *state;
-        assert_int_equal(rm_rf(f->root), 0);
+        assert_int_equal(fs_rm_rf(f->root), 0);
         pod_store_free(f->pods);
         safe_close(f->pidfd);
         free(f);
@@ -311,7 +311,7 @@ static void test_exited_pidfd_is_nobody(void **state) {
         assert_true(pid >= 0);
         if (pid == 0)
                 _exit(0);
-        fd = pidfd_open_pid(pid);
+        fd = proc_pidfd_open(pid);
         assert_true(fd >= 0);
         assert_int_equal(waitpid(pid, NULL, 0), pid);
         gone.pidfd = fd;
@@ -481,10 +481,10 @@ static void test_service_unit_names(void **state) {
         const char *bad[] = { "", ".service", "web", "web.socket", "web.service/x", "../web.service", "@x.service",
                               "a@b@c.service", "web service.service", ".hidden.service" };
         for (size_t i = 0; i < ELEMENTSOF(good); i++)
-                assert_true(service_unit_valid(good[i]));
+                assert_true(peer_service_unit_valid(good[i]));
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-                assert_false(service_unit_valid(bad[i]));
-        assert_false(service_unit_valid(NULL));
+                assert_false(peer_service_unit_valid(bad[i]));
+        assert_false(peer_service_unit_valid(NULL));
 }
 
 static void test_kind_names(void **state) {

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "publish-modes.h"
 
 static void test_table(_unused_ void **state) {
@@ -49,7 +49,7 @@ static void test_table(_unused_ void **state) {
 }
 
 static mode_t mode_of(const char *dir, const char *name) {
-        _cleanup_free_ char *p = path_join(dir, name);
+        _cleanup_free_ char *p = fs_path_join(dir, name);
         struct stat st;
         assert_non_null(p);
         assert_int_equal(lstat(p, &st), 0);
@@ -57,9 +57,9 @@ static mode_t mode_of(const char *dir, const char *name) {
 }
 
 static void touch(const char *dir, const char *name, mode_t mode) {
-        _cleanup_free_ char *p = path_join(dir, name);
+        _cleanup_free_ char *p = fs_path_join(dir, name);
         assert_non_null(p);
-        assert_int_equal(write_file_atomic(p, "x", 1, mode, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(p, "x", 1, mode, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(chmod(p, mode), 0);
 }
 
@@ -70,9 +70,9 @@ static void test_apply_tree(_unused_ void **state) {
 
         assert_non_null(mkdtemp(dest));
         assert_int_equal(chmod(dest, 0755), 0);
-        v = path_join(dest, "..2026_01_01_00_00_00.000000000");
-        sub = path_join(v, "conf");
-        link = path_join(dest, "app.yaml");
+        v = fs_path_join(dest, "..2026_01_01_00_00_00.000000000");
+        sub = fs_path_join(v, "conf");
+        link = fs_path_join(dest, "app.yaml");
         assert_int_equal(mkdir(v, 0755), 0);
         assert_int_equal(mkdir(sub, 0755), 0);
         assert_int_equal(chmod(v, 0755), 0);
@@ -103,7 +103,7 @@ static void test_apply_tree(_unused_ void **state) {
         assert_int_equal(mode_of(v, "."), 0755);
 
         assert_int_equal(publish_modes_apply_tree("/nonexistent/configsync-modes", &m), -ENOENT);
-        assert_int_equal(rm_rf(dest), 0);
+        assert_int_equal(fs_rm_rf(dest), 0);
 }
 
 int main(void) {

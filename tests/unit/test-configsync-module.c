@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "configsync.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "manager-fixture.h"
 #include "manager.h"
 #include "pod-gates.h"
@@ -79,7 +79,7 @@ static struct pod *mkpod(const char *uid, const char *annotation) {
                         "{\"metadata\":{\"uid\":\"%s\",\"namespace\":\"default\",\"name\":\"p-%s\","
                         "\"annotations\":{\"pinion.io/configs\":\"%s\"}}}",
                         uid, uid, annotation);
-        assert_int_equal(pod_from_json_text(text, strlen(text), NULL, &p, &error), 0);
+        assert_int_equal(pod_parse_json_text(text, strlen(text), NULL, &p, &error), 0);
         return p;
 }
 

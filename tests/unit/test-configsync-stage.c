@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "atomic-dir.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "stage.h"
 
 #define SHA_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -28,7 +28,7 @@ static char *make_tmp(void) {
 }
 
 static void put(const char *dir, const char *name, const char *content) {
-        _cleanup_free_ char *p = path_join(dir, name);
+        _cleanup_free_ char *p = fs_path_join(dir, name);
         FILE *f = fopen(p, "we");
         assert_non_null(f);
         fputs(content, f);
@@ -54,20 +54,20 @@ static struct manifest *manifest_of(const char *const *paths, size_t n) {
 }
 
 static void test_dest_foreign(_unused_ void **state) {
-        _cleanup_free_ char *d = make_tmp(), *dest = path_join(d, "dest"), *name = NULL;
+        _cleanup_free_ char *d = make_tmp(), *dest = fs_path_join(d, "dest"), *name = NULL;
 
         assert_int_equal(stage_dest_foreign(dest, &name), 0); /* missing */
         assert_int_equal(mkdir(dest, 0700), 0);
         assert_int_equal(stage_dest_foreign(dest, &name), 0); /* empty */
-        _cleanup_free_ char *lost = path_join(dest, "lost+found");
+        _cleanup_free_ char *lost = fs_path_join(dest, "lost+found");
         assert_int_equal(mkdir(lost, 0700), 0); /* dest is a volume's root */
         assert_int_equal(stage_dest_foreign(dest, &name), 0);
         /* What an atomic directory holds, also without ..data (lost behind our back). */
-        _cleanup_free_ char *v = path_join(dest, "..2026_01_01_00_00_00.000000000"), *link = path_join(dest, "app.yaml");
+        _cleanup_free_ char *v = fs_path_join(dest, "..2026_01_01_00_00_00.000000000"), *link = fs_path_join(dest, "app.yaml");
         assert_int_equal(mkdir(v, 0700), 0);
         assert_int_equal(symlink("..data/app.yaml", link), 0);
         assert_int_equal(stage_dest_foreign(dest, &name), 0);
-        _cleanup_free_ char *data = path_join(dest, "..data");
+        _cleanup_free_ char *data = fs_path_join(dest, "..data");
         assert_int_equal(symlink("..2026_01_01_00_00_00.000000000", data), 0);
         assert_int_equal(stage_dest_foreign(dest, &name), 0);
         /* A file, a directory, a link elsewhere: not ours. */
@@ -75,14 +75,14 @@ static void test_dest_foreign(_unused_ void **state) {
         assert_int_equal(stage_dest_foreign(dest, &name), 1);
         assert_string_equal(name, "notes.txt");
         name = mfree(name);
-        _cleanup_free_ char *notes = path_join(dest, "notes.txt");
+        _cleanup_free_ char *notes = fs_path_join(dest, "notes.txt");
         assert_int_equal(unlink(notes), 0);
-        _cleanup_free_ char *other = path_join(dest, "etc");
+        _cleanup_free_ char *other = fs_path_join(dest, "etc");
         assert_int_equal(symlink("/etc", other), 0);
         assert_int_equal(stage_dest_foreign(dest, &name), 1);
         assert_string_equal(name, "etc");
         name = mfree(name);
-        assert_int_equal(rm_rf(d), 0);
+        assert_int_equal(fs_rm_rf(d), 0);
 }
 
 static int run(fswork_fn fn, struct stage *s, bool stop) {
@@ -94,7 +94,7 @@ static int run(fswork_fn fn, struct stage *s, bool stop) {
 /* 60 files 8 directories deep, each chain its own: 480 directories made once each, all with
  * the bundle's directory mode, and published by the swap. */
 static void test_prepare_and_publish(_unused_ void **state) {
-        _cleanup_free_ char *d = make_tmp(), *dest = path_join(d, "dest");
+        _cleanup_free_ char *d = make_tmp(), *dest = fs_path_join(d, "dest");
         char *paths[60];
         struct stage s;
         struct stat st;
@@ -123,21 +123,21 @@ static void test_prepare_and_publish(_unused_ void **state) {
         assert_int_equal(run(stage_publish, &s, false), 0);
         assert_null(s.version_dir);
         assert_non_null(s.published_name);
-        _cleanup_free_ char *current = NULL, *through = path_join(dest, "c7/d/d/d/d/d/d/d/f");
+        _cleanup_free_ char *current = NULL, *through = fs_path_join(dest, "c7/d/d/d/d/d/d/d/f");
         assert_int_equal(atomic_dir_current(dest, &current), 0);
         assert_string_equal(current, s.published_name);
         assert_int_equal(stat(through, &st), 0);
         stage_done(&s);
         for (size_t i = 0; i < 60; i++)
                 free(paths[i]);
-        assert_int_equal(rm_rf(d), 0);
+        assert_int_equal(fs_rm_rf(d), 0);
 }
 
 /* A stop asked before or during a step: it returns -ECANCELED, publishes nothing, and what it
  * made goes with stage_remove. A dest that holds what is not ours is refused before anything
  * is made. */
 static void test_stop_refuse_and_remove(_unused_ void **state) {
-        _cleanup_free_ char *d = make_tmp(), *dest = path_join(d, "dest"), *current = NULL;
+        _cleanup_free_ char *d = make_tmp(), *dest = fs_path_join(d, "dest"), *current = NULL;
         static const char *const paths[] = { "a/b/c", "a/d" };
         _cleanup_(manifest_freep) struct manifest *m = manifest_of(paths, 2);
         struct stage s;
@@ -170,7 +170,7 @@ static void test_stop_refuse_and_remove(_unused_ void **state) {
         assert_int_equal(stat(dest, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0755); /* not even its mode changed */
         stage_done(&s);
-        assert_int_equal(rm_rf(d), 0);
+        assert_int_equal(fs_rm_rf(d), 0);
 }
 
 int main(void) {

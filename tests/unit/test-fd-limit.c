@@ -18,7 +18,7 @@ static void test_defaults_kept_when_the_limit_carries_them(_unused_ void **state
 
         for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
                 struct connection_caps c;
-                connection_caps_for_limit(limits[i], &c);
+                fd_limit_connection_caps(limits[i], &c);
                 assert_false(c.scaled);
                 assert_int_equal(c.api, CONNECTION_CAP_API);
                 assert_int_equal(c.workload, CONNECTION_CAP_WORKLOAD);
@@ -34,7 +34,7 @@ static void test_scaled_caps_fit_beside_the_reserve(_unused_ void **state) {
 
         for (uint64_t limit = 64; limit <= 65536; limit++) {
                 struct connection_caps c;
-                connection_caps_for_limit(limit, &c);
+                fd_limit_connection_caps(limit, &c);
                 assert_true(c.reserve >= MIN(limit / 2, (uint64_t) 192));
                 assert_true(c.reserve >= limit / 8);
                 if (c.api > 8 && c.csi > 2)
@@ -51,14 +51,14 @@ static void test_the_shipped_and_the_default_limits(_unused_ void **state) {
         struct connection_caps c;
 
         /* systemd's default soft limit, had nothing raised it: a fifth of the defaults. */
-        connection_caps_for_limit(1024, &c);
+        fd_limit_connection_caps(1024, &c);
         assert_true(c.scaled);
         assert_int_equal(c.reserve, 192);
         assert_int_equal(c.api, 1000 * 832 / 4064);
         assert_int_equal(c.workload, c.api);
         assert_int_equal(c.csi, 3);
         /* A tiny limit: half of it kept, the floors given. */
-        connection_caps_for_limit(256, &c);
+        fd_limit_connection_caps(256, &c);
         assert_int_equal(c.reserve, 128);
         assert_int_equal(c.api, 1000 * 128 / 4064);
         assert_int_equal(c.csi, 2);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 
-/* agent/http.c against a real HTTP server: libmicrohttpd, started in this process on
+/* agent/lib/http.c against a real HTTP server: libmicrohttpd, started in this process on
  * 127.0.0.1 with a thread per connection (so a slow handler blocks only its own request). */
 
 #include <stdarg.h>

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "ca.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "issue-worker.h"
 #include "strv.h"
 
@@ -53,8 +53,8 @@ static int setup(void **state) {
         assert_non_null(f);
         strcpy(f->tmp, "/tmp/test-identity-worker.XXXXXX");
         assert_non_null(mkdtemp(f->tmp));
-        da = path_join(f->tmp, "a");
-        db = path_join(f->tmp, "b");
+        da = fs_path_join(f->tmp, "a");
+        db = fs_path_join(f->tmp, "b");
         assert_int_equal(ca_load_or_create(da, "CA a", &f->a, NULL), 0);
         assert_int_equal(ca_load_or_create(db, "CA b", &f->b, NULL), 0);
         assert_int_equal(sd_event_new(&f->event), 0);
@@ -71,7 +71,7 @@ static int teardown(void **state) {
         ca_free(f->a);
         ca_free(f->b);
         sd_event_unref(f->event);
-        assert_int_equal(rm_rf(f->tmp), 0);
+        assert_int_equal(fs_rm_rf(f->tmp), 0);
         free(f);
         return 0;
 }
@@ -182,7 +182,7 @@ static void assert_staged_file(const char *dir, const char *name, const char *co
         size_t size;
 
         assert_true(asprintf(&path, "%s/%s", dir, name) > 0);
-        assert_int_equal(read_file_full(path, 1 << 20, &data, &size), 0);
+        assert_int_equal(fs_read_file_full(path, 1 << 20, &data, &size), 0);
         assert_int_equal(size, strlen(content));
         assert_memory_equal(data, content, size);
         assert_int_equal(stat(path, &st), 0);
@@ -193,10 +193,10 @@ static void assert_staged_file(const char *dir, const char *name, const char *co
  * directory that exists to the loop, and a failure to stage does not fail the certificate. */
 static void test_stages_new_directories(void **state) {
         struct fixture *f = *state;
-        _cleanup_free_ char *pods = path_join(f->tmp, "pods"), *there = path_join(f->tmp, "pods/uid-2");
-        _cleanup_free_ char *missing = path_join(f->tmp, "missing"), *staged = path_join(f->tmp, "pods/..new-1-uid-1");
+        _cleanup_free_ char *pods = fs_path_join(f->tmp, "pods"), *there = fs_path_join(f->tmp, "pods/uid-2");
+        _cleanup_free_ char *missing = fs_path_join(f->tmp, "missing"), *staged = fs_path_join(f->tmp, "pods/..new-1-uid-1");
 
-        assert_int_equal(mkdir_p(there, 0755), 0);
+        assert_int_equal(fs_mkdir_p(there, 0755), 0);
         assert_int_equal(issue_worker_set_issuer(f->worker, f->a), 0);
         assert_int_equal(issue_worker_submit(f->worker, staging_job(1, pods)), 0);
         assert_int_equal(issue_worker_submit(f->worker, staging_job(2, pods)), 0);
@@ -230,9 +230,9 @@ static unsigned count_staged(const char *dir) {
 /* Stopped with staged results not handed back (the loop never ran): their directories go. */
 static void test_free_drops_what_was_staged(void **state) {
         struct fixture *f = *state;
-        _cleanup_free_ char *pods = path_join(f->tmp, "pods");
+        _cleanup_free_ char *pods = fs_path_join(f->tmp, "pods");
 
-        assert_int_equal(mkdir_p(pods, 0755), 0);
+        assert_int_equal(fs_mkdir_p(pods, 0755), 0);
         assert_int_equal(issue_worker_set_issuer(f->worker, f->a), 0);
         for (unsigned i = 0; i < 4; i++)
                 assert_int_equal(issue_worker_submit(f->worker, staging_job(i, pods)), 0);

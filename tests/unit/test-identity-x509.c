@@ -17,7 +17,7 @@
 
 #include "ca.h"
 #include "cfssl-wire.h"
-#include "fsutil.h"
+#include "fs.h"
 #include "kube-csr.h"
 #include "signer.h"
 #include "strv.h"
@@ -30,7 +30,7 @@ static char *tmpdir(void) {
 }
 
 static void test_ca_created_reloaded_and_never_replaced(_unused_ void **state) {
-        _cleanup_free_ char *d = tmpdir(), *key = path_join(d, "ca.key"), *crt = path_join(d, "ca.crt");
+        _cleanup_free_ char *d = tmpdir(), *key = fs_path_join(d, "ca.key"), *crt = fs_path_join(d, "ca.crt");
         struct ca *ca = NULL, *again = NULL;
         bool created = false;
         struct stat st;
@@ -45,14 +45,14 @@ static void test_ca_created_reloaded_and_never_replaced(_unused_ void **state) {
         ca_free(again);
 
         /* A broken key: refused, left alone. */
-        assert_int_equal(write_file_atomic(key, "garbage", 7, 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(key, "garbage", 7, 0600, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(ca_load_or_create(d, "pinion CA test", &again, &created), -EBADMSG);
         /* A certificate without key: refused too. */
         assert_int_equal(unlink(key), 0);
         assert_int_equal(ca_load_or_create(d, "pinion CA test", &again, &created), -EBADMSG);
         assert_int_equal(access(key, F_OK), -1);
         ca_free(ca);
-        assert_int_equal(rm_rf(d), 0);
+        assert_int_equal(fs_rm_rf(d), 0);
 }
 
 static void test_workload_certificate(_unused_ void **state) {
@@ -134,8 +134,8 @@ static void test_workload_certificate(_unused_ void **state) {
 
         assert_int_equal(x509_cert_to_pem(cert, &pem), 0);
         assert_non_null(strstr(pem, "BEGIN CERTIFICATE"));
-        assert_int_equal(rm_rf(d), 0);
-        assert_int_equal(rm_rf(d2), 0);
+        assert_int_equal(fs_rm_rf(d), 0);
+        assert_int_equal(fs_rm_rf(d2), 0);
 }
 
 /* An issuer whose "intermediate" is no CA (a signer's mistake or a hostile answer): it is not
@@ -179,7 +179,7 @@ static void test_non_ca_intermediate_is_refused(_unused_ void **state) {
         assert_int_equal(ca_issue(inter, key, &s, CERT_USAGE_CLIENT_SERVER, 600 * USEC_PER_SEC, &good), 0);
         assert_int_equal(ca_verify_issued(inter, good, NULL), 0);
         ca_free(inter);
-        assert_int_equal(rm_rf(d), 0);
+        assert_int_equal(fs_rm_rf(d), 0);
 }
 
 /* Only the first leaf of an issuer is verified by OpenSSL in full; each later one still has its
@@ -228,7 +228,7 @@ static void test_name_constraints_checked_for_every_leaf(_unused_ void **state) 
         assert_int_equal(ca_chain_pem(inter, bad, &pem), 0);
         assert_int_equal(x509_chain_from_pem(pem, strlen(pem), &parsed), 0);
         assert_int_equal(x509_verify_chain(parsed, inter->roots, 0, NULL), -EBADMSG);
-        assert_int_equal(rm_rf(d), 0);
+        assert_int_equal(fs_rm_rf(d), 0);
 }
 
 /* The P-256 key is written from its parts: byte for byte what OpenSSL's encoder writes, and it

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "kube-endpoint.h"
 
 static void no_cluster(void) {
@@ -166,7 +166,7 @@ static void test_token(void **state) {
 
         kube_endpoint_done(&ep);
         assert_null(ep.token);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 int main(void) {

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "macro.h"
 #include "peer-creds.h"
 #include "peer-pod.h"
@@ -35,7 +35,7 @@ static char *const roots[] = { (char *) "/kubepods", (char *) "/kubepods.slice",
 /* want_uid NULL: in no pod. want_cid NULL: in the pod's own cgroup. */
 static void expect(const char *text, const char *want_uid, const char *want_cid) {
         _cleanup_(peer_pod_done) struct peer_pod pod = {};
-        int r = pod_from_proc_cgroup(text, roots, &pod);
+        int r = peer_pod_from_proc_cgroup(text, roots, &pod);
         if (!want_uid) {
                 assert_int_equal(r, 0);
                 assert_null(pod.uid);
@@ -53,7 +53,7 @@ static void expect(const char *text, const char *want_uid, const char *want_cid)
 /* Cannot be attested: neither a pod nor the host. */
 static void expect_bad(const char *text) {
         _cleanup_(peer_pod_done) struct peer_pod pod = {};
-        assert_int_equal(pod_from_proc_cgroup(text, roots, &pod), -EBADMSG);
+        assert_int_equal(peer_pod_from_proc_cgroup(text, roots, &pod), -EBADMSG);
         assert_null(pod.uid);
         assert_null(pod.container_id);
 }
@@ -112,28 +112,28 @@ static void test_other_roots(void **state) {
         _cleanup_(peer_pod_done) struct peer_pod pod = {};
         static char *const mine[] = { (char *) "/test-1/kubepods", (char *) "/test-1/kubepods.slice", NULL };
         (void) state;
-        assert_int_equal(pod_from_proc_cgroup("0::/test-1/kubepods/burstable/pod" UID "/" CID "\n", mine, &pod), 1);
+        assert_int_equal(peer_pod_from_proc_cgroup("0::/test-1/kubepods/burstable/pod" UID "/" CID "\n", mine, &pod), 1);
         assert_string_equal(pod.uid, UID);
         peer_pod_done(&pod);
-        assert_int_equal(pod_from_proc_cgroup("0::/test-1/kubepods.slice/kubepods-pod" UID_US ".slice/crio-" CID
+        assert_int_equal(peer_pod_from_proc_cgroup("0::/test-1/kubepods.slice/kubepods-pod" UID_US ".slice/crio-" CID
                                               ".scope\n",
                                               mine, &pod),
                          1);
         assert_string_equal(pod.container_id, CID);
         peer_pod_done(&pod);
         /* The default roots are not among them. */
-        assert_int_equal(pod_from_proc_cgroup("0::/kubepods/pod" UID "/" CID "\n", mine, &pod), 0);
+        assert_int_equal(peer_pod_from_proc_cgroup("0::/kubepods/pod" UID "/" CID "\n", mine, &pod), 0);
         /* A root's name must match whole segments. */
-        assert_int_equal(pod_from_proc_cgroup("0::/test-1/kubepods2/pod" UID "/" CID "\n", mine, &pod), 0);
+        assert_int_equal(peer_pod_from_proc_cgroup("0::/test-1/kubepods2/pod" UID "/" CID "\n", mine, &pod), 0);
 
-        assert_true(pod_cgroup_root_valid("/kubepods"));
-        assert_true(pod_cgroup_root_valid("/a/kubepods.slice"));
-        assert_false(pod_cgroup_root_valid("/"));
-        assert_false(pod_cgroup_root_valid("kubepods"));
-        assert_false(pod_cgroup_root_valid("/kubepods/"));
-        assert_false(pod_cgroup_root_valid("/a//kubepods"));
-        assert_false(pod_cgroup_root_valid("/a/../kubepods"));
-        assert_false(pod_cgroup_root_valid(""));
+        assert_true(peer_pod_cgroup_root_valid("/kubepods"));
+        assert_true(peer_pod_cgroup_root_valid("/a/kubepods.slice"));
+        assert_false(peer_pod_cgroup_root_valid("/"));
+        assert_false(peer_pod_cgroup_root_valid("kubepods"));
+        assert_false(peer_pod_cgroup_root_valid("/kubepods/"));
+        assert_false(peer_pod_cgroup_root_valid("/a//kubepods"));
+        assert_false(peer_pod_cgroup_root_valid("/a/../kubepods"));
+        assert_false(peer_pod_cgroup_root_valid(""));
 }
 
 static void test_not_a_pod(void **state) {
@@ -241,14 +241,14 @@ static void fake_proc_as(const char *root, unsigned long long start, char state,
                          const char *cgroup) {
         char path[512], stat[512];
         snprintf(path, sizeof(path), "%s/42", root);
-        assert_int_equal(mkdir_p(path, 0755), 0);
+        assert_int_equal(fs_mkdir_p(path, 0755), 0);
         snprintf(stat, sizeof(stat),
                  "42 (evil) (name) %c 1 42 42 0 -1 %lu 100 0 0 0 1 2 0 0 20 0 1 0 %llu 1000 100\n", state, flags,
                  start);
         snprintf(path, sizeof(path), "%s/42/stat", root);
-        assert_int_equal(write_file_atomic(path, stat, strlen(stat), 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(path, stat, strlen(stat), 0644, (uid_t) -1, (gid_t) -1), 0);
         snprintf(path, sizeof(path), "%s/42/cgroup", root);
-        assert_int_equal(write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(path, cgroup, strlen(cgroup), 0644, (uid_t) -1, (gid_t) -1), 0);
 }
 
 /* A running process (state S, the flags of an ordinary task). */
@@ -258,7 +258,7 @@ static void fake_proc(const char *root, unsigned long long start, const char *cg
 
 /* A pidfd of this test: a live process, standing for the fake /proc's one. */
 static int live_pidfd(void) {
-        int fd = pidfd_open_pid(getpid());
+        int fd = proc_pidfd_open(getpid());
         assert_true(fd >= 0);
         return fd;
 }
@@ -296,7 +296,7 @@ static void test_lookup_checks_start_time(void **state) {
         fake_proc(root, 7777, "0::/kubepods/pod" UID "/ctr0\n");
         assert_int_equal(peer_pod_lookup(root, roots, 42, pidfd, 7777, &pod), -EBADMSG);
         assert_null(pod.uid);
-        assert_int_equal(rm_rf(root), 0);
+        assert_int_equal(fs_rm_rf(root), 0);
 }
 
 /* An exiting task shows "/" on every v1 line of its /proc/PID/cgroup, a zombie too, its stat and
@@ -336,7 +336,7 @@ static void test_zombie_or_exiting_attests_nothing(void **state) {
         /* No pidfd: nothing either, even for a running process. */
         fake_proc(root, 5555, v1_root);
         assert_int_equal(peer_pod_lookup(root, roots, 42, -EBADF, 5555, &pod), -ESRCH);
-        assert_int_equal(rm_rf(root), 0);
+        assert_int_equal(fs_rm_rf(root), 0);
 }
 
 /* A child that waits for a byte on its pipe and exits; *ret_pipe: the write end. */
@@ -375,7 +375,7 @@ static void test_real_zombie_attests_nothing(void **state) {
         (void) state;
 
         pid = child_waiting(&wfd);
-        pidfd = pidfd_open_pid(pid);
+        pidfd = proc_pidfd_open(pid);
         assert_true(pidfd >= 0);
         assert_int_equal(proc_start_time(NULL, pid, &start), 0);
         assert_int_equal(proc_peer_alive(NULL, pid, pidfd, start), 0);
@@ -390,7 +390,7 @@ static void test_real_zombie_attests_nothing(void **state) {
         /* Unreaped: still there, with the same start time. */
         assert_int_equal(proc_start_time(NULL, pid, &again), 0);
         assert_int_equal(again, start);
-        assert_false(pidfd_alive(pidfd));
+        assert_false(proc_pidfd_alive(pidfd));
         assert_int_equal(proc_peer_alive(NULL, pid, pidfd, start), -ESRCH);
         assert_int_equal(proc_cgroup_read(NULL, pid, pidfd, start, &text), -ESRCH);
         assert_int_equal(peer_pod_lookup(NULL, roots, pid, pidfd, start, &pod), -ESRCH);
@@ -432,7 +432,7 @@ static int accept_child(bool exit_first, pid_t *ret_pid, int *ret_pipe) {
         fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
         assert_true(fd >= 0);
         close(l);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
         *ret_pid = pid;
         *ret_pipe = p[1];
         return fd;

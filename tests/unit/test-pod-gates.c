@@ -19,7 +19,7 @@ static struct pod *mkpod(const char *uid, const char *annotation) {
                         "{\"metadata\":{\"uid\":\"%s\",\"namespace\":\"default\",\"name\":\"p-%s\","
                         "\"annotations\":{\"pinion.io/configs\":\"%s\"}}}",
                         uid, uid, annotation);
-        assert_int_equal(pod_from_json_text(text, strlen(text), NULL, &p, &error), 0);
+        assert_int_equal(pod_parse_json_text(text, strlen(text), NULL, &p, &error), 0);
         return p;
 }
 

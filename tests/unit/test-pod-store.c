@@ -20,7 +20,7 @@ static struct pod *mkpod(const char *uid, const char *ns, const char *name, cons
                         "{\"metadata\":{\"uid\":\"%s\",\"namespace\":\"%s\",\"name\":\"%s\",\"resourceVersion\":\"%s\"},"
                         "\"status\":{\"phase\":\"%s\"}}",
                         uid, ns, name, rv, phase);
-        r = pod_from_json_text(text, strlen(text), NULL, &p, &error);
+        r = pod_parse_json_text(text, strlen(text), NULL, &p, &error);
         if (r < 0)
                 fail_msg("parse failed: %d %s", r, strempty(error));
         return p;

@@ -147,7 +147,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete);
 static struct pod *parse_ok(const char *text) {
         struct pod *p = NULL;
         _cleanup_free_ char *error = NULL;
-        int r = pod_from_json_text(text, strlen(text), NULL, &p, &error);
+        int r = pod_parse_json_text(text, strlen(text), NULL, &p, &error);
         if (r < 0)
                 fail_msg("parse failed: %d %s", r, strempty(error));
         return p;
@@ -195,7 +195,7 @@ static struct pod *parse_full_with(const char *path, const char *value) {
         _cleanup_(cJSON_Deletep) cJSON *obj = full_with(path, value);
         _cleanup_free_ char *error = NULL;
         struct pod *p = NULL;
-        int r = pod_from_json(obj, NULL, &p, &error);
+        int r = pod_parse_json(obj, NULL, &p, &error);
         if (r < 0)
                 fail_msg("%s=%s: parse failed: %d %s", path, strempty(value), r, strempty(error));
         return p;
@@ -343,16 +343,16 @@ static void test_parse_uid(void **state) {
         _cleanup_free_ char *error = NULL;
         struct pod *p = NULL;
 
-        assert_int_equal(pod_from_json_text(text, strlen(text), NULL, &p, &error), -EINVAL);
+        assert_int_equal(pod_parse_json_text(text, strlen(text), NULL, &p, &error), -EINVAL);
         assert_null(p);
         assert_string_equal(error, "metadata.uid: missing");
 
-        assert_int_equal(pod_from_json_text(text, strlen(text), "derived-uid", &p, NULL), 0);
+        assert_int_equal(pod_parse_json_text(text, strlen(text), "derived-uid", &p, NULL), 0);
         assert_string_equal(p->uid, "derived-uid");
         p = pod_unref(p);
 
         /* An explicit uid wins over the fallback. */
-        assert_int_equal(pod_from_json_text(FULL_POD, strlen(FULL_POD), "derived-uid", &p, NULL), 0);
+        assert_int_equal(pod_parse_json_text(FULL_POD, strlen(FULL_POD), "derived-uid", &p, NULL), 0);
         assert_string_equal(p->uid, "5f0c3a2e-8d1b-4b7e-9a55-0d7f3c2b1a90");
         pod_unref(p);
 }
@@ -454,7 +454,7 @@ static void test_parse_wrong_types(void **state) {
                 bool prefix = c->error[n - 1] == '*';
                 int r;
 
-                r = pod_from_json(obj, NULL, &p, &error);
+                r = pod_parse_json(obj, NULL, &p, &error);
                 if (r != -EINVAL || p || !error ||
                     (prefix ? strncmp(error, c->error, n - 1) != 0 : !streq(error, c->error))) {
                         print_error("%s=%s: r=%d error=\"%s\", expected \"%s\"\n", c->path,
@@ -484,7 +484,7 @@ static void test_parse_bad_documents(void **state) {
                 _cleanup_free_ char *error = NULL;
                 struct pod *p = NULL;
 
-                assert_int_equal(pod_from_json_text(cases[i].text, strlen(cases[i].text), NULL, &p, &error), -EINVAL);
+                assert_int_equal(pod_parse_json_text(cases[i].text, strlen(cases[i].text), NULL, &p, &error), -EINVAL);
                 assert_null(p);
                 assert_non_null(error);
                 size_t n = strlen(cases[i].error);
@@ -497,11 +497,11 @@ static void test_parse_bad_documents(void **state) {
         /* Trailing whitespace is not data; the size bounds the text (no NUL needed). */
         static const char ok[] = "{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}}\n\n  GARBAGE";
         struct pod *p = NULL;
-        assert_int_equal(pod_from_json_text(ok, strlen(ok) - strlen("GARBAGE"), NULL, &p, NULL), 0);
+        assert_int_equal(pod_parse_json_text(ok, strlen(ok) - strlen("GARBAGE"), NULL, &p, NULL), 0);
         pod_unref(p);
 
         /* No error text wanted: still -EINVAL. */
-        assert_int_equal(pod_from_json_text("{", 1, NULL, &p, NULL), -EINVAL);
+        assert_int_equal(pod_parse_json_text("{", 1, NULL, &p, NULL), -EINVAL);
 }
 
 /* ---- the API representation ---- */

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "podsdir.h"
 #include "strv.h"
 
@@ -63,7 +63,7 @@ static int teardown(void **state) {
         podsdir_free(f->podsdir);
         pod_store_free(f->store);
         sd_event_unref(f->event);
-        assert_int_equal(rm_rf(f->tmp), 0);
+        assert_int_equal(fs_rm_rf(f->tmp), 0);
         free(f->dir);
         free(f);
         return 0;
@@ -155,16 +155,16 @@ static bool errors_say(struct fixture *f, const void *needle) {
 static void test_static_uid(void **state) {
         _cleanup_free_ char *a = NULL, *a2 = NULL, *b = NULL, *c = NULL;
 
-        assert_int_equal(podsdir_static_uid("default", "web", &a), 0);
+        assert_int_equal(podsdir_file_static_uid("default", "web", &a), 0);
         /* printf 'default/web' | sha256sum → 82b3ade9d00cd1642a4d420e670d6cd9... */
         assert_string_equal(a, "82b3ade9-d00c-d164-2a4d-420e670d6cd9");
-        assert_int_equal(podsdir_static_uid("default", "web", &a2), 0);
+        assert_int_equal(podsdir_file_static_uid("default", "web", &a2), 0);
         assert_string_equal(a, a2);
 
-        assert_int_equal(podsdir_static_uid("prod", "api-0", &b), 0);
+        assert_int_equal(podsdir_file_static_uid("prod", "api-0", &b), 0);
         assert_string_equal(b, "fdd6041f-46f0-301d-3d92-f26966539e64");
         /* "default/web" must not collide with a namespace/name split differently. */
-        assert_int_equal(podsdir_static_uid("defaul", "t-web", &c), 0);
+        assert_int_equal(podsdir_file_static_uid("defaul", "t-web", &c), 0);
         assert_string_not_equal(a, c);
 
         assert_int_equal(strlen(b), 36);
@@ -176,8 +176,8 @@ static void test_static_uid(void **state) {
         }
 
         char *untouched = (char *) "x";
-        assert_int_equal(podsdir_static_uid("", "web", &untouched), -EINVAL);
-        assert_int_equal(podsdir_static_uid("default", NULL, &untouched), -EINVAL);
+        assert_int_equal(podsdir_file_static_uid("", "web", &untouched), -EINVAL);
+        assert_int_equal(podsdir_file_static_uid("default", NULL, &untouched), -EINVAL);
         assert_string_equal(untouched, "x");
 }
 
@@ -212,7 +212,7 @@ static void test_initial_scan(void **state) {
 
         struct pod *web = pod_store_find(f->store, "default", "web");
         assert_non_null(web);
-        assert_int_equal(podsdir_static_uid("default", "web", &uid), 0);
+        assert_int_equal(podsdir_file_static_uid("default", "web", &uid), 0);
         assert_string_equal(web->uid, uid);
         assert_string_equal(web->node_name, NODE);
         assert_true(pod_is_ready(web));
@@ -526,7 +526,7 @@ static void test_directory_created_later(void **state) {
         run_until(f, has_pod, "web");
 
         /* Deleted: its pods go; re-created (here by a rename, as tools do): they come back. */
-        assert_int_equal(rm_rf(f->dir), 0);
+        assert_int_equal(fs_rm_rf(f->dir), 0);
         run_until(f, size_is, &zero);
         run_for(f, 150 * USEC_PER_MSEC);
 
@@ -541,9 +541,9 @@ static void test_directory_created_later(void **state) {
         run_until(f, has_pod, "web");
 
         /* The whole tree removed and re-created. */
-        assert_int_equal(rm_rf(parent), 0);
+        assert_int_equal(fs_rm_rf(parent), 0);
         run_until(f, size_is, &zero);
-        assert_int_equal(mkdir_p(f->dir, 0755), 0);
+        assert_int_equal(fs_mkdir_p(f->dir, 0755), 0);
         write_pod(f->dir, "web.json", "default", "web", "8080");
         run_until(f, has_pod, "web");
 }
@@ -594,7 +594,7 @@ static void test_trailing_slash_and_other_sources(void **state) {
 
         /* A pod from the apiserver is not the directory's to remove. */
         static const char text[] = "{\"metadata\":{\"name\":\"from-api\",\"uid\":\"u-api\"}}";
-        assert_int_equal(pod_from_json_text(text, strlen(text), NULL, &api, NULL), 0);
+        assert_int_equal(pod_parse_json_text(text, strlen(text), NULL, &api, NULL), 0);
         api->source = strdup("apiserver");
         assert_int_equal(pod_store_put(f->store, api), 1);
         pod_unref(api);

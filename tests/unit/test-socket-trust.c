@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "socket-trust.h"
 
 #define NOBODY 65534
@@ -42,7 +42,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
         struct fixture *f = *state;
 
-        assert_int_equal(rm_rf(f->root), 0);
+        assert_int_equal(fs_rm_rf(f->root), 0);
         free(f->root);
         free(f);
         return 0;
@@ -144,7 +144,7 @@ static void test_not_sockets(void **state) {
         struct fixture *f = *state;
         _cleanup_free_ char *file = path_of(f, "file"), *missing = path_of(f, "missing");
 
-        assert_int_equal(write_file_atomic(file, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(file, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(socket_trust_check_path(file, geteuid(), f->why, sizeof(f->why)), -EPERM);
         assert_non_null(strstr(f->why, "not a socket"));
         assert_int_equal(socket_trust_check_path(missing, geteuid(), f->why, sizeof(f->why)), -ENOENT);
@@ -248,31 +248,31 @@ static void test_dir_prepare(void **state) {
         struct stat st;
 
         /* Missing: made 0755 whatever the umask. */
-        assert_int_equal(socket_dir_prepare(sock, f->why, sizeof(f->why)), 0);
+        assert_int_equal(socket_trust_dir_prepare(sock, f->why, sizeof(f->why)), 0);
         assert_int_equal(lstat(dir, &st), 0);
         assert_true(S_ISDIR(st.st_mode));
         assert_int_equal(st.st_mode & 07777, 0755);
         assert_int_equal(st.st_uid, geteuid());
-        assert_int_equal(socket_dir_prepare(sock, f->why, sizeof(f->why)), 0);
+        assert_int_equal(socket_trust_dir_prepare(sock, f->why, sizeof(f->why)), 0);
         (void) umask(old);
 
         assert_int_equal(chmod(dir, 0775), 0);
-        assert_int_equal(socket_dir_prepare(sock, f->why, sizeof(f->why)), -EPERM);
+        assert_int_equal(socket_trust_dir_prepare(sock, f->why, sizeof(f->why)), -EPERM);
         assert_non_null(strstr(f->why, "writable by group or other"));
         /* Sticky is no excuse for the agent's own directory. */
         assert_int_equal(chmod(dir, 01777), 0);
-        assert_int_equal(socket_dir_prepare(sock, f->why, sizeof(f->why)), -EPERM);
+        assert_int_equal(socket_trust_dir_prepare(sock, f->why, sizeof(f->why)), -EPERM);
         assert_int_equal(chmod(dir, 0755), 0);
 
         assert_int_equal(symlink("sockets", link), 0);
-        assert_int_equal(socket_dir_prepare(link_sock, f->why, sizeof(f->why)), -EPERM);
+        assert_int_equal(socket_trust_dir_prepare(link_sock, f->why, sizeof(f->why)), -EPERM);
         assert_non_null(strstr(f->why, "symlink"));
-        assert_int_equal(write_file_atomic(file, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
-        assert_int_equal(socket_dir_prepare(file_sock, f->why, sizeof(f->why)), -EPERM);
+        assert_int_equal(fs_write_file_atomic(file, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(socket_trust_dir_prepare(file_sock, f->why, sizeof(f->why)), -EPERM);
         assert_non_null(strstr(f->why, "not a directory"));
         if (is_root()) {
                 assert_int_equal(chown(dir, NOBODY, NOBODY), 0);
-                assert_int_equal(socket_dir_prepare(sock, f->why, sizeof(f->why)), -EPERM);
+                assert_int_equal(socket_trust_dir_prepare(sock, f->why, sizeof(f->why)), -EPERM);
                 assert_non_null(strstr(f->why, "owned by uid 65534"));
         }
 }
@@ -286,22 +286,22 @@ static void test_legacy_link(void **state) {
         struct stat st;
 
         /* A socket not in <runtime-dir>/sockets: nothing to link. */
-        assert_int_equal(socket_legacy_link(f->root, other), 0);
+        assert_int_equal(socket_trust_legacy_link(f->root, other), 0);
         mkdir_mode(sockets, 0755);
         fd = listen_at(sock);
         /* An old agent's socket at the legacy path is replaced by the link. */
         old = listen_at(legacy);
-        assert_int_equal(socket_legacy_link(f->root, sock), 1);
+        assert_int_equal(socket_trust_legacy_link(f->root, sock), 1);
         assert_int_equal(lstat(legacy, &st), 0);
         assert_true(S_ISLNK(st.st_mode));
         assert_int_equal(readlink(legacy, target, sizeof(target) - 1), strlen("sockets/pinion.sock"));
         assert_string_equal(target, "sockets/pinion.sock");
-        assert_int_equal(socket_legacy_link(f->root, sock), 1);
+        assert_int_equal(socket_trust_legacy_link(f->root, sock), 1);
         assert_int_equal(socket_trust_check_path(legacy, geteuid(), f->why, sizeof(f->why)), 0);
         /* Anything else there is left alone. */
         assert_int_equal(unlink(legacy), 0);
-        assert_int_equal(write_file_atomic(legacy, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
-        assert_int_equal(socket_legacy_link(f->root, sock), -EEXIST);
+        assert_int_equal(fs_write_file_atomic(legacy, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(socket_trust_legacy_link(f->root, sock), -EEXIST);
         assert_int_equal(lstat(legacy, &st), 0);
         assert_true(S_ISREG(st.st_mode));
 }

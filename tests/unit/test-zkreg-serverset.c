@@ -24,7 +24,7 @@ static struct pod *pod_from(const char *annotations, const char *ports, const ch
                  "\"spec\":{\"containers\":[{\"name\":\"main\",\"ports\":[%s]}]},"
                  "\"status\":{%s%s%s}}",
                  annotations, ports, ip ? "\"podIP\":\"" : "", ip ? ip : "", ip ? "\"" : "");
-        assert_int_equal(pod_from_json_text(text, strlen(text), NULL, &p, &error), 0);
+        assert_int_equal(pod_parse_json_text(text, strlen(text), NULL, &p, &error), 0);
         free(error);
         return p;
 }

@@ -80,7 +80,7 @@ static void command(struct probe *pr, char *line) {
                          "\"spec\":{\"containers\":[{\"name\":\"c\",\"ports\":[{\"name\":\"http\",\"containerPort\":8080}]}]},"
                          "\"status\":{\"podIP\":\"%s\",\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\"}]}}",
                          name, name, path, ip, ready ? "True" : "False");
-                if (pod_from_json_text(text, strlen(text), NULL, &p, NULL) < 0)
+                if (pod_parse_json_text(text, strlen(text), NULL, &p, NULL) < 0)
                         return reply("error pod");
                 p->source = strdup("probe");
                 (void) pod_store_put(pr->m.pods, p);

@@ -15,7 +15,7 @@
 #include "kill-harness.h"
 
 #include "atomic-dir.h"
-#include "fsutil.h"
+#include "fs.h"
 
 #define CRASH_ROUNDS 60
 #define BIG_SIZE (256 * 1024)
@@ -42,7 +42,7 @@ static int teardown(void **state) {
         struct fixture *f = *state;
         struct stat st;
 
-        assert_int_equal(rm_rf(f->root), 0);
+        assert_int_equal(fs_rm_rf(f->root), 0);
         assert_int_equal(lstat(f->root, &st), -1);
         assert_int_equal(errno, ENOENT);
         free(f->root);
@@ -67,7 +67,7 @@ static void assert_content(const char *path, const char *expected) {
         _cleanup_free_ char *data = NULL;
         size_t size = 0;
 
-        assert_int_equal(read_file_full(path, 1 << 20, &data, &size), 0);
+        assert_int_equal(fs_read_file_full(path, 1 << 20, &data, &size), 0);
         assert_int_equal(size, strlen(expected));
         assert_string_equal(data, expected);
 }
@@ -141,7 +141,7 @@ static char *basename_dup(const char *path) {
         return strdup(s ? s + 1 : path);
 }
 
-/* ---- write_file_atomic and friends ---- */
+/* ---- fs_write_file_atomic and friends ---- */
 
 static void test_write_atomic_content_mode_owner(void **state) {
         struct fixture *f = *state;
@@ -151,7 +151,7 @@ static void test_write_atomic_content_mode_owner(void **state) {
         gid_t gid = root ? 5678 : getegid();
         struct stat st;
 
-        assert_int_equal(write_file_atomic(path, "hello\n", 6, 0640, uid, gid), 0);
+        assert_int_equal(fs_write_file_atomic(path, "hello\n", 6, 0640, uid, gid), 0);
         assert_content(path, "hello\n");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0640);
@@ -159,13 +159,13 @@ static void test_write_atomic_content_mode_owner(void **state) {
         assert_int_equal(st.st_gid, gid);
 
         /* Replacing: new content, new mode; chown must not eat the setuid bit. */
-        assert_int_equal(write_file_atomic(path, "bye", 3, 04751, uid, gid), 0);
+        assert_int_equal(fs_write_file_atomic(path, "bye", 3, 04751, uid, gid), 0);
         assert_content(path, "bye");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 04751);
 
         /* -1/-1 keeps the writer as owner. */
-        assert_int_equal(write_file_atomic(path, "", 0, 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(path, "", 0, 0600, (uid_t) -1, (gid_t) -1), 0);
         assert_content(path, "");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_uid, geteuid());
@@ -179,7 +179,7 @@ static void test_write_atomic_content_mode_owner(void **state) {
         memset(longname, 'x', NAME_MAX);
         longname[NAME_MAX] = 0;
         _cleanup_free_ char *longpath = path_of(f, longname);
-        assert_int_equal(write_file_atomic(longpath, "long", 4, 0644, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(longpath, "long", 4, 0644, (uid_t) -1, (gid_t) -1), 0);
         assert_content(longpath, "long");
         assert_int_equal(count_entries(f->root), 2);
 }
@@ -194,7 +194,7 @@ static void test_write_atomic_failures(void **state) {
         /* The rename fails (a directory is in the way): error, nothing changed, no temp. */
         assert_int_equal(mkdir(target, 0755), 0);
         put(inside, "keep me");
-        assert_int_equal(write_file_atomic(target, "new", 3, 0644, (uid_t) -1, (gid_t) -1), -EISDIR);
+        assert_int_equal(fs_write_file_atomic(target, "new", 3, 0644, (uid_t) -1, (gid_t) -1), -EISDIR);
         assert_content(inside, "keep me");
         assert_int_equal(count_prefixed(f->root, ".#"), 0);
 
@@ -203,29 +203,29 @@ static void test_write_atomic_failures(void **state) {
         size_t page = (size_t) sysconf(_SC_PAGESIZE);
         void *bad = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         assert_true(bad != MAP_FAILED);
-        assert_int_equal(write_file_atomic(old, bad, page, 0644, (uid_t) -1, (gid_t) -1), -EFAULT);
+        assert_int_equal(fs_write_file_atomic(old, bad, page, 0644, (uid_t) -1, (gid_t) -1), -EFAULT);
         assert_int_equal(munmap(bad, page), 0);
         assert_content(old, "old content");
         assert_int_equal(count_prefixed(f->root, ".#"), 0);
 
-        /* write_file_atomic_full() says whether the rename happened: not for these failures. */
+        /* fs_write_file_atomic_full() says whether the rename happened: not for these failures. */
         bool renamed = true;
-        assert_int_equal(write_file_atomic_full(target, "new", 3, 0644, (uid_t) -1, (gid_t) -1, &renamed), -EISDIR);
+        assert_int_equal(fs_write_file_atomic_full(target, "new", 3, 0644, (uid_t) -1, (gid_t) -1, &renamed), -EISDIR);
         assert_false(renamed);
         assert_content(inside, "keep me");
         renamed = true;
-        assert_int_equal(write_file_atomic_full(missing, "x", 1, 0644, (uid_t) -1, (gid_t) -1, &renamed), -ENOENT);
+        assert_int_equal(fs_write_file_atomic_full(missing, "x", 1, 0644, (uid_t) -1, (gid_t) -1, &renamed), -ENOENT);
         assert_false(renamed);
         /* (A directory fsync failing after the rename: tests/unit/test-podnet-ipam.c wraps fsync.) */
-        assert_int_equal(write_file_atomic_full(old, "newer", 5, 0644, (uid_t) -1, (gid_t) -1, &renamed), 0);
+        assert_int_equal(fs_write_file_atomic_full(old, "newer", 5, 0644, (uid_t) -1, (gid_t) -1, &renamed), 0);
         assert_true(renamed);
         assert_content(old, "newer");
         assert_int_equal(count_prefixed(f->root, ".#"), 0);
 
         /* No directory. */
-        assert_int_equal(write_file_atomic(missing, "x", 1, 0644, (uid_t) -1, (gid_t) -1), -ENOENT);
-        assert_int_equal(write_file_atomic(target, NULL, 1, 0644, (uid_t) -1, (gid_t) -1), -EINVAL);
-        assert_int_equal(write_file_atomic("", "x", 1, 0644, (uid_t) -1, (gid_t) -1), -EINVAL);
+        assert_int_equal(fs_write_file_atomic(missing, "x", 1, 0644, (uid_t) -1, (gid_t) -1), -ENOENT);
+        assert_int_equal(fs_write_file_atomic(target, NULL, 1, 0644, (uid_t) -1, (gid_t) -1), -EINVAL);
+        assert_int_equal(fs_write_file_atomic("", "x", 1, 0644, (uid_t) -1, (gid_t) -1), -EINVAL);
         assert_int_equal(count_entries(f->root), 2);
 }
 
@@ -237,36 +237,36 @@ static void test_read_file_full(void **state) {
         size_t size = 77;
 
         put(path, "0123456789");
-        assert_int_equal(read_file_full(path, 9, &data, &size), -EFBIG);
+        assert_int_equal(fs_read_file_full(path, 9, &data, &size), -EFBIG);
         /* Outputs untouched on failure. */
         assert_ptr_equal(data, (char *) 0x1);
         assert_int_equal(size, 77);
-        assert_int_equal(read_file_full(f->root, 100, &data, &size), -EISDIR);
-        assert_int_equal(read_file_full(path, 100, &data, NULL), 0);
+        assert_int_equal(fs_read_file_full(f->root, 100, &data, &size), -EISDIR);
+        assert_int_equal(fs_read_file_full(path, 100, &data, NULL), 0);
         assert_string_equal(data, "0123456789");
         free(data);
 
-        assert_int_equal(read_file_full(path, 10, &data, &size), 0);
+        assert_int_equal(fs_read_file_full(path, 10, &data, &size), 0);
         assert_int_equal(size, 10);
         assert_int_equal(data[10], 0);
         free(data);
 
         put(empty, "");
-        assert_int_equal(read_file_full(empty, 0, &data, &size), 0);
+        assert_int_equal(fs_read_file_full(empty, 0, &data, &size), 0);
         assert_int_equal(size, 0);
         assert_int_equal(data[0], 0);
         free(data);
 
         /* Files whose st_size lies (procfs reports 0). */
-        assert_int_equal(read_file_full("/proc/self/status", 1 << 20, &data, &size), 0);
+        assert_int_equal(fs_read_file_full("/proc/self/status", 1 << 20, &data, &size), 0);
         assert_true(size > 0);
         assert_int_equal(strlen(data), size);
         assert_non_null(strstr(data, "Pid:"));
         free(data);
-        assert_int_equal(read_file_full("/proc/self/status", 10, &data, &size), -EFBIG);
+        assert_int_equal(fs_read_file_full("/proc/self/status", 10, &data, &size), -EFBIG);
 
         _cleanup_free_ char *nope = path_of(f, "nope");
-        assert_int_equal(read_file_full(nope, 10, &data, &size), -ENOENT);
+        assert_int_equal(fs_read_file_full(nope, 10, &data, &size), -ENOENT);
 }
 
 static void test_mkdir_p_rm_rf(void **state) {
@@ -282,36 +282,36 @@ static void test_mkdir_p_rm_rf(void **state) {
         _cleanup_free_ char *toplink_slash = path_of(f, "toplink/");
         struct stat st;
 
-        assert_int_equal(mkdir_p(deep, 0700), 0);
+        assert_int_equal(fs_mkdir_p(deep, 0700), 0);
         assert_int_equal(stat(deep, &st), 0);
         assert_true(S_ISDIR(st.st_mode));
         assert_int_equal(st.st_mode & 0777, 0700);
-        assert_int_equal(mkdir_p(deep, 0700), 0); /* idempotent */
+        assert_int_equal(fs_mkdir_p(deep, 0700), 0); /* idempotent */
 
         put(file, "x");
-        assert_int_equal(mkdir_p(blocked, 0755), -ENOTDIR);
-        assert_int_equal(mkdir_p(file, 0755), -ENOTDIR);
+        assert_int_equal(fs_mkdir_p(blocked, 0755), -ENOTDIR);
+        assert_int_equal(fs_mkdir_p(file, 0755), -ENOTDIR);
 
-        /* rm_rf never follows a symlink out of the tree it removes. */
+        /* fs_rm_rf never follows a symlink out of the tree it removes. */
         assert_int_equal(mkdir(outside, 0755), 0);
         put(precious, "do not delete");
         assert_int_equal(symlink(outside, link), 0);
-        assert_int_equal(rm_rf(a), 0);
+        assert_int_equal(fs_rm_rf(a), 0);
         assert_false(exists(a));
         assert_content(precious, "do not delete");
 
         /* Removing a symlink to a directory removes the link, even spelled "link/". */
         assert_int_equal(symlink(outside, toplink), 0);
-        assert_int_equal(rm_rf(toplink_slash), 0);
+        assert_int_equal(fs_rm_rf(toplink_slash), 0);
         assert_false(exists(toplink));
         assert_content(precious, "do not delete");
 
         /* Missing is fine; a plain file works. */
-        assert_int_equal(rm_rf(a), 0);
-        assert_int_equal(rm_rf(precious), 0);
+        assert_int_equal(fs_rm_rf(a), 0);
+        assert_int_equal(fs_rm_rf(precious), 0);
         assert_false(exists(precious));
-        assert_int_equal(rm_rf("/"), -EPERM);
-        assert_int_equal(rm_rf(""), -EINVAL);
+        assert_int_equal(fs_rm_rf("/"), -EPERM);
+        assert_int_equal(fs_rm_rf(""), -EINVAL);
 }
 
 static void test_fsync(void **state) {
@@ -320,12 +320,12 @@ static void test_fsync(void **state) {
         _cleanup_free_ char *nope = path_of(f, "nope/file");
 
         put(file, "x");
-        assert_int_equal(fsync_path(file), 0);
-        assert_int_equal(fsync_path(f->root), 0);
-        assert_int_equal(fsync_directory_of(file), 0);
-        assert_int_equal(fsync_directory_of("relative-name"), 0); /* the cwd */
-        assert_int_equal(fsync_path(nope), -ENOENT);
-        assert_int_equal(fsync_directory_of(nope), -ENOENT);
+        assert_int_equal(fs_fsync_path(file), 0);
+        assert_int_equal(fs_fsync_path(f->root), 0);
+        assert_int_equal(fs_fsync_directory_of(file), 0);
+        assert_int_equal(fs_fsync_directory_of("relative-name"), 0); /* the cwd */
+        assert_int_equal(fs_fsync_path(nope), -ENOENT);
+        assert_int_equal(fs_fsync_directory_of(nope), -ENOENT);
 }
 
 static void test_cleanup_temp(void **state) {
@@ -344,17 +344,17 @@ static void test_cleanup_temp(void **state) {
         _cleanup_free_ char *lock = path_of(f, ".#state.json");
         assert_int_equal(symlink("root@host.1234:1700000000", lock), 0);
 
-        assert_int_equal(fsutil_cleanup_temp(f->root), 2);
+        assert_int_equal(fs_cleanup_temp(f->root), 2);
         assert_false(exists(t1));
         assert_false(exists(t2));
         assert_content(keep, "real");
         assert_content(hidden, "dotfile");
         assert_true(exists(tdir)); /* never a directory... */
         assert_true(exists(lock)); /* ...nor a symlink (Emacs' lock files look like this) */
-        assert_int_equal(fsutil_cleanup_temp(f->root), 0);
+        assert_int_equal(fs_cleanup_temp(f->root), 0);
 
         _cleanup_free_ char *nope = path_of(f, "nope");
-        assert_int_equal(fsutil_cleanup_temp(nope), -ENOENT);
+        assert_int_equal(fs_cleanup_temp(nope), -ENOENT);
 }
 
 struct rewriter {
@@ -367,7 +367,7 @@ static void rewrite_forever(void *arg) {
         const struct rewriter *w = arg;
 
         for (unsigned i = w->first;; i++)
-                if (write_file_atomic(w->path, w->contents[i % 2], BIG_SIZE, 0644, (uid_t) -1, (gid_t) -1) < 0)
+                if (fs_write_file_atomic(w->path, w->contents[i % 2], BIG_SIZE, 0644, (uid_t) -1, (gid_t) -1) < 0)
                         _exit(3);
 }
 
@@ -385,7 +385,7 @@ static void test_crash_write_atomic(void **state) {
         /* How long one write takes here, so the kills land anywhere inside a few of them. */
         usec_t start = now_usec(CLOCK_MONOTONIC);
         for (unsigned i = 0; i < 4; i++)
-                assert_int_equal(write_file_atomic(path, i % 2 ? b : a, BIG_SIZE, 0644, (uid_t) -1, (gid_t) -1), 0);
+                assert_int_equal(fs_write_file_atomic(path, i % 2 ? b : a, BIG_SIZE, 0644, (uid_t) -1, (gid_t) -1), 0);
         usec_t one = MAX((now_usec(CLOCK_MONOTONIC) - start) / 4, 100);
 
         rng_seed();
@@ -399,7 +399,7 @@ static void test_crash_write_atomic(void **state) {
                 kill_child(pid);
 
                 /* Exactly one of the two versions, whole. */
-                assert_int_equal(read_file_full(path, 2 * BIG_SIZE, &data, &size), 0);
+                assert_int_equal(fs_read_file_full(path, 2 * BIG_SIZE, &data, &size), 0);
                 assert_int_equal(size, BIG_SIZE);
                 if (memcmp(data, a, BIG_SIZE) == 0)
                         seen[0]++;
@@ -408,7 +408,7 @@ static void test_crash_write_atomic(void **state) {
                 else
                         fail_msg("round %u: file is neither all 'A' nor all 'B'", round);
 
-                int r = fsutil_cleanup_temp(f->root);
+                int r = fs_cleanup_temp(f->root);
                 assert_true(r >= 0);
                 leftovers += (unsigned) r;
                 assert_int_equal(count_entries(f->root), 1);
@@ -679,7 +679,7 @@ static unsigned read_generation(const char *dest, const char *file) {
         size_t size;
 
         assert_true(asprintf(&path, "%s/%s", dest, file) > 0);
-        assert_int_equal(read_file_full(path, 2 * VERSION_FILE_SIZE, &data, &size), 0);
+        assert_int_equal(fs_read_file_full(path, 2 * VERSION_FILE_SIZE, &data, &size), 0);
         assert_int_equal(size, VERSION_FILE_SIZE);
         assert_int_equal(sscanf(data, "gen=%u", &gen), 1);
         version_content(gen, file, expected);

@@ -5,26 +5,22 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "fsutil.h"
+#include "fs.h"
 
 #define TEMP_PREFIX ".#"
 #define TEMP_SUFFIX ".XXXXXX"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
-/* ---- building blocks (declared in fsutil.h; atomic-dir.c uses them too) ---- */
+/* ---- building blocks (declared in fs.h; atomic-dir.c uses them too) ---- */
 
 static bool dot_or_dot_dot(const char *name) {
         return streq(name, ".") || streq(name, "..");
 }
 
-bool startswith(const char *s, const char *prefix) {
-        return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
 /* Splits path into its directory and last component, ignoring trailing slashes. Either output
  * may be NULL. */
-int path_split(const char *path, char **ret_dir, char **ret_base) {
+int fs_path_split(const char *path, char **ret_dir, char **ret_base) {
         size_t len = strlen(path);
 
         if (len == 0)
@@ -54,7 +50,7 @@ int path_split(const char *path, char **ret_dir, char **ret_base) {
         return 0;
 }
 
-char *path_join(const char *a, const char *b) {
+char *fs_path_join(const char *a, const char *b) {
         char *p = NULL;
         size_t n = strlen(a);
 
@@ -63,17 +59,17 @@ char *path_join(const char *a, const char *b) {
         return p;
 }
 
-int fsync_fd(int fd) {
+int fs_fsync_fd(int fd) {
         return fsync(fd) < 0 ? negative_errno() : 0;
 }
 
-int open_directory(const char *path) {
+int fs_open_directory(const char *path) {
         int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         return fd < 0 ? negative_errno() : fd;
 }
 
 /* A fresh DIR stream for dir_fd/name; the caller's dir_fd stays open and unmoved. */
-DIR *opendir_at(int dir_fd, const char *name) {
+DIR *fs_opendir_at(int dir_fd, const char *name) {
         int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return NULL;
@@ -85,7 +81,7 @@ DIR *opendir_at(int dir_fd, const char *name) {
 }
 
 /* Next entry other than "." and "..": 1 with *ret set, 0 at the end, negative errno. */
-int read_entry(DIR *d, struct dirent **ret) {
+int fs_read_entry(DIR *d, struct dirent **ret) {
         for (;;) {
                 errno = 0;
                 struct dirent *de = readdir(d);
@@ -98,7 +94,7 @@ int read_entry(DIR *d, struct dirent **ret) {
         }
 }
 
-int readlinkat_malloc(int dir_fd, const char *name, char **ret) {
+int fs_readlinkat_malloc(int dir_fd, const char *name, char **ret) {
         for (size_t size = 256; size <= 16 * PATH_MAX; size *= 2) {
                 _cleanup_free_ char *buf = malloc(size);
                 if (!buf)
@@ -118,7 +114,7 @@ int readlinkat_malloc(int dir_fd, const char *name, char **ret) {
 
 /* ---- single files ---- */
 
-int fd_write_all(int fd, const void *data, size_t size) {
+int fs_write_all(int fd, const void *data, size_t size) {
         const char *p = data;
 
         while (size > 0) {
@@ -159,19 +155,19 @@ static int write_temp(int fd, const void *data, size_t size, mode_t mode, uid_t 
         if (fchmod(fd, mode & 07777) < 0)
                 return negative_errno();
 
-        r = fd_write_all(fd, data, size);
+        r = fs_write_all(fd, data, size);
         if (r < 0)
                 return r;
 
         /* Without this, a crash after the rename could leave the new name with no data. */
-        return fsync_fd(fd);
+        return fs_fsync_fd(fd);
 }
 
-int write_file_atomic(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid) {
-        return write_file_atomic_full(path, data, size, mode, uid, gid, NULL);
+int fs_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid) {
+        return fs_write_file_atomic_full(path, data, size, mode, uid, gid, NULL);
 }
 
-int write_file_atomic_full(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid,
+int fs_write_file_atomic_full(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid,
                            bool *ret_renamed) {
         _cleanup_free_ char *dir = NULL, *base = NULL, *tmp = NULL;
         _cleanup_close_ int dfd = -EBADF, fd = -EBADF;
@@ -184,12 +180,12 @@ int write_file_atomic_full(const char *path, const void *data, size_t size, mode
         if (path[strlen(path) - 1] == '/')
                 return -EISDIR;
 
-        r = path_split(path, &dir, &base);
+        r = fs_path_split(path, &dir, &base);
         if (r < 0)
                 return r;
 
         /* Opened up front: failing here is cheaper than after writing the whole file. */
-        dfd = open_directory(dir);
+        dfd = fs_open_directory(dir);
         if (dfd < 0)
                 return dfd;
 
@@ -214,10 +210,10 @@ int write_file_atomic_full(const char *path, const void *data, size_t size, mode
         if (ret_renamed)
                 *ret_renamed = true;
         /* The rename itself is only durable once the directory is. */
-        return fsync_fd(dfd);
+        return fs_fsync_fd(dfd);
 }
 
-int read_file_full(const char *path, size_t max_size, char **ret_data, size_t *ret_size) {
+int fs_read_file_full(const char *path, size_t max_size, char **ret_data, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
         struct stat st;
@@ -278,7 +274,7 @@ static bool is_directory(const char *path) {
         return stat(path, &st) >= 0 && S_ISDIR(st.st_mode);
 }
 
-int mkdirat_mode(int dfd, const char *path, mode_t mode) {
+int fs_mkdirat_mode(int dfd, const char *path, mode_t mode) {
         _cleanup_close_ int fd = -EBADF;
 
         if (mkdirat(dfd, path, mode) < 0)
@@ -290,7 +286,7 @@ int mkdirat_mode(int dfd, const char *path, mode_t mode) {
         return 0;
 }
 
-int mkdir_p(const char *path, mode_t mode) {
+int fs_mkdir_p(const char *path, mode_t mode) {
         _cleanup_free_ char *p = NULL;
 
         if (isempty(path))
@@ -307,7 +303,7 @@ int mkdir_p(const char *path, mode_t mode) {
                 *s = 0;
                 /* An existing directory may answer EACCES/EROFS instead of EEXIST on some file
                  * systems; what matters is only that it is a directory. */
-                int r = mkdirat_mode(AT_FDCWD, p, mode);
+                int r = fs_mkdirat_mode(AT_FDCWD, p, mode);
                 if (r < 0 && r != -EEXIST && !is_directory(p))
                         return r;
                 *s = c;
@@ -328,12 +324,12 @@ static int rm_rf_children(int dir_fd, const char *name) {
 
         /* O_NOFOLLOW: if the directory was swapped for a symlink since we looked, stop here
          * rather than emptying whatever it points to. */
-        d = opendir_at(dir_fd, name);
+        d = fs_opendir_at(dir_fd, name);
         if (!d)
                 return errno == ENOENT ? 0 : negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0) {
-                r = rm_rf_at(dirfd(d), de->d_name);
+        while ((r = fs_read_entry(d, &de)) > 0) {
+                r = fs_rm_rf_at(dirfd(d), de->d_name);
                 if (r < 0 && ret == 0)
                         ret = r;
         }
@@ -344,7 +340,7 @@ static int rm_rf_children(int dir_fd, const char *name) {
 
 /* Removes dir_fd/name and everything below it; symlinks are removed, never followed. Keeps
  * going after an error and returns the first one. */
-int rm_rf_at(int dir_fd, const char *name) {
+int fs_rm_rf_at(int dir_fd, const char *name) {
         struct stat st;
         int r;
 
@@ -363,7 +359,7 @@ int rm_rf_at(int dir_fd, const char *name) {
         return r;
 }
 
-int rm_rf(const char *path) {
+int fs_rm_rf(const char *path) {
         _cleanup_free_ char *p = NULL;
 
         if (isempty(path))
@@ -378,36 +374,36 @@ int rm_rf(const char *path) {
         if (streq(p, "/"))
                 return -EPERM;
 
-        return rm_rf_at(AT_FDCWD, p);
+        return fs_rm_rf_at(AT_FDCWD, p);
 }
 
-int fsync_directory_of(const char *path) {
+int fs_fsync_directory_of(const char *path) {
         _cleanup_free_ char *dir = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
 
         if (isempty(path))
                 return -EINVAL;
-        r = path_split(path, &dir, NULL);
+        r = fs_path_split(path, &dir, NULL);
         if (r < 0)
                 return r;
 
-        fd = open_directory(dir);
+        fd = fs_open_directory(dir);
         if (fd < 0)
                 return fd;
-        return fsync_fd(fd);
+        return fs_fsync_fd(fd);
 }
 
-int fsync_path(const char *path) {
+int fs_fsync_path(const char *path) {
         _cleanup_close_ int fd = -EBADF;
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return negative_errno();
-        return fsync_fd(fd);
+        return fs_fsync_fd(fd);
 }
 
-int fsutil_cleanup_temp(const char *dir) {
+int fs_cleanup_temp(const char *dir) {
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
         int r, n = 0;
@@ -416,14 +412,14 @@ int fsutil_cleanup_temp(const char *dir) {
         if (!d)
                 return negative_errno();
 
-        while ((r = read_entry(d, &de)) > 0) {
+        while ((r = fs_read_entry(d, &de)) > 0) {
                 struct stat st;
 
                 if (!startswith(de->d_name, TEMP_PREFIX))
                         continue;
                 if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue; /* gone meanwhile */
-                /* Only regular files: write_file_atomic() makes nothing else (".#name" symlinks
+                /* Only regular files: fs_write_file_atomic() makes nothing else (".#name" symlinks
                  * are Emacs' lock files, for one). */
                 if (!S_ISREG(st.st_mode))
                         continue;

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "parse-util.h"
+#include "parse.h"
 
 int parse_duration(const char *s, usec_t *ret) {
         static const struct {
