@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "cni.h"
+#include "cni-json.h"
 #include "json.h"
 #include "manager.h"
 #include "podnet.h"
@@ -42,7 +42,7 @@ static unsigned failure_status(int error, const struct cni_error *e) {
 
 static int reply_failure(struct api_request *req, unsigned status, const struct cni_request *cr, const struct cni_error *e) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
-        cJSON *cni = cni_error_to_json(e, cr ? cr->cni_version : NULL);
+        cJSON *cni = cni_json_error(e, cr ? cr->cni_version : NULL);
 
         if (!o || !cni || !cJSON_AddItemToObject(o, "cni", cni))
                 return cJSON_Delete(cni), api_reply_error(req, 500, "out of memory");
@@ -93,7 +93,7 @@ static int run(struct module_instance *mi, struct api_request *req, const struct
         int r;
 
         if (cr->command == CNI_VERSION) {
-                *ret_result = cni_version_result(cr->cni_version);
+                *ret_result = cni_json_version_result(cr->cni_version);
                 return 0;
         }
         if (cr->command == CNI_STATUS)
@@ -119,7 +119,7 @@ static int run(struct module_instance *mi, struct api_request *req, const struct
 static int handle_cni(struct api_request *req, void *userdata) {
         struct module_instance *mi = userdata;
         struct podnet *p = mi->data;
-        _cleanup_(cni_request_done) struct cni_request cr = { .command = _CNI_COMMAND_INVALID };
+        _cleanup_(cni_json_request_done) struct cni_request cr = { .command = _CNI_COMMAND_INVALID };
         _cleanup_(cni_error_done) struct cni_error e = {};
         cJSON *result = NULL;
         size_t size = 0;
@@ -132,7 +132,7 @@ static int handle_cni(struct api_request *req, void *userdata) {
                 (void) metric_inc(p->m_ops, "invalid", "error");
                 return api_reply_error(req, 403, "POST /v1/cni is for root only (pinion-cni run by the container runtime)");
         }
-        r = cni_request_from_json(&cr, body, size, &e);
+        r = cni_json_parse_request(&cr, body, size, &e);
         if (r < 0) {
                 r = r == -ENOMEM ? api_reply_error(req, 500, "out of memory") : reply_failure(req, 400, &cr, &e);
                 (void) metric_inc(p->m_ops, "invalid", "error");

@@ -9,7 +9,8 @@
  *   attachment.c   the CNI operations on attachments (ADD, DEL, CHECK, GC), each one
  *                  transaction; an attachment's pod store IP and teardown
  *   deletion.c     the host veths the reaper is deleting, and the DELs held until theirs is gone
- *   cni.c          the protocol (request parsing shared with the plugin, errors)
+ *   cni.c          the protocol, shared with the plugin (the environment, errors, versions)
+ *   cni-json.c     its JSON side, the agent's (the network config, the request body)
  *   ipam.c         the address pools (IPv4, IPv6): allocation, quarantine
  *   ipam-index.c   address parsing and the allocations' hash tables
  *   ipam-state.c   the crash-safe state: snapshot + journal
