@@ -79,8 +79,8 @@ void attachment_store_set_ip(struct module_instance *mi, const struct ipam_alloc
 
         if (!names_pod(a))
                 return; /* CNI_ARGS named no pod: nothing to record */
-        ipam_format_addr(a->addr, ip);
-        ipam_format_addr6(&a->addr6, ip6);
+        ipam_addr_format(a->addr, ip);
+        ipam_addr_format6(&a->addr6, ip6);
         if (a->addr)
                 *next++ = ip;
         if (a->has_addr6)
@@ -139,7 +139,7 @@ int attachment_remove(struct module_instance *mi, const char *container_id, cons
         }
         /* The store forgets the IP while a (freed by the release) still names the pod. */
         bool forgot = store_forget_ip(mi, a);
-        ipam_format_addr(a->addr, ip);
+        ipam_addr_format(a->addr, ip);
         (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing %s (%s/%s, %s in %s): %s", ip, a->container_id, a->ifname,
                                          a->host_ifname, a->netns ? a->netns : "an unrecorded namespace", why);
         /* With the reaper, the name is recorded as being deleted in the same write. */
@@ -214,11 +214,11 @@ static cJSON *build_result(const struct podnet *p, const struct cni_request *cr,
         if (!cJSON_GetObjectItemCaseSensitive(o, "dns") && !cJSON_AddObjectToObject(o, "dns"))
                 return NULL;
 
-        ipam_format_addr(a->addr, ip);
-        ipam_format_addr(p->gateway, gw);
+        ipam_addr_format(a->addr, ip);
+        ipam_addr_format(p->gateway, gw);
         snprintf(addr, sizeof(addr), "%s/32", ip);
         if (a->has_addr6) {
-                ipam_format_addr6(&a->addr6, ip6);
+                ipam_addr_format6(&a->addr6, ip6);
                 snprintf(addr6, sizeof(addr6), "%s/128", ip6);
         }
 
@@ -296,11 +296,11 @@ static int fail_request_refused(const struct podnet *p, const struct cni_request
                             "%s: the pod network has no pool of that family (pod-cidr %s)", want, ipam_cidr(p->ipam));
         case -EEXIST:
                 if (a && a->addr)
-                        ipam_format_addr(a->addr, held);
+                        ipam_addr_format(a->addr, held);
                 if (a && a->has_addr6) {
                         size_t n = strlen(held);
                         held[n] = n ? ',' : '\0';
-                        ipam_format_addr6(&a->addr6, held + (n ? n + 1 : 0));
+                        ipam_addr_format6(&a->addr6, held + (n ? n + 1 : 0));
                 }
                 return fail(e, error, CNI_ERR_ADDRESS_UNUSABLE, "the attachment holds another address",
                             "%s/%s holds %s; a repeated ADD cannot ask for %s", cr->container_id, cr->ifname, held,
@@ -467,8 +467,8 @@ static void add_log_wired(const struct add *add) {
         const struct ipam_allocation *a = add->a;
         char ip[16], ip6[INET6_ADDRSTRLEN];
 
-        ipam_format_addr(a->addr, ip);
-        ipam_format_addr6(&a->addr6, ip6);
+        ipam_addr_format(a->addr, ip);
+        ipam_addr_format6(&a->addr6, ip6);
         (void) log_attachment_full_errno(a, LOG_INFO, 0, "Wired %s in %s: %s%s%s%s%s via %s", a->ifname, add->cr->netns,
                                          a->addr ? ip : "", a->addr ? "/32" : "", a->addr && a->has_addr6 ? " " : "",
                                          a->has_addr6 ? ip6 : "", a->has_addr6 ? "/128" : "", a->host_ifname);
@@ -628,9 +628,9 @@ int attachment_check(struct module_instance *mi, const struct cni_request *cr, s
         if (!a)
                 return fail(e, -ENOENT, CNI_ERR_UNKNOWN_CONTAINER, "unknown attachment",
                             "no address for %s/%s", cr->container_id, cr->ifname);
-        ipam_format_addr(a->addr, ip);
+        ipam_addr_format(a->addr, ip);
         snprintf(addr, sizeof(addr), "%s/32", ip);
-        ipam_format_addr6(&a->addr6, ip);
+        ipam_addr_format6(&a->addr6, ip);
         snprintf(addr6, sizeof(addr6), "%s/128", ip);
         /* prevResult must list every address the agent gave the attachment. */
         const char *missing = !cr->prev_result                                   ? NULL

@@ -33,7 +33,7 @@ static int parse_cidr(const char *v, void *ret, const char **reason) {
 
         if (isempty(v))
                 return config_parse_string(v, ret, reason);
-        int r = ipam_parse_pod_cidrs(v, &v4, &v6, reason);
+        int r = ipam_addr_parse_pod_cidrs(v, &v4, &v6, reason);
         if (r < 0)
                 return r;
         return config_parse_string(v, ret, reason);
@@ -68,7 +68,7 @@ static bool gateway_in_cidr(const char *gateway, const char *cidrs) {
         unsigned prefix;
         struct in_addr in;
 
-        if (ipam_parse_pod_cidrs(cidrs, &cidr, &v6, &reason) < 0 || !cidr || ipam_parse_cidr(cidr, &net, &prefix) < 0 ||
+        if (ipam_addr_parse_pod_cidrs(cidrs, &cidr, &v6, &reason) < 0 || !cidr || ipam_addr_parse_cidr(cidr, &net, &prefix) < 0 ||
             inet_pton(AF_INET, gateway, &in) != 1)
                 return false;
         gw = ntohl(in.s_addr);

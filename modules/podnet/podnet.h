@@ -12,7 +12,8 @@
  *   cni.c          the protocol, shared with the plugin (the environment, errors, versions)
  *   cni-json.c     its JSON side, the agent's (the network config, the request body)
  *   ipam.c         the address pools (IPv4, IPv6): allocation, quarantine
- *   ipam-index.c   address parsing and the allocations' hash tables
+ *   ipam-addr.c    address and CIDR parsing, the IPv6 pool's offsets
+ *   ipam-index.c   the allocations' hash tables
  *   ipam-state.c   the crash-safe state: snapshot + journal
  *   wire.c         the kernel state over rtnetlink
  *   reaper.c       host veth deletion off the loop

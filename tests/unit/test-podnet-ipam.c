@@ -49,7 +49,7 @@ static const struct ipam_owner owner = { .host_ifname = "pin00000000", .pod_name
 
 static char *addr_of(const struct ipam_allocation *a) {
         static char buf[16];
-        ipam_format_addr(a->addr, buf);
+        ipam_addr_format(a->addr, buf);
         return buf;
 }
 
@@ -244,11 +244,11 @@ static void test_host_ifname(void **state) {
         assert_string_equal(n1, n2);
         uint32_t net;
         unsigned prefix;
-        assert_int_equal(ipam_parse_cidr("10.1.2.3/16", &net, &prefix), 0);
+        assert_int_equal(ipam_addr_parse_cidr("10.1.2.3/16", &net, &prefix), 0);
         assert_int_equal(net, 0x0a010000);
         assert_int_equal(prefix, 16);
-        assert_int_equal(ipam_parse_cidr("10.1.2.3/31", &net, &prefix), -EINVAL);
-        assert_int_equal(ipam_parse_cidr("10.1.2/24", &net, &prefix), -EINVAL);
+        assert_int_equal(ipam_addr_parse_cidr("10.1.2.3/31", &net, &prefix), -EINVAL);
+        assert_int_equal(ipam_addr_parse_cidr("10.1.2/24", &net, &prefix), -EINVAL);
 }
 
 /* A repeated allocation leaves the allocation as it was (a repeated ADD that then fails must not
@@ -545,7 +545,7 @@ static void test_static_request(void **state) {
 
         assert_non_null(mkdtemp(dir));
         file = path_join(dir, "allocations.json");
-        assert_int_equal(ipam_parse_cidr("10.18.0.0/24", &net, &prefix), 0);
+        assert_int_equal(ipam_addr_parse_cidr("10.18.0.0/24", &net, &prefix), 0);
         o2.host_ifname = "pin22222222";
         assert_int_equal(ipam_new("10.18.0.0/24", 30 * SEC, file, &p, NULL), 0);
         assert_int_equal(ipam_allocate_addr(p, "c1", "eth0", &o1, net + 50, SEC, &a), 1);
@@ -624,7 +624,7 @@ static void test_large_pool(void **state) {
 static char *addr6_of(const struct ipam_allocation *a) {
         static char buf[INET6_ADDRSTRLEN];
         assert_true(a->has_addr6);
-        ipam_format_addr6(&a->addr6, buf);
+        ipam_addr_format6(&a->addr6, buf);
         return buf;
 }
 
@@ -639,18 +639,18 @@ static void test_dual_stack(void **state) {
         struct in6_addr want6;
         const char *reason = NULL;
 
-        assert_int_equal(ipam_parse_pod_cidrs("10.21.0.0/24, fd00:21::/64", &v4, &v6, &reason), 0);
+        assert_int_equal(ipam_addr_parse_pod_cidrs("10.21.0.0/24, fd00:21::/64", &v4, &v6, &reason), 0);
         assert_string_equal(v4, "10.21.0.0/24");
         assert_string_equal(v6, "fd00:21::/64");
         free(v4), free(v6), v4 = v6 = NULL;
-        assert_int_equal(ipam_parse_pod_cidrs("fd00:21::/120", &v4, &v6, &reason), 0);
+        assert_int_equal(ipam_addr_parse_pod_cidrs("fd00:21::/120", &v4, &v6, &reason), 0);
         assert_null(v4);
         free(v6), v6 = NULL;
         const char *bad[] = { "", "10.0.0.0/24,10.1.0.0/24", "fd00::/64 fd01::/64", "fd00::/8", "fd00::/127",
                               "fd00::1::/64", "10.0.0.0/24,x" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 reason = NULL;
-                assert_int_equal(ipam_parse_pod_cidrs(bad[i], &v4, &v6, &reason), -EINVAL);
+                assert_int_equal(ipam_addr_parse_pod_cidrs(bad[i], &v4, &v6, &reason), -EINVAL);
                 assert_non_null(reason);
         }
 
