@@ -28,7 +28,7 @@ int target_record_write(struct reclaim_target *t, uint64_t value) {
         if (t->recorded_cap == value)
                 return 0;
         /* Our lowered value is never taken for the original (it would stay lowered for good). */
-        if (!reclaim_record_may_write(t->cap_lowered, t->recorded_cap, value))
+        if (!plan_record_may_write(t->cap_lowered, t->recorded_cap, value))
                 return -EBUSY;
         /* A record we do not hold belongs to a cgroup whose restore failed at start (the
          * section named another cgroup then): it is not ours to overwrite. */
@@ -69,14 +69,9 @@ int target_record_original(struct reclaim_target *t, uint64_t value) {
         return r;
 }
 
-uint64_t target_page_size(void) {
-        long p = sysconf(_SC_PAGESIZE);
-        return p > 0 ? (uint64_t) p : 4096;
-}
-
 /* On failure the values are unknown (0): a restore then takes any value below the original for
  * ours. */
-void target_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
+void target_record_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
         char buf[48];
         int n = snprintf(buf, sizeof(buf), "%020" PRIu64 " %020" PRIu64 "\n", value, in_force);
         if (t->lowered_fd < 0)
@@ -119,13 +114,13 @@ static int read_lowered(const char *path, uint64_t ret[static 2]) {
 
 /* Of the noted values, the one the cap read (cur) is, if any; else the value written last. */
 static uint64_t noted_in_force(uint64_t cur, const uint64_t noted[static 2]) {
-        if (noted[1] != 0 && cur == reclaim_limit_as_kernel_keeps(noted[1], target_page_size()))
+        if (noted[1] != 0 && cur == plan_limit_as_kernel_keeps(noted[1], memcg_page_size()))
                 return noted[1];
         return noted[0];
 }
 
-bool target_cap_is_ours(const struct reclaim_target *t, uint64_t cur) {
-        return reclaim_limit_is_ours(cur, t->recorded_cap, noted_in_force(cur, t->noted), target_page_size());
+bool target_record_cap_is_ours(const struct reclaim_target *t, uint64_t cur) {
+        return plan_limit_is_ours(cur, t->recorded_cap, noted_in_force(cur, t->noted), memcg_page_size());
 }
 
 /* Forgets the record: only once the original is in place or the cgroup is gone. */
@@ -178,7 +173,7 @@ static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_value
  * ending the throttle. Reads the cap first: one at or above the original needs no write.
  * Returns 0 when the original is in place (or the cgroup is gone: cap_lowered cleared), <0
  * when the restore failed (cap_lowered stays set: the record must stay). */
-int target_restore_cap(struct reclaim_target *t) {
+int target_record_restore(struct reclaim_target *t) {
         _cleanup_(memcg_freep) struct memcg *tmp = NULL;
         const struct memcg *cg = t->cg;
         uint64_t cur;
@@ -204,7 +199,7 @@ int target_restore_cap(struct reclaim_target *t) {
         }
         const char *file = memcg_cap_name(cg->version);
         r = memcg_read_cap(cg, &cur);
-        if (r >= 0 && cur < t->recorded_cap && !target_cap_is_ours(t, cur)) {
+        if (r >= 0 && cur < t->recorded_cap && !target_record_cap_is_ours(t, cur)) {
                 /* Someone set another value since our write: theirs stays. */
                 log_target_info(t, "%s of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, not restoring %" PRIu64,
                                 file, t->cgroup, cur, noted_in_force(cur, t->noted), t->recorded_cap);
@@ -277,7 +272,7 @@ void target_record_load(struct reclaim_target *t) {
         t->cap_lowered = true;
 }
 
-int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
+int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
         _cleanup_close_ int dfd = open_directory(ctx->record_dir);
         int n = 0;
         if (dfd == -ENOENT)
@@ -329,7 +324,7 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                 const char *what = version == MEMCG_V1 ? "the memory limit" : "memory.high";
                 char buf[24];
                 format_cap(want, buf);
-                switch (reclaim_leftover_action(ro, rr, cur, want, written, target_page_size())) {
+                switch (plan_leftover_action(ro, rr, cur, want, written, memcg_page_size())) {
                 case LEFTOVER_KEEP:
                         log_module_error_errno(MODULE, ro < 0 ? ro : rr,
                                                "Cannot %s cgroup %s to check the value recorded in %s, keeping the record: %m",
