@@ -258,7 +258,7 @@ static int list_take_items(struct reflector *r, const cJSON *items, unsigned *re
         cJSON_ArrayForEach(item, items) {
                 _cleanup_free_ char *error = NULL;
                 struct pod *p = NULL;
-                if (pod_parse_json(item, NULL, &p, &error) < 0) {
+                if (pod_from_json(item, NULL, &p, &error) < 0) {
                         /* One bad object must not cost us the others. */
                         log_module_warning(MODULE, "Ignoring a pod in the list: %s", strempty(error));
                         skipped++;
@@ -339,7 +339,7 @@ static void on_list_done(struct http_client *c, const struct http_response *resp
 
         root = cJSON_ParseWithLength(resp->body, resp->body_size);
         const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
-        const char *rv = k8s_resource_version(root);
+        const char *rv = watch_stream_resource_version(root);
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
         const cJSON *cont = cJSON_GetObjectItemCaseSensitive(meta, "continue");
         if (!root || !rv || (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items)) {
@@ -369,11 +369,11 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
 
         r->watch_events++;
         r->n_events++;
-        (void) metric_inc(r->metrics.events, watch_event_type_to_string(ev->type));
+        (void) metric_inc(r->metrics.events, watch_stream_event_type_to_string(ev->type));
 
         switch (ev->type) {
         case WATCH_ERROR:
-                if (watch_status_code(ev->object) == 410)
+                if (watch_stream_status_code(ev->object) == 410)
                         return -ESTALE;
                 return -EPROTO;
         case WATCH_ADDED:
@@ -381,9 +381,9 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
         case WATCH_DELETED: {
                 _cleanup_free_ char *error = NULL;
                 _cleanup_(pod_unrefp) struct pod *p = NULL;
-                if (pod_parse_json(ev->object, NULL, &p, &error) < 0) {
-                        log_module_warning(MODULE, "Ignoring a %s event: %s", watch_event_type_to_string(ev->type),
-                                           strempty(error));
+                if (pod_from_json(ev->object, NULL, &p, &error) < 0) {
+                        log_module_warning(MODULE, "Ignoring a %s event: %s",
+                                           watch_stream_event_type_to_string(ev->type), strempty(error));
                         count_error(r, "invalid-object");
                         break;
                 }
@@ -395,7 +395,7 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
                 if (known && !streq_ptr(known->source, SOURCE)) {
                         /* A static pod with the same uid: the file on this node wins. */
                         log_module_warning(MODULE, "Ignoring %s of pod %s/%s: uid %s belongs to %s",
-                                           watch_event_type_to_string(ev->type), p->namespace, p->name, p->uid,
+                                           watch_stream_event_type_to_string(ev->type), p->namespace, p->name, p->uid,
                                            strempty(known->source));
                         count_error(r, "uid-conflict");
                         break;

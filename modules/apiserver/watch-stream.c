@@ -6,22 +6,22 @@
 #include "watch-stream.h"
 #include "string-table.h"
 
-static const char *const watch_event_type_table[_WATCH_EVENT_TYPE_MAX] = {
+static const char *const watch_stream_event_type_table[_WATCH_EVENT_TYPE_MAX] = {
         [WATCH_ADDED] = "ADDED",       [WATCH_MODIFIED] = "MODIFIED", [WATCH_DELETED] = "DELETED",
         [WATCH_BOOKMARK] = "BOOKMARK", [WATCH_ERROR] = "ERROR",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(watch_event_type, enum watch_event_type);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(watch_stream_event_type, enum watch_event_type);
 
-DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(watch_event_type, enum watch_event_type);
+DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(watch_stream_event_type, enum watch_event_type);
 
-const char *k8s_resource_version(const cJSON *object) {
+const char *watch_stream_resource_version(const cJSON *object) {
         const cJSON *meta = cJSON_GetObjectItemCaseSensitive(object, "metadata");
         const cJSON *rv = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
         return cJSON_IsString(rv) && rv->valuestring[0] ? rv->valuestring : NULL;
 }
 
-int watch_status_code(const cJSON *status) {
+int watch_stream_status_code(const cJSON *status) {
         const cJSON *code = cJSON_GetObjectItemCaseSensitive(status, "code");
         return cJSON_IsNumber(code) ? code->valueint : 0;
 }
@@ -58,9 +58,9 @@ static int decode_line(struct watch_stream *ws, const char *line, size_t len, wa
         if (!cJSON_IsString(type) || !cJSON_IsObject(object))
                 return -EBADMSG;
         struct watch_event ev = {
-                .type = watch_event_type_from_string(type->valuestring),
+                .type = watch_stream_event_type_from_string(type->valuestring),
                 .object = object,
-                .resource_version = k8s_resource_version(object),
+                .resource_version = watch_stream_resource_version(object),
         };
         if (ev.type < 0)
                 return -EBADMSG;

@@ -49,9 +49,9 @@ int watch_stream_feed(struct watch_stream *ws, const char *data, size_t size, wa
 /* True if a partial line is pending (a stream that ends here was cut short). */
 bool watch_stream_partial(const struct watch_stream *ws);
 
-const char *watch_event_type_to_string(enum watch_event_type t);
-enum watch_event_type watch_event_type_from_string(const char *s);
+const char *watch_stream_event_type_to_string(enum watch_event_type t);
+enum watch_event_type watch_stream_event_type_from_string(const char *s);
 /* For an ERROR event's Status object: its "code" (e.g. 410), or 0. */
-int watch_status_code(const cJSON *status);
+int watch_stream_status_code(const cJSON *status);
 /* metadata.resourceVersion of any object, or NULL. */
-const char *k8s_resource_version(const cJSON *object);
+const char *watch_stream_resource_version(const cJSON *object);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The gRPC side of the CSI node plugin: handlers only, the mounts are csi-mount.c's.
+/* The gRPC side of the CSI node plugin: handlers only; publishing and unpublishing are csi.c's.
  *
  * Both sockets are root's alone (mode 0600): the kubelet is their only client, and a caller
  * that could publish could mount the sockets directory wherever the pods root allows. Every call
@@ -80,7 +80,7 @@ static ProtobufCMessage *request(struct grpc_call *call, struct csi *csi, const 
         ProtobufCMessage *m;
 
         if (!caller_is_host_root(call, csi)) {
-                csi->n_refused++;
+                csi_note_refused(csi);
                 grpc_call_finish(call, GRPC_STATUS_PERMISSION_DENIED,
                                  "only the host's root (the kubelet) may call this plugin");
                 return NULL;
@@ -157,12 +157,6 @@ static enum grpc_status mount_status(int r) {
         }
 }
 
-/* A request the kubelet got wrong is its to report (a pod event); a mount that failed on
- * our side is worth a warning. */
-#define log_refusal(r, ...)                                                                           \
-        (void) log_module_full_errno(MODULE, mount_status(r) == GRPC_STATUS_INTERNAL ? LOG_WARNING : LOG_INFO, 0, \
-                                     __VA_ARGS__)
-
 /* The spec's required fields, and a capability we can serve: a directory (mount), not a
  * block device. NULL if fine, else what is wrong. */
 static const char *publish_request_problem(const Csi__V1__NodePublishVolumeRequest *req) {
@@ -192,24 +186,16 @@ static void node_publish_volume(struct grpc_call *call, const uint8_t *msg, size
                 return;
         problem = publish_request_problem(req);
         if (problem) {
-                csi->n_refused++;
+                csi_note_refused(csi);
                 grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "%s", problem);
                 protobuf_c_message_free_unpacked(&req->base, NULL);
                 return;
         }
-        /* Always read-only, whatever readonly says: pods connect to sockets, they never write. */
-        r = csi_publish(csi->sockets_dir, csi->settings->pods_root, req->target_path, why, sizeof(why));
-        if (r < 0) {
-                csi->n_refused++;
-                log_refusal(r, "NodePublishVolume %s at %s refused: %s", req->volume_id, req->target_path,
-                                   why[0] ? why : strerror(-r));
-                grpc_call_finish(call, mount_status(r), "%s", why[0] ? why : strerror(-r));
-        } else {
-                csi->n_published++;
-                log_module_debug(MODULE, "Published %s at %s (volume %s)", csi->sockets_dir, req->target_path,
-                                 req->volume_id);
+        r = csi_publish(csi, req->volume_id, req->target_path, why, sizeof(why));
+        if (r < 0)
+                grpc_call_finish(call, mount_status(r), "%s", why);
+        else
                 reply(call, &resp.base);
-        }
         protobuf_c_message_free_unpacked(&req->base, NULL);
 }
 
@@ -224,23 +210,17 @@ static void node_unpublish_volume(struct grpc_call *call, const uint8_t *msg, si
         if (!req)
                 return;
         if (isempty(req->volume_id) || isempty(req->target_path)) {
-                csi->n_refused++;
+                csi_note_refused(csi);
                 grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT, "%s is missing",
                                  isempty(req->volume_id) ? "volume_id" : "target_path");
                 protobuf_c_message_free_unpacked(&req->base, NULL);
                 return;
         }
-        r = csi_unpublish(csi->sockets_dir, csi->settings->pods_root, req->target_path, why, sizeof(why));
-        if (r < 0) {
-                csi->n_refused++;
-                log_refusal(r, "NodeUnpublishVolume %s at %s refused: %s", req->volume_id, req->target_path,
-                                   why[0] ? why : strerror(-r));
-                grpc_call_finish(call, mount_status(r), "%s", why[0] ? why : strerror(-r));
-        } else {
-                csi->n_unpublished++;
-                log_module_debug(MODULE, "Unpublished %s (volume %s)", req->target_path, req->volume_id);
+        r = csi_unpublish(csi, req->volume_id, req->target_path, why, sizeof(why));
+        if (r < 0)
+                grpc_call_finish(call, mount_status(r), "%s", why);
+        else
                 reply(call, &resp.base);
-        }
         protobuf_c_message_free_unpacked(&req->base, NULL);
 }
 

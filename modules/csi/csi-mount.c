@@ -39,7 +39,7 @@ _printf_(4, 5) static int refuse(int r, char *why, size_t why_size, const char *
         return r;
 }
 
-bool csi_path_clean(const char *p) {
+bool csi_mount_path_clean(const char *p) {
         if (!p || p[0] != '/' || strlen(p) >= PATH_MAX)
                 return false;
         for (const char *s = p + 1;;) {
@@ -53,15 +53,15 @@ bool csi_path_clean(const char *p) {
         }
 }
 
-int csi_target_check(const char *root, const char *target, char *why, size_t why_size) {
+int csi_mount_target_check(const char *root, const char *target, char *why, size_t why_size) {
         size_t n;
 
         if (isempty(target))
                 return refuse(-EINVAL, why, why_size, "target_path is missing");
-        if (!csi_path_clean(target))
+        if (!csi_mount_path_clean(target))
                 return refuse(-EINVAL, why, why_size,
                               "target_path %s is not a clean absolute path (no '.', '..', '//' or trailing '/')", target);
-        if (!csi_path_clean(root))
+        if (!csi_mount_path_clean(root))
                 return refuse(-EINVAL, why, why_size, "the pods root %s is not a clean absolute path", root ?: "(none)");
         n = strlen(root);
         /* Two levels below at least: the kubelet's targets are <root>/<pod>/volumes/..., and
@@ -152,7 +152,7 @@ static int dir_has_entries(int dir_fd, const char *name) {
         return r;
 }
 
-int csi_publish(const char *source, const char *root, const char *target, char *why, size_t why_size) {
+int csi_mount_publish(const char *source, const char *root, const char *target, char *why, size_t why_size) {
         _cleanup_free_ char *parent = NULL, *path = NULL;
         _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
         const char *name = strrchr(target ?: "", '/');
@@ -160,7 +160,7 @@ int csi_publish(const char *source, const char *root, const char *target, char *
         bool mounted;
         int r;
 
-        r = csi_target_check(root, target, why, why_size);
+        r = csi_mount_target_check(root, target, why, why_size);
         if (r < 0)
                 return r;
         name++;
@@ -197,14 +197,14 @@ int csi_publish(const char *source, const char *root, const char *target, char *
         return bind_read_only(source, fd, path, why, why_size);
 }
 
-int csi_unpublish(const char *source, const char *root, const char *target, char *why, size_t why_size) {
+int csi_mount_unpublish(const char *source, const char *root, const char *target, char *why, size_t why_size) {
         _cleanup_free_ char *parent = NULL, *path = NULL;
         _cleanup_close_ int dir_fd = -EBADF;
         const char *name = strrchr(target ?: "", '/');
         struct stat src, st;
         int r;
 
-        r = csi_target_check(root, target, why, why_size);
+        r = csi_mount_target_check(root, target, why, why_size);
         if (r < 0)
                 return r;
         name++;
@@ -250,4 +250,19 @@ int csi_unpublish(const char *source, const char *root, const char *target, char
         if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
                 return refuse(-errno, why, why_size, "removing %s: %s", path, strerror(errno));
         return 0;
+}
+
+bool csi_mount_refusal(int error) {
+        switch (error) {
+        case -EINVAL:
+        case -EPERM:
+        case -ENOENT:
+        case -EEXIST:
+        case -ENOTEMPTY:
+        case -ENOTDIR:
+        case -EBUSY:
+                return true;
+        default:
+                return false;
+        }
 }

@@ -24,17 +24,21 @@
 
 /* An absolute path whose every segment is non-empty and neither "." nor ".." (no "//",
  * no trailing "/"), shorter than PATH_MAX. */
-bool csi_path_clean(const char *p);
+bool csi_mount_path_clean(const char *p);
 
 /* Whether target is a clean absolute path (no "." or ".." segment, no "//", no trailing
- * "/") strictly below root (itself clean). Text only: csi_publish() and csi_unpublish() also
+ * "/") strictly below root (itself clean). Text only: csi_mount_publish() and csi_mount_unpublish() also
  * resolve the target's parent on disk. */
-int csi_target_check(const char *root, const char *target, char *why, size_t why_size);
+int csi_mount_target_check(const char *root, const char *target, char *why, size_t why_size);
 
 /* Bind-mounts source read-only (nosuid, nodev, noexec) at target, creating target (one
  * directory, 0755) if missing. Already published there: 0. */
-int csi_publish(const char *source, const char *root, const char *target, char *why, size_t why_size);
+int csi_mount_publish(const char *source, const char *root, const char *target, char *why, size_t why_size);
 
 /* Unmounts the sockets directory (source) from target and removes the directory. Nothing
  * there (or the directory alone): 0. */
-int csi_unpublish(const char *source, const char *root, const char *target, char *why, size_t why_size);
+int csi_mount_unpublish(const char *source, const char *root, const char *target, char *why, size_t why_size);
+
+/* An error above that refuses the request as the caller made it (-EINVAL, -EPERM, -ENOENT,
+ * -EEXIST, -ENOTEMPTY, and -ENOTDIR, -EBUSY at the target), not a failure on our side. */
+bool csi_mount_refusal(int error);

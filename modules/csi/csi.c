@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +34,7 @@ static int parse_name(const char *v, void *ret, const char **reason) {
 }
 
 static int parse_pods_root(const char *v, void *ret, const char **reason) {
-        if (!csi_path_clean(v)) {
+        if (!csi_mount_path_clean(v)) {
                 *reason = "expected a clean absolute path (no '.', '..', '//' or trailing '/')";
                 return -EINVAL;
         }
@@ -127,6 +128,48 @@ void csi_registration_status(struct csi *csi, bool registered, const char *error
         }
         module_set_state(csi->mi, MODULE_DEGRADED, "the kubelet did not register CSI driver %s: %s",
                          csi->settings->name, isempty(error) ? "no reason given" : error);
+}
+
+/* ---- the node operations (csi-api.c maps their outcome to the gRPC status) ---- */
+
+void csi_note_refused(struct csi *csi) {
+        csi->n_refused++;
+}
+
+/* A mount that did not happen: why says why (the errno's text if the mount did not say). A
+ * request the kubelet got wrong is its to report (a pod event); a mount that failed on our
+ * side is worth a warning. */
+static int refused(struct csi *csi, int r, const char *rpc, const char *volume_id, const char *target_path, char *why,
+                   size_t why_size) {
+        csi->n_refused++;
+        if (!why[0])
+                (void) snprintf(why, why_size, "%s", strerror(-r));
+        (void) log_module_full_errno(MODULE, csi_mount_refusal(r) ? LOG_INFO : LOG_WARNING, 0, "%s %s at %s refused: %s",
+                                     rpc, volume_id, target_path, why);
+        return r;
+}
+
+int csi_publish(struct csi *csi, const char *volume_id, const char *target_path, char *why, size_t why_size) {
+        int r;
+
+        /* Always read-only, whatever the request says: pods connect to sockets, they never write. */
+        r = csi_mount_publish(csi->sockets_dir, csi->settings->pods_root, target_path, why, why_size);
+        if (r < 0)
+                return refused(csi, r, "NodePublishVolume", volume_id, target_path, why, why_size);
+        csi->n_published++;
+        log_module_debug(MODULE, "Published %s at %s (volume %s)", csi->sockets_dir, target_path, volume_id);
+        return 0;
+}
+
+int csi_unpublish(struct csi *csi, const char *volume_id, const char *target_path, char *why, size_t why_size) {
+        int r;
+
+        r = csi_mount_unpublish(csi->sockets_dir, csi->settings->pods_root, target_path, why, why_size);
+        if (r < 0)
+                return refused(csi, r, "NodeUnpublishVolume", volume_id, target_path, why, why_size);
+        csi->n_unpublished++;
+        log_module_debug(MODULE, "Unpublished %s (volume %s)", target_path, volume_id);
+        return 0;
 }
 
 /* ---- the module contract ---- */

@@ -4,9 +4,10 @@
 /* The csi module: a CSI node plugin (docs/csi.md) whose one volume is the agent's sockets
  * directory, so that a pod reaches the agent through an inline ephemeral CSI volume instead of
  * a hostPath the Pod Security Standards' baseline profile forbids. csi.c is the module (its
- * [csi] section, its state); csi-api.c the gRPC services on the agent's gRPC server: CSI's
- * Identity and Node services on [csi] socket, and the kubelet's plugin Registration service on
- * <registration-dir>/<name>-reg.sock; csi-mount.c the mounts. */
+ * [csi] section, its state, the node operations publish and unpublish); csi-api.c the gRPC
+ * services on the agent's gRPC server: CSI's Identity and Node services on [csi] socket, and
+ * the kubelet's plugin Registration service on <registration-dir>/<name>-reg.sock; csi-mount.c
+ * the mounts. */
 
 #include <stdbool.h>
 
@@ -41,3 +42,10 @@ void csi_api_stop(struct csi *csi);
 
 /* csi.c: the kubelet's answer to our registration. */
 void csi_registration_status(struct csi *csi, bool registered, const char *error);
+/* csi.c: the node operations. Publishes (bind-mounts read-only) or unpublishes the sockets
+ * directory at target_path: counted and logged; 0, or a negative errno (csi-mount.h) with why
+ * (why_size >= 1, initially empty) saying why. */
+int csi_publish(struct csi *csi, const char *volume_id, const char *target_path, char *why, size_t why_size);
+int csi_unpublish(struct csi *csi, const char *volume_id, const char *target_path, char *why, size_t why_size);
+/* A request refused before it came to a mount (the caller, the request's fields). */
+void csi_note_refused(struct csi *csi);

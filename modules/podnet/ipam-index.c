@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The pool's addresses and its index: address and CIDR parsing, the IPv6 pool's offsets, the
- * allocation nodes and their hash tables (by attachment, address, host interface name). See
- * ipam.h and ipam-internal.h. */
+/* The allocations' index: hash tables of chains by attachment, address, IPv6 address and host
+ * interface name, grown with the dense array of nodes. See ipam-internal.h. */
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,166 +9,8 @@
 
 #include "ipam-internal.h"
 
-void ipam_format_addr(uint32_t addr, char buf[16]) {
-        struct in_addr in = { .s_addr = htonl(addr) };
-        if (!inet_ntop(AF_INET, &in, buf, 16))
-                buf[0] = '\0';
-}
-
-int ipam_parse_addr(const char *s, uint32_t *ret) {
-        struct in_addr in;
-        if (!s || inet_pton(AF_INET, s, &in) != 1)
-                return -EINVAL;
-        *ret = ntohl(in.s_addr);
-        return 0;
-}
-
-void ipam_format_addr6(const struct in6_addr *addr, char buf[INET6_ADDRSTRLEN]) {
-        if (!inet_ntop(AF_INET6, addr, buf, INET6_ADDRSTRLEN))
-                buf[0] = '\0';
-}
-
-int ipam_parse_cidr6(const char *cidr, struct in6_addr *ret_network, unsigned *ret_prefix) {
-        char addr[INET6_ADDRSTRLEN + 1], extra;
-        struct in6_addr a;
-        unsigned prefix;
-
-        if (!cidr || sscanf(cidr, "%46[0-9a-fA-F:.]/%u%c", addr, &prefix, &extra) != 2 || prefix < 48 || prefix > 126 ||
-            inet_pton(AF_INET6, addr, &a) != 1)
-                return -EINVAL;
-        for (unsigned i = 0; i < 16; i++) {
-                unsigned bits = prefix > i * 8 ? MIN(8u, prefix - i * 8) : 0;
-                a.s6_addr[i] &= (uint8_t) (0xff00u >> bits);
-        }
-        *ret_network = a;
-        *ret_prefix = prefix;
-        return 0;
-}
-
-int ipam_parse_pod_cidrs(const char *s, char **ret_v4, char **ret_v6, const char **reason) {
-        _cleanup_free_ char *copy = s ? strdup(s) : NULL, *v4 = NULL, *v6 = NULL;
-        char *save = NULL;
-
-        if (!copy)
-                return s ? -ENOMEM : -EINVAL;
-        for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save)) {
-                struct in6_addr n6;
-                uint32_t n4;
-                unsigned prefix;
-                bool six = strchr(t, ':');
-                if (six ? ipam_parse_cidr6(t, &n6, &prefix) < 0 : ipam_parse_cidr(t, &n4, &prefix) < 0) {
-                        *reason = six ? "expected an IPv6 CIDR such as fd00:1::/64 (prefix /48 to /126)"
-                                      : "expected an IPv4 CIDR such as 10.1.2.0/24 (prefix /8 to /30)";
-                        return -EINVAL;
-                }
-                char **slot = six ? &v6 : &v4;
-                if (*slot) {
-                        *reason = "at most one IPv4 and one IPv6 CIDR";
-                        return -EINVAL;
-                }
-                if (!(*slot = strdup(t)))
-                        return -ENOMEM;
-        }
-        if (!v4 && !v6) {
-                *reason = "expected an IPv4 and/or an IPv6 CIDR";
-                return -EINVAL;
-        }
-        *ret_v4 = TAKE_PTR(v4);
-        *ret_v6 = TAKE_PTR(v6);
-        return 0;
-}
-
-int ipam_parse_cidr(const char *cidr, uint32_t *ret_network, unsigned *ret_prefix) {
-        char addr[INET_ADDRSTRLEN + 1], extra;
-        unsigned prefix;
-        uint32_t a;
-
-        if (!cidr || sscanf(cidr, "%16[0-9.]/%u%c", addr, &prefix, &extra) != 2 || prefix < 8 || prefix > 30 ||
-            ipam_parse_addr(addr, &a) < 0)
-                return -EINVAL;
-        *ret_network = a & (UINT32_MAX << (32 - prefix));
-        *ret_prefix = prefix;
-        return 0;
-}
-
-bool ipam_in_pool(const struct ipam *p, uint32_t a) {
-        return a > p->network && a < p->broadcast;
-}
-
-static uint32_t low32(const struct in6_addr *a) {
-        return (uint32_t) a->s6_addr[12] << 24 | (uint32_t) a->s6_addr[13] << 16 | (uint32_t) a->s6_addr[14] << 8 |
-               a->s6_addr[15];
-}
-
-uint32_t ipam_offset6(const struct ipam *p, const struct in6_addr *a) {
-        /* (Pools hold at most 2^16 addresses: only the last 32 bits differ within one.) */
-        if (p->size6 == 0 || memcmp(a->s6_addr, p->network6.s6_addr, 12) != 0)
-                return 0;
-        uint32_t off = low32(a) - low32(&p->network6);
-        return off >= 1 && off <= p->size6 ? off : 0;
-}
-
-void ipam_addr6_at(const struct ipam *p, uint32_t offset, struct in6_addr *ret) {
-        uint32_t v = low32(&p->network6) + offset;
-        *ret = p->network6;
-        ret->s6_addr[12] = (uint8_t) (v >> 24);
-        ret->s6_addr[13] = (uint8_t) (v >> 16);
-        ret->s6_addr[14] = (uint8_t) (v >> 8);
-        ret->s6_addr[15] = (uint8_t) v;
-}
-
-static int set_string(char **dst, const char *v) {
-        char *c = NULL;
-        if (v && !(c = strdup(v)))
-                return -ENOMEM;
-        free(*dst);
-        *dst = c;
-        return 0;
-}
-
-/* ---- nodes and their hash tables ---- */
-
-struct ipam_node *ipam_node_free(struct ipam_node *n) {
-        if (!n)
-                return NULL;
-        free(n->a.container_id);
-        free(n->a.ifname);
-        free(n->a.netns);
-        free(n->a.host_ifname);
-        free(n->a.pod_namespace);
-        free(n->a.pod_name);
-        free(n->a.pod_uid);
-        free(n->a.network);
-        free(n);
-        return NULL;
-}
-
-struct ipam_node *ipam_node_new(const char *container_id, const char *ifname, uint32_t addr, usec_t since) {
-        struct ipam_node *n = calloc(1, sizeof(*n));
-        if (!n)
-                return NULL;
-        n->a.addr = addr;
-        n->a.since = since;
-        if (set_string(&n->a.container_id, container_id) < 0 || set_string(&n->a.ifname, ifname) < 0)
-                return ipam_node_free(n);
-        return n;
-}
-
-int ipam_node_set_owner(struct ipam_node *n, const struct ipam_owner *o) {
-        struct ipam_allocation *a = &n->a;
-        if (!o)
-                return 0;
-        if (set_string(&a->netns, o->netns) < 0 || set_string(&a->host_ifname, o->host_ifname) < 0 ||
-            set_string(&a->pod_namespace, o->pod_namespace) < 0 || set_string(&a->pod_name, o->pod_name) < 0 ||
-            set_string(&a->pod_uid, o->pod_uid) < 0 || set_string(&a->network, o->network) < 0)
-                return -ENOMEM;
-        a->mtu = o->mtu;
-        a->netns_ino = o->netns_ino;
-        return 0;
-}
-
 /* FNV-1a: stable across restarts and builds, so a host interface name can be found again. */
-static uint32_t fnv1a(const char *a, const char *b, unsigned salt) {
+uint32_t ipam_index_hash(const char *a, const char *b, unsigned salt) {
         uint32_t h = 2166136261u;
         for (const char *s = a; *s; s++)
                 h = (h ^ (uint8_t) *s) * 16777619u;
@@ -181,7 +21,7 @@ static uint32_t fnv1a(const char *a, const char *b, unsigned salt) {
 }
 
 static size_t bucket_id(const struct ipam *p, const char *container_id, const char *ifname) {
-        return fnv1a(container_id, ifname, 0) & (p->n_buckets - 1);
+        return ipam_index_hash(container_id, ifname, 0) & (p->n_buckets - 1);
 }
 
 static size_t bucket_addr(const struct ipam *p, uint32_t addr) {
@@ -196,7 +36,7 @@ static size_t bucket_addr6(const struct ipam *p, const struct in6_addr *addr) {
 }
 
 static size_t bucket_host(const struct ipam *p, const char *host_ifname) {
-        return fnv1a(host_ifname, NULL, 1) & (p->n_buckets - 1);
+        return ipam_index_hash(host_ifname, NULL, 1) & (p->n_buckets - 1);
 }
 
 void ipam_index_insert(struct ipam *p, struct ipam_node *n) {
@@ -284,8 +124,7 @@ static void *grow(void *array, size_t *allocated, size_t need, size_t size) {
         return g;
 }
 
-/* Room for that many more of each, so that the apply step cannot fail. */
-int ipam_reserve(struct ipam *p, size_t nodes, size_t quarantined, size_t deleting) {
+int ipam_index_reserve(struct ipam *p, size_t nodes, size_t quarantined, size_t deleting) {
         size_t need = p->n_nodes + nodes;
         void *g;
 
@@ -318,7 +157,7 @@ int ipam_reserve(struct ipam *p, size_t nodes, size_t quarantined, size_t deleti
         return 0;
 }
 
-struct ipam_node *ipam_node_find(const struct ipam *p, const char *container_id, const char *ifname) {
+struct ipam_node *ipam_index_find(const struct ipam *p, const char *container_id, const char *ifname) {
         if (!p || !container_id || !ifname || p->n_buckets == 0)
                 return NULL;
         for (struct ipam_node *n = p->by_id[bucket_id(p, container_id, ifname)]; n; n = n->next_id)
@@ -327,7 +166,7 @@ struct ipam_node *ipam_node_find(const struct ipam *p, const char *container_id,
         return NULL;
 }
 
-struct ipam_node *ipam_node_find_addr(const struct ipam *p, uint32_t addr) {
+struct ipam_node *ipam_index_find_addr(const struct ipam *p, uint32_t addr) {
         if (!p || p->n_buckets == 0)
                 return NULL;
         for (struct ipam_node *n = p->by_addr[bucket_addr(p, addr)]; n; n = n->next_addr)
@@ -336,7 +175,7 @@ struct ipam_node *ipam_node_find_addr(const struct ipam *p, uint32_t addr) {
         return NULL;
 }
 
-struct ipam_node *ipam_node_find_addr6(const struct ipam *p, const struct in6_addr *addr) {
+struct ipam_node *ipam_index_find_addr6(const struct ipam *p, const struct in6_addr *addr) {
         if (!p || p->n_buckets == 0)
                 return NULL;
         for (struct ipam_node *n = p->by_addr6[bucket_addr6(p, addr)]; n; n = n->next_addr6)
@@ -345,44 +184,11 @@ struct ipam_node *ipam_node_find_addr6(const struct ipam *p, const struct in6_ad
         return NULL;
 }
 
-static bool host_ifname_taken(const struct ipam *p, const char *name) {
+/* Whether an allocation has that host interface name. */
+bool ipam_index_host_taken(const struct ipam *p, const char *name) {
         if (p->n_buckets > 0)
                 for (struct ipam_node *n = p->by_host[bucket_host(p, name)]; n; n = n->next_host)
                         if (streq(n->a.host_ifname, name))
                                 return true;
-        /* (Deletions in flight: a handful, bounded by what the reaper has queued.) */
-        for (size_t i = 0; i < p->n_deleting; i++)
-                if (streq(p->deleting[i], name))
-                        return true;
         return false;
-}
-
-const struct ipam_allocation *ipam_find_addr6(const struct ipam *p, const struct in6_addr *addr) {
-        struct ipam_node *n = ipam_node_find_addr6(p, addr);
-        return n ? &n->a : NULL;
-}
-
-const struct ipam_allocation *ipam_find(const struct ipam *p, const char *container_id, const char *ifname) {
-        struct ipam_node *n = ipam_node_find(p, container_id, ifname);
-        return n ? &n->a : NULL;
-}
-
-const struct ipam_allocation *ipam_find_addr(const struct ipam *p, uint32_t addr) {
-        struct ipam_node *n = ipam_node_find_addr(p, addr);
-        return n ? &n->a : NULL;
-}
-
-int ipam_host_ifname(const struct ipam *p, const char *container_id, const char *ifname, char ret[16]) {
-        const struct ipam_allocation *a = ipam_find(p, container_id, ifname);
-
-        if (a) {
-                snprintf(ret, 16, "%s", a->host_ifname);
-                return 0;
-        }
-        for (unsigned salt = 0; salt < 64; salt++) {
-                snprintf(ret, 16, "pin%08x", fnv1a(container_id, ifname, salt));
-                if (!p || !host_ifname_taken(p, ret))
-                        return 0;
-        }
-        return -EADDRINUSE;
 }

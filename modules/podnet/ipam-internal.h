@@ -82,29 +82,37 @@ void ipam_index_insert(struct ipam *p, struct ipam_node *n);
 void ipam_index_remove(struct ipam *p, struct ipam_node *n);
 void ipam_index_insert_host(struct ipam *p, struct ipam_node *n);
 void ipam_index_remove_host(struct ipam *p, struct ipam_node *n);
+/* Room for that many more nodes, quarantined addresses and deletions, so that the apply step
+ * cannot fail. */
+int ipam_index_reserve(struct ipam *p, size_t nodes, size_t quarantined, size_t deleting);
+struct ipam_node *ipam_index_find(const struct ipam *p, const char *container_id, const char *ifname);
+struct ipam_node *ipam_index_find_addr(const struct ipam *p, uint32_t addr);
+struct ipam_node *ipam_index_find_addr6(const struct ipam *p, const struct in6_addr *addr);
+bool ipam_index_host_taken(const struct ipam *p, const char *name);
+/* The index's hash of a pair of names, stable across restarts and builds (host interface names
+ * are made of it). */
+uint32_t ipam_index_hash(const char *a, const char *b, unsigned salt);
 
-/* ---- ipam.c and ipam-index.c, for ipam-state.c ---- */
+/* ---- ipam-addr.c ---- */
+int ipam_addr_parse(const char *s, uint32_t *ret);
+bool ipam_addr_in_pool(const struct ipam *p, uint32_t addr);
+/* The address's offset in the IPv6 pool, 0 if outside it; and back. */
+uint32_t ipam_addr_offset6(const struct ipam *p, const struct in6_addr *addr);
+void ipam_addr_at_offset6(const struct ipam *p, uint32_t offset, struct in6_addr *ret);
+
+/* ---- ipam.c, for ipam-state.c ---- */
 struct ipam_node *ipam_node_new(const char *container_id, const char *ifname, uint32_t addr, usec_t since);
 struct ipam_node *ipam_node_free(struct ipam_node *n);
 int ipam_node_set_owner(struct ipam_node *n, const struct ipam_owner *o);
-int ipam_reserve(struct ipam *p, size_t nodes, size_t quarantined, size_t deleting);
 /* The apply step of each change (capacity reserved first: they cannot fail). */
 void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor, uint32_t cursor6);
 void ipam_apply_release(struct ipam *p, struct ipam_node *n, usec_t released, bool quarantine, char *deleting);
 void ipam_apply_link_deleted(struct ipam *p, size_t i);
 void ipam_apply_update(struct ipam *p, struct ipam_node *n, struct ipam_node *updated);
-struct ipam_node *ipam_node_find(const struct ipam *p, const char *container_id, const char *ifname);
-struct ipam_node *ipam_node_find_addr(const struct ipam *p, uint32_t addr);
-struct ipam_node *ipam_node_find_addr6(const struct ipam *p, const struct in6_addr *addr);
-bool ipam_in_pool(const struct ipam *p, uint32_t addr);
-/* The address's offset in the IPv6 pool, 0 if outside it; and back. */
-uint32_t ipam_offset6(const struct ipam *p, const struct in6_addr *addr);
-void ipam_addr6_at(const struct ipam *p, uint32_t offset, struct in6_addr *ret);
-int ipam_parse_addr(const char *s, uint32_t *ret);
 void ipam_mark(struct ipam *p, uint32_t addr, uint32_t off6, bool taken);
 
 /* ---- ipam-state.c ---- */
-cJSON *ipam_allocation_to_json(const struct ipam_allocation *a);
+cJSON *ipam_state_allocation_to_json(const struct ipam_allocation *a);
 /* Loads the snapshot and replays the journal; opens the journal for appending. */
 int ipam_state_open(struct ipam *p, char **ret_error);
 void ipam_state_close(struct ipam *p);

@@ -81,12 +81,12 @@ static bool add_opt(cJSON *o, const char *key, const char *v) {
         return !v || cJSON_AddStringToObject(o, key, v);
 }
 
-cJSON *ipam_allocation_to_json(const struct ipam_allocation *a) {
+cJSON *ipam_state_allocation_to_json(const struct ipam_allocation *a) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         char ip[16], ip6[INET6_ADDRSTRLEN];
 
-        ipam_format_addr(a->addr, ip);
-        ipam_format_addr6(&a->addr6, ip6);
+        ipam_addr_format(a->addr, ip);
+        ipam_addr_format6(&a->addr6, ip6);
         if (!o || (a->addr != 0 && !cJSON_AddStringToObject(o, "ip", ip)) ||
             (a->has_addr6 && !cJSON_AddStringToObject(o, "ip6", ip6)) ||
             !cJSON_AddStringToObject(o, "containerID", a->container_id) ||
@@ -110,7 +110,7 @@ static int node_from_json(const cJSON *item, struct ipam_node **ret, char **ret_
         struct ipam_node *n;
         uint32_t addr = 0;
 
-        if ((!ip && !ip6) || (ip && ipam_parse_addr(ip, &addr) < 0) || (ip6 && inet_pton(AF_INET6, ip6, &addr6) != 1) ||
+        if ((!ip && !ip6) || (ip && ipam_addr_parse(ip, &addr) < 0) || (ip6 && inet_pton(AF_INET6, ip6, &addr6) != 1) ||
             isempty(opt_string(item, "containerID")) || isempty(opt_string(item, "ifname")) ||
             isempty(opt_string(item, "hostIfname")))
                 return state_error(ret_error, "an allocation lacks ip (or ip6), containerID, ifname or hostIfname");
@@ -143,12 +143,12 @@ static int load_allocation(struct ipam *p, const cJSON *item, uint32_t cursor, u
         int r = node_from_json(item, &n, ret_error);
         if (r < 0)
                 return r;
-        if (ipam_node_find(p, n->a.container_id, n->a.ifname) || (n->a.addr && ipam_node_find_addr(p, n->a.addr)) ||
-            (n->a.has_addr6 && ipam_node_find_addr6(p, &n->a.addr6))) {
+        if (ipam_index_find(p, n->a.container_id, n->a.ifname) || (n->a.addr && ipam_index_find_addr(p, n->a.addr)) ||
+            (n->a.has_addr6 && ipam_index_find_addr6(p, &n->a.addr6))) {
                 ipam_node_free(n);
                 return state_error(ret_error, "two allocations for one attachment or one address");
         }
-        if (ipam_reserve(p, 1, 0, 0) < 0) {
+        if (ipam_index_reserve(p, 1, 0, 0) < 0) {
                 ipam_node_free(n);
                 return -ENOMEM;
         }
@@ -157,12 +157,12 @@ static int load_allocation(struct ipam *p, const cJSON *item, uint32_t cursor, u
 }
 
 static int load_quarantined(struct ipam *p, uint32_t addr, uint32_t off6, usec_t released) {
-        if (!ipam_in_pool(p, addr) && off6 == 0)
+        if (!ipam_addr_in_pool(p, addr) && off6 == 0)
                 return 0; /* (outside the pools now: nothing to hold back) */
-        if (ipam_reserve(p, 0, 1, 0) < 0)
+        if (ipam_index_reserve(p, 0, 1, 0) < 0)
                 return -ENOMEM;
         /* The same as a release's, without an allocation to drop. */
-        addr = ipam_in_pool(p, addr) ? addr : 0;
+        addr = ipam_addr_in_pool(p, addr) ? addr : 0;
         p->q[(p->q_head + p->q_len++) % p->q_allocated] =
                 (struct quarantined) { .addr = addr, .off6 = off6, .released = released };
         ipam_mark(p, addr, off6, true);
@@ -170,7 +170,7 @@ static int load_quarantined(struct ipam *p, uint32_t addr, uint32_t off6, usec_t
 }
 
 static int load_deleting(struct ipam *p, const char *name) {
-        if (ipam_reserve(p, 0, 0, 1) < 0)
+        if (ipam_index_reserve(p, 0, 0, 1) < 0)
                 return -ENOMEM;
         if (!(p->deleting[p->n_deleting] = strdup(name)))
                 return -ENOMEM;
@@ -217,10 +217,10 @@ static int snapshot_load(struct ipam *p, char **ret_error) {
                 const char *ip = opt_string(item, "ip"), *ip6 = opt_string(item, "ip6");
                 struct in6_addr a6;
                 uint32_t a = 0;
-                if ((!ip && !ip6) || (ip && ipam_parse_addr(ip, &a) < 0) || (ip6 && inet_pton(AF_INET6, ip6, &a6) != 1) ||
+                if ((!ip && !ip6) || (ip && ipam_addr_parse(ip, &a) < 0) || (ip6 && inet_pton(AF_INET6, ip6, &a6) != 1) ||
                     !cJSON_IsNumber(rel))
                         return state_error(ret_error, "a quarantine entry lacks ip (or ip6) or releasedAt");
-                if (load_quarantined(p, a, ip6 ? ipam_offset6(p, &a6) : 0,
+                if (load_quarantined(p, a, ip6 ? ipam_addr_offset6(p, &a6) : 0,
                                      rel->valuedouble > 0 ? (usec_t) (rel->valuedouble * USEC_PER_SEC) : 0) < 0)
                         return -ENOMEM;
         }
@@ -234,7 +234,7 @@ static int snapshot_load(struct ipam *p, char **ret_error) {
                         return -ENOMEM;
         }
         uint32_t cursor;
-        if (ipam_parse_addr(opt_string(root, "cursor"), &cursor) >= 0 && ipam_in_pool(p, cursor))
+        if (ipam_addr_parse(opt_string(root, "cursor"), &cursor) >= 0 && ipam_addr_in_pool(p, cursor))
                 p->cursor = cursor;
         const cJSON *c6 = cJSON_GetObjectItemCaseSensitive(root, "cursor6");
         if (cJSON_IsNumber(c6) && c6->valuedouble >= 1 && c6->valuedouble <= p->size6)
@@ -247,7 +247,7 @@ static char *snapshot_format(const struct ipam *p) {
         cJSON *list, *q, *d;
         char ip[16];
 
-        ipam_format_addr(p->cursor, ip);
+        ipam_addr_format(p->cursor, ip);
         if (!root || !cJSON_AddNumberToObject(root, "version", 2) || !cJSON_AddStringToObject(root, "cidr", p->cidr) ||
             !cJSON_AddNumberToObject(root, "journalSeq", (double) p->seq) || !cJSON_AddStringToObject(root, "cursor", ip) ||
             !cJSON_AddNumberToObject(root, "cursor6", p->cursor6) ||
@@ -258,16 +258,16 @@ static char *snapshot_format(const struct ipam *p) {
                 if (!cJSON_AddItemToArray(d, cJSON_CreateString(p->deleting[i])))
                         return NULL;
         for (size_t i = 0; i < p->n_nodes; i++)
-                if (!cJSON_AddItemToArray(list, ipam_allocation_to_json(&p->nodes[i]->a)))
+                if (!cJSON_AddItemToArray(list, ipam_state_allocation_to_json(&p->nodes[i]->a)))
                         return NULL;
         for (size_t i = 0; i < p->q_len; i++) {
                 const struct quarantined *e = &p->q[(p->q_head + i) % p->q_allocated];
                 cJSON *o = cJSON_CreateObject();
                 char ip6[INET6_ADDRSTRLEN];
                 struct in6_addr a6;
-                ipam_format_addr(e->addr, ip);
-                ipam_addr6_at(p, e->off6, &a6);
-                ipam_format_addr6(&a6, ip6);
+                ipam_addr_format(e->addr, ip);
+                ipam_addr_at_offset6(p, e->off6, &a6);
+                ipam_addr_format6(&a6, ip6);
                 if (!o || !cJSON_AddItemToArray(q, o) || (e->addr && !cJSON_AddStringToObject(o, "ip", ip)) ||
                     (e->off6 && !cJSON_AddStringToObject(o, "ip6", ip6)) ||
                     !cJSON_AddNumberToObject(o, "releasedAt", (double) e->released / USEC_PER_SEC))
@@ -281,12 +281,12 @@ static char *snapshot_format(const struct ipam *p) {
 static int replay_release(struct ipam *p, const cJSON *record, char **ret_error) {
         const cJSON *rel = cJSON_GetObjectItemCaseSensitive(record, "releasedAt");
         const char *deleting = opt_string(record, "deleting");
-        struct ipam_node *n = ipam_node_find(p, opt_string(record, "containerID"), opt_string(record, "ifname"));
+        struct ipam_node *n = ipam_index_find(p, opt_string(record, "containerID"), opt_string(record, "ifname"));
         char *name = NULL;
 
         if (!n || !cJSON_IsNumber(rel) || (deleting && (isempty(deleting) || strlen(deleting) > 15)))
                 return state_error(ret_error, "a release record names no allocation or lacks releasedAt");
-        if (ipam_reserve(p, 0, 1, 1) < 0 || (deleting && !(name = strdup(deleting))))
+        if (ipam_index_reserve(p, 0, 1, 1) < 0 || (deleting && !(name = strdup(deleting))))
                 return -ENOMEM;
         ipam_apply_release(p, n, rel->valuedouble > 0 ? (usec_t) (rel->valuedouble * USEC_PER_SEC) : 0,
                            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(record, "quarantine")), name);
@@ -298,7 +298,7 @@ static int replay_update(struct ipam *p, const cJSON *record, char **ret_error) 
         int r = node_from_json(cJSON_GetObjectItemCaseSensitive(record, "allocation"), &updated, ret_error);
         if (r < 0)
                 return r;
-        n = ipam_node_find(p, updated->a.container_id, updated->a.ifname);
+        n = ipam_index_find(p, updated->a.container_id, updated->a.ifname);
         if (!n) {
                 ipam_node_free(updated);
                 return state_error(ret_error, "an update record names no allocation");
@@ -313,7 +313,7 @@ static int replay_record(struct ipam *p, const cJSON *record, char **ret_error) 
 
         if (streq_ptr(op, "allocate")) {
                 const cJSON *c6 = cJSON_GetObjectItemCaseSensitive(record, "cursor6");
-                if (ipam_parse_addr(opt_string(record, "cursor"), &cursor) < 0)
+                if (ipam_addr_parse(opt_string(record, "cursor"), &cursor) < 0)
                         cursor = p->cursor;
                 return load_allocation(p, cJSON_GetObjectItemCaseSensitive(record, "allocation"), cursor,
                                        cJSON_IsNumber(c6) && c6->valuedouble >= 0 ? (uint32_t) c6->valuedouble : 0,

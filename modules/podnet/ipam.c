@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The pod address pool in memory: the free-address bitmaps, the quarantine, allocation and
- * release. See ipam.h; the index (lookups) is ipam-index.c's, the files ipam-state.c's, and every
- * change follows ipam-internal.h's prepare / persist / apply steps. */
+/* The pod address pool in memory: the free-address bitmaps, the quarantine, the allocations'
+ * nodes, allocation and release. See ipam.h; the index (hash tables) is ipam-index.c's, the
+ * addresses ipam-addr.c's, the files ipam-state.c's, and every change follows ipam-internal.h's
+ * prepare / persist / apply steps. */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,7 +28,7 @@ static void bit_set(uint64_t *bits, uint32_t o, bool v) {
 
 /* Marks an IPv4 address (if in the pool) and an IPv6 pool offset (if not 0) taken or free. */
 void ipam_mark(struct ipam *p, uint32_t addr, uint32_t off6, bool taken) {
-        if (ipam_in_pool(p, addr))
+        if (ipam_addr_in_pool(p, addr))
                 bit_set(p->taken, addr - p->network, taken);
         if (off6 > 0)
                 bit_set(p->taken6, off6, taken);
@@ -48,9 +49,9 @@ static void quarantine_expire(struct ipam *p, usec_t now) {
         while (p->q_len > 0 && !q_live(p, q_at(p, 0), now)) {
                 const struct quarantined *q = q_at(p, 0);
                 struct in6_addr a6;
-                ipam_addr6_at(p, q->off6, &a6);
-                ipam_mark(p, ipam_node_find_addr(p, q->addr) ? 0 : q->addr,
-                          q->off6 > 0 && !ipam_node_find_addr6(p, &a6) ? q->off6 : 0, false);
+                ipam_addr_at_offset6(p, q->off6, &a6);
+                ipam_mark(p, ipam_index_find_addr(p, q->addr) ? 0 : q->addr,
+                          q->off6 > 0 && !ipam_index_find_addr6(p, &a6) ? q->off6 : 0, false);
                 p->q_head = (p->q_head + 1) % p->q_allocated;
                 p->q_len--;
         }
@@ -80,25 +81,25 @@ static int next_free(const uint64_t *bits, uint32_t first, uint32_t last, uint32
 /* ---- the apply steps (see ipam-internal.h) ---- */
 
 void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor, uint32_t cursor6) {
-        uint32_t off6 = n->a.has_addr6 ? ipam_offset6(p, &n->a.addr6) : 0;
+        uint32_t off6 = n->a.has_addr6 ? ipam_addr_offset6(p, &n->a.addr6) : 0;
 
         n->index = p->n_nodes;
         p->nodes[p->n_nodes++] = n;
         ipam_index_insert(p, n);
         ipam_mark(p, n->a.addr, off6, true);
-        if (n->a.addr != 0 && !ipam_in_pool(p, n->a.addr))
+        if (n->a.addr != 0 && !ipam_addr_in_pool(p, n->a.addr))
                 p->n_foreign++;
         if (off6 > 0)
                 p->n_in_pool6++;
-        if (ipam_in_pool(p, cursor))
+        if (ipam_addr_in_pool(p, cursor))
                 p->cursor = cursor;
         if (cursor6 >= 1 && cursor6 <= p->size6)
                 p->cursor6 = cursor6;
 }
 
 void ipam_apply_release(struct ipam *p, struct ipam_node *n, usec_t released, bool quarantine, char *deleting) {
-        uint32_t off6 = n->a.has_addr6 ? ipam_offset6(p, &n->a.addr6) : 0;
-        uint32_t addr = ipam_in_pool(p, n->a.addr) ? n->a.addr : 0;
+        uint32_t off6 = n->a.has_addr6 ? ipam_addr_offset6(p, &n->a.addr6) : 0;
+        uint32_t addr = ipam_addr_in_pool(p, n->a.addr) ? n->a.addr : 0;
         size_t i = n->index;
 
         ipam_index_remove(p, n);
@@ -146,6 +147,96 @@ void ipam_apply_link_deleted(struct ipam *p, size_t i) {
 }
 
 /* ---- the pool ---- */
+
+/* ---- nodes and lookups ---- */
+
+static int set_string(char **dst, const char *v) {
+        char *c = NULL;
+        if (v && !(c = strdup(v)))
+                return -ENOMEM;
+        free(*dst);
+        *dst = c;
+        return 0;
+}
+
+struct ipam_node *ipam_node_free(struct ipam_node *n) {
+        if (!n)
+                return NULL;
+        free(n->a.container_id);
+        free(n->a.ifname);
+        free(n->a.netns);
+        free(n->a.host_ifname);
+        free(n->a.pod_namespace);
+        free(n->a.pod_name);
+        free(n->a.pod_uid);
+        free(n->a.network);
+        free(n);
+        return NULL;
+}
+
+struct ipam_node *ipam_node_new(const char *container_id, const char *ifname, uint32_t addr, usec_t since) {
+        struct ipam_node *n = calloc(1, sizeof(*n));
+        if (!n)
+                return NULL;
+        n->a.addr = addr;
+        n->a.since = since;
+        if (set_string(&n->a.container_id, container_id) < 0 || set_string(&n->a.ifname, ifname) < 0)
+                return ipam_node_free(n);
+        return n;
+}
+
+int ipam_node_set_owner(struct ipam_node *n, const struct ipam_owner *o) {
+        struct ipam_allocation *a = &n->a;
+        if (!o)
+                return 0;
+        if (set_string(&a->netns, o->netns) < 0 || set_string(&a->host_ifname, o->host_ifname) < 0 ||
+            set_string(&a->pod_namespace, o->pod_namespace) < 0 || set_string(&a->pod_name, o->pod_name) < 0 ||
+            set_string(&a->pod_uid, o->pod_uid) < 0 || set_string(&a->network, o->network) < 0)
+                return -ENOMEM;
+        a->mtu = o->mtu;
+        a->netns_ino = o->netns_ino;
+        return 0;
+}
+
+const struct ipam_allocation *ipam_find(const struct ipam *p, const char *container_id, const char *ifname) {
+        struct ipam_node *n = ipam_index_find(p, container_id, ifname);
+        return n ? &n->a : NULL;
+}
+
+const struct ipam_allocation *ipam_find_addr(const struct ipam *p, uint32_t addr) {
+        struct ipam_node *n = ipam_index_find_addr(p, addr);
+        return n ? &n->a : NULL;
+}
+
+const struct ipam_allocation *ipam_find_addr6(const struct ipam *p, const struct in6_addr *addr) {
+        struct ipam_node *n = ipam_index_find_addr6(p, addr);
+        return n ? &n->a : NULL;
+}
+
+static bool host_ifname_taken(const struct ipam *p, const char *name) {
+        if (ipam_index_host_taken(p, name))
+                return true;
+        /* (Deletions in flight: a handful, bounded by what the reaper has queued.) */
+        for (size_t i = 0; i < p->n_deleting; i++)
+                if (streq(p->deleting[i], name))
+                        return true;
+        return false;
+}
+
+int ipam_host_ifname(const struct ipam *p, const char *container_id, const char *ifname, char ret[16]) {
+        const struct ipam_allocation *a = ipam_find(p, container_id, ifname);
+
+        if (a) {
+                snprintf(ret, 16, "%s", a->host_ifname);
+                return 0;
+        }
+        for (unsigned salt = 0; salt < 64; salt++) {
+                snprintf(ret, 16, "pin%08x", ipam_index_hash(container_id, ifname, salt));
+                if (!p || !host_ifname_taken(p, ret))
+                        return 0;
+        }
+        return -EADDRINUSE;
+}
 
 struct ipam *ipam_free(struct ipam *p) {
         if (!p)
@@ -198,14 +289,14 @@ int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct
                 return -ENOMEM;
         p->journal_fd = -EBADF;
         p->journal_limit = -1;
-        r = ipam_parse_pod_cidrs(cidr, &p->cidr4, &p->cidr6, &reason);
+        r = ipam_addr_parse_pod_cidrs(cidr, &p->cidr4, &p->cidr6, &reason);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
                 return load_error(ret_error, "invalid pod CIDR");
         p->quarantine = quarantine;
         if (p->cidr4) {
-                (void) ipam_parse_cidr(p->cidr4, &p->network, &p->prefix);
+                (void) ipam_addr_parse_cidr(p->cidr4, &p->network, &p->prefix);
                 p->broadcast = p->network | ~(UINT32_MAX << (32 - p->prefix));
                 p->cursor = p->network;
                 /* (Pages of it never touched cost no memory: a /16 is 8 KiB.) */
@@ -213,12 +304,12 @@ int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct
                         return -ENOMEM;
         }
         if (p->cidr6) {
-                (void) ipam_parse_cidr6(p->cidr6, &p->network6, &p->prefix6);
+                (void) ipam_addr_parse_cidr6(p->cidr6, &p->network6, &p->prefix6);
                 p->size6 = p->prefix6 >= 112 ? (1u << (128 - p->prefix6)) - 1 : IPAM_MAX_POOL6;
                 if (!(p->taken6 = calloc((p->size6 + 1 + 63) / 64, sizeof(uint64_t))))
                         return -ENOMEM;
         }
-        if (!(p->cidr = strdup(cidr)) || ipam_reserve(p, 1, 1, 1) < 0)
+        if (!(p->cidr = strdup(cidr)) || ipam_index_reserve(p, 1, 1, 1) < 0)
                 return -ENOMEM;
         if (state_file) {
                 p->state_file = strdup(state_file);
@@ -258,9 +349,9 @@ bool ipam_has_family(const struct ipam *p, int family) {
 
 /* Why a requested address cannot be had (0: it can). */
 static int check_request(struct ipam *p, uint32_t addr) {
-        if (!ipam_in_pool(p, addr))
+        if (!ipam_addr_in_pool(p, addr))
                 return -ERANGE;
-        if (ipam_node_find_addr(p, addr))
+        if (ipam_index_find_addr(p, addr))
                 return -EADDRINUSE;
         if (bit_get(p->taken, addr - p->network))
                 return -EBUSY; /* not allocated, so quarantined */
@@ -268,10 +359,10 @@ static int check_request(struct ipam *p, uint32_t addr) {
 }
 
 static int check_request6(struct ipam *p, const struct in6_addr *addr, uint32_t *ret_off) {
-        uint32_t off = ipam_offset6(p, addr);
+        uint32_t off = ipam_addr_offset6(p, addr);
         if (off == 0)
                 return -ERANGE;
-        if (ipam_node_find_addr6(p, addr))
+        if (ipam_index_find_addr6(p, addr))
                 return -EADDRINUSE;
         if (bit_get(p->taken6, off))
                 return -EBUSY;
@@ -311,7 +402,7 @@ static int pick(struct ipam *p, const uint32_t *req4, const struct in6_addr *req
 
 static int allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                     const uint32_t *req4, const struct in6_addr *req6, usec_t now, const struct ipam_allocation **ret) {
-        struct ipam_node *existing = ipam_node_find(p, container_id, ifname), *n;
+        struct ipam_node *existing = ipam_index_find(p, container_id, ifname), *n;
         _cleanup_(cJSON_Deletep) cJSON *record = NULL;
         uint32_t addr = 0, off6 = 0, cursor = p->cursor, cursor6 = p->cursor6;
         char ip[16];
@@ -332,16 +423,16 @@ static int allocate(struct ipam *p, const char *container_id, const char *ifname
         r = pick(p, req4, req6, &addr, &off6, &cursor, &cursor6);
         if (r < 0)
                 return r;
-        if (ipam_reserve(p, 1, 0, 0) < 0 || !(n = ipam_node_new(container_id, ifname, addr, now)))
+        if (ipam_index_reserve(p, 1, 0, 0) < 0 || !(n = ipam_node_new(container_id, ifname, addr, now)))
                 return -ENOMEM;
         if (off6 > 0) {
                 n->a.has_addr6 = true;
-                ipam_addr6_at(p, off6, &n->a.addr6);
+                ipam_addr_at_offset6(p, off6, &n->a.addr6);
         }
-        ipam_format_addr(cursor, ip);
+        ipam_addr_format(cursor, ip);
         if (ipam_node_set_owner(n, owner) < 0 || !(record = cJSON_CreateObject()) ||
             !cJSON_AddStringToObject(record, "op", "allocate") ||
-            !cJSON_AddItemToObject(record, "allocation", ipam_allocation_to_json(&n->a)) ||
+            !cJSON_AddItemToObject(record, "allocation", ipam_state_allocation_to_json(&n->a)) ||
             !cJSON_AddStringToObject(record, "cursor", ip) || !cJSON_AddNumberToObject(record, "cursor6", cursor6)) {
                 ipam_node_free(n);
                 return -ENOMEM;
@@ -375,7 +466,7 @@ int ipam_allocate_request(struct ipam *p, const char *container_id, const char *
 }
 
 int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner) {
-        struct ipam_node *existing = ipam_node_find(p, container_id, ifname), *updated;
+        struct ipam_node *existing = ipam_index_find(p, container_id, ifname), *updated;
         _cleanup_(cJSON_Deletep) cJSON *record = NULL;
         int r;
 
@@ -391,7 +482,7 @@ int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifna
         }
         if (!updated || ipam_node_set_owner(updated, owner) < 0 || !(record = cJSON_CreateObject()) ||
             !cJSON_AddStringToObject(record, "op", "update") ||
-            !cJSON_AddItemToObject(record, "allocation", ipam_allocation_to_json(&updated->a))) {
+            !cJSON_AddItemToObject(record, "allocation", ipam_state_allocation_to_json(&updated->a))) {
                 ipam_node_free(updated);
                 return -ENOMEM;
         }
@@ -406,7 +497,7 @@ int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifna
 }
 
 int ipam_release(struct ipam *p, const char *container_id, const char *ifname, usec_t now, bool link_pending) {
-        struct ipam_node *n = ipam_node_find(p, container_id, ifname);
+        struct ipam_node *n = ipam_index_find(p, container_id, ifname);
         _cleanup_(cJSON_Deletep) cJSON *record = NULL;
         _cleanup_free_ char *deleting = NULL;
         bool quarantine = p && p->quarantine > 0;
@@ -415,7 +506,7 @@ int ipam_release(struct ipam *p, const char *container_id, const char *ifname, u
         if (!n)
                 return 0;
         quarantine_expire(p, now);
-        if (ipam_reserve(p, 0, 1, 1) < 0 || (link_pending && !(deleting = strdup(n->a.host_ifname))) ||
+        if (ipam_index_reserve(p, 0, 1, 1) < 0 || (link_pending && !(deleting = strdup(n->a.host_ifname))) ||
             !(record = cJSON_CreateObject()) || !cJSON_AddStringToObject(record, "op", "release") ||
             !cJSON_AddStringToObject(record, "containerID", n->a.container_id) ||
             !cJSON_AddStringToObject(record, "ifname", n->a.ifname) ||
@@ -491,7 +582,7 @@ void ipam_usage(const struct ipam *p, usec_t now, struct ipam_usage *ret) {
         /* (Walks the quarantine: for status and metrics, not on the path of a change.) */
         for (size_t i = 0; i < p->q_len; i++) {
                 const struct quarantined *q = q_at(p, i);
-                if (ipam_in_pool(p, q->addr) && !ipam_node_find_addr(p, q->addr) && q_live(p, q, now))
+                if (ipam_addr_in_pool(p, q->addr) && !ipam_index_find_addr(p, q->addr) && q_live(p, q, now))
                         u.quarantined++;
         }
         u.free = u.size - MIN(u.size, u.allocated + u.quarantined);
@@ -504,8 +595,8 @@ bool ipam_usage6(const struct ipam *p, usec_t now, struct ipam_usage *ret) {
         for (size_t i = 0; i < p->q_len; i++) {
                 const struct quarantined *q = q_at(p, i);
                 struct in6_addr a6;
-                ipam_addr6_at(p, q->off6, &a6);
-                if (q->off6 > 0 && !ipam_node_find_addr6(p, &a6) && q_live(p, q, now))
+                ipam_addr_at_offset6(p, q->off6, &a6);
+                if (q->off6 > 0 && !ipam_index_find_addr6(p, &a6) && q_live(p, q, now))
                         u.quarantined++;
         }
         u.free = u.size - MIN(u.size, u.allocated + u.quarantined);
@@ -548,7 +639,7 @@ cJSON *ipam_to_json(const struct ipam *p, usec_t now) {
                 return NULL;
         for (size_t i = 0; i < p->n_nodes; i++) {
                 const struct ipam_allocation *alloc = &p->nodes[i]->a;
-                cJSON *a = ipam_allocation_to_json(alloc);
+                cJSON *a = ipam_state_allocation_to_json(alloc);
                 if (!a || !cJSON_AddItemToArray(list, a))
                         return cJSON_Delete(a), NULL;
                 cJSON_DeleteItemFromObjectCaseSensitive(a, "since");

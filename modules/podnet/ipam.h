@@ -68,11 +68,11 @@ int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct
 struct ipam *ipam_free(struct ipam *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct ipam *, ipam_free);
 
-int ipam_parse_cidr(const char *cidr, uint32_t *ret_network, unsigned *ret_prefix);
-int ipam_parse_cidr6(const char *cidr, struct in6_addr *ret_network, unsigned *ret_prefix);
+int ipam_addr_parse_cidr(const char *cidr, uint32_t *ret_network, unsigned *ret_prefix);
+int ipam_addr_parse_cidr6(const char *cidr, struct in6_addr *ret_network, unsigned *ret_prefix);
 /* Splits a pod-cidr value into its IPv4 and IPv6 CIDR (either NULL if absent; free()); -EINVAL
  * with *reason if it is not one or two valid CIDRs of different families. */
-int ipam_parse_pod_cidrs(const char *s, char **ret_v4, char **ret_v6, const char **reason);
+int ipam_addr_parse_pod_cidrs(const char *s, char **ret_v4, char **ret_v6, const char **reason);
 void ipam_set_quarantine(struct ipam *p, usec_t quarantine);
 /* The journal is folded into the snapshot once it holds more than this many records (default,
  * or negative: twice the state's entries, at least 1,024; 0: after every change). For tests. */
@@ -165,6 +165,6 @@ const char *ipam_cidr6(const struct ipam *p);
 cJSON *ipam_to_json(const struct ipam *p, usec_t now);
 
 /* "10.1.2.3" */
-void ipam_format_addr(uint32_t addr, char buf[16]);
+void ipam_addr_format(uint32_t addr, char buf[16]);
 /* "fd00::3" */
-void ipam_format_addr6(const struct in6_addr *addr, char buf[INET6_ADDRSTRLEN]);
+void ipam_addr_format6(const struct in6_addr *addr, char buf[INET6_ADDRSTRLEN]);

@@ -2,11 +2,11 @@
 # unit tests, integration tests, fuzz targets and benchmark.
 PODNET_SOURCES = \
 	modules/podnet/podnet.c modules/podnet/podnet.h modules/podnet/podnet-api.c \
-	modules/podnet/attachment.c \
-	modules/podnet/cni.c modules/podnet/cni.h modules/podnet/cni-core.c modules/podnet/cni-core.h \
+	modules/podnet/attachment.c modules/podnet/deletion.c \
+	modules/podnet/cni.c modules/podnet/cni.h modules/podnet/cni-json.c modules/podnet/cni-json.h \
 	modules/podnet/json-text.c modules/podnet/json-text.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
-	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-internal.h \
+	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-addr.c modules/podnet/ipam-internal.h \
 	modules/podnet/wire.c modules/podnet/wire.h modules/podnet/wire6.c modules/podnet/wire-internal.h \
 	modules/podnet/reaper.c modules/podnet/reaper.h modules/podnet/syncer.c modules/podnet/syncer.h \
 	modules/podnet/reconcile.c \
@@ -21,7 +21,7 @@ EXTRA_DIST += modules/podnet/local.mk
 # so it links nothing but libc (no cJSON: json-text.c reads the few strings it needs), and with
 # musl (configure: --with-static-plugin) is one static binary: glibc's start-up alone costs
 # 0.6-0.8 ms per exec on a VM, where each of its dozens of CPUID instructions is a VM exit.
-PINION_CNI_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni-core.c modules/podnet/cni-core.h \
+PINION_CNI_SOURCES = modules/podnet/pinion-cni.c modules/podnet/cni.c modules/podnet/cni.h \
 	modules/podnet/json-text.c modules/podnet/json-text.h agent/lib/socket-trust.c agent/lib/socket-trust.h
 if STATIC_PLUGIN
 cnibin_SCRIPTS = pinion-cni

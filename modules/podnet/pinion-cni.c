@@ -24,7 +24,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 
-#include "cni-core.h"
+#include "cni.h"
 #include "json-text.h"
 #include "socket-trust.h"
 
@@ -371,7 +371,7 @@ static int print_version(const char *cni_version) {
         return EXIT_SUCCESS;
 }
 
-/* The network config's top-level strings, checked here as the agent checks them (cni-core.c), so
+/* The network config's top-level strings, checked here as the agent checks them (cni.c), so
  * that a bad config gets its code also while the agent is away; the rest (prevResult,
  * runtimeConfig, GC's attachments) the agent checks. */
 static int read_config(struct cni_request *req, const struct buffer *in, struct cni_error *e) {

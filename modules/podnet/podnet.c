@@ -33,7 +33,7 @@ static int parse_cidr(const char *v, void *ret, const char **reason) {
 
         if (isempty(v))
                 return config_parse_string(v, ret, reason);
-        int r = ipam_parse_pod_cidrs(v, &v4, &v6, reason);
+        int r = ipam_addr_parse_pod_cidrs(v, &v4, &v6, reason);
         if (r < 0)
                 return r;
         return config_parse_string(v, ret, reason);
@@ -68,7 +68,7 @@ static bool gateway_in_cidr(const char *gateway, const char *cidrs) {
         unsigned prefix;
         struct in_addr in;
 
-        if (ipam_parse_pod_cidrs(cidrs, &cidr, &v6, &reason) < 0 || !cidr || ipam_parse_cidr(cidr, &net, &prefix) < 0 ||
+        if (ipam_addr_parse_pod_cidrs(cidrs, &cidr, &v6, &reason) < 0 || !cidr || ipam_addr_parse_cidr(cidr, &net, &prefix) < 0 ||
             inet_pton(AF_INET, gateway, &in) != 1)
                 return false;
         gw = ntohl(in.s_addr);
@@ -282,7 +282,7 @@ static int podnet_open(struct module_instance *mi) {
 
         /* Pods wired before a restart keep their addresses in the store. */
         for (size_t i = 0; i < ipam_count(p->ipam); i++)
-                podnet_store_set_ip(mi, ipam_get(p->ipam, i), true);
+                attachment_store_set_ip(mi, ipam_get(p->ipam, i), true);
 
         /* Routing between pods and the host needs forwarding, for each family the pods have. */
         r = ipam_has_family(p->ipam, AF_INET) ? wire_sysctl_write("net/ipv4/ip_forward", "1") : 0;
@@ -300,7 +300,7 @@ static int podnet_open(struct module_instance *mi) {
                         ipam_count(p->ipam), p->state_file);
         module_set_state(mi, MODULE_RUNNING, NULL);
         /* DELs that never came while the agent was down (reconcile.c). */
-        r = podnet_reconcile_start(mi);
+        r = reconcile_start(mi);
         if (r < 0)
                 log_module_warning(MODULE, "Cannot start the periodic reconciliation (%s); it runs at start only",
                                    strerror(-r));
@@ -325,13 +325,13 @@ static int podnet_start(struct module_instance *mi) {
                 return 0;
         }
         /* DEL would otherwise wait 20-30 ms per veth in the kernel (see reaper.h). */
-        r = reaper_new(mi->manager->event, podnet_on_reaped, mi, &p->reaper);
+        r = reaper_new(mi->manager->event, deletion_on_reaped, mi, &p->reaper);
         if (r < 0)
                 log_module_warning(MODULE, "Cannot start the veth deletion thread (%s); deleting inline", strerror(-r));
         /* A held DEL answers when the kernel announces its veth gone, before the deletion's own
          * reply (link-monitor.h). */
         p->link_monitor = link_monitor_free(p->link_monitor);
-        r = link_monitor_new(mi->manager->event, podnet_on_link_removed, mi, &p->link_monitor);
+        r = link_monitor_new(mi->manager->event, deletion_on_link_removed, mi, &p->link_monitor);
         if (r < 0)
                 log_module_warning(MODULE, "Cannot watch link removals (%s); a DEL answers when its deletion is done",
                                    strerror(-r));
@@ -369,7 +369,7 @@ static int podnet_reload(struct module_instance *mi, struct config *c, char **re
         p->settings = s;
         if (!reopen) {
                 podnet_apply_settings(p);
-                if (retime && p->ipam && (r = podnet_reconcile_start(mi)) < 0)
+                if (retime && p->ipam && (r = reconcile_start(mi)) < 0)
                         log_module_warning(MODULE, "Cannot restart the periodic reconciliation: %s", strerror(-r));
                 return 0;
         }
@@ -384,12 +384,12 @@ static int podnet_stop(struct module_instance *mi) {
         p->routes = api_routes_free(p->routes);
         p->metrics_reg = metrics_registration_free(p->metrics_reg);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
-        podnet_reconcile_stop(p);
+        reconcile_stop(p);
         /* The deletion in progress finishes; queued ones stay recorded for the next start (those
-         * a DEL waits for are done now: podnet_pending_clear()). */
+         * a DEL waits for are done now: deletion_clear()). */
         p->reaper = reaper_free(p->reaper);
         p->link_monitor = link_monitor_free(p->link_monitor);
-        podnet_pending_clear(p);
+        deletion_clear(p);
         return 0;
 }
 
@@ -410,7 +410,66 @@ static int podnet_status(struct module_instance *mi, cJSON *obj) {
         pool = ipam_to_json(p->ipam, now_usec(CLOCK_REALTIME));
         if (!pool || !cJSON_AddItemToObject(obj, "pool", pool))
                 return cJSON_Delete(pool), -ENOMEM;
-        return podnet_reconcile_status(p, obj);
+        return reconcile_status(p, obj);
+}
+
+/* ---- for the CNI operations ---- */
+
+/* A state write that is in place but whose directory fsync failed: kept (see ipam.h), told. */
+void podnet_warn_not_durable(struct podnet *p) {
+        int r = ipam_take_not_durable(p->ipam);
+        if (r < 0)
+                log_module_warning(MODULE, "%s was updated but syncing its directory failed (%s): a power loss could "
+                                   "lose the last change", p->state_file, strerror(-r));
+}
+
+/* Ends a deferral (or lazy release): whatever an ADD changed is durable before the request
+ * returns. */
+void podnet_sync_state(struct podnet *p) {
+        if (p->ipam) {
+                int k = ipam_sync(p->ipam);
+                if (k < 0)
+                        log_module_warning(MODULE, "Failed to persist %s (%s): a power loss could undo the last change",
+                                           p->state_file, strerror(-k));
+        }
+        podnet_warn_not_durable(p);
+}
+
+int podnet_cni_ready(struct module_instance *mi, struct cni_error *e) {
+        struct podnet *p = mi->data;
+
+        if (!p->stopped && p->ipam)
+                return 0;
+        (void) cni_error_set(e, CNI_ERR_TRY_AGAIN_LATER, "the pod network is not available", "podnet is %s%s%s",
+                             module_state_to_string(mi->state), mi->reason ? ": " : "", strempty(mi->reason));
+        return -EAGAIN;
+}
+
+int podnet_cni_status(struct module_instance *mi, struct cni_error *e) {
+        struct podnet *p = mi->data;
+        struct ipam_usage u;
+
+        if (mi->state == MODULE_DEGRADED) {
+                (void) cni_error_set(e, CNI_ERR_LIMITED_CONNECTIVITY, "the pod network is degraded", "%s",
+                                     strempty(mi->reason));
+                return -ENETDOWN;
+        }
+        if (mi->state != MODULE_RUNNING || !p->ipam) {
+                (void) cni_error_set(e, CNI_ERR_NOT_AVAILABLE, "the pod network is not available", "podnet is %s%s%s",
+                                     module_state_to_string(mi->state), mi->reason ? ": " : "", strempty(mi->reason));
+                return -ENETDOWN;
+        }
+        /* An ADD needs an address of every family the pods get. */
+        ipam_usage(p->ipam, now_usec(CLOCK_REALTIME), &u);
+        const char *full = ipam_has_family(p->ipam, AF_INET) && u.free == 0 ? ipam_cidr4(p->ipam) : NULL;
+        if (ipam_usage6(p->ipam, now_usec(CLOCK_REALTIME), &u) && u.free == 0)
+                full = ipam_cidr6(p->ipam);
+        if (full) {
+                (void) cni_error_set(e, CNI_ERR_NOT_AVAILABLE, "the pod network is not available", "no free address in %s",
+                                     full);
+                return -ENOSPC;
+        }
+        return 0;
 }
 
 static void podnet_free(struct module_instance *mi) {
@@ -422,8 +481,8 @@ static void podnet_free(struct module_instance *mi) {
         metrics_registration_free(p->metrics_reg);
         p->reaper = reaper_free(p->reaper);
         p->link_monitor = link_monitor_free(p->link_monitor);
-        podnet_pending_clear(p);
-        podnet_reconcile_stop(p);
+        deletion_clear(p);
+        reconcile_stop(p);
         p->ipam = ipam_free(p->ipam);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         free(p->cidr);

@@ -2,14 +2,18 @@
 #pragma once
 
 /* podnet's internal declarations, shared by the files of the module (not for other modules):
- *   podnet.c       the module: config, lifecycle, the pod CIDR, status, metrics
- *   podnet-api.c   POST /v1/cni: the CNI operations pinion-cni forwards (ADD, DEL, CHECK, GC,
- *                  STATUS, VERSION) and their replies
- *   attachment.c   one attachment's pod store IP and release, and the host veths the reaper is
- *                  deleting
- *   cni.c          the protocol (request parsing shared with the plugin, errors)
+ *   podnet.c       the module: config, lifecycle, the pod CIDR, status, metrics; whether CNI
+ *                  operations can run now (STATUS and the gate before the others)
+ *   podnet-api.c   POST /v1/cni: parses the request, calls the operation, maps its outcome to
+ *                  the reply and the metric
+ *   attachment.c   the CNI operations on attachments (ADD, DEL, CHECK, GC), each one
+ *                  transaction; an attachment's pod store IP and teardown
+ *   deletion.c     the host veths the reaper is deleting, and the DELs held until theirs is gone
+ *   cni.c          the protocol, shared with the plugin (the environment, errors, versions)
+ *   cni-json.c     its JSON side, the agent's (the network config, the request body)
  *   ipam.c         the address pools (IPv4, IPv6): allocation, quarantine
- *   ipam-index.c   address parsing and the allocations' hash tables
+ *   ipam-addr.c    address and CIDR parsing, the IPv6 pool's offsets
+ *   ipam-index.c   the allocations' hash tables
  *   ipam-state.c   the crash-safe state: snapshot + journal
  *   wire.c         the kernel state over rtnetlink
  *   reaper.c       host veth deletion off the loop
@@ -25,6 +29,7 @@
 #include <systemd/sd-event.h>
 
 #include "api.h"
+#include "cni.h"
 #include "ipam.h"
 #include "log.h"
 #include "metrics.h"
@@ -43,6 +48,16 @@ struct podnet_settings {
         usec_t reconcile_interval; /* 0: only at start */
 };
 
+struct podnet;
+
+/* Answers a DEL held until its veth's deletion ended with error (0: gone). */
+typedef void (*deletion_answer_fn)(struct podnet *p, struct api_request *req, int error);
+
+struct held_del {
+        struct api_request *req;
+        deletion_answer_fn answer;
+};
+
 /* A host veth handed to the reaper, and where its pod end was: an ADD into that namespace with
  * that interface name fails with EEXIST until the deletion is done. */
 struct pending_deletion {
@@ -52,7 +67,7 @@ struct pending_deletion {
         char *ifname;
         /* DELs answered once the deletion is done (the pod end must be gone when DEL returns). */
         int ifindex; /* the host end's, while DELs wait (0: none wait) */
-        struct api_request **waiters;
+        struct held_del *waiters;
         size_t n_waiters;
 };
 
@@ -79,7 +94,6 @@ struct podnet {
         struct api_routes *routes;
         struct metrics_registration *metrics_reg; /* the families below and the collector */
         bool stopped;
-        bool failed; /* the request being answered failed (for the metric) */
 
         struct metric_family *m_ops;   /* pinion_podnet_operations_total{verb,result} */
         struct metric_family *m_setup; /* pinion_podnet_setup_seconds */
@@ -105,49 +119,75 @@ struct podnet {
                 log_ctx_full_errno(&_ctx, level, error, __VA_ARGS__);                                   \
         })
 
-/* ---- attachment.c ---- */
+/* ---- podnet.c ---- */
 
-/* set: the attachment's address becomes the pod's IP in the store; else the store forgets it. */
-void podnet_store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set);
-/* Tears one attachment down: the veth (the pod end goes with it) and then the address; logged at
- * info with why. */
-int podnet_attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, const char *why,
-                             char **ret_error);
-/* The reaper's callback: a host veth it deleted (on the loop). */
-void podnet_on_reaped(struct reaper *r, const char *name, int error, void *userdata);
-/* The link monitor's callback: a host link is gone; the DELs waiting for it are answered. */
-void podnet_on_link_removed(int ifindex, const char *name, void *userdata);
 /* Logs a state write that is in place but not durable (see ipam.h). */
 void podnet_warn_not_durable(struct podnet *p);
-void podnet_pending_clear(struct podnet *p);
-void podnet_pending_remove(struct podnet *p, const char *host_ifname);
-const char *podnet_pending_blocking(const struct podnet *p, const char *host_ifname, const char *netns,
-                                    const char *ifname);
-/* Holds a DEL until the deletion of the attachment's veth is done: 1 if held (answered later by
- * podnet_del_finish()), 0 if nothing of it is being deleted (answer now), negative errno. */
-int podnet_pending_hold(struct module_instance *mi, struct api_request *req, const char *container_id,
-                        const char *ifname);
+/* The end of every CNI request: whatever it changed is durable before it returns (a deferred
+ * or lazy write is flushed; a failure is logged). */
+void podnet_sync_state(struct podnet *p);
+/* Whether ADD, DEL, CHECK and GC can run now: 0, or -EAGAIN with the CNI error (try again
+ * later: the module is stopped or has no pool). */
+int podnet_cni_ready(struct module_instance *mi, struct cni_error *e);
+/* STATUS: whether an ADD can succeed now: 0, or -ENETDOWN (degraded, not running) or -ENOSPC
+ * (no free address of a family the pods get) with the CNI error. */
+int podnet_cni_status(struct module_instance *mi, struct cni_error *e);
+
+/* ---- attachment.c ----
+ * Each operation returns 0 (ADD: with its result, owned) or a negative errno with e set to what
+ * the runtime is told: the errno says what kind of failure (-EEXIST for an address the
+ * attachment cannot have is a conflict, like the codes DRIFT, NAME_TAKEN, ADDRESS_TAKEN). */
+
+int attachment_add(struct module_instance *mi, const struct cni_request *cr, cJSON **ret_result, struct cni_error *e);
+/* 1 if req is held until the veth is gone (answer() answers it then, after the warning for a
+ * failed deletion is logged), 0 if done. */
+int attachment_del(struct module_instance *mi, const struct cni_request *cr, struct api_request *req,
+                   deletion_answer_fn answer, struct cni_error *e);
+int attachment_check(struct module_instance *mi, const struct cni_request *cr, struct cni_error *e);
+/* Releases every attachment of this network the runtime does not list as valid (but the young). */
+int attachment_gc(struct module_instance *mi, const struct cni_request *cr, struct cni_error *e);
+/* set: the attachment's address becomes the pod's IP in the store; else the store forgets it. */
+void attachment_store_set_ip(struct module_instance *mi, const struct ipam_allocation *a, bool set);
+/* Tears one attachment down: the veth (the pod end goes with it) and then the address; logged at
+ * info with why. */
+int attachment_remove(struct module_instance *mi, const char *container_id, const char *ifname, const char *why,
+                      char **ret_error);
+
+/* ---- deletion.c ---- */
+
+/* Records a deletion handed to the reaper (best effort). */
+void deletion_add(struct podnet *p, const char *host_ifname, const char *netns, const char *container_id,
+                  const char *ifname);
+/* The deletion of host_ifname is done: its held DELs are answered. */
+void deletion_done(struct podnet *p, const char *host_ifname);
+/* Stopping: the deletions held DELs wait for are done now, and every record dropped. */
+void deletion_clear(struct podnet *p);
+/* The deletion that explains an EEXIST for an ADD of ifname in netns with that host end. */
+const char *deletion_blocking(const struct podnet *p, const char *host_ifname, const char *netns, const char *ifname);
+/* Holds a DEL until the deletion of the attachment's veth is done: 1 if held (answer() answers
+ * it), 0 if nothing of it is being deleted (answer now), negative errno. */
+int deletion_hold(struct module_instance *mi, struct api_request *req, const char *container_id, const char *ifname,
+                  deletion_answer_fn answer);
+/* The reaper's callback: a host veth it deleted (on the loop). */
+void deletion_on_reaped(struct reaper *r, const char *name, int error, void *userdata);
+/* The link monitor's callback: a host link is gone; the DELs waiting for it are answered. */
+void deletion_on_link_removed(int ifindex, const char *name, void *userdata);
 
 /* ---- podnet-api.c ---- */
 
 /* Adds POST /v1/cni, unless added already (p->routes). */
 int podnet_api_register(struct module_instance *mi);
-/* Answers a held DEL: its veth's deletion ended with error (0: gone). */
-void podnet_del_finish(struct podnet *p, struct api_request *req, int error);
 
 /* ---- reconcile.c ---- */
 
-const char *release_reason_to_string(enum release_reason r);
 /* Within gc-grace of its ADD (either way: a clock stepped back must not make a pod wired a moment
  * ago look old): neither GC nor reconciliation touches it. */
-bool podnet_attachment_young(const struct podnet *p, const struct ipam_allocation *a, usec_t now);
+bool reconcile_attachment_young(const struct podnet *p, const struct ipam_allocation *a, usec_t now);
 /* Tears down and releases a, logged at info with the reason and counted. */
-int podnet_release(struct module_instance *mi, const struct ipam_allocation *a, enum release_reason reason,
-                   char **ret_error);
-/* One pass over the allocations: each one older than gc-grace whose namespace and host veth are
- * both gone is released. Returns how many were released. */
-unsigned podnet_reconcile(struct module_instance *mi, const char *why);
-/* Runs it now and every reconcile-interval (0: only now). */
-int podnet_reconcile_start(struct module_instance *mi);
-void podnet_reconcile_stop(struct podnet *p);
-int podnet_reconcile_status(const struct podnet *p, cJSON *obj);
+int reconcile_release(struct module_instance *mi, const struct ipam_allocation *a, enum release_reason reason,
+                      char **ret_error);
+/* Runs a pass now and every reconcile-interval (0: only now): each allocation older than
+ * gc-grace whose namespace and host veth are both gone is released. */
+int reconcile_start(struct module_instance *mi);
+void reconcile_stop(struct podnet *p);
+int reconcile_status(const struct podnet *p, cJSON *obj);

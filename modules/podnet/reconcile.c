@@ -39,7 +39,7 @@ static const char *const release_reason_table[_RELEASE_REASON_MAX] = {
         [RELEASE_NETNS_GONE] = "netns-gone",
         [RELEASE_NETNS_REPLACED] = "netns-replaced",
 };
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(release_reason, enum release_reason);
+static DEFINE_STRING_TABLE_LOOKUP_TO_STRING(release_reason, enum release_reason);
 
 static const char *const release_reason_text[_RELEASE_REASON_MAX] = {
         [RELEASE_GC] = "the runtime's GC did not list it as valid",
@@ -48,13 +48,13 @@ static const char *const release_reason_text[_RELEASE_REASON_MAX] = {
                                    "interface is gone",
 };
 
-bool podnet_attachment_young(const struct podnet *p, const struct ipam_allocation *a, usec_t now) {
+bool reconcile_attachment_young(const struct podnet *p, const struct ipam_allocation *a, usec_t now) {
         usec_t grace = p->settings->gc_grace;
         return a->since + grace > now && a->since < now + grace;
 }
 
-int podnet_release(struct module_instance *mi, const struct ipam_allocation *a, enum release_reason reason,
-                   char **ret_error) {
+int reconcile_release(struct module_instance *mi, const struct ipam_allocation *a, enum release_reason reason,
+                      char **ret_error) {
         struct podnet *p = mi->data;
         /* Copies: the release frees the allocation's strings. */
         _cleanup_free_ char *cid = strdup(a->container_id), *ifn = strdup(a->ifname);
@@ -62,7 +62,7 @@ int podnet_release(struct module_instance *mi, const struct ipam_allocation *a, 
 
         if (!cid || !ifn)
                 return -ENOMEM;
-        r = podnet_attachment_remove(mi, cid, ifn, release_reason_text[reason], ret_error);
+        r = attachment_remove(mi, cid, ifn, release_reason_text[reason], ret_error);
         if (r < 0)
                 return r;
         p->released[reason]++;
@@ -99,7 +99,7 @@ static int netns_verdict(const struct ipam_allocation *a, enum release_reason *r
 /* 1 with the reason if a is gone (see the top of the file), 0 if it is or may be live. */
 static int attachment_gone(const struct podnet *p, const struct ipam_allocation *a, usec_t now,
                            enum release_reason *ret) {
-        if (podnet_attachment_young(p, a, now))
+        if (reconcile_attachment_young(p, a, now))
                 return 0;
         if (netns_verdict(a, ret) <= 0)
                 return 0;
@@ -107,7 +107,9 @@ static int attachment_gone(const struct podnet *p, const struct ipam_allocation 
         return !wire_link_exists(a->host_ifname);
 }
 
-unsigned podnet_reconcile(struct module_instance *mi, const char *why) {
+/* One pass over the allocations: each one older than gc-grace whose namespace and host veth are
+ * both gone is released. Returns how many were released. */
+static unsigned reconcile_pass(struct module_instance *mi, const char *why) {
         struct podnet *p = mi->data;
         usec_t now = now_usec(CLOCK_REALTIME);
         unsigned released = 0, failed = 0;
@@ -123,7 +125,7 @@ unsigned podnet_reconcile(struct module_instance *mi, const char *why) {
                         i++;
                         continue;
                 }
-                int r = podnet_release(mi, a, reason, &error);
+                int r = reconcile_release(mi, a, reason, &error);
                 if (r < 0) {
                         log_module_warning(MODULE, "Failed to release a gone attachment (%s); the next pass retries",
                                            error ? error : strerror(-r));
@@ -148,29 +150,29 @@ static int on_reconcile_timer(sd_event_source *s, uint64_t usec, void *userdata)
         struct module_instance *mi = userdata;
         struct podnet *p = mi->data;
 
-        (void) podnet_reconcile(mi, "periodic");
+        (void) reconcile_pass(mi, "periodic");
         if (sd_event_source_set_time_relative(s, p->settings->reconcile_interval) >= 0)
                 (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
 }
 
-void podnet_reconcile_stop(struct podnet *p) {
+void reconcile_stop(struct podnet *p) {
         p->reconcile_timer = sd_event_source_disable_unref(p->reconcile_timer);
 }
 
-int podnet_reconcile_start(struct module_instance *mi) {
+int reconcile_start(struct module_instance *mi) {
         struct podnet *p = mi->data;
         usec_t interval = p->settings->reconcile_interval;
 
-        podnet_reconcile_stop(p);
-        (void) podnet_reconcile(mi, "start");
+        reconcile_stop(p);
+        (void) reconcile_pass(mi, "start");
         if (interval == 0)
                 return 0;
         return sd_event_add_time_relative(mi->manager->event, &p->reconcile_timer, CLOCK_MONOTONIC, interval,
                                           interval / 10, on_reconcile_timer, mi);
 }
 
-int podnet_reconcile_status(const struct podnet *p, cJSON *obj) {
+int reconcile_status(const struct podnet *p, cJSON *obj) {
         cJSON *o = cJSON_AddObjectToObject(obj, "reconcile"), *rel;
 
         if (!o || !cJSON_AddNumberToObject(o, "intervalSeconds", (double) p->settings->reconcile_interval / USEC_PER_SEC) ||

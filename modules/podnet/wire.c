@@ -534,7 +534,8 @@ int wire_sysctl_write(const char *key, const char *value) {
         return 0;
 }
 
-int wire_sysctl_read(const char *key, char *buf, size_t size) {
+/* Reads a /proc/sys file, without its trailing newline and blanks. */
+static int wire_sysctl_read(const char *key, char *buf, size_t size) {
         char path[256];
         _cleanup_close_ int fd = -EBADF;
         ssize_t n;

@@ -82,4 +82,3 @@ bool wire_link_exists(const char *name);
 
 /* Writes a /proc/sys file ("net/ipv4/ip_forward", "1"). */
 int wire_sysctl_write(const char *key, const char *value);
-int wire_sysctl_read(const char *key, char *buf, size_t size);

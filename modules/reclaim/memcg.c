@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "memcg.h"
@@ -257,6 +258,11 @@ static int write_u64_or_max(const struct memcg *g, const char *name, uint64_t va
         else
                 snprintf(buf, sizeof(buf), "%" PRIu64, value);
         return write_cgroup_file(g, name, buf);
+}
+
+uint64_t memcg_page_size(void) {
+        long p = sysconf(_SC_PAGESIZE);
+        return p > 0 ? (uint64_t) p : 4096;
 }
 
 int memcg_read_limit(const struct memcg *g, uint64_t *ret) {

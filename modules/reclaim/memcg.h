@@ -57,6 +57,8 @@ int memcg_read(const struct memcg *g, struct memcg_sample *ret);
 /* Reads just the failures: v1 memory.failcnt, v2 the max line of memory.events. */
 int memcg_read_failcnt(const struct memcg *g, uint64_t *ret);
 /* Reads just the limit (cheaper than memcg_read). */
+/* The kernel's page size (a limit written is kept rounded down to it). */
+uint64_t memcg_page_size(void);
 int memcg_read_limit(const struct memcg *g, uint64_t *ret);
 
 /* The value the agent lowers to make the kernel reclaim, one file per version: v1

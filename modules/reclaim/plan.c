@@ -5,7 +5,7 @@
 #include "plan.h"
 #include "string-table.h"
 
-int reclaim_parse_level(const char *v, void *ret, const char **reason) {
+int plan_parse_level(const char *v, void *ret, const char **reason) {
         struct reclaim_level l = {};
         if (v && strchr(v, '%')) {
                 if (parse_percent(v, &l.percent) < 0 || l.percent == 0 || l.percent > 100) {
@@ -21,7 +21,7 @@ int reclaim_parse_level(const char *v, void *ret, const char **reason) {
         return 0;
 }
 
-int reclaim_level_resolve(const struct reclaim_level *l, uint64_t limit, uint64_t *ret) {
+int plan_level_resolve(const struct reclaim_level *l, uint64_t limit, uint64_t *ret) {
         if (!l->is_percent) {
                 *ret = l->bytes;
                 return 0;
@@ -33,12 +33,12 @@ int reclaim_level_resolve(const struct reclaim_level *l, uint64_t limit, uint64_
         return 0;
 }
 
-int reclaim_bounds_resolve(const struct reclaim_level *high, const struct reclaim_level *target,
-                           uint64_t min_file, uint64_t step, uint64_t limit, struct reclaim_bounds *ret,
-                           const char **ret_reason) {
+int plan_bounds_resolve(const struct reclaim_level *high, const struct reclaim_level *target,
+                        uint64_t min_file, uint64_t step, uint64_t limit, struct reclaim_bounds *ret,
+                        const char **ret_reason) {
         struct reclaim_bounds b = { .limit = limit, .min_file = min_file, .step = step };
 
-        if (reclaim_level_resolve(high, limit, &b.high) < 0 || reclaim_level_resolve(target, limit, &b.target) < 0) {
+        if (plan_level_resolve(high, limit, &b.high) < 0 || plan_level_resolve(target, limit, &b.target) < 0) {
                 *ret_reason = "the cgroup has no memory limit: give high and target as sizes";
                 return -ERANGE;
         }
@@ -64,8 +64,8 @@ static uint64_t add_sat(uint64_t a, uint64_t b) {
         return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
-                  struct reclaim_step *ret) {
+void plan_step(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
+               struct reclaim_step *ret) {
         struct reclaim_step st = {};
         uint64_t keep_file = MIN(s->file, b->min_file);
         uint64_t reclaimable = s->file - keep_file;
@@ -92,64 +92,64 @@ void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, 
         *ret = st;
 }
 
-bool reclaim_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged) {
+bool plan_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged) {
         uint64_t need = add_sat(add_sat(s->anon, b->min_file), b->headroom);
         return engaged ? need < b->high : add_sat(need, b->headroom) < b->high;
 }
 
-static const char *const reclaim_verdict_table[_RECLAIM_VERDICT_MAX] = {
+static const char *const plan_verdict_table[_RECLAIM_VERDICT_MAX] = {
         [RECLAIM_IDLE] = "idle",
         [RECLAIM_STEP] = "step",
         [RECLAIM_DONE] = "done",
         [RECLAIM_UNREACHABLE] = "unreachable",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reclaim_verdict, enum reclaim_verdict);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(plan_verdict, enum reclaim_verdict);
 
-uint64_t reclaim_limit_as_kernel_keeps(uint64_t written, uint64_t page_size) {
+uint64_t plan_limit_as_kernel_keeps(uint64_t written, uint64_t page_size) {
         if (page_size == 0 || written == UINT64_MAX)
                 return written;
         return written - written % page_size;
 }
 
-bool reclaim_limit_is_ours(uint64_t current, uint64_t original, uint64_t written, uint64_t page_size) {
+bool plan_limit_is_ours(uint64_t current, uint64_t original, uint64_t written, uint64_t page_size) {
         if (current >= original)
                 return false; /* nothing lowered in force */
         if (written == 0)
                 return true;
-        return current == reclaim_limit_as_kernel_keeps(written, page_size);
+        return current == plan_limit_as_kernel_keeps(written, page_size);
 }
 
-enum reclaim_leftover_action reclaim_leftover_action(int open_error, int read_error, uint64_t current,
-                                                     uint64_t original, uint64_t written, uint64_t page_size) {
+enum reclaim_leftover_action plan_leftover_action(int open_error, int read_error, uint64_t current,
+                                                  uint64_t original, uint64_t written, uint64_t page_size) {
         if (open_error == -ENOENT)
                 return LEFTOVER_FORGET; /* the cgroup is gone: nothing holds the lowered limit */
         if (open_error < 0 || read_error < 0 || original == 0)
                 return LEFTOVER_KEEP;
         if (current >= original)
                 return LEFTOVER_FORGET;
-        return reclaim_limit_is_ours(current, original, written, page_size) ? LEFTOVER_RESTORE : LEFTOVER_NOT_OURS;
+        return plan_limit_is_ours(current, original, written, page_size) ? LEFTOVER_RESTORE : LEFTOVER_NOT_OURS;
 }
 
-static const char *const reclaim_leftover_action_table[_LEFTOVER_ACTION_MAX] = {
+static const char *const plan_leftover_action_table[_LEFTOVER_ACTION_MAX] = {
         [LEFTOVER_RESTORE] = "restore",
         [LEFTOVER_FORGET] = "forget",
         [LEFTOVER_KEEP] = "keep",
         [LEFTOVER_NOT_OURS] = "not-ours",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reclaim_leftover_action, enum reclaim_leftover_action);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(plan_leftover_action, enum reclaim_leftover_action);
 
-bool reclaim_limit_is_new_original(bool lowered, uint64_t recorded, uint64_t current) {
+bool plan_limit_is_new_original(bool lowered, uint64_t recorded, uint64_t current) {
         return !lowered && recorded != 0 && current != 0 && current != recorded;
 }
 
-bool reclaim_record_may_write(bool lowered, uint64_t recorded, uint64_t limit) {
+bool plan_record_may_write(bool lowered, uint64_t recorded, uint64_t limit) {
         if (limit == 0)
                 return false;
         return !lowered || recorded == 0 || limit >= recorded;
 }
 
-bool reclaim_step_error_is_transient(int error) {
+bool plan_step_error_is_transient(int error) {
         return error == -EBUSY || error == -EAGAIN;
 }

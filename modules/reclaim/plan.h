@@ -19,9 +19,9 @@ struct reclaim_level {
 };
 
 /* Config parser (config_parser_t) for struct reclaim_level. */
-int reclaim_parse_level(const char *v, void *ret, const char **reason);
+int plan_parse_level(const char *v, void *ret, const char **reason);
 /* The level in bytes for this limit. -ERANGE for a percentage of no limit. */
-int reclaim_level_resolve(const struct reclaim_level *l, uint64_t limit, uint64_t *ret);
+int plan_level_resolve(const struct reclaim_level *l, uint64_t limit, uint64_t *ret);
 
 struct reclaim_bounds {
         uint64_t limit;    /* the original limit (UINT64_MAX: none) */
@@ -34,9 +34,9 @@ struct reclaim_bounds {
 
 /* Resolves high/target against limit. -ERANGE if a percentage meets no limit, -EINVAL if the
  * result is inconsistent (target >= high, high > limit); *ret_reason says which. */
-int reclaim_bounds_resolve(const struct reclaim_level *high, const struct reclaim_level *target,
-                           uint64_t min_file, uint64_t step, uint64_t limit, struct reclaim_bounds *ret,
-                           const char **ret_reason);
+int plan_bounds_resolve(const struct reclaim_level *high, const struct reclaim_level *target,
+                        uint64_t min_file, uint64_t step, uint64_t limit, struct reclaim_bounds *ret,
+                        const char **ret_reason);
 
 enum reclaim_verdict {
         RECLAIM_IDLE,        /* usage below high: nothing to do */
@@ -57,9 +57,9 @@ struct reclaim_step {
 };
 
 /* in_episode: a reclaim is under way (then usage below high does not stop it before the goal). */
-void reclaim_plan(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
-                  struct reclaim_step *ret);
-const char *reclaim_verdict_to_string(enum reclaim_verdict v);
+void plan_step(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
+               struct reclaim_step *ret);
+const char *plan_verdict_to_string(enum reclaim_verdict v);
 
 /* May the throttle (a lowered cap kept in force: v1 just under the backstop, v2 memory.high at
  * high) be in force? Only while anon + min-file (all of it, whatever the file cache is now:
@@ -67,7 +67,7 @@ const char *reclaim_verdict_to_string(enum reclaim_verdict v);
  * cap never squeezes page cache under min-file nor anonymous memory. engaged: it is in force now
  * (it stays until that reaches high; it comes only once it is a headroom below, so a workload
  * at the edge does not make it come and go with every wake-up). */
-bool reclaim_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged);
+bool plan_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged);
 
 /* ---- the durable record of a v1 original limit: when it may be written, used and forgotten ---- */
 
@@ -82,28 +82,28 @@ enum reclaim_leftover_action {
 /* A record found at start (or held by a target): open_error is memcg_open()'s result, read_error
  * memcg_read_limit()'s, current the limit read, written the lowered limit we wrote last (0:
  * unknown). Only a confirmed -ENOENT of the cgroup, a limit already at (or above) the original,
- * or one that is not ours (reclaim_limit_is_ours) lets the record go without a restore. */
-enum reclaim_leftover_action reclaim_leftover_action(int open_error, int read_error, uint64_t current,
-                                                     uint64_t original, uint64_t written, uint64_t page_size);
-const char *reclaim_leftover_action_to_string(enum reclaim_leftover_action a);
+ * or one that is not ours (plan_limit_is_ours) lets the record go without a restore. */
+enum reclaim_leftover_action plan_leftover_action(int open_error, int read_error, uint64_t current,
+                                                  uint64_t original, uint64_t written, uint64_t page_size);
+const char *plan_leftover_action_to_string(enum reclaim_leftover_action a);
 
 /* A limit read in a check differs from the recorded original: is it an operator's new original
  * to record? Never while our lowered limit may still be in force (lowered: a restore failed or
  * is pending), and never 0 or "nothing recorded". */
-bool reclaim_limit_is_new_original(bool lowered, uint64_t recorded, uint64_t current);
+bool plan_limit_is_new_original(bool lowered, uint64_t recorded, uint64_t current);
 
 /* May the record be overwritten with limit? Never with a value below the recorded original
  * while our lowered limit may be in force. */
-bool reclaim_record_may_write(bool lowered, uint64_t recorded, uint64_t limit);
+bool plan_record_may_write(bool lowered, uint64_t recorded, uint64_t limit);
 
 /* A failed reclaim write: transient (EBUSY/EAGAIN: the kernel could not take that much now; the
  * next wake-up tries again) or hard (EROFS, EACCES, ENOENT, EINVAL...: retried only after a
  * backoff, never at once). */
-bool reclaim_step_error_is_transient(int error);
+bool plan_step_error_is_transient(int error);
 
 /* v1 keeps limits in pages: the limit read back after writing `written` bytes. */
-uint64_t reclaim_limit_as_kernel_keeps(uint64_t written, uint64_t page_size);
+uint64_t plan_limit_as_kernel_keeps(uint64_t written, uint64_t page_size);
 /* Is the limit in force the one we lowered it to (and so ours to put back)? written 0: unknown
  * (a record from before the lowered value was kept): any limit below the original is taken for
  * ours. */
-bool reclaim_limit_is_ours(uint64_t current, uint64_t original, uint64_t written, uint64_t page_size);
+bool plan_limit_is_ours(uint64_t current, uint64_t original, uint64_t written, uint64_t page_size);

@@ -13,7 +13,7 @@ static cJSON *targets_json(struct reclaim *rc) {
         if (!o || !(list = cJSON_AddArrayToObject(o, "targets")) || !(errors = cJSON_AddArrayToObject(o, "pod_errors")))
                 return NULL;
         for (size_t i = 0; i < rc->n_targets; i++)
-                if (!cJSON_AddItemToArray(list, reclaim_target_to_json(rc->targets[i])))
+                if (!cJSON_AddItemToArray(list, target_to_json(rc->targets[i])))
                         return NULL;
         STRV_FOREACH(e, rc->pod_errors)
                 if (!cJSON_AddItemToArray(errors, cJSON_CreateString(*e)))

@@ -56,8 +56,8 @@ static int parse_psi(const char *v, void *ret, const char **reason) {
 #define FIELD(f) offsetof(struct reclaim_target_settings, f)
 static const struct config_key target_keys[] = {
         { "cgroup", config_parse_path, FIELD(cgroup), NULL, config_free_string },
-        { "high", reclaim_parse_level, FIELD(high), "90%" },
-        { "target", reclaim_parse_level, FIELD(target), "80%" },
+        { "high", plan_parse_level, FIELD(high), "90%" },
+        { "target", plan_parse_level, FIELD(target), "80%" },
         { "min-file", config_parse_size, FIELD(min_file), "64M" },
         { "step", config_parse_size, FIELD(step), "32M" },
         { "interval", config_parse_duration, FIELD(interval), "10s" },
@@ -138,23 +138,23 @@ static int reclaim_parse(struct config *c, struct reclaim_settings **ret, char *
 static struct reclaim_target *find_target(struct reclaim *rc, const char *name, const char *pod_uid) {
         for (size_t i = 0; i < rc->n_targets; i++) {
                 struct reclaim_target *t = rc->targets[i];
-                if (pod_uid ? streq_ptr(reclaim_target_pod_uid(t), pod_uid)
-                            : !reclaim_target_pod_uid(t) && streq(reclaim_target_name(t), name))
+                if (pod_uid ? streq_ptr(target_pod_uid(t), pod_uid)
+                            : !target_pod_uid(t) && streq(target_name(t), name))
                         return t;
         }
         return NULL;
 }
 
 static void remove_target_at(struct reclaim *rc, size_t i) {
-        reclaim_target_free(rc->targets[i]);
+        target_free(rc->targets[i]);
         memmove(rc->targets + i, rc->targets + i + 1, (rc->n_targets - i - 1) * sizeof(*rc->targets));
         rc->n_targets--;
 }
 
 static int add_target(struct reclaim *rc, const struct reclaim_target_settings *s, const char *pod_uid,
                       const char *pod_cgroup_id, const char *pod) {
-        _cleanup_(reclaim_target_freep) struct reclaim_target *t = NULL;
-        int r = reclaim_target_new(&rc->ctx, s, pod_uid, pod_cgroup_id, pod, &t);
+        _cleanup_(target_freep) struct reclaim_target *t = NULL;
+        int r = target_new(&rc->ctx, s, pod_uid, pod_cgroup_id, pod, &t);
         if (r < 0)
                 return r;
         struct reclaim_target **a = realloc(rc->targets, (rc->n_targets + 1) * sizeof(*a));
@@ -162,7 +162,7 @@ static int add_target(struct reclaim *rc, const struct reclaim_target_settings *
                 return -ENOMEM;
         rc->targets = a;
         rc->targets[rc->n_targets++] = t;
-        r = reclaim_target_start(TAKE_PTR(t));
+        r = target_start(TAKE_PTR(t));
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "Failed to start watching %s: %m", s->name);
         return 0;
@@ -182,11 +182,11 @@ static void update_module_state(void *userdata) {
         }
         for (size_t i = 0; i < rc->n_targets; i++) {
                 struct reclaim_target *t = rc->targets[i];
-                enum target_state s = reclaim_target_state(t);
-                if (reclaim_target_pod_uid(t) && s == TARGET_MISSING)
+                enum target_state s = target_state(t);
+                if (target_pod_uid(t) && s == TARGET_MISSING)
                         continue; /* a pod's cgroup comes and goes with the pod */
                 if (s == TARGET_MISSING || s == TARGET_UNLIMITED || s == TARGET_ERROR) {
-                        module_set_state(mi, MODULE_DEGRADED, "%s: %s", reclaim_target_name(t), target_state_to_string(s));
+                        module_set_state(mi, MODULE_DEGRADED, "%s: %s", target_name(t), target_state_to_string(s));
                         return;
                 }
         }
@@ -197,8 +197,8 @@ static void update_module_state(void *userdata) {
 static const char *cgroup_taken(void *userdata, const char *path) {
         struct reclaim *rc = userdata;
         for (size_t i = 0; i < rc->n_targets; i++)
-                if (!reclaim_target_pod_uid(rc->targets[i]) && streq_ptr(reclaim_target_cgroup(rc->targets[i]), path))
-                        return reclaim_target_name(rc->targets[i]);
+                if (!target_pod_uid(rc->targets[i]) && streq_ptr(target_cgroup(rc->targets[i]), path))
+                        return target_name(rc->targets[i]);
         return NULL;
 }
 
@@ -237,8 +237,8 @@ static int pod_settings(const struct pod *p, struct reclaim_target_settings *ret
                 config_parser_t parse;
                 void *field;
         } overrides[] = {
-                { ANNOTATION_HIGH, reclaim_parse_level, &s.high },
-                { ANNOTATION_TARGET, reclaim_parse_level, &s.target },
+                { ANNOTATION_HIGH, plan_parse_level, &s.high },
+                { ANNOTATION_TARGET, plan_parse_level, &s.target },
                 { ANNOTATION_MIN_FILE, config_parse_size, &s.min_file },
         };
         for (size_t i = 0; i < ELEMENTSOF(overrides); i++) {
@@ -260,7 +260,7 @@ static int pod_settings(const struct pod *p, struct reclaim_target_settings *ret
         *ret = s;
         return 1;
 fail:
-        reclaim_settings_done(&s);
+        target_settings_done(&s);
         return -EINVAL;
 }
 
@@ -299,9 +299,9 @@ static void on_pod(struct pod_store *store, const struct pod *old, const struct 
         if (r > 0 && !valid_uid(cgroup_id)) {
                 r = -EINVAL;
                 reason = ANNOTATION_CONFIG_HASH " is not a config hash";
-                reclaim_settings_done(&s);
+                target_settings_done(&s);
         }
-        if (r > 0 && t && !streq_ptr(reclaim_target_pod_cgroup_id(t), cgroup_id)) {
+        if (r > 0 && t && !streq_ptr(target_pod_cgroup_id(t), cgroup_id)) {
                 /* Another cgroup name: a new target (the old one restores and goes). */
                 for (size_t i = 0; i < rc->n_targets; i++)
                         if (rc->targets[i] == t) {
@@ -333,8 +333,8 @@ static void on_pod(struct pod_store *store, const struct pod *old, const struct 
         }
         if (t) {
                 r = 0;
-                if (!reclaim_settings_equal(&s, reclaim_target_settings(t)))
-                        r = reclaim_target_update(t, &s);
+                if (!target_settings_equal(&s, target_settings(t)))
+                        r = target_update(t, &s);
         } else {
                 log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = p->uid, .pod = pod }), LOG_INFO, 0,
                                    "Pod %s opted in to page cache reclaim", pod);
@@ -342,7 +342,7 @@ static void on_pod(struct pod_store *store, const struct pod *old, const struct 
         }
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "Failed to watch the memory cgroup of pod %s: %m", pod);
-        reclaim_settings_done(&s);
+        target_settings_done(&s);
         update_module_state(rc);
 }
 
@@ -390,7 +390,7 @@ static void collect_reclaim(struct metrics *metrics, void *userdata) {
         metric_family_reset(rc->ctx.metrics.anon);
         metric_family_reset(rc->ctx.metrics.state);
         for (size_t i = 0; i < rc->n_targets; i++)
-                reclaim_target_collect(rc->targets[i]);
+                target_collect(rc->targets[i]);
 }
 
 /* ---- the module contract ---- */
@@ -420,13 +420,13 @@ static int reclaim_init(struct module_instance *mi, struct config *c, char **ret
 static int apply_sections(struct reclaim *rc) {
         for (size_t i = rc->n_targets; i > 0; i--) {
                 struct reclaim_target *t = rc->targets[i - 1];
-                if (reclaim_target_pod_uid(t))
+                if (target_pod_uid(t))
                         continue;
                 bool keep = false;
                 for (size_t j = 0; j < rc->settings->n_targets; j++)
-                        keep = keep || streq(rc->settings->targets[j]->name, reclaim_target_name(t));
+                        keep = keep || streq(rc->settings->targets[j]->name, target_name(t));
                 if (!keep) {
-                        log_module_info(MODULE, "%s: no longer configured", reclaim_target_name(t));
+                        log_module_info(MODULE, "%s: no longer configured", target_name(t));
                         remove_target_at(rc, i - 1);
                 }
         }
@@ -436,14 +436,14 @@ static int apply_sections(struct reclaim *rc) {
                 int r;
                 if (!t)
                         r = add_target(rc, s, NULL, NULL, NULL);
-                else if (!reclaim_settings_equal(s, reclaim_target_settings(t)))
-                        r = reclaim_target_update(t, s);
+                else if (!target_settings_equal(s, target_settings(t)))
+                        r = target_update(t, s);
                 else
                         continue;
                 if (r == -EBUSY) {
                         /* check_moves() saw it restored; it failed again since: stay put. */
                         log_module_warning(MODULE, "%s: stays on %s: its original memory limit could not be restored",
-                                           s->name, reclaim_target_cgroup(t));
+                                           s->name, target_cgroup(t));
                         continue;
                 }
                 if (r < 0)
@@ -480,7 +480,7 @@ static int reclaim_start(struct module_instance *mi) {
                 return r;
 
         /* A crash mid-step left a limit lowered: put it back before anything else. */
-        (void) reclaim_restore_leftovers(&rc->ctx);
+        (void) target_record_restore_leftovers(&rc->ctx);
 
         r = apply_sections(rc);
         if (r < 0)
@@ -506,15 +506,15 @@ static int check_moves(struct reclaim *rc, struct config *c, const struct reclai
         for (size_t j = 0; j < s->n_targets; j++) {
                 struct reclaim_target *t = find_target(rc, s->targets[j]->name, NULL);
                 _cleanup_free_ char *norm = NULL, *section = NULL;
-                if (!t || !reclaim_target_restore_pending(t))
+                if (!t || !target_restore_pending(t))
                         continue;
-                if (memcg_path_normalize(s->targets[j]->cgroup, &norm) < 0 || streq_ptr(norm, reclaim_target_cgroup(t)))
+                if (memcg_path_normalize(s->targets[j]->cgroup, &norm) < 0 || streq_ptr(norm, target_cgroup(t)))
                         continue;
                 if (asprintf(&section, "reclaim.%s", s->targets[j]->name) < 0)
                         return -ENOMEM;
                 return config_section_error(c, section, ret_error,
                                             "cannot move to cgroup %s: the original memory limit of %s could not be restored yet",
-                                            norm, reclaim_target_cgroup(t));
+                                            norm, target_cgroup(t));
         }
         return 0;
 }
@@ -565,8 +565,8 @@ static int reclaim_status(struct module_instance *mi, cJSON *obj) {
         if (rc->have_hierarchy) {
                 size_t counts[_TARGET_STATE_MAX] = {}, pods = 0;
                 for (size_t i = 0; i < rc->n_targets; i++) {
-                        counts[reclaim_target_state(rc->targets[i])]++;
-                        pods += reclaim_target_pod_uid(rc->targets[i]) != NULL;
+                        counts[target_state(rc->targets[i])]++;
+                        pods += target_pod_uid(rc->targets[i]) != NULL;
                 }
                 cJSON *c = cJSON_AddObjectToObject(obj, "states");
                 if (!c || !cJSON_AddNumberToObject(obj, "cgroup_version", rc->version) ||

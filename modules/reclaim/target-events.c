@@ -8,7 +8,7 @@
 
 #include "target-internal.h"
 
-void target_drop_thresholds(struct reclaim_target *t) {
+void target_events_drop_thresholds(struct reclaim_target *t) {
         for (size_t i = 0; i < ELEMENTSOF(t->threshold_src); i++)
                 t->threshold_src[i] = sd_event_source_disable_unref(t->threshold_src[i]);
 }
@@ -58,7 +58,7 @@ static int on_cap_written(sd_event_source *s, const struct inotify_event *ev, vo
                 t->cap_src = sd_event_source_disable_unref(t->cap_src);
                 return 0;
         }
-        if (!t->cg || t->in_episode || (t->throttle && memcg_read_cap(t->cg, &cur) >= 0 && target_cap_is_ours(t, cur)))
+        if (!t->cg || t->in_episode || (t->throttle && memcg_read_cap(t->cg, &cur) >= 0 && target_record_cap_is_ours(t, cur)))
                 return 0;
         if (!t->throttle && !t->cap_lowered && memcg_read_cap(t->cg, &cur) >= 0 && cur == t->recorded_cap)
                 return 0; /* our restore of the original */
@@ -71,7 +71,7 @@ static int on_cap_written(sd_event_source *s, const struct inotify_event *ev, vo
  * rise past high after one of our episodes (seen in the benchmark: 2 crossings in ~300 with a
  * 600 MiB/s writer; the next wake-up was the timer's, 10 s later, at the limit). The backstop
  * fires on that rise before the limit. 0: none (no limit above high). */
-uint64_t target_backstop_level(const struct reclaim_bounds *b) {
+uint64_t target_events_backstop_level(const struct reclaim_bounds *b) {
         if (b->limit == UINT64_MAX || b->limit <= b->high)
                 return 0;
         return b->high + (b->limit - b->high) / 2;
@@ -130,16 +130,16 @@ static int arm_cap_watch(struct reclaim_target *t) {
 
 /* Registers the wake-ups for the current bounds; the v1 thresholds are re-registered when high
  * changes (a new limit). Failures leave the timer as the only wake-up and are reported. */
-int target_arm_events(struct reclaim_target *t) {
+int target_events_arm(struct reclaim_target *t) {
         int r, fd = -EBADF;
 
-        target_drop_thresholds(t);
+        target_events_drop_thresholds(t);
         if (t->cg->version == MEMCG_V1) {
                 if (t->bounds_ok) {
                         r = add_threshold(t, t->bounds.high, &t->threshold_src[0]);
                         if (r < 0)
                                 return r;
-                        uint64_t backstop = target_backstop_level(&t->bounds);
+                        uint64_t backstop = target_events_backstop_level(&t->bounds);
                         if (backstop > 0) {
                                 r = add_threshold(t, backstop, &t->threshold_src[1]);
                                 if (r < 0)
@@ -187,9 +187,9 @@ int target_arm_events(struct reclaim_target *t) {
 
 /* A wake-up source that should be there and is not (its registration failed, or the kernel
  * dropped it): target_check() arms it again. */
-bool target_sources_missing(const struct reclaim_target *t) {
+bool target_events_missing(const struct reclaim_target *t) {
         if (t->cg->version == MEMCG_V1)
-                return (t->bounds_ok && (!t->threshold_src[0] || (!t->threshold_src[1] && target_backstop_level(&t->bounds) > 0))) ||
+                return (t->bounds_ok && (!t->threshold_src[0] || (!t->threshold_src[1] && target_events_backstop_level(&t->bounds) > 0))) ||
                        (!t->pressure_src && !isempty(t->settings.pressure_level)) || !t->cap_src;
         return (!t->psi_src && !isempty(t->settings.psi)) || !t->events_src || !t->cap_src;
 }

@@ -97,9 +97,10 @@ struct reclaim_target {
 /* target.c */
 /* Every wake-up ends here: sample, compare with high, start an episode if needed. */
 void target_check(struct reclaim_target *t, enum wake_source source);
+/* v1: counts the failures since the last read while our limit is in force (before a restore). */
+void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg);
 
 /* target-record.c */
-uint64_t target_page_size(void);
 /* Records the original cap durably before the first write to it (-EBUSY: our lowered value
  * may be in force, it is never taken for the original; -EEXIST: the record of another cgroup). */
 int target_record_write(struct reclaim_target *t, uint64_t value);
@@ -108,24 +109,19 @@ int target_record_write(struct reclaim_target *t, uint64_t value);
 int target_record_original(struct reclaim_target *t, uint64_t value);
 /* Notes, before a lowering write, the value about to be written and the one of ours in force
  * now (0: the original): either may be in force when a kill -9 comes. */
-void target_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force);
+void target_record_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force);
 /* Is the cap read (cur) a value of ours, noted before its write? */
-bool target_cap_is_ours(const struct reclaim_target *t, uint64_t cur);
+bool target_record_cap_is_ours(const struct reclaim_target *t, uint64_t cur);
 /* Forgets the record once the original is in place or the cgroup is gone. */
 void target_record_remove(struct reclaim_target *t);
 /* Takes over a record that survived for this target's cgroup (its original, lowered pending). */
 void target_record_load(struct reclaim_target *t);
 /* Puts the recorded original cap back while ours may be in force, ending the throttle: 0 when
  * it is in place (or the cgroup is gone), <0 when the restore failed (cap_lowered stays set). */
-int target_restore_cap(struct reclaim_target *t);
+int target_record_restore(struct reclaim_target *t);
 
 /* target-throttle.c */
-/* Reads the cgroup (memcg_read); while a v1 limit of ours is in force, counts the failures
- * against it (lowered_limit_hits) and reports the original as the limit. */
-int target_sample(struct reclaim_target *t, struct memcg_sample *ret);
-/* v1: counts the failures since the last read while our limit is in force (before a restore). */
-void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg);
-/* Engages the throttle (or lowers a late one) after sample s, when reclaim_throttle_wanted().
+/* Engages the throttle (or lowers a late one) after sample s, when plan_throttle_wanted().
  * Never while a restore is pending. */
 int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s);
 /* After a v1 step: puts the throttle back over the step's value (stepped: the value the step
@@ -137,10 +133,10 @@ int target_throttle_release(struct reclaim_target *t, const char *why);
 bool target_throttle_in_force(const struct reclaim_target *t, const struct memcg_sample *s);
 
 /* target-events.c */
-void target_drop_thresholds(struct reclaim_target *t);
+void target_events_drop_thresholds(struct reclaim_target *t);
 /* The v1 backstop threshold: halfway between high and the limit (0: none). */
-uint64_t target_backstop_level(const struct reclaim_bounds *b);
+uint64_t target_events_backstop_level(const struct reclaim_bounds *b);
 /* Registers the wake-ups for the current bounds; failures leave the timer as the net. */
-int target_arm_events(struct reclaim_target *t);
+int target_events_arm(struct reclaim_target *t);
 /* A wake-up source that should be there and is not. */
-bool target_sources_missing(const struct reclaim_target *t);
+bool target_events_missing(const struct reclaim_target *t);

@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "fs.h"
+#include "fsutil.h"
 #include "json.h"
 #include "target-internal.h"
 
@@ -28,7 +28,7 @@ int target_record_write(struct reclaim_target *t, uint64_t value) {
         if (t->recorded_cap == value)
                 return 0;
         /* Our lowered value is never taken for the original (it would stay lowered for good). */
-        if (!reclaim_record_may_write(t->cap_lowered, t->recorded_cap, value))
+        if (!plan_record_may_write(t->cap_lowered, t->recorded_cap, value))
                 return -EBUSY;
         /* A record we do not hold belongs to a cgroup whose restore failed at start (the
          * section named another cgroup then): it is not ours to overwrite. */
@@ -43,10 +43,10 @@ int target_record_write(struct reclaim_target *t, uint64_t value) {
         _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
         if (!text)
                 return -ENOMEM;
-        int r = fs_mkdir_p(t->ctx->record_dir, 0700);
+        int r = mkdir_p(t->ctx->record_dir, 0700);
         if (r < 0)
                 return r;
-        r = fs_write_file_atomic(t->record_path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+        r = write_file_atomic(t->record_path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
         if (r < 0)
                 return r;
         t->recorded_cap = value;
@@ -69,14 +69,9 @@ int target_record_original(struct reclaim_target *t, uint64_t value) {
         return r;
 }
 
-uint64_t target_page_size(void) {
-        long p = sysconf(_SC_PAGESIZE);
-        return p > 0 ? (uint64_t) p : 4096;
-}
-
 /* On failure the values are unknown (0): a restore then takes any value below the original for
  * ours. */
-void target_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
+void target_record_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
         char buf[48];
         int n = snprintf(buf, sizeof(buf), "%020" PRIu64 " %020" PRIu64 "\n", value, in_force);
         if (t->lowered_fd < 0)
@@ -94,7 +89,7 @@ void target_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_f
 static int read_lowered(const char *path, uint64_t ret[static 2]) {
         _cleanup_free_ char *text = NULL;
         uint64_t v[2] = {};
-        int r = fs_read_file_full(path, 64, &text, NULL);
+        int r = read_file_full(path, 64, &text, NULL);
         if (r < 0)
                 return r;
         const char *p = text;
@@ -119,13 +114,13 @@ static int read_lowered(const char *path, uint64_t ret[static 2]) {
 
 /* Of the noted values, the one the cap read (cur) is, if any; else the value written last. */
 static uint64_t noted_in_force(uint64_t cur, const uint64_t noted[static 2]) {
-        if (noted[1] != 0 && cur == reclaim_limit_as_kernel_keeps(noted[1], target_page_size()))
+        if (noted[1] != 0 && cur == plan_limit_as_kernel_keeps(noted[1], memcg_page_size()))
                 return noted[1];
         return noted[0];
 }
 
-bool target_cap_is_ours(const struct reclaim_target *t, uint64_t cur) {
-        return reclaim_limit_is_ours(cur, t->recorded_cap, noted_in_force(cur, t->noted), target_page_size());
+bool target_record_cap_is_ours(const struct reclaim_target *t, uint64_t cur) {
+        return plan_limit_is_ours(cur, t->recorded_cap, noted_in_force(cur, t->noted), memcg_page_size());
 }
 
 /* Forgets the record: only once the original is in place or the cgroup is gone. */
@@ -142,7 +137,7 @@ void target_record_remove(struct reclaim_target *t) {
                 log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->record_path);
                 return;
         }
-        (void) fs_fsync_directory_of(t->record_path);
+        (void) fsync_directory_of(t->record_path);
         t->recorded_cap = 0;
 }
 
@@ -178,7 +173,7 @@ static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_value
  * ending the throttle. Reads the cap first: one at or above the original needs no write.
  * Returns 0 when the original is in place (or the cgroup is gone: cap_lowered cleared), <0
  * when the restore failed (cap_lowered stays set: the record must stay). */
-int target_restore_cap(struct reclaim_target *t) {
+int target_record_restore(struct reclaim_target *t) {
         _cleanup_(memcg_freep) struct memcg *tmp = NULL;
         const struct memcg *cg = t->cg;
         uint64_t cur;
@@ -204,7 +199,7 @@ int target_restore_cap(struct reclaim_target *t) {
         }
         const char *file = memcg_cap_name(cg->version);
         r = memcg_read_cap(cg, &cur);
-        if (r >= 0 && cur < t->recorded_cap && !target_cap_is_ours(t, cur)) {
+        if (r >= 0 && cur < t->recorded_cap && !target_record_cap_is_ours(t, cur)) {
                 /* Someone set another value since our write: theirs stays. */
                 log_target_info(t, "%s of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, not restoring %" PRIu64,
                                 file, t->cgroup, cur, noted_in_force(cur, t->noted), t->recorded_cap);
@@ -248,7 +243,7 @@ void target_record_load(struct reclaim_target *t) {
 
         if (t->recorded_cap)
                 return;
-        int r = fs_read_file_full(t->record_path, 4096, &text, NULL);
+        int r = read_file_full(t->record_path, 4096, &text, NULL);
         if (r == -ENOENT)
                 return;
         if (r < 0 || record_parse(text, &cgroup, &value, &version) < 0) {
@@ -277,27 +272,27 @@ void target_record_load(struct reclaim_target *t) {
         t->cap_lowered = true;
 }
 
-int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
-        _cleanup_close_ int dfd = fs_open_directory(ctx->record_dir);
+int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
+        _cleanup_close_ int dfd = open_directory(ctx->record_dir);
         int n = 0;
         if (dfd == -ENOENT)
                 return 0;
         if (dfd < 0)
                 return log_module_error_errno(MODULE, dfd, "Failed to open %s: %m", ctx->record_dir);
-        (void) fs_cleanup_temp(ctx->record_dir);
-        DIR *d = fs_opendir_at(dfd, ".");
+        (void) fsutil_cleanup_temp(ctx->record_dir);
+        DIR *d = opendir_at(dfd, ".");
         if (!d)
                 return log_module_error_errno(MODULE, errno, "Failed to read %s: %m", ctx->record_dir);
         struct dirent *de;
-        while (fs_read_entry(d, &de) > 0) {
+        while (read_entry(d, &de) > 0) {
                 size_t len = strlen(de->d_name);
                 if (len < 6 || !streq(de->d_name + len - 5, ".json"))
                         continue;
-                _cleanup_free_ char *p = fs_path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
+                _cleanup_free_ char *p = path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
                 _cleanup_(memcg_freep) struct memcg *cg = NULL;
                 enum memcg_version version = MEMCG_V1;
                 uint64_t cur = 0, want = 0;
-                int q = !p ? -ENOMEM : fs_read_file_full(p, 4096, &text, NULL);
+                int q = !p ? -ENOMEM : read_file_full(p, 4096, &text, NULL);
                 if (q >= 0)
                         q = record_parse(text, &cgroup, &want, &version);
                 if (q < 0) {
@@ -312,7 +307,7 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                 if (asprintf(&lowered, "%.*s.lowered", (int) (len - 5), de->d_name) < 0)
                         lowered = NULL;
                 if (lowered) {
-                        _cleanup_free_ char *lp = fs_path_join(ctx->record_dir, lowered);
+                        _cleanup_free_ char *lp = path_join(ctx->record_dir, lowered);
                         if (!lp || read_lowered(lp, noted) < 0)
                                 noted[0] = noted[1] = 0;
                 }
@@ -329,7 +324,7 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                 const char *what = version == MEMCG_V1 ? "the memory limit" : "memory.high";
                 char buf[24];
                 format_cap(want, buf);
-                switch (reclaim_leftover_action(ro, rr, cur, want, written, target_page_size())) {
+                switch (plan_leftover_action(ro, rr, cur, want, written, memcg_page_size())) {
                 case LEFTOVER_KEEP:
                         log_module_error_errno(MODULE, ro < 0 ? ro : rr,
                                                "Cannot %s cgroup %s to check the value recorded in %s, keeping the record: %m",
@@ -365,6 +360,6 @@ int reclaim_restore_leftovers(struct reclaim_ctx *ctx) {
                 (void) unlinkat(dfd, de->d_name, 0);
         }
         closedir(d);
-        (void) fs_fsync_fd(dfd);
+        (void) fsync_fd(dfd);
         return n;
 }

@@ -13,7 +13,7 @@
  *       threshold), put back after each step. A hard limit: a charge the kernel cannot make
  *       room for below it fails (at worst an OOM the original limit would not have caused),
  *       so it is in force only while anon + min-file + headroom is below high
- *       (reclaim_throttle_wanted()) — the kernel can then always make room by reclaiming page
+ *       (plan_throttle_wanted()) — the kernel can then always make room by reclaiming page
  *       cache, and anonymous memory has the room between that and the cap to grow into before
  *       the agent gives the original back.
  *   v2  memory.high at high, for as long as anon + min-file + headroom stays below high: a
@@ -29,7 +29,7 @@
 #include "target-internal.h"
 
 static uint64_t page_up(uint64_t v) {
-        uint64_t p = target_page_size();
+        uint64_t p = memcg_page_size();
         return v > UINT64_MAX - p ? UINT64_MAX : (v + p - 1) / p * p;
 }
 
@@ -38,7 +38,7 @@ static uint64_t page_up(uint64_t v) {
  * page the writer reclaims there). 0: none (v1 without a limit above high). */
 static uint64_t throttle_level(const struct reclaim_target *t) {
         if (t->cg->version == MEMCG_V1) {
-                uint64_t b = target_backstop_level(&t->bounds);
+                uint64_t b = target_events_backstop_level(&t->bounds);
                 return b > 0 ? b - 1 : 0;
         }
         return t->bounds.high;
@@ -46,7 +46,7 @@ static uint64_t throttle_level(const struct reclaim_target *t) {
 
 /* Writes value over the cap after noting it and what may be in force now. */
 static int write_throttle(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
-        target_note_lowered(t, value, in_force);
+        target_record_note_lowered(t, value, in_force);
         int r = memcg_write_cap(t->cg, value);
         if (r < 0)
                 return r;
@@ -62,7 +62,7 @@ int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *
         uint64_t level = throttle_level(t);
         if (level == 0)
                 return 0;
-        uint64_t value = reclaim_limit_as_kernel_keeps(level, target_page_size());
+        uint64_t value = plan_limit_as_kernel_keeps(level, memcg_page_size());
         uint64_t original;
         if (t->cg->version == MEMCG_V1) {
                 /* A wake-up that came late (usage past the level): cap where usage is now, so
@@ -87,7 +87,7 @@ int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *
         if (r < 0) {
                 log_target_warning_errno(t, r, "Failed to lower %s of %s to %" PRIu64 ": %m",
                                          memcg_cap_name(t->cg->version), t->cgroup, value);
-                int q = target_restore_cap(t);
+                int q = target_record_restore(t);
                 return q < 0 ? q : r;
         }
         log_target_debug(t, "throttle: %s of %s at %" PRIu64 " (original %" PRIu64 ")", memcg_cap_name(t->cg->version),
@@ -97,18 +97,18 @@ int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *
 
 int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped) {
         if (!t->throttle)
-                return target_restore_cap(t);
+                return target_record_restore(t);
         if (stepped == 0)
                 /* The step did not take: the throttle is still what is in force. */
                 return 0;
         /* The step's value is in force now (usage is under it): raising the cap to the
          * throttle (or to the step's value, when a late clamp is still above the level) never
          * waits for reclaim. */
-        uint64_t value = MIN(t->throttle, MAX(reclaim_limit_as_kernel_keeps(throttle_level(t), target_page_size()), stepped));
+        uint64_t value = MIN(t->throttle, MAX(plan_limit_as_kernel_keeps(throttle_level(t), memcg_page_size()), stepped));
         int r = write_throttle(t, value, stepped);
         if (r < 0) {
                 log_target_warning_errno(t, r, "Failed to put the throttle back on %s: %m", t->cgroup);
-                return target_restore_cap(t);
+                return target_record_restore(t);
         }
         return 0;
 }
@@ -118,40 +118,9 @@ int target_throttle_release(struct reclaim_target *t, const char *why) {
                 return 0;
         log_target_debug(t, "throttle released (%s): %s of %s back to the original", why,
                          memcg_cap_name(t->cg ? t->cg->version : MEMCG_V1), t->cgroup);
-        return target_restore_cap(t);
+        return target_record_restore(t);
 }
 
 bool target_throttle_in_force(const struct reclaim_target *t, const struct memcg_sample *s) {
-        return !t->throttle || target_cap_is_ours(t, s->cap);
-}
-
-/* v1: charges that failed while a limit of ours was in force met that one, not the original
- * (usage stayed under it): counted as lowered_limit_hits. */
-static void add_hits(struct reclaim_target *t, uint64_t failcnt) {
-        if (failcnt > t->failcnt_seen) {
-                t->lowered_limit_hits += failcnt - t->failcnt_seen;
-                (void) metric_add(t->ctx->metrics.lowered_hits, (double) (failcnt - t->failcnt_seen), t->settings.name);
-        }
-        t->failcnt_seen = failcnt;
-}
-
-void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg) {
-        uint64_t f;
-        if (cg->version == MEMCG_V1 && t->cap_lowered && memcg_read_failcnt(cg, &f) >= 0)
-                add_hits(t, f);
-}
-
-int target_sample(struct reclaim_target *t, struct memcg_sample *ret) {
-        struct memcg_sample s;
-        int r = memcg_read(t->cg, &s);
-        if (r < 0)
-                return r;
-        if (t->cg->version == MEMCG_V1 && t->cap_lowered && t->recorded_cap) {
-                add_hits(t, s.failcnt);
-                /* The workload's limit is the original; s.cap keeps the value in force. */
-                if (target_cap_is_ours(t, s.limit))
-                        s.limit = t->recorded_cap;
-        }
-        *ret = s;
-        return 0;
+        return !t->throttle || target_record_cap_is_ours(t, s->cap);
 }

@@ -39,48 +39,41 @@ static const char *const wake_source_table[_WAKE_SOURCE_MAX] = {
         [WAKE_START] = "start",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(wake_source, enum wake_source);
+static DEFINE_STRING_TABLE_LOOKUP_TO_STRING(wake_source, enum wake_source);
 
+/* ---- samples ---- */
 
-/* ---- settings ---- */
-
-void reclaim_settings_done(struct reclaim_target_settings *s) {
-        s->name = mfree(s->name);
-        s->cgroup = mfree(s->cgroup);
-        s->pressure_level = mfree(s->pressure_level);
-        s->psi = mfree(s->psi);
+/* v1: charges that failed while a limit of ours was in force met that one, not the original
+ * (usage stayed under it): counted as lowered_limit_hits. */
+static void add_hits(struct reclaim_target *t, uint64_t failcnt) {
+        if (failcnt > t->failcnt_seen) {
+                t->lowered_limit_hits += failcnt - t->failcnt_seen;
+                (void) metric_add(t->ctx->metrics.lowered_hits, (double) (failcnt - t->failcnt_seen), t->settings.name);
+        }
+        t->failcnt_seen = failcnt;
 }
 
-static int strdup_or_null(const char *s, char **ret) {
-        if (!s) {
-                *ret = NULL;
-                return 0;
-        }
-        *ret = strdup(s);
-        return *ret ? 0 : -ENOMEM;
+void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg) {
+        uint64_t f;
+        if (cg->version == MEMCG_V1 && t->cap_lowered && memcg_read_failcnt(cg, &f) >= 0)
+                add_hits(t, f);
 }
 
-int reclaim_settings_copy(const struct reclaim_target_settings *s, struct reclaim_target_settings *ret) {
-        struct reclaim_target_settings c = *s;
-        c.name = c.cgroup = c.pressure_level = c.psi = NULL;
-        if (strdup_or_null(s->name, &c.name) < 0 || strdup_or_null(s->cgroup, &c.cgroup) < 0 ||
-            strdup_or_null(s->pressure_level, &c.pressure_level) < 0 || strdup_or_null(s->psi, &c.psi) < 0) {
-                reclaim_settings_done(&c);
-                return -ENOMEM;
+/* Reads the cgroup (memcg_read); while a v1 limit of ours is in force, counts the failures
+ * against it (lowered_limit_hits) and reports the original as the limit. */
+static int target_sample(struct reclaim_target *t, struct memcg_sample *ret) {
+        struct memcg_sample s;
+        int r = memcg_read(t->cg, &s);
+        if (r < 0)
+                return r;
+        if (t->cg->version == MEMCG_V1 && t->cap_lowered && t->recorded_cap) {
+                add_hits(t, s.failcnt);
+                /* The workload's limit is the original; s.cap keeps the value in force. */
+                if (target_record_cap_is_ours(t, s.limit))
+                        s.limit = t->recorded_cap;
         }
-        *ret = c;
+        *ret = s;
         return 0;
-}
-
-static bool level_equal(const struct reclaim_level *a, const struct reclaim_level *b) {
-        return a->is_percent == b->is_percent && a->percent == b->percent && a->bytes == b->bytes;
-}
-
-bool reclaim_settings_equal(const struct reclaim_target_settings *a, const struct reclaim_target_settings *b) {
-        return streq_ptr(a->name, b->name) && streq_ptr(a->cgroup, b->cgroup) && level_equal(&a->high, &b->high) &&
-               level_equal(&a->target, &b->target) && a->min_file == b->min_file && a->step == b->step &&
-               a->interval == b->interval && streq_ptr(a->pressure_level, b->pressure_level) &&
-               streq_ptr(a->psi, b->psi);
 }
 
 /* ---- state ---- */
@@ -126,7 +119,7 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
 }
 
 static void detach(struct reclaim_target *t) {
-        target_drop_thresholds(t);
+        target_events_drop_thresholds(t);
         t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
         t->psi_src = sd_event_source_disable_unref(t->psi_src);
         t->events_src = sd_event_source_disable_unref(t->events_src);
@@ -146,8 +139,8 @@ static void detach(struct reclaim_target *t) {
 static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
         const char *reason = NULL;
         struct reclaim_bounds b;
-        int r = reclaim_bounds_resolve(&t->settings.high, &t->settings.target, t->settings.min_file, t->settings.step,
-                                       limit, &b, &reason);
+        int r = plan_bounds_resolve(&t->settings.high, &t->settings.target, t->settings.min_file, t->settings.step,
+                                    limit, &b, &reason);
         if (r < 0) {
                 t->bounds_ok = false;
                 set_state(t, r == -ERANGE ? TARGET_UNLIMITED : TARGET_ERROR, "%s", reason);
@@ -169,7 +162,7 @@ static int set_cgroup(struct reclaim_target *t, char **path) {
         if (streq_ptr(t->cgroup, *path))
                 return 0;
         if (t->cap_lowered) {
-                (void) target_restore_cap(t);
+                (void) target_record_restore(t);
                 if (t->cap_lowered)
                         return -EBUSY;
         }
@@ -237,7 +230,7 @@ static int attach(struct reclaim_target *t) {
         uint64_t original;
         if (t->bounds_ok && !t->cap_lowered && memcg_read_cap(t->cg, &original) >= 0)
                 (void) target_record_original(t, original);
-        r = target_arm_events(t);
+        r = target_events_arm(t);
         if (r < 0)
                 set_state(t, TARGET_ERROR, "cannot register memory events: %s (the %s check still runs)", strerror(-r),
                           "periodic");
@@ -339,9 +332,9 @@ static int on_step(sd_event_source *s, void *userdata) {
         if (t->step_now == 0 || t->step_now > b.step)
                 t->step_now = b.step;
         b.step = t->step_now;
-        reclaim_plan(&b, &before, true, &p);
+        plan_step(&b, &before, true, &p);
         if (p.verdict != RECLAIM_STEP) {
-                end_episode(t, &p, reclaim_verdict_to_string(p.verdict));
+                end_episode(t, &p, plan_verdict_to_string(p.verdict));
                 return 0;
         }
 
@@ -360,7 +353,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                         t->failcnt_seen = before.failcnt;
                         t->cap_lowered = true; /* from the write on, ours may be in force */
                 }
-                target_note_lowered(t, p.new_limit, t->throttle);
+                target_record_note_lowered(t, p.new_limit, t->throttle);
                 r = memcg_set_limit(t->cg, p.new_limit);
                 /* At once, also after a failure: the throttle, or the original without one. */
                 q = target_throttle_put_back(t, r >= 0 ? p.new_limit : 0);
@@ -391,7 +384,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                         (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
                 }
         }
-        if (reclaim_step_error_is_transient(r) && q >= 0) {
+        if (plan_step_error_is_transient(r) && q >= 0) {
                 /* The kernel could not reclaim that much (dirty or busy pages, or the workload
                  * faster than us): stop here; the next wake-up tries again. */
                 t->n_step_errors++;
@@ -461,7 +454,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         }
         if (t->cap_lowered && !t->throttle) {
                 /* A restore failed: retried before anything else. */
-                (void) target_restore_cap(t);
+                (void) target_record_restore(t);
                 if (t->cap_lowered) {
                         /* Our lowered value may still be in force: never plan from it, never
                          * take it for the original. */
@@ -506,15 +499,15 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                         return;
                 }
                 if (r > 0)
-                        (void) target_arm_events(t);
+                        (void) target_events_arm(t);
                 if (t->cg->version == MEMCG_V1 &&
-                    reclaim_limit_is_new_original(t->cap_lowered, t->recorded_cap, s.limit))
+                    plan_limit_is_new_original(t->cap_lowered, t->recorded_cap, s.limit))
                         (void) target_record_write(t, s.limit); /* an operator's new limit is the original now */
         }
-        if (source == WAKE_TIMER && target_sources_missing(t))
-                (void) target_arm_events(t); /* a registration that failed or that the kernel dropped */
-        reclaim_plan(&t->bounds, &s, false, &p);
-        if (!reclaim_throttle_wanted(&t->bounds, &s, t->throttle != 0))
+        if (source == WAKE_TIMER && target_events_missing(t))
+                (void) target_events_arm(t); /* a registration that failed or that the kernel dropped */
+        plan_step(&t->bounds, &s, false, &p);
+        if (!plan_throttle_wanted(&t->bounds, &s, t->throttle != 0))
                 /* Anonymous memory needs the room: no throttle in its way. */
                 (void) target_throttle_release(t, "anon + min-file reached high");
         else {
@@ -561,9 +554,9 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 /* ---- lifecycle ---- */
 
-int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
-                       const char *pod_uid, const char *pod_cgroup_id, const char *pod, struct reclaim_target **ret) {
-        _cleanup_(reclaim_target_freep) struct reclaim_target *t = calloc(1, sizeof(*t));
+int target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
+               const char *pod_uid, const char *pod_cgroup_id, const char *pod, struct reclaim_target **ret) {
+        _cleanup_(target_freep) struct reclaim_target *t = calloc(1, sizeof(*t));
         int r;
 
         if (!t)
@@ -576,11 +569,14 @@ int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_sett
                      &(const struct backoff_config) { .initial = USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
                                                       .factor = 2.0, .jitter = 0.2, .reset_after = 10 * USEC_PER_MINUTE },
                      0);
-        r = reclaim_settings_copy(settings, &t->settings);
+        r = target_settings_copy(settings, &t->settings);
         if (r < 0)
                 return r;
-        if (strdup_or_null(pod_uid, &t->pod_uid) < 0 || strdup_or_null(pod, &t->pod) < 0 ||
-            strdup_or_null(pod_uid ? (pod_cgroup_id ? pod_cgroup_id : pod_uid) : NULL, &t->pod_cgroup_id) < 0)
+        const char *cgroup_id = pod_uid ? (pod_cgroup_id ? pod_cgroup_id : pod_uid) : NULL;
+        t->pod_uid = pod_uid ? strdup(pod_uid) : NULL;
+        t->pod = pod ? strdup(pod) : NULL;
+        t->pod_cgroup_id = cgroup_id ? strdup(cgroup_id) : NULL;
+        if ((pod_uid && !t->pod_uid) || (pod && !t->pod) || (cgroup_id && !t->pod_cgroup_id))
                 return -ENOMEM;
         if (!pod_uid) {
                 r = memcg_path_normalize(settings->cgroup, &t->cgroup);
@@ -601,12 +597,12 @@ int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_sett
         return 0;
 }
 
-struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
+struct reclaim_target *target_free(struct reclaim_target *t) {
         if (!t)
                 return NULL;
         /* The record goes only once the original is back (or the cgroup is gone); otherwise it
          * stays for the next start to restore. */
-        (void) target_restore_cap(t);
+        (void) target_record_restore(t);
         if (t->cap_lowered)
                 log_target_error(t, "The original limit of %s (%" PRIu64 ") could not be restored: keeping %s for the next start",
                                  t->cgroup, t->recorded_cap, t->record_path);
@@ -614,7 +610,7 @@ struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
         detach(t);
         t->timer = sd_event_source_disable_unref(t->timer);
         t->step_src = sd_event_source_disable_unref(t->step_src);
-        reclaim_settings_done(&t->settings);
+        target_settings_done(&t->settings);
         free(t->pod_uid);
         free(t->pod_cgroup_id);
         free(t->pod);
@@ -628,7 +624,7 @@ struct reclaim_target *reclaim_target_free(struct reclaim_target *t) {
         return NULL;
 }
 
-int reclaim_target_start(struct reclaim_target *t) {
+int target_start(struct reclaim_target *t) {
         int r;
         if (!t->step_src) {
                 r = sd_event_add_defer(t->ctx->event, &t->step_src, on_step, t);
@@ -645,9 +641,9 @@ int reclaim_target_start(struct reclaim_target *t) {
         return attach(t);
 }
 
-int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_settings *settings) {
+int target_update(struct reclaim_target *t, const struct reclaim_target_settings *settings) {
         struct reclaim_target_settings s;
-        int r = reclaim_settings_copy(settings, &s);
+        int r = target_settings_copy(settings, &s);
         if (r < 0)
                 return r;
         bool same_cgroup = streq_ptr(s.cgroup, t->settings.cgroup);
@@ -655,18 +651,18 @@ int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_
                 _cleanup_free_ char *path = NULL;
                 r = memcg_path_normalize(s.cgroup, &path);
                 if (r < 0) {
-                        reclaim_settings_done(&s);
+                        target_settings_done(&s);
                         return r;
                 }
                 /* The old cgroup gets its limit back before we let go of it; if it cannot, the
-                 * target stays on it (reclaim_target_restore_pending() lets a reload refuse). */
+                 * target stays on it (target_restore_pending() lets a reload refuse). */
                 r = set_cgroup(t, &path);
                 if (r < 0) {
-                        reclaim_settings_done(&s);
+                        target_settings_done(&s);
                         return r;
                 }
         }
-        reclaim_settings_done(&t->settings);
+        target_settings_done(&t->settings);
         t->settings = s;
         detach(t);
         (void) sd_event_source_set_time_relative(t->timer, t->settings.interval);
@@ -674,31 +670,31 @@ int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_
         return attach(t);
 }
 
-bool reclaim_target_restore_pending(const struct reclaim_target *t) {
+bool target_restore_pending(const struct reclaim_target *t) {
         return t->cap_lowered && !t->throttle;
 }
 
-const char *reclaim_target_cgroup(const struct reclaim_target *t) {
+const char *target_cgroup(const struct reclaim_target *t) {
         return t->cgroup;
 }
 
-const char *reclaim_target_name(const struct reclaim_target *t) {
+const char *target_name(const struct reclaim_target *t) {
         return t->settings.name;
 }
 
-const char *reclaim_target_pod_uid(const struct reclaim_target *t) {
+const char *target_pod_uid(const struct reclaim_target *t) {
         return t->pod_uid;
 }
 
-const char *reclaim_target_pod_cgroup_id(const struct reclaim_target *t) {
+const char *target_pod_cgroup_id(const struct reclaim_target *t) {
         return t->pod_cgroup_id;
 }
 
-const struct reclaim_target_settings *reclaim_target_settings(const struct reclaim_target *t) {
+const struct reclaim_target_settings *target_settings(const struct reclaim_target *t) {
         return &t->settings;
 }
 
-enum target_state reclaim_target_state(const struct reclaim_target *t) {
+enum target_state target_state(const struct reclaim_target *t) {
         return t->state;
 }
 
@@ -708,7 +704,7 @@ static cJSON *add_bytes(cJSON *o, const char *key, uint64_t v) {
         return cJSON_AddNumberToObject(o, key, (double) v);
 }
 
-cJSON *reclaim_target_to_json(struct reclaim_target *t) {
+cJSON *target_to_json(struct reclaim_target *t) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         cJSON *w;
         if (!o)
@@ -756,7 +752,7 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
         cJSON_AddNumberToObject(o, "max_step_seconds", (double) t->max_step / USEC_PER_SEC);
         cJSON_AddNumberToObject(o, "step_bytes", (double) (t->step_now ? t->step_now : t->settings.step));
         cJSON_AddBoolToObject(o, "original_limit_recorded", t->recorded_cap != 0);
-        cJSON_AddBoolToObject(o, "restore_pending", reclaim_target_restore_pending(t));
+        cJSON_AddBoolToObject(o, "restore_pending", target_restore_pending(t));
         /* The cap kept lowered while a writer streams (v1 the limit, v2 memory.high). */
         add_bytes(o, "throttle", t->throttle ? t->throttle : UINT64_MAX);
         if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
@@ -766,7 +762,7 @@ cJSON *reclaim_target_to_json(struct reclaim_target *t) {
         return TAKE_PTR(o);
 }
 
-void reclaim_target_collect(struct reclaim_target *t) {
+void target_collect(struct reclaim_target *t) {
         struct reclaim_metrics *m = &t->ctx->metrics;
         const char *n = t->settings.name;
         for (int i = 0; i < _TARGET_STATE_MAX; i++)

@@ -29,7 +29,7 @@
  * rewrites on daemon-reload and set-property (the throttle is lowered again at once). A slow timer (interval) is the safety net
  * and retries a missing cgroup. Before the first write to the cap its original is recorded
  * durably under state-dir/reclaim/ (target-record.c), so a crash never leaves it lowered:
- * reclaim_restore_leftovers() puts it back at start. */
+ * target_record_restore_leftovers() puts it back at start. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -101,38 +101,38 @@ struct reclaim_target;
 /* settings are copied. pod_uid non-NULL: the cgroup is found by pod_cgroup_id (the uid if
  * NULL; a static pod's config hash: the kubelet names its cgroup by that) and settings->cgroup
  * is unused; pod names the pod for logs ("namespace/name"). */
-int reclaim_target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
-                       const char *pod_uid, const char *pod_cgroup_id, const char *pod, struct reclaim_target **ret);
+int target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *settings,
+               const char *pod_uid, const char *pod_cgroup_id, const char *pod, struct reclaim_target **ret);
 /* Restores the original cap (ending the throttle), forgets the record, closes every source. */
-struct reclaim_target *reclaim_target_free(struct reclaim_target *t);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct reclaim_target *, reclaim_target_free);
+struct reclaim_target *target_free(struct reclaim_target *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct reclaim_target *, target_free);
 
-int reclaim_target_start(struct reclaim_target *t);
+int target_start(struct reclaim_target *t);
 /* Applies new settings (same name); re-arms everything. */
-int reclaim_target_update(struct reclaim_target *t, const struct reclaim_target_settings *settings);
+int target_update(struct reclaim_target *t, const struct reclaim_target_settings *settings);
 
-const char *reclaim_target_name(const struct reclaim_target *t);
+const char *target_name(const struct reclaim_target *t);
 /* The cgroup path in use (NULL for a pod whose cgroup was not found yet). */
-const char *reclaim_target_cgroup(const struct reclaim_target *t);
+const char *target_cgroup(const struct reclaim_target *t);
 /* Our lowered cap may still be in force on the cgroup (a restore failed): the target cannot
  * move to another cgroup until it is put back. */
-bool reclaim_target_restore_pending(const struct reclaim_target *t);
-const char *reclaim_target_pod_uid(const struct reclaim_target *t);
-const char *reclaim_target_pod_cgroup_id(const struct reclaim_target *t);
-const struct reclaim_target_settings *reclaim_target_settings(const struct reclaim_target *t);
-enum target_state reclaim_target_state(const struct reclaim_target *t);
-cJSON *reclaim_target_to_json(struct reclaim_target *t);
+bool target_restore_pending(const struct reclaim_target *t);
+const char *target_pod_uid(const struct reclaim_target *t);
+const char *target_pod_cgroup_id(const struct reclaim_target *t);
+const struct reclaim_target_settings *target_settings(const struct reclaim_target *t);
+enum target_state target_state(const struct reclaim_target *t);
+cJSON *target_to_json(struct reclaim_target *t);
 /* Refreshes the gauges of this target (collector). */
-void reclaim_target_collect(struct reclaim_target *t);
+void target_collect(struct reclaim_target *t);
 
 /* At start: puts back every original cap recorded under record_dir (left lowered by a crash:
  * the throttle, or a step's value) and removes the records. Returns how many were restored;
  * logs each. */
-int reclaim_restore_leftovers(struct reclaim_ctx *ctx);
+int target_record_restore_leftovers(struct reclaim_ctx *ctx);
 
-int reclaim_settings_copy(const struct reclaim_target_settings *s, struct reclaim_target_settings *ret);
-void reclaim_settings_done(struct reclaim_target_settings *s);
-bool reclaim_settings_equal(const struct reclaim_target_settings *a, const struct reclaim_target_settings *b);
+/* target-settings.c */
+int target_settings_copy(const struct reclaim_target_settings *s, struct reclaim_target_settings *ret);
+void target_settings_done(struct reclaim_target_settings *s);
+bool target_settings_equal(const struct reclaim_target_settings *a, const struct reclaim_target_settings *b);
 
 const char *target_state_to_string(enum target_state s);
-const char *wake_source_to_string(enum wake_source s);

@@ -1,13 +1,14 @@
 # zkreg: ServerSet registration in ZooKeeper (included by Makefile.am).
 ZKREG_SOURCES = \
+	modules/zkreg/zk-error.c modules/zkreg/zk-error.h \
 	modules/zkreg/zk-session.c modules/zkreg/zk-session.h \
-	modules/zkreg/zk-watch.c modules/zkreg/zk-watch.h \
+	modules/zkreg/zk-watches.c modules/zkreg/zk-watches.h \
 	modules/zkreg/serverset.c modules/zkreg/serverset.h \
 	modules/zkreg/health.c modules/zkreg/health.h \
-	modules/zkreg/registration-plan.c modules/zkreg/registration-plan.h \
+	modules/zkreg/reg-plan.c modules/zkreg/reg-plan.h \
 	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
 	modules/zkreg/member-watch.c modules/zkreg/member-watch.h \
-	modules/zkreg/registration.c modules/zkreg/registration.h \
+	modules/zkreg/reg.c modules/zkreg/registration.h \
 	modules/zkreg/registry.c modules/zkreg/registry.h
 noinst_LIBRARIES += libpinion-zkreg.a
 libpinion_zkreg_a_SOURCES = modules/zkreg/zkreg.c modules/zkreg/zkreg.h modules/zkreg/zkreg-api.c $(ZKREG_SOURCES)

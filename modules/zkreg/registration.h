@@ -3,10 +3,10 @@
 
 /* One registration (a pod with pinion.io/serverset) and the registry that holds them: shared
  * by registry.c (the set of registrations, their wanted side from the pod store, the pod gates
- * and the health checks; drain, shutdown, the API) and registration.c (each registration's
- * state machine: it asks registration-plan.c for the next operation, runs it through
+ * and the health checks; drain, shutdown, the API) and reg.c (each registration's
+ * state machine: it asks reg-plan.c for the next operation, runs it through
  * zk-ops.c and takes in the result), and member-watch.c (the child watches that notice a
- * member of ours deleted by someone else). See registration-plan.h for the states. */
+ * member of ours deleted by someone else). See reg-plan.h for the states. */
 
 #include <stdint.h>
 
@@ -15,7 +15,7 @@
 #include "health.h"
 #include "member-watch.h"
 #include "metrics.h"
-#include "registration-plan.h"
+#include "reg-plan.h"
 #include "registry.h"
 #include "serverset.h"
 #include "zk-ops.h"
@@ -116,12 +116,11 @@ struct registry {
         log_ctx_full_errno((&(const struct log_ctx) { .module = MODULE, .pod_uid = (reg)->uid, .pod = (reg)->name }), \
                            level, error, __VA_ARGS__)
 
-/* registration.c: the state machine */
+/* reg.c: the state machine */
 int reg_set_string(char **p, const char *v);
-struct registration *registration_new(struct registry *r, const struct pod *p);
-void registration_free(struct registration *reg);
-struct registration *registry_by_uid(struct registry *r, const char *uid);
-struct registration *registry_by_znode(struct registry *r, const char *path);
+struct registration *reg_new(struct registry *r, const struct pod *p);
+void reg_free(struct registration *reg);
+struct registration *reg_by_uid(struct registry *r, const char *uid);
 /* What /v1/registrations shows as last_error: the waiting note, else the error. */
 const char *reg_shown_error(const struct registration *reg);
 /* The error shown (NULL: none); drops a waiting note. */
@@ -140,11 +139,11 @@ void reg_member_gone(struct registry *r, const char *path);
 void reg_session_changed(struct registration *reg, enum zk_session_state new, int64_t sid);
 /* zk-ops' orphan handler (operations of registrations that are gone); userdata is the
  * registry. */
-void registry_on_orphan(void *userdata, const struct zk_op_result *res);
+void reg_on_orphan(void *userdata, const struct zk_op_result *res);
 
 /* registry.c */
 /* Queues the registration's next step (the urgent queue if it takes a member away). */
-void reg_kick(struct registration *reg);
-void reg_unqueue(struct registration *reg);
+void registry_kick(struct registration *reg);
+void registry_unqueue(struct registration *reg);
 /* Shutting down: calls done once nothing of ours is left in ZooKeeper. */
 void registry_check_done(struct registry *r);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The registrations (see registry.h): the pod store, the pod gates and the health checks give
- * each registration its wanted side; the work queues feed their steps (registration.c) to
+ * each registration its wanted side; the work queues feed their steps (reg.c) to
  * ZooKeeper; drain, shutdown and /v1/registrations look at all of them. */
 
 #include <errno.h>
@@ -16,7 +16,7 @@
 
 /* ---- the work queues ---- */
 
-void reg_unqueue(struct registration *reg) {
+void registry_unqueue(struct registration *reg) {
         struct reg_queue *q = reg->queue;
         struct registration **pp, *prev = NULL;
 
@@ -32,12 +32,12 @@ void reg_unqueue(struct registration *reg) {
         reg->queue = NULL;
 }
 
-void reg_kick(struct registration *reg) {
+void registry_kick(struct registration *reg) {
         struct registry *r = reg->registry;
         struct reg_queue *q = reg_urgent(reg) ? &r->urgent : &r->normal;
 
         if (reg->queue == &r->normal && q == &r->urgent)
-                reg_unqueue(reg); /* moves to the urgent queue below */
+                registry_unqueue(reg); /* moves to the urgent queue below */
         if (!reg->queue) {
                 reg->queue = q;
                 reg->q_next = NULL;
@@ -205,7 +205,7 @@ static void reg_evaluate(struct registration *reg) {
         /* A drained member keeps its goal until the drain delay has passed (reg_step ends it). */
         if (reg->goal == REG_GOAL_STOPPING && why && streq(why, "drained") && reg->pod) {
                 free(why);
-                reg_kick(reg);
+                registry_kick(reg);
                 return;
         }
         reg->goal = why ? REG_GOAL_NONE : REG_GOAL_ALIVE;
@@ -227,7 +227,7 @@ static void reg_evaluate(struct registration *reg) {
                 (void) log_reg_full_errno(reg, LOG_INFO, 0, "Pod flapping (%u times in a minute): %s", reg->flaps.count, buf);
         }
         reg_update(reg);
-        reg_kick(reg);
+        registry_kick(reg);
 }
 
 /* Undrained (or shutting down): a STOPPING member wants its ALIVE data again, until the next
@@ -242,7 +242,7 @@ static void reg_end_drain(struct registration *reg) {
 static void on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
         struct registry *r = userdata;
         const struct pod *p = new ? new : old;
-        struct registration *reg = registry_by_uid(r, p->uid);
+        struct registration *reg = reg_by_uid(r, p->uid);
         const char *path = new ? pod_annotation(new, ANNOTATION_SERVERSET) : NULL;
 
         (void) s;
@@ -255,7 +255,7 @@ static void on_pod(struct pod_store *s, const struct pod *old, const struct pod 
                 return;
         }
         if (!reg) {
-                reg = registration_new(r, new);
+                reg = reg_new(r, new);
                 if (!reg) {
                         log_module_error(MODULE, "Out of memory: cannot track pod %s/%s", new->namespace, new->name);
                         return;
@@ -272,7 +272,7 @@ static void on_gates(struct pod_gates *g, const char *uid, void *userdata) {
 
         (void) g;
         if (uid) {
-                struct registration *reg = registry_by_uid(r, uid);
+                struct registration *reg = reg_by_uid(r, uid);
                 if (reg && reg->pod)
                         reg_evaluate(reg);
                 return;
@@ -322,7 +322,7 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
         r->config.allowed_prefixes = r->allowed_prefixes;
         token_bucket_init(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
                           now_usec(CLOCK_MONOTONIC));
-        k = zk_ops_new(r->event, session, m->metrics, registry_on_orphan, r, &r->ops);
+        k = zk_ops_new(r->event, session, m->metrics, reg_on_orphan, r, &r->ops);
         if (k < 0)
                 return k;
         k = registry_register_metrics(r);
@@ -370,7 +370,7 @@ struct registry *registry_free(struct registry *r) {
         /* Operations still in flight complete when the session's handle closes, to no one. */
         r->ops = zk_ops_free(r->ops);
         while (r->regs)
-                registration_free(r->regs);
+                reg_free(r->regs);
         sd_event_source_disable_unref(r->dispatch);
         sd_event_source_disable_unref(r->dispatch_timer);
         sd_event_unref(r->event);
@@ -411,7 +411,7 @@ void registry_session_changed(struct registry *r, enum zk_session_state old, enu
         for (struct registration *reg = r->regs, *next; reg; reg = next) {
                 next = reg->next;
                 reg_update(reg);
-                reg_kick(reg);
+                registry_kick(reg);
         }
         member_watch_session_changed(r, new);
         if (r->shutting_down && new != ZK_SESSION_CONNECTED)
@@ -514,7 +514,7 @@ int registry_list_json(struct registry *r, cJSON **ret) {
                 if (!o || !cJSON_AddItemToArray(arr, o) || !cJSON_AddStringToObject(o, "pod", reg->name) ||
                     !cJSON_AddStringToObject(o, "uid", reg->uid) || !json_add_string_or_null(o, "path", reg->parent) ||
                     !json_add_string_or_null(o, "znode", reg->znode) ||
-                    !cJSON_AddStringToObject(o, "state", reg_state_to_string(reg->state)) ||
+                    !cJSON_AddStringToObject(o, "state", reg_plan_state_to_string(reg->state)) ||
                     !json_add_time(o, "last_change", reg->last_change) ||
                     !json_add_string_or_null(o, "last_error", reg_shown_error(reg)) ||
                     !json_add_string_or_null(o, "endpoint", reg->entry.endpoint)) {
@@ -547,7 +547,7 @@ int registry_status(struct registry *r, cJSON *obj) {
         if (!o)
                 return -ENOMEM;
         for (enum reg_state s = 0; s < _REG_STATE_MAX; s++)
-                if (!cJSON_AddNumberToObject(o, reg_state_to_string(s), counts[s]))
+                if (!cJSON_AddNumberToObject(o, reg_plan_state_to_string(s), counts[s]))
                         return -ENOMEM;
         if (!cJSON_AddBoolToObject(obj, "drained", r->drained))
                 return -ENOMEM;
@@ -560,6 +560,6 @@ void registry_collect_metrics(struct registry *r) {
         for (struct registration *reg = r->regs; reg; reg = reg->next)
                 counts[reg->state]++;
         for (enum reg_state s = 0; s < _REG_STATE_MAX; s++)
-                (void) metric_set(r->m_regs, counts[s], reg_state_to_string(s));
+                (void) metric_set(r->m_regs, counts[s], reg_plan_state_to_string(s));
         (void) metric_set(r->m_watched, member_watch_armed_members(r));
 }

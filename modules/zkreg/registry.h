@@ -6,7 +6,7 @@
  * Each registration has a wanted side (is the pod registrable: Ready, every pod gate open,
  * health checks passing, an IP and a port; and the ServerSet data) and a known side (our
  * member znode, the data written there, and whether a create's outcome is unknown). Its state
- * machine (registration.c; the states and their meaning in registration-plan.h, as
+ * machine (reg.c; the states and their meaning in reg-plan.h, as
  * /v1/registrations shows them) issues at most one operation at a time; writes go through the
  * token bucket (write-qps).
  *

@@ -85,11 +85,6 @@ struct zk_ops {
         struct metric_family *m_ops, *m_op_seconds;
 };
 
-bool zk_error_is_connection(int rc) {
-        return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED || rc == ZCLOSING ||
-               rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
-}
-
 static int on_flush(sd_event_source *src, void *userdata) {
         (void) src;
         zk_ops_flush(userdata);

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "metrics.h"
+#include "zk-error.h"
 #include "zk-session.h"
 
 enum zk_op_kind {
@@ -99,7 +100,3 @@ void zk_ops_flush(struct zk_ops *ops);
 void zk_ops_detach(struct zk_ops *ops, void *owner);
 /* A delete of path (NULL: of anything) is in flight. */
 bool zk_ops_deleting(const struct zk_ops *ops, const char *path);
-
-/* rc is about the connection or the session (the operation may or may not have happened), not
- * an answer from the server about the node. */
-bool zk_error_is_connection(int rc);

@@ -61,72 +61,11 @@ static const char *const zk_session_state_table[_ZK_SESSION_STATE_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(zk_session_state, enum zk_session_state);
 
-int zk_error_to_errno(int rc) {
-        switch (rc) {
-        case ZOK:
+/* The negotiated session timeout (0 before CONNECTED). */
+static usec_t negotiated_timeout(const struct zk_session *s) {
+        if (!s->zh || s->session_id == 0)
                 return 0;
-        case ZNONODE:
-                return -ENOENT;
-        case ZNODEEXISTS:
-                return -EEXIST;
-        case ZNOTEMPTY:
-                return -ENOTEMPTY;
-        case ZBADVERSION:
-                return -ESTALE;
-        case ZCONNECTIONLOSS:
-                return -ECONNRESET;
-        case ZSESSIONEXPIRED:
-                return -ETIME;
-        case ZOPERATIONTIMEOUT:
-                return -ETIMEDOUT;
-        case ZCLOSING:
-        case ZINVALIDSTATE:
-                return -ENOTCONN;
-        case ZNOAUTH:
-        case ZAUTHFAILED:
-        case ZINVALIDACL:
-                return -EACCES;
-        case ZBADARGUMENTS:
-                return -EINVAL;
-        case ZMARSHALLINGERROR:
-                return -ENOMEM;
-        case ZNOCHILDRENFOREPHEMERALS:
-                return -ENOTDIR;
-        case ZTHROTTLEDOP:
-                return -EAGAIN;
-        default:
-                return -EIO;
-        }
-}
-
-const char *zk_error_name(int rc) {
-        switch (rc) {
-        case ZOK:
-                return "ok";
-        case ZNONODE:
-                return "no_node";
-        case ZNODEEXISTS:
-                return "node_exists";
-        case ZNOTEMPTY:
-                return "not_empty";
-        case ZBADVERSION:
-                return "bad_version";
-        case ZCONNECTIONLOSS:
-                return "connection_loss";
-        case ZSESSIONEXPIRED:
-                return "session_expired";
-        case ZOPERATIONTIMEOUT:
-                return "timeout";
-        case ZCLOSING:
-        case ZINVALIDSTATE:
-                return "not_connected";
-        case ZNOAUTH:
-        case ZAUTHFAILED:
-        case ZINVALIDACL:
-                return "denied";
-        default:
-                return "error";
-        }
+        return (usec_t) zoo_recv_timeout(s->zh) * USEC_PER_MSEC;
 }
 
 static void session_set_state(struct zk_session *s, enum zk_session_state state) {
@@ -139,7 +78,7 @@ static void session_set_state(struct zk_session *s, enum zk_session_state state)
                 log_module_info(MODULE, "ZooKeeper session %s → %s (session 0x%llx, timeout %llums, server %s)",
                                 zk_session_state_to_string(old), zk_session_state_to_string(state),
                                 (unsigned long long) s->session_id,
-                                (unsigned long long) (zk_session_negotiated_timeout(s) / USEC_PER_MSEC),
+                                (unsigned long long) (negotiated_timeout(s) / USEC_PER_MSEC),
                                 s->zh ? strempty(zoo_get_current_server(s->zh)) : "");
         else
                 log_module_info(MODULE, "ZooKeeper session %s → %s%s%s", zk_session_state_to_string(old),
@@ -545,12 +484,6 @@ zhandle_t *zk_session_handle(struct zk_session *s) {
 
 int64_t zk_session_id(const struct zk_session *s) {
         return s ? s->session_id : 0;
-}
-
-usec_t zk_session_negotiated_timeout(const struct zk_session *s) {
-        if (!s || !s->zh || s->session_id == 0)
-                return 0;
-        return (usec_t) zoo_recv_timeout(s->zh) * USEC_PER_MSEC;
 }
 
 unsigned zk_session_generation(const struct zk_session *s) {

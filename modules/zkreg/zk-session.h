@@ -82,8 +82,6 @@ enum zk_session_state zk_session_state(const struct zk_session *s);
 zhandle_t *zk_session_handle(struct zk_session *s);
 /* The established session's id (0 before the first CONNECTED of this handle). */
 int64_t zk_session_id(const struct zk_session *s);
-/* The negotiated session timeout (0 before CONNECTED). */
-usec_t zk_session_negotiated_timeout(const struct zk_session *s);
 /* How many sessions this object has established (1 after the first CONNECTED; +1 after each
  * expiry and re-establishment). */
 unsigned zk_session_generation(const struct zk_session *s);
@@ -91,10 +89,3 @@ unsigned zk_session_generation(const struct zk_session *s);
 const char *zk_session_last_error(const struct zk_session *s);
 /* Re-arms the IO source after operations were queued (so pending writes go out). */
 void zk_session_kick(struct zk_session *s);
-
-/* ZooKeeper's return codes as negative errno (ZNONODE → -ENOENT, ZNODEEXISTS → -EEXIST,
- * ZCONNECTIONLOSS → -ECONNRESET, ZSESSIONEXPIRED → -ETIME, ZOPERATIONTIMEOUT → -ETIMEDOUT,
- * ZCLOSING / ZINVALIDSTATE → -ENOTCONN, ZNOAUTH → -EACCES, ...). */
-int zk_error_to_errno(int rc);
-/* A short stable name for metrics: "ok", "no_node", "node_exists", "connection_loss", ... */
-const char *zk_error_name(int rc);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* zkreg: registers ready, healthy pods in ZooKeeper as ServerSet members over one
  * single-threaded ZooKeeper session on the loop (zk-session.c), and publishes that session's
- * node watches to other modules (FACT_ZOOKEEPER, zk-watch.c). The registrations themselves
- * are in registry.c (the set, fed by the pod store) and registration.c (each one's state
- * machine), their decisions in registration-plan.c, their ZooKeeper operations in zk-ops.c,
+ * node watches to other modules (FACT_ZOOKEEPER, zk-watches.c). The registrations themselves
+ * are in registry.c (the set, fed by the pod store) and reg.c (each one's state
+ * machine), their decisions in reg-plan.c, their ZooKeeper operations in zk-ops.c,
  * health checks in health.c, the ServerSet format in serverset.c, /v1/registrations in
  * zkreg-api.c. */
 
@@ -22,7 +22,7 @@
 #include "serverset.h"
 #include "zkreg.h"
 #include "zk-session.h"
-#include "zk-watch.h"
+#include "zk-watches.h"
 
 #define MODULE "zkreg"
 

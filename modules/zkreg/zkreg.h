@@ -15,7 +15,7 @@
 #include "module.h"
 #include "registry.h"
 #include "zk-session.h"
-#include "zk-watch.h"
+#include "zk-watches.h"
 
 struct zkreg_settings {
         char **servers;

@@ -23,11 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 *target++ = 0;
         else
                 target = text + strlen(text);
-        if (csi_target_check(text, target, why, sizeof(why)) == 0) {
+        if (csi_mount_target_check(text, target, why, sizeof(why)) == 0) {
                 size_t n = strlen(text);
                 const char *rest = target + n + 1;
 
-                if (!csi_path_clean(text) || !csi_path_clean(target) || strncmp(target, text, n) != 0 ||
+                if (!csi_mount_path_clean(text) || !csi_mount_path_clean(target) || strncmp(target, text, n) != 0 ||
                     target[n] != '/' || !strchr(rest, '/') || strstr(target, "/../") || strstr(target, "//"))
                         abort();
         }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cni.h"
+#include "cni-json.h"
 #include "fuzz.h"
 
 struct env {
@@ -52,21 +52,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 char *body = NULL;
                 /* What the plugin sends (the config as it came, when json-text takes it) the agent
                  * parses, with the verdict the plugin's own checks gave. */
-                if (cni_request_parse_config(&r, in, in_size, &err) >= 0 &&
+                if (cni_json_parse_config(&r, in, in_size, &err) >= 0 &&
                     cni_request_body(&r, in, in_size, &body) >= 0) {
                         struct cni_request back = { .command = _CNI_COMMAND_INVALID };
                         struct cni_error back_err = {};
-                        if (cni_request_from_json(&back, body, strlen(body), &back_err) < 0)
+                        if (cni_json_parse_request(&back, body, strlen(body), &back_err) < 0)
                                 abort();
                         cni_error_done(&back_err);
-                        cni_request_done(&back);
+                        cni_json_request_done(&back);
                 }
                 free(body);
         }
-        cJSON *ej = cni_error_to_json(&err, r.cni_version);
+        cJSON *ej = cni_json_error(&err, r.cni_version);
         cJSON_Delete(ej);
         cni_error_done(&err);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
         free(e.text);
         return 0;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* reclaim's levels (pod annotations pinion.io/reclaim-high/-target reach reclaim_parse_level
+/* reclaim's levels (pod annotations pinion.io/reclaim-high/-target reach plan_parse_level
  * unfiltered) and its plan over any sample: whatever the input, a step never asks for more
  * than the cache above min-file, never lowers a limit below anon + min(file, min-file) +
  * headroom, and never goes below target. Input: "HIGH\nTARGET\nmin_file step limit usage file". */
@@ -25,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *reason = NULL;
         uint64_t min_file = 0, step = 0, limit = 0, usage = 0, file = 0;
 
-        if (!high_s || !target_s || reclaim_parse_level(high_s, &high, &reason) < 0 ||
-            reclaim_parse_level(target_s, &target, &reason) < 0) {
+        if (!high_s || !target_s || plan_parse_level(high_s, &high, &reason) < 0 ||
+            plan_parse_level(target_s, &target, &reason) < 0) {
                 free(text);
                 return 0;
         }
@@ -34,14 +34,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 (void) sscanf(nums, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64, &min_file, &step, &limit,
                               &usage, &file);
         struct reclaim_bounds b;
-        if (reclaim_bounds_resolve(&high, &target, min_file, step, limit, &b, &reason) >= 0) {
+        if (plan_bounds_resolve(&high, &target, min_file, step, limit, &b, &reason) >= 0) {
                 if (file > usage)
                         file = usage;
                 struct memcg_sample s = { .limit = limit, .usage = usage, .file = file, .anon = usage - file };
                 for (int ep = 0; ep < 2; ep++) {
                         struct reclaim_step p;
-                        reclaim_plan(&b, &s, ep, &p);
-                        if (!reclaim_verdict_to_string(p.verdict))
+                        plan_step(&b, &s, ep, &p);
+                        if (!plan_verdict_to_string(p.verdict))
                                 abort();
                         if (p.verdict != RECLAIM_STEP)
                                 continue;

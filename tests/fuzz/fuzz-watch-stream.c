@@ -15,9 +15,9 @@ static int on_event(const struct watch_event *ev, void *userdata) {
         unsigned *n = userdata;
 
         (*n)++;
-        (void) watch_event_type_to_string(ev->type);
+        (void) watch_stream_event_type_to_string(ev->type);
         if (ev->type == WATCH_ERROR) {
-                (void) watch_status_code(ev->object);
+                (void) watch_stream_status_code(ev->object);
                 return 0;
         }
         if (ev->type == WATCH_ADDED || ev->type == WATCH_MODIFIED) {

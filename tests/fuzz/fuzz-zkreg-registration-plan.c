@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "registration-plan.h"
+#include "reg-plan.h"
 #include "strv.h"
 
 #define MAX_MEMBERS 64
@@ -40,7 +40,7 @@ static void check_plan(const struct reg_facts *f) {
 
         reg_plan_next(f, &n);
         reg_plan_state(f, &s, &w);
-        if (!reg_action_to_string(n.action) || !reg_state_to_string(s) || w < 0 || w >= _REG_WAITING_MAX)
+        if (!reg_plan_action_to_string(n.action) || !reg_plan_state_to_string(s) || w < 0 || w >= _REG_WAITING_MAX)
                 abort();
         enum reg_goal goal = n.drain_over ? REG_GOAL_NONE : f->goal;
         const char *desired = reg_plan_desired(f, goal);
@@ -102,7 +102,7 @@ static void check_check(const struct reg_check_member *m, size_t n, int64_t sess
 
         bool complete = reg_plan_check(m, n, session, host, port, v);
         for (size_t i = 0; i < n; i++) {
-                if (!reg_verdict_to_string(v[i]))
+                if (!reg_plan_verdict_to_string(v[i]))
                         abort();
                 failed = failed || m[i].read == REG_READ_FAILED;
                 if (v[i] == REG_VERDICT_ADOPT || v[i] == REG_VERDICT_DELETE) {

@@ -318,7 +318,7 @@ def _run_cni(command):
 
 def test_pinion_cni_page_names_every_command():
     require_binary(PINION_CNI)
-    table = re.search(r"command_table\[[^\]]*\] = \{(.*?)\};", _source("modules", "podnet", "cni-core.c"), re.S)
+    table = re.search(r"command_table\[[^\]]*\] = \{(.*?)\};", _source("modules", "podnet", "cni.c"), re.S)
     assert table
     commands = set(re.findall(r'= "([A-Z]+)"', table.group(1)))
     assert len(commands) >= 6, commands
@@ -333,10 +333,10 @@ def test_pinion_cni_page_names_every_command():
 
 
 def test_pinion_cni_page_names_every_variable_key_and_code():
-    # The protocol's checks: cni-core.c (environment, the config's top-level strings, shared with
-    # the plugin) and cni.c (the rest of the config, the agent's).
-    cni_c = _source("modules", "podnet", "cni.c") + _source("modules", "podnet", "cni-core.c")
-    cni_h = _source("modules", "podnet", "cni-core.h")
+    # The protocol's checks: cni.c (environment, the config's top-level strings, shared with
+    # the plugin) and cni-json.c (the rest of the config, the agent's).
+    cni_c = _source("modules", "podnet", "cni-json.c") + _source("modules", "podnet", "cni.c")
+    cni_h = _source("modules", "podnet", "cni.h")
     plugin = _source("modules", "podnet", "pinion-cni.c")
     env = set(re.findall(r'getenv_fn\("([A-Z_]+)"', cni_c)) | set(re.findall(r'getenv\("([A-Z_]+)"\)', plugin))
     # The socket check it shares with pinionctl (agent/lib/socket-trust.c) reads one more.

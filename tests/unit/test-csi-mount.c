@@ -16,7 +16,7 @@
 
 static int check(const char *target) {
         char why[CSI_WHY_MAX] = "";
-        int r = csi_target_check(ROOT, target, why, sizeof(why));
+        int r = csi_mount_target_check(ROOT, target, why, sizeof(why));
 
         if (r < 0)
                 assert_true(why[0] != 0); /* every refusal says why */
@@ -49,8 +49,8 @@ static void test_outside(_unused_ void **state) {
 }
 
 static void test_bad_root(_unused_ void **state) {
-        assert_int_equal(csi_target_check("/a/../b", "/b/uid/x", NULL, 0), -EINVAL);
-        assert_int_equal(csi_target_check(NULL, "/b/uid/x", NULL, 0), -EINVAL);
+        assert_int_equal(csi_mount_target_check("/a/../b", "/b/uid/x", NULL, 0), -EINVAL);
+        assert_int_equal(csi_mount_target_check(NULL, "/b/uid/x", NULL, 0), -EINVAL);
 }
 
 int main(void) {

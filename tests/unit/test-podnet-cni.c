@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The CNI protocol parser (modules/podnet/cni.c): environment, network config, request body. */
+/* The CNI protocol parser (modules/podnet/cni.c, cni-json.c): environment, network config, request body. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "cni.h"
+#include "cni-json.h"
 #include "json.h"
 
 struct env {
@@ -46,16 +46,16 @@ static void test_env_ok(void **state) {
         assert_string_equal(r.k8s_namespace, "ns");
         assert_string_equal(r.k8s_name, "web");
         assert_string_equal(r.k8s_uid, "u-1");
-        cni_request_done(&r);
+        cni_json_request_done(&r);
 
         /* DEL without a namespace is fine; GC and STATUS need nothing. */
         struct env d = { { "CNI_COMMAND=DEL", "CNI_CONTAINERID=abc", "CNI_IFNAME=eth0" } };
         assert_int_equal(parse_env(&d, &r, &err), 0);
         assert_null(r.netns);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
         struct env g = { { "CNI_COMMAND=GC" } };
         assert_int_equal(parse_env(&g, &r, &err), 0);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
 }
 
 static void expect_env_error(struct env e, const char *why) {
@@ -66,7 +66,7 @@ static void expect_env_error(struct env e, const char *why) {
                 fail_msg("%s: code %d", why, err.code);
         assert_non_null(err.msg);
         cni_error_done(&err);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
 }
 
 static void test_env_errors(void **state) {
@@ -84,7 +84,7 @@ static void test_env_errors(void **state) {
 
 static int parse_conf(enum cni_command c, const char *text, struct cni_request *r, struct cni_error *err) {
         *r = (struct cni_request) { .command = c };
-        return cni_request_parse_config(r, text, strlen(text), err);
+        return cni_json_parse_config(r, text, strlen(text), err);
 }
 
 static void expect_conf(enum cni_command c, const char *text, int code) {
@@ -96,7 +96,7 @@ static void expect_conf(enum cni_command c, const char *text, int code) {
         if (code != 0 && (k != -EINVAL || err.code != code))
                 fail_msg("%s: expected code %d, got %d (%d)", text, code, err.code, k);
         cni_error_done(&err);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
 }
 
 static void test_config(void **state) {
@@ -140,13 +140,13 @@ static void test_gc_and_prev_result(void **state) {
         assert_int_equal(r.n_valid, 2);
         assert_string_equal(r.valid[1].container_id, "b");
         assert_string_equal(r.valid[1].ifname, "net1");
-        cni_request_done(&r);
+        cni_json_request_done(&r);
 
         assert_int_equal(parse_conf(CNI_CHECK,
                                     "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"type\":\"t\",\"prevResult\":{\"ips\":[{\"address\":\"10.0.0.1/32\"}]}}",
                                     &r, &err), 0);
         assert_non_null(r.prev_result);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
 }
 
 /* What the plugin sends is what the agent parses, with the same checks. */
@@ -158,17 +158,17 @@ static void test_request_roundtrip(void **state) {
         struct cni_error err = {};
 
         assert_int_equal(parse_env(&e, &r, &err), 0);
-        assert_int_equal(cni_request_parse_config(&r, conf, strlen(conf), &err), 0);
+        assert_int_equal(cni_json_parse_config(&r, conf, strlen(conf), &err), 0);
         _cleanup_free_ char *text = NULL;
         assert_int_equal(cni_request_body(&r, conf, strlen(conf), &text), 0);
-        assert_int_equal(cni_request_from_json(&back, text, strlen(text), &err), 0);
+        assert_int_equal(cni_json_parse_request(&back, text, strlen(text), &err), 0);
         assert_int_equal(back.command, CNI_ADD);
         assert_string_equal(back.container_id, "c1");
         assert_string_equal(back.netns, "/var/run/netns/x");
         assert_string_equal(back.k8s_uid, "u1");
         assert_string_equal(back.network_name, "pinion");
-        cni_request_done(&back);
-        cni_request_done(&r);
+        cni_json_request_done(&back);
+        cni_json_request_done(&r);
 
         /* Unknown fields and wrong types in the body are refused. */
         const char *bad[] = {
@@ -179,9 +179,9 @@ static void test_request_roundtrip(void **state) {
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 back = (struct cni_request) { .command = _CNI_COMMAND_INVALID };
-                assert_int_equal(cni_request_from_json(&back, bad[i], strlen(bad[i]), &err), -EINVAL);
+                assert_int_equal(cni_json_parse_request(&back, bad[i], strlen(bad[i]), &err), -EINVAL);
                 assert_true(err.code > 0);
-                cni_request_done(&back);
+                cni_json_request_done(&back);
         }
         cni_error_done(&err);
 }
@@ -198,22 +198,22 @@ static void test_requested_ips(void **state) {
         struct cni_error err = {};
 
         assert_int_equal(parse_env(&e, &r, &err), 0);
-        assert_int_equal(cni_request_parse_config(&r, conf, strlen(conf), &err), 0);
+        assert_int_equal(cni_json_parse_config(&r, conf, strlen(conf), &err), 0);
         assert_string_equal(r.requested_ip4, "10.1.2.3");
         assert_string_equal(r.requested_ip6, "fd00::3");
         _cleanup_free_ char *text = NULL;
         assert_int_equal(cni_request_body(&r, conf, strlen(conf), &text), 0);
-        assert_int_equal(cni_request_from_json(&back, text, strlen(text), &err), 0);
+        assert_int_equal(cni_json_parse_request(&back, text, strlen(text), &err), 0);
         assert_string_equal(back.requested_ip4, "10.1.2.3");
         assert_string_equal(back.requested_ip6, "fd00::3");
-        cni_request_done(&back);
-        cni_request_done(&r);
+        cni_json_request_done(&back);
+        cni_json_request_done(&r);
 
         assert_int_equal(parse_env(&e, &r, &err), 0);
-        assert_int_equal(cni_request_parse_config(&r, rc, strlen(rc), &err), 0);
+        assert_int_equal(cni_json_parse_config(&r, rc, strlen(rc), &err), 0);
         assert_string_equal(r.requested_ip4, "10.1.2.9");
         assert_null(r.requested_ip6);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
 
         const char *bad_args[] = { "IP=10.1.2", "IP=10.1.2.3,10.1.2.4", "IP=10.1.2.3/33", "IP=fd00::1/x", "IP=" "/24" };
         for (size_t i = 0; i < ELEMENTSOF(bad_args); i++) {
@@ -222,11 +222,11 @@ static void test_requested_ips(void **state) {
                 struct env b = { { "CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/n", "CNI_IFNAME=eth0", args } };
                 assert_int_equal(parse_env(&b, &r, &err), -EINVAL);
                 assert_int_equal(err.code, CNI_ERR_INVALID_ENV);
-                cni_request_done(&r);
+                cni_json_request_done(&r);
                 /* A DEL is not refused over them. */
                 b.kv[0] = "CNI_COMMAND=DEL";
                 assert_int_equal(parse_env(&b, &r, &err), 0);
-                cni_request_done(&r);
+                cni_json_request_done(&r);
         }
         const char *bad_conf[] = {
                 "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"t\",\"runtimeConfig\":{\"ips\":\"10.1.2.3\"}}",
@@ -235,9 +235,9 @@ static void test_requested_ips(void **state) {
         };
         for (size_t i = 0; i < ELEMENTSOF(bad_conf); i++) {
                 assert_int_equal(parse_env(&e, &r, &err), 0);
-                assert_int_equal(cni_request_parse_config(&r, bad_conf[i], strlen(bad_conf[i]), &err), -EINVAL);
+                assert_int_equal(cni_json_parse_config(&r, bad_conf[i], strlen(bad_conf[i]), &err), -EINVAL);
                 assert_int_equal(err.code, CNI_ERR_INVALID_CONFIG);
-                cni_request_done(&r);
+                cni_json_request_done(&r);
         }
         cni_error_done(&err);
 }
@@ -248,10 +248,10 @@ static void test_versions(void **state) {
         assert_int_equal(cni_version_compare("1.1.0", "1.1.0"), 0);
         assert_true(cni_version_supported("1.1.0"));
         assert_false(cni_version_supported("1.2.0"));
-        _cleanup_(cJSON_Deletep) cJSON *v = cni_version_result("1.0.0");
+        _cleanup_(cJSON_Deletep) cJSON *v = cni_json_version_result("1.0.0");
         assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(v, "supportedVersions")), 5);
         struct cni_error e = { .code = 7, .msg = (char *) "m" };
-        _cleanup_(cJSON_Deletep) cJSON *ej = cni_error_to_json(&e, NULL);
+        _cleanup_(cJSON_Deletep) cJSON *ej = cni_json_error(&e, NULL);
         assert_int_equal(cJSON_GetObjectItem(ej, "code")->valueint, 7);
         assert_string_equal(cJSON_GetObjectItem(ej, "cniVersion")->valuestring, "1.1.0");
 }
@@ -279,26 +279,26 @@ static void test_mac(void **state) {
         assert_string_equal(r.mac, "0a:58:0a:f4:01:07");
         const char *conf = "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"pinion-cni\","
                            "\"runtimeConfig\":{\"mac\":\"02:00:00:00:BE:EF\"}}";
-        assert_int_equal(cni_request_parse_config(&r, conf, strlen(conf), &err), 0);
+        assert_int_equal(cni_json_parse_config(&r, conf, strlen(conf), &err), 0);
         assert_string_equal(r.mac, "02:00:00:00:be:ef");
         _cleanup_free_ char *text = NULL;
         assert_int_equal(cni_request_body(&r, conf, strlen(conf), &text), 0);
-        assert_int_equal(cni_request_from_json(&back, text, strlen(text), &err), 0);
+        assert_int_equal(cni_json_parse_request(&back, text, strlen(text), &err), 0);
         assert_string_equal(back.mac, "02:00:00:00:be:ef");
-        cni_request_done(&back);
-        cni_request_done(&r);
+        cni_json_request_done(&back);
+        cni_json_request_done(&r);
 
         struct env b = { { "CNI_COMMAND=ADD", "CNI_CONTAINERID=c1", "CNI_NETNS=/var/run/netns/x", "CNI_IFNAME=eth0",
                            "CNI_ARGS=MAC=01:00:5e:00:00:01" } };
         assert_int_equal(parse_env(&b, &r, &err), -EINVAL);
         assert_int_equal(err.code, CNI_ERR_INVALID_ENV);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
         assert_int_equal(parse_env(&e, &r, &err), 0);
         const char *badconf = "{\"cniVersion\":\"1.0.0\",\"name\":\"p\",\"type\":\"pinion-cni\","
                               "\"runtimeConfig\":{\"mac\":7}}";
-        assert_int_equal(cni_request_parse_config(&r, badconf, strlen(badconf), &err), -EINVAL);
+        assert_int_equal(cni_json_parse_config(&r, badconf, strlen(badconf), &err), -EINVAL);
         assert_int_equal(err.code, CNI_ERR_INVALID_CONFIG);
-        cni_request_done(&r);
+        cni_json_request_done(&r);
         cni_error_done(&err);
 }
 

@@ -24,7 +24,7 @@ static struct reclaim_bounds bounds(uint64_t limit, unsigned high, unsigned targ
         struct reclaim_bounds b;
         const char *reason = NULL;
         struct reclaim_level h = pct(high), t = pct(target);
-        assert_int_equal(reclaim_bounds_resolve(&h, &t, min_file, step, limit, &b, &reason), 0);
+        assert_int_equal(plan_bounds_resolve(&h, &t, min_file, step, limit, &b, &reason), 0);
         return b;
 }
 
@@ -36,16 +36,16 @@ static void test_parse_level(_unused_ void **state) {
         struct reclaim_level l;
         const char *reason = NULL;
 
-        assert_int_equal(reclaim_parse_level("90%", &l, &reason), 0);
+        assert_int_equal(plan_parse_level("90%", &l, &reason), 0);
         assert_true(l.is_percent);
         assert_int_equal(l.percent, 90);
-        assert_int_equal(reclaim_parse_level("900M", &l, &reason), 0);
+        assert_int_equal(plan_parse_level("900M", &l, &reason), 0);
         assert_false(l.is_percent);
         assert_true(l.bytes == 900 * MiB);
         const char *bad[] = { "0%", "101%", "0", "lots", "", "-5M", "%", "50%%" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 reason = NULL;
-                assert_int_equal(reclaim_parse_level(bad[i], &l, &reason), -EINVAL);
+                assert_int_equal(plan_parse_level(bad[i], &l, &reason), -EINVAL);
                 assert_non_null(reason);
         }
 }
@@ -59,16 +59,16 @@ static void test_resolve(_unused_ void **state) {
         b = bounds(64 * MiB, 75, 50, 4 * MiB, 32 * MiB);
         assert_true(b.high == 48 * MiB && b.target == 32 * MiB && b.headroom == 1 * MiB);
         /* No overflow for huge limits. */
-        assert_int_equal(reclaim_level_resolve(&h, UINT64_C(1) << 62, &v), 0);
+        assert_int_equal(plan_level_resolve(&h, UINT64_C(1) << 62, &v), 0);
         assert_true(v > (UINT64_C(1) << 61) && v < (UINT64_C(1) << 62));
         /* Percentages of no limit cannot be resolved; sizes can. */
-        assert_int_equal(reclaim_bounds_resolve(&h, &t, 0, 0, UINT64_MAX, &b, &reason), -ERANGE);
+        assert_int_equal(plan_bounds_resolve(&h, &t, 0, 0, UINT64_MAX, &b, &reason), -ERANGE);
         assert_non_null(strstr(reason, "no memory limit"));
-        assert_int_equal(reclaim_bounds_resolve(&tb, &hb, 0, 0, UINT64_MAX, &b, &reason), 0);
+        assert_int_equal(plan_bounds_resolve(&tb, &hb, 0, 0, UINT64_MAX, &b, &reason), 0);
         assert_true(b.step == UINT64_MAX && b.high == 50 * MiB);
         /* target >= high, high > limit */
-        assert_int_equal(reclaim_bounds_resolve(&hb, &tb, 0, 0, UINT64_MAX, &b, &reason), -EINVAL);
-        assert_int_equal(reclaim_bounds_resolve(&tb, &hb, 0, 0, 45 * MiB, &b, &reason), -EINVAL);
+        assert_int_equal(plan_bounds_resolve(&hb, &tb, 0, 0, UINT64_MAX, &b, &reason), -EINVAL);
+        assert_int_equal(plan_bounds_resolve(&tb, &hb, 0, 0, 45 * MiB, &b, &reason), -EINVAL);
         assert_non_null(strstr(reason, "above the cgroup's limit"));
 }
 
@@ -77,13 +77,13 @@ static void test_plan_idle_and_step(_unused_ void **state) {
         struct reclaim_step p;
         struct memcg_sample s = sample(40 * MiB, 36 * MiB);
 
-        reclaim_plan(&b, &s, false, &p);
+        plan_step(&b, &s, false, &p);
         assert_int_equal(p.verdict, RECLAIM_IDLE);
         assert_false(p.partial);
 
         /* At high with mostly cache: a bounded step toward target, limit = usage - step. */
         s = sample(50 * MiB, 46 * MiB);
-        reclaim_plan(&b, &s, false, &p);
+        plan_step(&b, &s, false, &p);
         assert_int_equal(p.verdict, RECLAIM_STEP);
         assert_true(p.goal == 32 * MiB);
         assert_true(p.amount == 8 * MiB);
@@ -92,13 +92,13 @@ static void test_plan_idle_and_step(_unused_ void **state) {
 
         /* The last step reaches the goal exactly. */
         s = sample(38 * MiB, 34 * MiB);
-        reclaim_plan(&b, &s, true, &p);
+        plan_step(&b, &s, true, &p);
         assert_int_equal(p.verdict, RECLAIM_STEP);
         assert_true(p.amount == 6 * MiB && p.new_limit == 32 * MiB && p.last);
 
         /* In an episode, below the goal is done. */
         s = sample(31 * MiB, 27 * MiB);
-        reclaim_plan(&b, &s, true, &p);
+        plan_step(&b, &s, true, &p);
         assert_int_equal(p.verdict, RECLAIM_DONE);
 }
 
@@ -109,7 +109,7 @@ static void test_plan_never_below_the_floor(_unused_ void **state) {
         /* 40 MiB anon: the floor is 40 + 4 + 1 = 45 MiB, above target: reclaim to the floor
          * only, and say the target is unreachable. */
         struct memcg_sample s = sample(50 * MiB, 10 * MiB);
-        reclaim_plan(&b, &s, false, &p);
+        plan_step(&b, &s, false, &p);
         assert_int_equal(p.verdict, RECLAIM_STEP);
         assert_true(p.partial);
         assert_true(p.floor == 45 * MiB && p.goal == 45 * MiB);
@@ -118,14 +118,14 @@ static void test_plan_never_below_the_floor(_unused_ void **state) {
 
         /* 46 MiB anon: the floor (51) is above high: leave it alone. */
         s = sample(50 * MiB, 4 * MiB);
-        reclaim_plan(&b, &s, false, &p);
+        plan_step(&b, &s, false, &p);
         assert_int_equal(p.verdict, RECLAIM_UNREACHABLE);
         assert_int_equal(p.amount, 0);
 
         /* Cache at or below min-file is never taken. */
         b = bounds(64 * MiB, 60, 10, 16 * MiB, 64 * MiB);
         s = sample(40 * MiB, 16 * MiB);
-        reclaim_plan(&b, &s, false, &p);
+        plan_step(&b, &s, false, &p);
         assert_int_equal(p.verdict, RECLAIM_UNREACHABLE);
 
         /* Property: for every sample, a step never asks for more than the cache above
@@ -135,7 +135,7 @@ static void test_plan_never_below_the_floor(_unused_ void **state) {
                 for (uint64_t file = 0; file <= usage; file += MiB / 2) {
                         s = sample(usage, file);
                         for (int ep = 0; ep < 2; ep++) {
-                                reclaim_plan(&b, &s, ep, &p);
+                                plan_step(&b, &s, ep, &p);
                                 if (p.verdict != RECLAIM_STEP)
                                         continue;
                                 assert_true(p.amount > 0);
@@ -184,91 +184,91 @@ static void test_pod_dir(_unused_ void **state) {
 static void test_leftover_action(_unused_ void **state) {
         /* Only a confirmed ENOENT of the cgroup, or the original (or more) in force, lets a record
          * go without a restore; any other failure keeps it. */
-        assert_int_equal(reclaim_leftover_action(-ENOENT, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
-        assert_int_equal(reclaim_leftover_action(-EACCES, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
-        assert_int_equal(reclaim_leftover_action(-ENOMEDIUM, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
-        assert_int_equal(reclaim_leftover_action(-EIO, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
-        assert_int_equal(reclaim_leftover_action(0, -EIO, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
-        assert_int_equal(reclaim_leftover_action(0, -ENOENT, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
-        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, 64 * MiB, 0, 4096), LEFTOVER_RESTORE);
-        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, UINT64_MAX, 0, 4096), LEFTOVER_RESTORE);
-        assert_int_equal(reclaim_leftover_action(0, 0, 64 * MiB, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
-        assert_int_equal(reclaim_leftover_action(0, 0, 80 * MiB, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
-        assert_int_equal(reclaim_leftover_action(0, 0, UINT64_MAX, UINT64_MAX, 0, 4096), LEFTOVER_FORGET);
-        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, 0, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(plan_leftover_action(-ENOENT, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(plan_leftover_action(-EACCES, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(plan_leftover_action(-ENOMEDIUM, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(plan_leftover_action(-EIO, 0, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(plan_leftover_action(0, -EIO, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(plan_leftover_action(0, -ENOENT, 0, 64 * MiB, 0, 4096), LEFTOVER_KEEP);
+        assert_int_equal(plan_leftover_action(0, 0, 40 * MiB, 64 * MiB, 0, 4096), LEFTOVER_RESTORE);
+        assert_int_equal(plan_leftover_action(0, 0, 40 * MiB, UINT64_MAX, 0, 4096), LEFTOVER_RESTORE);
+        assert_int_equal(plan_leftover_action(0, 0, 64 * MiB, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(plan_leftover_action(0, 0, 80 * MiB, 64 * MiB, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(plan_leftover_action(0, 0, UINT64_MAX, UINT64_MAX, 0, 4096), LEFTOVER_FORGET);
+        assert_int_equal(plan_leftover_action(0, 0, 40 * MiB, 0, 0, 4096), LEFTOVER_KEEP);
         /* With the value we wrote known: restored only if it is still in force (page-rounded). */
-        assert_int_equal(reclaim_leftover_action(0, 0, 40 * MiB, 64 * MiB, 40 * MiB + 100, 4096), LEFTOVER_RESTORE);
-        assert_int_equal(reclaim_leftover_action(0, 0, 44 * MiB, 64 * MiB, 40 * MiB, 4096), LEFTOVER_NOT_OURS);
-        assert_int_equal(reclaim_leftover_action(0, 0, 64 * MiB, 64 * MiB, 40 * MiB, 4096), LEFTOVER_FORGET);
-        assert_int_equal(reclaim_leftover_action(-ENOENT, 0, 0, 64 * MiB, 40 * MiB, 4096), LEFTOVER_FORGET);
-        assert_int_equal(reclaim_leftover_action(0, -EIO, 0, 64 * MiB, 40 * MiB, 4096), LEFTOVER_KEEP);
-        assert_string_equal(reclaim_leftover_action_to_string(LEFTOVER_KEEP), "keep");
-        assert_string_equal(reclaim_leftover_action_to_string(LEFTOVER_NOT_OURS), "not-ours");
-        assert_null(reclaim_leftover_action_to_string(_LEFTOVER_ACTION_MAX));
+        assert_int_equal(plan_leftover_action(0, 0, 40 * MiB, 64 * MiB, 40 * MiB + 100, 4096), LEFTOVER_RESTORE);
+        assert_int_equal(plan_leftover_action(0, 0, 44 * MiB, 64 * MiB, 40 * MiB, 4096), LEFTOVER_NOT_OURS);
+        assert_int_equal(plan_leftover_action(0, 0, 64 * MiB, 64 * MiB, 40 * MiB, 4096), LEFTOVER_FORGET);
+        assert_int_equal(plan_leftover_action(-ENOENT, 0, 0, 64 * MiB, 40 * MiB, 4096), LEFTOVER_FORGET);
+        assert_int_equal(plan_leftover_action(0, -EIO, 0, 64 * MiB, 40 * MiB, 4096), LEFTOVER_KEEP);
+        assert_string_equal(plan_leftover_action_to_string(LEFTOVER_KEEP), "keep");
+        assert_string_equal(plan_leftover_action_to_string(LEFTOVER_NOT_OURS), "not-ours");
+        assert_null(plan_leftover_action_to_string(_LEFTOVER_ACTION_MAX));
 }
 
 static void test_record_never_takes_the_lowered_limit(_unused_ void **state) {
         /* A failed restore leaves our 40M in force: it is not an operator's change... */
-        assert_false(reclaim_limit_is_new_original(true, 64 * MiB, 40 * MiB));
-        assert_false(reclaim_limit_is_new_original(true, 64 * MiB, 80 * MiB));
+        assert_false(plan_limit_is_new_original(true, 64 * MiB, 40 * MiB));
+        assert_false(plan_limit_is_new_original(true, 64 * MiB, 80 * MiB));
         /* ...and never recorded over the original, whoever asks. */
-        assert_false(reclaim_record_may_write(true, 64 * MiB, 40 * MiB));
-        assert_true(reclaim_record_may_write(true, 64 * MiB, 64 * MiB));
-        assert_true(reclaim_record_may_write(true, 64 * MiB, 80 * MiB));
-        assert_false(reclaim_record_may_write(false, 64 * MiB, 0));
+        assert_false(plan_record_may_write(true, 64 * MiB, 40 * MiB));
+        assert_true(plan_record_may_write(true, 64 * MiB, 64 * MiB));
+        assert_true(plan_record_may_write(true, 64 * MiB, 80 * MiB));
+        assert_false(plan_record_may_write(false, 64 * MiB, 0));
         /* With the original back, a different limit is the operator's: the new original. */
-        assert_true(reclaim_limit_is_new_original(false, 64 * MiB, 40 * MiB));
-        assert_true(reclaim_record_may_write(false, 64 * MiB, 40 * MiB));
-        assert_false(reclaim_limit_is_new_original(false, 64 * MiB, 64 * MiB));
+        assert_true(plan_limit_is_new_original(false, 64 * MiB, 40 * MiB));
+        assert_true(plan_record_may_write(false, 64 * MiB, 40 * MiB));
+        assert_false(plan_limit_is_new_original(false, 64 * MiB, 64 * MiB));
         /* Nothing recorded yet: nothing to replace (the first step records). */
-        assert_false(reclaim_limit_is_new_original(false, 0, 40 * MiB));
-        assert_true(reclaim_record_may_write(false, 0, 40 * MiB));
-        assert_true(reclaim_record_may_write(true, 0, 40 * MiB));
+        assert_false(plan_limit_is_new_original(false, 0, 40 * MiB));
+        assert_true(plan_record_may_write(false, 0, 40 * MiB));
+        assert_true(plan_record_may_write(true, 0, 40 * MiB));
 }
 
 static void test_throttle_wanted(_unused_ void **state) {
         /* 64M limit, high 90% (57.6M), min-file 16M, headroom 1M. */
         struct reclaim_bounds b = bounds(64 * MiB, 90, 70, 16 * MiB, 32 * MiB);
         struct memcg_sample s = { .limit = 64 * MiB, .usage = 60 * MiB, .file = 59 * MiB, .anon = MiB };
-        assert_true(reclaim_throttle_wanted(&b, &s, false));
-        assert_true(reclaim_throttle_wanted(&b, &s, true));
+        assert_true(plan_throttle_wanted(&b, &s, false));
+        assert_true(plan_throttle_wanted(&b, &s, true));
         /* All of min-file counts, not what the kernel left of the cache at the cap. */
         s = (struct memcg_sample) { .limit = 64 * MiB, .usage = 42 * MiB, .file = MiB, .anon = 41 * MiB };
-        assert_false(reclaim_throttle_wanted(&b, &s, true));
-        assert_false(reclaim_throttle_wanted(&b, &s, false));
+        assert_false(plan_throttle_wanted(&b, &s, true));
+        assert_false(plan_throttle_wanted(&b, &s, false));
         /* In the headroom below high: stays if in force, does not come back otherwise. */
         s.anon = 40 * MiB; /* 40 + 16 + 1 = 57M < 57.6M, but 58M is not */
-        assert_true(reclaim_throttle_wanted(&b, &s, true));
-        assert_false(reclaim_throttle_wanted(&b, &s, false));
+        assert_true(plan_throttle_wanted(&b, &s, true));
+        assert_false(plan_throttle_wanted(&b, &s, false));
         s.anon = 39 * MiB;
-        assert_true(reclaim_throttle_wanted(&b, &s, false));
+        assert_true(plan_throttle_wanted(&b, &s, false));
         /* No overflow for an unlimited cgroup with sizes. */
         struct reclaim_level h = bytes(40 * MiB), t = bytes(24 * MiB);
         const char *reason = NULL;
-        assert_int_equal(reclaim_bounds_resolve(&h, &t, UINT64_MAX, 0, UINT64_MAX, &b, &reason), 0);
+        assert_int_equal(plan_bounds_resolve(&h, &t, UINT64_MAX, 0, UINT64_MAX, &b, &reason), 0);
         s.anon = UINT64_MAX - 1;
-        assert_false(reclaim_throttle_wanted(&b, &s, true));
+        assert_false(plan_throttle_wanted(&b, &s, true));
 }
 
 static void test_limit_is_ours(_unused_ void **state) {
-        assert_true(reclaim_limit_as_kernel_keeps(40 * MiB + 4095, 4096) == 40 * MiB);
-        assert_true(reclaim_limit_as_kernel_keeps(40 * MiB, 4096) == 40 * MiB);
-        assert_true(reclaim_limit_as_kernel_keeps(UINT64_MAX, 4096) == UINT64_MAX);
-        assert_true(reclaim_limit_is_ours(40 * MiB, 64 * MiB, 40 * MiB + 123, 4096));
-        assert_false(reclaim_limit_is_ours(40 * MiB + 4096, 64 * MiB, 40 * MiB, 4096)); /* someone else's */
-        assert_false(reclaim_limit_is_ours(64 * MiB, 64 * MiB, 40 * MiB, 4096));        /* the original is back */
-        assert_false(reclaim_limit_is_ours(80 * MiB, 64 * MiB, 0, 4096));
-        assert_true(reclaim_limit_is_ours(10 * MiB, 64 * MiB, 0, 4096)); /* unknown: below the original is ours */
-        assert_true(reclaim_limit_is_ours(40 * MiB, UINT64_MAX, 40 * MiB, 4096));
+        assert_true(plan_limit_as_kernel_keeps(40 * MiB + 4095, 4096) == 40 * MiB);
+        assert_true(plan_limit_as_kernel_keeps(40 * MiB, 4096) == 40 * MiB);
+        assert_true(plan_limit_as_kernel_keeps(UINT64_MAX, 4096) == UINT64_MAX);
+        assert_true(plan_limit_is_ours(40 * MiB, 64 * MiB, 40 * MiB + 123, 4096));
+        assert_false(plan_limit_is_ours(40 * MiB + 4096, 64 * MiB, 40 * MiB, 4096)); /* someone else's */
+        assert_false(plan_limit_is_ours(64 * MiB, 64 * MiB, 40 * MiB, 4096));        /* the original is back */
+        assert_false(plan_limit_is_ours(80 * MiB, 64 * MiB, 0, 4096));
+        assert_true(plan_limit_is_ours(10 * MiB, 64 * MiB, 0, 4096)); /* unknown: below the original is ours */
+        assert_true(plan_limit_is_ours(40 * MiB, UINT64_MAX, 40 * MiB, 4096));
 }
 
 static void test_step_errors(_unused_ void **state) {
         /* Transient: the next wake-up tries again. Hard: only after a backoff. */
-        assert_true(reclaim_step_error_is_transient(-EBUSY));
-        assert_true(reclaim_step_error_is_transient(-EAGAIN));
+        assert_true(plan_step_error_is_transient(-EBUSY));
+        assert_true(plan_step_error_is_transient(-EAGAIN));
         const int hard[] = { -EROFS, -EACCES, -EPERM, -ENOENT, -EINVAL, -EIO, -ENOMEM, -EOPNOTSUPP };
         for (size_t i = 0; i < ELEMENTSOF(hard); i++)
-                assert_false(reclaim_step_error_is_transient(hard[i]));
+                assert_false(plan_step_error_is_transient(hard[i]));
 }
 
 int main(void) {

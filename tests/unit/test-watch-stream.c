@@ -22,9 +22,9 @@ static int record(const struct watch_event *ev, void *userdata) {
         struct seen *s = userdata;
         if ((int) s->n == s->stop_at)
                 return -ECANCELED;
-        snprintf(s->types[s->n], sizeof(s->types[0]), "%s", watch_event_type_to_string(ev->type));
+        snprintf(s->types[s->n], sizeof(s->types[0]), "%s", watch_stream_event_type_to_string(ev->type));
         snprintf(s->rvs[s->n], sizeof(s->rvs[0]), "%s", ev->resource_version ? ev->resource_version : "-");
-        s->codes[s->n] = ev->type == WATCH_ERROR ? watch_status_code(ev->object) : 0;
+        s->codes[s->n] = ev->type == WATCH_ERROR ? watch_stream_status_code(ev->object) : 0;
         s->n++;
         return 0;
 }
@@ -136,9 +136,9 @@ static void test_callback_can_stop(void **state) {
 }
 
 static void test_names(void **state) {
-        assert_int_equal(watch_event_type_from_string("BOOKMARK"), WATCH_BOOKMARK);
-        assert_int_equal(watch_event_type_from_string("bookmark"), _WATCH_EVENT_TYPE_INVALID);
-        assert_null(watch_event_type_to_string(_WATCH_EVENT_TYPE_MAX));
+        assert_int_equal(watch_stream_event_type_from_string("BOOKMARK"), WATCH_BOOKMARK);
+        assert_int_equal(watch_stream_event_type_from_string("bookmark"), _WATCH_EVENT_TYPE_INVALID);
+        assert_null(watch_stream_event_type_to_string(_WATCH_EVENT_TYPE_MAX));
 }
 
 int main(void) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* zkreg's registration plan (registration-plan.c) without ZooKeeper: the next operation and the
+/* zkreg's registration plan (reg-plan.c) without ZooKeeper: the next operation and the
  * state shown for what a registration wants and knows, the check after a lost create, flap
  * damping, the parents zkreg may create. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "registration-plan.h"
+#include "reg-plan.h"
 #include "strv.h"
 
 #define ALIVE "{\"status\":\"ALIVE\"}"
@@ -57,21 +57,21 @@ static enum reg_state state_of(const struct reg_facts *f, enum reg_waiting *ret_
 }
 
 static void test_tables(_unused_ void **state) {
-        assert_string_equal(reg_state_to_string(REG_UNREADY), "unready");
-        assert_string_equal(reg_state_to_string(REG_DEREGISTERING), "deregistering");
-        assert_null(reg_state_to_string(_REG_STATE_MAX));
-        assert_null(reg_state_to_string(_REG_STATE_INVALID));
+        assert_string_equal(reg_plan_state_to_string(REG_UNREADY), "unready");
+        assert_string_equal(reg_plan_state_to_string(REG_DEREGISTERING), "deregistering");
+        assert_null(reg_plan_state_to_string(_REG_STATE_MAX));
+        assert_null(reg_plan_state_to_string(_REG_STATE_INVALID));
         for (int i = 0; i < _REG_STATE_MAX; i++)
-                assert_non_null(reg_state_to_string(i));
+                assert_non_null(reg_plan_state_to_string(i));
         for (int i = 0; i < _REG_ACTION_MAX; i++)
-                assert_non_null(reg_action_to_string(i));
+                assert_non_null(reg_plan_action_to_string(i));
         for (int i = 0; i < _REG_GOAL_MAX; i++)
-                assert_non_null(reg_goal_to_string(i));
+                assert_non_null(reg_plan_goal_to_string(i));
         for (int i = 0; i < _REG_OP_MAX; i++)
-                assert_non_null(reg_op_to_string(i));
+                assert_non_null(reg_plan_op_to_string(i));
         for (int i = 0; i < _REG_VERDICT_MAX; i++)
-                assert_non_null(reg_verdict_to_string(i));
-        assert_null(reg_action_to_string(_REG_ACTION_MAX));
+                assert_non_null(reg_plan_verdict_to_string(i));
+        assert_null(reg_plan_action_to_string(_REG_ACTION_MAX));
 }
 
 static void test_create_then_registered(_unused_ void **state) {
@@ -295,8 +295,8 @@ static void test_check_adopts_the_first_and_deletes_the_rest(_unused_ void **sta
         assert_true(reg_plan_check(m, ELEMENTSOF(m), us, "10.0.0.1", 8080, v));
         for (size_t i = 0; i < ELEMENTSOF(m); i++)
                 if (v[i] != want[i])
-                        fail_msg("member %zu: %s, wanted %s", i, reg_verdict_to_string(v[i]),
-                                 reg_verdict_to_string(want[i]));
+                        fail_msg("member %zu: %s, wanted %s", i, reg_plan_verdict_to_string(v[i]),
+                                 reg_plan_verdict_to_string(want[i]));
         /* nothing there: complete, nothing adopted */
         assert_true(reg_plan_check(NULL, 0, us, "10.0.0.1", 8080, v));
         /* a read that failed: adopt what was read, but check again */

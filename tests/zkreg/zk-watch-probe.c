@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A test driver for the FACT_ZOOKEEPER watches (modules/zkreg/zk-watch.c) on the real session
+/* A test driver for the FACT_ZOOKEEPER watches (modules/zkreg/zk-watches.c) on the real session
  * code (zk-session.c): connects to the servers in argv[1], watches every path in argv[2..] and
  * prints one line per report on stdout:
  *     watch PATH MZXID ERROR        (ERROR is 0 or a negative errno)
@@ -20,7 +20,7 @@
 
 #include "log.h"
 #include "zk-session.h"
-#include "zk-watch.h"
+#include "zk-watches.h"
 
 struct probe {
         struct zk_session *session;

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The pure decisions of zkreg's registrations (see registration-plan.h). */
+/* The pure decisions of zkreg's registrations (see reg-plan.h). */
 
 #include <errno.h>
 #include <string.h>
 
-#include "registration-plan.h"
+#include "reg-plan.h"
 #include "string-table.h"
 #include "strv.h"
 
-static const char *const reg_state_table[_REG_STATE_MAX] = {
+static const char *const reg_plan_state_table[_REG_STATE_MAX] = {
         [REG_UNREADY] = "unready",
         [REG_PENDING] = "pending",
         [REG_REGISTERING] = "registering",
@@ -17,17 +17,17 @@ static const char *const reg_state_table[_REG_STATE_MAX] = {
         [REG_DEREGISTERING] = "deregistering",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_state, enum reg_state);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_plan_state, enum reg_state);
 
-static const char *const reg_goal_table[_REG_GOAL_MAX] = {
+static const char *const reg_plan_goal_table[_REG_GOAL_MAX] = {
         [REG_GOAL_NONE] = "none",
         [REG_GOAL_ALIVE] = "alive",
         [REG_GOAL_STOPPING] = "stopping",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_goal, enum reg_goal);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_plan_goal, enum reg_goal);
 
-static const char *const reg_op_table[_REG_OP_MAX] = {
+static const char *const reg_plan_op_table[_REG_OP_MAX] = {
         [REG_OP_NONE] = "none",
         [REG_OP_CREATE] = "create",
         [REG_OP_CHECK] = "check",
@@ -35,9 +35,9 @@ static const char *const reg_op_table[_REG_OP_MAX] = {
         [REG_OP_DELETE] = "delete",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_op, enum reg_op);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_plan_op, enum reg_op);
 
-static const char *const reg_action_table[_REG_ACTION_MAX] = {
+static const char *const reg_plan_action_table[_REG_ACTION_MAX] = {
         [REG_ACTION_NONE] = "none",
         [REG_ACTION_FREE] = "free",
         [REG_ACTION_WAIT_SESSION] = "wait-session",
@@ -48,16 +48,16 @@ static const char *const reg_action_table[_REG_ACTION_MAX] = {
         [REG_ACTION_SET] = "set",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_action, enum reg_action);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_plan_action, enum reg_action);
 
-static const char *const reg_verdict_table[_REG_VERDICT_MAX] = {
+static const char *const reg_plan_verdict_table[_REG_VERDICT_MAX] = {
         [REG_VERDICT_IGNORE] = "ignore",
         [REG_VERDICT_CLAIMED] = "claimed",
         [REG_VERDICT_ADOPT] = "adopt",
         [REG_VERDICT_DELETE] = "delete",
 };
 
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_verdict, enum reg_verdict);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(reg_plan_verdict, enum reg_verdict);
 
 const char *reg_plan_desired(const struct reg_facts *f, enum reg_goal g) {
         switch (g) {

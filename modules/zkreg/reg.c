@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Each registration's state machine (see registration.h and registration-plan.h): reg_step()
+/* Each registration's state machine (see registration.h and reg-plan.h): reg_step()
  * asks the plan for the next operation and runs it through zk-ops; each completion takes in
  * what ZooKeeper answered, shows the state the plan gives, and queues the next step. */
 
@@ -56,13 +56,13 @@ static int reg_znode_cmp(const void *a, const void *b) {
         return strcmp(((const struct registration *) a)->znode, ((const struct registration *) b)->znode);
 }
 
-struct registration *registry_by_uid(struct registry *r, const char *uid) {
+struct registration *reg_by_uid(struct registry *r, const char *uid) {
         struct registration key = { .uid = (char *) uid };
         void *node = tfind(&key, &r->by_uid, reg_uid_cmp);
         return node ? *(struct registration **) node : NULL;
 }
 
-struct registration *registry_by_znode(struct registry *r, const char *path) {
+static struct registration *reg_by_znode(struct registry *r, const char *path) {
         struct registration key = { .znode = (char *) path };
         void *node = path ? tfind(&key, &r->by_znode, reg_znode_cmp) : NULL;
         return node ? *(struct registration **) node : NULL;
@@ -73,7 +73,7 @@ static void reg_forget_member(struct registration *reg) {
         struct registry *r = reg->registry;
 
         member_watch_remove(reg);
-        if (reg->znode && registry_by_znode(r, reg->znode) == reg)
+        if (reg->znode && reg_by_znode(r, reg->znode) == reg)
                 (void) tdelete(reg, &r->by_znode, reg_znode_cmp);
         reg->znode = mfree(reg->znode);
         reg->written = mfree(reg->written);
@@ -88,7 +88,7 @@ static void reg_set_member(struct registration *reg, const char *path, const cha
                 reg_forget_member(reg);
                 if (reg_set_string(&reg->znode, path) < 0)
                         return;
-                if (!registry_by_znode(r, path) && !tsearch(reg, &r->by_znode, reg_znode_cmp)) {
+                if (!reg_by_znode(r, path) && !tsearch(reg, &r->by_znode, reg_znode_cmp)) {
                         /* Out of memory: a member we cannot find by its path is one we cannot
                          * watch over, so it is not ours as far as we know. */
                         reg->znode = mfree(reg->znode);
@@ -151,18 +151,18 @@ static void reg_set_state(struct registration *reg, enum reg_state state) {
         reg->state = state;
         reg->last_change = now_usec(CLOCK_REALTIME);
         if (state == REG_REGISTERED)
-                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s: %s at %s", reg_state_to_string(old),
-                               reg_state_to_string(state), strempty(reg->entry.endpoint), strempty(reg->znode));
+                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s: %s at %s", reg_plan_state_to_string(old),
+                               reg_plan_state_to_string(state), strempty(reg->entry.endpoint), strempty(reg->znode));
         else if (reg_transition_is_deregistration(reg, old, state))
-                (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
-                               reg_state_to_string(state), error ? ": " : "", strempty(error));
+                (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_plan_state_to_string(old),
+                               reg_plan_state_to_string(state), error ? ": " : "", strempty(error));
         else if (state == REG_STOPPING || (state == REG_UNREADY && old != REG_PENDING) ||
                  old == REG_REGISTERED || old == REG_STOPPING)
-                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
-                               reg_state_to_string(state), error ? ": " : "", strempty(error));
+                (void) log_reg_full_errno(reg, LOG_INFO, 0, "Registration %s → %s%s%s", reg_plan_state_to_string(old),
+                               reg_plan_state_to_string(state), error ? ": " : "", strempty(error));
         else
-                (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_state_to_string(old),
-                               reg_state_to_string(state), error ? ": " : "", strempty(error));
+                (void) log_reg_full_errno(reg, LOG_DEBUG, 0, "Registration %s → %s%s%s", reg_plan_state_to_string(old),
+                               reg_plan_state_to_string(state), error ? ": " : "", strempty(error));
 }
 
 static struct reg_facts reg_facts(const struct registration *reg, usec_t now) {
@@ -211,7 +211,7 @@ static int on_reg_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         struct registration *reg = userdata;
         (void) src;
         (void) usec;
-        reg_kick(reg);
+        registry_kick(reg);
         return 0;
 }
 
@@ -247,7 +247,7 @@ static void reg_after_op(struct registration *reg) {
         if (reg->inflight != REG_OP_NONE)
                 return;
         reg_update(reg);
-        reg_kick(reg);
+        registry_kick(reg);
         if (r->shutting_down)
                 registry_check_done(r);
 }
@@ -255,7 +255,7 @@ static void reg_after_op(struct registration *reg) {
 /* ---- our members deleted by someone else (member-watch.c notices) ---- */
 
 void reg_member_gone(struct registry *r, const char *path) {
-        struct registration *reg = registry_by_znode(r, path);
+        struct registration *reg = reg_by_znode(r, path);
 
         if (!reg || reg->znode_session != zk_session_id(r->session))
                 return;
@@ -268,12 +268,12 @@ void reg_member_gone(struct registry *r, const char *path) {
 }
 
 /* Operations whose registration is gone, and deletes of members nobody owns. */
-void registry_on_orphan(void *userdata, const struct zk_op_result *res) {
+void reg_on_orphan(void *userdata, const struct zk_op_result *res) {
         struct registry *r = userdata;
 
         if (res->kind == ZK_OP_CREATE && res->rc == ZOK && res->created)
                 /* Nobody wants this member any more (can only happen while tearing down). */
-                (void) zk_ops_delete(r->ops, res->created, registry_on_orphan, r);
+                (void) zk_ops_delete(r->ops, res->created, reg_on_orphan, r);
         else if (res->kind == ZK_OP_DELETE && r->shutting_down)
                 registry_check_done(r);
 }
@@ -369,7 +369,7 @@ static void on_set(void *userdata, const struct zk_op_result *res) {
 
 /* Another registration's member (two pods may share an endpoint, e.g. host network). */
 static bool znode_claimed_by_other(struct registry *r, const struct registration *reg, const char *path) {
-        const struct registration *o = registry_by_znode(r, path);
+        const struct registration *o = reg_by_znode(r, path);
         return o && o != reg;
 }
 
@@ -413,7 +413,7 @@ static void check_judge(struct registration *reg, const struct zk_op_result *res
                         break;
                 case REG_VERDICT_DELETE:
                         (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Deleting a second member of ours, %s", m->path);
-                        (void) zk_ops_delete(r->ops, m->path, registry_on_orphan, r);
+                        (void) zk_ops_delete(r->ops, m->path, reg_on_orphan, r);
                         break;
                 default:
                         break;
@@ -492,7 +492,7 @@ bool reg_step(struct registration *reg) {
 
         switch (next.action) {
         case REG_ACTION_FREE:
-                registration_free(reg);
+                reg_free(reg);
                 return true;
         case REG_ACTION_NONE:
         case REG_ACTION_WAIT_SESSION:
@@ -524,7 +524,7 @@ bool reg_step(struct registration *reg) {
                 else if (zk_error_is_connection(rc))
                         reg_set_error(reg, "ZooKeeper session not usable right now");
                 else
-                        reg_backoff(reg, reg_op_to_string(op), rc);
+                        reg_backoff(reg, reg_plan_op_to_string(op), rc);
                 reg_update(reg);
                 if (!zk_error_is_connection(rc))
                         reg_arm_timer(reg, reg->not_before);
@@ -547,7 +547,7 @@ void reg_session_changed(struct registration *reg, enum zk_session_state new, in
 
 /* ---- life ---- */
 
-struct registration *registration_new(struct registry *r, const struct pod *p) {
+struct registration *reg_new(struct registry *r, const struct pod *p) {
         struct registration *reg = calloc(1, sizeof(*reg));
         if (!reg)
                 return NULL;
@@ -583,10 +583,10 @@ struct registration *registration_new(struct registry *r, const struct pod *p) {
         return reg;
 }
 
-void registration_free(struct registration *reg) {
+void reg_free(struct registration *reg) {
         struct registry *r = reg->registry;
 
-        reg_unqueue(reg);
+        registry_unqueue(reg);
         /* Only the operation in flight is the registration's own (watches are the registry's). */
         if (r->ops && reg->inflight != REG_OP_NONE)
                 zk_ops_detach(r->ops, reg);

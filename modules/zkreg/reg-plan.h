@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* registration-plan: the pure decisions of zkreg's registrations, apart from ZooKeeper and the
+/* reg-plan: the pure decisions of zkreg's registrations, apart from ZooKeeper and the
  * event loop, so they can be unit tested and fuzzed. One registration compares what it wants
  * (its goal and the ServerSet data for it) with what ZooKeeper has as far as it knows (our
  * member, the data written there, a create whose outcome is unknown, the operation in flight):
@@ -49,7 +49,7 @@ enum reg_state {
         _REG_STATE_INVALID = -EINVAL,
 };
 
-const char *reg_state_to_string(enum reg_state s);
+const char *reg_plan_state_to_string(enum reg_state s);
 
 /* What the registration wants in ZooKeeper. */
 enum reg_goal {
@@ -59,7 +59,7 @@ enum reg_goal {
         _REG_GOAL_MAX,
 };
 
-const char *reg_goal_to_string(enum reg_goal g);
+const char *reg_plan_goal_to_string(enum reg_goal g);
 
 /* The operation of a registration in flight (at most one at a time). */
 enum reg_op {
@@ -71,7 +71,7 @@ enum reg_op {
         _REG_OP_MAX,
 };
 
-const char *reg_op_to_string(enum reg_op o);
+const char *reg_plan_op_to_string(enum reg_op o);
 
 struct reg_facts {
         /* wanted */
@@ -122,7 +122,7 @@ enum reg_action {
         _REG_ACTION_MAX,
 };
 
-const char *reg_action_to_string(enum reg_action a);
+const char *reg_plan_action_to_string(enum reg_action a);
 
 struct reg_next {
         enum reg_action action;
@@ -161,7 +161,7 @@ enum reg_verdict {
         _REG_VERDICT_MAX,
 };
 
-const char *reg_verdict_to_string(enum reg_verdict v);
+const char *reg_plan_verdict_to_string(enum reg_verdict v);
 
 /* Judges members[0..n) (in the listed order) for a lost create of host:port by session: the
  * first one the session owns with that endpoint is adopted, any further one deleted. Returns

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Node watches on the agent's ZooKeeper session (see zk-watch.h).
+/* Node watches on the agent's ZooKeeper session (see zk-watches.h).
  *
  * A watch reads its node with zoo_awexists() and a watcher. ZooKeeper keeps a pointer to the
  * watch while its watcher is registered ("armed") and while the read is in flight
@@ -13,7 +13,8 @@
 #include <systemd/sd-event.h>
 
 #include "log.h"
-#include "zk-watch.h"
+#include "zk-error.h"
+#include "zk-watches.h"
 
 #define MODULE "zkreg"
 
