@@ -258,7 +258,7 @@ static int list_take_items(struct reflector *r, const cJSON *items, unsigned *re
         cJSON_ArrayForEach(item, items) {
                 _cleanup_free_ char *error = NULL;
                 struct pod *p = NULL;
-                if (pod_from_json(item, NULL, &p, &error) < 0) {
+                if (pod_parse_json(item, NULL, &p, &error) < 0) {
                         /* One bad object must not cost us the others. */
                         log_module_warning(MODULE, "Ignoring a pod in the list: %s", strempty(error));
                         skipped++;
@@ -381,7 +381,7 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
         case WATCH_DELETED: {
                 _cleanup_free_ char *error = NULL;
                 _cleanup_(pod_unrefp) struct pod *p = NULL;
-                if (pod_from_json(ev->object, NULL, &p, &error) < 0) {
+                if (pod_parse_json(ev->object, NULL, &p, &error) < 0) {
                         log_module_warning(MODULE, "Ignoring a %s event: %s",
                                            watch_stream_event_type_to_string(ev->type), strempty(error));
                         count_error(r, "invalid-object");

@@ -144,7 +144,7 @@ int deletion_hold(struct module_instance *mi, struct api_request *req, const cha
                         return -ENOMEM;
                 d->waiters = grown;
                 d->waiters[d->n_waiters++] = (struct held_del) { .req = req, .answer = answer };
-                api_request_suspend(req, on_del_abort, p);
+                api_reply_suspend(req, on_del_abort, p);
                 log_module_debug(MODULE, "DEL of %s/%s answers once %s is deleted", container_id, ifname, d->host_ifname);
                 /* Next in line: a DEL waits for its own veth, not for the backlog. */
                 if (p->reaper)

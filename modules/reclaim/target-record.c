@@ -8,7 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "json.h"
 #include "target-internal.h"
 
@@ -43,10 +43,10 @@ int target_record_write(struct reclaim_target *t, uint64_t value) {
         _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
         if (!text)
                 return -ENOMEM;
-        int r = mkdir_p(t->ctx->record_dir, 0700);
+        int r = fs_mkdir_p(t->ctx->record_dir, 0700);
         if (r < 0)
                 return r;
-        r = write_file_atomic(t->record_path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+        r = fs_write_file_atomic(t->record_path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
         if (r < 0)
                 return r;
         t->recorded_cap = value;
@@ -89,7 +89,7 @@ void target_record_note_lowered(struct reclaim_target *t, uint64_t value, uint64
 static int read_lowered(const char *path, uint64_t ret[static 2]) {
         _cleanup_free_ char *text = NULL;
         uint64_t v[2] = {};
-        int r = read_file_full(path, 64, &text, NULL);
+        int r = fs_read_file_full(path, 64, &text, NULL);
         if (r < 0)
                 return r;
         const char *p = text;
@@ -137,7 +137,7 @@ void target_record_remove(struct reclaim_target *t) {
                 log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->record_path);
                 return;
         }
-        (void) fsync_directory_of(t->record_path);
+        (void) fs_fsync_directory_of(t->record_path);
         t->recorded_cap = 0;
 }
 
@@ -243,7 +243,7 @@ void target_record_load(struct reclaim_target *t) {
 
         if (t->recorded_cap)
                 return;
-        int r = read_file_full(t->record_path, 4096, &text, NULL);
+        int r = fs_read_file_full(t->record_path, 4096, &text, NULL);
         if (r == -ENOENT)
                 return;
         if (r < 0 || record_parse(text, &cgroup, &value, &version) < 0) {
@@ -273,26 +273,26 @@ void target_record_load(struct reclaim_target *t) {
 }
 
 int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
-        _cleanup_close_ int dfd = open_directory(ctx->record_dir);
+        _cleanup_close_ int dfd = fs_open_directory(ctx->record_dir);
         int n = 0;
         if (dfd == -ENOENT)
                 return 0;
         if (dfd < 0)
                 return log_module_error_errno(MODULE, dfd, "Failed to open %s: %m", ctx->record_dir);
-        (void) fsutil_cleanup_temp(ctx->record_dir);
-        DIR *d = opendir_at(dfd, ".");
+        (void) fs_cleanup_temp(ctx->record_dir);
+        DIR *d = fs_opendir_at(dfd, ".");
         if (!d)
                 return log_module_error_errno(MODULE, errno, "Failed to read %s: %m", ctx->record_dir);
         struct dirent *de;
-        while (read_entry(d, &de) > 0) {
+        while (fs_read_entry(d, &de) > 0) {
                 size_t len = strlen(de->d_name);
                 if (len < 6 || !streq(de->d_name + len - 5, ".json"))
                         continue;
-                _cleanup_free_ char *p = path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
+                _cleanup_free_ char *p = fs_path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
                 _cleanup_(memcg_freep) struct memcg *cg = NULL;
                 enum memcg_version version = MEMCG_V1;
                 uint64_t cur = 0, want = 0;
-                int q = !p ? -ENOMEM : read_file_full(p, 4096, &text, NULL);
+                int q = !p ? -ENOMEM : fs_read_file_full(p, 4096, &text, NULL);
                 if (q >= 0)
                         q = record_parse(text, &cgroup, &want, &version);
                 if (q < 0) {
@@ -307,7 +307,7 @@ int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
                 if (asprintf(&lowered, "%.*s.lowered", (int) (len - 5), de->d_name) < 0)
                         lowered = NULL;
                 if (lowered) {
-                        _cleanup_free_ char *lp = path_join(ctx->record_dir, lowered);
+                        _cleanup_free_ char *lp = fs_path_join(ctx->record_dir, lowered);
                         if (!lp || read_lowered(lp, noted) < 0)
                                 noted[0] = noted[1] = 0;
                 }
@@ -360,6 +360,6 @@ int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
                 (void) unlinkat(dfd, de->d_name, 0);
         }
         closedir(d);
-        (void) fsync_fd(dfd);
+        (void) fs_fsync_fd(dfd);
         return n;
 }

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 #include <sys/stat.h>
 
-#include "fsutil.h"
+#include "fs.h"
 #include "ipam.h"
 #include "json.h"
 
@@ -108,7 +108,7 @@ static void test_persistence(void **state) {
         char *error = NULL;
 
         assert_non_null(mkdtemp(dir));
-        file = path_join(dir, "allocations.json");
+        file = fs_path_join(dir, "allocations.json");
         assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, NULL), 0);
         struct ipam_owner o = owner;
         o.netns = "/var/run/netns/x";
@@ -142,15 +142,15 @@ static void test_persistence(void **state) {
         p = ipam_free(p);
 
         /* A damaged file is refused, never overwritten. */
-        assert_int_equal(write_file_atomic(file, "{\"version\":1,\"allocations\":7}", 30, 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(file, "{\"version\":1,\"allocations\":7}", 30, 0600, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, &error), -EBADMSG);
         assert_non_null(error);
         free(error);
         error = NULL;
-        assert_int_equal(write_file_atomic(file, "garbage", 7, 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(file, "garbage", 7, 0600, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(ipam_new("10.11.0.0/24", 30 * SEC, file, &p, &error), -EBADMSG);
         free(error);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 static off_t file_size(const char *path) {
@@ -168,8 +168,8 @@ static void test_deferred_sync(void **state) {
         struct ipam *p = NULL;
 
         assert_non_null(mkdtemp(dir));
-        file = path_join(dir, "allocations.json");
-        journal = path_join(dir, "allocations.journal");
+        file = fs_path_join(dir, "allocations.json");
+        journal = fs_path_join(dir, "allocations.journal");
         assert_int_equal(ipam_new("10.12.0.0/24", 0, file, &p, NULL), 0);
 
         /* Written before ipam_sync(): a kill -9 here keeps it. */
@@ -221,7 +221,7 @@ static void test_deferred_sync(void **state) {
         assert_non_null(ipam_find(p, "c4", "eth0"));
         assert_int_equal(ipam_n_deleting(p), 0);
         p = ipam_free(p);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 static void test_host_ifname(void **state) {
@@ -296,7 +296,7 @@ static void test_repeated_allocate_and_update_owner(void **state) {
         /* The network and the MTU it was wired with survive a restart (GC and CHECK use them). */
         assert_string_equal(b->network, "net2");
         assert_int_equal(b->mtu, 1400);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 /* The state file was renamed into place but its directory's fsync failed: the change stands in
@@ -312,7 +312,7 @@ static void test_renamed_but_not_durable(void **state) {
         assert_true(asprintf(&file, "%s/state.json", dir) > 0);
         /* The core function first: the failure after the rename is told apart. */
         fail_dir_fsync = true;
-        assert_int_equal(write_file_atomic_full(file, "{}", 2, 0600, (uid_t) -1, (gid_t) -1, &renamed), -EIO);
+        assert_int_equal(fs_write_file_atomic_full(file, "{}", 2, 0600, (uid_t) -1, (gid_t) -1, &renamed), -EIO);
         assert_true(renamed);
         assert_int_equal(unlink(file), 0);
 
@@ -337,13 +337,13 @@ static void test_renamed_but_not_durable(void **state) {
         /* And a write that works reports nothing. */
         assert_int_equal(ipam_release(p, "c2", "eth0", 4 * SEC, false), 1);
         assert_int_equal(ipam_take_not_durable(p), 0);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 static char *slurp(const char *path) {
         char *text = NULL;
         size_t size = 0;
-        assert_int_equal(read_file_full(path, 1u << 24, &text, &size), 0);
+        assert_int_equal(fs_read_file_full(path, 1u << 24, &text, &size), 0);
         return text;
 }
 
@@ -388,12 +388,12 @@ static void test_journal_replay_and_upgrade(void **state) {
         const struct ipam_allocation *a;
 
         assert_non_null(mkdtemp(dir));
-        file = path_join(dir, "allocations.json");
-        journal = path_join(dir, "allocations.journal");
+        file = fs_path_join(dir, "allocations.json");
+        journal = fs_path_join(dir, "allocations.journal");
         const char *v1 = "{\"version\":1,\"cidr\":\"10.15.0.0/24\",\"cursor\":\"10.15.0.7\",\"allocations\":["
                          "{\"ip\":\"10.15.0.7\",\"containerID\":\"old\",\"ifname\":\"eth0\",\"hostIfname\":\"pinaaaaaaaa\","
                          "\"since\":5}],\"quarantine\":[{\"ip\":\"10.15.0.3\",\"releasedAt\":9}],\"deleting\":[\"pinbbbbbbbb\"]}";
-        assert_int_equal(write_file_atomic(file, v1, strlen(v1), 0600, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(fs_write_file_atomic(file, v1, strlen(v1), 0600, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(ipam_new("10.15.0.0/24", 30 * SEC, file, &p, NULL), 0);
         assert_int_equal(ipam_count(p), 1);
         assert_int_equal(ipam_n_deleting(p), 1);
@@ -435,7 +435,7 @@ static void test_journal_replay_and_upgrade(void **state) {
         assert_string_equal(before, "");
         assert_int_equal(ipam_new("10.15.0.0/24", 30 * SEC, file, &again, NULL), 0);
         assert_same_state(p, again, 13 * SEC);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 /* A kill -9 between writing the new snapshot and emptying the journal: the records the snapshot
@@ -447,8 +447,8 @@ static void test_compaction_interrupted(void **state) {
         const struct ipam_allocation *a;
 
         assert_non_null(mkdtemp(dir));
-        file = path_join(dir, "allocations.json");
-        journal = path_join(dir, "allocations.journal");
+        file = fs_path_join(dir, "allocations.json");
+        journal = fs_path_join(dir, "allocations.journal");
         assert_int_equal(ipam_new("10.16.0.0/24", 30 * SEC, file, &p, NULL), 0);
         for (int i = 0; i < 5; i++) {
                 char id[16];
@@ -472,7 +472,7 @@ static void test_compaction_interrupted(void **state) {
         assert_int_equal(ipam_new("10.16.0.0/24", 30 * SEC, file, &again, NULL), 0);
         assert_same_state(p, again, 4 * SEC);
         assert_null(ipam_find(again, "c5", "eth0"));
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 /* A torn last line (the write a crash interrupted, never acknowledged) is dropped; a damaged line
@@ -485,8 +485,8 @@ static void test_journal_torn_and_damaged(void **state) {
         char *error = NULL;
 
         assert_non_null(mkdtemp(dir));
-        file = path_join(dir, "allocations.json");
-        journal = path_join(dir, "allocations.journal");
+        file = fs_path_join(dir, "allocations.json");
+        journal = fs_path_join(dir, "allocations.journal");
         assert_int_equal(ipam_new("10.17.0.0/24", 30 * SEC, file, &p, NULL), 0);
         for (int i = 0; i < 3; i++) {
                 char id[16];
@@ -530,7 +530,7 @@ static void test_journal_torn_and_damaged(void **state) {
         free(good);
         good = slurp(journal);
         assert_string_equal(good, now); /* nothing overwritten */
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 /* A requested address: reserved for the attachment, or a clear refusal and nothing allocated. */
@@ -544,7 +544,7 @@ static void test_static_request(void **state) {
         unsigned prefix;
 
         assert_non_null(mkdtemp(dir));
-        file = path_join(dir, "allocations.json");
+        file = fs_path_join(dir, "allocations.json");
         assert_int_equal(ipam_addr_parse_cidr("10.18.0.0/24", &net, &prefix), 0);
         o2.host_ifname = "pin22222222";
         assert_int_equal(ipam_new("10.18.0.0/24", 30 * SEC, file, &p, NULL), 0);
@@ -574,7 +574,7 @@ static void test_static_request(void **state) {
         assert_int_equal(ipam_allocate_addr(p, "c2", "eth0", &o2, net + 50, 40 * SEC, &a), 1);
         assert_int_equal(ipam_new("10.18.0.0/24", 30 * SEC, file, &again, NULL), 0);
         assert_same_state(p, again, 40 * SEC);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 }
 
 /* Thousands of allocations: every address distinct, lookups by attachment and address agree,
@@ -655,7 +655,7 @@ static void test_dual_stack(void **state) {
         }
 
         assert_non_null(mkdtemp(dir));
-        file = path_join(dir, "allocations.json");
+        file = fs_path_join(dir, "allocations.json");
         assert_int_equal(ipam_new("10.21.0.0/24,fd00:21::/64", 30 * SEC, file, &p, NULL), 0);
         assert_true(ipam_has_family(p, AF_INET) && ipam_has_family(p, AF_INET6));
         struct ipam_owner o = owner_named(name, 1);
@@ -706,7 +706,7 @@ static void test_dual_stack(void **state) {
         assert_string_equal(cJSON_GetObjectItem(p6, "podCIDR")->valuestring, "fd00:21::/64");
         assert_int_equal(cJSON_GetObjectItem(p6, "allocated")->valueint, 3);
         assert_int_equal(cJSON_GetObjectItem(p6, "size")->valueint, IPAM_MAX_POOL6);
-        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(fs_rm_rf(dir), 0);
 
         /* IPv6 only: no IPv4 address, an IPv4 request refused, a small pool fills up. */
         assert_int_equal(ipam_new("fd00:23::/126", 0, NULL, &six, NULL), 0);
