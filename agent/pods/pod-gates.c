@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "observer-list.h"
 #include "pod-gates.h"
 
 struct gate {
@@ -13,18 +14,10 @@ struct gate {
         void *userdata;
 };
 
-struct listener {
-        pod_gates_listener_fn fn;
-        void *userdata;
-        bool removed; /* removed during a dispatch; compacted afterwards */
-};
-
 struct pod_gates {
         struct gate *gates;
         size_t n_gates;
-        struct listener *listeners;
-        size_t n_listeners;
-        unsigned dispatching; /* nesting depth of pod_gates_changed() */
+        struct observer_list listeners;
 };
 
 int pod_gates_new(struct pod_gates **ret) {
@@ -45,7 +38,7 @@ struct pod_gates *pod_gates_free(struct pod_gates *g) {
         for (size_t i = 0; i < g->n_gates; i++)
                 free(g->gates[i].name);
         free(g->gates);
-        free(g->listeners);
+        observer_list_done(&g->listeners);
         free(g);
         return NULL;
 }
@@ -94,52 +87,26 @@ void pod_gates_remove(struct pod_gates *g, const char *name) {
 }
 
 int pod_gates_add_listener(struct pod_gates *g, pod_gates_listener_fn fn, void *userdata) {
-        struct listener *grown;
-
-        if (!g || !fn)
+        if (!g)
                 return -EINVAL;
-        for (size_t i = 0; i < g->n_listeners; i++)
-                if (!g->listeners[i].removed && g->listeners[i].fn == fn && g->listeners[i].userdata == userdata)
-                        return -EEXIST;
-        grown = realloc(g->listeners, (g->n_listeners + 1) * sizeof(struct listener));
-        if (!grown)
-                return -ENOMEM;
-        g->listeners = grown;
-        g->listeners[g->n_listeners++] = (struct listener) { .fn = fn, .userdata = userdata };
-        return 0;
-}
-
-static void listeners_compact(struct pod_gates *g) {
-        size_t kept = 0;
-
-        for (size_t i = 0; i < g->n_listeners; i++)
-                if (!g->listeners[i].removed)
-                        g->listeners[kept++] = g->listeners[i];
-        g->n_listeners = kept;
+        return observer_list_add(&g->listeners, (observer_list_fn) fn, userdata, 0);
 }
 
 void pod_gates_remove_listener(struct pod_gates *g, pod_gates_listener_fn fn, void *userdata) {
-        if (!g)
-                return;
-        for (size_t i = 0; i < g->n_listeners; i++)
-                if (g->listeners[i].fn == fn && g->listeners[i].userdata == userdata)
-                        g->listeners[i].removed = true;
-        /* While dispatching, the array must not move under the loop: compact afterwards. */
-        if (g->dispatching == 0)
-                listeners_compact(g);
+        if (g)
+                observer_list_remove(&g->listeners, (observer_list_fn) fn, userdata);
 }
 
 void pod_gates_changed(struct pod_gates *g, const char *uid) {
         if (!g)
                 return;
-        g->dispatching++;
-        /* Listeners added during the dispatch land past the end we read here and are not
-         * called for this change; removed ones are skipped. */
-        for (size_t i = 0, n = g->n_listeners; i < n; i++)
-                if (!g->listeners[i].removed)
-                        g->listeners[i].fn(g, uid, g->listeners[i].userdata);
-        if (--g->dispatching == 0)
-                listeners_compact(g);
+        /* Listeners added during the walk are not called for this change. */
+        for (size_t i = 0, n = observer_list_begin(&g->listeners); i < n; i++) {
+                struct observer_list_entry o;
+                if (observer_list_get(&g->listeners, i, &o))
+                        ((pod_gates_listener_fn) o.fn)(g, uid, o.userdata);
+        }
+        observer_list_end(&g->listeners);
 }
 
 int pod_gates_check(const struct pod_gates *g, const struct pod *p, char **ret_reason) {

@@ -3,17 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "observer-list.h"
 #include "pod-store.h"
 #include "strv.h"
-
-struct observer {
-        pod_observer_fn fn;
-        void *userdata;
-        /* Events up to this generation happened before the observer was added: it never gets
-         * them, even if they are still queued for delivery. */
-        uint64_t since;
-        bool removed;
-};
 
 /* pod_store_set_ips(): the ips this node gave a pod, applied over its source's object. */
 struct overlay {
@@ -36,8 +28,9 @@ struct pod_store {
         struct pod **by_name;
         size_t n_pods, allocated;
 
-        struct observer *observers;
-        size_t n_observers;
+        /* Each entry's since: events up to that generation happened before the observer was
+         * added, so it never gets them, even if they are still queued for delivery. */
+        struct observer_list observers;
 
         /* Changes made while observers run (an observer may modify the store) are queued and
          * delivered in order by the outermost dispatch, so every observer sees every change in the
@@ -76,7 +69,7 @@ struct pod_store *pod_store_free(struct pod_store *s) {
                 pod_unref(s->queue[i].new);
         }
         free(s->queue);
-        free(s->observers);
+        observer_list_done(&s->observers);
         for (size_t i = 0; i < s->n_overlays; i++) {
                 free(s->overlays[i].uid);
                 free(s->overlays[i].namespace);
@@ -90,70 +83,38 @@ struct pod_store *pod_store_free(struct pod_store *s) {
 }
 
 int pod_store_add_observer(struct pod_store *s, pod_observer_fn fn, void *userdata) {
-        struct observer *grown;
-
-        if (!s || !fn)
+        if (!s)
                 return -EINVAL;
-        for (size_t i = 0; i < s->n_observers; i++)
-                if (!s->observers[i].removed && s->observers[i].fn == fn && s->observers[i].userdata == userdata)
-                        return -EEXIST;
-
-        grown = realloc(s->observers, (s->n_observers + 1) * sizeof(struct observer));
-        if (!grown)
-                return -ENOMEM;
-        s->observers = grown;
-        s->observers[s->n_observers++] = (struct observer) {
-                .fn = fn,
-                .userdata = userdata,
-                .since = s->generation,
-        };
-        return 0;
-}
-
-static void observers_compact(struct pod_store *s) {
-        size_t j = 0;
-        for (size_t i = 0; i < s->n_observers; i++)
-                if (!s->observers[i].removed)
-                        s->observers[j++] = s->observers[i];
-        s->n_observers = j;
+        return observer_list_add(&s->observers, (observer_list_fn) fn, userdata, s->generation);
 }
 
 void pod_store_remove_observer(struct pod_store *s, pod_observer_fn fn, void *userdata) {
-        if (!s)
-                return;
-        for (size_t i = 0; i < s->n_observers; i++) {
-                struct observer *o = &s->observers[i];
-                if (o->removed || o->fn != fn || o->userdata != userdata)
-                        continue;
-                /* While dispatching, indexes must stay stable: mark now, compact afterwards. */
-                o->removed = true;
-                if (!s->dispatching)
-                        observers_compact(s);
-                return;
-        }
+        if (s)
+                observer_list_remove(&s->observers, (observer_list_fn) fn, userdata);
 }
 
 static void store_dispatch(struct pod_store *s) {
         if (s->dispatching)
                 return; /* the outer dispatch delivers it after the current one */
         s->dispatching = true;
+        (void) observer_list_begin(&s->observers);
 
         while (s->queue_head < s->n_queue) {
                 struct change c = s->queue[s->queue_head++];
 
-                /* Indexes, not pointers: an observer may add observers (realloc). */
-                for (size_t i = 0; i < s->n_observers; i++) {
-                        struct observer o = s->observers[i];
-                        if (o.removed || o.since >= c.generation)
+                /* Observers added while this runs hear the changes made after they were added. */
+                for (size_t i = 0; i < s->observers.n; i++) {
+                        struct observer_list_entry o;
+                        if (!observer_list_get(&s->observers, i, &o) || o.since >= c.generation)
                                 continue;
-                        o.fn(s, c.old, c.new, o.userdata);
+                        ((pod_observer_fn) o.fn)(s, c.old, c.new, o.userdata);
                 }
                 pod_unref(c.old);
                 pod_unref(c.new);
         }
 
         s->n_queue = s->queue_head = 0;
-        observers_compact(s);
+        observer_list_end(&s->observers);
         s->dispatching = false;
 }
 

@@ -205,56 +205,21 @@ struct bundle *configsync_find(struct configsync *cs, const char *name) {
 /* ---- observers ---- */
 
 int configsync_add_observer(struct configsync *cs, configsync_observer_fn fn, void *userdata) {
-        struct configsync_observer *grown;
-
-        if (!fn)
-                return -EINVAL;
-        for (size_t i = 0; i < cs->n_observers; i++)
-                if (!cs->observers[i].removed && cs->observers[i].fn == fn && cs->observers[i].userdata == userdata)
-                        return -EEXIST;
-        grown = realloc(cs->observers, (cs->n_observers + 1) * sizeof(*grown));
-        if (!grown)
-                return -ENOMEM;
-        cs->observers = grown;
-        cs->observers[cs->n_observers++] = (struct configsync_observer) { .fn = fn, .userdata = userdata };
-        return 0;
-}
-
-static void configsync_compact_observers(struct configsync *cs) {
-        size_t j = 0;
-        for (size_t i = 0; i < cs->n_observers; i++)
-                if (!cs->observers[i].removed)
-                        cs->observers[j++] = cs->observers[i];
-        cs->n_observers = j;
+        return observer_list_add(&cs->observers, (observer_list_fn) fn, userdata, 0);
 }
 
 void configsync_remove_observer(struct configsync *cs, configsync_observer_fn fn, void *userdata) {
-        for (size_t i = 0; i < cs->n_observers; i++) {
-                struct configsync_observer *o = &cs->observers[i];
-                if (o->removed || o->fn != fn || o->userdata != userdata)
-                        continue;
-                /* While announcing, indexes must stay stable: mark now, compact afterwards. */
-                o->removed = true;
-                if (!cs->announcing)
-                        configsync_compact_observers(cs);
-                return;
-        }
+        observer_list_remove(&cs->observers, (observer_list_fn) fn, userdata);
 }
 
 static void configsync_announce(struct configsync *cs, enum configsync_event event, struct bundle *b) {
-        bool outer = !cs->announcing;
-
-        cs->announcing = true;
-        /* Indexes, not pointers: an observer may add observers (realloc). */
-        for (size_t i = 0; i < cs->n_observers; i++) {
-                struct configsync_observer o = cs->observers[i];
-                if (!o.removed)
-                        o.fn(cs, event, b, o.userdata);
+        /* Those added from inside a call hear only later changes. */
+        for (size_t i = 0, n = observer_list_begin(&cs->observers); i < n; i++) {
+                struct observer_list_entry o;
+                if (observer_list_get(&cs->observers, i, &o))
+                        ((configsync_observer_fn) o.fn)(cs, event, b, o.userdata);
         }
-        if (outer) {
-                cs->announcing = false;
-                configsync_compact_observers(cs);
-        }
+        observer_list_end(&cs->observers);
 }
 
 /* Observers hear that b goes (why: BUNDLE_REMOVED or BUNDLE_STOPPED) while it is still whole,
@@ -420,7 +385,7 @@ static struct configsync *configsync_free_data(struct configsync *cs) {
         metrics_registration_free(cs->metrics_reg);
         configsync_announce(cs, CONFIGSYNC_EVENT_STOPPED, NULL);
         configsync_settings_free(cs->settings);
-        free(cs->observers);
+        observer_list_done(&cs->observers);
         free(cs->state_dir);
         free(cs);
         return NULL;

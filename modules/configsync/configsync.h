@@ -21,6 +21,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "module.h"
+#include "observer-list.h"
 #include "runner.h"
 #include "zk-trigger.h"
 
@@ -140,16 +141,10 @@ enum configsync_event {
 };
 
 /* b is valid during the call; one that goes is no longer among cs->bundles and is freed after
- * it. An observer may add and remove observers (itself too) from inside the call, a removed one
- * is not called again; it must not change the bundles or free the module. */
+ * it. An observer may add and remove observers (itself too) from inside the call, one added
+ * there hears only later events, a removed one is not called again; it must not change the bundles or free the module. */
 typedef void (*configsync_observer_fn)(struct configsync *cs, enum configsync_event event, struct bundle *b,
                                        void *userdata);
-
-struct configsync_observer {
-        configsync_observer_fn fn;
-        void *userdata;
-        bool removed; /* while announcing: compacted away afterwards */
-};
 
 struct configsync_api;
 
@@ -160,9 +155,7 @@ struct configsync {
         size_t n_bundles;
         struct configsync_metrics metrics;
         char *state_dir; /* <state-dir>/configsync */
-        struct configsync_observer *observers;
-        size_t n_observers;
-        bool announcing;
+        struct observer_list observers; /* configsync_add_observer() */
         struct configsync_api *api; /* configsync-api.c's, while it serves; NULL: not serving */
         struct metrics_registration *metrics_reg; /* metrics above and the collector */
         bool started, stopping, gate_added;

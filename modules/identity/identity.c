@@ -133,62 +133,22 @@ static int identity_parse(struct config *c, struct identity_settings **ret, stru
 
 /* ---- observers ---- */
 
-struct identity_observer {
-        identity_observer_fn fn;
-        void *userdata;
-        bool removed; /* while announcing: dropped once the outermost announcement is done */
-};
-
 int identity_add_observer(struct identity *id, identity_observer_fn fn, void *userdata) {
-        struct identity_observer *grown;
-
-        if (!fn)
-                return -EINVAL;
-        for (size_t i = 0; i < id->n_observers; i++)
-                if (!id->observers[i].removed && id->observers[i].fn == fn && id->observers[i].userdata == userdata)
-                        return -EEXIST;
-        grown = realloc(id->observers, (id->n_observers + 1) * sizeof(*grown));
-        if (!grown)
-                return -ENOMEM;
-        id->observers = grown;
-        id->observers[id->n_observers++] = (struct identity_observer) { .fn = fn, .userdata = userdata };
-        return 0;
-}
-
-static void observers_compact(struct identity *id) {
-        size_t j = 0;
-        for (size_t i = 0; i < id->n_observers; i++)
-                if (!id->observers[i].removed)
-                        id->observers[j++] = id->observers[i];
-        id->n_observers = j;
+        return observer_list_add(&id->observers, (observer_list_fn) fn, userdata, 0);
 }
 
 void identity_remove_observer(struct identity *id, identity_observer_fn fn, void *userdata) {
-        for (size_t i = 0; i < id->n_observers; i++) {
-                struct identity_observer *o = &id->observers[i];
-                if (o->removed || o->fn != fn || o->userdata != userdata)
-                        continue;
-                /* While announcing, indexes must stay stable: mark now, compact afterwards. */
-                o->removed = true;
-                if (!id->announcing)
-                        observers_compact(id);
-                return;
-        }
+        observer_list_remove(&id->observers, (observer_list_fn) fn, userdata);
 }
 
 void identity_announce(struct identity *id, enum identity_change change, const char *uid) {
         /* Those added from inside a call hear only later changes. */
-        size_t n = id->n_observers;
-
-        id->announcing++;
-        /* Indexes, not pointers: an observer may add observers (realloc). */
-        for (size_t i = 0; i < n; i++) {
-                struct identity_observer o = id->observers[i];
-                if (!o.removed)
-                        o.fn(id, change, uid, o.userdata);
+        for (size_t i = 0, n = observer_list_begin(&id->observers); i < n; i++) {
+                struct observer_list_entry o;
+                if (observer_list_get(&id->observers, i, &o))
+                        ((identity_observer_fn) o.fn)(id, change, uid, o.userdata);
         }
-        if (--id->announcing == 0)
-                observers_compact(id);
+        observer_list_end(&id->observers);
 }
 
 /* ---- state ---- */
@@ -652,7 +612,7 @@ static void identity_free(struct module_instance *mi) {
         if (!id)
                 return;
         identity_teardown(id);
-        free(id->observers); /* every view removed itself in the teardown */
+        observer_list_done(&id->observers); /* every view removed itself in the teardown */
         free(id->bundle_pem);
         free(id->issuer_reason);
         kube_endpoint_done(&id->kube);

@@ -16,6 +16,7 @@
 #include "kube-endpoint.h"
 #include "manager.h"
 #include "metrics.h"
+#include "observer-list.h"
 #include "signer.h"
 
 #define IDENTITY_ANNOTATION "pinion.io/identity"
@@ -117,9 +118,7 @@ struct identity {
         sd_event_source *defer;
         sd_event_source *sweep_timer; /* the one pod-tls-dir sweep, once the pod store is complete */
         struct identity_views *views; /* owned by identity-views.c; the model never looks inside */
-        struct identity_observer *observers; /* identity_add_observer() */
-        size_t n_observers;
-        unsigned announcing; /* nesting depth of identity_announce() */
+        struct observer_list observers; /* identity_add_observer() */
         struct backoff jitter; /* random source for rotation points */
         EVP_PKEY_CTX *keygen;  /* P-256 key generator, reused for every workload */
         struct issue_worker *worker; /* makes the workloads' keys and certificates (issue-worker.c) */

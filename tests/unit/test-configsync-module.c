@@ -189,9 +189,9 @@ static void test_observers_hear_bundles_go(void **state) {
         assert_string_equal(h.events[2], "stopped:");
         assert_null(cs->api);
         assert_int_equal(api_route_count(f->m->api), routes);
-        assert_int_equal(cs->n_observers, 1); /* ours */
+        assert_int_equal(cs->observers.n, 1); /* ours */
         configsync_remove_observer(cs, on_event, &h);
-        assert_int_equal(cs->n_observers, 0);
+        assert_int_equal(cs->observers.n, 0);
 }
 
 int main(void) {

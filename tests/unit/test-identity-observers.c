@@ -77,8 +77,8 @@ static void test_order_and_duplicates(void **state) {
         identity_announce(&id, IDENTITY_CHANGE_BUNDLE, NULL);
         assert_log(&l, (const char *const[]) { "b:1:-" }, 1);
         identity_remove_observer(&id, on_change, &b);
-        assert_int_equal(id.n_observers, 0u);
-        free(id.observers);
+        assert_int_equal(id.observers.n, 0u);
+        observer_list_done(&id.observers);
 }
 
 static void test_changes_from_inside_a_call(void **state) {
@@ -106,8 +106,8 @@ static void test_changes_from_inside_a_call(void **state) {
         identity_announce(&id, IDENTITY_CHANGE_JWT_KEYS, NULL);
         identity_announce(&id, IDENTITY_CHANGE_JWT_KEYS, NULL);
         assert_log(&l, (const char *const[]) { "a:2:-", "c:2:-", "d:2:-", "a:2:-", "d:2:-" }, 5);
-        assert_int_equal(id.n_observers, 2u);
-        free(id.observers);
+        assert_int_equal(id.observers.n, 2u);
+        observer_list_done(&id.observers);
 }
 
 int main(void) {
