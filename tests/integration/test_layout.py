@@ -6,14 +6,14 @@
   api, grpc < the spine < modules), so no gRPC file sees the HTTP server;
 - every exported name begins with the name of the file that defines it (read from the
   libraries with nm, so it is what the linker sees);
-- a module's model files never call its API files (views subscribe to models);
-- no function in a handler file (agent/api/, modules/*/*-api*.c) is longer than 80 lines."""
+- a module's model files never call its API files (views subscribe to models), and the module
+  contract (agent/module.c) knows no manager;
+- no function in a handler file (agent/manager-api.c, modules/*/*-api*.c) is longer than 80
+  lines."""
 
 import os
 import re
 import subprocess
-
-import pytest
 
 from pinion_testlib import BUILDDIR, SRCDIR
 
