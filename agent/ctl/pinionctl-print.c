@@ -11,7 +11,7 @@
 #include "pinionctl-print.h"
 #include "strv.h"
 
-int log_oom(void) {
+int pinionctl_print_oom(void) {
         fprintf(stderr, "pinionctl: out of memory\n");
         return EXIT_AGENT;
 }
@@ -33,7 +33,7 @@ static void format_uptime(char *buf, size_t n, double seconds) {
 }
 
 /* C1 as UTF-8 is U+0080..U+009F. */
-void sanitize(char *s) {
+void pinionctl_print_sanitize(char *s) {
         for (unsigned char *p = (unsigned char *) s; *p; p++)
                 if (*p < 0x20 || *p == 0x7f)
                         *p = ' ';
@@ -120,20 +120,20 @@ static char *json_to_text(const cJSON *v) {
         return TAKE_PTR(joined);
 }
 
-const cJSON *json_get(const cJSON *o, const char *key) {
+const cJSON *pinionctl_print_json_get(const cJSON *o, const char *key) {
         return cJSON_GetObjectItemCaseSensitive(o, key);
 }
 
 /* The string value of key, or NULL if it is missing or not a string. */
 static const char *json_str(const cJSON *o, const char *key) {
-        const cJSON *v = json_get(o, key);
+        const cJSON *v = pinionctl_print_json_get(o, key);
 
         return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 /* The number value of key, or 0. */
 static double json_num(const cJSON *o, const char *key) {
-        const cJSON *v = json_get(o, key);
+        const cJSON *v = pinionctl_print_json_get(o, key);
 
         return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
@@ -173,7 +173,7 @@ static int table_add_take(struct table *t, char *cell) {
                 free(cell);
                 return -ENOMEM;
         }
-        sanitize(cell);
+        pinionctl_print_sanitize(cell);
         t->cells = n;
         t->cells[t->n_cells++] = cell;
         return 0;
@@ -212,11 +212,11 @@ static int table_print(const struct table *t) {
 
 /* ---- printers ---- */
 
-int print_json(const cJSON *root) {
+int pinionctl_print_json(const cJSON *root) {
         _cleanup_free_ char *s = cJSON_Print(root);
 
         if (!s)
-                return log_oom();
+                return pinionctl_print_oom();
         puts(s);
         return EXIT_OK;
 }
@@ -225,7 +225,7 @@ static void print_field(const char *label, const char *value) {
         _cleanup_free_ char *v = strdup(isempty(value) ? "-" : value);
 
         if (v)
-                sanitize(v);
+                pinionctl_print_sanitize(v);
         printf("%-11s%s\n", label, v ? v : "-");
 }
 
@@ -255,8 +255,8 @@ static size_t print_object_fields(const cJSON *o, const char *prefix) {
                 } else {
                         _cleanup_free_ char *v = json_to_text(i);
                         if (v)
-                                sanitize(v);
-                        sanitize(key);
+                                pinionctl_print_sanitize(v);
+                        pinionctl_print_sanitize(key);
                         printf("%s: %s\n", key, v ? v : "-");
                         n++;
                 }
@@ -275,7 +275,7 @@ static int print_object_array(const cJSON *array) {
                         if (cJSON_IsObject(f) || json_is_object_array(f) || strv_contains(cols, f->string))
                                 continue;
                         if (strv_extend(&cols, f->string) < 0)
-                                return log_oom();
+                                return pinionctl_print_oom();
                 }
         t.n_columns = strv_length(cols);
         if (t.n_columns == 0)
@@ -284,22 +284,22 @@ static int print_object_array(const cJSON *array) {
         STRV_FOREACH(c, cols) {
                 _cleanup_free_ char *h = strdup(*c);
                 if (!h)
-                        return log_oom();
+                        return pinionctl_print_oom();
                 for (char *p = h; *p; p++)
                         *p = *p == '_' ? ' ' : (char) toupper((unsigned char) *p);
                 if (table_add(&t, h) < 0)
-                        return log_oom();
+                        return pinionctl_print_oom();
         }
         cJSON_ArrayForEach(item, array)
                 STRV_FOREACH(c, cols)
-                        if (table_add_json(&t, json_get(item, *c)) < 0)
-                                return log_oom();
+                        if (table_add_json(&t, pinionctl_print_json_get(item, *c)) < 0)
+                                return pinionctl_print_oom();
         if (table_print(&t) < 0)
-                return log_oom();
+                return pinionctl_print_oom();
         return EXIT_OK;
 }
 
-int print_generic(const cJSON *root) {
+int pinionctl_print_generic(const cJSON *root) {
         const cJSON *i;
         size_t n;
         int k;
@@ -307,7 +307,7 @@ int print_generic(const cJSON *root) {
         if (json_is_object_array(root))
                 return print_object_array(root);
         if (!cJSON_IsObject(root))
-                return print_json(root);
+                return pinionctl_print_json(root);
 
         n = print_object_fields(root, "");
         cJSON_ArrayForEach(i, root) {
@@ -329,20 +329,20 @@ static int print_table(const char *const *header, const char *const *keys, size_
 
         for (size_t i = 0; i < n; i++)
                 if (table_add(&t, header[i]) < 0)
-                        return log_oom();
+                        return pinionctl_print_oom();
         cJSON_ArrayForEach(item, array)
                 for (size_t i = 0; i < n; i++)
-                        if (table_add_json(&t, json_get(item, keys[i])) < 0)
-                                return log_oom();
+                        if (table_add_json(&t, pinionctl_print_json_get(item, keys[i])) < 0)
+                                return pinionctl_print_oom();
         if (table_print(&t) < 0)
-                return log_oom();
+                return pinionctl_print_oom();
         return EXIT_OK;
 }
 
-int print_health(const cJSON *root) {
+int pinionctl_print_health(const cJSON *root) {
         static const char *const header[] = { "MODULE", "STATE", "REASON" };
         static const char *const keys[] = { "module", "state", "reason" };
-        const cJSON *failing = json_get(root, "failing");
+        const cJSON *failing = pinionctl_print_json_get(root, "failing");
         int k;
 
         if (streq_ptr(json_str(root, "status"), "ok") && cJSON_GetArraySize(failing) == 0) {
@@ -355,15 +355,15 @@ int print_health(const cJSON *root) {
 }
 
 static void print_status_header(const cJSON *root) {
-        const cJSON *config = json_get(root, "config"), *pods = json_get(root, "pods");
+        const cJSON *config = pinionctl_print_json_get(root, "config"), *pods = pinionctl_print_json_get(root, "pods");
         char buf[512], up[64];
 
-        print_field_json("version:", json_get(root, "version"));
-        print_field_json("node:", json_get(root, "node"));
+        print_field_json("version:", pinionctl_print_json_get(root, "version"));
+        print_field_json("node:", pinionctl_print_json_get(root, "node"));
         format_uptime(up, sizeof up, json_num(root, "uptime_seconds"));
         snprintf(buf, sizeof buf, "%s (since %s)", up, strna(json_str(root, "started")));
         print_field("uptime:", buf);
-        print_field_json("ready:", json_get(root, "ready"));
+        print_field_json("ready:", pinionctl_print_json_get(root, "ready"));
         if (cJSON_IsObject(config)) {
                 snprintf(buf, sizeof buf, "%s (%.0f reloads, %.0f failed)", strna(json_str(config, "file")),
                          json_num(config, "reloads"),
@@ -374,33 +374,33 @@ static void print_status_header(const cJSON *root) {
         }
         if (cJSON_IsObject(pods)) {
                 snprintf(buf, sizeof buf, "%.0f (pods-dir %s, %d errors)", json_num(pods, "count"),
-                         strna(json_str(pods, "pods_dir")), cJSON_GetArraySize(json_get(pods, "errors")));
+                         strna(json_str(pods, "pods_dir")), cJSON_GetArraySize(pinionctl_print_json_get(pods, "errors")));
                 print_field("pods:", buf);
         }
 }
 
-int print_status(const cJSON *root) {
+int pinionctl_print_status(const cJSON *root) {
         static const char *const header[] = { "MODULE", "STATE", "SINCE", "REASON" };
         static const char *const keys[] = { "name", "state", "since", "reason" };
 
         print_status_header(root);
         printf("\n");
-        return print_table(header, keys, ELEMENTSOF(header), json_get(root, "modules"));
+        return print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "modules"));
 }
 
-int print_registrations(const cJSON *root) {
+int pinionctl_print_registrations(const cJSON *root) {
         static const char *const header[] = { "POD", "STATE", "ENDPOINT", "ZNODE", "LAST CHANGE", "LAST ERROR" };
         static const char *const keys[] = { "pod", "state", "endpoint", "znode", "last_change", "last_error" };
 
-        print_field_json("session:", json_get(root, "session"));
-        print_field_json("session id:", json_get(root, "session_id"));
-        print_field_json("drained:", json_get(root, "drained"));
+        print_field_json("session:", pinionctl_print_json_get(root, "session"));
+        print_field_json("session id:", pinionctl_print_json_get(root, "session_id"));
+        print_field_json("drained:", pinionctl_print_json_get(root, "drained"));
         printf("\n");
-        return print_table(header, keys, ELEMENTSOF(header), json_get(root, "registrations"));
+        return print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "registrations"));
 }
 
-int print_drain(const cJSON *root) {
-        const cJSON *n = json_get(root, "stopping");
+int pinionctl_print_drain(const cJSON *root) {
+        const cJSON *n = pinionctl_print_json_get(root, "stopping");
 
         if (cJSON_IsNumber(n))
                 printf("%.0f registrations marked STOPPING; removed after %.0fms; no new registrations until undrain\n",
@@ -410,14 +410,14 @@ int print_drain(const cJSON *root) {
         return EXIT_OK;
 }
 
-int print_pods(const cJSON *root) {
+int pinionctl_print_pods(const cJSON *root) {
         static const char *const header[] = { "NAMESPACE", "NAME", "READY", "PHASE", "IP", "SOURCE" };
         static const char *const keys[] = { "namespace", "name", "ready", "phase", "ips", "source" };
 
-        return print_table(header, keys, ELEMENTSOF(header), json_get(root, "pods"));
+        return print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "pods"));
 }
 
-int print_pod(const cJSON *pod) {
+int pinionctl_print_pod(const cJSON *pod) {
         static const struct {
                 const char *label, *key;
         } fields[] = {
@@ -431,23 +431,23 @@ int print_pod(const cJSON *pod) {
         const cJSON *i;
 
         for (size_t k = 0; k < ELEMENTSOF(fields); k++)
-                print_field_json(fields[k].label, json_get(pod, fields[k].key));
-        cJSON_ArrayForEach(i, json_get(pod, "conditions")) {
+                print_field_json(fields[k].label, pinionctl_print_json_get(pod, fields[k].key));
+        cJSON_ArrayForEach(i, pinionctl_print_json_get(pod, "conditions")) {
                 _cleanup_free_ char *line = NULL;
                 if (asprintf(&line, "%s=%s", i->string, cJSON_IsTrue(i) ? "True" : "False") < 0)
-                        return log_oom();
+                        return pinionctl_print_oom();
                 print_field("cond:", line);
         }
-        cJSON_ArrayForEach(i, json_get(pod, "annotations")) {
+        cJSON_ArrayForEach(i, pinionctl_print_json_get(pod, "annotations")) {
                 _cleanup_free_ char *line = NULL;
                 if (asprintf(&line, "%s=%s", i->string, strna(cJSON_IsString(i) ? i->valuestring : NULL)) < 0)
-                        return log_oom();
+                        return pinionctl_print_oom();
                 print_field("annot:", line);
         }
-        if (cJSON_GetArraySize(json_get(pod, "ports")) == 0)
+        if (cJSON_GetArraySize(pinionctl_print_json_get(pod, "ports")) == 0)
                 return EXIT_OK;
         printf("\n");
-        return print_table(header, keys, ELEMENTSOF(header), json_get(pod, "ports"));
+        return print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(pod, "ports"));
 }
 
 /* ---- reclaim ---- */
@@ -469,48 +469,48 @@ static char *format_bytes_json(const cJSON *v) {
         return s;
 }
 
-int print_reclaim(const cJSON *root) {
+int pinionctl_print_reclaim(const cJSON *root) {
         static const char *const header[] = { "NAME", "CGROUP", "STATE", "LIMIT", "USAGE", "FILE", "ANON",
                                               "RECLAIMS", "RECLAIMED", "LAST REACTION", "REASON" };
         static const char *const bytes[] = { "limit", "usage", "file", "anon" };
         _cleanup_(table_done) struct table t = { .n_columns = ELEMENTSOF(header) };
         const cJSON *item;
 
-        print_field_json("state:", json_get(root, "state"));
+        print_field_json("state:", pinionctl_print_json_get(root, "state"));
         if (json_str(root, "reason"))
-                print_field_json("reason:", json_get(root, "reason"));
-        print_field_json("cgroup:", json_get(root, "cgroup_version"));
-        cJSON_ArrayForEach(item, json_get(root, "pod_errors"))
+                print_field_json("reason:", pinionctl_print_json_get(root, "reason"));
+        print_field_json("cgroup:", pinionctl_print_json_get(root, "cgroup_version"));
+        cJSON_ArrayForEach(item, pinionctl_print_json_get(root, "pod_errors"))
                 print_field_json("pod error:", item);
         printf("\n");
         for (size_t i = 0; i < ELEMENTSOF(header); i++)
                 if (table_add(&t, header[i]) < 0)
-                        return log_oom();
-        cJSON_ArrayForEach(item, json_get(root, "targets")) {
+                        return pinionctl_print_oom();
+        cJSON_ArrayForEach(item, pinionctl_print_json_get(root, "targets")) {
                 char *cell;
-                if (table_add_json(&t, json_get(item, "name")) < 0 || table_add_json(&t, json_get(item, "cgroup")) < 0 ||
-                    table_add_json(&t, json_get(item, "state")) < 0)
-                        return log_oom();
+                if (table_add_json(&t, pinionctl_print_json_get(item, "name")) < 0 || table_add_json(&t, pinionctl_print_json_get(item, "cgroup")) < 0 ||
+                    table_add_json(&t, pinionctl_print_json_get(item, "state")) < 0)
+                        return pinionctl_print_oom();
                 for (size_t i = 0; i < ELEMENTSOF(bytes); i++)
-                        if (!(cell = format_bytes_json(json_get(item, bytes[i]))) || table_add_take(&t, cell) < 0)
-                                return log_oom();
-                if (table_add_json(&t, json_get(item, "reclaims")) < 0 ||
-                    !(cell = format_bytes_json(json_get(item, "bytes_reclaimed"))) || table_add_take(&t, cell) < 0)
-                        return log_oom();
-                const cJSON *r = json_get(item, "last_reaction_seconds");
+                        if (!(cell = format_bytes_json(pinionctl_print_json_get(item, bytes[i]))) || table_add_take(&t, cell) < 0)
+                                return pinionctl_print_oom();
+                if (table_add_json(&t, pinionctl_print_json_get(item, "reclaims")) < 0 ||
+                    !(cell = format_bytes_json(pinionctl_print_json_get(item, "bytes_reclaimed"))) || table_add_take(&t, cell) < 0)
+                        return pinionctl_print_oom();
+                const cJSON *r = pinionctl_print_json_get(item, "last_reaction_seconds");
                 if (cJSON_IsNumber(r) ? asprintf(&cell, "%.1fms", r->valuedouble * 1000) < 0 : !(cell = strdup("-")))
-                        return log_oom();
-                if (table_add_take(&t, cell) < 0 || table_add_json(&t, json_get(item, "reason")) < 0)
-                        return log_oom();
+                        return pinionctl_print_oom();
+                if (table_add_take(&t, cell) < 0 || table_add_json(&t, pinionctl_print_json_get(item, "reason")) < 0)
+                        return pinionctl_print_oom();
         }
         if (table_print(&t) < 0)
-                return log_oom();
+                return pinionctl_print_oom();
         return EXIT_OK;
 }
 
-int print_identity(const cJSON *root) {
+int pinionctl_print_identity(const cJSON *root) {
         /* A pod's own identity (never the key: that is for --json and the pod's own use). */
-        if (json_get(root, "private_key")) {
+        if (pinionctl_print_json_get(root, "private_key")) {
                 static const struct {
                         const char *label, *key;
                 } fields[] = {
@@ -518,7 +518,7 @@ int print_identity(const cJSON *root) {
                         { "serial:", "serial" }, { "expires:", "not_after" }, { "generation:", "generation" },
                 };
                 for (size_t k = 0; k < ELEMENTSOF(fields); k++)
-                        print_field_json(fields[k].label, json_get(root, fields[k].key));
+                        print_field_json(fields[k].label, pinionctl_print_json_get(root, fields[k].key));
                 return EXIT_OK;
         }
         /* Root: the node certificate, then every workload certificate. */
@@ -530,16 +530,16 @@ int print_identity(const cJSON *root) {
         };
         static const char *const header[] = { "NAMESPACE", "NAME", "STATE", "ID", "SANS", "EXPIRES", "ERROR" };
         static const char *const keys[] = { "namespace", "name", "state", "id", "sans", "notAfter", "lastError" };
-        const cJSON *w = json_get(root, "workloads");
+        const cJSON *w = pinionctl_print_json_get(root, "workloads");
 
-        print_field_json("trust:", json_get(root, "trustDomain"));
+        print_field_json("trust:", pinionctl_print_json_get(root, "trustDomain"));
         printf("node certificate\n");
         for (size_t k = 0; k < ELEMENTSOF(node); k++)
-                print_field_json(node[k].label, json_get(json_get(root, "node"), node[k].key));
-        if (json_get(root, "nodeCA")) {
+                print_field_json(node[k].label, pinionctl_print_json_get(pinionctl_print_json_get(root, "node"), node[k].key));
+        if (pinionctl_print_json_get(root, "nodeCA")) {
                 printf("node CA (signs workload certificates)\n");
                 for (size_t k = 0; k < ELEMENTSOF(node); k++)
-                        print_field_json(node[k].label, json_get(json_get(root, "nodeCA"), node[k].key));
+                        print_field_json(node[k].label, pinionctl_print_json_get(pinionctl_print_json_get(root, "nodeCA"), node[k].key));
         }
         printf("\nworkload certificates: %d\n", cJSON_GetArraySize(w));
         if (cJSON_GetArraySize(w) == 0)
@@ -547,16 +547,16 @@ int print_identity(const cJSON *root) {
         return print_table(header, keys, ELEMENTSOF(header), w);
 }
 
-int print_configs(const cJSON *root) {
+int pinionctl_print_configs(const cJSON *root) {
         static const char *const header[] = { "NAME", "STATE", "PRESENT", "VERSION", "FILES", "PUBLISHED", "LAST ERROR" };
         static const char *const keys[] = { "name", "state", "present", "version", "files", "published", "last_error" };
         static const char *const pod_header[] = { "POD", "CONFIGS", "READY", "REASON" };
         static const char *const pod_keys[] = { "pod", "configs", "ready", "reason" };
         int k;
 
-        k = print_table(header, keys, ELEMENTSOF(header), json_get(root, "configs"));
-        if (k != EXIT_OK || cJSON_GetArraySize(json_get(root, "pods")) == 0)
+        k = print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "configs"));
+        if (k != EXIT_OK || cJSON_GetArraySize(pinionctl_print_json_get(root, "pods")) == 0)
                 return k;
         printf("\n");
-        return print_table(pod_header, pod_keys, ELEMENTSOF(pod_header), json_get(root, "pods"));
+        return print_table(pod_header, pod_keys, ELEMENTSOF(pod_header), pinionctl_print_json_get(root, "pods"));
 }

@@ -15,42 +15,42 @@ enum {
 };
 
 /* Says "out of memory" on stderr and returns EXIT_AGENT. */
-int log_oom(void);
+int pinionctl_print_oom(void);
 
 /* ---- text from the agent ---- */
 
 /* Blanks control characters (C0, DEL, C1 as UTF-8) in place: text from the agent may carry
  * pod annotations, and none of it may drive the terminal. */
-void sanitize(char *s);
+void pinionctl_print_sanitize(char *s);
 /* The member key of object o, or NULL (also when o is NULL). */
-const cJSON *json_get(const cJSON *o, const char *key);
+const cJSON *pinionctl_print_json_get(const cJSON *o, const char *key);
 
 /* ---- printers: one document each, returning an exit status ---- */
 
 typedef int (*printer_t)(const cJSON *root);
 
 /* The document as indented JSON (--json). */
-int print_json(const cJSON *root);
+int pinionctl_print_json(const cJSON *root);
 /* /v1/health: "ok", or "failing" and a table of the failing modules (then EXIT_AGENT). */
-int print_health(const cJSON *root);
+int pinionctl_print_health(const cJSON *root);
 /* /v1/status: the agent's fields, then a table of the modules. */
-int print_status(const cJSON *root);
+int pinionctl_print_status(const cJSON *root);
 /* /v1/pods: one row per pod. */
-int print_pods(const cJSON *root);
+int pinionctl_print_pods(const cJSON *root);
 /* /v1/pods/NS/NAME: the pod's fields, conditions, annotations and a table of its ports. */
-int print_pod(const cJSON *pod);
+int pinionctl_print_pod(const cJSON *pod);
 /* /v1/registrations: the session, then one row per registration. */
-int print_registrations(const cJSON *root);
+int pinionctl_print_registrations(const cJSON *root);
 /* POST /v1/registrations/drain or undrain: what the agent did. */
-int print_drain(const cJSON *root);
+int pinionctl_print_drain(const cJSON *root);
 /* /v1/reclaim: the module's state, then one row per watched cgroup (sizes in K/M/G). */
-int print_reclaim(const cJSON *root);
+int pinionctl_print_reclaim(const cJSON *root);
 
 /* /v1/identity: a pod's own identity (id, subject, SANs, expiry; not the key), or for root the
  * node certificate and a table of workload certificates. */
-int print_identity(const cJSON *root);
+int pinionctl_print_identity(const cJSON *root);
 /* /v1/configs: one row per config bundle, then the pods the "configs" gate concerns. */
-int print_configs(const cJSON *root);
+int pinionctl_print_configs(const cJSON *root);
 /* Documents this client does not know in detail (they belong to modules that may grow): the
  * scalar fields, then one table per array of objects. */
-int print_generic(const cJSON *root);
+int pinionctl_print_generic(const cJSON *root);

@@ -250,10 +250,10 @@ static int agent_request(const struct options *o, bool post, const char *path, u
         if (k == -EPERM || k == -ELOOP)
                 return report_refused(o, ac.why);
         if (asprintf(&url, "http://pinion%s", path) < 0)
-                return log_oom();
+                return pinionctl_print_oom();
         c = curl_easy_init();
         if (!c)
-                return log_oom();
+                return pinionctl_print_oom();
 
         if (curl_easy_setopt(c, CURLOPT_URL, url) != CURLE_OK ||
             curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, o->socket) != CURLE_OK ||
@@ -290,7 +290,7 @@ static int agent_get(const struct options *o, const char *path, usec_t timeout, 
 /* Reports a non-2xx answer: the agent's {"error": ...} if it sent one. */
 static int report_agent_error(const struct response *r, const char *path) {
         _cleanup_(cJSON_Deletep) cJSON *root = r->body ? cJSON_Parse(r->body) : NULL;
-        const cJSON *e = json_get(root, "error");
+        const cJSON *e = pinionctl_print_json_get(root, "error");
         _cleanup_free_ char *msg = NULL;
 
         if (cJSON_IsString(e))
@@ -298,7 +298,7 @@ static int report_agent_error(const struct response *r, const char *path) {
         else if (r->body && r->size > 0)
                 msg = strndup(r->body, 200);
         if (msg)
-                sanitize(msg);
+                pinionctl_print_sanitize(msg);
         fprintf(stderr, "pinionctl: %s: the agent answered %ld%s%s\n", path, r->status, msg ? ": " : "",
                 strempty(msg));
         return EXIT_AGENT;
@@ -358,7 +358,7 @@ static int show(const struct options *o, const char *path, usec_t timeout, print
         k = agent_get_json(o, path, timeout, 0, NULL, &root);
         if (k != EXIT_OK)
                 return k;
-        return o->json ? print_json(root) : print(root);
+        return o->json ? pinionctl_print_json(root) : print(root);
 }
 
 static int verb_show(const struct options *o, _unused_ const struct verb *v, _unused_ char **args, _unused_ int n_args) {
@@ -374,10 +374,10 @@ static int verb_health(const struct options *o, _unused_ const struct verb *v, _
         if (k != EXIT_OK)
                 return k;
         if (o->json) {
-                k = print_json(root);
+                k = pinionctl_print_json(root);
                 return k != EXIT_OK ? k : status == 503 ? EXIT_AGENT : EXIT_OK;
         }
-        k = print_health(root);
+        k = pinionctl_print_health(root);
         return status == 503 ? EXIT_AGENT : k;
 }
 
@@ -392,7 +392,7 @@ static int verb_pods(const struct options *o, _unused_ const struct verb *v, _un
         const char *slash;
 
         if (n_args == 0)
-                return show(o, "/v1/pods", request_timeout(o), print_pods);
+                return show(o, "/v1/pods", request_timeout(o), pinionctl_print_pods);
 
         slash = strchr(args[0], '/');
         if (slash && (slash == args[0] || isempty(slash + 1) || strchr(slash + 1, '/')))
@@ -400,7 +400,7 @@ static int verb_pods(const struct options *o, _unused_ const struct verb *v, _un
         if (slash) {
                 _cleanup_free_ char *n = strndup(args[0], (size_t) (slash - args[0]));
                 if (!n)
-                        return log_oom();
+                        return pinionctl_print_oom();
                 ns = escape_segment(n);
                 name = escape_segment(slash + 1);
         } else {
@@ -408,8 +408,8 @@ static int verb_pods(const struct options *o, _unused_ const struct verb *v, _un
                 name = escape_segment(args[0]);
         }
         if (!ns || !name || asprintf(&path, "/v1/pods/%s/%s", ns, name) < 0)
-                return log_oom();
-        return show(o, path, request_timeout(o), print_pod);
+                return pinionctl_print_oom();
+        return show(o, path, request_timeout(o), pinionctl_print_pod);
 }
 
 /* One long-poll of at most `wait` for config NAME. EXIT_OK with *ret_present and the agent's
@@ -423,7 +423,7 @@ static int wait_config_once(const struct options *o, const char *escaped, usec_t
 
         format_wait(w, sizeof w, wait);
         if (asprintf(&path, "/v1/configs/%s?wait=%s", escaped, w) < 0)
-                return log_oom();
+                return pinionctl_print_oom();
         /* The agent answers when the config is there or the wait is over; allow it some slack. */
         k = agent_get(o, path, wait + DEFAULT_TIMEOUT_USEC, &r);
         if (k != EXIT_OK)
@@ -453,7 +453,7 @@ static int verb_wait_config(const struct options *o, _unused_ const struct verb 
                 return usage_error("wait-config: empty config name");
         name = escape_segment(args[0]);
         if (!name)
-                return log_oom();
+                return pinionctl_print_oom();
         for (;;) {
                 _cleanup_(cJSON_Deletep) cJSON *doc = NULL;
                 usec_t now = now_usec(CLOCK_MONOTONIC), left = deadline > now ? deadline - now : 0;
@@ -470,13 +470,13 @@ static int verb_wait_config(const struct options *o, _unused_ const struct verb 
                 if (present) {
                         if (shown)
                                 fputs("\n", stderr);
-                        return o->json ? print_json(doc) : print_generic(doc);
+                        return o->json ? pinionctl_print_json(doc) : pinionctl_print_generic(doc);
                 }
                 if (now_usec(CLOCK_MONOTONIC) >= deadline) {
-                        const cJSON *e = json_get(doc, "error");
+                        const cJSON *e = pinionctl_print_json_get(doc, "error");
                         _cleanup_free_ char *msg = cJSON_IsString(e) ? strdup(e->valuestring) : NULL;
                         if (msg)
-                                sanitize(msg);
+                                pinionctl_print_sanitize(msg);
                         if (shown)
                                 fputs("\n", stderr);
                         fprintf(stderr, "pinionctl: wait-config %s: %s\n", args[0], msg ? msg : "timed out");
@@ -488,15 +488,15 @@ static int verb_wait_config(const struct options *o, _unused_ const struct verb 
                         _cleanup_free_ char *path = NULL;
                         if (asprintf(&path, "/v1/configs/%s", name) >= 0 &&
                             agent_get_json(o, path, DEFAULT_TIMEOUT_USEC, 0, NULL, &cur) == EXIT_OK) {
-                                const char *state = cJSON_IsString(json_get(cur, "state")) ? json_get(cur, "state")->valuestring : "?";
-                                const cJSON *err = json_get(cur, "last_error");
+                                const char *state = cJSON_IsString(pinionctl_print_json_get(cur, "state")) ? pinionctl_print_json_get(cur, "state")->valuestring : "?";
+                                const cJSON *err = pinionctl_print_json_get(cur, "last_error");
                                 _cleanup_free_ char *line = NULL;
                                 usec_t waited = total - MIN(total, deadline - MIN(deadline, now_usec(CLOCK_MONOTONIC)));
                                 if (asprintf(&line, "waiting for config %s: %s, %.0fs of %.0fs%s%s", args[0], state,
                                              (double) waited / USEC_PER_SEC, (double) total / USEC_PER_SEC,
                                              cJSON_IsString(err) ? "; last error: " : "",
                                              cJSON_IsString(err) ? err->valuestring : "") >= 0) {
-                                        sanitize(line);
+                                        pinionctl_print_sanitize(line);
                                         fprintf(stderr, "\r\033[K%.*s", 200, line);
                                         shown = true;
                                 }
@@ -536,21 +536,21 @@ static int verb_drain(const struct options *o, const struct verb *v, _unused_ ch
                 return EXIT_AGENT;
         }
         if (o->json)
-                return print_json(root);
-        return print_drain(root);
+                return pinionctl_print_json(root);
+        return pinionctl_print_drain(root);
 }
 
 static const struct verb verbs[] = {
         { "health", 0, 0, verb_health, NULL, NULL },
-        { "status", 0, 0, verb_show, "/v1/status", print_status },
+        { "status", 0, 0, verb_show, "/v1/status", pinionctl_print_status },
         { "pods", 0, 1, verb_pods, NULL, NULL },
-        { "identity", 0, 0, verb_show, "/v1/identity", print_identity },
-        { "configs", 0, 0, verb_show, "/v1/configs", print_configs },
+        { "identity", 0, 0, verb_show, "/v1/identity", pinionctl_print_identity },
+        { "configs", 0, 0, verb_show, "/v1/configs", pinionctl_print_configs },
         { "wait-config", 1, 1, verb_wait_config, NULL, NULL },
-        { "registrations", 0, 0, verb_show, "/v1/registrations", print_registrations },
+        { "registrations", 0, 0, verb_show, "/v1/registrations", pinionctl_print_registrations },
         { "drain", 0, 0, verb_drain, "/v1/registrations/drain", NULL },
         { "undrain", 0, 0, verb_drain, "/v1/registrations/undrain", NULL },
-        { "reclaim", 0, 0, verb_show, "/v1/reclaim", print_reclaim },
+        { "reclaim", 0, 0, verb_show, "/v1/reclaim", pinionctl_print_reclaim },
         { "metrics", 0, 0, verb_metrics, NULL, NULL },
 };
 
