@@ -92,7 +92,10 @@ def _exported(archive):
             # automake names a library's objects <lib>_a-<file>.o
             obj = re.sub(r"^lib[\w]+_a-", "", line[:-3])
         elif re.match(r"^[0-9a-f]+ [TDBR] ", line):
-            syms.append((obj, line.split()[2]))
+            sym = line.split()[2]
+            # names the compiler makes (AddressSanitizer's __odr_asan.*) are the implementation's
+            if not sym.startswith("__"):
+                syms.append((obj, sym))
     return syms
 
 
