@@ -37,7 +37,6 @@ struct pod_store {
          * order it happened. */
         struct change *queue;
         size_t n_queue, queue_head, allocated_queue;
-        bool dispatching;
 
         uint64_t generation;
 
@@ -94,9 +93,10 @@ void pod_store_remove_observer(struct pod_store *s, pod_observer_fn fn, void *us
 }
 
 static void store_dispatch(struct pod_store *s) {
-        if (s->dispatching)
-                return; /* the outer dispatch delivers it after the current one */
-        s->dispatching = true;
+        /* Only a dispatch walks the observers: one is running, and it delivers this change after
+         * the current one. */
+        if (s->observers.walking > 0)
+                return;
         (void) observer_list_begin(&s->observers);
 
         while (s->queue_head < s->n_queue) {
@@ -115,7 +115,6 @@ static void store_dispatch(struct pod_store *s) {
 
         s->n_queue = s->queue_head = 0;
         observer_list_end(&s->observers);
-        s->dispatching = false;
 }
 
 /* Reserves room for one more pod and one more queued change, so that a change, once begun,
