@@ -40,3 +40,34 @@ struct node_pod_cidr {
         void (*request)(void *userdata);
         void *userdata;
 };
+
+/* apiserver → podnet: the cluster's Nodes, as routes between nodes need them: name, InternalIP
+ * and pod CIDRs of each, from a list + watch of every Node (same reflector, token bucket and
+ * backoff as the pod watch). Published by apiserver while it runs (unpublished before it stops;
+ * every subscription ends with it, without a call). The Node watch starts on the first
+ * subscribe(), so an agent that needs no routes never lists Nodes (nor needs the RBAC for it). */
+#define FACT_CLUSTER_NODES "cluster-nodes"
+#include <stdbool.h>
+#include <stddef.h>
+enum { CLUSTER_NODE_IPV4, CLUSTER_NODE_IPV6, _CLUSTER_NODE_FAMILY_MAX };
+struct cluster_node {
+        const char *name;
+        /* status.addresses' first InternalIP of each family, NULL if none */
+        const char *address[_CLUSTER_NODE_FAMILY_MAX];
+        /* spec.podCIDRs' (else spec.podCIDR's) first network of each family, NULL if none */
+        const char *pod_cidr[_CLUSTER_NODE_FAMILY_MAX];
+};
+/* Called after the table changed: a Node added or deleted, or its addresses or pod CIDRs
+ * changed (events that change neither are dropped before any work), and once when the first
+ * list completes. The table may be read from inside the call. */
+typedef void (*cluster_nodes_fn)(void *userdata);
+struct cluster_nodes {
+        void *owner; /* the publisher's state, passed back to the functions below */
+        /* -EEXIST if fn/userdata is subscribed already, -ENOMEM. */
+        int (*subscribe)(void *owner, cluster_nodes_fn fn, void *userdata);
+        void (*unsubscribe)(void *owner, cluster_nodes_fn fn, void *userdata);
+        /* false until the first list has completed: an empty table then means "unknown". */
+        bool (*synced)(void *owner);
+        /* The table, sorted by name, this node included; valid until the next change. */
+        size_t (*nodes)(void *owner, const struct cluster_node **ret);
+};
