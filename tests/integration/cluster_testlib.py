@@ -255,8 +255,10 @@ class Cluster:
     by_hand: the harness adds the routes between nodes itself (`ip route ... proto 177`), for
     an agent without the routing code."""
 
-    def __init__(self, agent_factory, routing="nodes", by_hand=False, agent_config=None):
+    def __init__(self, agent_factory, routing="nodes", by_hand=False, agent_config=None, hold_time=3):
         self.agent_factory = agent_factory
+        self.hold_time = hold_time
+        self.rr = None
         self.routing = routing
         self.by_hand = by_hand
         self.agent_config = agent_config or {}
@@ -305,6 +307,8 @@ class Cluster:
         fab.run("ip", "link", "set", "fabric", "up")
         self.fake = FakeApiserver(tls=True, token=TOKEN, host=self.fabric_addr(4, 1), netns=fab.name,
                                   control_port=False).start()
+        if self.routing == "bgp":
+            self.start_rr(self.hold_time)
         return self
 
     def close(self):
@@ -345,6 +349,51 @@ class Cluster:
 
     # --- nodes ---
 
+    def bird_conf_dir(self):
+        return os.path.join(SRCDIR, "units", "bird")
+
+    def start_rr(self, hold_time=3):
+        """A route reflector's bird2 in the fabric netns (passive sessions from the fabric's
+        subnets), its config from units/bird/route-reflector.conf."""
+        self.hold_time = hold_time
+        conf = "\n".join([
+            "log stderr all;",
+            "router id %s;" % self.fabric_addr(4, 1),
+            "define PINION_AS = 64512;",
+            "define PINION_HOLD_TIME = %d;" % hold_time,
+            'include "%s/route-reflector.conf";' % self.bird_conf_dir(),
+            "protocol bgp nodes_v4 from pinion_nodes_v4 { neighbor range %s as PINION_AS; }" % self.fabric4,
+            "protocol bgp nodes_v6 from pinion_nodes_v6 { neighbor range %s as PINION_AS; }" % self.fabric6,
+        ]) + "\n"
+        self.rr = self.start_bird("rr", self.fabric, conf)
+        return self.rr
+
+    def start_node_bird(self, n):
+        """n's bird2 (units/bird/pinion-node.conf) peering with the reflector in each family."""
+        lines = ["log stderr all;",
+                 "router id %s;" % (n.addr4 or "0.0.0.%d" % n.index),
+                 "define PINION_AS = 64512;",
+                 "define PINION_HOLD_TIME = %d;" % self.hold_time,
+                 'include "%s/pinion-node.conf";' % self.bird_conf_dir()]
+        if n.addr4:
+            lines.append("protocol bgp rr_v4 from pinion_rr_v4 { neighbor %s as PINION_AS; }" % self.fabric_addr(4, 1))
+        if n.addr6:
+            lines.append("protocol bgp rr_v6 from pinion_rr_v6 { neighbor %s as PINION_AS; }" % self.fabric_addr(6, 1))
+        n.bird = self.start_bird(n.name, n.ns, "\n".join(lines) + "\n")
+        return n.bird
+
+    def start_bird(self, name, ns, conf):
+        """bird -f in ns with its own config, control socket and pid file (below the cluster's
+        dir); stderr to <name>.bird.log. Returns a Bird."""
+        b = Bird(self, name, ns)
+        with open(b.conf, "w") as f:
+            f.write(conf)
+        sh("bird", "-p", "-c", b.conf)
+        b.proc = self.spawn(["ip", "netns", "exec", ns.name, "bird", "-f", "-c", b.conf, "-s", b.ctl, "-P", b.pid],
+                            stdout=subprocess.DEVNULL, stderr=open(b.log, "w"))
+        wait_until(lambda: os.path.exists(b.ctl), timeout=10, desc="bird %s's control socket" % name)
+        return b
+
     def new_node(self, v4=True, v6=True, name=None):
         """A Node (not yet in the apiserver, no netns): its addresses and CIDRs are reserved."""
         self.n_nodes += 1
@@ -360,6 +409,8 @@ class Cluster:
         n.agent = self.make_agent(n, agent_config)
         if start:
             self.start_agent(n)
+            if self.routing == "bgp":
+                self.start_node_bird(n)
         return n
 
     def wire_node(self, n):
@@ -411,6 +462,14 @@ class Cluster:
         if self.by_hand:
             self.routes_by_hand()
 
+    def stop_agent(self, n):
+        """SIGTERM; the agent exits 0. (By hand: a node without pods loses its routes.)"""
+        n.agent.assert_exit(n.agent.sigterm(), 0)
+        if self.by_hand and not n.pods:
+            for dst, _ in self.route_entries(n):
+                if self.is_node_cidr(dst):
+                    n.ns.run("ip", "route", "del", dst, "proto", PROTO, check=False)
+
     def delete_node(self, n):
         """The Node leaves the apiserver (its netns and agent stay)."""
         self.fake.delete_node(n.name)
@@ -431,13 +490,13 @@ class Cluster:
         connected subnet; routes of Nodes gone are deleted."""
         present = {name for name in self.fake_node_names()}
         for n in self.nodes:
-            if n.ns is None or n.agent is None:
+            if n.ns is None or n.agent is None or not n.agent.running():
                 continue
             want = set()
             for c in n.cidrs():
                 want.add((c, "unreachable"))
             for o in self.nodes:
-                if o is n or o.name not in present:
+                if self.routing != "nodes" or o is n or o.name not in present:
                     continue
                 for fam, cidr, addr in ((4, o.cidr4, o.addr4), (6, o.cidr6, o.addr6)):
                     if cidr and addr and self.on_link(n, addr):
@@ -587,6 +646,30 @@ class Cluster:
         return found
 
 
+class Bird:
+    def __init__(self, cluster, name, ns):
+        self.name, self.ns, self.proc = name, ns, None
+        base = os.path.join(cluster.dir, name)
+        self.conf, self.ctl, self.pid, self.log = (base + s for s in (".bird.conf", ".bird.ctl", ".bird.pid",
+                                                                       ".bird.log"))
+
+    def birdc(self, *args):
+        return sh("birdc", "-s", self.ctl, *args).stdout
+
+    def established(self):
+        """The names of its BGP sessions that are Established."""
+        out = self.birdc("show", "protocols")
+        return [line.split()[0] for line in out.splitlines() if " BGP " in line and "Established" in line]
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait(5)
+
+    def log_tail(self, n=30):
+        with open(self.log) as f:
+            return "".join(f.readlines()[-n:])
+
+
 def podnet_state(agent):
     for m in agent.status()["modules"]:
         if m["name"] == "podnet":
@@ -603,17 +686,18 @@ def podnet_module(agent):
 
 @pytest.fixture
 def cluster(agent_factory):
-    """cluster(routing="nodes", by_hand=None, agent_config=None) -> a started Cluster; torn down
+    """cluster(routing="nodes", by_hand=None, agent_config=None, hold_time=3) -> a started Cluster
+    (with routing "bgp", a route reflector's bird2 in the fabric and one in each node); torn down
     (agents, apiserver, every netns) at the end, also on failure. by_hand None: the harness
     adds the routes itself only when this piniond has no [network] routing."""
     made = []
 
-    def make(routing="nodes", by_hand=None, agent_config=None):
+    def make(routing="nodes", by_hand=None, agent_config=None, hold_time=3):
         if by_hand is None:
             by_hand = not agent_routing_supported()
             if by_hand:
                 diag("cluster: this piniond has no [network] routing; the harness adds the routes by hand")
-        c = Cluster(agent_factory, routing=routing, by_hand=by_hand, agent_config=agent_config)
+        c = Cluster(agent_factory, routing=routing, by_hand=by_hand, agent_config=agent_config, hold_time=hold_time)
         made.append(c)
         return c.start()
 
