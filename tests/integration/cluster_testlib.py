@@ -354,32 +354,20 @@ class Cluster:
 
     def start_rr(self, hold_time=3):
         """A route reflector's bird2 in the fabric netns (passive sessions from the fabric's
-        subnets), its config from units/bird/route-reflector.conf."""
+        subnets), its config units/bird/route-reflector.conf filled in."""
         self.hold_time = hold_time
-        conf = "\n".join([
-            "log stderr all;",
-            "router id %s;" % self.fabric_addr(4, 1),
-            "define PINION_AS = 64512;",
-            "define PINION_HOLD_TIME = %d;" % hold_time,
-            'include "%s/route-reflector.conf";' % self.bird_conf_dir(),
-            "protocol bgp nodes_v4 from pinion_nodes_v4 { neighbor range %s as PINION_AS; }" % self.fabric4,
-            "protocol bgp nodes_v6 from pinion_nodes_v6 { neighbor range %s as PINION_AS; }" % self.fabric6,
-        ]) + "\n"
+        conf = bird_config("route-reflector.conf", ROUTER_ID=self.fabric_addr(4, 1), AS=64512, HOLD_TIME=hold_time,
+                           NODES_IPV4=self.fabric4, NODES_IPV6=self.fabric6)
         self.rr = self.start_bird("rr", self.fabric, conf)
         return self.rr
 
     def start_node_bird(self, n):
-        """n's bird2 (units/bird/pinion-node.conf) peering with the reflector in each family."""
-        lines = ["log stderr all;",
-                 "router id %s;" % (n.addr4 or "0.0.0.%d" % n.index),
-                 "define PINION_AS = 64512;",
-                 "define PINION_HOLD_TIME = %d;" % self.hold_time,
-                 'include "%s/pinion-node.conf";' % self.bird_conf_dir()]
-        if n.addr4:
-            lines.append("protocol bgp rr_v4 from pinion_rr_v4 { neighbor %s as PINION_AS; }" % self.fabric_addr(4, 1))
-        if n.addr6:
-            lines.append("protocol bgp rr_v6 from pinion_rr_v6 { neighbor %s as PINION_AS; }" % self.fabric_addr(6, 1))
-        n.bird = self.start_bird(n.name, n.ns, "\n".join(lines) + "\n")
+        """n's bird2 (units/bird/pinion-node.conf filled in) peering with the reflector in each
+        family n has."""
+        conf = bird_config("pinion-node.conf", ROUTER_ID=n.addr4 or "0.0.0.%d" % n.index, AS=64512,
+                           HOLD_TIME=self.hold_time, RR1_IPV4=n.addr4 and self.fabric_addr(4, 1),
+                           RR1_IPV6=n.addr6 and self.fabric_addr(6, 1))
+        n.bird = self.start_bird(n.name, n.ns, conf)
         return n.bird
 
     def start_bird(self, name, ns, conf):
@@ -644,6 +632,26 @@ class Cluster:
                     continue
                 found.append((ns.name, line))
         return found
+
+
+def bird_config(name, **values):
+    """units/bird/NAME with its @KEY@ placeholders filled in from values, logging to stderr; a
+    BGP session line whose value is None (a family the node lacks) is dropped."""
+    import re
+    with open(os.path.join(SRCDIR, "units", "bird", name)) as f:
+        text = f.read()
+    out = []
+    for line in text.splitlines():
+        keys = re.findall(r"@([A-Z0-9_]+)@", line)
+        if any(values.get(k) is None for k in keys):
+            assert line.startswith("protocol bgp "), "%s: no value for %s" % (name, line)
+            continue
+        for k in keys:
+            line = line.replace("@%s@" % k, str(values[k]))
+        if line.startswith("log syslog all;"):
+            line = "log stderr all;"
+        out.append(line)
+    return "\n".join(out) + "\n"
 
 
 class Bird:
