@@ -255,7 +255,7 @@ static int node_table_event(void *userdata, enum watch_event_type type, const cJ
 
         int r = node_table_parse(object, &n);
         if (r == -EINVAL) {
-                log_module_warning(MODULE, "Ignoring a %s event of a Node without a name",
+                log_module_warning(MODULE, "Ignoring a Node without a name (%s event)",
                                    watch_stream_event_type_to_string(type));
                 *ret_kind = "invalid-object";
                 return 0;
