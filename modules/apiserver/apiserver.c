@@ -74,6 +74,17 @@ struct apiserver {
         bool node_published, node_wanted, node_started;
 };
 
+/* A label selector as the apiserver takes it ("a=b,c!=d,e in (f,g),!h"): the characters of
+ * label keys and values, operators, commas, parentheses and blanks. The apiserver judges the
+ * grammar; this keeps a typo from reaching it as a 400 every backoff step. */
+static int parse_label_selector(const char *v, void *ret, const char **reason) {
+        if (!isempty(v) && strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/=!,() ") != strlen(v)) {
+                *reason = "expected a label selector (e.g. topology.pinion.io/segment=rack12)";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
 #define FIELD(f) offsetof(struct apiserver_settings, f)
 static const struct config_key apiserver_keys[] = {
         { "url", config_parse_url, FIELD(url), NULL, config_free_string },
@@ -86,7 +97,7 @@ static const struct config_key apiserver_keys[] = {
         { "backoff-reset", config_parse_duration, FIELD(backoff_reset), "2m" },
         { "backoff-jitter", config_parse_double, FIELD(backoff_jitter), "1.0" },
         { "watch-timeout-min", config_parse_duration, FIELD(watch_timeout_min), "5m" },
-        { "node-selector", config_parse_string, FIELD(node_selector), NULL, config_free_string },
+        { "node-selector", parse_label_selector, FIELD(node_selector), NULL, config_free_string },
         {}
 };
 #undef FIELD
