@@ -429,7 +429,7 @@ class Cluster:
         sections = {"apiserver": {"url": self.fake.url, "token-file": self.token_file, "ca-file": self.fake.ca_file,
                                   "backoff-initial": "100ms", "backoff-max": "1s"},
                     "network": {}}
-        if self.routing and not self.by_hand:
+        if self.routing not in (None, "none") and not self.by_hand:
             sections["network"]["routing"] = self.routing
         for src in (self.agent_config, extra or {}):
             for s, kv in src.items():
@@ -476,6 +476,8 @@ class Cluster:
         """What the `nodes` mode should do, done with ip(8): in each node, an unreachable route
         for its own CIDRs and a route to every other Node's CIDR via its InternalIP on a
         connected subnet; routes of Nodes gone are deleted."""
+        if self.routing in (None, "none"):
+            return
         present = {name for name in self.fake_node_names()}
         for n in self.nodes:
             if n.ns is None or n.agent is None or not n.agent.running():

@@ -121,11 +121,36 @@ def test_node_off_the_connected_subnets_gets_no_route_but_a_warning(cluster):
                      timeout=2, since=mark)
     time.sleep(0.5)
     assert not set(far.cidrs()) & set(dict(c.route_entries(a))), c.route_entries(a)
-    text = str(podnet_module(a.agent))
-    assert "bgp" in text, text
-    m = a.agent.metrics()
-    skipped = [s for s in m.samples if "skip" in s[0] and s[2] > 0]
-    assert skipped, sorted(m.names())
+    routing = podnet_module(a.agent)["details"]["routing"]
+    assert routing["mode"] == "nodes", routing
+    assert {(x["node"], x["address"]) for x in routing["skipped"]} >= {(far.name, far.addr4)}, routing
+    assert "bgp" in str(routing.get("hint", "")) + str(podnet_module(a.agent).get("reason", "")), routing
+    assert a.agent.metrics().value("pinion_podnet_route_peers_skipped") >= 1
+    rc, out, _ = a.agent.ctl("status")
+    assert rc == 0 and far.name in out and "bgp" in out, out
+    # One warning per address, not one per event: a change to the Node that moves no route
+    # repeats nothing.
+    obj = far.node_object()
+    obj["metadata"]["labels"]["pinion.test/touched"] = "1"
+    c.fake.set_node(far.name, node=obj)
+    time.sleep(1)
+    warnings = [line for line in a.agent.log_text().splitlines()
+                if far.name in line and re.search(r"warn", line, re.I)]
+    for addr in (far.addr4, far.addr6):
+        assert len([w for w in warnings if addr in w]) <= 1, warnings
+    assert warnings
+
+
+def test_routing_none_leaves_the_nodes_apart(cluster):
+    """The control: with routing = none (the default) pinion adds nothing between nodes, and the
+    fabric carries nothing either, so no cross-node ping is answered (the harness leaks nothing)."""
+    c = cluster(routing="none", by_hand=False)
+    a, b = c.add_node(), c.add_node()
+    pa, pb = c.add_pod(a), c.add_pod(b)
+    answered, missing = c.ping_matrix(timeout=1)
+    assert answered == [] and len(missing) == 4, answered
+    for n in (a, b):
+        assert [d for d, _ in c.route_entries(n) if c.is_node_cidr(d)] == [], c.route_entries(n)
 
 
 def test_agent_kill9_and_restart_keeps_traffic_and_routes(cluster):
