@@ -632,7 +632,7 @@ class Agent:
     extra:    raw INI text appended to the main file
     dropins:  {"50-x.conf": "text"} written to <dir>/conf.d/
     env:      extra environment for the daemon (None removes a variable)
-    netns:    the name of a network namespace (ip netns) to run piniond in (`ip netns exec`)
+    netns:    run the daemon in this network namespace (`ip netns exec NAME`); None: the test's
     """
 
     def __init__(self, config=None, extra="", dropins=None, env=None, node_name="test-node", netns=None):
@@ -728,8 +728,7 @@ class Agent:
         if VALGRIND:
             cmd = VALGRIND_CMD + cmd
         if self.netns:
-            # ip execs the command in the namespace: the pid stays piniond's.
-            cmd = ["ip", "netns", "exec", self.netns] + cmd
+            cmd = ["ip", "netns", "exec", self.netns] + cmd  # ip execs the command: same pid
         return cmd
 
     def start(self, wait=True, timeout=10, args=(), env=None, socket_activate=False):
@@ -1087,13 +1086,13 @@ def tmp_dir():
 
 @pytest.fixture
 def agent_factory():
-    """make(config=None, extra="", dropins=None, env=None, node_name=..., netns=None, start=True,
-    wait=True, timeout=10, socket_activate=False) -> Agent. Everything made is cleaned up;
+    """make(config=None, extra="", dropins=None, env=None, node_name=..., start=True,
+    wait=True, timeout=10, socket_activate=False, netns=None) -> Agent. Everything made is cleaned up;
     an agent that crashed or exits non-zero at teardown fails the test."""
     agents = []
 
-    def make(config=None, extra="", dropins=None, env=None, node_name="test-node", netns=None, start=True,
-             wait=True, timeout=10, socket_activate=False):
+    def make(config=None, extra="", dropins=None, env=None, node_name="test-node", start=True,
+             wait=True, timeout=10, socket_activate=False, netns=None):
         a = Agent(config=config, extra=extra, dropins=dropins, env=env, node_name=node_name, netns=netns)
         agents.append(a)
         if start:
