@@ -104,6 +104,39 @@ def test_node_added_later_is_reachable_and_deleted_node_leaves_no_route(cluster)
     assert set(c.ping_from(pa, [pb.addr4])) == {pb.addr4}
 
 
+def test_changed_address_or_cidr_replaces_the_route(cluster):
+    c = cluster(routing="nodes")
+    a, b = c.add_node(), c.add_node()
+    pa, pb = c.add_pod(a), c.add_pod(b)
+    assert_full_mesh(c)
+
+    # b's Node names another of its addresses: a's route follows within 2 s, traffic too. (b
+    # keeps the old one: its agent's connection to the apiserver comes from it.)
+    b.addr4 = c.fabric_addr(4, 100 + b.index)
+    b.ns.run("ip", "addr", "add", "%s/%d" % (b.addr4, c.fabric4.prefixlen), "dev", "eth0")
+    c.set_node(b)
+    wait_until(lambda: "via %s " % b.addr4 in dict(c.route_entries(a)).get(b.cidr4, "") + " ", timeout=2,
+               desc="a's route to %s via b's new address" % b.cidr4)
+    assert c.ping_from(pa, [pb.addr4]) == [pb.addr4]
+
+    # A Node (no agent needed for the others' routes) whose pod CIDR changes: the old route
+    # goes and the new one comes, within 2 s.
+    g = c.new_node()
+    c.nodes.append(g)
+    c.set_node(g)
+    wait_until(lambda: g.cidr4 in dict(c.route_entries(a)), timeout=2, desc="route to the ghost's CIDR")
+    old_cidrs = g.cidrs()
+    g.cidr4, g.cidr6 = c.node_cidr(4, 200), c.node_cidr(6, 200)
+    c.set_node(g)
+    for n in (a, b):
+        def follow():
+            have = dict(c.route_entries(n))
+            assert set(g.cidrs()) <= set(have) and not set(old_cidrs) & set(have), (g.cidrs(), old_cidrs, have)
+            return True
+        wait_until(follow, timeout=2, desc="%s's routes follow the ghost's new CIDRs" % n.name)
+        assert "via %s " % g.addr6 in dict(c.route_entries(n))[g.cidr6] + " "
+
+
 def test_node_off_the_connected_subnets_gets_no_route_but_a_warning(cluster):
     c = cluster(routing="nodes")
     a = c.add_node()
