@@ -22,6 +22,10 @@ struct nl; /* wire-internal.h */
 /* pinion's rtnetlink protocol number (rtm_protocol) on every route it installs. */
 #define PINION_RTPROT 177
 
+/* The metric the kernel gives an IPv6 route added without one (IP6_RT_PRIO_USER); an IPv4 one
+ * gets 0. Routes are wanted with the metric the kernel reports, so a dump compares equal. */
+#define ROUTES_IPV6_DEFAULT_METRIC 1024
+
 /* A route of the main table, keyed by family, dst/dst_len and priority (what the kernel keys a
  * route by; tos is always 0 here). */
 struct route {

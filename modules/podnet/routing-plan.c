@@ -60,6 +60,7 @@ int routing_plan_parse_prefix(const char *s, struct route *ret) {
         if (errno || end == slash + 1 || *end || len > addr_size(ret->family) * 8)
                 return -EINVAL;
         ret->dst_len = (unsigned char) len;
+        ret->priority = ret->family == AF_INET6 ? ROUTES_IPV6_DEFAULT_METRIC : 0;
         /* Clear the host bits: the kernel refuses a destination with them set. */
         for (size_t bit = len; bit < addr_size(ret->family) * 8; bit++)
                 ret->dst.s6_addr[bit / 8] &= (uint8_t) ~(0x80u >> (bit % 8));

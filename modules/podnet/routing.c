@@ -254,6 +254,8 @@ static int plan_pass(struct routing *rt, struct nl *nl, struct routing_plan *pla
         };
         if (fact && in.nodes_known)
                 in.n_nodes = fact->nodes(fact->owner, &in.nodes);
+        if (rt->mode == ROUTING_NODES && in.nodes_known && !rt->nodes_synced)
+                log_module_info(MODULE, "The cluster's Nodes are listed (%zu): node routes follow them now", in.n_nodes);
         r = routes_dump(nl, &kernel, &n_kernel);
         if (r < 0) {
                 (void) metric_inc(rt->m_errors, "dump");
@@ -312,8 +314,6 @@ static int routing_pass(struct routing *rt, const char *why) {
         wire_nl_close(&nl);
         if (r < 0)
                 rt->last_error = r;
-        if (nodes_known != rt->nodes_synced && rt->mode == ROUTING_NODES && nodes_known)
-                log_module_info(MODULE, "The cluster's Nodes are listed: node routes follow them now");
         rt->nodes_synced = nodes_known;
         rt->passes++;
         rt->last_pass = now_usec(CLOCK_REALTIME);
