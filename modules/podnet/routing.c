@@ -20,6 +20,9 @@
 #include "wire-internal.h"
 
 #define ROUTING_HINT "peers on other subnets need routing = bgp"
+/* From a Node change to its pass: the changes of a burst (a relist, many kubelets at once) make
+ * one pass; well inside the 2 s a change may take to reach the kernel. */
+#define PASS_DELAY (50 * USEC_PER_MSEC)
 
 static const char *const routing_mode_table[_ROUTING_MODE_MAX] = {
         [ROUTING_NONE] = "none",
@@ -46,17 +49,38 @@ struct installed {
         char *node; /* NULL: an aggregate */
 };
 
+/* The kernel's answer about a peer's address (routes_gateway_connected()). */
+struct answer {
+        int family;
+        struct in6_addr addr;
+        int connected;
+};
+
+/* Passes that a Node change starts reuse the last pass's answers (a burst of Node events must
+ * not ask the kernel about every peer each time); a periodic pass and a start ask afresh, so a
+ * subnet added or removed on the node counts within reconcile-interval. */
+struct pass_ctx {
+        struct nl *nl;
+        const struct answer *known; /* sorted; NULL: ask about every address */
+        size_t n_known;
+        struct answer *asked;       /* this pass's answers */
+        size_t n_asked;
+        int error;
+};
+
 struct routing {
         struct module_instance *mi;
         enum routing_mode mode;        /* what the last pass applied */
         sd_event_source *fact_timer;   /* `nodes`: looks for FACT_CLUSTER_NODES once a second */
-        sd_event_source *pass_event;   /* a pass queued (deferred) */
+        sd_event_source *pass_timer;   /* a pass queued: soon, so a burst of changes makes one */
         sd_event_source *recheck_timer; /* every reconcile-interval */
         bool fact_seen;                /* FACT_CLUSTER_NODES was published at the last look */
         bool nodes_synced;             /* the last pass had a synced Node list */
         struct installed *installed;   /* the routes wanted that the kernel holds, by the last pass */
         size_t n_installed;
         struct records skipped, conflicts;
+        struct answer *answers;        /* the last pass's, sorted */
+        size_t n_answers;
         uint64_t passes;
         usec_t last_pass;              /* CLOCK_REALTIME */
         int last_error;                /* of the last pass's kernel work, 0: none */
@@ -122,8 +146,40 @@ static const char *installed_node(const struct routing *rt, const struct route *
 
 /* ---- one pass ---- */
 
+static int answer_compare(const void *a, const void *b) {
+        const struct answer *x = a, *y = b;
+        if (x->family != y->family)
+                return x->family < y->family ? -1 : 1;
+        return memcmp(&x->addr, &y->addr, sizeof(x->addr));
+}
+
 static int connected(int family, const struct in6_addr *gateway, void *userdata) {
-        return routes_gateway_connected(userdata, family, gateway, NULL);
+        struct pass_ctx *ctx = userdata;
+        struct answer key = { .family = family, .addr = *gateway };
+        const struct answer *known = ctx->n_known ? bsearch(&key, ctx->known, ctx->n_known, sizeof(key), answer_compare) : NULL;
+
+        key.connected = known ? known->connected : routes_gateway_connected(ctx->nl, family, gateway, NULL);
+        struct answer *a = reallocarray(ctx->asked, ctx->n_asked + 1, sizeof(*a));
+        if (!a)
+                ctx->error = -ENOMEM;
+        else {
+                ctx->asked = a;
+                ctx->asked[ctx->n_asked++] = key;
+        }
+        return key.connected;
+}
+
+/* This pass's answers are the next one's. */
+static void answers_keep(struct routing *rt, struct pass_ctx *ctx) {
+        if (ctx->error < 0) {
+                free(ctx->asked);
+                return;
+        }
+        if (ctx->n_asked > 0)
+                qsort(ctx->asked, ctx->n_asked, sizeof(*ctx->asked), answer_compare);
+        free(rt->answers);
+        rt->answers = ctx->asked;
+        rt->n_answers = ctx->n_asked;
 }
 
 static const char *route_owner(const struct route *r, const char *node, char *buf, size_t size) {
@@ -237,7 +293,7 @@ static const struct cluster_nodes *nodes_fact(struct routing *rt) {
         return rt->mode == ROUTING_NODES ? manager_lookup(rt->mi->manager, FACT_CLUSTER_NODES) : NULL;
 }
 
-static int plan_pass(struct routing *rt, struct nl *nl, struct routing_plan *plan, bool *ret_nodes_known) {
+static int plan_pass(struct routing *rt, struct pass_ctx *ctx, struct routing_plan *plan, bool *ret_nodes_known) {
         struct podnet *p = rt->mi->data;
         const struct cluster_nodes *fact = nodes_fact(rt);
         _cleanup_free_ struct route *kernel = NULL;
@@ -250,13 +306,13 @@ static int plan_pass(struct routing *rt, struct nl *nl, struct routing_plan *pla
                 .self = rt->mi->manager->settings.node_name,
                 .nodes_known = rt->mode != ROUTING_NODES || (fact && fact->synced(fact->owner)),
                 .connected = connected,
-                .userdata = nl,
+                .userdata = ctx,
         };
         if (fact && in.nodes_known)
                 in.n_nodes = fact->nodes(fact->owner, &in.nodes);
         if (rt->mode == ROUTING_NODES && in.nodes_known && !rt->nodes_synced)
                 log_module_info(MODULE, "The cluster's Nodes are listed (%zu): node routes follow them now", in.n_nodes);
-        r = routes_dump(nl, &kernel, &n_kernel);
+        r = routes_dump(ctx->nl, &kernel, &n_kernel);
         if (r < 0) {
                 (void) metric_inc(rt->m_errors, "dump");
                 return log_module_warning_errno(MODULE, r, "Cannot read the routing table: %m; the next pass retries");
@@ -296,22 +352,29 @@ static int apply_plan(struct routing *rt, struct nl *nl, const struct routing_pl
         return note_skipped(rt, plan);
 }
 
-static int routing_pass(struct routing *rt, const char *why) {
+/* fresh: ask the kernel about every peer's address, not only about new ones. */
+static int routing_pass(struct routing *rt, const char *why, bool fresh) {
         struct routing_plan plan = {};
         struct nl nl = {};
+        struct pass_ctx ctx = { .nl = &nl };
         bool nodes_known = false;
         int r;
 
+        if (!fresh) {
+                ctx.known = rt->answers;
+                ctx.n_known = rt->n_answers;
+        }
         rt->last_error = 0;
         r = wire_nl_open(&nl);
         if (r < 0) {
                 rt->last_error = r;
                 return log_module_warning_errno(MODULE, r, "Cannot open a route netlink socket: %m");
         }
-        r = plan_pass(rt, &nl, &plan, &nodes_known);
+        r = plan_pass(rt, &ctx, &plan, &nodes_known);
         if (r >= 0)
                 r = apply_plan(rt, &nl, &plan);
         wire_nl_close(&nl);
+        answers_keep(rt, &ctx);
         if (r < 0)
                 rt->last_error = r;
         rt->nodes_synced = nodes_known;
@@ -325,15 +388,19 @@ static int routing_pass(struct routing *rt, const char *why) {
 
 /* ---- triggers ---- */
 
-static int on_pass(sd_event_source *s, void *userdata) {
+static int on_pass(sd_event_source *s, uint64_t usec, void *userdata) {
         struct routing *rt = userdata;
-        (void) routing_pass(rt, "change");
+        (void) routing_pass(rt, "change", false);
         return 0;
 }
 
 static void queue_pass(struct routing *rt) {
-        if (rt->pass_event)
-                (void) sd_event_source_set_enabled(rt->pass_event, SD_EVENT_ONESHOT);
+        int enabled = SD_EVENT_OFF;
+
+        if (!rt->pass_timer || sd_event_source_get_enabled(rt->pass_timer, &enabled) < 0 || enabled != SD_EVENT_OFF)
+                return;
+        if (sd_event_source_set_time_relative(rt->pass_timer, PASS_DELAY) >= 0)
+                (void) sd_event_source_set_enabled(rt->pass_timer, SD_EVENT_ONESHOT);
 }
 
 static void on_nodes_changed(void *userdata) {
@@ -365,7 +432,7 @@ static int on_recheck_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct routing *rt = userdata;
         struct podnet *p = rt->mi->data;
 
-        (void) routing_pass(rt, "periodic");
+        (void) routing_pass(rt, "periodic", true);
         (void) sd_event_source_set_time_relative(s, p->settings->reconcile_interval);
         return 0;
 }
@@ -380,7 +447,7 @@ static void unsubscribe(struct routing *rt) {
 static void triggers_stop(struct routing *rt) {
         unsubscribe(rt);
         rt->fact_timer = sd_event_source_disable_unref(rt->fact_timer);
-        rt->pass_event = sd_event_source_disable_unref(rt->pass_event);
+        rt->pass_timer = sd_event_source_disable_unref(rt->pass_timer);
         rt->recheck_timer = sd_event_source_disable_unref(rt->recheck_timer);
 }
 
@@ -390,9 +457,9 @@ static int triggers_start(struct routing *rt) {
         usec_t interval = p->settings->reconcile_interval;
         int r;
 
-        r = sd_event_add_defer(e, &rt->pass_event, on_pass, rt);
+        r = sd_event_add_time_relative(e, &rt->pass_timer, CLOCK_MONOTONIC, PASS_DELAY, PASS_DELAY / 2, on_pass, rt);
         if (r >= 0)
-                r = sd_event_source_set_enabled(rt->pass_event, SD_EVENT_OFF);
+                r = sd_event_source_set_enabled(rt->pass_timer, SD_EVENT_OFF);
         if (r >= 0 && rt->mode == ROUTING_NODES) {
                 r = sd_event_add_time_relative(e, &rt->fact_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC / 10, on_fact_timer, rt);
                 if (r >= 0)
@@ -469,7 +536,7 @@ int routing_start(struct module_instance *mi) {
         rt->mode = p->settings->routing;
         rt->nodes_synced = false;
         /* Adopts what the kernel holds: routes already right stay, so a restart makes no gap. */
-        (void) routing_pass(rt, "start");
+        (void) routing_pass(rt, "start", true);
         return triggers_start(rt);
 }
 
@@ -479,7 +546,7 @@ static void remove_all(struct routing *rt) {
         enum routing_mode mode = rt->mode;
 
         rt->mode = ROUTING_NONE; /* a pass in `none` removes every node route and aggregate of pinion's */
-        (void) routing_pass(rt, "stop");
+        (void) routing_pass(rt, "stop", false);
         rt->mode = mode;
 }
 
@@ -512,6 +579,7 @@ struct routing *routing_free(struct routing *rt) {
         installed_clear(rt);
         records_clear(&rt->skipped);
         records_clear(&rt->conflicts);
+        free(rt->answers);
         free(rt);
         return NULL;
 }

@@ -12,7 +12,12 @@
  * Node routes are only added or removed once the Node list has synced; while it is unknown
  * (not listed yet, the apiserver module stopped) the installed ones stay as they are. A stop
  * removes node routes and aggregates only when no pod attachment exists on the node: with pods
- * attached they stay for the next agent, so a restart or an upgrade never cuts a pod off. */
+ * attached they stay for the next agent, so a restart or an upgrade never cuts a pod off.
+ *
+ * The mode says what pinion's routes between nodes should be, whoever installed them: `none`
+ * (at start, or by a reload) removes every node route and aggregate of pinion's, pods attached
+ * or not (the operator chose a fabric that routes the pod CIDRs itself); a switch to `bgp`
+ * removes the node routes (BIRD installs the peers' routes under its own protocol). */
 
 #include <cjson/cJSON.h>
 
