@@ -308,6 +308,14 @@ static void nodes_wanted(void *userdata) {
         }
 }
 
+/* [apiserver] node-selector as the Node reflector's query (none: every Node). */
+static int nodes_set_selector(struct apiserver *a) {
+        a->nodes->sink.selector = mfree(a->nodes->sink.selector);
+        if (isempty(a->settings->node_selector))
+                return 0;
+        return reflector_query_param("labelSelector", a->settings->node_selector, &a->nodes->sink.selector);
+}
+
 static void nodes_unpublish(struct apiserver *a) {
         if (!a->nodes)
                 return;
@@ -322,7 +330,9 @@ static int nodes_publish(struct apiserver *a) {
         a->nodes = calloc(1, sizeof(*a->nodes));
         if (!a->nodes)
                 return -ENOMEM;
-        int r = node_table_init(a->nodes, a->settings->node_selector, nodes_wanted, a->mi);
+        int r = node_table_init(a->nodes, nodes_wanted, a->mi);
+        if (r >= 0)
+                r = nodes_set_selector(a);
         if (r >= 0)
                 r = manager_publish(a->mi->manager, FACT_CLUSTER_NODES, &a->nodes->fact);
         if (r < 0) {
@@ -340,10 +350,7 @@ static void nodes_restart(struct module_instance *mi) {
         a->node_reflector = reflector_free(a->node_reflector);
         if (!a->nodes)
                 return;
-        free(a->nodes->sink.selector);
-        a->nodes->sink.selector = NULL;
-        if (!isempty(a->settings->node_selector) &&
-            reflector_query_param("labelSelector", a->settings->node_selector, &a->nodes->sink.selector) < 0)
+        if (nodes_set_selector(a) < 0)
                 log_module_error(MODULE, "Cannot hold node-selector, watching every Node: out of memory");
         if (wanted)
                 nodes_wanted(mi);

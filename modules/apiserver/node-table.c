@@ -334,7 +334,7 @@ bool node_table_wanted(const struct node_table *t) {
         return false;
 }
 
-int node_table_init(struct node_table *t, const char *label_selector, void (*wanted)(void *userdata), void *userdata) {
+int node_table_init(struct node_table *t, void (*wanted)(void *userdata), void *userdata) {
         *t = (struct node_table) {
                 .sink = {
                         .resource = "nodes",
@@ -356,8 +356,6 @@ int node_table_init(struct node_table *t, const char *label_selector, void (*wan
         };
         t->sink.userdata = t;
         t->fact.owner = t;
-        if (!isempty(label_selector) && reflector_query_param("labelSelector", label_selector, &t->sink.selector) < 0)
-                return -ENOMEM;
         return 0;
 }
 

@@ -28,7 +28,8 @@ struct node_table {
         void *wanted_userdata;
 };
 
-int node_table_init(struct node_table *t, const char *label_selector, void (*wanted)(void *userdata), void *userdata);
+/* The owner sets sink.selector (freed by node_table_done) before the reflector starts. */
+int node_table_init(struct node_table *t, void (*wanted)(void *userdata), void *userdata);
 void node_table_done(struct node_table *t);
 bool node_table_wanted(const struct node_table *t); /* someone subscribed (and is still there) */
 

@@ -94,8 +94,7 @@ static void test_table(void **state) {
         struct heard h = {};
         const struct cluster_node *v;
 
-        assert_int_equal(node_table_init(&t, "rack=r1", on_wanted, &h), 0);
-        assert_string_equal(t.sink.selector, "labelSelector=rack%3Dr1");
+        assert_int_equal(node_table_init(&t, on_wanted, &h), 0);
         assert_false(t.fact.synced(t.fact.owner));
         assert_false(node_table_wanted(&t));
         assert_int_equal(t.fact.subscribe(t.fact.owner, on_change, &h), 0);
