@@ -75,7 +75,8 @@ tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync -Wl,--wrap=
 INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \
 	tests/integration/test_podnet_static.py tests/integration/test_podnet_dualstack.py \
 	tests/integration/test_podnet_state.py tests/integration/test_podnet_reconcile.py \
-	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py
+	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py \
+	tests/integration/test_podnet_routes.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----
