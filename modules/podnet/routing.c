@@ -10,6 +10,7 @@
 
 #include "facts.h"
 #include "ipam.h"
+#include "json.h"
 #include "log.h"
 #include "manager.h"
 #include "metrics.h"
@@ -19,7 +20,7 @@
 #include "string-table.h"
 #include "wire-internal.h"
 
-#define ROUTING_HINT "peers on other subnets need routing = bgp"
+#define ROUTING_HINT "peers on other subnets get no route: routing = bgp is the mode for routed fabrics"
 /* From a Node change to its pass: the changes of a burst (a relist, many kubelets at once) make
  * one pass; well inside the 2 s a change may take to reach the kernel. */
 #define PASS_DELAY (50 * USEC_PER_MSEC)
@@ -646,7 +647,7 @@ int routing_status(const struct podnet *p, cJSON *obj) {
         const char *nodes = nodes_state(rt);
         if ((nodes && !cJSON_AddStringToObject(o, "nodes", nodes)) ||
             !cJSON_AddNumberToObject(o, "passes", (double) rt->passes) ||
-            !cJSON_AddNumberToObject(o, "lastPass", (double) rt->last_pass / USEC_PER_SEC) ||
+            !json_add_time(o, "lastPass", rt->last_pass) ||
             (rt->last_error < 0 && !cJSON_AddStringToObject(o, "lastError", strerror(-rt->last_error))))
                 return -ENOMEM;
         r = installed_to_json(o, rt);

@@ -286,7 +286,7 @@ def test_nodes_routes_follow_the_api(agent_factory, node, fake_in, monitor):
     assert st["routes"] == {"ipv4": 1, "ipv6": 1}, st
     assert st["skipped"] == [{"node": "n3", "address": "10.99.0.3", "podCIDR": "10.244.3.0/24",
                               "reason": "not-directly-connected"}], st
-    assert st["hint"] == "peers on other subnets need routing = bgp", st
+    assert st["hint"] == "peers on other subnets get no route: routing = bgp is the mode for routed fabrics", st
     assert "unreachable " + V4 in st["aggregates"]
     assert "10.244.3." not in routes(node, "-4")
     assert a.metrics().value("pinion_podnet_route_peers_skipped", reason="not-directly-connected") == 1
