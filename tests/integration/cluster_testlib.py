@@ -25,14 +25,12 @@ namespaces.
 import ipaddress
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from pinion_testlib import BUILDDIR, SRCDIR, T, diag, wait_until
+from pinion_testlib import SRCDIR, T, wait_until
 from podnet_testlib import CniResult, PINION_CNI, PYTHON, free_pod_cidr, free_pod_cidr6
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
@@ -56,17 +54,6 @@ def sh(*cmd, check=True, netns=None, timeout=30):
     if check and p.returncode != 0:
         raise AssertionError("%s: rc=%d %s%s" % (" ".join(cmd), p.returncode, p.stdout, p.stderr))
     return p
-
-
-def agent_routing_supported():
-    """Whether this piniond knows [network] routing (its --check-config accepts the key)."""
-    import tempfile
-    with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
-        f.write("[agent]\nnode-name=probe\n[network]\nrouting=nodes\n")
-        f.flush()
-        p = subprocess.run([os.path.join(BUILDDIR, "piniond"), "--config", f.name, "--check-config"],
-                           capture_output=True, text=True)
-    return p.returncode == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,16 +238,14 @@ class Node:
 
 
 class Cluster:
-    """routing: the agents' [network] routing ("nodes", "bgp"; None: the key is left out).
-    by_hand: the harness adds the routes between nodes itself (`ip route ... proto 177`), for
-    an agent without the routing code."""
+    """routing: the agents' [network] routing ("none", "nodes", "bgp"); hold_time: BIRD's, in
+    seconds (bgp)."""
 
-    def __init__(self, agent_factory, routing="nodes", by_hand=False, agent_config=None, hold_time=3):
+    def __init__(self, agent_factory, routing="nodes", agent_config=None, hold_time=3):
         self.agent_factory = agent_factory
         self.hold_time = hold_time
         self.rr = None
         self.routing = routing
-        self.by_hand = by_hand
         self.agent_config = agent_config or {}
         self.nodes = []
         self.pod_netns = []
@@ -429,7 +414,7 @@ class Cluster:
         sections = {"apiserver": {"url": self.fake.url, "token-file": self.token_file, "ca-file": self.fake.ca_file,
                                   "backoff-initial": "100ms", "backoff-max": "1s"},
                     "network": {}}
-        if self.routing not in (None, "none") and not self.by_hand:
+        if self.routing not in (None, "none"):
             sections["network"]["routing"] = self.routing
         for src in (self.agent_config, extra or {}):
             for s, kv in src.items():
@@ -447,58 +432,18 @@ class Cluster:
             assert m["state"] == "running", (m, [x for x in n.agent.status()["modules"] if x["name"] == "apiserver"])
             return True
         wait_until(running, timeout=timeout, desc="podnet running on %s" % n.name)
-        if self.by_hand:
-            self.routes_by_hand()
 
     def stop_agent(self, n):
-        """SIGTERM; the agent exits 0. (By hand: a node without pods loses its routes.)"""
+        """SIGTERM; the agent exits 0."""
         n.agent.assert_exit(n.agent.sigterm(), 0)
-        if self.by_hand and not n.pods:
-            for dst, _ in self.route_entries(n):
-                if self.is_node_cidr(dst):
-                    n.ns.run("ip", "route", "del", dst, "proto", PROTO, check=False)
 
     def delete_node(self, n):
         """The Node leaves the apiserver (its netns and agent stay)."""
         self.fake.delete_node(n.name)
-        if self.by_hand:
-            self.routes_by_hand()
 
     def set_node(self, n):
         """Creates or updates n's Node object (from its fields)."""
         self.fake.set_node(n.name, node=n.node_object())
-        if self.by_hand:
-            self.routes_by_hand()
-
-    # --- routes by hand (only until the agent installs them) ---
-
-    def routes_by_hand(self):
-        """What the `nodes` mode should do, done with ip(8): in each node, an unreachable route
-        for its own CIDRs and a route to every other Node's CIDR via its InternalIP on a
-        connected subnet; routes of Nodes gone are deleted."""
-        if self.routing in (None, "none"):
-            return
-        present = {name for name in self.fake_node_names()}
-        for n in self.nodes:
-            if n.ns is None or n.agent is None or not n.agent.running():
-                continue
-            want = set()
-            for c in n.cidrs():
-                want.add((c, "unreachable"))
-            for o in self.nodes:
-                if self.routing != "nodes" or o is n or o.name not in present:
-                    continue
-                for fam, cidr, addr in ((4, o.cidr4, o.addr4), (6, o.cidr6, o.addr6)):
-                    if cidr and addr and self.on_link(n, addr):
-                        want.add((cidr, addr))
-            for c, via in want:
-                if via == "unreachable":
-                    n.ns.run("ip", "route", "replace", "unreachable", c, "proto", PROTO)
-                else:
-                    n.ns.run("ip", "route", "replace", c, "via", via, "proto", PROTO)
-            for dst, _ in self.route_entries(n):
-                if self.is_node_cidr(dst) and not any(dst == c for c, _ in want):
-                    n.ns.run("ip", "route", "del", dst, "proto", PROTO, check=False)
 
     def is_node_cidr(self, dst):
         try:
@@ -508,17 +453,6 @@ class Cluster:
         if net.version == 4:
             return net.prefixlen == 24 and net.subnet_of(self.pods4)
         return net.prefixlen == 64 and net.subnet_of(self.pods6)
-
-    def on_link(self, n, addr):
-        """Whether addr is on a subnet n is connected to."""
-        a = ipaddress.ip_address(addr)
-        if not (n.addr4 if a.version == 4 else n.addr6):
-            return False
-        return a in (self.fabric4 if a.version == 4 else self.fabric6)
-
-    def fake_node_names(self):
-        with self.fake._lock:
-            return list(self.fake._objects["nodes"])
 
     # --- pods ---
 
@@ -696,18 +630,13 @@ def podnet_module(agent):
 
 @pytest.fixture
 def cluster(agent_factory):
-    """cluster(routing="nodes", by_hand=None, agent_config=None, hold_time=3) -> a started Cluster
+    """cluster(routing="nodes", agent_config=None, hold_time=3) -> a started Cluster
     (with routing "bgp", a route reflector's bird2 in the fabric and one in each node); torn down
-    (agents, apiserver, every netns) at the end, also on failure. by_hand None: the harness
-    adds the routes itself only when this piniond has no [network] routing."""
+    (agents, apiserver, every netns) at the end, also on failure."""
     made = []
 
-    def make(routing="nodes", by_hand=None, agent_config=None, hold_time=3):
-        if by_hand is None:
-            by_hand = not agent_routing_supported()
-            if by_hand:
-                diag("cluster: this piniond has no [network] routing; the harness adds the routes by hand")
-        c = Cluster(agent_factory, routing=routing, by_hand=by_hand, agent_config=agent_config, hold_time=hold_time)
+    def make(routing="nodes", agent_config=None, hold_time=3):
+        c = Cluster(agent_factory, routing=routing, agent_config=agent_config, hold_time=hold_time)
         made.append(c)
         return c.start()
 

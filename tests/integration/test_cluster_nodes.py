@@ -147,8 +147,6 @@ def test_node_off_the_connected_subnets_gets_no_route_but_a_warning(cluster):
     far.addr6 = "2001:db8::%x" % (10 + far.index)
     mark = a.agent.log_mark()
     c.set_node(far)
-    if c.by_hand:
-        pytest.skip("the warning and status line need the agent's routing code")
     a.agent.wait_log(r"%s.*(%s|%s)|(%s|%s).*%s" % (re.escape(far.name), re.escape(far.addr4), re.escape(far.addr6),
                                                     re.escape(far.addr4), re.escape(far.addr6), re.escape(far.name)),
                      timeout=2, since=mark)
@@ -177,7 +175,7 @@ def test_node_off_the_connected_subnets_gets_no_route_but_a_warning(cluster):
 def test_routing_none_leaves_the_nodes_apart(cluster):
     """The control: with routing = none (the default) pinion adds nothing between nodes, and the
     fabric carries nothing either, so no cross-node ping is answered (the harness leaks nothing)."""
-    c = cluster(routing="none", by_hand=False)
+    c = cluster(routing="none")
     a, b = c.add_node(), c.add_node()
     pa, pb = c.add_pod(a), c.add_pod(b)
     answered, missing = c.ping_matrix(timeout=1)
