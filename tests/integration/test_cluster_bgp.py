@@ -114,6 +114,7 @@ def test_agent_stopping_without_pods_withdraws_at_once(cluster):
                            desc="%s withdrawn from %s" % (cidr, n.name))
     took = time.monotonic() - t0
     assert took < HOLD, took
+    print("agent stopped: CIDRs withdrawn everywhere after %.2fs" % took)
     # The others stay.
     answered, missing = c.ping_matrix()
     assert not missing, missing

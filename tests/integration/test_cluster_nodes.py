@@ -7,6 +7,7 @@ NAT; Nodes added and deleted show up in the routes within 2 s; a Node off the co
 gets no route but a warning and a status line; a kill -9 and restart of an agent loses no
 packet beyond noise and deletes no route."""
 
+import json
 import os
 import re
 import time
@@ -177,7 +178,7 @@ def test_routing_none_leaves_the_nodes_apart(cluster):
     fabric carries nothing either, so no cross-node ping is answered (the harness leaks nothing)."""
     c = cluster(routing="none")
     a, b = c.add_node(), c.add_node()
-    pa, pb = c.add_pod(a), c.add_pod(b)
+    c.add_pod(a), c.add_pod(b)
     answered, missing = c.ping_matrix(timeout=1)
     assert answered == [] and len(missing) == 4, answered
     for n in (a, b):
@@ -202,10 +203,10 @@ def test_agent_kill9_and_restart_keeps_traffic_and_routes(cluster):
     c.start_agent(a)
     for lp in loops:
         out, err = lp.communicate(timeout=30)
-        import json
         r = json.loads(out)
         # Noise: at most 2 of ~300 requests.
         assert r["sent"] > 200 and len(r["lost"]) <= 2, r
+        print("across the kill -9 and restart: %d sent, %d lost" % (r["sent"], len(r["lost"])))
     time.sleep(0.5)
     monitor.terminate()
     monitor.wait(5)
