@@ -78,6 +78,12 @@ INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_pod
 	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py \
 	tests/integration/test_podnet_routes.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
+# Routes between nodes ([network] routing): a cluster on one machine, nodes as network
+# namespaces on one bridge, each with its own piniond; bird2 for routing = bgp.
+INTEGRATION_TESTS += tests/integration/test_cluster_nodes.py tests/integration/test_cluster_bgp.py
+EXTRA_DIST += tests/integration/cluster_testlib.py units/bird/pinion-node.conf units/bird/route-reflector.conf
+pinionbirddir = $(datadir)/pinion/bird
+pinionbird_DATA = units/bird/pinion-node.conf units/bird/route-reflector.conf
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----
 FUZZ_TARGETS += podnet-cni-env podnet-cni-request podnet-json-text

@@ -215,3 +215,39 @@ def test_agent_kill9_and_restart_keeps_traffic_and_routes(cluster):
     assert not [line for line in events.splitlines() if line.startswith("Deleted")], events
     assert sorted(c.route_entries(a)) == before
     assert_full_mesh(c)
+
+
+def test_watch_on_a_dead_connection_is_given_up_and_resumed(cluster):
+    """The node's address that carried the agent's connection to the apiserver is removed (a
+    renumbered node): nothing comes on the watches any more and no error either. TCP keepalive
+    (30 s idle, 3 probes 10 s apart) ends the connection, the reflectors resume from their
+    resourceVersion over a new one, and a Node added meanwhile reaches the routes."""
+    c = cluster(routing="nodes")
+    a, b = c.add_node(), c.add_node()
+    pa, pb = c.add_pod(a), c.add_pod(b)
+    assert_full_mesh(c)
+
+    # b moves to another address of the subnet: with promote_secondaries the new one stays
+    # when the old, primary one goes.
+    old = b.addr4
+    b.ns.run("sysctl", "-qw", "net.ipv4.conf.eth0.promote_secondaries=1")
+    b.addr4 = c.fabric_addr(4, 120 + b.index)
+    b.ns.run("ip", "addr", "add", "%s/%d" % (b.addr4, c.fabric4.prefixlen), "dev", "eth0")
+    b.ns.run("ip", "addr", "del", "%s/%d" % (old, c.fabric4.prefixlen), "dev", "eth0")
+    c.set_node(b)
+    gone = time.monotonic()
+
+    g = c.new_node()
+    c.nodes.append(g)
+    c.set_node(g)
+    wait_until(lambda: g.cidr4 in dict(c.route_entries(a)), timeout=2, desc="a's route to the new Node")
+    wait_until(lambda: g.cidr4 in dict(c.route_entries(b)), timeout=90,
+               desc="b's route to the new Node, once its dead watch was given up")
+    took = time.monotonic() - gone
+    print("b heard of the new Node %.1f s after its address went (keepalive's bound: 60 s + backoff)" % took)
+    assert took < 75, took
+    assert b.agent.wait_log(r"Watch (failed|stream cut short)", timeout=1)
+    # a follows b's new address, and traffic flows again.
+    wait_until(lambda: "via %s " % b.addr4 in dict(c.route_entries(a)).get(b.cidr4, "") + " ", timeout=2,
+               desc="a's route to b's new address")
+    assert c.ping_from(pa, [pb.addr4]) == [pb.addr4]

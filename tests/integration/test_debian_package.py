@@ -31,6 +31,8 @@ FILES = {
         "/lib/systemd/system/piniond.service", "/lib/systemd/system/piniond.socket",
         "/usr/share/man/man1/pinionctl.1.gz", "/usr/share/man/man5/pinion.conf.5.gz",
         "/usr/share/man/man8/piniond.8.gz",
+        "/etc/iproute2/rt_protos.d/pinion.conf",
+        "/usr/share/pinion/bird/pinion-node.conf", "/usr/share/pinion/bird/route-reflector.conf",
         "/usr/share/doc/pinion/changelog.gz", "/usr/share/doc/pinion/copyright",
     },
     "pinion-cni": {
@@ -154,7 +156,8 @@ def test_package_files(built, pkg):
     assert _run("dpkg-deb", "-f", deb, "Version").stdout.strip() == VERSION
     if pkg == "pinion":
         conffiles = _run("dpkg-deb", "--info", deb, "conffiles").stdout.split()
-        assert conffiles == ["/etc/pinion/pinion.conf", "/etc/pinion/pods.d/example-web.json.sample"], conffiles
+        assert sorted(conffiles) == ["/etc/iproute2/rt_protos.d/pinion.conf", "/etc/pinion/pinion.conf",
+                             "/etc/pinion/pods.d/example-web.json.sample"], conffiles
         postinst = _run("dpkg-deb", "--info", deb, "postinst").stdout
         # dh_installsystemd: both units enabled on install, started after it (restarted after an upgrade).
         for unit in ("piniond.service", "piniond.socket"):
