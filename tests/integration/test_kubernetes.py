@@ -468,3 +468,25 @@ def test_routing_bgp_patch_adds_a_bird_container_to_the_daemonset():
     assert spec["hostNetwork"] is True  # BIRD and piniond share the node's routing table
     # Nothing of the agent's container changed.
     assert agent == ds["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_bird_node_config_as_the_daemonsets_configmap_holds_it_parses():
+    """The ConfigMap variant the patch's comment describes (log to stderr, router id from the
+    node's interfaces: one file for every node) is a valid BIRD 2 configuration."""
+    bird = shutil.which("bird") or "/usr/sbin/bird"
+    if not os.path.exists(bird):
+        pytest.skip("bird2 is not installed (scripts/deps installs it)")
+    with open(os.path.join(SRCDIR, "units", "bird", "pinion-node.conf")) as f:
+        text = f.read()
+    patch = open(os.path.join(RDIR, "daemonset-bgp-patch.yaml")).read()
+    assert 'router id from "eth*";' in patch and "log stderr all;" in patch
+    text = re.sub(r"^router id @ROUTER_ID@;", 'router id from "eth*";', text, flags=re.M)
+    text = re.sub(r"^log syslog all;", "log stderr all;", text, flags=re.M)
+    for k, v in {"AS": "64512", "HOLD_TIME": "9", "RR1_IPV4": "192.0.2.1", "RR1_IPV6": "2001:db8::1"}.items():
+        text = text.replace("@%s@" % k, v)
+    assert not re.findall(r"@[A-Z0-9_]+@", text), re.findall(r"@[A-Z0-9_]+@", text)
+    with tempfile.NamedTemporaryFile("w", suffix=".conf") as f:
+        f.write(text)
+        f.flush()
+        p = subprocess.run([bird, "-p", "-c", f.name], capture_output=True, text=True, timeout=T(30))
+    assert p.returncode == 0, p.stdout + p.stderr
