@@ -136,8 +136,10 @@ static int run_all(const struct cli *c, FILE *csv, FILE *summary) {
                         csv_write(csv, m, &results[n]);
                 n++;
         }
-        if (r >= 0)
+        if (r >= 0) {
                 print_table(m, results, spreads, n, legacy);
+                print_fanout_table(m, results, n);
+        }
         for (size_t i = 0; i < n; i++)
                 result_done(&results[i]);
         return r;
