@@ -144,7 +144,7 @@ const struct option_def option_defs[] = {
           "1: on 410 the Node reflector first lists with limit=1 (a fresh resourceVersion) and watches from it at once; the full relist follows after node-relist-after + a pause uniform in [0, node-relist-spread]" },
         { "node-status-period", parse_duration_option, FIELD(node_status_period), "5m",
           "each kubelet posts its Node's status this often (nodeStatusReportFrequency): a MODIFIED event to every Node watcher" },
-        { "node-object-bytes", parse_unsigned, FIELD(node_object_bytes), "4200", "bytes of one Node in JSON (a list item or a watch event)" },
+        { "node-object-bytes", parse_unsigned, FIELD(node_object_bytes), "7000", "bytes of one Node in JSON (a list item or a watch event)" },
         { "pod-event-period", parse_duration_option, FIELD(pod_event_period), "30m",
           "each of a node's pods changes this often (an event on its node's pod watch)" },
         { "pod-object-bytes", parse_unsigned, FIELD(pod_object_bytes), "4000", "bytes of one pod in JSON" },

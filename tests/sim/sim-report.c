@@ -50,11 +50,11 @@ void print_model(const char *const values[static N_OPTIONS], const struct model 
         unsigned nodes = model_nodes(m), pages = (nodes + m->page_limit - 1) / m->page_limit;
         double node_list = pages * m->list_base_cost + m->node_object_cost * nodes;
         double node_events = (double) nodes * (double) USEC_PER_SEC / (double) m->node_status_period;
-        printf("With the Node watch: a Node list (%u Nodes, %u pages) costs %.0f units and carries %.1f MiB; "
+        printf("With the Node watch: a Node list (%u Nodes, %u page%s) costs %.0f units and carries %.1f MiB; "
                "the whole fleet relisting Nodes costs %.0f units, %.0f s of capacity. In steady state every "
                "agent receives %.2f Node events/s (%.0f KiB/s), the fleet %.0f events/s (%.1f MB/s from the "
                "apiserver)%s.\n\n",
-               nodes, pages, node_list, nodes * (double) m->node_object_bytes / (1 << 20),
+               nodes, pages, pages == 1 ? "" : "s", node_list, nodes * (double) m->node_object_bytes / (1 << 20),
                m->agents * node_list, m->agents * node_list / m->capacity, node_events,
                node_events * m->node_object_bytes / 1024, node_events * m->agents,
                node_events * m->agents * m->node_object_bytes / 1e6,
