@@ -379,13 +379,43 @@ static void print_status_header(const cJSON *root) {
         }
 }
 
+/* podnet's routes between nodes ([network] routing), when the module reports them: the mode,
+ * the routes per family, and every peer skipped or in conflict with why. */
+static int print_status_routing(const cJSON *root) {
+        static const char *const header[] = { "NODE", "ADDRESS", "SKIPPED BECAUSE" };
+        static const char *const keys[] = { "node", "address", "reason" };
+        const cJSON *module, *routing = NULL;
+        char buf[256];
+
+        cJSON_ArrayForEach(module, pinionctl_print_json_get(root, "modules"))
+                if (streq_ptr(json_str(module, "name"), "podnet"))
+                        routing = pinionctl_print_json_get(pinionctl_print_json_get(module, "details"), "routing");
+        if (!cJSON_IsObject(routing))
+                return EXIT_OK;
+        const cJSON *routes = pinionctl_print_json_get(routing, "routes");
+        const cJSON *skipped = pinionctl_print_json_get(routing, "skipped");
+        const cJSON *conflicts = pinionctl_print_json_get(routing, "conflicts");
+        printf("\n");
+        snprintf(buf, sizeof buf, "%s (%.0f IPv4 and %.0f IPv6 routes to other nodes, %d peers skipped, %d conflicts)",
+                 strna(json_str(routing, "mode")), json_num(routes, "ipv4"), json_num(routes, "ipv6"),
+                 cJSON_GetArraySize(skipped), cJSON_GetArraySize(conflicts));
+        print_field("routing:", buf);
+        if (json_str(routing, "hint"))
+                print_field("  hint:", json_str(routing, "hint"));
+        if (cJSON_GetArraySize(skipped) == 0)
+                return EXIT_OK;
+        printf("\n");
+        return print_table(header, keys, ELEMENTSOF(header), skipped);
+}
+
 int pinionctl_print_status(const cJSON *root) {
         static const char *const header[] = { "MODULE", "STATE", "SINCE", "REASON" };
         static const char *const keys[] = { "name", "state", "since", "reason" };
 
         print_status_header(root);
         printf("\n");
-        return print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "modules"));
+        int k = print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "modules"));
+        return k != EXIT_OK ? k : print_status_routing(root);
 }
 
 int pinionctl_print_registrations(const cJSON *root) {

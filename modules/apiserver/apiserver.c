@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* apiserver: feeds the pod store from the Kubernetes apiserver — this node's pods, listed and
- * watched by the reflector (reflector.c) with a token bucket and jittered backoff — so the
- * node keeps serving its last known pods while the apiserver is away, and a fleet of agents
- * recovering together does not stampede it. */
+ * watched by a reflector (reflector.c, pod-sink.c) with a token bucket and jittered backoff — so
+ * the node keeps serving its last known pods while the apiserver is away, and a fleet of agents
+ * recovering together does not stampede it. It also reads this node's Node for its pod CIDR
+ * (FACT_NODE_POD_CIDR) and, once a module subscribes to FACT_CLUSTER_NODES, lists and watches
+ * every Node with a second reflector (node-table.c) sharing the same token bucket. */
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,8 @@
 #include "log.h"
 #include "manager.h"
 #include "module.h"
+#include "node-table.h"
+#include "pod-sink.h"
 #include "reflector.h"
 
 #define MODULE "apiserver"
@@ -31,14 +36,31 @@ struct apiserver_settings {
         usec_t backoff_reset;
         double backoff_jitter;
         usec_t watch_timeout_min;
+        char *node_selector;
+};
+
+struct apiserver_metrics {
+        struct reflector_metrics reflector;   /* both reflectors', labelled by resource */
+        struct metric_family *cache_pods;      /* gauges, set by the collector */
+        struct metric_family *cache_nodes;
+        struct metric_family *last_sync;
+        struct metric_family *nodes_unchanged; /* Node events dropped: nothing a route uses changed */
 };
 
 struct apiserver {
         struct apiserver_settings *settings;
         struct kube_endpoint endpoint;
-        struct reflector *reflector;
-        struct reflector_metrics metrics;
+        struct token_bucket bucket; /* every request to the apiserver passes it */
+        struct pod_sink pods;
+        struct reflector *reflector; /* this node's pods */
+        struct apiserver_metrics metrics;
         struct metrics_registration *metrics_reg; /* the families above and the collector */
+
+        /* The cluster's Nodes (FACT_CLUSTER_NODES), published while the pod reflector exists; the
+         * Node reflector runs from the first subscription until the module stops. */
+        struct node_table *nodes;
+        struct reflector *node_reflector;
+        uint64_t nodes_unchanged_counted;
 
         /* The Node object's pod CIDR for podnet (FACT_NODE_POD_CIDR, published while the
          * reflector exists): read on request, after the first pod list, retried with backoff
@@ -52,6 +74,17 @@ struct apiserver {
         bool node_published, node_wanted, node_started;
 };
 
+/* A label selector as the apiserver takes it ("a=b,c!=d,e in (f,g),!h"): the characters of
+ * label keys and values, operators, commas, parentheses and blanks. The apiserver judges the
+ * grammar; this keeps a typo from reaching it as a 400 every backoff step. */
+static int parse_label_selector(const char *v, void *ret, const char **reason) {
+        if (!isempty(v) && strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/=!,() ") != strlen(v)) {
+                *reason = "expected a label selector (e.g. topology.pinion.io/segment=rack12)";
+                return -EINVAL;
+        }
+        return config_parse_string(v, ret, reason);
+}
+
 #define FIELD(f) offsetof(struct apiserver_settings, f)
 static const struct config_key apiserver_keys[] = {
         { "url", config_parse_url, FIELD(url), NULL, config_free_string },
@@ -64,6 +97,7 @@ static const struct config_key apiserver_keys[] = {
         { "backoff-reset", config_parse_duration, FIELD(backoff_reset), "2m" },
         { "backoff-jitter", config_parse_double, FIELD(backoff_jitter), "1.0" },
         { "watch-timeout-min", config_parse_duration, FIELD(watch_timeout_min), "5m" },
+        { "node-selector", parse_label_selector, FIELD(node_selector), NULL, config_free_string },
         {}
 };
 #undef FIELD
@@ -94,8 +128,6 @@ static int apiserver_parse(struct config *c, struct apiserver_settings **ret, ch
 
 static struct reflector_config reflector_config_from(const struct apiserver_settings *s) {
         return (struct reflector_config) {
-                .qps = s->qps,
-                .burst = s->burst,
                 .backoff = {
                         .initial = s->backoff_initial,
                         .max = s->backoff_max,
@@ -148,7 +180,9 @@ static usec_t add_saturating(usec_t x, usec_t y) {
 }
 
 static void node_fetch_schedule(struct apiserver *a, usec_t delay) {
-        usec_t when = add_saturating(add_saturating(now_usec(CLOCK_MONOTONIC), delay), reflector_reserve_request(a->reflector));
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        usec_t when = add_saturating(add_saturating(now, delay), token_bucket_reserve(&a->bucket, now));
+        reflector_count_request(a->reflector);
         int r;
 
         if (!a->node_timer)
@@ -163,38 +197,13 @@ static void node_fetch_schedule(struct apiserver *a, usec_t delay) {
                 log_module_warning_errno(MODULE, r, "Cannot schedule the Node request, the pod CIDR stays unknown: %m");
 }
 
-static bool is_cidr(const char *s, int family) {
-        char addr[INET6_ADDRSTRLEN + 1], extra;
-        unsigned char bin[16];
-        unsigned prefix;
-
-        if (family == AF_INET)
-                return sscanf(s, "%16[0-9.]/%u%c", addr, &prefix, &extra) == 2 && prefix >= 8 && prefix <= 30 &&
-                       inet_pton(AF_INET, addr, bin) == 1;
-        return sscanf(s, "%46[0-9a-fA-F:.]/%u%c", addr, &prefix, &extra) == 2 && prefix >= 48 && prefix <= 126 &&
-               inet_pton(AF_INET6, addr, bin) == 1;
-}
-
-/* The pod CIDRs podnet can use: the first IPv4 and the first IPv6 one of spec.podCIDR and
- * spec.podCIDRs, "v4,v6" when the Node is dual-stack; NULL if none (or out of memory). */
+/* The pod CIDRs podnet can use: "v4,v6" when the Node is dual-stack; NULL if none (or out of
+ * memory). */
 static char *node_pod_cidrs(const cJSON *node) {
-        const cJSON *spec = cJSON_GetObjectItemCaseSensitive(node, "spec");
-        const cJSON *one = cJSON_GetObjectItemCaseSensitive(spec, "podCIDR");
-        const cJSON *many = cJSON_GetObjectItemCaseSensitive(spec, "podCIDRs"), *c;
-        const char *candidates[9] = { cJSON_IsString(one) ? one->valuestring : NULL }, *v4 = NULL, *v6 = NULL;
-        size_t n = 1;
+        const char *v4, *v6;
         char *ret = NULL;
 
-        if (cJSON_IsArray(many))
-                cJSON_ArrayForEach(c, many)
-                        if (n < ELEMENTSOF(candidates) && cJSON_IsString(c))
-                                candidates[n++] = c->valuestring;
-        for (size_t i = 0; i < n; i++) {
-                if (candidates[i] && !v4 && is_cidr(candidates[i], AF_INET))
-                        v4 = candidates[i];
-                if (candidates[i] && !v6 && is_cidr(candidates[i], AF_INET6))
-                        v6 = candidates[i];
-        }
+        node_table_pod_cidrs(node, &v4, &v6);
         if ((v4 || v6) && asprintf(&ret, "%s%s%s", strempty(v4), v4 && v6 ? "," : "", strempty(v6)) < 0)
                 return NULL;
         return ret;
@@ -270,11 +279,92 @@ static void node_fetch_maybe_start(struct apiserver *a) {
         node_fetch_schedule(a, first ? 0 : backoff_random_between(&a->node_backoff, 0, backoff_current_step(&a->node_backoff, now_usec(CLOCK_MONOTONIC))));
 }
 
+/* ---- the cluster's Nodes ---- */
+
+static void nodes_update_state(struct module_instance *mi);
+
+static void on_node_reflector_changed(struct reflector *r, void *userdata) {
+        nodes_update_state(userdata);
+}
+
+/* The first subscriber arrived: list and watch every Node (matching node-selector). */
+static void nodes_wanted(void *userdata) {
+        struct module_instance *mi = userdata;
+        struct apiserver *a = mi->data;
+        struct http_client *http;
+
+        if (a->node_reflector || !a->reflector)
+                return;
+        struct reflector_config rc = reflector_config_from(a->settings);
+        int r = manager_http(mi->manager, &http);
+        if (r >= 0)
+                r = reflector_new(mi->manager->event, http, &a->nodes->sink, &a->endpoint, &a->bucket, &rc,
+                                  &a->metrics.reflector, on_node_reflector_changed, mi, &a->node_reflector);
+        if (r >= 0)
+                r = reflector_start(a->node_reflector);
+        if (r < 0) {
+                a->node_reflector = reflector_free(a->node_reflector);
+                log_module_error_errno(MODULE, r, "Cannot start the watch of the cluster's Nodes: %m");
+        }
+}
+
+/* [apiserver] node-selector as the Node reflector's query (none: every Node). */
+static int nodes_set_selector(struct apiserver *a) {
+        a->nodes->sink.selector = mfree(a->nodes->sink.selector);
+        if (isempty(a->settings->node_selector))
+                return 0;
+        return reflector_query_param("labelSelector", a->settings->node_selector, &a->nodes->sink.selector);
+}
+
+static void nodes_unpublish(struct apiserver *a) {
+        if (!a->nodes)
+                return;
+        (void) manager_publish(a->mi->manager, FACT_CLUSTER_NODES, NULL);
+        a->node_reflector = reflector_free(a->node_reflector);
+        node_table_done(a->nodes);
+        a->nodes = mfree(a->nodes);
+}
+
+static int nodes_publish(struct apiserver *a) {
+        assert(!a->nodes);
+        a->nodes = calloc(1, sizeof(*a->nodes));
+        if (!a->nodes)
+                return -ENOMEM;
+        int r = node_table_init(a->nodes, nodes_wanted, a->mi);
+        if (r >= 0)
+                r = nodes_set_selector(a);
+        if (r >= 0)
+                r = manager_publish(a->mi->manager, FACT_CLUSTER_NODES, &a->nodes->fact);
+        if (r < 0) {
+                node_table_done(a->nodes);
+                a->nodes = mfree(a->nodes);
+        }
+        return r;
+}
+
+/* A new apiserver or node-selector: the Node watch starts over (its subscribers stay). */
+static void nodes_restart(struct module_instance *mi) {
+        struct apiserver *a = mi->data;
+        bool wanted = a->nodes && node_table_wanted(a->nodes);
+
+        a->node_reflector = reflector_free(a->node_reflector);
+        if (!a->nodes)
+                return;
+        if (nodes_set_selector(a) < 0)
+                log_module_error(MODULE, "Cannot hold node-selector, watching every Node: out of memory");
+        if (wanted)
+                nodes_wanted(mi);
+}
+
+/* ---- module ---- */
+
 static struct apiserver *apiserver_free_data(struct apiserver *a) {
         if (!a)
                 return NULL;
         node_fetch_stop(a);
+        nodes_unpublish(a);
         a->reflector = reflector_free(a->reflector);
+        pod_sink_done(&a->pods);
         metrics_registration_free(a->metrics_reg);
         kube_endpoint_done(&a->endpoint);
         config_object_free(apiserver_keys, a->settings);
@@ -296,12 +386,27 @@ static int apiserver_init(struct module_instance *mi, struct config *c, char **r
         return 0;
 }
 
-/* Reflector state → module state: the operator sees degraded with the last error while it
- * backs off, and readiness is not held up by an apiserver that is away at boot. */
+/* Reflectors' state → module state: the operator sees degraded with the last error while one
+ * backs off, and readiness is not held up by an apiserver that is away at boot (only the pod
+ * list counts for that: the Node watch serves routes, which the node has from before). */
+static void nodes_update_state(struct module_instance *mi) {
+        struct apiserver *a = mi->data;
+        const char *error = reflector_last_error(a->reflector);
+        const char *node_error = a->node_reflector ? reflector_last_error(a->node_reflector) : NULL;
+
+        if (error)
+                module_set_state(mi, MODULE_DEGRADED, "%s", error);
+        else if (node_error)
+                module_set_state(mi, MODULE_DEGRADED, "%s", node_error);
+        else if (reflector_synced(a->reflector) && (!a->node_reflector || reflector_synced(a->node_reflector)))
+                module_set_state(mi, MODULE_RUNNING, NULL);
+        else
+                module_set_state(mi, MODULE_STARTING, NULL);
+}
+
 static void on_reflector_changed(struct reflector *r, void *userdata) {
         struct module_instance *mi = userdata;
         struct apiserver *a = mi->data;
-        const char *error = reflector_last_error(r);
 
         /* The node's client certificate, once identity has one, authenticates us where no
          * token is configured. */
@@ -313,12 +418,7 @@ static void on_reflector_changed(struct reflector *r, void *userdata) {
                 a->endpoint.client_key = strdup(creds->key_file);
         }
 
-        if (error)
-                module_set_state(mi, MODULE_DEGRADED, "%s", error);
-        else if (reflector_synced(r))
-                module_set_state(mi, MODULE_RUNNING, NULL);
-        else
-                module_set_state(mi, MODULE_STARTING, NULL);
+        nodes_update_state(mi);
         if (reflector_synced(r) || reflector_first_attempt_done(r))
                 module_set_synced(mi);
         node_fetch_maybe_start(a);
@@ -331,23 +431,33 @@ static void collect_apiserver(struct metrics *metrics, void *userdata) {
                 return;
         (void) metric_set(a->metrics.cache_pods, (double) pod_store_count_source(mi->manager->pods, "apiserver"));
         (void) metric_set(a->metrics.last_sync, (double) reflector_last_sync(a->reflector) / USEC_PER_SEC);
+        if (a->nodes) {
+                (void) metric_set(a->metrics.cache_nodes, (double) a->nodes->n_nodes);
+                (void) metric_add(a->metrics.nodes_unchanged,
+                                  (double) (a->nodes->n_unchanged - a->nodes_unchanged_counted));
+                a->nodes_unchanged_counted = a->nodes->n_unchanged;
+        }
 }
 
 static int apiserver_register_metrics(struct module_instance *mi) {
         struct apiserver *a = mi->data;
-        struct reflector_metrics *ret = &a->metrics;
-        static const char *const verb_code[] = { "verb", "code", NULL };
-        static const char *const type[] = { "type", NULL };
-        static const char *const kind[] = { "kind", NULL };
+        struct apiserver_metrics *m = &a->metrics;
+        struct reflector_metrics *ret = &m->reflector;
+        static const char *const resource[] = { "resource", NULL };
+        static const char *const verb_code[] = { "resource", "verb", "code", NULL };
+        static const char *const type[] = { "resource", "type", NULL };
+        static const char *const kind[] = { "resource", "kind", NULL };
         const struct metric_def families[] = {
-                { METRIC_COUNTER, "pinion_apiserver_requests_total", "Requests to the apiserver by verb (list, watch) and HTTP code (or error).", verb_code, NULL, 0, &ret->requests },
-                { METRIC_COUNTER, "pinion_apiserver_backoff_seconds_total", "Seconds spent backing off after apiserver failures.", NULL, NULL, 0, &ret->backoff },
-                { METRIC_COUNTER, "pinion_apiserver_relists_total", "Lists after the first (a watch too old to resume: 410 Gone).", NULL, NULL, 0, &ret->relists },
-                { METRIC_COUNTER, "pinion_apiserver_watch_restarts_total", "Watches the server ended normally and the agent resumed without a list.", NULL, NULL, 0, &ret->watch_restarts },
-                { METRIC_COUNTER, "pinion_apiserver_watch_events_total", "Watch events received by type.", type, NULL, 0, &ret->events },
-                { METRIC_COUNTER, "pinion_apiserver_errors_total", "Apiserver failures by kind (connect, status, decode, short-watch, invalid-object, oversized-event, ...).", kind, NULL, 0, &ret->errors },
-                { METRIC_GAUGE, "pinion_apiserver_cache_pods", "Pods of this node known from the apiserver.", NULL, NULL, 0, &ret->cache_pods },
-                { METRIC_GAUGE, "pinion_apiserver_last_sync_timestamp_seconds", "When the last list or watch event arrived, seconds since the Unix epoch.", NULL, NULL, 0, &ret->last_sync },
+                { METRIC_COUNTER, "pinion_apiserver_requests_total", "Requests to the apiserver by resource (pods, nodes), verb (list, watch) and HTTP code (or error).", verb_code, NULL, 0, &ret->requests },
+                { METRIC_COUNTER, "pinion_apiserver_backoff_seconds_total", "Seconds spent backing off after apiserver failures.", resource, NULL, 0, &ret->backoff },
+                { METRIC_COUNTER, "pinion_apiserver_relists_total", "Lists after the first (a watch too old to resume: 410 Gone).", resource, NULL, 0, &ret->relists },
+                { METRIC_COUNTER, "pinion_apiserver_watch_restarts_total", "Watches the server ended normally and the agent resumed without a list.", resource, NULL, 0, &ret->watch_restarts },
+                { METRIC_COUNTER, "pinion_apiserver_watch_events_total", "Watch events received by resource and type.", type, NULL, 0, &ret->events },
+                { METRIC_COUNTER, "pinion_apiserver_errors_total", "Apiserver failures by resource and kind (connect, status, decode, short-watch, invalid-object, oversized-event, ...).", kind, NULL, 0, &ret->errors },
+                { METRIC_GAUGE, "pinion_apiserver_cache_pods", "Pods of this node known from the apiserver.", NULL, NULL, 0, &m->cache_pods },
+                { METRIC_GAUGE, "pinion_apiserver_cache_nodes", "Nodes known from the apiserver (while a module needs them: routing = nodes).", NULL, NULL, 0, &m->cache_nodes },
+                { METRIC_COUNTER, "pinion_apiserver_node_events_unchanged_total", "Node watch events dropped because nothing routes depend on changed (heartbeats, conditions).", NULL, NULL, 0, &m->nodes_unchanged },
+                { METRIC_GAUGE, "pinion_apiserver_last_sync_timestamp_seconds", "When the last list or watch event of this node's pods arrived, seconds since the Unix epoch.", NULL, NULL, 0, &m->last_sync },
         };
         if (a->metrics_reg)
                 return 0;
@@ -380,16 +490,24 @@ static int apiserver_start_reflector(struct module_instance *mi) {
         r = manager_http(m, &http);
         if (r >= 0)
                 r = apiserver_register_metrics(mi);
+        if (r >= 0 && !a->pods.store)
+                r = pod_sink_init(&a->pods, m->pods, m->settings.node_name);
         if (r < 0)
                 return r;
+        token_bucket_init(&a->bucket, a->settings->qps, a->settings->burst, now_usec(CLOCK_MONOTONIC));
         struct reflector_config rc = reflector_config_from(a->settings);
-        r = reflector_new(m->event, http, m->pods, m->settings.node_name, &a->endpoint, &rc, &a->metrics,
+        r = reflector_new(m->event, http, &a->pods.sink, &a->endpoint, &a->bucket, &rc, &a->metrics.reflector,
                           on_reflector_changed, mi, &a->reflector);
         if (r < 0)
                 return r;
         module_set_state(mi, MODULE_STARTING, NULL);
         node_publish(a);
-        return reflector_start(a->reflector);
+        if (!a->nodes && nodes_publish(a) < 0)
+                log_module_warning(MODULE, "Cannot publish the cluster's Nodes, ignoring");
+        r = reflector_start(a->reflector);
+        if (r >= 0)
+                nodes_restart(mi); /* a Node watch wanted before (a reload) resumes */
+        return r;
 }
 
 static int apiserver_start(struct module_instance *mi) {
@@ -405,25 +523,36 @@ static int apiserver_reload(struct module_instance *mi, struct config *c, char *
 
         bool same_endpoint = streq_ptr(s->url, a->settings->url) && streq_ptr(s->token_file, a->settings->token_file) &&
                              streq_ptr(s->ca_file, a->settings->ca_file);
+        bool same_nodes = streq_ptr(s->node_selector, a->settings->node_selector);
         config_object_free(apiserver_keys, a->settings);
         a->settings = s;
         if (same_endpoint && a->reflector) {
                 struct reflector_config rc = reflector_config_from(s);
+                token_bucket_set_rate(&a->bucket, s->qps, s->burst, now_usec(CLOCK_MONOTONIC));
                 reflector_set_config(a->reflector, &rc);
+                if (a->node_reflector)
+                        reflector_set_config(a->node_reflector, &rc);
+                if (!same_nodes)
+                        nodes_restart(mi);
                 return 0;
         }
-        /* A new apiserver: start over with a list (the store keeps the pods meanwhile). */
+        /* A new apiserver: start over with a list (the store keeps the pods meanwhile, the Node
+         * table its Nodes). */
         node_fetch_stop(a);
+        a->node_reflector = reflector_free(a->node_reflector);
         a->reflector = reflector_free(a->reflector);
         r = apiserver_start_reflector(mi);
         if (r < 0)
                 module_set_state(mi, MODULE_FAILED, "cannot start the pod watch: %s", strerror(-r));
+        if (!a->reflector)
+                nodes_unpublish(a); /* no apiserver any more: no Nodes to know */
         return 0;
 }
 
 static int apiserver_stop(struct module_instance *mi) {
         struct apiserver *a = mi->data;
         node_fetch_stop(a);
+        nodes_unpublish(a);
         a->reflector = reflector_free(a->reflector);
         a->metrics_reg = metrics_registration_free(a->metrics_reg);
         return 0;
@@ -431,9 +560,19 @@ static int apiserver_stop(struct module_instance *mi) {
 
 static int apiserver_status(struct module_instance *mi, cJSON *obj) {
         struct apiserver *a = mi->data;
-        if (a->reflector)
-                return reflector_status(a->reflector, obj);
-        if (a->settings->url && !cJSON_AddStringToObject(obj, "url", a->settings->url))
+        if (!a->reflector) {
+                if (a->settings->url && !cJSON_AddStringToObject(obj, "url", a->settings->url))
+                        return -ENOMEM;
+                return 0;
+        }
+        int r = reflector_status(a->reflector, obj);
+        if (r < 0 || !a->node_reflector)
+                return r;
+        cJSON *nodes = cJSON_AddObjectToObject(obj, "nodeWatch");
+        if (!nodes || reflector_status(a->node_reflector, nodes) < 0 ||
+            !json_add_string_or_null(nodes, "labelSelector", a->settings->node_selector) ||
+            !cJSON_AddNumberToObject(nodes, "routeChanges", (double) a->nodes->n_changes) ||
+            !cJSON_AddNumberToObject(nodes, "unchangedEventsDropped", (double) a->nodes->n_unchanged))
                 return -ENOMEM;
         return 0;
 }

@@ -1,6 +1,9 @@
-# apiserver: watches this node's pods (included by Makefile.am).
+# apiserver: watches this node's pods, and the cluster's Nodes when routes need them (included
+# by Makefile.am).
 APISERVER_SOURCES = \
 	modules/apiserver/apiserver.c \
+	modules/apiserver/node-table.c modules/apiserver/node-table.h \
+	modules/apiserver/pod-sink.c modules/apiserver/pod-sink.h \
 	modules/apiserver/reflector.c modules/apiserver/reflector.h \
 	modules/apiserver/watch-stream.c modules/apiserver/watch-stream.h
 noinst_LIBRARIES += libpinion-apiserver.a

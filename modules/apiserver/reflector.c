@@ -9,7 +9,6 @@
 #include "string-table.h"
 
 #define MODULE "apiserver"
-#define SOURCE "apiserver"
 #define LIST_TIMEOUT_MS 60000L
 /* A watch runs until the server ends it at timeoutSeconds; this only catches a dead peer. */
 #define WATCH_GRACE_MS 30000L
@@ -24,8 +23,7 @@ enum reflector_action {
 struct reflector {
         sd_event *event;
         struct http_client *http;
-        struct pod_store *store;
-        char *node;
+        const struct reflector_sink *sink;
         struct kube_endpoint *endpoint;
         struct reflector_config config;
         struct reflector_metrics metrics;
@@ -42,13 +40,12 @@ struct reflector {
         enum reflector_action next_action;
 
         struct backoff backoff;
-        struct token_bucket bucket;
+        struct token_bucket *bucket; /* the module's, shared by its reflectors */
         sd_event_source *timer;
         struct http_transfer *transfer;
 
-        /* the list in progress */
-        struct pod **list_pods;
-        size_t n_list_pods;
+        /* the list in progress (its items are in the sink until commit or abort) */
+        size_t n_list_items;
         char *continue_token;
 
         /* the watch in progress */
@@ -102,18 +99,17 @@ static void count_request(struct reflector *r, const char *verb, const struct ht
                 snprintf(code, sizeof(code), "error");
         else
                 snprintf(code, sizeof(code), "%ld", resp->status);
-        (void) metric_inc(r->metrics.requests, verb, code);
+        (void) metric_inc(r->metrics.requests, r->sink->resource, verb, code);
 }
 
 static void count_error(struct reflector *r, const char *kind) {
-        (void) metric_inc(r->metrics.errors, kind);
+        (void) metric_inc(r->metrics.errors, r->sink->resource, kind);
 }
 
+/* Drops a list in progress (the sink forgets what it took). */
 static void list_reset(struct reflector *r) {
-        for (size_t i = 0; i < r->n_list_pods; i++)
-                pod_unref(r->list_pods[i]);
-        r->list_pods = mfree(r->list_pods);
-        r->n_list_pods = 0;
+        r->sink->list_abort(r->sink->userdata); /* (nothing to forget after a commit) */
+        r->n_list_items = 0;
         r->continue_token = mfree(r->continue_token);
 }
 
@@ -154,13 +150,14 @@ static void reflector_arm(struct reflector *r, usec_t delay) {
                         k = sd_event_source_set_enabled(r->timer, SD_EVENT_ONESHOT);
         }
         if (k < 0)
-                log_module_error_errno(MODULE, k, "Cannot arm the retry timer, the pod watch stops: %m");
+                log_module_error_errno(MODULE, k, "Cannot arm the retry timer, the watch of %s stops: %m",
+                                       r->sink->description);
 }
 
 /* Next request after `delay` (backoff or 0), then after the token bucket allows it. */
 static void reflector_schedule(struct reflector *r, enum reflector_action action, usec_t delay) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
-        usec_t wait = token_bucket_reserve(&r->bucket, usec_add(now, delay));
+        usec_t wait = token_bucket_reserve(r->bucket, usec_add(now, delay));
 
         r->next_action = action;
         if (delay == 0 && wait == 0) {
@@ -187,7 +184,7 @@ static void reflector_failed(struct reflector *r, const char *kind, usec_t retry
         r->n_failures++;
         r->last_backoff = delay;
         count_error(r, kind);
-        (void) metric_add(r->metrics.backoff, (double) delay / USEC_PER_SEC);
+        (void) metric_add(r->metrics.backoff, (double) delay / USEC_PER_SEC, r->sink->resource);
         log_module_warning(MODULE, "%s; retrying in %.1fs", strempty(reason), (double) delay / USEC_PER_SEC);
         reflector_set_error(r, reason);
         r->first_attempt_done = true;
@@ -197,36 +194,38 @@ static void reflector_failed(struct reflector *r, const char *kind, usec_t retry
 
 /* ---- list ---- */
 
-static int list_path(struct reflector *r, char **ret) {
-        _cleanup_free_ char *selector = NULL, *cont = NULL;
+int reflector_query_param(const char *name, const char *value, char **ret) {
         CURL *c = curl_easy_init();
-        int k;
-
         if (!c)
                 return -ENOMEM;
-        _cleanup_free_ char *field = NULL;
-        if (asprintf(&field, "spec.nodeName=%s", r->node) < 0)
-                field = NULL;
-        char *esc = field ? curl_easy_escape(c, field, 0) : NULL;
-        selector = esc ? strdup(esc) : NULL;
+        char *esc = curl_easy_escape(c, value, 0);
+        int k = esc ? asprintf(ret, "%s=%s", name, esc) : -1;
         curl_free(esc);
-        if (r->continue_token) {
-                esc = curl_easy_escape(c, r->continue_token, 0);
-                cont = esc ? strdup(esc) : NULL;
-                curl_free(esc);
-        }
         curl_easy_cleanup(c);
-        if (!selector || (r->continue_token && !cont))
-                return -ENOMEM;
+        return k < 0 ? -ENOMEM : 0;
+}
 
+/* The sink's selector and, if any, "&". */
+static const char *selector_prefix(const struct reflector *r, const char **ret_amp) {
+        *ret_amp = r->sink->selector ? "&" : "";
+        return strempty(r->sink->selector);
+}
+
+static int list_path(struct reflector *r, char **ret) {
+        _cleanup_free_ char *cont = NULL;
+        const char *amp, *selector = selector_prefix(r, &amp);
+        int k;
+
+        if (r->continue_token && reflector_query_param("continue", r->continue_token, &cont) < 0)
+                return -ENOMEM;
         /* resourceVersion=0 lets the apiserver answer from its watch cache (cheap, any
          * freshness); after a 410 we ask for "" (a consistent read) so we do not go back in time.
          * A continuation carries its own version and must not name one. */
         if (cont)
-                k = asprintf(ret, "/api/v1/pods?fieldSelector=%s&limit=%u&continue=%s", selector, r->config.page_limit,
-                             cont);
+                k = asprintf(ret, "/api/v1/%s?%s%slimit=%u&%s", r->sink->resource, selector, amp,
+                             r->config.page_limit, cont);
         else
-                k = asprintf(ret, "/api/v1/pods?fieldSelector=%s&limit=%u&resourceVersion=%s", selector,
+                k = asprintf(ret, "/api/v1/%s?%s%slimit=%u&resourceVersion=%s", r->sink->resource, selector, amp,
                              r->config.page_limit, r->consistent_relist ? "" : "0");
         return k < 0 ? -ENOMEM : 0;
 }
@@ -242,60 +241,47 @@ static void reflector_list(struct reflector *r) {
         if (k >= 0)
                 k = kube_endpoint_request(r->endpoint, path, LIST_TIMEOUT_MS, &easy);
         if (k < 0)
-                return reflector_failed(r, "request", 0, "Cannot build the pod list request: %s", strerror(-k));
+                return reflector_failed(r, "request", 0, "Cannot build the %s list request: %s", r->sink->resource,
+                                        strerror(-k));
         reflector_set_state(r, REFLECTOR_LISTING);
         r->n_requests++;
         k = http_client_submit(r->http, easy, r->config.max_list_size, on_list_done, r, &r->transfer);
         if (k < 0)
-                reflector_failed(r, "request", 0, "Cannot start the pod list request: %s", strerror(-k));
+                reflector_failed(r, "request", 0, "Cannot start the %s list request: %s", r->sink->resource,
+                                 strerror(-k));
 }
 
-/* Appends the page's items; returns the number skipped because they are not valid pods. */
-static int list_take_items(struct reflector *r, const cJSON *items, unsigned *ret_skipped) {
+/* Hands the page's items to the sink; counts those it skipped. */
+static int list_take_items(struct reflector *r, const cJSON *items) {
         const cJSON *item;
-        unsigned skipped = 0;
 
         cJSON_ArrayForEach(item, items) {
-                _cleanup_free_ char *error = NULL;
-                struct pod *p = NULL;
-                if (pod_parse_json(item, NULL, &p, &error) < 0) {
-                        /* One bad object must not cost us the others. */
-                        log_module_warning(MODULE, "Ignoring a pod in the list: %s", strempty(error));
-                        skipped++;
-                        continue;
-                }
-                if (!streq_ptr(p->node_name, r->node)) {
-                        pod_unref(p); /* not ours: the field selector should have kept it away */
-                        continue;
-                }
-                struct pod **grown = realloc(r->list_pods, (r->n_list_pods + 1) * sizeof(*grown));
-                if (grown)
-                        r->list_pods = grown;
-                if (!p->source)
-                        p->source = strdup(SOURCE);
-                if (!grown || !p->source) {
-                        pod_unref(p);
-                        return -ENOMEM;
-                }
-                r->list_pods[r->n_list_pods++] = p;
+                const char *kind = NULL;
+                int k = r->sink->list_item(r->sink->userdata, item, &kind);
+                r->n_list_items++; /* (also when it failed: the sink may hold part of the list) */
+                if (k < 0)
+                        return k;
+                if (kind)
+                        count_error(r, kind);
         }
-        *ret_skipped = skipped;
         return 0;
 }
 
 static void list_finish(struct reflector *r, const char *resource_version) {
-        int k = pod_store_replace_source(r->store, SOURCE, r->list_pods, r->n_list_pods);
+        size_t n = r->n_list_items;
+        int k = r->sink->list_commit(r->sink->userdata);
+        r->n_list_items = 0; /* committed: nothing to abort */
         if (k < 0) {
                 list_reset(r);
-                return reflector_failed(r, "store", 0, "Cannot apply the pod list: %s", strerror(-k));
+                return reflector_failed(r, "store", 0, "Cannot apply the %s list: %s", r->sink->resource, strerror(-k));
         }
         log_module_full_errno(MODULE, r->synced ? LOG_DEBUG : LOG_INFO, 0,
-                              "Listed %zu pods of node %s at resourceVersion %s (%d changes)", r->n_list_pods,
-                              r->node, resource_version, k);
+                              "Listed %s (%zu objects) at resourceVersion %s (%d changes)", r->sink->description, n,
+                              resource_version, k);
         free(r->resource_version);
         r->resource_version = strdup(resource_version);
         if (r->synced)
-                (void) metric_inc(r->metrics.relists);
+                (void) metric_inc(r->metrics.relists, r->sink->resource);
         r->n_lists++;
         r->synced = true;
         r->first_attempt_done = true;
@@ -311,13 +297,13 @@ static void list_finish(struct reflector *r, const char *resource_version) {
 static void on_list_done(struct http_client *c, const struct http_response *resp, void *userdata) {
         struct reflector *r = userdata;
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;
-        unsigned skipped = 0;
 
         r->transfer = NULL;
         count_request(r, "list", resp);
         if (resp->error < 0) {
                 list_reset(r);
-                return reflector_failed(r, "connect", 0, "Pod list failed: %s", strempty(resp->error_message));
+                return reflector_failed(r, "connect", 0, "List of %s failed: %s", r->sink->description,
+                                        strempty(resp->error_message));
         }
         if (resp->status == 410 && !r->consistent_relist) {
                 /* Our version, or a continue token, is older than the server keeps: start over
@@ -329,12 +315,12 @@ static void on_list_done(struct http_client *c, const struct http_response *resp
         if (resp->status == 410) {
                 list_reset(r);
                 return reflector_failed(r, "status", http_response_retry_after(resp),
-                                        "Pod list answered 410 Gone even to a consistent read");
+                                        "List of %s answered 410 Gone even to a consistent read", r->sink->resource);
         }
         if (resp->status != 200) {
                 list_reset(r);
-                return reflector_failed(r, "status", http_response_retry_after(resp), "Pod list answered HTTP %ld",
-                                        resp->status);
+                return reflector_failed(r, "status", http_response_retry_after(resp), "List of %s answered HTTP %ld",
+                                        r->sink->description, resp->status);
         }
 
         root = cJSON_ParseWithLength(resp->body, resp->body_size);
@@ -344,15 +330,14 @@ static void on_list_done(struct http_client *c, const struct http_response *resp
         const cJSON *cont = cJSON_GetObjectItemCaseSensitive(meta, "continue");
         if (!root || !rv || (!cJSON_IsArray(items) && !cJSON_IsNull(items) && items)) {
                 list_reset(r);
-                return reflector_failed(r, "decode", 0, "Pod list is not a PodList with a resourceVersion");
+                return reflector_failed(r, "decode", 0, "List of %s is not a list with a resourceVersion",
+                                        r->sink->resource);
         }
-        int k = list_take_items(r, items, &skipped);
+        int k = list_take_items(r, items);
         if (k < 0) {
                 list_reset(r);
-                return reflector_failed(r, "store", 0, "Cannot hold the pod list: %s", strerror(-k));
+                return reflector_failed(r, "store", 0, "Cannot hold the %s list: %s", r->sink->resource, strerror(-k));
         }
-        if (skipped > 0)
-                count_error(r, "invalid-object");
 
         if (cJSON_IsString(cont) && cont->valuestring[0]) {
                 free(r->continue_token);
@@ -369,7 +354,7 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
 
         r->watch_events++;
         r->n_events++;
-        (void) metric_inc(r->metrics.events, watch_stream_event_type_to_string(ev->type));
+        (void) metric_inc(r->metrics.events, r->sink->resource, watch_stream_event_type_to_string(ev->type));
 
         switch (ev->type) {
         case WATCH_ERROR:
@@ -379,31 +364,12 @@ static int apply_event(const struct watch_event *ev, void *userdata) {
         case WATCH_ADDED:
         case WATCH_MODIFIED:
         case WATCH_DELETED: {
-                _cleanup_free_ char *error = NULL;
-                _cleanup_(pod_unrefp) struct pod *p = NULL;
-                if (pod_parse_json(ev->object, NULL, &p, &error) < 0) {
-                        log_module_warning(MODULE, "Ignoring a %s event: %s",
-                                           watch_stream_event_type_to_string(ev->type), strempty(error));
-                        count_error(r, "invalid-object");
-                        break;
-                }
-                if (!streq_ptr(p->node_name, r->node))
-                        break; /* not ours: the field selector should have kept it away */
-                if (!p->source && !(p->source = strdup(SOURCE)))
-                        return -ENOMEM;
-                const struct pod *known = pod_store_get(r->store, p->uid);
-                if (known && !streq_ptr(known->source, SOURCE)) {
-                        /* A static pod with the same uid: the file on this node wins. */
-                        log_module_warning(MODULE, "Ignoring %s of pod %s/%s: uid %s belongs to %s",
-                                           watch_stream_event_type_to_string(ev->type), p->namespace, p->name, p->uid,
-                                           strempty(known->source));
-                        count_error(r, "uid-conflict");
-                        break;
-                }
-                if (ev->type == WATCH_DELETED)
-                        (void) pod_store_remove(r->store, p->uid);
-                else if (pod_store_put(r->store, p) < 0)
-                        return -ENOMEM;
+                const char *kind = NULL;
+                int k = r->sink->event(r->sink->userdata, ev->type, ev->object, &kind);
+                if (k < 0)
+                        return k;
+                if (kind)
+                        count_error(r, kind);
                 break;
         }
         case WATCH_BOOKMARK:
@@ -461,8 +427,8 @@ static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *userdat
         unsigned oversized = r->stream.n_oversized;
         int k = watch_stream_feed(&r->stream, data, n, apply_event, r);
         if (r->stream.n_oversized > oversized) {
-                log_module_warning(MODULE, "Skipped a watch event over %zu bytes; the pod it carried keeps its last known state",
-                                   r->config.max_event_size);
+                log_module_warning(MODULE, "Skipped a watch event over %zu bytes (%s); the object it carried keeps its last known state",
+                                   r->config.max_event_size, r->sink->resource);
                 count_error(r, "oversized-event");
         }
         if (k < 0) {
@@ -475,15 +441,16 @@ static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *userdat
 static void on_watch_done(struct http_client *c, const struct http_response *resp, void *userdata);
 
 static void reflector_watch(struct reflector *r) {
-        _cleanup_free_ char *path = NULL, *selector = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *amp, *selector = selector_prefix(r, &amp);
         CURL *easy = NULL;
         usec_t timeout;
         int k;
 
         timeout = backoff_random_between(&r->backoff, r->config.watch_timeout_min, 2 * r->config.watch_timeout_min);
-        if (asprintf(&selector, "spec.nodeName%%3D%s", r->node) < 0 ||
-            asprintf(&path, "/api/v1/pods?watch=1&allowWatchBookmarks=true&fieldSelector=%s&resourceVersion=%s&timeoutSeconds=%llu",
-                     selector, r->resource_version, (unsigned long long) (timeout / USEC_PER_SEC)) < 0)
+        if (asprintf(&path, "/api/v1/%s?watch=1&allowWatchBookmarks=true&%s%sresourceVersion=%s&timeoutSeconds=%llu",
+                     r->sink->resource, selector, amp, r->resource_version,
+                     (unsigned long long) (timeout / USEC_PER_SEC)) < 0)
                 return reflector_failed(r, "request", 0, "Cannot build the watch request: out of memory");
         k = kube_endpoint_request(r->endpoint, path, (long) (timeout / USEC_PER_MSEC) + WATCH_GRACE_MS, &easy);
         if (k < 0)
@@ -503,8 +470,8 @@ static void reflector_watch(struct reflector *r) {
         k = http_client_submit(r->http, easy, 0, on_watch_done, r, &r->transfer);
         if (k < 0)
                 return reflector_failed(r, "request", 0, "Cannot start the watch: %s", strerror(-k));
-        log_module_debug(MODULE, "Watching pods from resourceVersion %s for %llus", r->resource_version,
-                         (unsigned long long) (timeout / USEC_PER_SEC));
+        log_module_debug(MODULE, "Watching %s from resourceVersion %s for %llus", r->sink->resource,
+                         r->resource_version, (unsigned long long) (timeout / USEC_PER_SEC));
 }
 
 static void watch_gone(struct reflector *r) {
@@ -518,8 +485,8 @@ static void watch_gone(struct reflector *r) {
         usec_t step = backoff_current_step(&r->backoff, now_usec(CLOCK_MONOTONIC));
         usec_t delay = backoff_random_between(&r->backoff, 0, step);
 
-        log_module_info(MODULE, "resourceVersion %s is too old for the apiserver, relisting in %.1fs",
-                        r->resource_version, (double) delay / USEC_PER_SEC);
+        log_module_info(MODULE, "resourceVersion %s of %s is too old for the apiserver, relisting in %.1fs",
+                        r->resource_version, r->sink->resource, (double) delay / USEC_PER_SEC);
         r->relist = true;
         r->consistent_relist = true;
         reflector_schedule(r, ACTION_LIST, delay);
@@ -554,7 +521,7 @@ static void on_watch_done(struct http_client *c, const struct http_response *res
 
         /* The server ended a healthy watch (timeoutSeconds): resume where we are. */
         r->n_watch_restarts++;
-        (void) metric_inc(r->metrics.watch_restarts);
+        (void) metric_inc(r->metrics.watch_restarts, r->sink->resource);
         reflector_set_error(r, NULL);
         reflector_notify(r);
         reflector_schedule(r, ACTION_WATCH, 0);
@@ -573,8 +540,8 @@ static void reflector_perform(struct reflector *r) {
 
 /* ---- object ---- */
 
-int reflector_new(sd_event *e, struct http_client *http, struct pod_store *store, const char *node,
-                  struct kube_endpoint *endpoint, const struct reflector_config *config,
+int reflector_new(sd_event *e, struct http_client *http, const struct reflector_sink *sink,
+                  struct kube_endpoint *endpoint, struct token_bucket *bucket, const struct reflector_config *config,
                   const struct reflector_metrics *metrics, reflector_changed_fn changed, void *userdata,
                   struct reflector **ret) {
         struct reflector *r = calloc(1, sizeof(*r));
@@ -582,19 +549,14 @@ int reflector_new(sd_event *e, struct http_client *http, struct pod_store *store
                 return -ENOMEM;
         r->event = sd_event_ref(e);
         r->http = http;
-        r->store = store;
+        r->sink = sink;
         r->endpoint = endpoint;
-        r->node = strdup(node);
+        r->bucket = bucket;
         r->metrics = *metrics;
         r->changed = changed;
         r->userdata = userdata;
         r->relist = true;
-        if (!r->node) {
-                reflector_free(r);
-                return -ENOMEM;
-        }
         backoff_init(&r->backoff, &config->backoff, 0);
-        token_bucket_init(&r->bucket, config->qps, config->burst, now_usec(CLOCK_MONOTONIC));
         r->config = *config;
         watch_stream_init(&r->stream, config->max_event_size);
         *ret = r;
@@ -608,7 +570,6 @@ struct reflector *reflector_free(struct reflector *r) {
         sd_event_source_disable_unref(r->timer);
         list_reset(r);
         watch_reset(r);
-        free(r->node);
         free(r->resource_version);
         free(r->last_error);
         sd_event_unref(r->event);
@@ -617,25 +578,22 @@ struct reflector *reflector_free(struct reflector *r) {
 }
 
 int reflector_start(struct reflector *r) {
-        log_module_info(MODULE, "Listing and watching the pods of node %s at %s", r->node, r->endpoint->url);
+        log_module_info(MODULE, "Listing and watching %s at %s", r->sink->description, r->endpoint->url);
         reflector_schedule(r, ACTION_LIST, 0);
         return 0;
 }
 
 void reflector_set_config(struct reflector *r, const struct reflector_config *config) {
-        usec_t now = now_usec(CLOCK_MONOTONIC);
         r->config = *config;
         r->backoff.config = config->backoff;
-        token_bucket_set_rate(&r->bucket, config->qps, config->burst, now);
 }
 
 enum reflector_state reflector_get_state(const struct reflector *r) {
         return r->state;
 }
 
-usec_t reflector_reserve_request(struct reflector *r) {
+void reflector_count_request(struct reflector *r) {
         r->n_requests++;
-        return token_bucket_reserve(&r->bucket, now_usec(CLOCK_MONOTONIC));
 }
 
 bool reflector_synced(const struct reflector *r) {
@@ -661,7 +619,7 @@ usec_t reflector_last_sync(const struct reflector *r) {
 int reflector_status(const struct reflector *r, cJSON *o) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         bool ok = cJSON_AddStringToObject(o, "url", r->endpoint->url) &&
-                  cJSON_AddNumberToObject(o, "pods", (double) pod_store_count_source(r->store, SOURCE)) &&
+                  cJSON_AddNumberToObject(o, r->sink->resource, (double) r->sink->count(r->sink->userdata)) &&
                   cJSON_AddStringToObject(o, "reflector", reflector_state_table[r->state]) &&
                   json_add_string_or_null(o, "resourceVersion", r->resource_version) &&
                   cJSON_AddBoolToObject(o, "synced", r->synced) && json_add_time(o, "lastSync", r->last_sync) &&

@@ -10,6 +10,8 @@ PODNET_SOURCES = \
 	modules/podnet/wire.c modules/podnet/wire.h modules/podnet/wire6.c modules/podnet/wire-internal.h \
 	modules/podnet/reaper.c modules/podnet/reaper.h modules/podnet/syncer.c modules/podnet/syncer.h \
 	modules/podnet/reconcile.c \
+	modules/podnet/routes.c modules/podnet/routes.h modules/podnet/routing.c modules/podnet/routing.h \
+	modules/podnet/routing-plan.c modules/podnet/routing-plan.h \
 	modules/podnet/link-monitor.c modules/podnet/link-monitor.h
 noinst_LIBRARIES += libpinion-podnet.a
 libpinion_podnet_a_SOURCES = $(PODNET_SOURCES)
@@ -48,7 +50,12 @@ dist_cniconf_DATA = conf/cni/10-pinion.conflist
 UNIT_TESTS += \
 	tests/unit/test-podnet-cni \
 	tests/unit/test-podnet-ipam \
+	tests/unit/test-podnet-routing-plan \
 	tests/unit/test-json-text
+
+tests_unit_test_podnet_routing_plan_SOURCES = tests/unit/test-podnet-routing-plan.c
+tests_unit_test_podnet_routing_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
+tests_unit_test_podnet_routing_plan_LDADD = libpinion-podnet.a libpinion-lib.a $(UNIT_LIBS)
 
 tests_unit_test_json_text_SOURCES = tests/unit/test-json-text.c
 tests_unit_test_json_text_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/podnet
@@ -68,7 +75,8 @@ tests_unit_test_podnet_ipam_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync -Wl,--wrap=
 INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_podnet_foreign.py \
 	tests/integration/test_podnet_static.py tests/integration/test_podnet_dualstack.py \
 	tests/integration/test_podnet_state.py tests/integration/test_podnet_reconcile.py \
-	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py
+	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py \
+	tests/integration/test_podnet_routes.py
 EXTRA_DIST += tests/integration/podnet_testlib.py
 
 # ---- fuzzing: the plugin's environment + stdin parser, and the agent's /v1/cni body parser ----

@@ -48,6 +48,16 @@ static int parse_ipv4(const char *v, void *ret, const char **reason) {
         return config_parse_string(v, ret, reason);
 }
 
+static int parse_routing(const char *v, void *ret, const char **reason) {
+        enum routing_mode m = routing_mode_from_string(v);
+        if ((int) m < 0) {
+                *reason = "expected none, nodes or bgp";
+                return -EINVAL;
+        }
+        *(enum routing_mode *) ret = m;
+        return 0;
+}
+
 #define FIELD(f) offsetof(struct podnet_settings, f)
 static const struct config_key podnet_keys[] = {
         { "pod-cidr", parse_cidr, FIELD(pod_cidr), NULL, config_free_string },
@@ -56,6 +66,7 @@ static const struct config_key podnet_keys[] = {
         { "address-quarantine", config_parse_duration, FIELD(address_quarantine), "30s" },
         { "gc-grace", config_parse_duration, FIELD(gc_grace), "60s" },
         { "reconcile-interval", config_parse_duration, FIELD(reconcile_interval), "60s" },
+        { "routing", parse_routing, FIELD(routing), "none" },
         {}
 };
 #undef FIELD
@@ -304,6 +315,9 @@ static int podnet_open(struct module_instance *mi) {
         if (r < 0)
                 log_module_warning(MODULE, "Cannot start the periodic reconciliation (%s); it runs at start only",
                                    strerror(-r));
+        r = routing_start(mi);
+        if (r < 0)
+                log_module_warning(MODULE, "Cannot start the routes between nodes: %s", strerror(-r));
         return 0;
 }
 
@@ -365,12 +379,16 @@ static int podnet_reload(struct module_instance *mi, struct config *c, char **re
         }
         bool reopen = !streq_ptr(s->pod_cidr, p->settings->pod_cidr) || !p->cidr || mi->state == MODULE_FAILED;
         bool retime = s->reconcile_interval != p->settings->reconcile_interval;
+        bool reroute = retime || s->routing != p->settings->routing;
         podnet_settings_free(p->settings);
         p->settings = s;
         if (!reopen) {
                 podnet_apply_settings(p);
                 if (retime && p->ipam && (r = reconcile_start(mi)) < 0)
                         log_module_warning(MODULE, "Cannot restart the periodic reconciliation: %s", strerror(-r));
+                /* A new mode applies at once: `none` removes pinion's node routes and aggregates. */
+                if (reroute && p->ipam && (r = routing_start(mi)) < 0)
+                        log_module_warning(MODULE, "Cannot apply the new routing mode: %s", strerror(-r));
                 return 0;
         }
         p->ipam = ipam_free(p->ipam);
@@ -385,6 +403,7 @@ static int podnet_stop(struct module_instance *mi) {
         p->metrics_reg = metrics_registration_free(p->metrics_reg);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         reconcile_stop(p);
+        routing_stop(mi);
         /* The deletion in progress finishes; queued ones stay recorded for the next start (those
          * a DEL waits for are done now: deletion_clear()). */
         p->reaper = reaper_free(p->reaper);
@@ -405,6 +424,9 @@ static int podnet_status(struct module_instance *mi, cJSON *obj) {
                 return -ENOMEM;
         if (p->state_file && !cJSON_AddStringToObject(obj, "stateFile", p->state_file))
                 return -ENOMEM;
+        int r = routing_status(p, obj);
+        if (r < 0)
+                return r;
         if (!p->ipam)
                 return 0;
         pool = ipam_to_json(p->ipam, now_usec(CLOCK_REALTIME));
@@ -483,6 +505,7 @@ static void podnet_free(struct module_instance *mi) {
         p->link_monitor = link_monitor_free(p->link_monitor);
         deletion_clear(p);
         reconcile_stop(p);
+        p->routing = routing_free(p->routing);
         p->ipam = ipam_free(p->ipam);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
         free(p->cidr);

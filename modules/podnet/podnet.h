@@ -20,7 +20,10 @@
  *   link-monitor.c the kernel's announcements of removed host links (a held DEL answers at the
  *                  first sign its veth is gone)
  *   reconcile.c    releasing the allocations of attachments that are gone (at start, on a
- *                  timer, and the release rule GC shares) */
+ *                  timer, and the release rule GC shares)
+ *   routing.c      `[network] routing`: node routes and aggregates brought to what the mode wants
+ *   routing-plan.c its decisions: the routes wanted, the changes from the kernel's
+ *   routes.c       node routes in the kernel (dump, add, replace, delete; is a gateway connected) */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,6 +39,7 @@
 #include "module.h"
 #include "link-monitor.h"
 #include "reaper.h"
+#include "routing.h"
 
 #define MODULE "podnet"
 
@@ -46,6 +50,7 @@ struct podnet_settings {
         usec_t address_quarantine;
         usec_t gc_grace;
         usec_t reconcile_interval; /* 0: only at start */
+        enum routing_mode routing;
 };
 
 struct podnet;
@@ -105,6 +110,8 @@ struct podnet {
         uint64_t reconcile_runs;
         usec_t reconcile_last;         /* CLOCK_REALTIME of the last run, 0: none yet */
         uint64_t released[_RELEASE_REASON_MAX];
+
+        struct routing *routing;       /* NULL until the pool first opened */
 };
 
 /* Logs about one attachment carry its pod (uid, namespace/name, or the name alone: podman sends

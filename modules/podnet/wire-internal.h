@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Shared by wire.c (links, IPv4) and wire6.c (IPv6): not for other files. */
+/* Shared by wire.c (links, IPv4), wire6.c (IPv6) and routes.c (node routes): not for other files. */
 
 #include <stdbool.h>
 
@@ -18,6 +18,9 @@ struct nl {
 };
 
 /* ---- wire.c ---- */
+/* A route netlink socket in the calling thread's namespace, replies awaited at most 5 s. */
+int wire_nl_open(struct nl *nl);
+void wire_nl_close(struct nl *nl);
 /* Sends one request and reads until its ACK (or the end of its dump), calling cb per message. */
 int wire_nl_talk(struct nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data);
 struct nlmsghdr *wire_msg_new(char *buf, uint16_t type, uint16_t flags);

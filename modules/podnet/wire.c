@@ -27,6 +27,7 @@
 #include <linux/veth.h>
 
 #include "cni.h"
+#include "routes.h"
 #include "wire-internal.h"
 
 #define NL_BUF_SIZE 32768
@@ -59,6 +60,14 @@ static int nl_open(struct nl *nl) {
         nl->portid = mnl_socket_get_portid(nl->sock);
         nl->seq = (unsigned) time(NULL);
         return 0;
+}
+
+int wire_nl_open(struct nl *nl) {
+        return nl_open(nl);
+}
+
+void wire_nl_close(struct nl *nl) {
+        nl_close(nl);
 }
 
 /* A netlink socket in the namespace netns_fd (from wire_netns_open()): setns there, open, setns
@@ -378,7 +387,7 @@ static int route_add(struct nl *nl, uint32_t dst, unsigned dst_len, uint32_t gw,
         rtm->rtm_family = AF_INET;
         rtm->rtm_dst_len = (unsigned char) dst_len;
         rtm->rtm_table = RT_TABLE_MAIN;
-        rtm->rtm_protocol = RTPROT_STATIC;
+        rtm->rtm_protocol = PINION_RTPROT;
         rtm->rtm_scope = scope;
         rtm->rtm_type = RTN_UNICAST;
         if (gw)

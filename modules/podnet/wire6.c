@@ -13,6 +13,7 @@
 #include <linux/rtnetlink.h>
 
 #include "cni.h"
+#include "routes.h"
 #include "wire-internal.h"
 
 static struct in6_addr gateway(void) {
@@ -62,7 +63,7 @@ static int route6_add(struct nl *nl, const struct in6_addr *dst, unsigned dst_le
         rtm->rtm_family = AF_INET6;
         rtm->rtm_dst_len = (unsigned char) dst_len;
         rtm->rtm_table = RT_TABLE_MAIN;
-        rtm->rtm_protocol = RTPROT_STATIC;
+        rtm->rtm_protocol = PINION_RTPROT;
         rtm->rtm_scope = RT_SCOPE_UNIVERSE;
         rtm->rtm_type = RTN_UNICAST;
         if (dst_len > 0)

@@ -21,7 +21,7 @@ How the outage is made and how requests are counted (--outage-mode)
   refuse (default)  the fake closes its listening socket: every attempt is a connection refused
       at once, and the open watches are cut. Refused connections never reach the fake's request
       log, so the attempts are counted by the agents themselves: every failed attempt logs one
-      "Watch failed: ... / Pod list failed: ...; retrying in" warning with a microsecond
+      "Watch failed: ... / List of ... failed: ...; retrying in" warning with a microsecond
       timestamp (log-format=json), which gives the per-second series; the total is checked
       against the sum over agents of pinion_apiserver_requests_total{code="error"} (/metrics),
       taken before the outage and at the end. This is the simulation's --down-mode refused.
@@ -80,7 +80,7 @@ PDEATHSIG = [SETPRIV, "--pdeathsig", "KILL", "--"] if SETPRIV else []
 SCRUB_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
              "LISTEN_FDNAMES", "JOURNAL_STREAM", "INVOCATION_ID", "NODE_NAME",
              "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "MANAGERPID")
-ATTEMPT_FAILED = re.compile(r"^(Watch failed|Pod list failed): .*; retrying in ")
+ATTEMPT_FAILED = re.compile(r"^(Watch failed|List of .* failed): .*; retrying in ")
 TOLERANCE_SD = 2.5
 TOLERANCE_REL = 0.02
 

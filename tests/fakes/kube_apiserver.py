@@ -122,19 +122,24 @@ class FakeApiserver(_CsrMixin):
     watch_chunk_size    None: one chunk per event; N: the stream cut into N-byte chunks
     history_limit  keep at most this many events (older ones are compacted), None: all
     default_watch_timeout  seconds a watch without timeoutSeconds lasts
+    netns          the name of a network namespace (ip netns) whose `host` address the
+                   listening sockets are bound to (then host need not be loopback); the rest
+                   of the emulator runs in the caller's process as usual
     """
 
     def __init__(self, tls=False, token=None, token_file=None, client_certs=True, host="127.0.0.1",
                  port=0, control_port=None, bookmark_interval=1.0, initial_rv=1000,
                  rv0_ignores_limit=False, watch_chunk_size=None, history_limit=None,
-                 default_watch_timeout=1800, workdir=None, verbose=False):
+                 default_watch_timeout=1800, workdir=None, verbose=False, netns=None):
         try:
-            if not ipaddress.ip_address(host).is_loopback:
+            # Inside a network namespace the test made, any address is the test's own.
+            if netns is None and not ipaddress.ip_address(host).is_loopback:
                 raise ValueError
         except ValueError:
-            raise ValueError("the fake apiserver listens on loopback addresses only, not %r"
-                             % host)
+            raise ValueError("the fake apiserver listens on loopback addresses only (or in a "
+                             "netns), not %r" % host)
         self.tls, self.host, self.verbose = tls, host, verbose
+        self.netns = netns
         self._token, self.token_file, self.client_certs = token, token_file, client_certs
         self._want_port, self._want_control_port = port, control_port
         self.bookmark_interval = bookmark_interval
@@ -182,7 +187,8 @@ class FakeApiserver(_CsrMixin):
             self.workdir = tempfile.mkdtemp(prefix="pinion-fake-apiserver-")
             self._own_workdir = True
         try:
-            self._httpd = _Server((self.host, self._want_port), _Handler, self, control=False)
+            self._httpd = self._in_netns(_Server, (self.host, self._want_port), _Handler, self,
+                                         control=False)
             if self.tls:
                 self._make_certs()
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -197,8 +203,8 @@ class FakeApiserver(_CsrMixin):
             self.port = self._httpd.server_address[1]
             self._serve(self._httpd)
             if self._want_control_port is not False:
-                self._control_srv = _Server((self.host, self._want_control_port or 0),
-                                            _Handler, self, control=True)
+                self._control_srv = self._in_netns(_Server, (self.host, self._want_control_port or 0),
+                                                   _Handler, self, control=True)
                 self._control_srv.server_bind()
                 self._control_srv.server_activate()
                 self.control_port = self._control_srv.server_address[1]
@@ -207,6 +213,34 @@ class FakeApiserver(_CsrMixin):
             self.stop()
             raise
         return self
+
+    def _in_netns(self, fn, *args, **kw):
+        """fn(*args, **kw), run where the listening sockets belong: in a thread that entered
+        self.netns (a socket stays in the namespace it was made in; only that thread moves)."""
+        if self.netns is None:
+            return fn(*args, **kw)
+        import ctypes
+        out = {}
+
+        def run():
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                fd = os.open("/var/run/netns/" + self.netns, os.O_RDONLY)
+                try:
+                    if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                        e = ctypes.get_errno()
+                        raise OSError(e, "setns %s: %s" % (self.netns, os.strerror(e)))
+                finally:
+                    os.close(fd)
+                out["value"] = fn(*args, **kw)
+            except BaseException as e:
+                out["error"] = e
+        t = threading.Thread(target=run, name="fake-apiserver-netns", daemon=True)
+        t.start()
+        t.join()
+        if "error" in out:
+            raise out["error"]
+        return out["value"]
 
     def _serve(self, srv):
         t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05},
@@ -310,8 +344,11 @@ authorityKeyIdentifier = keyid,issuer
 
     def _make_certs(self):
         self._cnf = os.path.join(self.workdir, "openssl.cnf")
+        cnf = self._OPENSSL_CNF
+        if self.host not in ("127.0.0.1", "::1"):
+            cnf = cnf.replace("subjectAltName = IP:127.0.0.1,", "subjectAltName = IP:%s,IP:127.0.0.1," % self.host)
         with open(self._cnf, "w") as f:
-            f.write(self._OPENSSL_CNF)
+            f.write(cnf)
         self.ca_file = os.path.join(self.workdir, "ca.crt")
         self.ca_key = os.path.join(self.workdir, "ca.key")
         self._openssl("req", "-x509", "-config", self._cnf, "-extensions", "v3_ca", "-newkey",
@@ -565,7 +602,7 @@ authorityKeyIdentifier = keyid,issuer
             self._cond.notify_all()
         if mode == "refuse":
             srv = self._httpd
-            srv.socket = socket.socket(srv.address_family, srv.socket_type)
+            srv.socket = self._in_netns(socket.socket, srv.address_family, srv.socket_type)
             for attempt in range(100):
                 try:
                     srv.server_bind()

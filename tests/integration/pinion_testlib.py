@@ -632,9 +632,10 @@ class Agent:
     extra:    raw INI text appended to the main file
     dropins:  {"50-x.conf": "text"} written to <dir>/conf.d/
     env:      extra environment for the daemon (None removes a variable)
+    netns:    run the daemon in this network namespace (`ip netns exec NAME`); None: the test's
     """
 
-    def __init__(self, config=None, extra="", dropins=None, env=None, node_name="test-node"):
+    def __init__(self, config=None, extra="", dropins=None, env=None, node_name="test-node", netns=None):
         self.dir = tempfile.mkdtemp(prefix="pinion-it-")
         # Other users (as_uid requests) must be able to reach the socket below it.
         os.chmod(self.dir, 0o755)
@@ -648,6 +649,7 @@ class Agent:
         self.stdout_file = os.path.join(self.dir, "piniond.stdout")
         self.notify_path = os.path.join(self.dir, "notify.sock")
         self.env = dict(env or {})
+        self.netns = netns
         self.agent_keys = {
             "node-name": node_name,
             "state-dir": self.state_dir,
@@ -725,6 +727,8 @@ class Agent:
         cmd = [require_binary(PINIOND), "--config", self.config_file] + list(args)
         if VALGRIND:
             cmd = VALGRIND_CMD + cmd
+        if self.netns:
+            cmd = ["ip", "netns", "exec", self.netns] + cmd  # ip execs the command: same pid
         return cmd
 
     def start(self, wait=True, timeout=10, args=(), env=None, socket_activate=False):
@@ -1083,13 +1087,13 @@ def tmp_dir():
 @pytest.fixture
 def agent_factory():
     """make(config=None, extra="", dropins=None, env=None, node_name=..., start=True,
-    wait=True, timeout=10, socket_activate=False) -> Agent. Everything made is cleaned up;
+    wait=True, timeout=10, socket_activate=False, netns=None) -> Agent. Everything made is cleaned up;
     an agent that crashed or exits non-zero at teardown fails the test."""
     agents = []
 
     def make(config=None, extra="", dropins=None, env=None, node_name="test-node", start=True,
-             wait=True, timeout=10, socket_activate=False):
-        a = Agent(config=config, extra=extra, dropins=dropins, env=env, node_name=node_name)
+             wait=True, timeout=10, socket_activate=False, netns=None):
+        a = Agent(config=config, extra=extra, dropins=dropins, env=env, node_name=node_name, netns=netns)
         agents.append(a)
         if start:
             a.start(wait=wait, timeout=timeout, socket_activate=socket_activate)

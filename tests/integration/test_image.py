@@ -131,6 +131,14 @@ def test_piniond_version_runs_in_the_image(image):
     assert p.stdout.strip() == "piniond " + VERSION, p.stdout + p.stderr
 
 
+def test_bird_runs_in_the_image(image):
+    """The DaemonSet's bird container (routing = bgp) runs BIRD from this image."""
+    if not os.path.exists("/usr/sbin/bird"):
+        pytest.skip("bird2 is not installed on the build machine (scripts/deps installs it)")
+    p = image.run("run", "--rm", "--network", "none", "--entrypoint", "/usr/sbin/bird", IMAGE, "--version")
+    assert re.search(r"BIRD version 2\.", p.stdout + p.stderr), p.stdout + p.stderr
+
+
 def test_agent_runs_the_demo_config_and_answers_through_the_mounted_socket(image):
     d = tempfile.mkdtemp(prefix="pinion-image-run-")
     name = "pinion-image-test-%d" % os.getpid()
@@ -204,7 +212,11 @@ def test_image_holds_only_what_the_binaries_load(image):
     manager, man page or unit."""
     root = os.path.join(BUILDDIR, "image-context", "rootfs")
     loaded = set()
-    for b in ("usr/sbin/piniond", "usr/bin/pinionctl", "usr/libexec/cni/pinion-cni"):
+    binaries = ["usr/sbin/piniond", "usr/bin/pinionctl", "usr/libexec/cni/pinion-cni"]
+    # BIRD (routing = bgp) is in the image when the build machine has bird2.
+    binaries += [b for b in ("usr/sbin/bird", "usr/sbin/birdc") if os.path.exists(os.path.join(root, b))]
+    assert os.path.exists(os.path.join(root, "usr/sbin/bird")) == os.path.exists("/usr/sbin/bird")
+    for b in binaries:
         p = subprocess.run(["ldd", os.path.join(root, b)], capture_output=True, text=True)
         assert p.returncode == 0 or "not a dynamic executable" in p.stdout + p.stderr, p.stdout + p.stderr
         out = p.stdout

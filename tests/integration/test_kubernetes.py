@@ -394,3 +394,77 @@ def test_image_paths_exist_in_an_install():
             assert os.path.exists(os.path.join(d, path.lstrip("/"))), "%s is not installed" % path
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+# --- units/kubernetes/routing/: what [network] routing = nodes or bgp adds, applied only then ---
+
+RDIR = os.path.join(KDIR, "routing")
+
+
+def _load(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def _strategic_merge(base, patch):
+    """kubectl's strategic merge for what the patch uses: maps merge, lists of named objects
+    (containers, volumes) merge by name, other values replace."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = _strategic_merge(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and all(isinstance(x, dict) and "name" in x
+                                                                  for x in base + patch):
+        out = list(base)
+        for item in patch:
+            same = [i for i, x in enumerate(out) if x["name"] == item["name"]]
+            if same:
+                out[same[0]] = _strategic_merge(out[same[0]], item)
+            else:
+                out.append(item)
+        return out
+    return patch
+
+
+def test_routing_nodes_rbac_grants_exactly_list_and_watch_on_nodes():
+    docs = _load(os.path.join(RDIR, "rbac-nodes.yaml"))
+    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRoleBinding"]
+    for doc in docs:
+        client, obj = _model(doc)
+        assert client.sanitize_for_serialization(obj) == doc
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    sa = _one("ServiceAccount")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": sa["metadata"]["namespace"]}]
+    # The base role reads the agent's own Node only: list/watch of all Nodes is this file's.
+    base = _one("ClusterRole")
+    assert not any("nodes" in r["resources"] and {"list", "watch"} & set(r["verbs"]) for r in base["rules"])
+
+
+def test_routing_bgp_patch_adds_a_bird_container_to_the_daemonset():
+    (patch,) = _load(os.path.join(RDIR, "daemonset-bgp-patch.yaml"))
+    ds = _one("DaemonSet")
+    merged = _strategic_merge(ds, patch)
+    client, obj = _model(merged)
+    assert client.sanitize_for_serialization(obj) == merged  # strict: no misspelled field
+    spec = merged["spec"]["template"]["spec"]
+    names = [c["name"] for c in spec["containers"]]
+    assert names == ["piniond", "bird"], names
+    bird = spec["containers"][1]
+    agent = spec["containers"][0]
+    assert bird["image"] == agent["image"]  # the image carries bird (image-rootfs)
+    assert bird["command"][:2] == ["/usr/sbin/bird", "-f"], bird["command"]
+    assert "/etc/bird/bird.conf" in bird["command"]
+    assert bird["securityContext"]["privileged"] is False
+    assert set(bird["securityContext"]["capabilities"]["add"]) <= {"NET_ADMIN", "NET_BIND_SERVICE", "NET_RAW"}
+    mounts = {m["mountPath"]: m for m in bird["volumeMounts"]}
+    assert mounts["/etc/bird"]["readOnly"] is True
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes[mounts["/etc/bird"]["name"]]["configMap"]["name"] == "pinion-bird"
+    assert spec["hostNetwork"] is True  # BIRD and piniond share the node's routing table
+    # Nothing of the agent's container changed.
+    assert agent == ds["spec"]["template"]["spec"]["containers"][0]
