@@ -62,6 +62,7 @@ SCRUB_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LI
              "LISTEN_FDNAMES", "JOURNAL_STREAM", "INVOCATION_ID", "NODE_NAME",
              "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "MANAGERPID")
 HUB_ADDR = "10.99.0.1"
+BOOKMARK = "BOOKMARK"  # the type label of bookmarks in pinion_apiserver_watch_events_total
 # The test apiserver binds loopback addresses only, a guard for tests in the host's namespace;
 # here it runs in the hub namespace this script made, on the hub bridge's address, which only
 # the agents' namespaces reach. This starts its main() with that address let through.
@@ -595,8 +596,11 @@ def steady_figures(args, agents, before, after, reqs, node_bytes, pod_bytes):
 
             def delta(name, **lab):
                 return metric_sum(e["m"], name, **lab) - metric_sum(b["m"], name, **lab)
-            node_ev = delta("pinion_apiserver_watch_events_total", resource="nodes")
-            pod_ev = delta("pinion_apiserver_watch_events_total", resource="pods")
+            # objects (ADDED, MODIFIED, DELETED), not bookmarks
+            node_ev = delta("pinion_apiserver_watch_events_total", resource="nodes") - \
+                delta("pinion_apiserver_watch_events_total", resource="nodes", type=BOOKMARK)
+            pod_ev = delta("pinion_apiserver_watch_events_total", resource="pods") - \
+                delta("pinion_apiserver_watch_events_total", resource="pods", type=BOOKMARK)
             mine = [r for r in reqs if r["client"].split(":")[0] == a.address]
             rows.append({
                 "node_events_min": node_ev / minutes, "pod_events_min": pod_ev / minutes,
