@@ -9,13 +9,14 @@ function of its options."""
 
 import csv
 import io
+import json
 import math
 import os
 import subprocess
 
 import pytest
 
-from pinion_testlib import BUILDDIR, T, require_binary
+from pinion_testlib import BUILDDIR, SRCDIR, T, require_binary
 
 FLEET_SIM = os.path.join(BUILDDIR, "tests", "sim", "fleet-sim")
 
@@ -200,3 +201,31 @@ def test_node_watch_report(node_runs):
     for key in ("node-watch", "nodes", "node-status-period", "node-object-bytes", "node-fresh-watch",
                 "node-relist-spread", "event-cost"):
         assert "| %s |" % key in out, key
+
+
+def test_node_watch_real_agents_smoke(tmp_path):
+    """tests/bench/node-watch-fanout.py, smoke-sized (the real run is `make bench-node-watch`):
+    two agents with routing = nodes, each in its own network namespace, beside one with
+    routing = none. The Node agents receive every status post and drop each one unheard; the
+    peer receives none; after a restart only the Node agents list Nodes."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    require_binary(os.path.join(BUILDDIR, "piniond"))
+    out = tmp_path / "node-watch.json"
+    p = subprocess.run(["python3", os.path.join(SRCDIR, "tests", "bench", "node-watch-fanout.py"),
+                        "--builddir", BUILDDIR, "--agents", "2", "--peers", "1", "--nodes", "60",
+                        "--status-period", "6", "--warmup", "2", "--duration", "12", "--outage", "2",
+                        "--json", str(out)],
+                       capture_output=True, text=True, timeout=T(300), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, "rc=%d\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    res = json.loads(out.read_text())["result"]
+    nodes, peer = res["steady"]["nodes"], res["steady"]["none"]
+    # 60 Nodes every 6 s: 600 events a minute to each Node watcher (the generator's and the
+    # snapshots' timing give a few percent either way)
+    assert nodes["node_events_min"] == pytest.approx(600, rel=0.15), nodes
+    assert nodes["unchanged_dropped"] == nodes["node_events"] > 0, nodes
+    assert peer["node_events"] == 0, peer
+    assert res["routes_per_node_agent"] == 59, res
+    outage = res["outage"]
+    assert outage["recovered"], outage
+    assert outage["nodes"]["nodes_list"] >= 1 and outage["none"]["nodes_list"] == 0, outage
