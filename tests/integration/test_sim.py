@@ -9,13 +9,14 @@ function of its options."""
 
 import csv
 import io
+import json
 import math
 import os
 import subprocess
 
 import pytest
 
-from pinion_testlib import BUILDDIR, T, require_binary
+from pinion_testlib import BUILDDIR, SRCDIR, T, require_binary
 
 FLEET_SIM = os.path.join(BUILDDIR, "tests", "sim", "fleet-sim")
 
@@ -35,7 +36,9 @@ def run_sim(*args, tmp_path=None):
     with open(summary, newline="") as f:
         rows = {}
         for row in csv.DictReader(f):
-            rows[row["policy"]] = {k: (v if k == "policy" else float(v)) for k, v in row.items()}
+            # an empty field: not measured (the figures of the Node watch in a run without it)
+            rows[row["policy"]] = {k: (v if k == "policy" else float(v) if v != "" else None)
+                                   for k, v in row.items()}
     with open(series, newline="") as f:
         samples = list(csv.DictReader(f))
     return rows, samples, p.stdout
@@ -122,7 +125,9 @@ def test_report_names_every_parameter(default_outage):
         assert "| %s |" % key in out, key
     table = [line for line in io.StringIO(out) if line.startswith("| legacy ") or
              line.startswith("| client-go ") or line.startswith("| pinion ")]
-    assert len(table) == 3, out
+    # the outage table and the fan-out table
+    assert len(table) == 6, out
+    assert "| policy | steady: requests/min |" in out
 
 
 @pytest.mark.parametrize("args", [["--capacity", "-1"], ["--policy", "nope"], ["--outage", "soon"],
@@ -133,3 +138,94 @@ def test_bad_options_are_refused(args):
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 2, (args, p.returncode, p.stdout[-500:])
     assert "fleet-sim" in p.stderr
+
+
+# ---- the Node watch of routing = nodes (--node-watch 1) ----
+# 200 agents, 200 Nodes: a Node list is one page of 200 objects (cost 201), the fleet's Node
+# relist 40,200 units, 67 s of this capacity.
+NODES = [*SMALL, "--policy", "pinion", "--node-watch", "1"]
+FRESH = ["--node-fresh-watch", "1", "--node-relist-after", "2m", "--node-relist-spread", "10m",
+         "--time-limit", "30m"]
+
+
+@pytest.fixture(scope="module")
+def node_runs(tmp_path_factory):
+    """pinion with the pod watch alone, with the Node watch, and with the Node watch whose 410
+    takes a fresh resourceVersion and defers the full relist."""
+    out = {}
+    for name, extra in (("pods", ["--node-watch", "0"]), ("nodes", []), ("fresh", FRESH)):
+        rows, _, stdout = run_sim(*NODES, *extra, tmp_path=tmp_path_factory.mktemp("sim-" + name))
+        out[name] = (rows["pinion"], stdout)
+    return out
+
+
+def test_node_watch_steady_state_fan_out(node_runs):
+    pods, nodes = node_runs["pods"][0], node_runs["nodes"][0]
+    # Each Node posts its status every 5 minutes: 200 Nodes → 40 events per agent per minute,
+    # each of node-object-bytes; the pod watch alone receives none of them.
+    assert nodes["steady_node_events_per_agent_min"] == pytest.approx(40, rel=0.01), nodes
+    assert pods["steady_node_events_per_agent_min"] == 0, pods
+    assert nodes["steady_kib_per_agent_min"] == pytest.approx(
+        pods["steady_kib_per_agent_min"] + 40 * 7000 / 1024, rel=0.01), (pods, nodes)
+    # One more watch to renew: about twice the requests, far from the bytes' ratio.
+    ratio = nodes["steady_requests_per_agent_min"] / pods["steady_requests_per_agent_min"]
+    assert 1.3 <= ratio <= 3, (pods, nodes)
+    # Without the Node watch there is no route change to hear.
+    assert pods["changes_late_share_steady"] is None and pods["changes_late_share_after"] is None
+
+
+def test_route_change_reaches_every_watching_agent_at_once(node_runs):
+    for name in ("nodes", "fresh"):
+        row = node_runs[name][0]
+        assert row["changes_late_share_steady"] == 0, (name, row)
+
+
+def test_node_relist_storm_overloads_where_the_fresh_watch_does_not(node_runs):
+    pods, nodes, fresh = node_runs["pods"][0], node_runs["nodes"][0], node_runs["fresh"][0]
+    assert pods["falls"] == 0 and pods["peak_cost"] <= pods["capacity"], pods
+    # Every agent relists 200 Nodes within its backoff step: the apiserver falls over.
+    assert nodes["falls"] >= 1 and nodes["peak_cost"] > 2 * nodes["capacity"], nodes
+    # A limit=1 list and a watch at once, the full relist spread over 10 minutes: it stays up,
+    # every agent syncs as fast as with pods alone, and almost every route change after the
+    # recovery is heard within 5 s (the late ones: agents still in backoff, and the changes
+    # between the restart and an agent's fresh resourceVersion, heard at its relist).
+    assert fresh["falls"] == 0 and fresh["unsynced"] == 0, fresh
+    assert fresh["sync_max"] <= pods["sync_max"] + 5, (pods, fresh)
+    assert fresh["changes_late_share_after"] < 0.05, fresh
+    assert nodes["changes_late_share_after"] > 4 * fresh["changes_late_share_after"], (nodes, fresh)
+
+
+def test_node_watch_report(node_runs):
+    out = node_runs["nodes"][1]
+    assert "With the Node watch: a Node list (200 Nodes, 1 page)" in out, out
+    for key in ("node-watch", "nodes", "node-status-period", "node-object-bytes", "node-fresh-watch",
+                "node-relist-spread", "event-cost"):
+        assert "| %s |" % key in out, key
+
+
+def test_node_watch_real_agents_smoke(tmp_path):
+    """tests/bench/node-watch-fanout.py, smoke-sized (the real run is `make bench-node-watch`):
+    two agents with routing = nodes, each in its own network namespace, beside one with
+    routing = none. The Node agents receive every status post and drop each one unheard; the
+    peer receives none; after a restart only the Node agents list Nodes."""
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    require_binary(os.path.join(BUILDDIR, "piniond"))
+    out = tmp_path / "node-watch.json"
+    p = subprocess.run(["python3", os.path.join(SRCDIR, "tests", "bench", "node-watch-fanout.py"),
+                        "--builddir", BUILDDIR, "--agents", "2", "--peers", "1", "--nodes", "60",
+                        "--status-period", "6", "--warmup", "2", "--duration", "12", "--outage", "2",
+                        "--json", str(out)],
+                       capture_output=True, text=True, timeout=T(300), stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, "rc=%d\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
+    res = json.loads(out.read_text())["result"]
+    nodes, peer = res["steady"]["nodes"], res["steady"]["none"]
+    # 60 Nodes every 6 s: 600 events a minute to each Node watcher (the generator's and the
+    # snapshots' timing give a few percent either way)
+    assert nodes["node_events_min"] == pytest.approx(600, rel=0.15), nodes
+    assert nodes["unchanged_dropped"] == nodes["node_events"] > 0, nodes
+    assert peer["node_events"] == 0, peer
+    assert res["routes_per_node_agent"] == 59, res
+    outage = res["outage"]
+    assert outage["recovered"], outage
+    assert outage["nodes"]["nodes_list"] >= 1 and outage["none"]["nodes_list"] == 0, outage

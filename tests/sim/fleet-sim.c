@@ -30,7 +30,15 @@
  *              synced while it holds an established watch; it stops being synced when its watch
  *              is cut or a request of its fails.
  *   scenario   steady state for `warmup`, an outage of `outage`, recovery; the run ends when every
- *              agent is synced with the apiserver up, or `time-limit` after the recovery.
+ *              agent is synced with the apiserver up (and, with node-fresh-watch, every deferred
+ *              Node relist is done), or `time-limit` after the recovery.
+ *   Node watch with node-watch=1 ([network] routing = nodes) every agent has a second reflector
+ *              listing and watching all `nodes` Nodes, with its own backoff and the agent's token
+ *              bucket; lists come in pages of page-limit objects, one request each. Every Node
+ *              posts its status each node-status-period: a MODIFIED event to every established
+ *              Node watch (pods: one per pod-event-period), event-cost each. A route-relevant
+ *              change every second the apiserver is up is heard at once by an established Node
+ *              watch, else when the reflector's watch resumes or its list completes.
  *
  * The policies:
  *   legacy     the pre-fix client: retries legacy-retry after every failure (no growth, no
@@ -45,7 +53,10 @@
  *              cut watch or a failed request is retried after the backoff as a watch resume from
  *              the last resourceVersion; only 410 relists, after a pause (gone-pause: uniform in
  *              [0, the current backoff step] as the reflector does, the next backoff step, or
- *              none); a 429's Retry-After is a lower bound of the wait.
+ *              none); a 429's Retry-After is a lower bound of the wait. The Node reflector's
+ *              410 pause is at least node-relist-spread; with node-fresh-watch it takes a fresh
+ *              resourceVersion (a limit=1 list), watches from it at once, and relists in full
+ *              after node-relist-after + U[0, node-relist-spread].
  *
  * The files: sim-model (the constants and their options), sim-policy (the three policies),
  * sim-event (the event queue), sim-random (the model's generator), sim-run (one run: the agents,
@@ -136,8 +147,10 @@ static int run_all(const struct cli *c, FILE *csv, FILE *summary) {
                         csv_write(csv, m, &results[n]);
                 n++;
         }
-        if (r >= 0)
+        if (r >= 0) {
                 print_table(m, results, spreads, n, legacy);
+                print_fanout_table(m, results, n);
+        }
         for (size_t i = 0; i < n; i++)
                 result_done(&results[i]);
         return r;

@@ -17,6 +17,7 @@ enum event_type {
         EVENT_SEND,      /* an agent's request leaves (after its backoff and token bucket) */
         EVENT_REPLY,     /* an agent's request is answered */
         EVENT_WATCH_END, /* an agent's watch reaches its timeoutSeconds */
+        EVENT_RELIST,    /* a Node reflector's deferred full relist is due (node-fresh-watch) */
 };
 
 enum outcome {
@@ -31,7 +32,7 @@ enum outcome {
 struct event {
         usec_t time;
         uint64_t seq;
-        uint32_t agent;
+        uint32_t agent; /* the reflector; UINT32_MAX: the apiserver's or the clock's */
         uint32_t gen;
         uint8_t type;
         uint8_t outcome;

@@ -127,9 +127,36 @@ const struct option_def option_defs[] = {
         { "backoff-reset", parse_duration_option, FIELD(backoff_reset), "2m", "pinion: [apiserver] backoff-reset" },
         { "qps", parse_double, FIELD(qps), "5", "pinion: [apiserver] qps (token bucket rate)" },
         { "burst", parse_double, FIELD(burst), "10", "pinion: [apiserver] burst (token bucket size)" },
+        { "node-watch", parse_unsigned, FIELD(node_watch), "0",
+          "1: every agent also lists and watches all Nodes ([network] routing = nodes), sharing its token bucket" },
+        { "nodes", parse_unsigned, FIELD(nodes), "0", "Node objects a Node list returns (0: one per agent)" },
+        { "page-limit", parse_unsigned, FIELD(page_limit), "500",
+          "objects per list page (the reflector's limit=): each page is a request through the token bucket" },
+        { "node-object-cost", parse_double, FIELD(node_object_cost), "1",
+          "cost per object a Node list returns (1: a consistent read, like a pod's; less if served from the watch cache)" },
+        { "node-relist-spread", parse_duration_option, FIELD(node_relist_spread), "0",
+          "Node reflector: a 410 relists after a pause uniform in [0, max(this, the current backoff step)]" },
+        { "node-relist-after", parse_duration_option, FIELD(node_relist_after), "0",
+          "node-fresh-watch: the deferred full relist comes after a pause uniform in [this, this + node-relist-spread]" },
+        { "node-page-interval", parse_duration_option, FIELD(node_page_interval), "0",
+          "Node reflector: the pause between the pages of a list (0: the next page at once, through the token bucket)" },
+        { "node-fresh-watch", parse_unsigned, FIELD(node_fresh_watch), "0",
+          "1: on 410 the Node reflector first lists with limit=1 (a fresh resourceVersion) and watches from it at once; the full relist follows after node-relist-after + a pause uniform in [0, node-relist-spread]" },
+        { "node-status-period", parse_duration_option, FIELD(node_status_period), "5m",
+          "each kubelet posts its Node's status this often (nodeStatusReportFrequency): a MODIFIED event to every Node watcher" },
+        { "node-object-bytes", parse_unsigned, FIELD(node_object_bytes), "7000", "bytes of one Node in JSON (a list item or a watch event)" },
+        { "pod-event-period", parse_duration_option, FIELD(pod_event_period), "30m",
+          "each of a node's pods changes this often (an event on its node's pod watch)" },
+        { "pod-object-bytes", parse_unsigned, FIELD(pod_object_bytes), "4000", "bytes of one pod in JSON" },
+        { "event-cost", parse_double, FIELD(event_cost), "0",
+          "cost of sending one watch event to one watcher (0: not counted, as the pod-watch model did)" },
 };
 
 _Static_assert(ELEMENTSOF(option_defs) == N_OPTIONS, "N_OPTIONS counts the rows of option_defs");
+
+unsigned model_nodes(const struct model *m) {
+        return m->nodes > 0 ? m->nodes : m->agents;
+}
 
 const char *model_check(const struct model *m) {
         if (m->agents == 0 || m->runs == 0)
@@ -146,5 +173,9 @@ const char *model_check(const struct model *m) {
                 return "needs --qps > 0 and --burst >= 1";
         if (m->watch_timeout_min == 0 || m->outage == 0 || m->refall_outage == 0)
                 return "--watch-timeout-min, --outage and --refall-outage must be positive";
+        if (m->node_watch > 1 || m->node_fresh_watch > 1)
+                return "--node-watch and --node-fresh-watch are 0 or 1";
+        if (m->page_limit == 0 || m->node_status_period == 0 || m->pod_event_period == 0)
+                return "--page-limit, --node-status-period and --pod-event-period must be positive";
         return NULL;
 }

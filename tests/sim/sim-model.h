@@ -54,6 +54,21 @@ struct model {
         usec_t backoff_reset;
         double qps;
         double burst;
+        /* the Node watch of `[network] routing = nodes`: a second reflector per agent, listing and
+         * watching every Node, sharing the agent's token bucket */
+        unsigned node_watch; /* 0 or 1 */
+        unsigned nodes;      /* 0: one per agent */
+        unsigned page_limit;
+        double node_object_cost;
+        usec_t node_relist_spread;
+        usec_t node_relist_after;
+        usec_t node_page_interval;
+        unsigned node_fresh_watch; /* 0 or 1 */
+        usec_t node_status_period;
+        unsigned node_object_bytes;
+        usec_t pod_event_period;
+        unsigned pod_object_bytes;
+        double event_cost;
 };
 
 typedef int (*option_parser)(const char *s, void *ret);
@@ -68,10 +83,13 @@ struct option_def {
 
 /* The rows of option_defs (sim-model.c checks the count when it compiles): a constant, so that
  * arrays of one value per option need no allocation. */
-#define N_OPTIONS 31
+#define N_OPTIONS 44
 
 /* One row per constant of struct model, in the order --help and the report list them. */
 extern const struct option_def option_defs[];
+
+/* Node objects a Node list returns. */
+unsigned model_nodes(const struct model *m);
 
 /* NULL when the model is consistent, else what is wrong, naming the options. */
 const char *model_check(const struct model *m);

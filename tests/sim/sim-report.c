@@ -14,6 +14,23 @@ static void format_duration(char *buf, size_t size, usec_t u) {
                 snprintf(buf, size, "%.1f s", (double) u / (double) USEC_PER_SEC);
 }
 
+static double per_agent_minute(const struct model *m, const struct fanout *f, double x) {
+        return f->span > 0 ? x / m->agents / ((double) f->span / (double) USEC_PER_MINUTE) : NAN;
+}
+
+static uint64_t fanout_requests(const struct fanout *f) {
+        return f->requests[RESOURCE_PODS] + f->requests[RESOURCE_NODES];
+}
+
+static double fanout_bytes(const struct fanout *f) {
+        return f->bytes[RESOURCE_PODS] + f->bytes[RESOURCE_NODES];
+}
+
+/* The share of (change, Node reflector) pairs heard 5 s or more late; NAN without a Node watch. */
+static double late_share(const struct route_changes *c) {
+        return c->pairs > 0 ? (double) c->late / (double) c->pairs : NAN;
+}
+
 void print_model(const char *const values[static N_OPTIONS], const struct model *m) {
         printf("# Fleet simulation: %u agents, %.0f s outage\n\n", m->agents,
                (double) m->outage / (double) USEC_PER_SEC);
@@ -28,6 +45,20 @@ void print_model(const char *const values[static N_OPTIONS], const struct model 
                m->list_base_cost + m->object_cost * m->pods_per_node, m->watch_cost,
                (double) m->agents * (m->list_base_cost + m->object_cost * m->pods_per_node),
                (double) m->agents * (m->list_base_cost + m->object_cost * m->pods_per_node) / m->capacity);
+        if (!m->node_watch)
+                return;
+        unsigned nodes = model_nodes(m), pages = (nodes + m->page_limit - 1) / m->page_limit;
+        double node_list = pages * m->list_base_cost + m->node_object_cost * nodes;
+        double node_events = (double) nodes * (double) USEC_PER_SEC / (double) m->node_status_period;
+        printf("With the Node watch: a Node list (%u Nodes, %u page%s) costs %.0f units and carries %.1f MiB; "
+               "the whole fleet relisting Nodes costs %.0f units, %.0f s of capacity. In steady state every "
+               "agent receives %.2f Node events/s (%.0f KiB/s), the fleet %.0f events/s (%.1f MB/s from the "
+               "apiserver)%s.\n\n",
+               nodes, pages, pages == 1 ? "" : "s", node_list, nodes * (double) m->node_object_bytes / (1 << 20),
+               m->agents * node_list, m->agents * node_list / m->capacity, node_events,
+               node_events * m->node_object_bytes / 1024, node_events * m->agents,
+               node_events * m->agents * m->node_object_bytes / 1e6,
+               m->event_cost > 0 ? ", counted at event-cost each" : ", not counted in the offered cost (event-cost 0)");
 }
 
 void print_policies(const struct policy policies[static _POLICY_MAX]) {
@@ -93,6 +124,44 @@ void print_table(const struct model *m, const struct result *results, const stru
                "when the time limit ran out.\n");
 }
 
+static void format_share(char *buf, size_t size, double late) {
+        if (isnan(late))
+                snprintf(buf, size, "—");
+        else
+                snprintf(buf, size, "%.2f%%", 100.0 * (1 - late));
+}
+
+void print_fanout_table(const struct model *m, const struct result *results, size_t n) {
+        printf("\nPer agent. Steady state: the %.0f s before the outage, per minute. Through the outage: from "
+               "its start to the end of the run. Route changes: one to some Node every second the apiserver "
+               "is up; the share of (change, agent) heard within 5 s.\n\n",
+               (double) m->warmup / (double) USEC_PER_SEC);
+        printf("| policy | steady: requests/min | pod events/min | Node events/min | KiB/min | offered cost/s (fleet) "
+               "| outage → end: requests | KiB | offered cost | route change within 5 s: steady | after recovery "
+               "| latest heard after recovery |\n");
+        printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (size_t i = 0; i < n; i++) {
+                const struct result *r = &results[i];
+                const struct fanout *st = &r->steady, *rc = &r->recovery;
+                char steady[32], after[32], delay[32];
+
+                format_share(steady, sizeof(steady), late_share(&r->changes_steady));
+                format_share(after, sizeof(after), late_share(&r->changes_after));
+                if (r->changes_after.pairs > 0)
+                        format_duration(delay, sizeof(delay), r->changes_after.max_delay);
+                else
+                        snprintf(delay, sizeof(delay), "—");
+                printf("| %s | %.2f | %.1f | %.1f | %.0f | %.0f | %.1f | %.0f | %.0f | %s | %s | %s |\n", r->policy,
+                       per_agent_minute(m, st, (double) fanout_requests(st)),
+                       per_agent_minute(m, st, st->events[RESOURCE_PODS]),
+                       per_agent_minute(m, st, st->events[RESOURCE_NODES]),
+                       per_agent_minute(m, st, fanout_bytes(st)) / 1024,
+                       st->span > 0 ? st->cost / ((double) st->span / (double) USEC_PER_SEC) : NAN,
+                       (double) fanout_requests(rc) / m->agents, fanout_bytes(rc) / m->agents / 1024,
+                       rc->cost / m->agents, steady, after, delay);
+        }
+}
+
 void csv_write(FILE *f, const struct model *m, const struct result *r) {
         for (size_t i = 0; i < r->n_samples; i++) {
                 const struct sample *x = &r->samples[i];
@@ -102,9 +171,30 @@ void csv_write(FILE *f, const struct model *m, const struct result *r) {
 }
 
 void summary_write(FILE *f, const struct model *m, uint64_t seed, const struct result *r) {
-        fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%u,%u,%.3f,%.3f,%.3f\n", r->policy,
+        const struct fanout *st = &r->steady, *rc = &r->recovery;
+
+        fprintf(f, "%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%u,%u,%.3f,%.3f,%.3f,", r->policy,
                 seed, r->requests_outage, r->requests_total, r->peak_cost, m->capacity, r->falls, r->unsynced,
                 r->p50 == USEC_INFINITY ? INFINITY : (double) r->p50 / (double) USEC_PER_SEC,
                 r->p99 == USEC_INFINITY ? INFINITY : (double) r->p99 / (double) USEC_PER_SEC,
                 r->max == USEC_INFINITY ? INFINITY : (double) r->max / (double) USEC_PER_SEC);
+        double v[] = {
+                per_agent_minute(m, st, (double) fanout_requests(st)),
+                per_agent_minute(m, st, st->events[RESOURCE_PODS]),
+                per_agent_minute(m, st, st->events[RESOURCE_NODES]),
+                per_agent_minute(m, st, fanout_bytes(st)) / 1024,
+                st->span > 0 ? st->cost / ((double) st->span / (double) USEC_PER_SEC) : NAN,
+                (double) fanout_requests(rc) / m->agents,
+                fanout_bytes(rc) / m->agents / 1024,
+                rc->cost / m->agents,
+                late_share(&r->changes_steady),
+                late_share(&r->changes_after),
+                r->changes_after.pairs > 0 ? (double) r->changes_after.max_delay / (double) USEC_PER_SEC : NAN,
+        };
+        /* an empty field: not measured (no Node watch) */
+        for (size_t i = 0; i < ELEMENTSOF(v); i++)
+                if (isnan(v[i]))
+                        fputs(i + 1 < ELEMENTSOF(v) ? "," : "\n", f);
+                else
+                        fprintf(f, "%.6g%s", v[i], i + 1 < ELEMENTSOF(v) ? "," : "\n");
 }

@@ -29,12 +29,19 @@ void spread_add(struct spread *sp, const struct result *r);
 void print_table(const struct model *m, const struct result *results, const struct spread *spreads,
                  size_t n, const struct result *legacy);
 
+/* Per agent: what it received and cost in steady state (per minute) and through the outage, and
+ * how fast a route change reached it (only with the Node watch). */
+void print_fanout_table(const struct model *m, const struct result *results, size_t n);
+
 #define CSV_HEADER "policy,t,offered_cost,capacity,requests,rejected,failed,synced,server_up\n"
 /* One row per 1 s window of the result. */
 void csv_write(FILE *f, const struct model *m, const struct result *r);
 
 #define SUMMARY_HEADER                                                                             \
         "policy,seed,requests_outage,requests_total,peak_cost,capacity,falls,unsynced,sync_p50,"   \
-        "sync_p99,sync_max\n"
+        "sync_p99,sync_max,steady_requests_per_agent_min,steady_pod_events_per_agent_min,"           \
+        "steady_node_events_per_agent_min,steady_kib_per_agent_min,steady_cost_per_s,"                \
+        "recovery_requests_per_agent,recovery_kib_per_agent,recovery_cost_per_agent,"                 \
+        "changes_late_share_steady,changes_late_share_after,change_max_delay_after\n"
 /* One row for the result of the run with `seed`. */
 void summary_write(FILE *f, const struct model *m, uint64_t seed, const struct result *r);

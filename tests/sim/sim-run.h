@@ -19,6 +19,30 @@ struct sample {
         bool up;
 };
 
+enum resource {
+        RESOURCE_PODS,
+        RESOURCE_NODES,
+        _RESOURCE_MAX,
+};
+
+/* What the fleet received and the apiserver was offered over a span of the run. */
+struct fanout {
+        double events[_RESOURCE_MAX]; /* watch events received */
+        double bytes[_RESOURCE_MAX];  /* watch events and list items received */
+        uint64_t requests[_RESOURCE_MAX];
+        double cost;                  /* offered: requests and events */
+        usec_t span;
+};
+
+/* A route-relevant change to some Node every second the apiserver is up, and how long each
+ * agent's Node reflector takes to hear of it: at once while its watch is established, else when
+ * its watch resumes or its list completes. */
+struct route_changes {
+        uint64_t pairs; /* changes × Node reflectors */
+        uint64_t late;  /* heard 5 s or more after the change, or never */
+        usec_t max_delay;
+};
+
 struct result {
         const char *policy;
         uint64_t requests_outage;
@@ -28,6 +52,9 @@ struct result {
         unsigned unsynced;       /* agents not synced when the run ended */
         usec_t p50, p99, max;    /* from the recovery until synced; USEC_INFINITY: never */
         usec_t end;
+        struct fanout steady;          /* before the outage */
+        struct fanout recovery;        /* from the outage start to the end */
+        struct route_changes changes_steady, changes_after; /* before the outage, after the recovery */
         struct sample *samples;
         size_t n_samples, allocated_samples;
 };
