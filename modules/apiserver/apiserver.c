@@ -37,6 +37,7 @@ struct apiserver_settings {
         double backoff_jitter;
         usec_t watch_timeout_min;
         char *node_selector;
+        usec_t node_relist_after;
 };
 
 struct apiserver_metrics {
@@ -98,6 +99,7 @@ static const struct config_key apiserver_keys[] = {
         { "backoff-jitter", config_parse_double, FIELD(backoff_jitter), "1.0" },
         { "watch-timeout-min", config_parse_duration, FIELD(watch_timeout_min), "5m" },
         { "node-selector", parse_label_selector, FIELD(node_selector), NULL, config_free_string },
+        { "node-relist-after", config_parse_duration, FIELD(node_relist_after), "2m" },
         {}
 };
 #undef FIELD
@@ -142,6 +144,14 @@ static struct reflector_config reflector_config_from(const struct apiserver_sett
                  * envelope and generous servers, and bounds what one line can cost us. */
                 .max_event_size = 8u << 20,
         };
+}
+
+/* Every agent lists every Node: after an apiserver restart (410 to every watch) the Node
+ * reflector watches from the newest version at once and spreads its full relist (reflector.h). */
+static struct reflector_config node_reflector_config_from(const struct apiserver_settings *s) {
+        struct reflector_config rc = reflector_config_from(s);
+        rc.fresh_watch_relist_after = s->node_relist_after;
+        return rc;
 }
 
 /* ---- the Node's pod CIDR ---- */
@@ -295,7 +305,7 @@ static void nodes_wanted(void *userdata) {
 
         if (a->node_reflector || !a->reflector)
                 return;
-        struct reflector_config rc = reflector_config_from(a->settings);
+        struct reflector_config rc = node_reflector_config_from(a->settings);
         int r = manager_http(mi->manager, &http);
         if (r >= 0)
                 r = reflector_new(mi->manager->event, http, &a->nodes->sink, &a->endpoint, &a->bucket, &rc,
@@ -530,8 +540,9 @@ static int apiserver_reload(struct module_instance *mi, struct config *c, char *
                 struct reflector_config rc = reflector_config_from(s);
                 token_bucket_set_rate(&a->bucket, s->qps, s->burst, now_usec(CLOCK_MONOTONIC));
                 reflector_set_config(a->reflector, &rc);
+                struct reflector_config nrc = node_reflector_config_from(s);
                 if (a->node_reflector)
-                        reflector_set_config(a->node_reflector, &rc);
+                        reflector_set_config(a->node_reflector, &nrc);
                 if (!same_nodes)
                         nodes_restart(mi);
                 return 0;

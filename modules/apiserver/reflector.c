@@ -37,6 +37,8 @@ struct reflector {
         bool first_attempt_done;
         bool relist;              /* next request is a list (start, or after 410) */
         bool consistent_relist;   /* after 410: resourceVersion="" instead of "0" */
+        bool probing;             /* the list in flight is the fresh watch's one-object list */
+        sd_event_source *relist_timer; /* the fresh watch's deferred full relist */
         enum reflector_action next_action;
 
         struct backoff backoff;
@@ -181,6 +183,7 @@ static void reflector_failed(struct reflector *r, const char *kind, usec_t retry
         va_end(ap);
 
         usec_t delay = backoff_next(&r->backoff, now_usec(CLOCK_MONOTONIC), retry_after);
+        r->probing = false; /* (a fresh watch's list: the next 410 asks again) */
         r->n_failures++;
         r->last_backoff = delay;
         count_error(r, kind);
@@ -221,7 +224,10 @@ static int list_path(struct reflector *r, char **ret) {
         /* resourceVersion=0 lets the apiserver answer from its watch cache (cheap, any
          * freshness); after a 410 we ask for "" (a consistent read) so we do not go back in time.
          * A continuation carries its own version and must not name one. */
-        if (cont)
+        if (r->probing)
+                /* No resourceVersion: the newest, one object (the items are not looked at). */
+                k = asprintf(ret, "/api/v1/%s?%s%slimit=1", r->sink->resource, selector, amp);
+        else if (cont)
                 k = asprintf(ret, "/api/v1/%s?%s%slimit=%u&%s", r->sink->resource, selector, amp,
                              r->config.page_limit, cont);
         else
@@ -231,6 +237,7 @@ static int list_path(struct reflector *r, char **ret) {
 }
 
 static void on_list_done(struct http_client *c, const struct http_response *resp, void *userdata);
+static void fresh_watch_start(struct reflector *r, const char *resource_version);
 
 static void reflector_list(struct reflector *r) {
         _cleanup_free_ char *path = NULL;
@@ -287,6 +294,7 @@ static void list_finish(struct reflector *r, const char *resource_version) {
         r->first_attempt_done = true;
         r->relist = false;
         r->consistent_relist = false;
+        r->relist_timer = sd_event_source_disable_unref(r->relist_timer);
         r->last_sync = now_usec(CLOCK_REALTIME);
         list_reset(r);
         reflector_set_error(r, NULL);
@@ -333,6 +341,8 @@ static void on_list_done(struct http_client *c, const struct http_response *resp
                 return reflector_failed(r, "decode", 0, "List of %s is not a list with a resourceVersion",
                                         r->sink->resource);
         }
+        if (r->probing)
+                return fresh_watch_start(r, rv);
         int k = list_take_items(r, items);
         if (k < 0) {
                 list_reset(r);
@@ -474,6 +484,56 @@ static void reflector_watch(struct reflector *r) {
                          r->resource_version, (unsigned long long) (timeout / USEC_PER_SEC));
 }
 
+/* ---- the fresh watch: a watch from the newest version at once, the full relist later ---- */
+
+static int on_relist_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct reflector *r = userdata;
+
+        r->relist_timer = sd_event_source_disable_unref(r->relist_timer);
+        log_module_info(MODULE, "Relisting %s, deferred since the watch went too old", r->sink->description);
+        /* From the watch cache: the watch has kept us current, so any freshness will do. */
+        r->relist = true;
+        r->consistent_relist = false;
+        r->probing = false;
+        http_transfer_cancel(r->transfer);
+        r->transfer = NULL;
+        watch_reset(r);
+        reflector_schedule(r, ACTION_LIST, 0);
+        return 0;
+}
+
+/* When the deferred relist runs: after the fixed delay, at a point uniform in the spread, so
+ * that a fleet that heard 410 together lists at a pace the apiserver can serve. */
+static usec_t fresh_watch_relist_delay(struct reflector *r) {
+        double n = (double) r->sink->count(r->sink->userdata);
+        usec_t step = backoff_current_step(&r->backoff, now_usec(CLOCK_MONOTONIC));
+        double fleet = n * n / 500.0 * USEC_PER_SEC;
+        usec_t spread = MAX(step, fleet > (double) (USEC_INFINITY / 2) ? USEC_INFINITY / 2 : (usec_t) fleet);
+        return usec_add(r->config.fresh_watch_relist_after, backoff_random_between(&r->backoff, 0, spread));
+}
+
+static void fresh_watch_start(struct reflector *r, const char *resource_version) {
+        r->probing = false;
+        free(r->resource_version);
+        r->resource_version = strdup(resource_version);
+        if (!r->resource_version)
+                return reflector_failed(r, "store", 0, "Cannot hold the resourceVersion: out of memory");
+        if (!r->relist_timer) {
+                /* A 410 while a relist is pending keeps the time already drawn. */
+                usec_t delay = fresh_watch_relist_delay(r);
+                int k = sd_event_add_time_relative(r->event, &r->relist_timer, CLOCK_MONOTONIC, delay, USEC_PER_SEC,
+                                                   on_relist_timer, r);
+                if (k < 0) {
+                        r->relist = true;
+                        return reflector_schedule(r, ACTION_LIST, 0);
+                }
+                log_module_info(MODULE, "Watching %s from resourceVersion %s; full relist in %.0fs", r->sink->resource,
+                                resource_version, (double) delay / USEC_PER_SEC);
+        }
+        reflector_set_error(r, NULL);
+        reflector_schedule(r, ACTION_WATCH, 0);
+}
+
 static void watch_gone(struct reflector *r) {
         /* 410: the server no longer has our version; relist. After an apiserver restart every
          * agent of the fleet hears this, each when its own (jittered) retry reaches the server,
@@ -485,6 +545,12 @@ static void watch_gone(struct reflector *r) {
         usec_t step = backoff_current_step(&r->backoff, now_usec(CLOCK_MONOTONIC));
         usec_t delay = backoff_random_between(&r->backoff, 0, step);
 
+        if (r->config.fresh_watch_relist_after > 0 && r->synced) {
+                log_module_info(MODULE, "resourceVersion %s of %s is too old for the apiserver: watching from the "
+                                "newest one, relisting later", r->resource_version, r->sink->resource);
+                r->probing = true;
+                return reflector_schedule(r, ACTION_LIST, 0);
+        }
         log_module_info(MODULE, "resourceVersion %s of %s is too old for the apiserver, relisting in %.1fs",
                         r->resource_version, r->sink->resource, (double) delay / USEC_PER_SEC);
         r->relist = true;
@@ -568,6 +634,7 @@ struct reflector *reflector_free(struct reflector *r) {
                 return NULL;
         http_transfer_cancel(r->transfer);
         sd_event_source_disable_unref(r->timer);
+        sd_event_source_disable_unref(r->relist_timer);
         list_reset(r);
         watch_reset(r);
         free(r->resource_version);

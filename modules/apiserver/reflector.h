@@ -44,6 +44,15 @@ struct reflector_config {
         unsigned page_limit;   /* items per list page when the server pages */
         size_t max_list_size;  /* bytes of one list page */
         size_t max_event_size; /* bytes of one watch event; larger ones are skipped */
+        /* After 410 Gone, instead of relisting at once: one list of a single object (for a
+         * current resourceVersion), a watch from there at once, and the full relist (from the
+         * watch cache) deferred to fresh_watch_relist_after + uniform[0, spread], where spread
+         * is the larger of the backoff step and (objects held)² / 500 s. For a resource every
+         * agent of the fleet lists whole (the Nodes): after an apiserver restart, N agents
+         * relisting N objects each is N² objects; 500 a second keeps that within what an
+         * apiserver serves beside its other work (tests/sim/, --node-fresh-watch), while the
+         * watch hears every change from the new version on. 0: relist at once (the pods). */
+        usec_t fresh_watch_relist_after;
 };
 
 /* Every family's first label is the resource ("pods", "nodes"). */

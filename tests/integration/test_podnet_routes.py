@@ -15,7 +15,6 @@ route deleted by hand comes back; a reload to `none` removes them; Nodes added, 
 deleted in the API reach the kernel, a Node on another subnet is skipped with one warning."""
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
@@ -37,8 +36,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces ne
 
 RT_PROTOS = "/etc/iproute2/rt_protos.d/pinion.conf"
 V4, V6 = "10.244.1.0/24", "fd00:244:1::/64"
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 @pytest.fixture
@@ -70,22 +67,6 @@ def node(netns, rt_protos):
                 ["ip", "route", "add", "default", "via", "192.168.77.254"]):
         ns.run(*cmd)
     return ns
-
-
-@contextlib.contextmanager
-def inside(ns):
-    """The calling thread in ns for the block (sockets made there stay there)."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(ns.path, os.O_RDONLY)
-    try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), "setns")
-        yield
-    finally:
-        if _libc.setns(home, CLONE_NEWNET) != 0:
-            os._exit(99)  # stranded in a test namespace: nothing after this can be trusted
-        os.close(home)
-        os.close(target)
 
 
 def routes(ns, family="-4", what=("proto", "pinion")):
@@ -258,8 +239,8 @@ def fake_in(tmp_dir):
     made = []
 
     def make(ns):
-        with inside(ns):
-            f = FakeApiserver().start()
+        # netns=: the listening socket is made there, also when an outage's recover() remakes it.
+        f = FakeApiserver(netns=ns.name).start()
         made.append(f)
         return f
     yield make
@@ -318,3 +299,54 @@ def test_nodes_routes_follow_the_api(agent_factory, node, fake_in, monitor):
     a.wait_log(r"Route removed: fd00:244:2::/64 via fd00:77::2 \(Node n2\)")
     assert a.sigterm() == 0
     assert pinion_routes(node) == ""
+
+
+def node_lists_since(fake, mark):
+    return [e for e in fake.requests(path="/api/v1/nodes", since=mark)
+            if e["path"] == "/api/v1/nodes" and "watch" not in e["params"]]
+
+
+def test_node_watch_too_old_watches_from_the_newest_at_once_and_relists_later(agent_factory, node, fake_in):
+    """410 to the Node watch (what every agent hears after an apiserver restart): the agent
+    lists one Node for a current resourceVersion, watches from it at once (a Node added then is
+    routed within 2 s) and relists every Node only after node-relist-after plus its spread."""
+    fake = fake_in(node)
+    fake.set_node("self", node=k8s_node("self", V4, V6, "192.168.77.1", "fd00:77::1"))
+    fake.set_node("n2", node=k8s_node("n2", "10.244.2.0/24", None, "192.168.77.2"))
+    a = agent_factory(netns=node.name, node_name="self", config={
+        "network": {"pod-cidr": V4 + "," + V6, "routing": "nodes"},
+        "apiserver": {"url": fake.url, "backoff-initial": "100ms", "backoff-max": "1s", "node-relist-after": "3s"}})
+    wait_until(lambda: "10.244.2.0/24 via 192.168.77.2" in routes(node, "-4"), timeout=10, desc="n2's route")
+    before = routes(node, "-4")
+
+    # While the agent cannot see it, the apiserver moves on (a heartbeat) and compacts its
+    # history: the resume from the agent's resourceVersion gets 410.
+    mark = fake.requests()[-1]
+    fake.outage("refuse")
+    n2 = k8s_node("n2", "10.244.2.0/24", None, "192.168.77.2")
+    n2["metadata"]["labels"]["heartbeat"] = "1"
+    fake.set_node("n2", node=n2)
+    fake.compact()
+    fake.recover()
+    m = a.wait_log(r"Watching nodes from resourceVersion (\d+); full relist in (\d+)s", timeout=10)
+    probed = time.monotonic()
+    assert int(m.group(2)) >= 3, m.group(0)
+    # The table and the routes stayed as they were meanwhile.
+    assert routes(node, "-4") == before
+
+    t0 = time.monotonic()
+    fake.set_node("n4", node=k8s_node("n4", "10.244.4.0/24", None, "192.168.77.4"))
+    wait_until(lambda: "10.244.4.0/24 via 192.168.77.4" in routes(node, "-4"), timeout=5, desc="n4's route")
+    assert time.monotonic() - t0 < 2.5
+
+    node_lists = node_lists_since(fake, mark)
+    assert [e["params"].get("limit") for e in node_lists] == ["1"], node_lists
+    assert "resourceVersion" not in node_lists[0]["params"]
+
+    a.wait_log(r"Relisting the cluster's Nodes, deferred since the watch went too old", timeout=15)
+    assert time.monotonic() - probed >= 2.5
+    wait_until(lambda: len(node_lists_since(fake, mark)) == 2, timeout=5, desc="the full relist")
+    full = node_lists_since(fake, mark)[1]
+    assert full["params"].get("resourceVersion") == "0", full  # from the watch cache
+    assert "10.244.4.0/24 via 192.168.77.4" in routes(node, "-4")
+    assert routing(a)["nodes"] == "synced"
