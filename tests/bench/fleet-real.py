@@ -61,7 +61,6 @@ import resource
 import select
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -72,6 +71,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.path.abspath(os.environ.get("PINION_SRCDIR") or os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
+from agentsocket import unix_get  # noqa: E402
 from benchjson import BenchJson  # noqa: E402
 FAKE = os.path.join(SRCDIR, "tests", "fakes", "kube_apiserver.py")
 TOKEN = "fleet-real-token"
@@ -222,39 +222,6 @@ class Fake:
 # ---------------------------------------------------------------------------------------------
 # The agents
 
-def unix_get(path, url, timeout=5):
-    """GET url over the Unix socket at path -> (status, body text). HTTP/1.0: the server closes."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(path)
-        s.sendall(("GET %s HTTP/1.0\r\nHost: pinion\r\n\r\n" % url).encode())
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
-    finally:
-        s.close()
-    raw = b"".join(chunks).decode("utf-8", "replace")
-    head, _, body = raw.partition("\r\n\r\n")
-    status = int(head.split(None, 2)[1]) if head.startswith("HTTP/") else 0
-    if "transfer-encoding: chunked" in head.lower():
-        body = dechunk(body)
-    return status, body
-
-
-def dechunk(text):
-    out, rest = [], text
-    while rest:
-        size_s, _, rest = rest.partition("\r\n")
-        size = int(size_s.split(";")[0] or "0", 16)
-        if size == 0:
-            break
-        out.append(rest[:size])
-        rest = rest[size + 2:]
-    return "".join(out)
 
 
 class Agent:

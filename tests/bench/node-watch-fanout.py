@@ -52,6 +52,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.path.abspath(os.environ.get("PINION_SRCDIR") or os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
+from agentsocket import unix_get  # noqa: E402
 from benchjson import BenchJson  # noqa: E402
 
 FAKE = os.path.join(SRCDIR, "tests", "fakes", "kube_apiserver.py")
@@ -288,35 +289,6 @@ class Fake:
                 self.proc.wait()
 
 
-def unix_get(path, url, timeout=10):
-    import socket
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(path)
-        s.sendall(("GET %s HTTP/1.0\r\nHost: pinion\r\n\r\n" % url).encode())
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            chunks.append(b)
-    finally:
-        s.close()
-    raw = b"".join(chunks).decode("utf-8", "replace")
-    head, _, body = raw.partition("\r\n\r\n")
-    if "transfer-encoding: chunked" in head.lower():
-        out, rest = [], body
-        while rest:
-            size_s, _, rest = rest.partition("\r\n")
-            size = int(size_s.split(";")[0] or "0", 16)
-            if size == 0:
-                break
-            out.append(rest[:size])
-            rest = rest[size + 2:]
-        body = "".join(out)
-    return int(head.split(None, 2)[1]) if head.startswith("HTTP/") else 0, body
-
 
 def resource_of(req):
     """"pods" or "nodes" for a request to /api/v1/pods, /api/v1/nodes (and below)."""
@@ -501,7 +473,6 @@ def hub_main(args, root, netns_names):
             a.start(piniond, ns)
             time.sleep(args.start_interval)
         node_agents = [a for a in agents if a.routing == "nodes"]
-        peers = [a for a in agents if a.routing == "none"]
 
         waiting = {"why": ""}
 

@@ -570,6 +570,20 @@ class Cluster:
         return found
 
 
+def assert_no_nat(c):
+    """Every pod's TCP connection to a pod on another node, in each family both have, is seen by
+    the server from the client pod's own address (no NAT on the way)."""
+    for src in c.pods():
+        for dst in c.pods():
+            if dst.node is src.node:
+                continue
+            for mine, theirs in ((src.addr4, dst.addr4), (src.addr6, dst.addr6)):
+                if mine and theirs:
+                    seen, local = c.tcp_peer(src, theirs)
+                    assert seen == mine == local, "%r -> %s: the server saw %s (client %s)" % (
+                        src, theirs, seen, local)
+
+
 def bird_config(name, **values):
     """units/bird/NAME with its @KEY@ placeholders filled in from values, logging to stderr; a
     BGP session line whose value is None (a family the node lacks) is dropped."""

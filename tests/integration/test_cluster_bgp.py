@@ -14,7 +14,7 @@ import time
 import pytest
 
 from pinion_testlib import wait_until
-from cluster_testlib import bird_config, cluster, sh  # noqa: F401
+from cluster_testlib import assert_no_nat, bird_config, cluster, sh  # noqa: F401
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
               pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v bird"], capture_output=True).returncode != 0,
@@ -77,14 +77,7 @@ def test_pods_reach_each_other_over_bgp_routes(cluster):
     assert not missing, missing
     assert len(answered) == 3 * 2 + 3 * 2, answered
 
-    for src in c.pods():
-        for dst in c.pods():
-            if dst.node is src.node:
-                continue
-            for mine, theirs in ((src.addr4, dst.addr4), (src.addr6, dst.addr6)):
-                if mine and theirs:
-                    seen, local = c.tcp_peer(src, theirs)
-                    assert seen == mine == local, (src, theirs, seen, local)
+    assert_no_nat(c)
 
     # pinion's own routes: only its aggregates; the rest is BIRD's, via the owner's address.
     for n in nodes:
