@@ -36,38 +36,30 @@
  * loop must not wait for it forever). */
 #define NL_RECV_TIMEOUT_SEC 5
 
-static void nl_close(struct nl *nl) {
+void wire_nl_close(struct nl *nl) {
         if (nl->sock)
                 mnl_socket_close(nl->sock);
         nl->sock = NULL;
 }
 
-static int nl_open(struct nl *nl) {
+int wire_nl_open(struct nl *nl) {
         nl->sock = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
         if (!nl->sock)
                 return negative_errno();
         if (mnl_socket_bind(nl->sock, 0, MNL_SOCKET_AUTOPID) < 0) {
                 int r = negative_errno();
-                nl_close(nl);
+                wire_nl_close(nl);
                 return r;
         }
         struct timeval tv = { .tv_sec = NL_RECV_TIMEOUT_SEC };
         if (setsockopt(mnl_socket_get_fd(nl->sock), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
                 int r = negative_errno();
-                nl_close(nl);
+                wire_nl_close(nl);
                 return r;
         }
         nl->portid = mnl_socket_get_portid(nl->sock);
         nl->seq = (unsigned) time(NULL);
         return 0;
-}
-
-int wire_nl_open(struct nl *nl) {
-        return nl_open(nl);
-}
-
-void wire_nl_close(struct nl *nl) {
-        nl_close(nl);
 }
 
 /* A netlink socket in the namespace netns_fd (from wire_netns_open()): setns there, open, setns
@@ -78,7 +70,7 @@ static int nl_open_in(struct nl *nl, int host_netns_fd, int netns_fd) {
 
         if (setns(netns_fd, CLONE_NEWNET) < 0)
                 return negative_errno();
-        r = nl_open(nl);
+        r = wire_nl_open(nl);
         if (setns(host_netns_fd, CLONE_NEWNET) < 0)
                 abort();
         return r;
@@ -627,7 +619,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
 
         if (p->netns_fd < 0)
                 return -EBADF;
-        r = nl_open(&host);
+        r = wire_nl_open(&host);
         if (r < 0)
                 return r;
 
@@ -641,7 +633,7 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
                         r = veth_create(&host, p->host_ifname, p->ifname, p->netns_fd, p->mtu, p->pod_mac, &hl, pod_mac);
         }
         if (r < 0) {
-                nl_close(&host);
+                wire_nl_close(&host);
                 return r;
         }
 
@@ -674,13 +666,13 @@ int wire_add(int host_netns_fd, const struct wire_params *p, struct wire_result 
                 r = route_add(&pod, 0, 0, p->gateway, pl.index, RT_SCOPE_UNIVERSE);
         if (r >= 0 && p->has_addr6)
                 r = wire6_add_pod_routes(&pod, pl.index, hl.mac);
-        nl_close(&pod);
+        wire_nl_close(&pod);
         if (r < 0) {
                 (void) link_del(&host, p->host_ifname);
-                nl_close(&host);
+                wire_nl_close(&host);
                 return r;
         }
-        nl_close(&host);
+        wire_nl_close(&host);
         snprintf(ret->host_mac, sizeof(ret->host_mac), "%s", hl.mac);
         snprintf(ret->pod_mac, sizeof(ret->pod_mac), "%s", pod_mac);
         return 0;
@@ -690,11 +682,11 @@ int wire_del(const char *host_ifname) {
         struct nl host = {};
         int r;
 
-        r = nl_open(&host);
+        r = wire_nl_open(&host);
         if (r < 0)
                 return r;
         r = link_del_ours(&host, host_ifname, true);
-        nl_close(&host);
+        wire_nl_close(&host);
         return r;
 }
 
@@ -722,7 +714,7 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
         inet_ntop(AF_INET, &(struct in_addr) { htonl(p->addr) }, ip, sizeof(ip));
         inet_ntop(AF_INET, &(struct in_addr) { htonl(p->gateway) }, gw, sizeof(gw));
 
-        r = nl_open(&host);
+        r = wire_nl_open(&host);
         if (r < 0)
                 return r;
         r = link_get(&host, p->host_ifname, &hl);
@@ -801,7 +793,7 @@ int wire_check(int host_netns_fd, const struct wire_params *p, char **ret_drift)
         if (!ok)
                 r = wire_drift(ret_drift, "default route via %s dev %s is missing", gw, p->ifname);
 out:
-        nl_close(&pod);
-        nl_close(&host);
+        wire_nl_close(&pod);
+        wire_nl_close(&host);
         return r;
 }
