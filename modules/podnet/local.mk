@@ -135,3 +135,11 @@ bench-podnet: piniond$(EXEEXT) pinion-cni$(EXEEXT)
 		$(PYTHON3) $(srcdir)/tests/bench/podnet-cycles.py $(BENCH_PODNET_FLAGS)
 .PHONY: bench-podnet
 EXTRA_DIST += tests/bench/podnet-cycles.py
+
+# ---- `make bench-cluster`: a node joining, until a pod on it answers the others' pods, with
+# [network] routing = nodes and = bgp (bird2) side by side; BENCH_CLUSTER_FLAGS='--nodes 10'.
+bench-cluster: piniond$(EXEEXT) pinion-cni$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' \
+		$(PYTHON3) $(srcdir)/tests/bench/cluster-converge.py $(BENCH_CLUSTER_FLAGS)
+.PHONY: bench-cluster
+EXTRA_DIST += tests/bench/cluster-converge.py

@@ -7,7 +7,7 @@
 #   OUT            where the JSON, logs, REPORT.md and PNGs go
 #   BENCH_QUICK=1  tiny settings (seconds per benchmark: the CI smoke test), not figures to read
 #   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg podsdir identity workload-api
-#                  configsync podnet runtime memory reclaim reclaim-v2 (reclaim-v2: the reclaim benchmark on cgroup v2, in
+#                  configsync podnet cluster runtime memory reclaim reclaim-v2 (reclaim-v2: the reclaim benchmark on cgroup v2, in
 #                  the VM suite's guest through tests/vm/run; exit 77 there — no QEMU or no
 #                  guest image here — is listed, not counted as a failure)
 #   SOAK_LEAK_BUILDDIR  an --enable-sanitizers build of the same tree: the soak's leak check runs
@@ -20,7 +20,7 @@
 set -u
 : "${PYTHON3:=python3}" "${OUT:?}" "${PINION_BUILDDIR:?}" "${PINION_SRCDIR:?}"
 BENCH="$PINION_SRCDIR/tests/bench"
-ALL="fleet soak soak-leak zkreg podsdir identity workload-api configsync podnet runtime memory reclaim reclaim-v2"
+ALL="fleet soak soak-leak zkreg podsdir identity workload-api configsync podnet cluster runtime memory reclaim reclaim-v2"
 ONLY="${BENCH_ONLY:-$ALL}"
 export PINION_BUILDDIR PINION_SRCDIR
 
@@ -39,6 +39,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	WORKLOAD_API="--calls 5 --pods 2 --streams 4,10"
 	CONFIGSYNC="--files 10 --size 1M --rounds 1 --cycles 20"
 	PODNET="--cycles 3"
+	CLUSTER="--nodes 2 --observers 1 --events 20 --route-rate 50"
 	MEMORY="--pods 20 --settle 0.5"
 	RUNTIME="--podman-cycles 2 --cri-cycles 3"
 	RECLAIM="--reps 1 --limit 32M --stream-factor 2"
@@ -54,6 +55,8 @@ else
 	WORKLOAD_API=""
 	CONFIGSYNC=""
 	PODNET=""
+	# 50 joins per mode and 2 x 1,000 Node events: about 6 minutes.
+	CLUSTER=""
 	MEMORY=""
 	RUNTIME=""
 	RECLAIM="--reps 10"
@@ -120,6 +123,7 @@ run identity identity-bench.py $IDENTITY ${BENCH_IDENTITY_FLAGS:-}
 run workload-api workload-api-bench.py $WORKLOAD_API ${BENCH_WORKLOAD_API_FLAGS:-}
 run configsync configsync-bench.py $CONFIGSYNC ${BENCH_CONFIGSYNC_FLAGS:-}
 run podnet podnet-cycles.py $PODNET ${BENCH_PODNET_FLAGS:-}
+run cluster cluster-converge.py $CLUSTER ${BENCH_CLUSTER_FLAGS:-}
 run runtime runtime-cycles.py $RUNTIME ${BENCH_RUNTIME_FLAGS:-}
 run memory memory-bench.py $MEMORY ${BENCH_MEMORY_FLAGS:-}
 run reclaim reclaim-bench.py $RECLAIM ${BENCH_RECLAIM_FLAGS:-}
