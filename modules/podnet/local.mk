@@ -80,7 +80,8 @@ INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_pod
 EXTRA_DIST += tests/integration/podnet_testlib.py
 # Routes between nodes ([network] routing): a cluster on one machine, nodes as network
 # namespaces on one bridge, each with its own piniond; bird2 for routing = bgp.
-INTEGRATION_TESTS += tests/integration/test_cluster_nodes.py tests/integration/test_cluster_bgp.py
+INTEGRATION_TESTS += tests/integration/test_cluster_nodes.py tests/integration/test_cluster_bgp.py \
+	tests/integration/test_cluster_bench.py
 EXTRA_DIST += tests/integration/cluster_testlib.py units/bird/pinion-node.conf units/bird/route-reflector.conf
 pinionbirddir = $(datadir)/pinion/bird
 pinionbird_DATA = units/bird/pinion-node.conf units/bird/route-reflector.conf

@@ -36,7 +36,9 @@ removed at the end, also on failure or SIGTERM; only addresses in those namespac
   --hold-time S   BIRD's hold time (default 9)
   --only MODE     one mode only (nodes or bgp)
   --json FILE     the figures in the common schema (tests/bench/benchjson.py)
-  --md FILE       the table in Markdown (as in docs/benchmarks.md)"""
+  --md FILE       the table in Markdown (as in docs/benchmarks.md)
+  --pod-cidr-in-config  each agent's [network] pod-cidr set to its Node's (podnet starts without
+                  reading the Node): the join without the agent's wait for the Node's CIDR"""
 
 import argparse
 import json
@@ -53,7 +55,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import cluster_testlib  # noqa: E402
 from cluster_testlib import Cluster, Netns, Node, Pod  # noqa: E402
-from pinion_testlib import Agent, wait_until  # noqa: E402
+from pinion_testlib import PDEATHSIG_CMD, Agent, wait_until  # noqa: E402
 from podnet_testlib import PYTHON  # noqa: E402
 from benchjson import BenchJson  # noqa: E402
 
@@ -106,6 +108,7 @@ LABELS = [("ready_notify", "piniond READY=1"), ("pods_listed", "its pod list ans
           ("route_first_peer", "route at the first observer"), ("route_at_peers", "route at every observer"),
           ("route_back", "route back (the node to every observer)"), ("pingable", "pingable from every observer")]
 
+CIDR_SOURCE = {False: "", True: ", pod CIDRs in the agents' [network] pod-cidr"}
 HEADLINE = ("agent_ready", "route_at_peers", "route_back", "pingable")
 
 
@@ -178,6 +181,10 @@ class ModeCluster(Cluster):
             return fn(*args, **kw)
         finally:
             cluster_testlib.PREFIX = saved
+
+    def spawn(self, cmd, **kw):
+        # bird, the monitors and the pingers die with this script even if it is killed -9.
+        return super().spawn(PDEATHSIG_CMD + list(cmd), **kw)
 
     def start(self):
         return self._named(super().start)
@@ -320,6 +327,7 @@ class Mode:
         # The [apiserver] backoff at its defaults (the harness's 100ms/1s are for fast tests).
         cfg = {"agent": {"log-level": "info"}, "apiserver": {"backoff-initial": None, "backoff-max": None}}
         self.c = ModeCluster(routing, opts.hold_time, cfg)
+        self.static_cidr = opts.pod_cidr_in_config
         self.observers = []
         self.watches = {}
         self.pingers = {}
@@ -328,7 +336,8 @@ class Mode:
     def start(self, n_observers):
         self.c.start()
         for _ in range(n_observers):
-            n = self.c.add_node(v4=True, v6=False)
+            # (add_node() gives the next node the next number, hence the next CIDR.)
+            n = self.c.add_node(v4=True, v6=False, agent_config=self.own_cidr(self.c.node_cidr(4, self.c.n_nodes + 1)))
             ns = self.c.make_pod_netns(n)
             pod = self.c.wire_pod(n, ns)
             self.observers.append(n)
@@ -337,6 +346,11 @@ class Mode:
         if self.routing == "bgp":
             wait_until(lambda: all(self.c.route_to(o, p.cidr4) for o in self.observers for p in self.observers
                                    if p is not o), timeout=30, desc="BGP routes between the observers")
+
+    def own_cidr(self, cidr):
+        """With --pod-cidr-in-config: the node's pod CIDR in its [network] pod-cidr (podnet then
+        does not wait for the Node's)."""
+        return {"network": {"pod-cidr": cidr}} if self.static_cidr else None
 
     def join(self):
         """One node joins; returns its figures (seconds from t0; None: not within JOIN_TIMEOUT)."""
@@ -347,7 +361,7 @@ class Mode:
         pod_ns = c.make_pod_netns(n)
         back = RouteWatch(c, n.ns)
         time.sleep(0.05)  # ip monitor subscribed
-        n.agent = c.make_agent(n)
+        n.agent = c.make_agent(n, self.own_cidr(n.cidr4))
         r = {"node": n.name}
         try:
             t0 = time.monotonic()
@@ -500,6 +514,8 @@ def main():
     ap.add_argument("--only", choices=MODES)
     ap.add_argument("--json", help="the figures in the common schema (tests/bench/benchjson.py)")
     ap.add_argument("--md", help="the table in Markdown")
+    ap.add_argument("--pod-cidr-in-config", action="store_true",
+                    help="each agent gets its pod CIDR from [network] pod-cidr, not from its Node")
     opts = ap.parse_args()
     if opts.only is None and not shutil.which("bird"):
         print("cluster-converge: no bird (Debian's bird2): routing = nodes only", file=sys.stderr)
@@ -536,6 +552,9 @@ def main():
             cpu = cpu_per_events(nodes_mode[0], opts.events, opts.route_rate, opts.heartbeat_rate)
         return report(bj, opts, modes, mesh, cpu, load0, load1, joins_s)
     finally:
+        # A second SIGTERM or ^C must not cut the clean-up short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for m in modes:
             problems = m.c.close()
             for p in problems:
@@ -544,8 +563,8 @@ def main():
 
 def write_md(path, opts, sums, labels, cpu, load0, load1):
     modes = list(sums)
-    lines = ["%d joins per mode, %d observers, IPv4; load average %.2f -> %.2f on 2 shared cores." % (
-                 opts.nodes, opts.observers, load0[0], load1[0]), "",
+    lines = ["%d joins per mode, %d observers, IPv4%s; load average %.2f -> %.2f on 2 shared cores." % (
+                 opts.nodes, opts.observers, CIDR_SOURCE[opts.pod_cidr_in_config], load0[0], load1[0]), "",
              "| seconds from the Node's creation | " + " | ".join("`%s` p50 / p99 / max" % m for m in modes) + " |",
              "|---|" + "---|" * len(modes)]
     for k, label in labels:
@@ -572,8 +591,9 @@ def write_md(path, opts, sums, labels, cpu, load0, load1):
 def report(bj, opts, modes, mesh, cpu, load0, load1, joins_s):
     sums = {m.routing: summarise(m) for m in modes}
     labels = LABELS
-    print("cluster convergence: %d joins per mode, %d observers, IPv4, interleaved; load %.2f -> %.2f "
-          "(2 cores shared); joins took %.0f s" % (opts.nodes, opts.observers, load0[0], load1[0], joins_s))
+    print("cluster convergence: %d joins per mode, %d observers, IPv4, interleaved%s; load %.2f -> %.2f "
+          "(2 cores shared); joins took %.0f s" % (opts.nodes, opts.observers, CIDR_SOURCE[opts.pod_cidr_in_config],
+                                                   load0[0], load1[0], joins_s))
     print("seconds from the Node's creation (t0)   %s" % "   ".join("%-20s" % ("%s p50/p99/max" % m) for m in sums))
     for k, label in labels:
         cells = []
@@ -615,7 +635,9 @@ def report(bj, opts, modes, mesh, cpu, load0, load1, joins_s):
             "apiserver emulator with its podCIDR; then piniond starts (bgp: bird2 too). Agent ready = podnet "
             "running; the pod is wired by pinion-cni as soon as that is so; route at peers and route back come "
             "from `ip monitor route` in the nodes; pingable = an ICMP echo (every 10 ms) answered from a pod on "
-            "every one of %d observer nodes. The two modes' joins are interleaved, one at a time." % opts.observers)
+            "every one of %d observer nodes. The two modes' joins are interleaved, one at a time.%s" % (
+                opts.observers, " Each agent's pod CIDR is in its [network] pod-cidr (podnet does not wait for "
+                "the Node's)." if opts.pod_cidr_in_config else ""))
     bj.note("Settings: [apiserver] backoff-initial 800ms, backoff-max 30s (defaults), log-level info; BIRD 2 with "
             "units/bird/pinion-node.conf and route-reflector.conf: hold time %d s, connect delay 1 s, connect retry "
             "5 s, kernel learn (netlink events; scan time 10 s), no BFD, one route reflector. Node objects ~%s bytes "

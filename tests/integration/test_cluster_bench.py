@@ -28,14 +28,19 @@ def netns_names():
 def test_two_joins_per_mode_converge_and_leave_nothing(tmp_dir):
     require_binary(os.path.join(BUILDDIR, "piniond"))
     require_binary(os.path.join(BUILDDIR, "pinion-cni"))
-    before = netns_names()
     out, md = os.path.join(tmp_dir, "cluster.json"), os.path.join(tmp_dir, "cluster.md")
-    p = subprocess.run([sys.executable, SCRIPT, "--nodes", "2", "--observers", "1", "--events", "20",
-                        "--route-rate", "50", "--json", out, "--md", md],
-                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                       env=dict(os.environ, PINION_SRCDIR=SRCDIR, PINION_BUILDDIR=BUILDDIR))
-    assert p.returncode == 0, "rc=%d\n%s\n%s" % (p.returncode, p.stdout[-3000:], p.stderr[-3000:])
-    assert "ratio bgp/nodes pingable p50:" in p.stdout, p.stdout
+    p = subprocess.Popen([sys.executable, SCRIPT, "--nodes", "2", "--observers", "1", "--events", "20",
+                          "--route-rate", "50", "--json", out, "--md", md],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                         env=dict(os.environ, PINION_SRCDIR=SRCDIR, PINION_BUILDDIR=BUILDDIR))
+    try:
+        stdout, stderr = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # the script cleans up on SIGTERM
+        stdout, stderr = p.communicate(timeout=60)
+        raise AssertionError("cluster-converge.py took over 120 s:\n%s\n%s" % (stdout[-3000:], stderr[-3000:]))
+    assert p.returncode == 0, "rc=%d\n%s\n%s" % (p.returncode, stdout[-3000:], stderr[-3000:])
+    assert "ratio bgp/nodes pingable p50:" in stdout, stdout
     doc = json.load(open(out))
     assert doc["ok"] is True and doc["name"] == "cluster", doc
     for mode in ("nodes", "bgp"):
@@ -49,5 +54,6 @@ def test_two_joins_per_mode_converge_and_leave_nothing(tmp_dir):
     assert cpu["route"]["node_events"] >= 20 and cpu["route"]["route_replaces"] >= 1, cpu
     assert cpu["heartbeat"]["unchanged"] == 20 and cpu["heartbeat"]["route_replaces"] == 0, cpu
     assert "| pingable" in open(md).read()
-    leftover = {n for n in netns_names() - before if n.startswith("pinion-cl-")}
+    # The script names its namespaces pinion-cl-<its pid>-... (other tests may run beside it).
+    leftover = {n for n in netns_names() if n.startswith("pinion-cl-%d-" % p.pid)}
     assert not leftover, leftover
