@@ -80,7 +80,8 @@ INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_pod
 EXTRA_DIST += tests/integration/podnet_testlib.py
 # Routes between nodes ([network] routing): a cluster on one machine, nodes as network
 # namespaces on one bridge, each with its own piniond; bird2 for routing = bgp.
-INTEGRATION_TESTS += tests/integration/test_cluster_nodes.py tests/integration/test_cluster_bgp.py
+INTEGRATION_TESTS += tests/integration/test_cluster_nodes.py tests/integration/test_cluster_bgp.py \
+	tests/integration/test_cluster_bench.py
 EXTRA_DIST += tests/integration/cluster_testlib.py units/bird/pinion-node.conf units/bird/route-reflector.conf
 pinionbirddir = $(datadir)/pinion/bird
 pinionbird_DATA = units/bird/pinion-node.conf units/bird/route-reflector.conf
@@ -135,3 +136,11 @@ bench-podnet: piniond$(EXEEXT) pinion-cni$(EXEEXT)
 		$(PYTHON3) $(srcdir)/tests/bench/podnet-cycles.py $(BENCH_PODNET_FLAGS)
 .PHONY: bench-podnet
 EXTRA_DIST += tests/bench/podnet-cycles.py
+
+# ---- `make bench-cluster`: a node joining, until a pod on it answers the others' pods, with
+# [network] routing = nodes and = bgp (bird2) side by side; BENCH_CLUSTER_FLAGS='--nodes 10'.
+bench-cluster: piniond$(EXEEXT) pinion-cni$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' \
+		$(PYTHON3) $(srcdir)/tests/bench/cluster-converge.py $(BENCH_CLUSTER_FLAGS)
+.PHONY: bench-cluster
+EXTRA_DIST += tests/bench/cluster-converge.py

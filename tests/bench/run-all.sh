@@ -7,8 +7,9 @@
 #   OUT            where the JSON, logs, REPORT.md and PNGs go
 #   BENCH_QUICK=1  tiny settings (seconds per benchmark: the CI smoke test), not figures to read
 #   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg podsdir identity workload-api
-#                  configsync podnet node-watch runtime memory reclaim reclaim-v2 (node-watch: needs root for
-#                  its network namespaces, exit 77 without is listed as skipped; reclaim-v2: the reclaim benchmark on cgroup v2, in
+#                  configsync podnet node-watch cluster runtime memory reclaim reclaim-v2 (node-watch,
+#                  cluster: need root for their network namespaces, exit 77 without is listed as
+#                  skipped; reclaim-v2: the reclaim benchmark on cgroup v2, in
 #                  the VM suite's guest through tests/vm/run; exit 77 there — no QEMU or no
 #                  guest image here — is listed, not counted as a failure)
 #   SOAK_LEAK_BUILDDIR  an --enable-sanitizers build of the same tree: the soak's leak check runs
@@ -21,7 +22,7 @@
 set -u
 : "${PYTHON3:=python3}" "${OUT:?}" "${PINION_BUILDDIR:?}" "${PINION_SRCDIR:?}"
 BENCH="$PINION_SRCDIR/tests/bench"
-ALL="fleet soak soak-leak zkreg podsdir identity workload-api configsync podnet node-watch runtime memory reclaim reclaim-v2"
+ALL="fleet soak soak-leak zkreg podsdir identity workload-api configsync podnet node-watch cluster runtime memory reclaim reclaim-v2"
 ONLY="${BENCH_ONLY:-$ALL}"
 export PINION_BUILDDIR PINION_SRCDIR
 
@@ -41,6 +42,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	CONFIGSYNC="--files 10 --size 1M --rounds 1 --cycles 20"
 	PODNET="--cycles 3"
 	NODE_WATCH="--agents 2 --peers 1 --nodes 50 --status-period 10 --warmup 2 --duration 5 --outage 2"
+	CLUSTER="--nodes 2 --observers 1 --events 20 --route-rate 50"
 	MEMORY="--pods 20 --settle 0.5"
 	RUNTIME="--podman-cycles 2 --cri-cycles 3"
 	RECLAIM="--reps 1 --limit 32M --stream-factor 2"
@@ -58,6 +60,8 @@ else
 	PODNET=""
 	# 20 agents with routing = nodes beside 5 without, 2,500 Nodes: about 5 minutes.
 	NODE_WATCH=""
+	# 50 joins per mode and 2 x 1,000 Node events: about 6 minutes.
+	CLUSTER=""
 	MEMORY=""
 	RUNTIME=""
 	RECLAIM="--reps 10"
@@ -129,6 +133,7 @@ run workload-api workload-api-bench.py $WORKLOAD_API ${BENCH_WORKLOAD_API_FLAGS:
 run configsync configsync-bench.py $CONFIGSYNC ${BENCH_CONFIGSYNC_FLAGS:-}
 run podnet podnet-cycles.py $PODNET ${BENCH_PODNET_FLAGS:-}
 run node-watch node-watch-fanout.py --builddir "$PINION_BUILDDIR" $NODE_WATCH ${BENCH_NODE_WATCH_FLAGS:-}
+run cluster cluster-converge.py $CLUSTER ${BENCH_CLUSTER_FLAGS:-}
 run runtime runtime-cycles.py $RUNTIME ${BENCH_RUNTIME_FLAGS:-}
 run memory memory-bench.py $MEMORY ${BENCH_MEMORY_FLAGS:-}
 run reclaim reclaim-bench.py $RECLAIM ${BENCH_RECLAIM_FLAGS:-}
