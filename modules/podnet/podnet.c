@@ -197,16 +197,24 @@ static void podnet_apply_settings(struct podnet *p) {
 static int podnet_open(struct module_instance *mi);
 
 /* No pod-cidr configured: the apiserver module reads the Node's once asked (FACT_NODE_POD_CIDR).
- * The fact is a pointer on the manager, so looking once a second costs nothing. */
+ * The fact is a pointer on the manager, so looking costs nothing: every 100 ms for the first 2 s
+ * (the Node usually comes within a second of the agent's start, and a joining node's pods wait
+ * for this: bench-cluster), then once a second (the apiserver may be away for long). */
+#define NODE_POLL_FAST (100 * USEC_PER_MSEC)
+#define NODE_POLL_FAST_COUNT 20
+
 static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct module_instance *mi = userdata;
+        struct podnet *p = mi->data;
 
         const struct node_pod_cidr *fact = manager_lookup(mi->manager, FACT_NODE_POD_CIDR);
         if (!fact || !fact->cidr) {
                 /* (The apiserver module may have been restarted by a reload: ask again.) */
                 if (fact)
                         fact->request(fact->userdata);
-                (void) sd_event_source_set_time_relative(s, USEC_PER_SEC);
+                p->node_polls++;
+                (void) sd_event_source_set_time_relative(s, p->node_polls < NODE_POLL_FAST_COUNT ? NODE_POLL_FAST
+                                                                                                 : USEC_PER_SEC);
                 return 0;
         }
         int r = podnet_open(mi);
@@ -217,10 +225,13 @@ static int on_node_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static int podnet_wait_for_node(struct module_instance *mi) {
         struct podnet *p = mi->data;
-        if (p->node_timer)
-                return sd_event_source_set_enabled(p->node_timer, SD_EVENT_ON);
-        int r = sd_event_add_time_relative(mi->manager->event, &p->node_timer, CLOCK_MONOTONIC, USEC_PER_SEC,
-                                           USEC_PER_SEC / 10, on_node_timer, mi);
+        p->node_polls = 0;
+        if (p->node_timer) {
+                int r = sd_event_source_set_time_relative(p->node_timer, NODE_POLL_FAST);
+                return r < 0 ? r : sd_event_source_set_enabled(p->node_timer, SD_EVENT_ON);
+        }
+        int r = sd_event_add_time_relative(mi->manager->event, &p->node_timer, CLOCK_MONOTONIC, NODE_POLL_FAST,
+                                           10 * USEC_PER_MSEC, on_node_timer, mi);
         if (r >= 0)
                 r = sd_event_source_set_enabled(p->node_timer, SD_EVENT_ON);
         return r;

@@ -94,6 +94,7 @@ struct podnet {
         struct reaper *reaper;         /* deletes host veths off the loop; NULL: inline */
         struct link_monitor *link_monitor; /* NULL: held DELs answer when the reaper is done */
         sd_event_source *node_timer;   /* waiting for FACT_NODE_POD_CIDR */
+        unsigned node_polls;           /* looks since the wait began */
         struct pending_deletion *pending; /* what the reaper is deleting for this run */
         size_t n_pending;
         struct api_routes *routes;
