@@ -51,6 +51,13 @@ void observer_list_done(struct observer_list *l) {
         *l = (struct observer_list) {};
 }
 
+bool observer_list_has_any(const struct observer_list *l) {
+        for (size_t i = 0; i < l->n; i++)
+                if (!l->entries[i].removed)
+                        return true;
+        return false;
+}
+
 size_t observer_list_begin(struct observer_list *l) {
         l->walking++;
         return l->n;

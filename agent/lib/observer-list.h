@@ -39,6 +39,8 @@ int observer_list_add(struct observer_list *l, observer_list_fn fn, void *userda
 void observer_list_remove(struct observer_list *l, observer_list_fn fn, void *userdata);
 /* Frees the entries (the model is going; its observers are gone or do not care). */
 void observer_list_done(struct observer_list *l);
+/* Whether any observer is there (one removed during a walk is not). */
+bool observer_list_has_any(const struct observer_list *l);
 
 /* A walk: the number of entries now (those added later are past it). */
 size_t observer_list_begin(struct observer_list *l);

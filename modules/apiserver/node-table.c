@@ -328,10 +328,7 @@ static size_t fact_nodes(void *owner, const struct cluster_node **ret) {
 }
 
 bool node_table_wanted(const struct node_table *t) {
-        for (size_t i = 0; i < t->observers.n; i++)
-                if (!t->observers.entries[i].removed)
-                        return true;
-        return false;
+        return observer_list_has_any(&t->observers);
 }
 
 int node_table_init(struct node_table *t, void (*wanted)(void *userdata), void *userdata) {

@@ -53,7 +53,9 @@ static void del(struct model *m, model_observer_fn fn, int who) {
 static void test_order_and_duplicates(_unused_ void **state) {
         struct model m = {};
 
+        assert_false(observer_list_has_any(&m.observers));
         assert_int_equal(add(&m, plain, 0), 0);
+        assert_true(observer_list_has_any(&m.observers));
         assert_int_equal(add(&m, plain, 1), 0);
         assert_int_equal(add(&m, plain, 0), -EEXIST);
         assert_int_equal(observer_list_add(&m.observers, NULL, NULL, 0), -EINVAL);
@@ -101,6 +103,24 @@ static void test_changes_from_inside_a_call(_unused_ void **state) {
         observer_list_done(&m.observers);
 }
 
+/* The only observer leaves from inside its call: none is there any more, though the walk still
+ * holds its entry. */
+static void leave(struct model *m, _unused_ int event, void *userdata) {
+        record(m, *(int *) userdata);
+        del(m, leave, 0);
+        assert_false(observer_list_has_any(&m->observers));
+}
+
+static void test_none_left_during_a_walk(_unused_ void **state) {
+        struct model m = {};
+
+        assert_int_equal(add(&m, leave, 0), 0);
+        announce(&m, 1);
+        assert_int_equal(m.calls[0], 1);
+        assert_false(observer_list_has_any(&m.observers));
+        observer_list_done(&m.observers);
+}
+
 /* Observer 3 announces again from inside its call: the inner walk must not compact the list
  * under the outer one. */
 static void nested(struct model *m, int event, void *userdata) {
@@ -132,6 +152,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_order_and_duplicates),
                 cmocka_unit_test(test_changes_from_inside_a_call),
+                cmocka_unit_test(test_none_left_during_a_walk),
                 cmocka_unit_test(test_nested_walks),
         };
 
