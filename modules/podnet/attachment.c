@@ -38,6 +38,25 @@ _printf_(5, 6) static int fail(struct cni_error *e, int error, int code, const c
         return error < 0 ? error : -EINVAL;
 }
 
+/* A write of the pool's state that failed (nothing changed). A full disk is said as such, with
+ * the directory to free space in: the runtime retries, and the next ADD after space returns
+ * works (nothing to reset). */
+static int fail_state_write(struct podnet *p, int error, struct cni_error *e, const char *msg) {
+        _cleanup_free_ char *dir = p->state_file ? strdup(p->state_file) : NULL;
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+
+        if (slash && slash != dir)
+                *slash = '\0';
+        podnet_count_state_error(p, error);
+        if (error == -ENOSPC || error == -EDQUOT) {
+                log_module_warning(MODULE, "No space left in %s (%s): %s", strempty(dir), strerror(-error), msg);
+                return fail(e, error, CNI_ERR_TRY_AGAIN_LATER, "the node's disk is full",
+                            "%s: %s (no address was allocated; retry once space is freed)", strempty(dir), strerror(-error));
+        }
+        log_module_error_errno(MODULE, error, "Failed to persist %s: %m", p->state_file);
+        return fail(e, error, CNI_ERR_INTERNAL, msg, "%s: %s", p->state_file, strerror(-error));
+}
+
 /* CNI_NETNS that wire_netns_open() refused. Not a namespace (or the host's own) is the spec's
  * code 4, "invalid necessary environment variable", which names the variable; a path that does
  * not exist is 3 (the container is unknown, as before). */
@@ -145,6 +164,7 @@ int attachment_remove(struct module_instance *mi, const char *container_id, cons
         /* With the reaper, the name is recorded as being deleted in the same write. */
         r = ipam_release(p->ipam, cid, ifn, now_usec(CLOCK_REALTIME), p->reaper);
         if (r < 0) {
+                podnet_count_state_error(p, r);
                 if (forgot)
                         attachment_store_set_ip(mi, a, true); /* still allocated: a is unchanged */
                 if (asprintf(ret_error, "%s: %s", p->state_file, strerror(-r)) < 0)
@@ -397,15 +417,13 @@ static int add_allocate(struct add *add, struct cni_error *e) {
         r = allocate(p, cr, &add->owner, &add->a);
         if (r == -ERANGE || r == -EEXIST || r == -EADDRINUSE || r == -EBUSY || r == -EAFNOSUPPORT)
                 return fail_request_refused(p, cr, r, e);
-        if (r == -ENOSPC) {
+        if (r == -EADDRNOTAVAIL) {
                 log_module_warning(MODULE, "No free address in %s for %s/%s", ipam_cidr(p->ipam), strempty(cr->k8s_namespace),
                                    strempty(cr->k8s_name));
                 return fail(e, r, CNI_ERR_POOL_EXHAUSTED, "no free address in the pod CIDR", "%s is full", ipam_cidr(p->ipam));
         }
-        if (r < 0) {
-                log_module_error_errno(MODULE, r, "Failed to persist an allocation in %s: %m", p->state_file);
-                return fail(e, r, CNI_ERR_INTERNAL, "cannot record the allocation", "%s: %s", p->state_file, strerror(-r));
-        }
+        if (r < 0)
+                return fail_state_write(p, r, e, "cannot record the allocation");
         add->fresh = r > 0; /* a repeated ADD (r == 0) must leave the allocation it found as it was */
         return 0;
 }
@@ -523,9 +541,8 @@ int attachment_add(struct module_instance *mi, const struct cni_request *cr, cJS
         /* The address is durable before anyone learns it: the runtime, the pod store. */
         r = ipam_sync(p->ipam);
         if (r < 0) {
-                log_module_error_errno(MODULE, r, "Failed to persist an allocation in %s: %m", p->state_file);
                 undo_why = "its allocation could not be persisted";
-                r = fail(e, r, CNI_ERR_INTERNAL, "cannot record the allocation", "%s: %s", p->state_file, strerror(-r));
+                r = fail_state_write(p, r, e, "cannot record the allocation");
                 goto fail;
         }
 
@@ -576,7 +593,7 @@ int attachment_del(struct module_instance *mi, const struct cni_request *cr, str
                                    cr->container_id, cr->ifname, strerror(-r));
         r = ipam_sync(p->ipam);
         if (r < 0)
-                return fail(e, r, CNI_ERR_INTERNAL, "cannot record the release", "%s: %s", p->state_file, strerror(-r));
+                return fail_state_write(p, r, e, "cannot record the release");
         return 0;
 }
 

@@ -75,6 +75,11 @@ struct ipam {
         uint64_t sync_ticket;    /* the flush a deferred change waits for; 0: none */
         bool defer_sync;         /* ipam_defer_sync() until ipam_sync() */
         bool lazy_sync;          /* ipam_lazy_sync() until ipam_sync() */
+
+        /* Space reserved for releases (ipam-reserve.c). */
+        size_t release_reserve;   /* bytes the releases (and linkDeleted records) to come may append */
+        off_t journal_reserved;   /* the journal's file has blocks allocated up to here */
+        bool reserve_unsupported; /* the filesystem cannot preallocate: nothing reserved */
 };
 
 /* ---- ipam-index.c ---- */
@@ -100,6 +105,24 @@ bool ipam_addr_in_pool(const struct ipam *p, uint32_t addr);
 uint32_t ipam_addr_offset6(const struct ipam *p, const struct in6_addr *addr);
 void ipam_addr_at_offset6(const struct ipam *p, uint32_t offset, struct in6_addr *ret);
 
+/* ---- ipam-reserve.c ---- */
+enum ipam_reserve_change {
+        IPAM_RESERVE_ALLOCATED,    /* its release is to come */
+        IPAM_RESERVE_RELEASED,     /* written */
+        IPAM_RESERVE_DELETING,     /* its linkDeleted record is to come */
+        IPAM_RESERVE_LINK_DELETED, /* written */
+};
+/* The bytes an allocation's release and linkDeleted records take at most. */
+size_t ipam_reserve_bound(const struct ipam_allocation *a);
+/* Keeps release_reserve up to date (the apply steps call it, so the load accounts too). */
+void ipam_reserve_account(struct ipam *p, const struct ipam_allocation *a, enum ipam_reserve_change change);
+/* Blocks allocated in fd (of that size) up to end, *reserved saying how far they go already;
+ * the filesystem's error (-ENOSPC) if it cannot. 0 without doing anything where fallocate is not
+ * supported. */
+int ipam_reserve_file(struct ipam *p, int fd, off_t size, off_t end, off_t *reserved);
+/* Room in the journal for a line of that many bytes with keep bytes still reserved after it. */
+int ipam_reserve_journal(struct ipam *p, size_t line, size_t keep);
+
 /* ---- ipam.c, for ipam-state.c ---- */
 struct ipam_node *ipam_node_new(const char *container_id, const char *ifname, uint32_t addr, usec_t since);
 struct ipam_node *ipam_node_free(struct ipam_node *n);
@@ -117,8 +140,11 @@ cJSON *ipam_state_allocation_to_json(const struct ipam_allocation *a);
 int ipam_state_open(struct ipam *p, char **ret_error);
 void ipam_state_close(struct ipam *p);
 /* Appends one record (seq is added) and makes it durable; while deferring, asks the syncer to;
- * with later (or while lazy), leaves it to the next flush. On failure nothing was recorded. */
-int ipam_state_append(struct ipam *p, cJSON *record, bool later);
+ * with later (or while lazy), leaves it to the next flush. keep > 0: the bytes that must stay
+ * reserved for releases after this record (an allocation's or an update's: -ENOSPC and nothing
+ * written if the disk has not that much); 0: the record spends the reserve (a release). On
+ * failure nothing was recorded. */
+int ipam_state_append(struct ipam *p, cJSON *record, bool later, size_t keep);
 /* Waits for the background flushes asked for so far; if one failed, writes the whole state as a
  * new snapshot. 0 once every change made so far is durable. */
 int ipam_state_sync(struct ipam *p);

@@ -175,6 +175,7 @@ static int load_deleting(struct ipam *p, const char *name) {
         if (!(p->deleting[p->n_deleting] = strdup(name)))
                 return -ENOMEM;
         p->n_deleting++;
+        ipam_reserve_account(p, NULL, IPAM_RESERVE_DELETING);
         return 0;
 }
 
@@ -411,6 +412,8 @@ static int journal_open(struct ipam *p, bool truncate) {
         return 0;
 }
 
+static int unlink_next_journal(const struct ipam *p);
+
 /* Names the file in a load error: "<path><sep><reason>". */
 static int error_in(const char *path, const char *sep, int r, char **ret_error) {
         char *with_path = NULL;
@@ -444,6 +447,12 @@ int ipam_state_open(struct ipam *p, char **ret_error) {
         r = journal_open(p, false);
         if (r < 0)
                 return r;
+        /* A compaction a crash interrupted may have left its next journal: never in use. */
+        (void) unlink_next_journal(p);
+        /* Blocks reserved before the restart are still there (fallocate is free then); on a disk
+         * that filled up meanwhile the first allocation finds out and is refused. */
+        p->journal_reserved = p->journal_size;
+        (void) ipam_reserve_journal(p, 0, p->release_reserve);
         return syncer_new(&p->syncer);
 }
 
@@ -459,19 +468,84 @@ void ipam_state_close(struct ipam *p) {
         p->journal_fd = -EBADF;
 }
 
+static char *next_journal_path(const struct ipam *p) {
+        char *path = NULL;
+        return asprintf(&path, "%s.next", p->journal_file) < 0 ? NULL : path;
+}
+
+static int unlink_next_journal(const struct ipam *p) {
+        _cleanup_free_ char *next = next_journal_path(p);
+        if (!next)
+                return -ENOMEM;
+        return unlink(next) < 0 && errno != ENOENT ? negative_errno() : 0;
+}
+
+/* The empty journal that replaces the current one after a compaction, with the releases' space
+ * reserved in it first: the old journal's reservation is given back only once the new one holds
+ * its own (ipam-reserve.c). */
+static int next_journal_create(struct ipam *p, int *ret_fd, off_t *ret_reserved) {
+        _cleanup_free_ char *next = next_journal_path(p);
+        _cleanup_close_ int fd = -EBADF;
+        off_t reserved = 0;
+        int r;
+
+        if (!next)
+                return -ENOMEM;
+        fd = open(next, O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0)
+                return negative_errno();
+        r = ipam_reserve_file(p, fd, 0, (off_t) p->release_reserve, &reserved);
+        if (r < 0) {
+                (void) unlink(next);
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        *ret_reserved = reserved;
+        return 0;
+}
+
+/* The next journal in place of the current one (the snapshot holds every record of both). */
+static int next_journal_install(struct ipam *p, int fd, off_t reserved) {
+        _cleanup_free_ char *next = next_journal_path(p);
+
+        if (!next || rename(next, p->journal_file) < 0) {
+                int r = next ? negative_errno() : -ENOMEM;
+                safe_close(fd);
+                (void) unlink_next_journal(p);
+                return r;
+        }
+        /* Before any record goes into it: a power loss must not bring the old one back over
+         * records acknowledged in the new one. */
+        int r = fs_fsync_directory_of(p->journal_file);
+        if (r < 0)
+                p->not_durable = r;
+        safe_close(p->journal_fd);
+        p->journal_fd = fd;
+        p->journal_reserved = reserved;
+        return 0;
+}
+
 /* The whole state as a new snapshot, then an empty journal. */
 static int compact(struct ipam *p) {
         _cleanup_free_ char *text = snapshot_format(p);
         bool renamed = false;
-        int r;
+        off_t reserved = 0;
+        int r, fd = -EBADF;
 
         if (!text)
                 return -ENOMEM;
-        /* Not while a flush holds the journal's fd (truncated or reopened below); and a failed
-         * flush is seen before the snapshot makes it moot. */
+        /* Not while a flush holds the journal's fd (replaced below); and a failed flush is seen
+         * before the snapshot makes it moot. */
         if (p->syncer)
                 syncer_quiesce(p->syncer);
+        r = next_journal_create(p, &fd, &reserved);
+        if (r < 0)
+                return r; /* (the disk is full: the journal goes on, in its reservation) */
         r = fs_write_file_atomic_full(p->state_file, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1, &renamed);
+        if (r < 0) {
+                safe_close(fd);
+                (void) unlink_next_journal(p);
+        }
         if (r < 0 && !renamed)
                 return r;
         if (r < 0) {
@@ -480,14 +554,16 @@ static int compact(struct ipam *p) {
                 p->not_durable = r;
                 if (p->journal_fd >= 0 && ftruncate(p->journal_fd, p->journal_size) < 0)
                         return negative_errno();
+                p->journal_reserved = p->journal_size; /* (a truncation frees the blocks past the end) */
                 p->journal_dirty = false;
                 p->sync_ticket = 0; /* the snapshot holds every change, flushed */
                 return 0;
         }
-        if (p->journal_fd < 0)
-                r = journal_open(p, true);
-        else if (ftruncate(p->journal_fd, 0) < 0)
-                r = negative_errno();
+        r = next_journal_install(p, fd, reserved);
+        if (r < 0 && p->journal_fd >= 0 && ftruncate(p->journal_fd, 0) >= 0) {
+                r = 0; /* emptied in place instead: the reservation is made again by the next change */
+                p->journal_reserved = 0;
+        }
         if (r < 0)
                 return r;
         p->journal_records = 0;
@@ -510,7 +586,7 @@ static int write_all(int fd, const char *data, size_t size) {
         return 0;
 }
 
-int ipam_state_append(struct ipam *p, cJSON *record, bool later) {
+int ipam_state_append(struct ipam *p, cJSON *record, bool later, size_t keep) {
         _cleanup_free_ char *text = NULL, *line = NULL;
         int r, n;
 
@@ -528,6 +604,13 @@ int ipam_state_append(struct ipam *p, cJSON *record, bool later) {
         n = asprintf(&line, "%08x %s\n", crc32_ieee(text, strlen(text)), text);
         if (n < 0)
                 return -ENOMEM;
+        /* A change that will need a release reserves its bytes first (ipam-reserve.c); a
+         * release writes into what was reserved for it. */
+        if (keep > 0) {
+                r = ipam_reserve_journal(p, (size_t) n, keep);
+                if (r < 0)
+                        return r;
+        }
         r = write_all(p->journal_fd, line, (size_t) n);
         if (r < 0 || later || p->lazy_sync)
                 ; /* written; the next flush takes it along */
@@ -539,6 +622,7 @@ int ipam_state_append(struct ipam *p, cJSON *record, bool later) {
                 /* Not acknowledged: what reached the file goes, or the next change compacts. */
                 if (ftruncate(p->journal_fd, p->journal_size) < 0)
                         p->journal_dirty = true;
+                p->journal_reserved = p->journal_size; /* (a truncation frees the blocks past the end) */
                 return r;
         }
         p->seq++;

@@ -75,7 +75,7 @@ static int next_free(const uint64_t *bits, uint32_t first, uint32_t last, uint32
                 seen++;
                 o = o == last ? first : o + 1;
         }
-        return -ENOSPC;
+        return -EADDRNOTAVAIL;
 }
 
 /* ---- the apply steps (see ipam-internal.h) ---- */
@@ -86,6 +86,7 @@ void ipam_apply_allocate(struct ipam *p, struct ipam_node *n, uint32_t cursor, u
         n->index = p->n_nodes;
         p->nodes[p->n_nodes++] = n;
         ipam_index_insert(p, n);
+        ipam_reserve_account(p, &n->a, IPAM_RESERVE_ALLOCATED);
         ipam_mark(p, n->a.addr, off6, true);
         if (n->a.addr != 0 && !ipam_addr_in_pool(p, n->a.addr))
                 p->n_foreign++;
@@ -103,6 +104,7 @@ void ipam_apply_release(struct ipam *p, struct ipam_node *n, usec_t released, bo
         size_t i = n->index;
 
         ipam_index_remove(p, n);
+        ipam_reserve_account(p, &n->a, IPAM_RESERVE_RELEASED);
         p->nodes[i] = p->nodes[--p->n_nodes];
         p->nodes[i]->index = i;
         if (n->a.addr != 0 && !addr)
@@ -116,8 +118,10 @@ void ipam_apply_release(struct ipam *p, struct ipam_node *n, usec_t released, bo
                 p->q_len++;
         } else
                 ipam_mark(p, addr, off6, false);
-        if (deleting)
+        if (deleting) {
                 p->deleting[p->n_deleting++] = deleting;
+                ipam_reserve_account(p, NULL, IPAM_RESERVE_DELETING);
+        }
         ipam_node_free(n);
 }
 
@@ -142,6 +146,7 @@ void ipam_apply_update(struct ipam *p, struct ipam_node *n, struct ipam_node *up
 }
 
 void ipam_apply_link_deleted(struct ipam *p, size_t i) {
+        ipam_reserve_account(p, NULL, IPAM_RESERVE_LINK_DELETED);
         free(p->deleting[i]);
         p->deleting[i] = p->deleting[--p->n_deleting];
 }
@@ -437,7 +442,8 @@ static int allocate(struct ipam *p, const char *container_id, const char *ifname
                 ipam_node_free(n);
                 return -ENOMEM;
         }
-        r = ipam_state_append(p, record, false);
+        /* Its release's bytes are reserved with it: a DEL never finds the disk full. */
+        r = ipam_state_append(p, record, false, p->release_reserve + ipam_reserve_bound(&n->a));
         if (r < 0) {
                 /* Not on disk: not handed out. */
                 ipam_node_free(n);
@@ -486,7 +492,7 @@ int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifna
                 ipam_node_free(updated);
                 return -ENOMEM;
         }
-        r = ipam_state_append(p, record, false);
+        r = ipam_state_append(p, record, false, p->release_reserve);
         if (r < 0) {
                 ipam_node_free(updated);
                 return r;
@@ -514,7 +520,7 @@ int ipam_release(struct ipam *p, const char *container_id, const char *ifname, u
             !cJSON_AddBoolToObject(record, "quarantine", quarantine) ||
             (deleting && !cJSON_AddStringToObject(record, "deleting", deleting)))
                 return -ENOMEM;
-        r = ipam_state_append(p, record, false);
+        r = ipam_state_append(p, record, false, 0);
         if (r < 0)
                 return r; /* the file still says it is allocated */
         ipam_apply_release(p, n, now, quarantine, TAKE_PTR(deleting));
@@ -545,7 +551,7 @@ int ipam_link_deleted(struct ipam *p, const char *host_ifname) {
                         return -ENOMEM;
                 /* Left to the next flush: a lost one only repeats, at the next start, the
                  * deletion of a link that is gone. */
-                int r = ipam_state_append(p, record, true);
+                int r = ipam_state_append(p, record, true, 0);
                 if (r < 0)
                         return r;
                 ipam_apply_link_deleted(p, i);

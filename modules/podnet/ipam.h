@@ -89,8 +89,9 @@ int ipam_host_ifname(const struct ipam *p, const char *container_id, const char 
 
 /* Allocates (and persists) an address for the attachment. If it already has one, that one is
  * returned with 0, unchanged (a repeated ADD that fails must not alter it; see
- * ipam_update_owner()); a new one gives 1. -ENOSPC when the pool is exhausted, or the write
- * error (nothing changed then). */
+ * ipam_update_owner()); a new one gives 1. -EADDRNOTAVAIL when the pool is exhausted, or the
+ * write error (nothing changed then): -ENOSPC is the disk, full (the allocation reserves the
+ * space its release will need, ipam-reserve.c, and is refused if it cannot). */
 int ipam_allocate(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner,
                   usec_t now, const struct ipam_allocation **ret);
 /* The same for a requested address (CNI_ARGS IP=, runtimeConfig ips): 1 reserved, 0 the
@@ -108,7 +109,8 @@ int ipam_allocate_request(struct ipam *p, const char *container_id, const char *
 /* Replaces the owner fields of an existing allocation (a repeated ADD that worked) and persists;
  * on a write error nothing changed. -ENOENT if the attachment has no allocation. */
 int ipam_update_owner(struct ipam *p, const char *container_id, const char *ifname, const struct ipam_owner *owner);
-/* Releases the attachment's address into quarantine and persists. With link_pending, its host
+/* Releases the attachment's address into quarantine and persists (into space its allocation
+ * reserved: a full disk does not fail it). With link_pending, its host
  * interface name is recorded as still being deleted (in the same write), until
  * ipam_link_deleted(): a deletion a crash interrupted is found again at the next start, and the
  * name is not handed out meanwhile. 1 if released, 0 if it had none, negative errno on a write

@@ -6,7 +6,7 @@ PODNET_SOURCES = \
 	modules/podnet/cni.c modules/podnet/cni.h modules/podnet/cni-json.c modules/podnet/cni-json.h \
 	modules/podnet/json-text.c modules/podnet/json-text.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \
-	modules/podnet/ipam-state.c modules/podnet/ipam-index.c modules/podnet/ipam-addr.c modules/podnet/ipam-internal.h \
+	modules/podnet/ipam-state.c modules/podnet/ipam-reserve.c modules/podnet/ipam-index.c modules/podnet/ipam-addr.c modules/podnet/ipam-internal.h \
 	modules/podnet/wire.c modules/podnet/wire.h modules/podnet/wire6.c modules/podnet/wire-internal.h \
 	modules/podnet/reaper.c modules/podnet/reaper.h modules/podnet/syncer.c modules/podnet/syncer.h \
 	modules/podnet/reconcile.c \

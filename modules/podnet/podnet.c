@@ -160,6 +160,7 @@ static int podnet_register(struct module_instance *mi) {
                 { METRIC_HISTOGRAM, "pinion_podnet_setup_seconds", "Time to wire a pod (a successful ADD: allocation, veth, addresses, routes).", NULL, buckets, ELEMENTSOF(buckets), &p->m_setup },
                 { METRIC_GAUGE, "pinion_podnet_pool_addresses", "IPv4 pod CIDR addresses by state: allocated, quarantined (recently released), free, size (usable in all).", state, NULL, 0, &p->m_pool },
                 { METRIC_GAUGE, "pinion_podnet_ipv6_pool_addresses", "IPv6 pod CIDR addresses by state (with an IPv6 pod-cidr): allocated, quarantined, free, size.", state, NULL, 0, &p->m_pool6 },
+                { METRIC_COUNTER, "pinion_podnet_state_errors_total", "Failed writes of the pool's state (state-dir/podnet), by reason: enospc (the disk is full: ADDs are refused, DELs write into space reserved for them), io (any other error).", reason, NULL, 0, &p->m_state_errors },
                 { METRIC_COUNTER, "pinion_podnet_reconciled_total", "Allocations released without a DEL, by reason: gc (the runtime's GC), netns-gone, netns-replaced (reconciliation found the attachment gone).", reason, NULL, 0, &p->m_reconciled },
         };
         if (!p->metrics_reg) {
@@ -456,14 +457,20 @@ void podnet_warn_not_durable(struct podnet *p) {
                                    "lose the last change", p->state_file, strerror(-r));
 }
 
+void podnet_count_state_error(struct podnet *p, int error) {
+        (void) metric_inc(p->m_state_errors, error == -ENOSPC || error == -EDQUOT ? "enospc" : "io");
+}
+
 /* Ends a deferral (or lazy release): whatever an ADD changed is durable before the request
  * returns. */
 void podnet_sync_state(struct podnet *p) {
         if (p->ipam) {
                 int k = ipam_sync(p->ipam);
-                if (k < 0)
+                if (k < 0) {
+                        podnet_count_state_error(p, k);
                         log_module_warning(MODULE, "Failed to persist %s (%s): a power loss could undo the last change",
                                            p->state_file, strerror(-k));
+                }
         }
         podnet_warn_not_durable(p);
 }

@@ -106,6 +106,7 @@ struct podnet {
         struct metric_family *m_pool;  /* pinion_podnet_pool_addresses{state} */
         struct metric_family *m_pool6; /* pinion_podnet_ipv6_pool_addresses{state} */
         struct metric_family *m_reconciled; /* pinion_podnet_reconciled_total{reason} */
+        struct metric_family *m_state_errors; /* pinion_podnet_state_errors_total{reason} */
 
         sd_event_source *reconcile_timer;
         uint64_t reconcile_runs;
@@ -131,6 +132,9 @@ struct podnet {
 
 /* Logs a state write that is in place but not durable (see ipam.h). */
 void podnet_warn_not_durable(struct podnet *p);
+/* A write of the pool's state failed: counted by reason (enospc: the disk is full; io: any
+ * other error). */
+void podnet_count_state_error(struct podnet *p, int error);
 /* The end of every CNI request: whatever it changed is durable before it returns (a deferred
  * or lazy write is flushed; a failure is logged). */
 void podnet_sync_state(struct podnet *p);
