@@ -268,8 +268,10 @@ static void bundle_take_version(struct bundle *b, struct fetch_outcome *o) {
         b->published = now_usec(CLOCK_REALTIME);
         b->last_change = b->published;
         b->n_changes++;
-        if (bundle_state_save(b, o->manifest_text, o->manifest_size) < 0)
-                log_bundle_warning(b, "cannot save its state (the next start downloads it again)");
+        int r = bundle_state_save(b, o->manifest_text, o->manifest_size);
+        if (r < 0)
+                log_bundle_warning(b, "cannot save its state in %s (%s): the next start downloads it again",
+                                   b->cs->state_dir, strerror(-r));
         bundle_warn_capped(b);
         log_bundle_info(b, "version %s published in %s (%zu files, %" PRIu64 " bytes; %u downloaded, %u reused; "
                     "%.3fs, of which %.3fs fsync and swap)",
@@ -327,8 +329,10 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 etag_changed = etag_changed || (o->manifest && o->manifest->has_serial && !b->have_serial);
                 bundle_take_serial(b, o->manifest);
                 log_bundle_debug(b, "manifest unchanged%s", etag_changed ? " (new ETag)" : "");
-                if (b->version_dir && etag_changed && bundle_state_save(b, o->manifest_text, o->manifest_size) < 0)
-                        log_bundle_warning(b, "cannot save its state (the next start downloads the manifest again)");
+                int r = b->version_dir && etag_changed ? bundle_state_save(b, o->manifest_text, o->manifest_size) : 0;
+                if (r < 0)
+                        log_bundle_warning(b, "cannot save its state in %s (%s): the next start downloads the manifest again",
+                                           b->cs->state_dir, strerror(-r));
                 break;
         }
         case FETCH_CHANGED:

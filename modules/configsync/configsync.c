@@ -347,7 +347,7 @@ static int configsync_register_metrics(struct configsync *cs) {
         static const char *const config_version[] = { "config", "version", NULL };
         struct configsync_metrics *mt = &cs->metrics;
         const struct metric_def families[] = {
-                { METRIC_COUNTER, "pinion_configsync_fetches_total", "Syncs of a config bundle by result (changed, not-modified, same, or the failure kind: connect, timeout, tls, http, truncated, manifest, signature, size, checksum, disk, dest, other).", config_result, NULL, 0, &mt->fetches },
+                { METRIC_COUNTER, "pinion_configsync_fetches_total", "Syncs of a config bundle by result (changed, not-modified, same, or the failure kind: connect, timeout, tls, http, truncated, manifest, signature, size, checksum, enospc (no space left in dest), disk (any other write error), dest, other).", config_result, NULL, 0, &mt->fetches },
                 { METRIC_COUNTER, "pinion_configsync_bytes_total", "Bytes received for a config bundle (manifest, signature and files).", config, NULL, 0, &mt->bytes },
                 { METRIC_COUNTER, "pinion_configsync_not_modified_total", "Manifest requests answered 304 Not Modified.", config, NULL, 0, &mt->not_modified },
                 { METRIC_COUNTER, "pinion_configsync_verification_failures_total", "Files or manifests refused by verification, by kind (size, checksum, signature).", config_kind, NULL, 0, &mt->verify_fail },

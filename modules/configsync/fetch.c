@@ -98,6 +98,7 @@ static const char *const fetch_error_kind_table[_FETCH_ERROR_KIND_MAX] = {
         [FETCH_ERROR_SIZE] = "size",
         [FETCH_ERROR_CHECKSUM] = "checksum",
         [FETCH_ERROR_DISK] = "disk",
+        [FETCH_ERROR_ENOSPC] = "enospc",
         [FETCH_ERROR_DEST] = "dest",
         [FETCH_ERROR_LIMIT] = "limit",
         [FETCH_ERROR_ROLLBACK] = "rollback",
@@ -197,6 +198,16 @@ _printf_(4, 5) static void fetch_fail(struct fetch *f, enum fetch_error_kind kin
         if (vasprintf(&s, format, ap) < 0)
                 s = NULL;
         va_end(ap);
+        /* A full disk is told apart (its own kind, the directory named): it heals by itself once
+         * space is freed, and the operator must know where. */
+        if (kind == FETCH_ERROR_DISK && (error == -ENOSPC || error == -EDQUOT)) {
+                char *with_dir = NULL;
+                kind = FETCH_ERROR_ENOSPC;
+                if (asprintf(&with_dir, "no space left in %s: %s", f->dest, strempty(s)) >= 0) {
+                        free(s);
+                        s = with_dir;
+                }
+        }
         free(f->out.message);
         f->out.message = s;
         f->out.result = FETCH_FAILED;

@@ -65,7 +65,8 @@ enum fetch_error_kind {
         FETCH_ERROR_SIGNATURE,
         FETCH_ERROR_SIZE,      /* a body larger or smaller than declared */
         FETCH_ERROR_CHECKSUM,
-        FETCH_ERROR_DISK,      /* writing or publishing failed (ENOSPC, EIO, ...) */
+        FETCH_ERROR_DISK,      /* writing or publishing failed (EIO, EROFS, ...) */
+        FETCH_ERROR_ENOSPC,    /* writing failed: no space left in dest (ENOSPC, EDQUOT) */
         FETCH_ERROR_DEST,      /* dest is unusable or unsafe (group- or world-writable, not a directory, not ours) */
         FETCH_ERROR_LIMIT,     /* the manifest makes more on disk than its limits allow */
         FETCH_ERROR_ROLLBACK,  /* the manifest's serial is not newer than the published one's */

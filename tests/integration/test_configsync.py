@@ -284,7 +284,7 @@ def test_full_disk_keeps_the_last_known_good(agent_factory, nginx, test_ca, tmp_
         big.update(FILES_V2)
         write_bundle(nginx.root, "app", big, "v2")
         assert a.request("POST", "/v1/configs/app/refresh").status == 202
-        c = assert_kept(a, dest, "app", "v1", "disk")
+        c = assert_kept(a, dest, "app", "v1", "enospc")
         assert "No space left" in c["last_error"], c
         a.sigterm()
     finally:
