@@ -18,7 +18,8 @@ libpinion_configsync_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
 MODULE_LIBS += libpinion-configsync.a
 EXTRA_DIST += modules/configsync/local.mk
 INTEGRATION_TESTS += tests/integration/test_configsync.py tests/integration/test_configsync_lifecycle.py \
-	tests/integration/test_configsync_modes.py tests/integration/test_configsync_limits.py
+	tests/integration/test_configsync_modes.py tests/integration/test_configsync_limits.py \
+	tests/integration/test_configsync_diskfull.py
 EXTRA_DIST += tests/integration/configsync_testlib.py
 
 # Unit tests: each links only what it needs.

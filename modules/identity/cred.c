@@ -321,11 +321,16 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         if (r >= 0)
                 r = check_material(c, key, chain, roots, cred_usable(c) ? c->info.not_after : 0, &info, &why);
         bool bad_answer = error >= 0 && r < 0; /* the signer answered, and we cannot use it */
-        if (r >= 0 && (r = write_material(c, key, chain, roots)) < 0)
+        c->write_error = 0;
+        if (r >= 0 && (r = write_material(c, key, chain, roots)) < 0) {
+                /* Nothing of it is visible (atomic-dir): the current pair stays in place. */
+                c->write_error = r;
                 why = "cannot write it under state-dir";
+        }
         if (r < 0) {
                 _cleanup_free_ char *msg = NULL;
-                if (asprintf(&msg, "%s (%s)", why ? why : "signing failed", strerror(-r)) < 0)
+                if ((c->write_error ? asprintf(&msg, "cannot write it under %s (%s)", c->dir, strerror(-r))
+                                    : asprintf(&msg, "%s (%s)", why ? why : "signing failed", strerror(-r))) < 0)
                         msg = NULL;
                 set_error(c, msg ? msg : why);
                 c->n_failed++;
@@ -338,7 +343,8 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
                 }
                 usec_t delay = backoff_next(&c->backoff, now_usec(CLOCK_MONOTONIC), 0);
                 c->next_attempt = now + delay;
-                log_cred_full_errno(c, LOG_WARNING, 0, "signing failed: %s; retrying in %.1fs%s", c->last_error,
+                log_cred_full_errno(c, LOG_WARNING, 0, "%s: %s; retrying in %.1fs%s",
+                         c->write_error ? "renewal not written" : "signing failed", c->last_error,
                          (double) delay / USEC_PER_SEC,
                          cred_usable(c) ? " (the current certificate keeps serving)" : "");
                 c->on_event(c, CRED_EVENT_FAILED, c->userdata);

@@ -79,6 +79,7 @@ struct cred {
         EVP_PKEY *pending_key;
         usec_t next_attempt;   /* CLOCK_REALTIME; 0 = none planned */
         char *last_error;
+        int write_error;       /* the last attempt's write error (ENOSPC: the disk is full); 0: none */
         struct backoff backoff;
         sd_event_source *timer;
         unsigned n_issued, n_rotated, n_failed;

@@ -269,12 +269,18 @@ static void on_cred_event(struct cred *c, enum cred_event ev, void *userdata) {
                         node_ca_to_issuer(id, c);
                 break;
         case CRED_EVENT_FAILED:
-                (void) metric_inc(id->m_failed, kind);
+                (void) metric_inc(id->m_failed, kind, identity_failure_reason(c->write_error, false));
                 break;
         case CRED_EVENT_STATE:
                 break;
         }
         update_state(id);
+}
+
+const char *identity_failure_reason(int write_error, bool expired) {
+        if (write_error == -ENOSPC || write_error == -EDQUOT)
+                return "enospc";
+        return write_error < 0 ? "write" : expired ? "expired" : "issue";
 }
 
 static void collect_identity(struct metrics *metrics, void *userdata) {
@@ -296,10 +302,11 @@ static void collect_identity(struct metrics *metrics, void *userdata) {
 
 static int register_metrics(struct identity *id) {
         static const char *const kind[] = { "kind", NULL };
+        static const char *const kind_reason[] = { "kind", "reason", NULL };
         const struct metric_def families[] = {
                 { METRIC_COUNTER, "pinion_identity_certificates_issued_total", "Certificates issued by kind (node, node-ca, workload), rotations not counted.", kind, NULL, 0, &id->m_issued },
                 { METRIC_COUNTER, "pinion_identity_certificates_rotated_total", "Certificates replaced before they expired, by kind.", kind, NULL, 0, &id->m_rotated },
-                { METRIC_COUNTER, "pinion_identity_failures_total", "Failed attempts to get or issue a certificate, by kind.", kind, NULL, 0, &id->m_failed },
+                { METRIC_COUNTER, "pinion_identity_failures_total", "Failed attempts to get, issue or write a certificate, by kind and reason: issue (the signer could not, or its answer was unusable), expired (notAfter passed without a renewal), enospc (its files could not be written: no space left), write (any other write error).", kind_reason, NULL, 0, &id->m_failed },
                 { METRIC_GAUGE, "pinion_identity_next_expiry_seconds", "Seconds until the nearest certificate (node or workload) expires; negative once expired.", NULL, NULL, 0, &id->m_expiry },
                 { METRIC_GAUGE, "pinion_identity_workload_certificates", "Pods holding a workload certificate.", NULL, NULL, 0, &id->m_workloads },
         };

@@ -93,6 +93,11 @@ struct workload {
         char *last_error;
         sd_event_source *timer;
         sd_event_source *expiry_timer; /* at notAfter: the gate closes, listeners are told */
+        /* Its files could not be written (workload-files.c): what is on disk stays, and they are
+         * written again from memory on write_timer until it works. */
+        int write_error;     /* this attempt's; 0: written */
+        bool write_failing;  /* since an earlier attempt */
+        sd_event_source *write_timer;
         struct workload *queue_next;
 };
 
@@ -166,6 +171,9 @@ void identity_remove_observer(struct identity *id, identity_observer_fn fn, void
 void identity_announce(struct identity *id, enum identity_change change, const char *uid);
 /* The trust bundle pods get, from roots (kept if roots is NULL). */
 void identity_set_bundle(struct identity *id, STACK_OF(X509) *roots);
+/* The reason label of pinion_identity_failures_total: a write error's (enospc, write), else
+ * expired or issue. */
+const char *identity_failure_reason(int write_error, bool expired);
 /* A credential of this node kept under state-dir/identity/name, named cn_prefix + the node's
  * name, with the node certificate's lifetime. */
 int identity_new_cred(struct identity *id, const char *name, const char *profile, enum cert_usage usage,

@@ -3,7 +3,7 @@ IDENTITY_SOURCES = \
 	modules/identity/identity.c modules/identity/identity.h \
 	modules/identity/identity-views.c modules/identity/identity-views.h modules/identity/identity-api.c \
 	modules/identity/workload-api.c modules/identity/workload-api-jwt.c modules/identity/workload-api-internal.h \
-	modules/identity/workload.c modules/identity/workload-service.c modules/identity/workload-internal.h modules/identity/issue-worker.c modules/identity/issue-worker.h \
+	modules/identity/workload.c modules/identity/workload-files.c modules/identity/workload-service.c modules/identity/workload-internal.h modules/identity/issue-worker.c modules/identity/issue-worker.h \
 	modules/identity/issue-job.c modules/identity/issue-job.h \
 	modules/identity/cred.c modules/identity/cred.h \
 	modules/identity/signer.h modules/identity/signer.c modules/identity/signer-kind.c modules/identity/signer-local.c modules/identity/signer-cfssl.c \
@@ -20,7 +20,7 @@ MODULE_LIBS += libpinion-identity.a
 EXTRA_DIST += modules/identity/local.mk
 INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_dirs.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
 	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py \
-	tests/integration/test_workload_api_limits.py
+	tests/integration/test_workload_api_limits.py tests/integration/test_identity_diskfull.py
 EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
 	tests/integration/workload_api_client.py tests/integration/workload_api_client.js \
 	tests/integration/grpcjs/package.json tests/integration/grpcjs/package-lock.json docs/workload-api.md

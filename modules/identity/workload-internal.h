@@ -22,5 +22,21 @@ void workload_remove(struct identity *id, struct workload *w);
 void workload_queue_push(struct identity *id, struct workload *w);
 /* *field = a copy of value unless equal; sets *changed then. -ENOMEM. */
 int workload_set_string(char **field, const char *value, bool *changed);
+/* Writes w's files (key, chain, bundle) from memory, synced on their own; 0 if it has no
+ * directory. */
+int workload_write_tls_dir(struct identity *id, struct workload *w);
+
+/* ---- workload-files.c: files that could not be written ---- */
+/* Before a batch of writes: w's outcome is unknown. */
+void workload_files_begin(struct workload *w);
+/* The write of w's files under dir failed (nothing of it is visible: atomic-dir): told, counted,
+ * retried from memory after WORKLOAD_WRITE_RETRY. */
+void workload_files_failed(struct identity *id, struct workload *w, const char *dir, int error);
+/* After the batch: a workload written again after failures is told so, its retry disarmed. */
+void workload_files_end(struct identity *id, struct workload *w);
+/* Whether w's first files never reached the disk (its gate stays closed: the pod would find no
+ * certificate). */
+bool workload_files_missing(const struct workload *w);
+
 /* A service's tls-dir files the agent wrote (the directory itself is the operator's). */
 void workload_remove_service_files(const char *dir);

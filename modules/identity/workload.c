@@ -96,6 +96,7 @@ static struct workload *workload_free(struct workload *w) {
                 return NULL;
         sd_event_source_disable_unref(w->timer);
         sd_event_source_disable_unref(w->expiry_timer);
+        sd_event_source_disable_unref(w->write_timer);
         free(w->uid);
         free(w->ns);
         free(w->name);
@@ -314,7 +315,7 @@ static int commit_tls_dir(struct workload *w, const char *dir, const char *versi
 }
 
 /* One workload's directory, synced on its own: a service's (its tls-dir may be anywhere). */
-static int write_tls_dir(struct identity *id, struct workload *w) {
+int workload_write_tls_dir(struct identity *id, struct workload *w) {
         _cleanup_free_ char *dir = NULL, *version = NULL;
         int r = stage_tls_dir(id, w, &dir, &version);
         if (r < 0 || !dir)
@@ -323,8 +324,7 @@ static int write_tls_dir(struct identity *id, struct workload *w) {
 }
 
 static void write_failed(struct identity *id, struct workload *w, int r) {
-        log_workload_full_errno(w, LOG_WARNING, r, "cannot write its files under %s, ignoring: %m",
-                                w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir);
+        workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
 }
 
 static int sync_pod_tls_dir(int dfd) {
@@ -369,7 +369,7 @@ enum staged { STAGED_NOTHING, STAGED_VERSION, STAGED_NEW_DIR };
  * written, one syncfs() (the versions are on disk before any ..data points at them, a new
  * directory before it gets its name), every swap or rename, one syncfs(). Services' directories
  * are written one by one. */
-static void write_tls_dirs(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
+static void write_tls_dirs_once(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
         _cleanup_free_ char **dirs = calloc(MAX(n, 1u), sizeof(char *)), **versions = calloc(MAX(n, 1u), sizeof(char *));
         _cleanup_free_ enum staged *how = calloc(MAX(n, 1u), sizeof(enum staged));
         _cleanup_close_ int dfd = -EBADF;
@@ -389,7 +389,7 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, const bool
                 if (!dirs || !versions || !how || ws[i]->service) {
                         if (staged_by_thread[i] && dfd >= 0) /* out of memory: the slow way */
                                 (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
-                        r = ws[i]->service || dfd >= 0 ? write_tls_dir(id, ws[i]) : 0;
+                        r = ws[i]->service || dfd >= 0 ? workload_write_tls_dir(id, ws[i]) : 0;
                 } else if (dfd < 0)
                         r = 0; /* reported above */
                 else if (staged_by_thread[i] || (r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
@@ -416,7 +416,7 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, const bool
                 } else if (how[i] == STAGED_NEW_DIR) {
                         r = atomic_dir_publish_new(dfd, ws[i]->uid, ws[i]->ticket);
                         if (r == -ENOENT) /* staged where the directory was before it was made anew */
-                                r = write_tls_dir(id, ws[i]);
+                                r = workload_write_tls_dir(id, ws[i]);
                 } else
                         r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED);
                 if (r < 0)
@@ -425,6 +425,14 @@ static void write_tls_dirs(struct identity *id, struct workload **ws, const bool
                 free(versions[i]);
         }
         (void) sync_pod_tls_dir(dfd);
+}
+
+static void write_tls_dirs(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                workload_files_begin(ws[i]);
+        write_tls_dirs_once(id, ws, staged_by_thread, n);
+        for (size_t i = 0; i < n; i++)
+                workload_files_end(id, ws[i]);
 }
 
 static void schedule_rotation(struct identity *id, struct workload *w);
@@ -513,7 +521,7 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct identity *id = w->id;
         log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
-        (void) metric_inc(id->m_failed, "workload");
+        (void) metric_inc(id->m_failed, "workload", identity_failure_reason(0, true));
         if (!w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
         identity_announce(id, IDENTITY_CHANGE_WORKLOAD, w->uid);
@@ -536,7 +544,7 @@ static bool holds_valid_certificate(const struct workload *w) {
 }
 
 static void issue_failed(struct identity *id, struct workload *w, bool had, int r) {
-        (void) metric_inc(id->m_failed, "workload");
+        (void) metric_inc(id->m_failed, "workload", identity_failure_reason(0, false));
         log_workload_full_errno(w, LOG_WARNING, r, "cannot issue its certificate: %s (%m)", w->last_error ? w->last_error : "");
         /* A later issuer change or pod update tries again; one that still holds a certificate
          * also retries on a timer while it lasts. */
@@ -758,7 +766,7 @@ int workload_gate(const struct pod *p, void *userdata, char **ret_reason) {
         if (!wants_identity(p))
                 return 1;
         struct workload *w = workload_find(id, p->uid);
-        if (w && w->chain_pem && now_usec(CLOCK_REALTIME) < w->info.not_after)
+        if (w && w->chain_pem && now_usec(CLOCK_REALTIME) < w->info.not_after && !workload_files_missing(w))
                 return 1;
         const char *why = w && w->last_error ? w->last_error : id->issuer ? "certificate not issued yet" : id->issuer_reason;
         if (ret_reason)

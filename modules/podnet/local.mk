@@ -76,8 +76,8 @@ INTEGRATION_TESTS += tests/integration/test_podnet.py tests/integration/test_pod
 	tests/integration/test_podnet_static.py tests/integration/test_podnet_dualstack.py \
 	tests/integration/test_podnet_state.py tests/integration/test_podnet_reconcile.py \
 	tests/integration/test_podnet_compat.py tests/integration/test_install_cni.py \
-	tests/integration/test_podnet_routes.py
-EXTRA_DIST += tests/integration/podnet_testlib.py
+	tests/integration/test_podnet_routes.py tests/integration/test_podnet_diskfull.py
+EXTRA_DIST += tests/integration/podnet_testlib.py tests/integration/diskfull_testlib.py
 # Routes between nodes ([network] routing): a cluster on one machine, nodes as network
 # namespaces on one bridge, each with its own piniond; bird2 for routing = bgp.
 INTEGRATION_TESTS += tests/integration/test_cluster_nodes.py tests/integration/test_cluster_bgp.py \
