@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The pool's state on a full disk (state-dir on a small tmpfs filled to the last block): an ADD
+"""The pool's state on a full disk (state-dir on a small tmpfs or ext4 filled to the last block): an ADD
 is refused with a CNI error that says the disk is full, names the directory and allocates
 nothing (not "pool full"); every DEL works, since each allocation reserved the space of its
 release in the journal's file, and its release survives a kill -9 and a restart; once space is
@@ -21,9 +21,10 @@ def allocated(a):
     return {x["containerID"] for x in podnet_status(a)["details"]["pool"]["allocations"]}
 
 
-def test_full_disk_refuses_add_and_keeps_every_del(small_fs, podnet_agent, netns):
+@pytest.mark.parametrize("kind", ["tmpfs", "ext4"])
+def test_full_disk_refuses_add_and_keeps_every_del(small_fs, podnet_agent, netns, kind):
     a = podnet_agent(start=False)
-    fs = small_fs(a.state_dir, size="4m")
+    fs = small_fs(a.state_dir, size="8m", kind=kind)
     a.start()
     ns = netns()
     before = cni(a, "ADD", "before", ns, ifname="eth0")
