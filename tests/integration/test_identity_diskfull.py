@@ -26,6 +26,10 @@ def read(path):
         return f.read()
 
 
+def gate_open(a):
+    return {w["name"]: w["gateOpen"] for w in a.get_json("/v1/identity")["workloads"] if w["state"] == "issued"}
+
+
 def entries(d):
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
@@ -62,6 +66,10 @@ def test_full_disk_keeps_the_previous_certificate_and_heals(small_fs, agent_fact
     assert not [e for e in entries(tls) if e.startswith("..")], entries(tls)
     w1 = a.get_json("/v1/identity?pod=ns/p1")
     assert w1["state"] == "issued" and tls in w1["lastError"] and "No space left" in w1["lastError"], w1
+    # p1's previous files serve: its gate stays open; p2 has no files: its gate stays closed.
+    gates = wait_until(lambda: (lambda g: g if g.get("p2") is False else None)(gate_open(a)), 15,
+                       desc="p2 issued, gate closed")
+    assert gates["p1"] is True, gates
 
     # Space back: both are written by the next retry, nothing restarted.
     fs.free()
@@ -71,4 +79,5 @@ def test_full_disk_keeps_the_previous_certificate_and_heals(small_fs, agent_fact
     assert "IP Address:10.9.0.2" in cert_sans(c.decode())
     wait_until(lambda: os.path.exists(os.path.join(tls, uid2, "cert.pem")), 15, desc="p2's certificate")
     a.wait_log("its files are written again", since=mark)
+    wait_until(lambda: gate_open(a) == {"p1": True, "p2": True}, 15, desc="both gates open")
     assert a.get_json("/v1/identity?pod=ns/p1")["lastError"] is None
