@@ -81,3 +81,33 @@ def test_full_disk_keeps_the_previous_certificate_and_heals(small_fs, agent_fact
     a.wait_log("its files are written again", since=mark)
     wait_until(lambda: gate_open(a) == {"p1": True, "p2": True}, 15, desc="both gates open")
     assert a.get_json("/v1/identity?pod=ns/p1")["lastError"] is None
+
+
+def test_full_disk_keeps_the_node_certificate_and_heals(small_fs, agent_factory, tmp_path):
+    """The node's credentials (state-dir/identity/node): a renewal that cannot be written keeps
+    the current pair in place and is retried with the credential's backoff."""
+    fs = small_fs(str(tmp_path / "small"), size="4m")
+    a = agent_factory(start=False)
+    a.agent_keys["state-dir"] = os.path.join(fs.path, "state")
+    a.sections["identity"] = {"signer": "local", "trust-domain": "example.org",
+                              "ca-dir": os.path.join(fs.path, "ca"), "pod-tls-dir": os.path.join(fs.path, "pods-tls"),
+                              "node-cert-lifetime": "20s"}
+    a.write_config()
+    a.start()
+    node = os.path.join(fs.path, "state", "identity", "node")
+    wait_until(lambda: a.get_json("/v1/identity")["node"].get("state") == "valid", 15, desc="node certificate")
+    serial = a.get_json("/v1/identity")["node"]["serial"]
+    old = read(os.path.join(node, "cert.pem")), read(os.path.join(node, "key.pem"))
+    fs.fill()
+    mark = a.log_mark()
+    a.wait_log("renewal not written: cannot write it under %s" % node, since=mark, timeout=30)
+    assert (read(os.path.join(node, "cert.pem")), read(os.path.join(node, "key.pem"))) == old
+    assert a.get_json("/v1/identity")["node"]["serial"] == serial
+    assert not [e for e in entries(node) if e.startswith("..") and e not in ("..data",)
+                and not os.path.exists(os.path.join(node, e, "cert.pem"))], entries(node)
+    assert a.metrics().value("pinion_identity_failures_total", kind="node", reason="enospc") >= 1
+
+    fs.free()
+    wait_until(lambda: a.get_json("/v1/identity")["node"]["serial"] != serial, 30, desc="the renewal written")
+    c, k = read(os.path.join(node, "cert.pem")), read(os.path.join(node, "key.pem"))
+    assert c != old[0] and key_matches(c.decode(), k.decode())
