@@ -9,7 +9,8 @@ ZKREG_SOURCES = \
 	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
 	modules/zkreg/member-watch.c modules/zkreg/member-watch.h \
 	modules/zkreg/reg.c modules/zkreg/registration.h \
-	modules/zkreg/registry.c modules/zkreg/registry.h
+	modules/zkreg/registry.c modules/zkreg/registry.h \
+	modules/zkreg/drain-state.c modules/zkreg/drain-state.h
 noinst_LIBRARIES += libpinion-zkreg.a
 libpinion_zkreg_a_SOURCES = modules/zkreg/zkreg.c modules/zkreg/zkreg.h modules/zkreg/zkreg-api.c $(ZKREG_SOURCES)
 libpinion_zkreg_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
@@ -34,7 +35,7 @@ INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py \
 	tests/integration/test_zkreg_prefixes.py tests/integration/test_zkreg_ownership.py \
 	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py \
-	tests/integration/test_zkreg_multi.py
+	tests/integration/test_zkreg_multi.py tests/integration/test_zkreg_drain.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
