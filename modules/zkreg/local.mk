@@ -51,6 +51,12 @@ tests_unit_test_zkreg_registration_plan_SOURCES = tests/unit/test-zkreg-registra
 tests_unit_test_zkreg_registration_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_unit_test_zkreg_registration_plan_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
 
+# Unit tests of the drain file: its format, what it refuses and why, on a real directory.
+UNIT_TESTS += tests/unit/test-zkreg-drain-state
+tests_unit_test_zkreg_drain_state_SOURCES = tests/unit/test-zkreg-drain-state.c
+tests_unit_test_zkreg_drain_state_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_unit_test_zkreg_drain_state_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
+
 # Fuzz target: the registration plan's invariants over any facts; its corpus replays as a unit test.
 FUZZ_TARGETS += zkreg-registration-plan
 FUZZ_REPLAY_TESTS += tests/fuzz/replay-zkreg-registration-plan
