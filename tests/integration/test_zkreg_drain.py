@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from pinion_testlib import T, wait_until
+from pinion_testlib import T, diag, wait_until
 import zkreg_testlib as zt
 from zkreg_testlib import base, kz, zk  # noqa: F401 (fixtures)
 from zkreg_testlib import registrations, wait_endpoints, wait_reg, web_pod, zk_config
@@ -48,19 +48,25 @@ def test_drain_holds_across_kill9_and_restart(agent_factory, zk, kz, base):
     a = agent_factory(config=zk_config(zk, session_timeout="30s", drain_delay="10m"))
     path = base + "/d"
     start_pods(a, kz, path, 3, 20)
+    t0 = time.monotonic()
     r = a.request("POST", "/v1/registrations/drain")
+    took = time.monotonic() - t0
     a.kill9()
     assert r.status == 200, r
     with open(drain_file(a)) as f:
         doc = json.load(f)
     assert doc["version"] == 1 and doc["drained"] is True and doc["since"].endswith("Z"), doc
 
+    t0 = time.monotonic()
     a.start()
     a.wait_log(r"\[zkreg\] Drained since \S+Z .*registering nothing", timeout=T(10))
     wait_until(lambda: a.get_json("/v1/registrations")["session"] == "connected", timeout=T(20))
     for i in range(3):
         wait_reg(a, f"default/p{i}", lambda x: x["state"] == "unready" and x["last_error"] == "drained")
     wait_endpoints(kz, path, [], timeout=20)  # the previous agent's session ended at the restart
+    diag(f"drain answered in {took * 1000:.1f}ms (file written and synced); after kill -9 and restart "
+         f"the old members were gone {time.monotonic() - t0:.1f}s after the start, none came back "
+         f"in {WATCH_SECONDS}s")
     deadline = time.monotonic() + WATCH_SECONDS
     while time.monotonic() < deadline:
         got = zt.members(kz, path)
