@@ -194,8 +194,12 @@ static int zkreg_register_metrics(struct zkreg *z) {
         const struct metric_def families[] = {
                 { METRIC_GAUGE, "pinion_zookeeper_session_state", "1 for the ZooKeeper session's current state (connecting, connected, suspended, expired, closed), else 0.", state, NULL, 0, &z->m_session_state },
                 { METRIC_COUNTER, "pinion_zookeeper_session_transitions_total", "ZooKeeper session state transitions by the state entered.", state, NULL, 0, &z->m_session_transitions },
-                { METRIC_GAUGE, "pinion_zookeeper_drained", "1 while this node is drained (pinionctl drain; kept across restarts), else 0.", NULL, NULL, 0, &z->m_drained },
-                { METRIC_COUNTER, "pinion_zookeeper_drain_file_errors_total", "Failures of the drain file <state-dir>/zkreg/drain by op (load: at start, the node starts drained; save: the drain or undrain was refused).", op, NULL, 0, &z->m_drain_errors },
+                { METRIC_GAUGE, "pinion_zookeeper_drained",
+                  "1 while this node is drained (pinionctl drain; kept across restarts), else 0.", NULL, NULL, 0,
+                  &z->m_drained },
+                { METRIC_COUNTER, "pinion_zookeeper_drain_file_errors_total",
+                  "Failures of the drain file <state-dir>/zkreg/drain by op (load: at start, the node starts "
+                  "drained; save: the drain or undrain was refused).", op, NULL, 0, &z->m_drain_errors },
         };
         int r;
 
