@@ -71,9 +71,8 @@ static int api_registrations(struct api_request *req, void *userdata) {
 
 static int api_drain(struct api_request *req, void *userdata) {
         struct zkreg *z = zkreg_from_api(userdata);
-        cJSON *body;
-
         _cleanup_free_ char *error = NULL;
+        cJSON *body;
         int r;
 
         if (!z)
@@ -94,9 +93,8 @@ static int api_drain(struct api_request *req, void *userdata) {
 
 static int api_undrain(struct api_request *req, void *userdata) {
         struct zkreg *z = zkreg_from_api(userdata);
-        cJSON *body;
-
         _cleanup_free_ char *error = NULL;
+        cJSON *body;
         int r;
 
         if (!z)
