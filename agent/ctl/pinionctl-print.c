@@ -408,6 +408,24 @@ static int print_status_routing(const cJSON *root) {
         return print_table(header, keys, ELEMENTSOF(header), skipped);
 }
 
+/* zkreg's drain, when the node is drained: it outlives restarts, so say it where people look. */
+static void print_status_drain(const cJSON *root) {
+        const cJSON *module, *details = NULL;
+        char buf[256];
+
+        cJSON_ArrayForEach(module, pinionctl_print_json_get(root, "modules"))
+                if (streq_ptr(json_str(module, "name"), "zkreg"))
+                        details = pinionctl_print_json_get(module, "details");
+        if (!cJSON_IsTrue(pinionctl_print_json_get(details, "drained")))
+                return;
+        printf("\n");
+        snprintf(buf, sizeof buf, "since %s: registering nothing until `pinionctl undrain`",
+                 strna(json_str(details, "drained_since")));
+        print_field("drained:", buf);
+        if (json_str(details, "drain_error"))
+                print_field("  error:", json_str(details, "drain_error"));
+}
+
 int pinionctl_print_status(const cJSON *root) {
         static const char *const header[] = { "MODULE", "STATE", "SINCE", "REASON" };
         static const char *const keys[] = { "name", "state", "since", "reason" };
@@ -415,6 +433,8 @@ int pinionctl_print_status(const cJSON *root) {
         print_status_header(root);
         printf("\n");
         int k = print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "modules"));
+        if (k == EXIT_OK)
+                print_status_drain(root);
         return k != EXIT_OK ? k : print_status_routing(root);
 }
 
@@ -425,6 +445,10 @@ int pinionctl_print_registrations(const cJSON *root) {
         print_field_json("session:", pinionctl_print_json_get(root, "session"));
         print_field_json("session id:", pinionctl_print_json_get(root, "session_id"));
         print_field_json("drained:", pinionctl_print_json_get(root, "drained"));
+        if (json_str(root, "drained_since"))
+                print_field("  since:", json_str(root, "drained_since"));
+        if (json_str(root, "drain_error"))
+                print_field("  error:", json_str(root, "drain_error"));
         printf("\n");
         return print_table(header, keys, ELEMENTSOF(header), pinionctl_print_json_get(root, "registrations"));
 }

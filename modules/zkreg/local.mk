@@ -9,7 +9,8 @@ ZKREG_SOURCES = \
 	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
 	modules/zkreg/member-watch.c modules/zkreg/member-watch.h \
 	modules/zkreg/reg.c modules/zkreg/registration.h \
-	modules/zkreg/registry.c modules/zkreg/registry.h
+	modules/zkreg/registry.c modules/zkreg/registry.h \
+	modules/zkreg/drain-state.c modules/zkreg/drain-state.h
 noinst_LIBRARIES += libpinion-zkreg.a
 libpinion_zkreg_a_SOURCES = modules/zkreg/zkreg.c modules/zkreg/zkreg.h modules/zkreg/zkreg-api.c $(ZKREG_SOURCES)
 libpinion_zkreg_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
@@ -34,7 +35,7 @@ INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py \
 	tests/integration/test_zkreg_prefixes.py tests/integration/test_zkreg_ownership.py \
 	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py \
-	tests/integration/test_zkreg_multi.py
+	tests/integration/test_zkreg_multi.py tests/integration/test_zkreg_drain.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
@@ -49,6 +50,12 @@ UNIT_TESTS += tests/unit/test-zkreg-registration-plan
 tests_unit_test_zkreg_registration_plan_SOURCES = tests/unit/test-zkreg-registration-plan.c
 tests_unit_test_zkreg_registration_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_unit_test_zkreg_registration_plan_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
+
+# Unit tests of the drain file: its format, what it refuses and why, on a real directory.
+UNIT_TESTS += tests/unit/test-zkreg-drain-state
+tests_unit_test_zkreg_drain_state_SOURCES = tests/unit/test-zkreg-drain-state.c
+tests_unit_test_zkreg_drain_state_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_unit_test_zkreg_drain_state_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
 
 # Fuzz target: the registration plan's invariants over any facts; its corpus replays as a unit test.
 FUZZ_TARGETS += zkreg-registration-plan

@@ -145,9 +145,13 @@ void reg_plan_next(const struct reg_facts *f, struct reg_next *ret) {
                 n.action = REG_ACTION_WAIT_SESSION;
                 if ((goal != REG_GOAL_NONE || f->znode) && !member_in_sync && !f->lost_create)
                         n.waiting = REG_WAITING_SESSION;
+                else if (goal == REG_GOAL_NONE && !f->znode && !f->lost_create)
+                        n.waiting = REG_WAITING_CLEAR; /* nothing of ours waits: the reason is why_not */
                 *ret = n;
                 return;
         }
+        /* Connected: nothing waits for the session, whatever the note said during the outage. */
+        n.waiting = REG_WAITING_CLEAR;
         /* Shutting down skips damping and drain delay, but a failed delete still backs off. */
         usec_t wait_until = f->shutting_down ? f->error_until : f->not_before;
         if (f->now < wait_until) {

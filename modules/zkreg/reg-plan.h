@@ -95,12 +95,12 @@ struct reg_facts {
         usec_t drain_until; /* REG_GOAL_STOPPING: the member goes at this time */
 };
 
-/* The note shown instead of an error while the registration waits for the session. */
+/* The note shown over the error (which it keeps) while the registration waits for the session. */
 enum reg_waiting {
         REG_WAITING_KEEP,      /* leave the note (or the error) as it is */
         REG_WAITING_SESSION,   /* "waiting for the ZooKeeper session (STATE)" */
         REG_WAITING_SUSPENDED, /* "session suspended" (never over an error: has_error) */
-        REG_WAITING_CLEAR,     /* the wait is over: drop the note (an error stays) */
+        REG_WAITING_CLEAR,     /* nothing waits for the session: drop the note (the error under it shows) */
         _REG_WAITING_MAX,
 };
 

@@ -128,8 +128,9 @@ static void reg_set_waiting(struct registration *reg, enum reg_waiting w) {
         default:
                 return;
         }
+        /* Over the error, not instead of it: once the wait is over, the reason under it (why the
+         * pod is not registrable) shows again. */
         (void) reg_set_string(&reg->waiting, buf);
-        reg->last_error = mfree(reg->last_error);
 }
 
 /* A member that goes away says so once at info, in its "Deregistered" line (on_deleted):

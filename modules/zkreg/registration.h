@@ -71,7 +71,7 @@ struct registration {
         enum reg_state state;
         usec_t last_change; /* CLOCK_REALTIME */
         char *last_error;
-        char *waiting; /* shown instead of last_error (NULL then) while waiting for the session */
+        char *waiting; /* shown over last_error (which stays) while waiting for the session */
 
         struct backoff backoff;
         usec_t not_before;  /* CLOCK_MONOTONIC: backoff, flap damping */

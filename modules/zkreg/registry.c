@@ -320,6 +320,7 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
         if (k < 0)
                 return k;
         r->config.allowed_prefixes = r->allowed_prefixes;
+        r->drained = config->drained;
         token_bucket_init(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
                           now_usec(CLOCK_MONOTONIC));
         k = zk_ops_new(r->event, session, m->metrics, reg_on_orphan, r, &r->ops);

@@ -32,6 +32,9 @@ struct registry_config {
         usec_t flap_damping;
         /* [zookeeper] allowed-prefixes (NULL or empty: any path); the registry keeps a copy. */
         char *const *allowed_prefixes;
+        /* registry_new only: drained from the start (the operator's drain outlives the process;
+         * drain-state.h), so the first evaluation registers nothing. */
+        bool drained;
 };
 
 int registry_new(struct manager *m, struct zk_session *session, const struct registry_config *config,

@@ -190,6 +190,24 @@ static void zk_log_callback(const char *message) {
 static void session_rearm(struct zk_session *s);
 static int on_restart(sd_event_source *src, void *userdata);
 
+/* The client queues its "connection lost" session event for the next zookeeper_process() that
+ * gets as far as its completions, which one whose reconnect fails does not: a connection cut
+ * while the client is reading an answer could leave the session looking connected for as long
+ * as the outage lasts (every operation failing at once and tried again at once). The handle's
+ * own state says it right away. */
+static void session_check_connection(struct zk_session *s) {
+        int state;
+
+        if (!s->zh || s->state != ZK_SESSION_CONNECTED)
+                return;
+        state = zoo_state(s->zh);
+        if (state == ZOO_CONNECTED_STATE || state == ZOO_READONLY_STATE || state == ZOO_EXPIRED_SESSION_STATE ||
+            state == ZOO_AUTH_FAILED_STATE)
+                return; /* connected, or its own event comes (an ended session is not suspended) */
+        session_set_error(s, "connection lost");
+        session_set_state(s, ZK_SESSION_SUSPENDED);
+}
+
 static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         struct zk_session *s = userdata;
         int events = 0;
@@ -205,6 +223,7 @@ static int on_io(sd_event_source *src, int fd, uint32_t revents, void *userdata)
         s->in_process = true;
         (void) zookeeper_process(s->zh, events);
         s->in_process = false;
+        session_check_connection(s);
         if (s->close_pending)
                 zk_session_close(s);
         session_rearm(s);
@@ -224,6 +243,7 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         s->in_process = true;
         (void) zookeeper_process(s->zh, 0);
         s->in_process = false;
+        session_check_connection(s);
         if (s->close_pending)
                 zk_session_close(s);
         session_rearm(s);

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* /v1/registrations: the registrations (root and socket-group: all; a process of a pod on this
- * node: its pod's; anyone else 403), and POST .../drain and .../undrain (privileged). */
+ * node: its pod's; anyone else 403), and POST .../drain and .../undrain (privileged), which
+ * answer only once the drain file holds the new state (500 and no change if it cannot). */
 
 #include <stdio.h>
 #include <string.h>
 
 #include "caller.h"
+#include "json.h"
 #include "manager.h"
 #include "registry.h"
 #include "zk-session.h"
@@ -56,7 +58,9 @@ static int api_registrations(struct api_request *req, void *userdata) {
         if (!body || !cJSON_AddItemToObject(body, "registrations", list) ||
             !cJSON_AddStringToObject(body, "session", zk_session_state_to_string(zk_session_state(z->session))) ||
             !cJSON_AddStringToObject(body, "session_id", sid) ||
-            !cJSON_AddBoolToObject(body, "drained", registry_drained(z->registry))) {
+            !cJSON_AddBoolToObject(body, "drained", registry_drained(z->registry)) ||
+            !json_add_time(body, "drained_since", registry_drained(z->registry) ? z->drain.since : 0) ||
+            (z->drain_error && !cJSON_AddStringToObject(body, "drain_error", z->drain_error))) {
                 if (body && !cJSON_GetObjectItem(body, "registrations"))
                         cJSON_Delete(list);
                 cJSON_Delete(body);
@@ -67,10 +71,16 @@ static int api_registrations(struct api_request *req, void *userdata) {
 
 static int api_drain(struct api_request *req, void *userdata) {
         struct zkreg *z = zkreg_from_api(userdata);
+        _cleanup_free_ char *error = NULL;
         cJSON *body;
+        int r;
 
         if (!z)
                 return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        /* Durable before it acts: a restart must find the node as the operator left it. */
+        r = zkreg_set_drained(z, true, &error);
+        if (r < 0)
+                return api_reply_error(req, 500, "%s", error ? error : strerror(-r));
         size_t n = registry_drain(z->registry);
         body = cJSON_CreateObject();
         if (!body || !cJSON_AddNumberToObject(body, "stopping", (double) n) ||
@@ -83,10 +93,15 @@ static int api_drain(struct api_request *req, void *userdata) {
 
 static int api_undrain(struct api_request *req, void *userdata) {
         struct zkreg *z = zkreg_from_api(userdata);
+        _cleanup_free_ char *error = NULL;
         cJSON *body;
+        int r;
 
         if (!z)
                 return api_reply_error(req, 503, "ZooKeeper registration is not running");
+        r = zkreg_set_drained(z, false, &error);
+        if (r < 0)
+                return api_reply_error(req, 500, "%s", error ? error : strerror(-r));
         registry_undrain(z->registry);
         body = cJSON_CreateObject();
         if (!body || !cJSON_AddBoolToObject(body, "drained", false)) {

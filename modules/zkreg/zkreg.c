@@ -15,6 +15,7 @@
 #include "config.h"
 #include "facts.h"
 #include "fs.h"
+#include "json.h"
 #include "log.h"
 #include "manager.h"
 #include "module.h"
@@ -92,6 +93,8 @@ static struct zkreg *zkreg_free_data(struct zkreg *z) {
         z->reap_done = sd_event_source_disable_unref(z->reap_done);
         z->reaper = zk_session_free(z->reaper);
         free(z->state_file);
+        free(z->drain_file);
+        free(z->drain_error);
         api_routes_free(z->routes);
         metrics_registration_free(z->metrics_reg);
         z->registry = registry_free(z->registry);
@@ -179,15 +182,24 @@ static void collect_zkreg(struct metrics *metrics, void *userdata) {
 
         (void) metrics;
         (void) z;
-        if (z && z->registry)
+        if (z && z->registry) {
                 registry_collect_metrics(z->registry);
+                (void) metric_set(z->m_drained, registry_drained(z->registry) ? 1 : 0);
+        }
 }
 
 static int zkreg_register_metrics(struct zkreg *z) {
         static const char *const state[] = { "state", NULL };
+        static const char *const op[] = { "op", NULL };
         const struct metric_def families[] = {
                 { METRIC_GAUGE, "pinion_zookeeper_session_state", "1 for the ZooKeeper session's current state (connecting, connected, suspended, expired, closed), else 0.", state, NULL, 0, &z->m_session_state },
                 { METRIC_COUNTER, "pinion_zookeeper_session_transitions_total", "ZooKeeper session state transitions by the state entered.", state, NULL, 0, &z->m_session_transitions },
+                { METRIC_GAUGE, "pinion_zookeeper_drained",
+                  "1 while this node is drained (pinionctl drain; kept across restarts), else 0.", NULL, NULL, 0,
+                  &z->m_drained },
+                { METRIC_COUNTER, "pinion_zookeeper_drain_file_errors_total",
+                  "Failures of the drain file <state-dir>/zkreg/drain by op (load: at start, the node starts "
+                  "drained; save: the drain or undrain was refused).", op, NULL, 0, &z->m_drain_errors },
         };
         int r;
 
@@ -323,6 +335,63 @@ static int zkreg_open_session(struct zkreg *z) {
         return 0;
 }
 
+/* ---- the operator's drain (drain-state.h) ---- */
+
+/* Before the first registration. A file we cannot read fails safe: the node starts drained (an
+ * operator who drained it must not see it take traffic because the file broke), says why at
+ * error level and in /v1/status, and the next drain or undrain writes the file anew. */
+static int zkreg_load_drain(struct zkreg *z) {
+        _cleanup_free_ char *error = NULL;
+        char since[32] = "an unknown time";
+        int r;
+
+        if (!z->drain_file && asprintf(&z->drain_file, "%s/zkreg/drain", z->mi->manager->settings.state_dir) < 0) {
+                z->drain_file = NULL;
+                return -ENOMEM;
+        }
+        z->drain_error = mfree(z->drain_error);
+        r = drain_state_load(z->drain_file, &z->drain, &error);
+        if (r < 0) {
+                z->drain = (struct drain_state) { .drained = true };
+                if (asprintf(&z->drain_error, "%s: %s", z->drain_file, error ? error : strerror(-r)) < 0)
+                        z->drain_error = NULL;
+                (void) metric_inc(z->m_drain_errors, "load");
+                log_module_error(MODULE, "Cannot use the drain file %s (%s): starting drained, registering nothing; "
+                                 "`pinionctl undrain` (or drain) writes it anew", z->drain_file,
+                                 error ? error : strerror(-r));
+                return 0;
+        }
+        if (z->drain.drained) {
+                if (z->drain.since)
+                        (void) json_format_rfc3339(z->drain.since, since, sizeof(since));
+                log_module_info(MODULE, "Drained since %s (%s): registering nothing until `pinionctl undrain`", since,
+                                z->drain_file);
+        }
+        return 0;
+}
+
+int zkreg_set_drained(struct zkreg *z, bool drained, char **ret_error) {
+        /* Draining a drained node keeps its since: the operator's intent dates from the first. */
+        struct drain_state s = {
+                .drained = drained,
+                .since = z->drain.drained == drained && z->drain.since && !z->drain_error ? z->drain.since
+                                                                                      : now_usec(CLOCK_REALTIME),
+        };
+        int r = drain_state_save(z->drain_file, &s);
+        if (r < 0) {
+                (void) metric_inc(z->m_drain_errors, "save");
+                log_module_warning_errno(MODULE, r, "Cannot save the %s to %s, so it is refused: %m",
+                                         drained ? "drain" : "undrain", z->drain_file);
+                if (ret_error && asprintf(ret_error, "cannot save the %s to %s: %s; nothing changed",
+                                          drained ? "drain" : "undrain", z->drain_file, strerror(-r)) < 0)
+                        *ret_error = NULL;
+                return r;
+        }
+        z->drain = s;
+        z->drain_error = mfree(z->drain_error);
+        return 0;
+}
+
 static struct registry_config registry_config_from(const struct zkreg_settings *s) {
         return (struct registry_config) {
                 .write_qps = s->write_qps,
@@ -349,7 +418,11 @@ static int zkreg_start(struct module_instance *mi) {
         if (r < 0)
                 return r;
 
+        r = zkreg_load_drain(z);
+        if (r < 0)
+                return r;
         struct registry_config rc = registry_config_from(z->settings);
+        rc.drained = z->drain.drained;
         r = registry_new(m, z->session, &rc, &z->registry);
         if (r < 0)
                 return r;
@@ -475,6 +548,9 @@ static int zkreg_status(struct module_instance *mi, cJSON *obj) {
                 return -ENOMEM;
         if (zk_session_last_error(z->session) &&
             !cJSON_AddStringToObject(obj, "session_error", zk_session_last_error(z->session)))
+                return -ENOMEM;
+        if (!json_add_time(obj, "drained_since", registry_drained(z->registry) ? z->drain.since : 0) ||
+            (z->drain_error && !cJSON_AddStringToObject(obj, "drain_error", z->drain_error)))
                 return -ENOMEM;
         return registry_status(z->registry, obj);
 }

@@ -10,6 +10,7 @@
 #include <systemd/sd-event.h>
 
 #include "api.h"
+#include "drain-state.h"
 #include "facts.h"
 #include "metrics.h"
 #include "module.h"
@@ -44,7 +45,17 @@ struct zkreg {
         int64_t reap_id;
         sd_event_source *reap_timer, *reap_done;
         struct metric_family *m_session_state, *m_session_transitions;
+        /* The operator's drain: <state-dir>/zkreg/drain, read at start, written before the API
+         * answers. drain_error: why the file could not be read (we start drained then). */
+        char *drain_file;
+        struct drain_state drain;
+        char *drain_error;
+        struct metric_family *m_drained, *m_drain_errors;
 };
+
+/* Drain or undrain: writes the drain file first; on failure returns a negative errno with
+ * *ret_error and changes nothing. */
+int zkreg_set_drained(struct zkreg *z, bool drained, char **ret_error);
 
 /* Adds /v1/registrations (once; zkreg's stop frees them with z->routes when its drain ends). */
 int zkreg_api_register(struct module_instance *mi);

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The registrations and the ZooKeeper session, against a real ZooKeeper read back with kazoo:
-a registration is pending while the session is suspended, a SIGTERM without a server keeps
+a registration is pending while the session is suspended (also when the connection drops
+while the client reads an answer), a SIGTERM without a server keeps
 the session file so that the next start ends the old session (no duplicate members), a member
 deleted by someone else while the connection was down is noticed on reconnect, and a busy
 session does not look the server names up on every loop pass."""
@@ -140,6 +141,38 @@ def test_member_deleted_while_disconnected_is_noticed_on_reconnect(agent_factory
         assert after["default/r0"] == before["default/r0"] and after["default/r2"] == before["default/r2"]
         assert after["default/r1"] != before["default/r1"]
         # the same session all along (a new one would have replaced every member)
+        assert not a.metrics().value("pinion_zookeeper_session_transitions_total", state="expired")
+    finally:
+        proxy.close()
+
+
+
+def test_connection_cut_right_after_a_registration_suspends_the_session(agent_factory, zk, kz, base):
+    """The connection drops just after a member was created, while the client still reads the
+    answers that follow (the path's child listing): the session is suspended at once, as with an
+    idle connection. (The client queues its "connection lost" event for a later call that its
+    failing reconnects never reach: the session looked connected for as long as the cut lasted,
+    with every operation failing and tried again at once.) Three rounds: the moment of the cut
+    is not chosen exactly."""
+    proxy = zt.CutProxy(zk.hosts)
+    try:
+        cfg = zk_config(zk, session_timeout="20s")
+        cfg["zookeeper"]["servers"] = proxy.hostport
+        a = agent_factory(config=cfg)
+        path = base + "/f"
+        want = []
+        for i in range(3):
+            a.write_pod(f"f{i}", web_pod(f"f{i}", path, ip=f"10.0.15.{i + 1}"))
+            want.append(f"10.0.15.{i + 1}:8080")
+            wait_endpoints(kz, path, want)
+            proxy.cut()
+            wait_until(lambda: a.get_json("/v1/registrations")["session"] == "suspended", timeout=T(10),
+                       desc=f"the session suspended (round {i})")
+            proxy.resume()
+            wait_until(lambda: a.get_json("/v1/registrations")["session"] == "connected", timeout=T(20))
+        wait_until(lambda: a.metrics().value("pinion_zookeeper_registrations", state="registered") == 3,
+                   timeout=T(20), desc="all registered")
+        assert zt.endpoints(kz, path) == want
         assert not a.metrics().value("pinion_zookeeper_session_transitions_total", state="expired")
     finally:
         proxy.close()

@@ -198,12 +198,28 @@ static void test_waiting_for_the_session(_unused_ void **state) {
         f.connected = false;
         f.lost_create = true;
         assert_int_equal(next_of(&f).waiting, REG_WAITING_KEEP);
-        /* nothing wanted, nothing there: no note */
+        /* nothing wanted, nothing there: nothing waits for the session, so a note set before
+         * (the pod turned unready during the outage, its member went with the session) goes and
+         * the reason under it (not Ready) shows */
         f = wanted();
         f.connected = false;
         f.goal = REG_GOAL_NONE;
-        assert_int_equal(next_of(&f).waiting, REG_WAITING_KEEP);
+        assert_int_equal(next_of(&f).waiting, REG_WAITING_CLEAR);
         assert_int_equal(state_of(&f, NULL), REG_UNREADY);
+        /* unready with our member still there: it waits for the session to delete it */
+        f.znode = MEMBER;
+        f.written = ALIVE;
+        assert_int_equal(next_of(&f).waiting, REG_WAITING_SESSION);
+        /* the session is back: the delete goes out and no note is left over */
+        f.connected = true;
+        n = next_of(&f);
+        assert_int_equal(n.action, REG_ACTION_DELETE);
+        assert_int_equal(n.waiting, REG_WAITING_CLEAR);
+        f.znode = NULL;
+        f.written = NULL;
+        n = next_of(&f);
+        assert_int_equal(n.action, REG_ACTION_NONE);
+        assert_int_equal(n.waiting, REG_WAITING_CLEAR);
 }
 
 static void test_backoff_damping_and_shutdown(_unused_ void **state) {
