@@ -6,6 +6,7 @@ ZKREG_SOURCES = \
 	modules/zkreg/serverset.c modules/zkreg/serverset.h \
 	modules/zkreg/health.c modules/zkreg/health.h \
 	modules/zkreg/reg-plan.c modules/zkreg/reg-plan.h \
+	modules/zkreg/write-pacer.c modules/zkreg/write-pacer.h \
 	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
 	modules/zkreg/member-watch.c modules/zkreg/member-watch.h \
 	modules/zkreg/reg.c modules/zkreg/registration.h \
@@ -34,7 +35,7 @@ INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py \
 	tests/integration/test_zkreg_prefixes.py tests/integration/test_zkreg_ownership.py \
 	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py \
-	tests/integration/test_zkreg_multi.py
+	tests/integration/test_zkreg_multi.py tests/integration/test_zkreg_batch.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
@@ -49,6 +50,12 @@ UNIT_TESTS += tests/unit/test-zkreg-registration-plan
 tests_unit_test_zkreg_registration_plan_SOURCES = tests/unit/test-zkreg-registration-plan.c
 tests_unit_test_zkreg_registration_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_unit_test_zkreg_registration_plan_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
+
+# Unit tests of the write pacing: tokens per ZooKeeper request, operations per request.
+UNIT_TESTS += tests/unit/test-zkreg-write-pacer
+tests_unit_test_zkreg_write_pacer_SOURCES = tests/unit/test-zkreg-write-pacer.c
+tests_unit_test_zkreg_write_pacer_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_unit_test_zkreg_write_pacer_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
 
 # Fuzz target: the registration plan's invariants over any facts; its corpus replays as a unit test.
 FUZZ_TARGETS += zkreg-registration-plan
