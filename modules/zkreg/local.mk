@@ -93,3 +93,13 @@ bench-zkreg: piniond$(EXEEXT)
 .PHONY: bench-zkreg
 CLEANFILES += zkreg-bench.md
 EXTRA_DIST += tests/bench/zkreg-bench.py
+
+# `make bench-zkreg-batch`: zkreg's bulk writes at the default pacing, end to end (250 members
+# after a session expiry, 5,000 pods at start) against kazoo's async client, and the server's
+# transaction rate (tests/bench/zkreg-batch-bench.py). BENCH_ZKREG_BATCH_FLAGS='--runs 3'.
+bench-zkreg-batch: piniond$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' $(PYTHON3) \
+		$(srcdir)/tests/bench/zkreg-batch-bench.py --md zkreg-batch-bench.md $(BENCH_ZKREG_BATCH_FLAGS)
+.PHONY: bench-zkreg-batch
+CLEANFILES += zkreg-batch-bench.md
+EXTRA_DIST += tests/bench/zkreg-batch-bench.py
