@@ -17,10 +17,12 @@ Each run
            KazooClient in a process of its own whose state listener, on CONNECTED after LOST,
            submits create_async() of every member at once and awaits them (the async client
            at its best: pipelined on one session). Both with session-timeout 4s.
-  bulk     --bulk members (5,000) from nothing: pinion, a new piniond started with --bulk pod
+  bulk     --bulk members (5,000) from pod files: pinion, a new piniond started with --bulk pod
            files already in its pods-dir (process start → the last member's ctime: reading the
-           files, the session, the writes); kazoo, a new KazooClient started (start() → the
-           last member's ctime: the session and create_async() of all, awaited).
+           files, the session, the writes); kazoo, the same job from the same kind of files in
+           this running interpreter (reading and parsing every file, a new KazooClient's
+           session, create_async() of every member, all awaited → the last member's ctime;
+           neither the interpreter's start nor kazoo's import is counted).
   Times are by the server's clock (each member's ctime, ms) against this host's wall clock at
   the start of the phase: the server runs on this host. The ratio is kazoo's time / pinion's.
   The server's transaction log counts each side's transactions (a multi is one).
@@ -36,6 +38,7 @@ Exit status 0 when every run completed (whatever the numbers), 1 otherwise.
 """
 
 import argparse
+import json
 import math
 import multiprocessing
 import os
@@ -153,26 +156,51 @@ def run_kazoo_expiry(zk, kz, n, path):
             p.join()
 
 
+def kazoo_pods_dir(n, path):
+    """The same pod files pinion reads, for kazoo to read too."""
+    d = tempfile.mkdtemp(prefix="zkreg-batch-kazoo-pods-", dir=SHM)
+    for i in range(n):
+        name = f"p{i:05d}"
+        with open(os.path.join(d, name + ".json"), "w") as f:
+            json.dump(t.make_pod(name, ip=ip_of(i, 11), annotations={"pinion.io/serverset": path}), f, indent=1)
+    return d
+
+
+def member_of(pod_file):
+    """(serverset path, ServerSet data) of a pod file, as pinion builds them."""
+    with open(pod_file) as f:
+        pod = json.load(f)
+    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
+    return pod["metadata"]["annotations"]["pinion.io/serverset"], member_json(pod["status"]["podIP"], port)
+
+
 def run_kazoo_bulk(zk, n, path):
+    """kazoo does pinion's job from the same input: the pod files read and parsed, a session,
+    create_async() of every member at once, all awaited. Not counted: the interpreter's start
+    and kazoo's import (pinion's process start is)."""
     from kazoo.client import KazooClient
-    datas = [member_json(ip_of(i, 11)) for i in range(n)]
+    pods_dir = kazoo_pods_dir(n, path)
     setup = zt.kazoo_client(zk.hosts, timeout=30)
     setup.ensure_path(path)
-    t0 = now_ms()
-    kz = KazooClient(hosts=zk.hosts, timeout=16.0)
-    kz.start(timeout=30)
     try:
-        results = [kz.create_async(path + "/member_", d, ephemeral=True, sequence=True) for d in datas]
-        for r in results:
-            r.get(timeout=120)
-        c = ctimes(setup, path)
-        assert len(c) == n, (len(c), n)
-        return (max(c) - t0) / 1000.0, kz.client_id[0]
+        t0 = now_ms()
+        members = [member_of(os.path.join(pods_dir, f)) for f in sorted(os.listdir(pods_dir))]
+        kz = KazooClient(hosts=zk.hosts, timeout=16.0)
+        kz.start(timeout=30)
+        try:
+            results = [kz.create_async(p + "/member_", d, ephemeral=True, sequence=True) for p, d in members]
+            for r in results:
+                r.get(timeout=120)
+            c = ctimes(setup, path)
+            assert len(c) == n, (len(c), n)
+            return (max(c) - t0) / 1000.0, kz.client_id[0]
+        finally:
+            kz.stop()
+            kz.close()
     finally:
-        kz.stop()
-        kz.close()
         setup.stop()
         setup.close()
+        shutil.rmtree(pods_dir, ignore_errors=True)
 
 
 # ---- pinion ----
