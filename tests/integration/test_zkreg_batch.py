@@ -60,6 +60,7 @@ def test_reregistration_after_session_expiry_is_full_multis(agent_factory, zk, k
     a.start()
     wait_endpoints(kz, path, want, timeout=60)
     old_sid = session_of(a)
+    sent = txns(a)
     os.kill(a.pid, signal.SIGSTOP)
     try:
         wait_endpoints(kz, path, [], timeout=20)  # the server expired the session
@@ -74,6 +75,7 @@ def test_reregistration_after_session_expiry_is_full_multis(agent_factory, zk, k
     created = zt.write_transactions(zk.server.data_dir, path, session=sid)
     assert sum(k for _, k in created) == n, created
     assert len(created) <= math.ceil(n / DEFAULT_CAP) + 1, f"{len(created)} transactions: {created[:10]}"
+    assert txns(a) - sent <= math.ceil(n / DEFAULT_CAP) + 1, a.metrics().find("pinion_zookeeper_write_transactions_total")
     # The expiry is warned about (it is one); no write failed on the way back.
     assert not [ln for ln in problems(a) if "session" not in ln], problems(a)
 
