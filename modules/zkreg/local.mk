@@ -35,7 +35,8 @@ INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py \
 	tests/integration/test_zkreg_prefixes.py tests/integration/test_zkreg_ownership.py \
 	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py \
-	tests/integration/test_zkreg_multi.py tests/integration/test_zkreg_batch.py
+	tests/integration/test_zkreg_multi.py tests/integration/test_zkreg_batch.py \
+	tests/integration/test_zk_fleet_sim.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
