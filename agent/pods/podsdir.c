@@ -202,9 +202,13 @@ static int publish_all(struct podsdir *d) {
                 f->published = false;
                 if (!f->pod)
                         continue;
-                for (size_t j = 0; j < i && !f->clash; j++)
-                        if (d->files[j].published && clash_reason(f, &d->files[j], &f->clash) < 0)
+                /* Hashes first, strings on a match: a pods-dir of thousands is n² pairs at start. */
+                for (size_t j = 0; j < i && !f->clash; j++) {
+                        const struct pod_file *g = &d->files[j];
+                        if (g->published && (g->uid_hash == f->uid_hash || g->name_hash == f->name_hash) &&
+                            clash_reason(f, g, &f->clash) < 0)
                                 return -ENOMEM;
+                }
                 if (f->clash)
                         continue;
                 f->published = true;

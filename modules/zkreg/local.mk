@@ -6,6 +6,7 @@ ZKREG_SOURCES = \
 	modules/zkreg/serverset.c modules/zkreg/serverset.h \
 	modules/zkreg/health.c modules/zkreg/health.h \
 	modules/zkreg/reg-plan.c modules/zkreg/reg-plan.h \
+	modules/zkreg/write-pacer.c modules/zkreg/write-pacer.h \
 	modules/zkreg/zk-ops.c modules/zkreg/zk-ops.h \
 	modules/zkreg/member-watch.c modules/zkreg/member-watch.h \
 	modules/zkreg/reg.c modules/zkreg/registration.h \
@@ -35,7 +36,8 @@ INTEGRATION_TESTS += tests/integration/test_zkreg_fact.py tests/integration/test
 	tests/integration/test_zkreg_ensemble.py tests/integration/test_zkreg_bench.py \
 	tests/integration/test_zkreg_prefixes.py tests/integration/test_zkreg_ownership.py \
 	tests/integration/test_zkreg_session.py tests/integration/test_zkreg_writes.py \
-	tests/integration/test_zkreg_multi.py tests/integration/test_zkreg_drain.py
+	tests/integration/test_zkreg_multi.py tests/integration/test_zkreg_drain.py \
+	tests/integration/test_zkreg_batch.py tests/integration/test_zk_fleet_sim.py
 EXTRA_DIST += modules/zkreg/local.mk tests/integration/zkreg_testlib.py
 
 # Unit tests of the pure parts: ServerSet build/parse, path check, health annotations.
@@ -56,6 +58,12 @@ UNIT_TESTS += tests/unit/test-zkreg-drain-state
 tests_unit_test_zkreg_drain_state_SOURCES = tests/unit/test-zkreg-drain-state.c
 tests_unit_test_zkreg_drain_state_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
 tests_unit_test_zkreg_drain_state_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
+
+# Unit tests of the write pacing: tokens per ZooKeeper request, operations per request.
+UNIT_TESTS += tests/unit/test-zkreg-write-pacer
+tests_unit_test_zkreg_write_pacer_SOURCES = tests/unit/test-zkreg-write-pacer.c
+tests_unit_test_zkreg_write_pacer_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/zkreg
+tests_unit_test_zkreg_write_pacer_LDADD = libpinion-zkreg.a libpinion-lib.a $(UNIT_LIBS)
 
 # Fuzz target: the registration plan's invariants over any facts; its corpus replays as a unit test.
 FUZZ_TARGETS += zkreg-registration-plan
@@ -93,3 +101,13 @@ bench-zkreg: piniond$(EXEEXT)
 .PHONY: bench-zkreg
 CLEANFILES += zkreg-bench.md
 EXTRA_DIST += tests/bench/zkreg-bench.py
+
+# `make bench-zkreg-batch`: zkreg's bulk writes at the default pacing, end to end (250 members
+# after a session expiry, 5,000 pods at start) against kazoo's async client, and the server's
+# transaction rate (tests/bench/zkreg-batch-bench.py). BENCH_ZKREG_BATCH_FLAGS='--runs 3'.
+bench-zkreg-batch: piniond$(EXEEXT)
+	PINION_BUILDDIR='$(abs_top_builddir)' PINION_SRCDIR='$(abs_top_srcdir)' $(PYTHON3) \
+		$(srcdir)/tests/bench/zkreg-batch-bench.py --md zkreg-batch-bench.md $(BENCH_ZKREG_BATCH_FLAGS)
+.PHONY: bench-zkreg-batch
+CLEANFILES += zkreg-batch-bench.md
+EXTRA_DIST += tests/bench/zkreg-batch-bench.py

@@ -508,7 +508,7 @@ bool reg_step(struct registration *reg) {
 
         if (next.write) {
                 usec_t wait = 0;
-                if (!token_bucket_try_take(&r->tb, now, &wait)) {
+                if (!write_pacer_take(&r->pacer, now, &wait)) {
                         if (r->dispatch_timer) {
                                 (void) sd_event_source_set_time(r->dispatch_timer, now + wait);
                                 (void) sd_event_source_set_enabled(r->dispatch_timer, SD_EVENT_ONESHOT);

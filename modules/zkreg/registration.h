@@ -11,13 +11,13 @@
 #include <stdint.h>
 
 #include "backoff.h"
-#include "token-bucket.h"
 #include "health.h"
 #include "member-watch.h"
 #include "metrics.h"
 #include "reg-plan.h"
 #include "registry.h"
 #include "serverset.h"
+#include "write-pacer.h"
 #include "zk-ops.h"
 
 #define MODULE "zkreg"
@@ -86,7 +86,7 @@ struct registry {
         struct zk_ops *ops;
         struct registry_config config;
         char **allowed_prefixes; /* config.allowed_prefixes points here */
-        struct token_bucket tb;
+        struct write_pacer pacer; /* write requests and the operations each carries */
 
         struct registration *regs;
         size_t n_regs;
@@ -129,8 +129,9 @@ void reg_set_error(struct registration *reg, const char *error);
 void reg_update(struct registration *reg);
 /* Its next step takes a member away. */
 bool reg_urgent(const struct registration *reg);
-/* Runs the next step. Returns false if it needs a write token and none is left (the caller
- * keeps it queued; the dispatch timer is set for the next token). */
+/* Runs the next step. Returns false if its write finds no place in a request this pass paid
+ * for and no token is left for another (the caller keeps it queued; the dispatch timer is set
+ * for the next token). */
 bool reg_step(struct registration *reg);
 /* path, a member of ours as far as we know, is not in ZooKeeper any more: unless we delete it
  * ourselves, someone else did, and it is created again. */

@@ -76,9 +76,10 @@ static int on_dispatch(sd_event_source *src, void *userdata) {
                         break;
                 }
         }
-        /* The burst's writes go out together. */
+        /* The pass's writes go out together, as the requests it paid for. */
         if (r->ops)
                 zk_ops_flush(r->ops);
+        write_pacer_flush(&r->pacer);
         return 0;
 }
 
@@ -321,11 +322,11 @@ int registry_new(struct manager *m, struct zk_session *session, const struct reg
                 return k;
         r->config.allowed_prefixes = r->allowed_prefixes;
         r->drained = config->drained;
-        token_bucket_init(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
-                          now_usec(CLOCK_MONOTONIC));
+        write_pacer_init(&r->pacer, config->write_qps, config->max_ops_per_write, now_usec(CLOCK_MONOTONIC));
         k = zk_ops_new(r->event, session, m->metrics, reg_on_orphan, r, &r->ops);
         if (k < 0)
                 return k;
+        zk_ops_set_max_ops(r->ops, r->pacer.max_ops);
         k = registry_register_metrics(r);
         if (k < 0)
                 return k;
@@ -389,8 +390,8 @@ int registry_set_config(struct registry *r, const struct registry_config *config
         r->allowed_prefixes = prefixes;
         r->config = *config;
         r->config.allowed_prefixes = r->allowed_prefixes;
-        token_bucket_set_rate(&r->tb, config->write_qps, config->write_qps < 10 ? 10 : config->write_qps,
-                              now_usec(CLOCK_MONOTONIC));
+        write_pacer_set(&r->pacer, config->write_qps, config->max_ops_per_write, now_usec(CLOCK_MONOTONIC));
+        zk_ops_set_max_ops(r->ops, r->pacer.max_ops);
         /* allowed-prefixes may have changed: check every path again. */
         for (struct registration *reg = r->regs, *next; reg; reg = next) {
                 next = reg->next;

@@ -7,8 +7,9 @@
  * health checks passing, an IP and a port; and the ServerSet data) and a known side (our
  * member znode, the data written there, and whether a create's outcome is unknown). Its state
  * machine (reg.c; the states and their meaning in reg-plan.h, as
- * /v1/registrations shows them) issues at most one operation at a time; writes go through the
- * token bucket (write-qps).
+ * /v1/registrations shows them) issues at most one operation at a time; writes are paced per
+ * ZooKeeper request (write-pacer.h: write-qps requests a second, each a multi of up to
+ * max-ops-per-write operations).
  *
  * No duplicates: after a connection loss during a create, the registration lists the path and
  * adopts a member whose ephemeralOwner is our session and whose endpoint is ours, instead of
@@ -27,7 +28,8 @@ struct manager;
 struct registry;
 
 struct registry_config {
-        double write_qps;
+        double write_qps;           /* write requests a second */
+        unsigned max_ops_per_write; /* operations in one write request (a multi) */
         usec_t drain_delay;
         usec_t flap_damping;
         /* [zookeeper] allowed-prefixes (NULL or empty: any path); the registry keeps a copy. */

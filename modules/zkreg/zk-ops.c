@@ -20,11 +20,13 @@ static const char *const zk_op_kind_table[_ZK_OP_KIND_MAX] = {
         [ZK_OP_MULTI] = "multi",
 };
 
-/* One multi stays well under the server's jute.maxbuffer (1 MiB by default, per request), and
- * small enough that a burst goes out as several requests: the server's stages (prepare, log,
- * apply) work on consecutive ones at once, and another client's request waits behind at most
- * 250 of ours, not behind the whole burst. */
-#define MULTI_MAX_OPS 250
+/* A multi carries at most max_ops writes ([zookeeper] max-ops-per-write, 250 by default: the
+ * registry pays one write token for each such request, write-pacer.h) and MULTI_MAX_BYTES:
+ * well under the server's jute.maxbuffer (1 MiB by default, per request), and small enough
+ * that a burst goes out as several requests: the server's stages (prepare, log, apply) work on
+ * consecutive ones at once, and another client's request waits behind at most max_ops of ours,
+ * not behind the whole burst. */
+#define MULTI_MAX_OPS_DEFAULT 250
 /* Child watches (lists) in flight at once: reads cannot be batched, and thousands at once
  * would make every other client's request wait behind them. */
 #define WATCHES_MAX_IN_FLIGHT 250
@@ -79,10 +81,11 @@ struct zk_ops {
         struct zk_op *pending_head, *pending_tail;
         struct zk_op *watch_head, *watch_tail; /* child watches: sent once no write is in flight */
         size_t writes_in_flight, watches_in_flight;
+        size_t max_ops; /* writes in one multi */
         sd_event_source *flush;
         zk_op_done_fn orphan;
         void *orphan_userdata;
-        struct metric_family *m_ops, *m_op_seconds;
+        struct metric_family *m_ops, *m_op_seconds, *m_write_txns, *m_txn_ops;
 };
 
 static int on_flush(sd_event_source *src, void *userdata) {
@@ -114,6 +117,7 @@ int zk_ops_new(sd_event *e, struct zk_session *session, struct metrics *metrics,
         static const char *const op_result[] = { "op", "result", NULL };
         static const char *const op[] = { "op", NULL };
         static const double buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10 };
+        static const double ops_buckets[] = { 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000 };
         _cleanup_(zk_ops_freep) struct zk_ops *ops = NULL;
         int k;
 
@@ -123,6 +127,7 @@ int zk_ops_new(sd_event *e, struct zk_session *session, struct metrics *metrics,
         ops->session = session;
         ops->orphan = orphan;
         ops->orphan_userdata = orphan_userdata;
+        ops->max_ops = MULTI_MAX_OPS_DEFAULT;
         const struct metric_def families[] = {
                 { METRIC_COUNTER, "pinion_zookeeper_operations_total",
                   "ZooKeeper operations by op (create, create_parent, set, delete, get_children, get, watch_children: a list that sets a child watch; multi: one request carrying several creates, sets and deletes, each also counted as itself) and result (ok, no_node, node_exists, connection_loss, session_expired, not_connected, ...).",
@@ -130,6 +135,12 @@ int zk_ops_new(sd_event *e, struct zk_session *session, struct metrics *metrics,
                 { METRIC_HISTOGRAM, "pinion_zookeeper_operation_duration_seconds",
                   "Time from submitting a ZooKeeper operation to its completion, by op.", op, buckets,
                   ELEMENTSOF(buckets), &ops->m_op_seconds },
+                { METRIC_COUNTER, "pinion_zookeeper_write_transactions_total",
+                  "Write requests sent to ZooKeeper, each one transaction on the server: a multi of creates, sets and deletes, or a lone write (what write-qps paces).",
+                  NULL, NULL, 0, &ops->m_write_txns },
+                { METRIC_HISTOGRAM, "pinion_zookeeper_write_transaction_ops",
+                  "Creates, sets and deletes in each write request sent (at most max-ops-per-write).", NULL,
+                  ops_buckets, ELEMENTSOF(ops_buckets), &ops->m_txn_ops },
         };
         k = metrics_families(metrics, families, ELEMENTSOF(families));
         if (k < 0)
@@ -168,6 +179,10 @@ struct zk_ops *zk_ops_free(struct zk_ops *ops) {
         }
         free(ops);
         return NULL;
+}
+
+void zk_ops_set_max_ops(struct zk_ops *ops, size_t max_ops) {
+        ops->max_ops = max_ops > 0 ? max_ops : 1;
 }
 
 void zk_ops_detach(struct zk_ops *ops, void *owner) {
@@ -330,6 +345,12 @@ static void op_fail(struct zk_op *op, int rc) {
         op_report(op, &(struct zk_op_result) { .rc = rc });
 }
 
+/* A write request went out: one transaction on the server, whatever it carries. */
+static void write_request_sent(struct zk_ops *ops, size_t n) {
+        (void) metric_inc(ops->m_write_txns);
+        (void) metric_observe(ops->m_txn_ops, (double) n);
+}
+
 /* Sends one write on its own; on failure it is reported at once. */
 static void op_send(struct zk_ops *ops, struct zk_op *op) {
         zhandle_t *zh = ops_handle(ops, op->kind);
@@ -357,6 +378,7 @@ static void op_send(struct zk_ops *ops, struct zk_op *op) {
         else {
                 op->write_sent = true;
                 ops->writes_in_flight++;
+                write_request_sent(ops, 1);
         }
 }
 
@@ -425,7 +447,7 @@ static size_t pending_take(struct zk_ops *ops, struct zk_op **ret_first, size_t 
         struct zk_op *op = ops->pending_head, *last = NULL;
 
         *ret_first = op;
-        for (; op && n < MULTI_MAX_OPS; last = op, op = op->q_next) {
+        for (; op && n < ops->max_ops; last = op, op = op->q_next) {
                 size_t plen = strlen(op->path), cost = MULTI_OP_OVERHEAD + plen + (op->data ? strlen(op->data) : 0);
                 if (n > 0 && bytes + cost > MULTI_MAX_BYTES)
                         break;
@@ -477,6 +499,7 @@ static void batch_send(struct zk_ops *ops, struct zk_op *first, size_t n, size_t
         for (size_t i = 0; i < n; i++)
                 b->op[i]->write_sent = true;
         ops->writes_in_flight += n;
+        write_request_sent(ops, n);
 }
 
 void zk_ops_flush(struct zk_ops *ops) {

@@ -15,7 +15,9 @@
  * Writes (create, set, delete) do not go out at once: they wait for zk_ops_flush(), which the
  * owner calls after a burst of steps (else a deferred source calls it on the next loop
  * iteration). The flush sends what waits in order, together as ZooKeeper multi requests of up
- * to 250 ops (and 256 KiB), several in flight at once; a lone write goes out on its own. A
+ * to max_ops ops (zk_ops_set_max_ops, 250 by default; and 256 KiB), several in flight at once;
+ * a lone write goes out on its own. Each request sent is counted in
+ * pinion_zookeeper_write_transactions_total, its ops in pinion_zookeeper_write_transaction_ops. A
  * multi is atomic, and a burst of registrations has nothing to do with one another: when one
  * op of a multi fails on its node (NONODE, NODEEXISTS...), it reports that, and the others,
  * which did not happen, go out again one by one, so each gets its own answer. */
@@ -92,6 +94,9 @@ int zk_ops_watch_children(struct zk_ops *ops, const char *path, zk_op_done_fn do
  * order, so a create issued after these sees them. Results are only counted. Returns how many
  * went out. */
 size_t zk_ops_create_parents(struct zk_ops *ops, char *const *paths);
+
+/* The most writes one multi carries (at least 1). */
+void zk_ops_set_max_ops(struct zk_ops *ops, size_t max_ops);
 
 /* Sends the pending writes now. Their done may run from inside it (a write that cannot go). */
 void zk_ops_flush(struct zk_ops *ops);

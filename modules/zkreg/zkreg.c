@@ -21,6 +21,7 @@
 #include "module.h"
 #include "registry.h"
 #include "serverset.h"
+#include "write-pacer.h"
 #include "zkreg.h"
 #include "zk-session.h"
 #include "zk-watches.h"
@@ -33,6 +34,7 @@ static const struct config_key zkreg_keys[] = {
         { "session-timeout", config_parse_duration, FIELD(session_timeout), "16s" },
         { "chroot", config_parse_path, FIELD(chroot), NULL, config_free_string },
         { "write-qps", config_parse_double, FIELD(write_qps), "50" },
+        { "max-ops-per-write", config_parse_uint, FIELD(max_ops_per_write), "250" },
         { "drain-delay", config_parse_duration, FIELD(drain_delay), "5s" },
         { "flap-damping", config_parse_duration, FIELD(flap_damping), "1s" },
         { "allowed-prefixes", config_parse_strv, FIELD(allowed_prefixes), NULL, config_free_strv },
@@ -53,6 +55,8 @@ static int zkreg_parse(struct config *c, struct zkreg_settings **ret, char **ret
                         problem = "servers must be host:port entries (put the chroot in chroot=)";
         if (s->write_qps <= 0 || s->write_qps > 1e6)
                 problem = "write-qps must be > 0 and <= 1000000";
+        if (s->max_ops_per_write < 1 || s->max_ops_per_write > WRITE_PACER_MAX_OPS_LIMIT)
+                problem = "max-ops-per-write must be between 1 and 1000";
         if (s->session_timeout < 2 * USEC_PER_SEC || s->session_timeout > 10 * USEC_PER_MINUTE)
                 problem = "session-timeout must be between 2s and 10m";
         if (s->drain_delay > 10 * USEC_PER_MINUTE)
@@ -395,6 +399,7 @@ int zkreg_set_drained(struct zkreg *z, bool drained, char **ret_error) {
 static struct registry_config registry_config_from(const struct zkreg_settings *s) {
         return (struct registry_config) {
                 .write_qps = s->write_qps,
+                .max_ops_per_write = s->max_ops_per_write,
                 .drain_delay = s->drain_delay,
                 .flap_damping = s->flap_damping,
                 .allowed_prefixes = s->allowed_prefixes,

@@ -23,6 +23,7 @@ struct zkreg_settings {
         usec_t session_timeout;
         char *chroot;
         double write_qps;
+        unsigned max_ops_per_write;
         usec_t drain_delay;
         usec_t flap_damping;
         char **allowed_prefixes;

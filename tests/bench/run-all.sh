@@ -6,7 +6,7 @@
 #   PYTHON3, PINION_BUILDDIR, PINION_SRCDIR   as for every benchmark
 #   OUT            where the JSON, logs, REPORT.md and PNGs go
 #   BENCH_QUICK=1  tiny settings (seconds per benchmark: the CI smoke test), not figures to read
-#   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg podsdir identity workload-api
+#   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg zkreg-batch podsdir identity workload-api
 #                  configsync podnet node-watch cluster runtime memory reclaim reclaim-v2 (node-watch,
 #                  cluster: need root for their network namespaces, exit 77 without is listed as
 #                  skipped; reclaim-v2: the reclaim benchmark on cgroup v2, in
@@ -22,7 +22,7 @@
 set -u
 : "${PYTHON3:=python3}" "${OUT:?}" "${PINION_BUILDDIR:?}" "${PINION_SRCDIR:?}"
 BENCH="$PINION_SRCDIR/tests/bench"
-ALL="fleet soak soak-leak zkreg podsdir identity workload-api configsync podnet node-watch cluster runtime memory reclaim reclaim-v2"
+ALL="fleet soak soak-leak zkreg zkreg-batch podsdir identity workload-api configsync podnet node-watch cluster runtime memory reclaim reclaim-v2"
 ONLY="${BENCH_ONLY:-$ALL}"
 export PINION_BUILDDIR PINION_SRCDIR
 
@@ -36,6 +36,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	FLEET="--agents 3 --outage 2s --runs 2 --steady 0.5 --time-limit 30s --backoff-initial 200ms --backoff-max 1s"
 	SOAK="--events 600 --rate 1000 --max-pods 40 --bounce-every 200"
 	ZKREG="--endpoints 50 --runs 1 --samples 5 --podsdir-samples 3"
+	ZKREG_BATCH="--pods 20 --bulk 100 --rate-pods 500 --runs 1"
 	PODSDIR="--files 50 --samples 10"
 	IDENTITY="--pods 20 --runs 1 --peer-sample 3"
 	WORKLOAD_API="--calls 5 --pods 2 --streams 4,10"
@@ -53,6 +54,8 @@ else
 	# 5 runs of 5,000 creates and deletes each way (zkreg-bench.py's default); the report's
 	# headline is the worst run, and every run is listed.
 	ZKREG="--runs 5"
+	# 5 runs of 250 members after an expiry and 5,000 at start each way (the defaults).
+	ZKREG_BATCH="--runs 5"
 	PODSDIR=""
 	IDENTITY=""
 	WORKLOAD_API=""
@@ -127,6 +130,7 @@ elif ! sanitized "$PINION_BUILDDIR"; then
 	run soak-leak soak.py --name soak-leak --valgrind $SOAK ${SOAK_FLAGS:-}
 fi
 run zkreg zkreg-bench.py $ZKREG ${BENCH_ZKREG_FLAGS:-}
+run zkreg-batch zkreg-batch-bench.py $ZKREG_BATCH ${BENCH_ZKREG_BATCH_FLAGS:-}
 run podsdir podsdir-bench.py $PODSDIR ${BENCH_PODSDIR_FLAGS:-}
 run identity identity-bench.py $IDENTITY ${BENCH_IDENTITY_FLAGS:-}
 run workload-api workload-api-bench.py $WORKLOAD_API ${BENCH_WORKLOAD_API_FLAGS:-}

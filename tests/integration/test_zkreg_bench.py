@@ -32,3 +32,21 @@ def test_bench_smoke(tmp_path):
         assert f"| {verb}: worst ratio of 2 runs |" in table, table
     for line in p.stdout.strip().splitlines():
         diag(line)
+
+
+def test_batch_bench_smoke(tmp_path):
+    """tests/bench/zkreg-batch-bench.py, small: both phases complete on both sides, pinion's
+    re-registration after the expiry is one transaction and its bulk start one per 250."""
+    md = tmp_path / "batch.md"
+    env = dict(os.environ, PINION_BUILDDIR=BUILDDIR, PINION_SRCDIR=SRCDIR)
+    p = subprocess.run([sys.executable, os.path.join(SRCDIR, "tests", "bench", "zkreg-batch-bench.py"),
+                        "--pods", "50", "--bulk", "600", "--rate-pods", "600", "--runs", "1", "--md", str(md)],
+                       capture_output=True, text=True, timeout=T(300), env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    table = md.read_text()
+    assert "| run 1: 50 members after an expiry, pinion / kazoo |" in table, table
+    assert "| run 1: 600 pods at start, pinion / kazoo |" in table, table
+    assert "| expiry: pinion's transactions (most of any run) | 1 |" in table, table
+    assert "| bulk: transactions, pinion / kazoo (last run) | 3 / 600 |" in table, table
+    for line in p.stdout.strip().splitlines():
+        diag(line)

@@ -23,8 +23,9 @@ def closed_port_url():
 
 def test_deregistration_goes_before_queued_creates(agent_factory, zk, kz, base):
     """write-qps low and many creates waiting for tokens: a pod that goes unready loses its
-    member at once (deletes go first), not after every create queued before it."""
-    a = agent_factory(config=zk_config(zk, write_qps="2"))
+    member at once (deletes go first), not after every create queued before it. One write a
+    request (max-ops-per-write=1), so that each create waits for a token of its own."""
+    a = agent_factory(config=zk_config(zk, write_qps="2", max_ops_per_write="1"))
     path = base + "/q"
     a.write_pod("victim", web_pod("victim", path, ip="10.0.9.250"))
     wait_endpoints(kz, path, ["10.0.9.250:8080"])
@@ -46,7 +47,7 @@ def test_sigterm_with_config_watch_and_creates_in_flight(agent_factory, zk, kz, 
     zkreg unpublishes the fact and ends its watches, so configsync freeing its trigger without
     unwatching leaves nothing that calls into freed memory (the ASan build checks)."""
     kz.create(base + "/version", b"1", makepath=True)
-    cfg = zk_config(zk, write_qps="5", session_timeout="30s")
+    cfg = zk_config(zk, write_qps="5", max_ops_per_write="1", session_timeout="30s")
     cfg["config.x"] = {"url": closed_port_url(), "dest": str(tmp_path / "dest"), "interval": "1h",
                        "backoff-initial": "300ms", "backoff-max": "1s", "timeout": "2s",
                        "zk-version-node": base + "/version"}

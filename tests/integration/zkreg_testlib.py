@@ -6,6 +6,8 @@
   free_port()                       a free loopback TCP port
   kazoo_client(hosts)               a started kazoo client (the independent reader)
   CutProxy(hostport)                a loopback TCP proxy to a server whose connections can be cut
+  txn_log(data_dir)                 every transaction a server committed, read from its log
+  write_transactions(...)           a session's transactions that created or deleted under a path
 
 Every server runs from a generated zoo.cfg in a temp dir (dataDir there too), with the admin
 server off (no port 8080 clash) and the "srvr"/"stat" four-letter words allowed (to find the
@@ -16,6 +18,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -436,6 +439,68 @@ class Prometheus:
         finally:
             if os.environ.get("PINION_KEEP_TMP") != "1":
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---- the server's own record of what it did: its transaction log ----
+
+# Transaction types in the server's log (ZooDefs.OpCode): the creates (create, create2,
+# createContainer, createTTL), delete, setData, multi, and the error a failed multi carries.
+TXN_CREATES = (1, 15, 19, 21)
+TXN_DELETE = 2
+TXN_SET = 5
+TXN_MULTI = 14
+TXN_ERROR = -1
+
+
+def txn_log(data_dir):
+    """Every transaction in the server's logs (dataDir/version-2/log.*), in order, as
+    (session id, time ms by the server's clock, [(type, body)]): a multi is one transaction
+    with its parts. The server appends each before it answers, so a write seen by any client
+    is in here."""
+    d = os.path.join(data_dir, "version-2")
+    names = sorted((f for f in os.listdir(d) if f.startswith("log.")), key=lambda f: int(f[4:], 16))
+    out = []
+    for name in names:
+        with open(os.path.join(d, name), "rb") as f:
+            buf = f.read()
+        pos = 16  # the file header: magic, version, dbid
+        while pos + 12 <= len(buf):
+            _crc, length = struct.unpack_from(">qi", buf, pos)
+            if length <= 0 or pos + 12 + length > len(buf):
+                break  # the preallocated (zeroed) rest of the file
+            txn = buf[pos + 12:pos + 12 + length]
+            pos += 12 + length + 1  # and the end-of-record byte
+            client, _cxid, _zxid, when, typ = struct.unpack_from(">qiqqi", txn, 0)
+            body = txn[32:]
+            if typ != TXN_MULTI:
+                out.append((client, when, [(typ, body)]))
+                continue
+            (count,), p, parts = struct.unpack_from(">i", body, 0), 4, []
+            for _ in range(count):
+                sub, blen = struct.unpack_from(">ii", body, p)
+                parts.append((sub, body[p + 8:p + 8 + blen]))
+                p += 8 + blen
+            out.append((client, when, parts))
+    return out
+
+
+def write_transactions(data_dir, parent, session=None, kind="create"):
+    """The committed transactions (of session, if given) that created (kind "create") or
+    deleted ("delete") nodes directly under parent: a list of (time ms, how many), in order."""
+    prefix = parent.rstrip("/").encode() + b"/"
+    out = []
+    for client, when, parts in txn_log(data_dir):
+        if (session is not None and client != session) or any(t == TXN_ERROR for t, _ in parts):
+            continue  # another session's, or a failed multi (nothing happened)
+        k = 0
+        for typ, body in parts:
+            if (typ == TXN_DELETE) if kind == "delete" else (typ in TXN_CREATES):
+                (plen,) = struct.unpack_from(">i", body, 0)
+                path = body[4:4 + plen]
+                k += path.startswith(prefix) and b"/" not in path[len(prefix):]
+        if k:
+            out.append((when, k))
+    return out
 
 
 # ---- what the zkreg test files share: config, pods, and waiting for registrations/members ----

@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
         struct zk_session_config cfg = { .servers = argv[1], .session_timeout = 4 * USEC_PER_SEC };
         if (zk_session_new(pr.m.event, &cfg, on_state, &pr, &pr.session) < 0)
                 return 1;
-        struct registry_config rc = { .write_qps = 1000, .drain_delay = USEC_PER_SEC, .flap_damping = 0 };
+        struct registry_config rc = { .write_qps = 1000, .max_ops_per_write = 250, .drain_delay = USEC_PER_SEC, .flap_damping = 0 };
         if (registry_new(&pr.m, pr.session, &rc, &pr.registry) < 0)
                 return 1;
         if (sd_event_add_io(pr.m.event, &in, STDIN_FILENO, EPOLLIN, on_stdin, &pr) < 0)
