@@ -41,7 +41,7 @@ def _zookeeper():
         return None
     if not zt.zookeeper_available():
         return None
-    return zt.ZkStandalone().start()
+    return zt.ZkStandalone().start(timeout=240)  # java under TCG
 
 
 class Probe:
