@@ -15,6 +15,7 @@
 #include "manager.h"
 #include "peer-pod.h"
 #include "self-memory.h"
+#include "state-version.h"
 #include "socket-trust.h"
 
 /* ---- lifecycle notifications (sd_notify is a no-op without NOTIFY_SOCKET) ---- */
@@ -727,10 +728,17 @@ static int manager_register_metrics(struct manager *m) {
         return r;
 }
 
-static void manager_start_modules(struct manager *m) {
+/* A module that finds a state file of a newer release (STATE_VERSION_ERR_NEWER, logged by the
+ * module with the file and its version) stops the agent: running without that state would
+ * undo what the newer release recorded. */
+static int manager_start_modules(struct manager *m) {
         for (unsigned i = 0; i < m->n_modules; i++) {
                 struct module_instance *mi = &m->modules[i];
                 int r = mi->module->start(mi);
+                if (r == STATE_VERSION_ERR_NEWER) {
+                        module_set_state(mi, MODULE_FAILED, "a state file is of a newer release");
+                        return MANAGER_ERR_UNSAFE;
+                }
                 if (r < 0) {
                         module_set_state(mi, MODULE_FAILED, "start failed: %s", strerror(-r));
                         module_set_synced(mi);
@@ -738,6 +746,7 @@ static void manager_start_modules(struct manager *m) {
                 }
                 mi->started = true;
         }
+        return 0;
 }
 
 int manager_start(struct manager *m) {
@@ -773,7 +782,9 @@ int manager_start(struct manager *m) {
                 return r;
 
         manager_caps_drop(m);
-        manager_start_modules(m);
+        r = manager_start_modules(m);
+        if (r < 0)
+                return r;
         m->started = true;
         manager_check_ready(m);
         manager_update_status(m);

@@ -12,8 +12,11 @@
 #include "fs.h"
 #include "json.h"
 #include "sha256.h"
+#include "state-version.h"
 
 #define STATE_MAX_SIZE (MANIFEST_MAX_SIZE + 64U * 1024U)
+/* {"version": 1, ...}; version 1 without the key is the same. */
+#define STATE_VERSION 1u
 
 
 static char *bundle_state_path(const struct bundle *b) {
@@ -61,7 +64,7 @@ int bundle_state_save(struct bundle *b, const char *manifest_text, size_t manife
         if (r < 0)
                 return r;
         sha256_to_hex(b->manifest_sha256, sha);
-        if (!cJSON_AddStringToObject(o, "url", b->settings->url) ||
+        if (state_version_json_add(o, STATE_VERSION) < 0 || !cJSON_AddStringToObject(o, "url", b->settings->url) ||
             !cJSON_AddStringToObject(o, "dest", b->settings->dest) ||
             !cJSON_AddStringToObject(o, "version_dir", b->version_dir) ||
             !json_add_string_or_null(o, "etag", b->etag) || !cJSON_AddStringToObject(o, "manifest_sha256", sha) ||
@@ -82,6 +85,24 @@ int bundle_state_save(struct bundle *b, const char *manifest_text, size_t manife
         if (r < 0)
                 return r;
         return fs_write_file_atomic(path, text, strlen(text), 0600, (uid_t) -1, (gid_t) -1);
+}
+
+int bundle_state_check_version(struct bundle *b) {
+        _cleanup_free_ char *path = bundle_state_path(b), *text = NULL;
+        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
+        unsigned version = 0;
+        size_t size;
+
+        if (!path)
+                return -ENOMEM;
+        if (fs_read_file_full(path, STATE_MAX_SIZE, &text, &size) < 0)
+                return 0; /* absent or unreadable: the load ignores it too */
+        o = cJSON_ParseWithLength(text, size);
+        if (!o || state_version_json(o, STATE_VERSION, &version) != STATE_VERSION_ERR_NEWER)
+                return 0;
+        _cleanup_free_ char *why = state_version_describe(path, version, STATE_VERSION);
+        log_bundle_error(b, "%s", why ? why : "a newer release's state file");
+        return STATE_VERSION_ERR_NEWER;
 }
 
 static void bundle_state_load_serial(struct bundle *b, const cJSON *serial) {

@@ -501,6 +501,9 @@ int bundle_start(struct bundle *b) {
         _cleanup_free_ char *current = NULL;
         int r;
 
+        r = bundle_state_check_version(b);
+        if (r < 0)
+                return r;
         r = atomic_dir_cleanup(dest);
         if (r > 0)
                 log_bundle_info(b, "removed %d leftover(s) of an interrupted sync in %s", r, dest);

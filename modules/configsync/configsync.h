@@ -191,12 +191,16 @@ cJSON *bundle_to_json(const struct bundle *b);
 #define log_bundle_debug(b, ...) (void) log_bundle_full_errno(b, LOG_DEBUG, 0, __VA_ARGS__)
 #define log_bundle_info(b, ...) (void) log_bundle_full_errno(b, LOG_INFO, 0, __VA_ARGS__)
 #define log_bundle_warning(b, ...) (void) log_bundle_full_errno(b, LOG_WARNING, 0, __VA_ARGS__)
+#define log_bundle_error(b, ...) (void) log_bundle_full_errno(b, LOG_ERR, 0, __VA_ARGS__)
 #define log_bundle_warning_errno(b, e, ...) log_bundle_full_errno(b, LOG_WARNING, e, __VA_ARGS__)
 
 /* bundle-state.c: the state file. Saving writes (and fsyncs) it; loading adopts it only if it
  * describes the tree ..data points at (the serial: whenever the url is the same). */
 int bundle_state_save(struct bundle *b, const char *manifest_text, size_t manifest_size);
 void bundle_state_load(struct bundle *b);
+/* STATE_VERSION_ERR_NEWER (logged, with the path and the version) if a newer release wrote the
+ * state file: the bundle must not start (a sync would overwrite it); 0 otherwise. */
+int bundle_state_check_version(struct bundle *b);
 
 /* configsync-api.c: serves /v1/configs, observing the module for its long-polls (in cs->api),
  * until the module announces CONFIGSYNC_EVENT_STOPPED. Idempotent. */

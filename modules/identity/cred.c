@@ -12,11 +12,16 @@
 #include "fs.h"
 #include "json.h"
 #include "log.h"
+#include "state-version.h"
 #include "strv.h"
 #include "string-table.h"
 
 #define MODULE "identity"
 #define KEY_MAX (64 * 1024)
+/* Each version directory holds "format": "v1\n" beside key.pem, cert.pem and ca.pem; a
+ * directory without it (written before formats were) is the same version 1. */
+#define CRED_FORMAT_FILE "format"
+#define CRED_FORMAT_VERSION 1u
 #define CERT_MAX (1024 * 1024)
 
 static const char *const cred_state_table[_CRED_STATE_MAX] = {
@@ -289,6 +294,12 @@ static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
             (r = cred_write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
             (r = cred_write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0)
                 goto finish;
+        char format[16];
+        (void) state_version_text_prefix(format, sizeof(format), CRED_FORMAT_VERSION);
+        format[strlen(format) - 1] = '\n'; /* "v1\n": the version alone */
+        r = cred_write_version_file(version, CRED_FORMAT_FILE, format, 0644, (uid_t) -1, (gid_t) -1);
+        if (r < 0)
+                goto finish;
         r = atomic_dir_commit(c->dir, version, 1); /* the previous pair stays (version_*_file) */
 finish:
         if (r < 0 && version)
@@ -459,11 +470,32 @@ static int load(struct cred *c, const char **ret_reason) {
         return 0;
 }
 
+/* The published version's format: STATE_VERSION_ERR_NEWER (logged) if a newer release wrote it;
+ * anything unreadable is left to load() to judge. */
+static int check_format(struct cred *c) {
+        _cleanup_free_ char *path = NULL, *text = NULL;
+        unsigned version = 0;
+
+        if (asprintf(&path, "%s/%s/%s", c->dir, ATOMIC_DIR_DATA, CRED_FORMAT_FILE) < 0)
+                return -ENOMEM;
+        if (fs_read_file_full(path, 64, &text, NULL) < 0)
+                return 0;
+        if (state_version_text(text, CRED_FORMAT_VERSION, &version, NULL) != STATE_VERSION_ERR_NEWER)
+                return 0;
+        _cleanup_free_ char *why = state_version_describe(path, version, CRED_FORMAT_VERSION);
+        log_cred_full_errno(c, LOG_ERR, 0, "%s", why ? why : "a newer release's credential");
+        return STATE_VERSION_ERR_NEWER;
+}
+
 int cred_start(struct cred *c) {
         const char *reason = NULL;
+        /* Before anything touches the directory: a newer release's pair stays as it is. */
+        int r = check_format(c);
+        if (r < 0)
+                return r;
         /* What a kill during a rotation left (an unfinished version with a key in it, a stale
          * ..data_tmp) goes now: a reused pair writes nothing until its renewal, hours away. */
-        int r = atomic_dir_cleanup(c->dir);
+        r = atomic_dir_cleanup(c->dir);
         if (r > 0)
                 log_cred_full_errno(c, LOG_INFO, 0, "removed %d leftover(s) of an interrupted write in %s", r, c->dir);
         r = load(c, &reason);

@@ -12,7 +12,8 @@
  *   ROTATING ──signed──▶ VALID            failure: backoff, the old certificate keeps serving
  *   VALID/ROTATING ──notAfter passes──▶ EXPIRED (still renewing with backoff) ──signed──▶ VALID
  *
- * On disk: <dir>/..data -> ..<version>/{key.pem (0600), cert.pem, ca.pem} (atomic-dir.h), so a
+ * On disk: <dir>/..data -> ..<version>/{key.pem (0600), cert.pem, ca.pem, format ("v1")}
+ * (atomic-dir.h; the format is checked at start: a newer one is refused, untouched), so a
  * kill at any instant leaves the old pair or the new pair. A new certificate is written first
  * and only then switched to in memory: there is never a moment without a valid one. A key or
  * certificate that does not parse, does not match, does not verify against the trust anchors or

@@ -34,8 +34,11 @@
 #include "fs.h"
 #include "ipam-internal.h"
 #include "json.h"
+#include "state-version.h"
 #include "syncer.h"
 
+/* allocations.json: {"version": 2, ...}; 1 is the snapshot from before the journal. */
+#define IPAM_STATE_VERSION 2u
 #define IPAM_MAX_STATE (64u << 20)
 #define IPAM_MAX_JOURNAL (256u << 20)
 #define IPAM_JOURNAL_MIN_LIMIT 1024
@@ -182,7 +185,7 @@ static int load_deleting(struct ipam *p, const char *name) {
 static int snapshot_load(struct ipam *p, char **ret_error) {
         _cleanup_free_ char *text = NULL;
         _cleanup_(cJSON_Deletep) cJSON *root = NULL;
-        const cJSON *list, *item, *v, *seq;
+        const cJSON *list, *item, *seq;
         size_t size = 0;
         int r;
 
@@ -194,9 +197,19 @@ static int snapshot_load(struct ipam *p, char **ret_error) {
         root = cJSON_ParseWithLength(text, size);
         if (!cJSON_IsObject(root))
                 return state_error(ret_error, "not a JSON object");
-        v = cJSON_GetObjectItemCaseSensitive(root, "version");
-        if (!cJSON_IsNumber(v) || (v->valueint != 1 && v->valueint != 2))
-                return state_error(ret_error, "unknown version (expected 1 or 2)");
+        /* The journal beside the snapshot is in the snapshot's version (a journal with no snapshot
+         * yet is version 2's: the version that brought the journal). */
+        unsigned version = 0;
+        r = state_version_json(root, IPAM_STATE_VERSION, &version);
+        if (r == STATE_VERSION_ERR_NEWER) {
+                if (ret_error) {
+                        free(*ret_error);
+                        *ret_error = state_version_describe(p->state_file, version, IPAM_STATE_VERSION);
+                }
+                return r;
+        }
+        if (r < 0)
+                return state_error(ret_error, "version is not a whole number");
         seq = cJSON_GetObjectItemCaseSensitive(root, "journalSeq");
         if (seq && (!cJSON_IsNumber(seq) || seq->valuedouble < 0))
                 return state_error(ret_error, "journalSeq is not a number");
@@ -249,7 +262,7 @@ static char *snapshot_format(const struct ipam *p) {
         char ip[16];
 
         ipam_addr_format(p->cursor, ip);
-        if (!root || !cJSON_AddNumberToObject(root, "version", 2) || !cJSON_AddStringToObject(root, "cidr", p->cidr) ||
+        if (!root || state_version_json_add(root, IPAM_STATE_VERSION) < 0 || !cJSON_AddStringToObject(root, "cidr", p->cidr) ||
             !cJSON_AddNumberToObject(root, "journalSeq", (double) p->seq) || !cJSON_AddStringToObject(root, "cursor", ip) ||
             !cJSON_AddNumberToObject(root, "cursor6", p->cursor6) ||
             !(list = cJSON_AddArrayToObject(root, "allocations")) || !(q = cJSON_AddArrayToObject(root, "quarantine")) ||

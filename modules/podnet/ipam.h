@@ -62,7 +62,8 @@ struct ipam;
  * comma or blanks. state_file NULL: nothing persisted (tests). Loads the state
  * file (and its journal, "<state_file minus .json>.journal") if it exists; a state that does not
  * parse is -EBADMSG (nothing is overwritten: the
- * operator decides), with *ret_error saying why. Allocations outside cidr (the pod CIDR
+ * operator decides), with *ret_error saying why; one a newer release wrote is
+ * STATE_VERSION_ERR_NEWER, *ret_error naming the file and its version. Allocations outside cidr (the pod CIDR
  * changed) are kept until released but never handed out again. */
 int ipam_new(const char *cidr, usec_t quarantine, const char *state_file, struct ipam **ret, char **ret_error);
 struct ipam *ipam_free(struct ipam *p);

@@ -23,6 +23,7 @@
 #include "module.h"
 #include "podnet.h"
 #include "reaper.h"
+#include "state-version.h"
 #include "strv.h"
 #include "wire.h"
 
@@ -286,6 +287,12 @@ static int podnet_open(struct module_instance *mi) {
         }
         (void) fs_cleanup_temp(dir);
         r = ipam_new(p->cidr, p->settings->address_quarantine, p->state_file, &p->ipam, &error);
+        if (r == STATE_VERSION_ERR_NEWER) {
+                /* Left as it is; at start this stops the agent (exit 78). */
+                log_module_error(MODULE, "%s", strempty(error));
+                module_set_state(mi, MODULE_FAILED, "%s", strempty(error));
+                return r;
+        }
         if (r == -EBADMSG) {
                 module_set_state(mi, MODULE_FAILED, "the pod address state is damaged (%s); move %s and its journal "
                                  "away to start with an empty pool", strempty(error), p->state_file);

@@ -19,6 +19,7 @@
 #include "module.h"
 #include "parse.h"
 #include "reclaim.h"
+#include "state-version.h"
 #include "strv.h"
 #include "target.h"
 
@@ -480,7 +481,9 @@ static int reclaim_start(struct module_instance *mi) {
                 return r;
 
         /* A crash mid-step left a limit lowered: put it back before anything else. */
-        (void) target_record_restore_leftovers(&rc->ctx);
+        r = target_record_restore_leftovers(&rc->ctx);
+        if (r == STATE_VERSION_ERR_NEWER)
+                return r; /* logged, with the file and its version */
 
         r = apply_sections(rc);
         if (r < 0)

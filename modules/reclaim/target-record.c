@@ -10,7 +10,14 @@
 
 #include "fs.h"
 #include "json.h"
+#include "state-version.h"
 #include "target-internal.h"
+
+/* NAME.json: {"version": 1, "cgroup", "limit"|"high"} (version 1 without the key is the same).
+ * NAME.lowered: "v2 <written> <throttle>\n" (version 1: the same without the prefix, or only
+ * <written> from before the throttle). */
+#define RECORD_VERSION 1u
+#define LOWERED_VERSION 2u
 
 /* The record's key for the original: "limit" (v1, as it always was) or "high" (v2). */
 static const char *record_key(enum memcg_version v) {
@@ -37,7 +44,7 @@ int target_record_write(struct reclaim_target *t, uint64_t value) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         const char *key = record_key(t->cg->version);
         /* "max" for none; a number otherwise (exact: limits are far below 2^53 bytes). */
-        if (!o || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) ||
+        if (!o || state_version_json_add(o, RECORD_VERSION) < 0 || !cJSON_AddStringToObject(o, "cgroup", t->cgroup) ||
             !(value == UINT64_MAX ? cJSON_AddStringToObject(o, key, "max") : cJSON_AddNumberToObject(o, key, (double) value)))
                 return -ENOMEM;
         _cleanup_free_ char *text = cJSON_PrintUnformatted(o);
@@ -72,8 +79,10 @@ int target_record_original(struct reclaim_target *t, uint64_t value) {
 /* On failure the values are unknown (0): a restore then takes any value below the original for
  * ours. */
 void target_record_note_lowered(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
-        char buf[48];
-        int n = snprintf(buf, sizeof(buf), "%020" PRIu64 " %020" PRIu64 "\n", value, in_force);
+        char buf[64];
+        int n = state_version_text_prefix(buf, sizeof(buf), LOWERED_VERSION);
+        /* Always the same length: each pwrite() replaces the whole content. */
+        n += snprintf(buf + n, sizeof(buf) - (size_t) n, "%020" PRIu64 " %020" PRIu64 "\n", value, in_force);
         if (t->lowered_fd < 0)
                 t->lowered_fd = open(t->lowered_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (t->lowered_fd < 0 || pwrite(t->lowered_fd, buf, (size_t) n, 0) != n) {
@@ -85,14 +94,19 @@ void target_record_note_lowered(struct reclaim_target *t, uint64_t value, uint64
         t->noted[1] = in_force;
 }
 
-/* "<written>[ <throttle>]\n" (a file from before the throttle holds one number). */
-static int read_lowered(const char *path, uint64_t ret[static 2]) {
+/* "[v2 ]<written>[ <throttle>]\n" (a file from before the throttle holds one number).
+ * STATE_VERSION_ERR_NEWER (*ret_version set) for a newer release's file. */
+static int read_lowered(const char *path, uint64_t ret[static 2], unsigned *ret_version) {
         _cleanup_free_ char *text = NULL;
         uint64_t v[2] = {};
+        unsigned version;
+        const char *p;
         int r = fs_read_file_full(path, 64, &text, NULL);
         if (r < 0)
                 return r;
-        const char *p = text;
+        r = state_version_text(text, LOWERED_VERSION, ret_version ? ret_version : &version, &p);
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < 2; i++) {
                 char *end;
                 errno = 0;
@@ -142,11 +156,18 @@ void target_record_remove(struct reclaim_target *t) {
 }
 
 /* {"cgroup": "/a/b", "limit"|"high": N | "max"} → the cgroup, the original (UINT64_MAX for
- * max) and the version it belongs to. */
-static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_value, enum memcg_version *ret_version) {
+ * max) and the version it belongs to. STATE_VERSION_ERR_NEWER (*ret_format set) for a newer
+ * release's record. */
+static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_value, enum memcg_version *ret_version,
+                        unsigned *ret_format) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_Parse(text);
         if (!o)
                 return -EBADMSG;
+        int r = state_version_json(o, RECORD_VERSION, ret_format);
+        if (r == STATE_VERSION_ERR_NEWER)
+                return r;
+        if (r < 0)
+                return -EINVAL;
         const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(o, "cgroup");
         enum memcg_version version = MEMCG_V1;
         const cJSON *value = cJSON_GetObjectItemCaseSensitive(o, record_key(MEMCG_V1));
@@ -161,7 +182,7 @@ static int record_parse(const char *text, char **ret_cgroup, uint64_t *ret_value
                 want = (uint64_t) value->valuedouble;
         if (!cJSON_IsString(cgroup) || want == 0)
                 return -EINVAL;
-        int r = memcg_path_normalize(cgroup->valuestring, ret_cgroup);
+        r = memcg_path_normalize(cgroup->valuestring, ret_cgroup);
         if (r < 0)
                 return r;
         *ret_value = want;
@@ -239,6 +260,7 @@ int target_record_restore(struct reclaim_target *t) {
 void target_record_load(struct reclaim_target *t) {
         _cleanup_free_ char *text = NULL, *cgroup = NULL;
         enum memcg_version version;
+        unsigned format = 0;
         uint64_t value;
 
         if (t->recorded_cap)
@@ -246,7 +268,15 @@ void target_record_load(struct reclaim_target *t) {
         int r = fs_read_file_full(t->record_path, 4096, &text, NULL);
         if (r == -ENOENT)
                 return;
-        if (r < 0 || record_parse(text, &cgroup, &value, &version) < 0) {
+        if (r >= 0)
+                r = record_parse(text, &cgroup, &value, &version, &format);
+        if (r == STATE_VERSION_ERR_NEWER) {
+                /* Kept as it is (target_record_write() refuses to overwrite it). */
+                _cleanup_free_ char *why = state_version_describe(t->record_path, format, RECORD_VERSION);
+                log_target_error(t, "%s", why ? why : "a newer release's record");
+                return;
+        }
+        if (r < 0) {
                 log_target_warning(t, "Ignoring unreadable record %s", t->record_path);
                 return; /* target_record_write() refuses to overwrite it: the state says error */
         }
@@ -266,7 +296,7 @@ void target_record_load(struct reclaim_target *t) {
         format_cap(value, buf);
         log_target_info(t, "Recorded original %s %s of %s found: restoring it before anything else",
                         memcg_cap_name(version), buf, t->cgroup);
-        if (read_lowered(t->lowered_path, t->noted) < 0)
+        if (read_lowered(t->lowered_path, t->noted, NULL) < 0)
                 t->noted[0] = t->noted[1] = 0;
         t->recorded_cap = value;
         t->cap_lowered = true;
@@ -292,9 +322,16 @@ int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
                 _cleanup_(memcg_freep) struct memcg *cg = NULL;
                 enum memcg_version version = MEMCG_V1;
                 uint64_t cur = 0, want = 0;
+                unsigned format = 0;
                 int q = !p ? -ENOMEM : fs_read_file_full(p, 4096, &text, NULL);
                 if (q >= 0)
-                        q = record_parse(text, &cgroup, &want, &version);
+                        q = record_parse(text, &cgroup, &want, &version, &format);
+                if (q == STATE_VERSION_ERR_NEWER) {
+                        _cleanup_free_ char *why = state_version_describe(p, format, RECORD_VERSION);
+                        log_module_error(MODULE, "%s", why ? why : "a newer release's record");
+                        closedir(d);
+                        return q;
+                }
                 if (q < 0) {
                         log_module_warning(MODULE, "Ignoring %s record %s", q == -EINVAL ? "malformed" : "unreadable",
                                            p ? p : de->d_name);
@@ -308,7 +345,14 @@ int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
                         lowered = NULL;
                 if (lowered) {
                         _cleanup_free_ char *lp = fs_path_join(ctx->record_dir, lowered);
-                        if (!lp || read_lowered(lp, noted) < 0)
+                        int ql = lp ? read_lowered(lp, noted, &format) : -ENOMEM;
+                        if (ql == STATE_VERSION_ERR_NEWER) {
+                                _cleanup_free_ char *why = state_version_describe(lp, format, LOWERED_VERSION);
+                                log_module_error(MODULE, "%s", why ? why : "a newer release's record");
+                                closedir(d);
+                                return ql;
+                        }
+                        if (ql < 0)
                                 noted[0] = noted[1] = 0;
                 }
                 int ro = memcg_open(cgroup, &cg);

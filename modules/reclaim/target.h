@@ -127,7 +127,8 @@ void target_collect(struct reclaim_target *t);
 
 /* At start: puts back every original cap recorded under record_dir (left lowered by a crash:
  * the throttle, or a step's value) and removes the records. Returns how many were restored;
- * logs each. */
+ * logs each. STATE_VERSION_ERR_NEWER (logged; that record and the ones after it left alone)
+ * for a record a newer release wrote. */
 int target_record_restore_leftovers(struct reclaim_ctx *ctx);
 
 /* target-settings.c */

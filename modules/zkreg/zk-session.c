@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "state-version.h"
 #include "log.h"
 #include "zk-session.h"
 
@@ -102,7 +103,8 @@ static void session_save_state(struct zk_session *s, const clientid_t *id) {
 
         if (!s->state_file)
                 return;
-        n = snprintf(text, sizeof(text), "%016llx ", (unsigned long long) id->client_id);
+        n = state_version_text_prefix(text, sizeof(text), ZK_SESSION_STATE_VERSION);
+        n += snprintf(text + n, sizeof(text) - (size_t) n, "%016llx ", (unsigned long long) id->client_id);
         for (size_t i = 0; i < sizeof(id->passwd); i++)
                 n += snprintf(text + n, sizeof(text) - (size_t) n, "%02x", (unsigned char) id->passwd[i]);
         n += snprintf(text + n, sizeof(text) - (size_t) n, "\n");
@@ -116,8 +118,9 @@ static void session_save_state(struct zk_session *s, const clientid_t *id) {
                                          "leave the old members until the session timeout): %m", s->state_file);
 }
 
-int zk_session_load_state(const char *path, clientid_t *ret) {
+int zk_session_load_state(const char *path, clientid_t *ret, unsigned *ret_version) {
         _cleanup_free_ char *data = NULL;
+        const char *body;
         unsigned long long sid;
         char hex[2 * sizeof(ret->passwd) + 1];
         clientid_t id = {};
@@ -126,7 +129,11 @@ int zk_session_load_state(const char *path, clientid_t *ret) {
         r = fs_read_file_full(path, 4096, &data, NULL);
         if (r < 0)
                 return r;
-        if (sscanf(data, "%16llx %32s", &sid, hex) != 2 || strlen(hex) != 2 * sizeof(id.passwd) || sid == 0)
+        /* Version 1 (no prefix) and 2 ("v2 ") hold the same two fields. */
+        r = state_version_text(data, ZK_SESSION_STATE_VERSION, ret_version, &body);
+        if (r < 0)
+                return r;
+        if (sscanf(body, "%16llx %32s", &sid, hex) != 2 || strlen(hex) != 2 * sizeof(id.passwd) || sid == 0)
                 return -EINVAL;
         for (size_t i = 0; i < sizeof(id.passwd); i++) {
                 unsigned v;

@@ -58,8 +58,13 @@ struct zk_session_config {
         const char *state_file;
 };
 
-/* Reads a state_file written by a session: -ENOENT if there is none, -EINVAL if garbled. */
-int zk_session_load_state(const char *path, clientid_t *ret);
+/* The state_file's format: "v2 <id, 16 hex digits> <password, 32 hex digits>\n"; version 1 is
+ * the same without the prefix. */
+#define ZK_SESSION_STATE_VERSION 2u
+
+/* Reads a state_file written by a session: -ENOENT if there is none, -EINVAL or -EBADMSG if
+ * garbled, STATE_VERSION_ERR_NEWER (*ret_version set) if a newer release wrote it. */
+int zk_session_load_state(const char *path, clientid_t *ret, unsigned *ret_version);
 
 /* Opens a handle and starts connecting (the first transition comes from the loop). */
 int zk_session_new(sd_event *e, const struct zk_session_config *config, zk_session_state_fn fn,

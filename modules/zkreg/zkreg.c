@@ -21,6 +21,7 @@
 #include "module.h"
 #include "registry.h"
 #include "serverset.h"
+#include "state-version.h"
 #include "write-pacer.h"
 #include "zkreg.h"
 #include "zk-session.h"
@@ -268,17 +269,25 @@ static void zkreg_remove_temp_files(const char *state_file) {
                 (void) fs_cleanup_temp(dir);
 }
 
-static void zkreg_reap_previous(struct zkreg *z, const char *servers) {
+/* Returns STATE_VERSION_ERR_NEWER for a session file of a newer release (left as it is: no
+ * session is opened, which would overwrite it); 0 otherwise. */
+static int zkreg_reap_previous(struct zkreg *z, const char *servers) {
         struct manager *m = z->mi->manager;
+        unsigned version = 0;
         clientid_t id;
         int r;
 
-        r = zk_session_load_state(z->state_file, &id);
+        r = zk_session_load_state(z->state_file, &id, &version);
         if (r == -ENOENT)
-                return;
+                return 0;
+        if (r == STATE_VERSION_ERR_NEWER) {
+                _cleanup_free_ char *why = state_version_describe(z->state_file, version, ZK_SESSION_STATE_VERSION);
+                log_module_error(MODULE, "%s", why ? why : "a newer release's session file");
+                return r;
+        }
         if (r < 0) {
                 log_module_warning_errno(MODULE, r, "Ignoring %s: %m", z->state_file);
-                return;
+                return 0;
         }
         z->reap_id = id.client_id;
         struct zk_session_config cfg = {
@@ -295,9 +304,10 @@ static void zkreg_reap_previous(struct zkreg *z, const char *servers) {
                 log_module_warning(MODULE, "Cannot try to close the previous agent's session 0x%llx; its members expire by themselves",
                                    (unsigned long long) z->reap_id);
                 z->reap_timer = sd_event_source_disable_unref(z->reap_timer);
-                return;
+                return 0;
         }
         (void) sd_event_source_set_enabled(z->reap_done, SD_EVENT_OFF);
+        return 0;
 }
 
 static int zkreg_open_session(struct zkreg *z) {
@@ -321,7 +331,9 @@ static int zkreg_open_session(struct zkreg *z) {
                 return -ENOMEM;
         }
         zkreg_remove_temp_files(z->state_file);
-        zkreg_reap_previous(z, servers);
+        r = zkreg_reap_previous(z, servers);
+        if (r < 0)
+                return r;
         struct zk_session_config cfg = {
                 .servers = servers,
                 .chroot = z->settings->chroot,

@@ -34,8 +34,8 @@ walker does not know fails the test, so a new state file cannot escape the check
   configsync/NAME.json   parses; its manifest is one the server published, manifest_sha256 fits
   podnet/allocations.json parses; every address inside the pod CIDR, none and no attachment twice
   reclaim/NAME.json      parses; names our cgroup and its ORIGINAL limit (never a lowered one)
-  reclaim/NAME.lowered   two fixed-width numbers (or empty: killed between open and pwrite)
-  zkreg/session          one "<16 hex> <32 hex>" line
+  reclaim/NAME.lowered   "v2 " and two fixed-width numbers (or empty: killed between open and pwrite)
+  zkreg/session          one "v2 <16 hex> <32 hex>" line
   identity/node/, pod-tls-dir/UID/, configs dest   atomic directories: ..data points at a
                          version; the published version and every kept older one is whole
                          (key fits certificate; bundle files byte-equal to the manifest of the
@@ -284,7 +284,7 @@ class Walk:
         elif rel == "zkreg" and name == "session":
             with open(path) as f:
                 text = f.read()
-            if not re.match(r"^[0-9a-f]{16} [0-9a-f]{32}\n$", text):
+            if not re.match(r"^v2 [0-9a-f]{16} [0-9a-f]{32}\n$", text):
                 self.bad(path, "not a session line: %r" % text)
             self.count("zkreg session")
         else:
@@ -334,7 +334,7 @@ class Walk:
             data = f.read()
         # Written with one pwrite of a fixed width; empty if the kill came between open and pwrite
         # (the value is then unknown, which the restore handles).
-        if data and not re.match(rb"^\d{20} \d{20}\n$", data):
+        if data and not re.match(rb"^v2 \d{20} \d{20}\n$", data):
             self.bad(path, "torn lowered note %r" % data)
         self.count("reclaim lowered note")
 
@@ -343,7 +343,7 @@ class Walk:
             for n in ("cert.pem", "key.pem", "ca.pem"):
                 if not os.path.isfile(os.path.join(v, n)):
                     return "no %s" % n
-            if sorted(os.listdir(v)) != ["ca.pem", "cert.pem", "key.pem"]:
+            if sorted(os.listdir(v)) != ["ca.pem", "cert.pem", "format", "key.pem"]:
                 return "unexpected files %s" % os.listdir(v)
             self.cert_key_pair(os.path.join(v, "cert.pem"), os.path.join(v, "key.pem"))
             return None

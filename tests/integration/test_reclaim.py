@@ -41,8 +41,19 @@ THROTTLE = throttle_of(LIMIT)
 
 
 def lowered_values(path):
-    """The values a .lowered note holds (the one written last, the one in force before it)."""
-    return [int(x) for x in open(path).read().split()]
+    """The values a .lowered note holds (the one written last, the one in force before it),
+    after its "v2" format version."""
+    fields = open(path).read().split()
+    assert fields[0] == "v2", fields
+    return [int(x) for x in fields[1:]]
+
+
+def record_of(path):
+    """A record as the tests compare it: its format version (1; absent in one written before
+    versions) checked and taken out."""
+    o = json.load(open(path))
+    assert o.pop("version", 1) == 1, o
+    return o
 
 
 def section(name, cgroup, **kw):
@@ -218,7 +229,7 @@ def test_kill9_mid_stream_then_restart_restores_the_limit(agent_factory, memcg_f
         w.kill()
         w.wait()
     record = os.path.join(a.state_dir, "reclaim", "kill.json")
-    assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+    assert record_of(record) == {"cgroup": g.name, "limit": LIMIT}
     # Noted before the last lowering write: its value and the one in force before it (one of
     # them the throttle); the limit the kill left in force is one of them (a restore puts
     # back only those).
@@ -252,7 +263,7 @@ def test_a_limit_an_operator_writes_over_the_throttle_is_the_new_original(agent_
     # The write woke the agent (inotify on the limit's file), not the timer; its own writes do
     # not count (they are its throttle).
     assert t["wakeups"]["cap"] == 1 and t["wakeups"]["timer"] == 0, t
-    assert json.load(open(os.path.join(a.state_dir, "reclaim", "op.json"))) == {"cgroup": g.name, "limit": 96 * MiB}
+    assert record_of(os.path.join(a.state_dir, "reclaim", "op.json")) == {"cgroup": g.name, "limit": 96 * MiB}
     stream(g, stream_dir, 2 * 96 * MiB)
     assert g.peak() < 96 * MiB and target(a, "op")["reclaims"] >= 1
     a.sigterm()
@@ -299,7 +310,7 @@ def test_a_restore_puts_back_only_a_limit_that_is_still_ours(agent_factory, memc
     a.wait_log(r"Restored the memory limit of %s to %d \(was %d" % (ours.name, LIMIT, 40 * MiB))
     # Only the watched cgroup has a record again: its original, under the throttle now.
     assert sorted(os.listdir(d)) == ["ours.json", "ours.lowered"]
-    assert json.load(open(os.path.join(d, "ours.json"))) == {"cgroup": ours.name, "limit": LIMIT}
+    assert record_of(os.path.join(d, "ours.json")) == {"cgroup": ours.name, "limit": LIMIT}
     assert target(a, "ours")["limit"] == LIMIT and ours.limit() == THROTTLE
 
 
@@ -443,7 +454,7 @@ def test_a_leftover_whose_restore_fails_is_kept_retried_and_never_overwritten(ag
     assert 1 <= attempts <= 4, (attempts, log[-2000:])
     assert t["wakeups"]["timer"] >= 10, t
     assert t["steps"] == 0 and t["state"] == "error" and t["restore_pending"], t
-    assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+    assert record_of(record) == {"cgroup": g.name, "limit": LIMIT}
     assert g.limit() == 40 * MiB
     m = a.metrics()
     assert m.value("pinion_reclaim_target_state", target="stuck", state="error") == 1
@@ -458,7 +469,7 @@ def test_a_leftover_whose_restore_fails_is_kept_retried_and_never_overwritten(ag
     stream(g, stream_dir, 2 * LIMIT)
     t = target(a, "stuck")
     assert t["reclaims"] >= 1 and g.peak() < LIMIT and g.limit() == THROTTLE == t["throttle"], t
-    assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+    assert record_of(record) == {"cgroup": g.name, "limit": LIMIT}
 
 
 def test_a_record_is_kept_when_its_cgroup_cannot_be_checked(agent_factory, memcg_factory):
@@ -474,13 +485,13 @@ def test_a_record_is_kept_when_its_cgroup_cannot_be_checked(agent_factory, memcg
     a.wait_log(r"names cgroup %s, not %s" % (other.name, g.name))
     a.sigterm()
     a.assert_exit(a.wait_exit(10), 0)
-    assert json.load(open(record)) == {"cgroup": other.name, "limit": LIMIT}
+    assert record_of(record) == {"cgroup": other.name, "limit": LIMIT}
     assert other.limit() == 40 * MiB and g.limit() == LIMIT
     _refuse_limits_above(other, LIMIT)
     a.start()
     # The other cgroup's original is back; the record is the section's own cgroup's now.
     assert other.limit() == LIMIT
-    assert json.load(open(record)) == {"cgroup": g.name, "limit": LIMIT}
+    assert record_of(record) == {"cgroup": g.name, "limit": LIMIT}
 
 
 def test_reload_does_not_move_a_target_whose_restore_is_pending(agent_factory, memcg_factory, stream_dir):
@@ -500,7 +511,7 @@ def test_reload_does_not_move_a_target_whose_restore_is_pending(agent_factory, m
     t = target(a, "mv")
     assert t["cgroup"] == old.name, t
     assert new.limit() == 48 * MiB and old.limit() == 40 * MiB
-    assert json.load(open(record)) == {"cgroup": old.name, "limit": LIMIT}
+    assert record_of(record) == {"cgroup": old.name, "limit": LIMIT}
     # Once the old cgroup has its original back, the move goes through; the new cgroup keeps
     # its own limit (the old one's original is never written into it).
     _refuse_limits_above(old, LIMIT)
@@ -508,12 +519,12 @@ def test_reload_does_not_move_a_target_whose_restore_is_pending(agent_factory, m
     wait_until(lambda: not target(a, "mv")["restore_pending"], desc="restored")
     a.sighup()
     wait_until(lambda: target(a, "mv")["cgroup"] == new.name and target(a, "mv")["state"] == "ok", desc="moved")
-    assert json.load(open(record)) == {"cgroup": new.name, "limit": 48 * MiB}
+    assert record_of(record) == {"cgroup": new.name, "limit": 48 * MiB}
     stream(new, stream_dir, 2 * 48 * MiB)
     t = target(a, "mv")
     assert t["reclaims"] >= 1 and t["limit"] == 48 * MiB, t
     assert new.limit() == throttle_of(48 * MiB) == t["throttle"] and old.limit() == LIMIT
-    assert json.load(open(record)) == {"cgroup": new.name, "limit": 48 * MiB}
+    assert record_of(record) == {"cgroup": new.name, "limit": 48 * MiB}
 
 
 def test_a_cgroup_made_again_between_wakeups_gets_its_events_again(agent_factory, memcg_factory, stream_dir):
@@ -568,7 +579,7 @@ def test_sizes_work_without_a_limit(agent_factory, memcg_factory, stream_dir):
     # No limit to keep the writer under: no throttle, and no limit in force between steps.
     assert g.limit() == unlimited and target(a, "sizes")["throttle"] is None
     record = os.path.join(a.state_dir, "reclaim", "sizes.json")
-    assert json.load(open(record)) == {"cgroup": g.name, "limit": "max"}
+    assert record_of(record) == {"cgroup": g.name, "limit": "max"}
     # A crash between lowering and restoring (the limit is the last value written, as noted in
     # sizes.lowered): the next start lifts the limit again.
     a.kill9()
