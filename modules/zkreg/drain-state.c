@@ -13,6 +13,7 @@
 #include "drain-state.h"
 #include "fs.h"
 #include "json.h"
+#include "state-version.h"
 
 /* Large enough for any version of the file we would write; a bigger one is not ours. */
 #define DRAIN_STATE_MAX 4096
@@ -44,19 +45,23 @@ static int parse_rfc3339(const char *s, usec_t *ret) {
         return 0;
 }
 
-int drain_state_parse(const char *text, struct drain_state *ret, char **ret_error) {
+int drain_state_parse(const char *path, const char *text, struct drain_state *ret, char **ret_error) {
         _cleanup_(cJSON_Deletep) cJSON *root = cJSON_Parse(text);
-        const cJSON *v, *d, *since;
+        const cJSON *d, *since;
         struct drain_state s = {};
+        unsigned version;
+        int r;
 
         if (!cJSON_IsObject(root))
                 return drain_error(ret_error, -EINVAL, "not a JSON object");
-        v = cJSON_GetObjectItemCaseSensitive(root, "version");
-        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble != (double) v->valueint)
+        r = state_version_json(root, DRAIN_STATE_VERSION, &version);
+        if (r == STATE_VERSION_ERR_NEWER) {
+                if (ret_error)
+                        *ret_error = state_version_describe(path, version, DRAIN_STATE_VERSION);
+                return r;
+        }
+        if (r < 0)
                 return drain_error(ret_error, -EINVAL, "no valid \"version\"");
-        if (v->valueint > DRAIN_STATE_VERSION)
-                return drain_error(ret_error, -EPROTO, "version %d is from a newer agent (this one reads %d)",
-                                   v->valueint, DRAIN_STATE_VERSION);
         d = cJSON_GetObjectItemCaseSensitive(root, "drained");
         if (!cJSON_IsBool(d))
                 return drain_error(ret_error, -EINVAL, "\"drained\" is not true or false");
@@ -80,14 +85,14 @@ int drain_state_load(const char *path, struct drain_state *ret, char **ret_error
         }
         if (r < 0)
                 return drain_error(ret_error, r, "cannot read it: %s", strerror(-r));
-        return drain_state_parse(text, ret, ret_error);
+        return drain_state_parse(path, text, ret, ret_error);
 }
 
 char *drain_state_format(const struct drain_state *s) {
         _cleanup_(cJSON_Deletep) cJSON *root = cJSON_CreateObject();
         char *text, *line;
 
-        if (!root || !cJSON_AddNumberToObject(root, "version", DRAIN_STATE_VERSION) ||
+        if (!root || state_version_json_add(root, DRAIN_STATE_VERSION) < 0 ||
             !cJSON_AddBoolToObject(root, "drained", s->drained) || !json_add_time(root, "since", s->since))
                 return NULL;
         text = cJSON_PrintUnformatted(root);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "macro.h"
+#include "state-version.h"
 
 #define DRAIN_STATE_VERSION 1
 
@@ -21,11 +22,13 @@ struct drain_state {
 };
 
 /* Reads path. 0 with *ret filled (absent: not drained); negative errno with *ret_error saying
- * what is wrong with the file (an unreadable file, not JSON, a version from a newer agent). */
+ * what is wrong with the file (an unreadable file, not JSON; STATE_VERSION_ERR_NEWER for a
+ * version from a newer release, which the caller must not read as anything). */
 int drain_state_load(const char *path, struct drain_state *ret, char **ret_error);
 /* Writes path (its directory made 0700 if missing) durably. */
 int drain_state_save(const char *path, const struct drain_state *s);
 /* The file's content (malloc'ed, with a final newline), NULL on ENOMEM. */
 char *drain_state_format(const struct drain_state *s);
-/* Parses the file's content: 0, or -EINVAL/-EPROTO (newer version) with *ret_error. */
-int drain_state_parse(const char *text, struct drain_state *ret, char **ret_error);
+/* Parses path's content: 0, or -EINVAL with *ret_error, or STATE_VERSION_ERR_NEWER (a newer
+ * release's file) with the operator's message in *ret_error. */
+int drain_state_parse(const char *path, const char *text, struct drain_state *ret, char **ret_error);

@@ -353,7 +353,8 @@ static int zkreg_open_session(struct zkreg *z) {
 
 /* ---- the operator's drain (drain-state.h) ---- */
 
-/* Before the first registration. A file we cannot read fails safe: the node starts drained (an
+/* Before the first registration. A file of a newer release stops the agent (exit 78, the file
+ * untouched), as every state file does. A file we cannot read fails safe: the node starts drained (an
  * operator who drained it must not see it take traffic because the file broke), says why at
  * error level and in /v1/status, and the next drain or undrain writes the file anew. */
 static int zkreg_load_drain(struct zkreg *z) {
@@ -367,6 +368,11 @@ static int zkreg_load_drain(struct zkreg *z) {
         }
         z->drain_error = mfree(z->drain_error);
         r = drain_state_load(z->drain_file, &z->drain, &error);
+        if (r == STATE_VERSION_ERR_NEWER) {
+                /* A newer release's operator intent: neither guessed nor rewritten (state-version.h). */
+                log_module_error(MODULE, "%s", error ? error : z->drain_file);
+                return r;
+        }
         if (r < 0) {
                 z->drain = (struct drain_state) { .drained = true };
                 if (asprintf(&z->drain_error, "%s: %s", z->drain_file, error ? error : strerror(-r)) < 0)

@@ -139,8 +139,16 @@ def _newer_cred(path):
         f.write("v9\n")
 
 
+def _newer_drain(path):
+    # The previous release had no drain file: a newer one is made from nothing.
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"version": 9, "drained": False}, f)
+
+
 NEWER = {
     "zkreg-session": (("zkreg", "session"), _bump_text),
+    "zkreg-drain": (("zkreg", "drain"), _newer_drain),
     "podnet-allocations": (("podnet", "allocations.json"), _newer_snapshot),
     "configsync-bundle": (("configsync", "app.json"), _bump_json),
     "identity-node": (("identity", "node", "..data", "format"), _newer_cred),

@@ -14,6 +14,7 @@
 
 #include "drain-state.h"
 #include "fs.h"
+#include "state-version.h"
 
 #define SINCE (1796208206ULL * USEC_PER_SEC) /* 2026-12-02T10:43:26Z */
 
@@ -48,7 +49,7 @@ static void expect_refused(const char *text, int error, const char *why) {
         struct drain_state s = { .drained = true, .since = 1 };
         _cleanup_free_ char *e = NULL;
 
-        assert_int_equal(drain_state_parse(text, &s, &e), error);
+        assert_int_equal(drain_state_parse("/state/zkreg/drain", text, &s, &e), error);
         assert_non_null(e);
         assert_non_null(strstr(e, why));
         assert_true(s.drained && s.since == 1); /* untouched */
@@ -58,22 +59,25 @@ static void test_parse(_unused_ void **state) {
         struct drain_state s;
         char *e = NULL;
 
-        assert_int_equal(drain_state_parse("{\"version\":1,\"drained\":true,\"since\":\"2026-12-02T10:43:26Z\"}", &s, &e), 0);
+        assert_int_equal(drain_state_parse("/state/zkreg/drain", "{\"version\":1,\"drained\":true,\"since\":\"2026-12-02T10:43:26Z\"}", &s, &e), 0);
         assert_true(s.drained);
         assert_int_equal(s.since, SINCE);
         /* since is optional; unknown keys of the same version are ignored */
-        assert_int_equal(drain_state_parse("{\"version\":1,\"drained\":false,\"by\":\"x\"}", &s, &e), 0);
+        assert_int_equal(drain_state_parse("/state/zkreg/drain", "{\"version\":1,\"drained\":false,\"by\":\"x\"}", &s, &e), 0);
         assert_false(s.drained);
         assert_int_equal(s.since, 0);
+        assert_null(e);
+        /* a file without a version is version 1 (the shared rule, state-version.h) */
+        assert_int_equal(drain_state_parse("/state/zkreg/drain", "{\"drained\":true}", &s, &e), 0);
+        assert_true(s.drained);
         assert_null(e);
 
         expect_refused("", -EINVAL, "not a JSON object");
         expect_refused("{\"version\":1,\"drai", -EINVAL, "not a JSON object");
         expect_refused("[1]", -EINVAL, "not a JSON object");
-        expect_refused("{\"drained\":true}", -EINVAL, "version");
         expect_refused("{\"version\":0,\"drained\":true}", -EINVAL, "version");
         expect_refused("{\"version\":1.5,\"drained\":true}", -EINVAL, "version");
-        expect_refused("{\"version\":2,\"drained\":false}", -EPROTO, "version 2 is from a newer agent");
+        expect_refused("{\"version\":2,\"drained\":false}", STATE_VERSION_ERR_NEWER, "/state/zkreg/drain is in state format version 2");
         expect_refused("{\"version\":1,\"drained\":1}", -EINVAL, "\"drained\" is not true or false");
         expect_refused("{\"version\":1,\"drained\":true,\"since\":\"yesterday\"}", -EINVAL, "since");
         expect_refused("{\"version\":1,\"drained\":true,\"since\":\"2026-12-02T10:43:26Z junk\"}", -EINVAL, "since");
