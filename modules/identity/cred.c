@@ -239,6 +239,20 @@ static void schedule(struct cred *c) {
         (void) sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
 }
 
+int cred_clock_stepped(struct cred *c, int64_t delta) {
+        usec_t now = now_usec(CLOCK_REALTIME);
+        int renew = 0;
+        /* A retry's backoff waits as long as it would have: it moves with the clock. */
+        if (c->next_attempt && c->next_attempt != c->rotate_at)
+                c->next_attempt = (usec_t) MAX((int64_t) c->next_attempt + delta, (int64_t) now);
+        if (c->chain && x509_clock_verdict(&c->info, c->rotate_at, now) != CERT_CLOCK_KEEP) {
+                renew = 1;
+                c->next_attempt = now;
+        }
+        schedule(c);
+        return renew;
+}
+
 /* ---- writing and switching ---- */
 
 /* Resolves ..data once: version_{key,cert}_file name the current version's files. Falls back to
@@ -318,8 +332,11 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
                 if (!roots)
                         r = -ENOMEM;
         }
+        /* One issued before a step back of the clock (notBefore far ahead) is no use to peers:
+         * its replacement may expire first. */
+        bool replaces = cred_usable(c) && x509_clock_verdict(&c->info, c->rotate_at, now) != CERT_CLOCK_AHEAD;
         if (r >= 0)
-                r = check_material(c, key, chain, roots, cred_usable(c) ? c->info.not_after : 0, &info, &why);
+                r = check_material(c, key, chain, roots, replaces ? c->info.not_after : 0, &info, &why);
         bool bad_answer = error >= 0 && r < 0; /* the signer answered, and we cannot use it */
         if (r >= 0 && (r = write_material(c, key, chain, roots)) < 0)
                 why = "cannot write it under state-dir";

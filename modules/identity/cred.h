@@ -98,5 +98,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct cred *, cred_free);
 
 /* Loads what is on disk (reusing a valid certificate) or asks the signer for one. */
 int cred_start(struct cred *c);
+/* The wall clock moved by delta (usec, negative: back): a renewal at once if the certificate is
+ * due or not yet valid (x509_clock_verdict()), retries keep their wait. 1 if it renews. */
+int cred_clock_stepped(struct cred *c, int64_t delta);
 /* Fills a status object: state, subject, serial, SANs, notBefore/notAfter, rotateAt, lastError. */
 int cred_status(const struct cred *c, cJSON *o);
