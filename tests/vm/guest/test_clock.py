@@ -18,6 +18,7 @@ import sys
 import shutil
 import socket
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -59,11 +60,30 @@ def pod(name, port):
         "pinion.io/identity": "true"})
 
 
-def listener():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(16)
-    return s
+class Listener:
+    """A pod's health port: accepts and closes every connection (the tcp check connects)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.close()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
 
 
 def member_znodes(kz):
@@ -95,18 +115,20 @@ def world(node):
     the clock as it was, put back at the end."""
     offset = time.clock_gettime(time.CLOCK_REALTIME) - time.clock_gettime(time.CLOCK_BOOTTIME)
     node.on_cleanup(lambda: time.clock_settime(time.CLOCK_REALTIME, time.clock_gettime(time.CLOCK_BOOTTIME) + offset))
-    root = tempfile.mkdtemp(prefix="pinion-clock-")
+    # Not under /tmp: the unit's PrivateTmp= hides it from the agent (the token and CA files).
+    root = tempfile.mkdtemp(prefix="pinion-clock-", dir="/srv")
     node.on_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
     zk = zt.ZkServer(os.path.join(root, "zk"), zt.free_port())
     zk.start()
     node.on_cleanup(lambda: (zk.proc.kill(), zk.proc.wait()))
     zk.wait_serving(timeout=300)  # a JVM under TCG
-    fake = FakeApiserver(tls=True, token=TOKEN).start()
+    os.makedirs(os.path.join(root, "fake"))
+    fake = FakeApiserver(tls=True, token=TOKEN, workdir=os.path.join(root, "fake")).start()
     node.on_cleanup(fake.stop)
-    socks = [listener() for _ in PODS]
+    socks = [Listener() for _ in PODS]
     node.on_cleanup(lambda: [s.close() for s in socks])
     for name, s in zip(PODS, socks):
-        fake.add_pod(pod(name, s.getsockname()[1]))
+        fake.add_pod(pod(name, s.port))
     token_file = os.path.join(root, "token")
     with open(token_file, "w") as f:
         f.write(TOKEN + "\n")
@@ -161,9 +183,9 @@ def test_clock_steps_forward_and_back(world):
     # The session is the same one, and the watch still delivers: a new pod arrives with no
     # relist.
     assert api_json("/v1/registrations")["session_id"] == session
-    extra = listener()
+    extra = Listener()
     try:
-        fake.add_pod(pod("web-4", extra.getsockname()[1]))
+        fake.add_pod(pod("web-4", extra.port))
         wait_for("the pod added after the steps, by the watch",
                  lambda: any(p["name"] == "web-4" for p in api_json("/v1/pods")["pods"]), timeout=60)
         assert fake.count(verb="list") == lists, fake.requests(verb="list")
