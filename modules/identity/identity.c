@@ -464,6 +464,9 @@ static int identity_begin(struct identity *id) {
         r = identity_clock_start(id);
         if (r < 0) /* certificates still renew on time, only not at once after a step */
                 log_module_warning_errno(MODULE, r, "cannot watch the wall clock for steps: %m");
+        id->node->clock = id->clock;
+        if (id->node_ca)
+                id->node_ca->clock = id->clock;
         r = cred_start(id->node);
         if (r >= 0 && id->node_ca)
                 r = cred_start(id->node_ca);

@@ -182,9 +182,6 @@ int identity_find_pod(struct identity *id, const char *ns_name, struct workload 
 int identity_caller_workload(struct identity *id, const struct caller *c, struct workload **ret);
 
 /* identity-clock.c */
-/* How long a certificate that a forward step of the clock expired keeps its gate open while its
- * renewal runs. */
-#define IDENTITY_STEP_GRACE (30 * USEC_PER_SEC)
 int identity_clock_start(struct identity *id);
 void identity_clock_stop(struct identity *id);
 /* Handles a step not yet reported (see clock_watch_check()); true if there was one. */
