@@ -54,14 +54,14 @@ static void on_clock_step(struct clock_watch *cw, int64_t delta, void *userdata)
                         (double) delta / USEC_PER_SEC, due + ahead, due, ahead, kept, creds);
 }
 
-bool workload_in_step_grace(const struct workload *w) {
+bool identity_clock_in_grace(const struct workload *w) {
         return w->step_grace_until && now_usec(CLOCK_MONOTONIC) < w->step_grace_until;
 }
 
-bool workload_expiry_held(struct workload *w, sd_event_source *s) {
+bool identity_clock_hold_expiry(struct workload *w, sd_event_source *s) {
         /* A step forward may have fired s before the clock watch was heard: the step goes first. */
         (void) identity_clock_check(w->id);
-        if (!workload_in_step_grace(w))
+        if (!identity_clock_in_grace(w))
                 return false;
         usec_t left = w->step_grace_until - now_usec(CLOCK_MONOTONIC);
         if (sd_event_source_set_time(s, now_usec(CLOCK_REALTIME) + left) < 0 ||
@@ -70,8 +70,8 @@ bool workload_expiry_held(struct workload *w, sd_event_source *s) {
         return true;
 }
 
-void workload_step_grace_end(struct workload *w) {
-        bool held = workload_in_step_grace(w);
+void identity_clock_grace_end(struct workload *w) {
+        bool held = identity_clock_in_grace(w);
         w->step_grace_until = 0;
         if (held && w->expiry_timer && sd_event_source_set_time(w->expiry_timer, now_usec(CLOCK_REALTIME)) >= 0)
                 (void) sd_event_source_set_enabled(w->expiry_timer, SD_EVENT_ONESHOT);

@@ -511,7 +511,7 @@ static void retry_rotation(struct identity *id, struct workload *w) {
 static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct workload *w = userdata;
         struct identity *id = w->id;
-        if (workload_expiry_held(w, s))
+        if (identity_clock_hold_expiry(w, s))
                 return 0; /* expired by a step of the clock, its renewal under way */
         log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
@@ -622,11 +622,11 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
                         workload_queue_push(id, w);
                 else if (j->result < 0 || !done || !had || !uids || !staged) {
                         set_error(w, j->result < 0 ? (j->reason ? j->reason : "the node's issuer could not sign") : "out of memory");
-                        workload_step_grace_end(w);
+                        identity_clock_grace_end(w);
                         issue_failed(id, w, holds_valid_certificate(w), j->result < 0 ? j->result : -ENOMEM);
                 } else {
                         /* Expired by a step and renewed within the grace: a rotation, its gate never closed. */
-                        had[m] = holds_valid_certificate(w) || (w->chain_pem && workload_in_step_grace(w));
+                        had[m] = holds_valid_certificate(w) || (w->chain_pem && identity_clock_in_grace(w));
                         w->step_grace_until = 0;
                         /* Staged for the place and bundle of now, or written again here. */
                         keep_staged = staged[m] = j->staged > 0 && streq_ptr(j->stage_parent, id->settings->pod_tls_dir) &&
@@ -760,7 +760,7 @@ int workload_gate(const struct pod *p, void *userdata, char **ret_reason) {
         if (!wants_identity(p))
                 return 1;
         struct workload *w = workload_find(id, p->uid);
-        if (w && w->chain_pem && (now_usec(CLOCK_REALTIME) < w->info.not_after || workload_in_step_grace(w)))
+        if (w && w->chain_pem && (now_usec(CLOCK_REALTIME) < w->info.not_after || identity_clock_in_grace(w)))
                 return 1;
         const char *why = w && w->last_error ? w->last_error : id->issuer ? "certificate not issued yet" : id->issuer_reason;
         if (ret_reason)
