@@ -68,6 +68,22 @@ static int version_name_now(char *buf, size_t size) {
         return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : 0;
 }
 
+/* A new version must sort after the current one: names are wall-clock times, and after a step
+ * back of the clock the time now sorts before it (cleanup would then take the current one's
+ * predecessor for a leftover, and pruning would keep the wrong history). It then takes the
+ * current one's time with the next collision suffix. Returns the first suffix to try. */
+static unsigned version_after_current(const char *dest, char *name) {
+        _cleanup_free_ char *link = fs_path_join(dest, ATOMIC_DIR_DATA), *current = NULL;
+        size_t base = strlen(VERSION_NAME_TEMPLATE);
+
+        if (!link || fs_readlinkat_malloc(AT_FDCWD, link, &current) < 0 || !is_version_name(current) ||
+            strcmp(name, current) > 0)
+                return 0;
+        memcpy(name, current, base);
+        name[base] = 0;
+        return current[base] == '.' ? (unsigned) strtoul(current + base + 1, NULL, 10) + 1 : 1;
+}
+
 int atomic_dir_begin(const char *dest, char **ret_version_dir) {
         char name[128], unique[160];
         int r;
@@ -80,7 +96,7 @@ int atomic_dir_begin(const char *dest, char **ret_version_dir) {
         if (r < 0)
                 return r;
 
-        for (unsigned i = 0; i < VERSION_UNIQUE_MAX; i++) {
+        for (unsigned i = version_after_current(dest, name); i < VERSION_UNIQUE_MAX; i++) {
                 _cleanup_free_ char *path = NULL;
 
                 if (i == 0)

@@ -91,6 +91,16 @@ static void bundle_schedule(struct bundle *b, usec_t delay) {
         b->next_attempt = now_usec(CLOCK_REALTIME) + delay;
 }
 
+/* How long until the planned sync, from the timer's own CLOCK_MONOTONIC deadline: next_attempt is
+ * the wall-clock time for the status, and a step of the clock must not make a trigger wait for a
+ * poll days away (or skip its splay). */
+static usec_t bundle_wait_left(struct bundle *b) {
+        usec_t at = 0, now = now_usec(CLOCK_MONOTONIC);
+        if (sd_event_source_get_time(b->timer, &at) < 0)
+                return USEC_INFINITY;
+        return at > now ? at - now : 0;
+}
+
 /* The next poll: interval ± 10%, so nodes started together drift apart. */
 static usec_t bundle_poll_delay(struct bundle *b) {
         usec_t i = b->settings->interval;
@@ -118,7 +128,7 @@ static void on_zk_changed(struct zk_trigger *t, int64_t old_version, int64_t new
         b->n_zk_triggers++;
         if (b->fetch)
                 b->again = true;
-        else if (!b->next_attempt || b->next_attempt > now_usec(CLOCK_REALTIME) + splay)
+        else if (!b->next_attempt || bundle_wait_left(b) > splay)
                 bundle_schedule(b, splay);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "atomic-dir.h"
+#include "clock-watch.h"
 #include "cred.h"
 #include "fs.h"
 #include "json.h"
@@ -209,11 +210,24 @@ static void plan_rotation(struct cred *c, usec_t from) {
 
 static void request(struct cred *c);
 
+static bool in_step_grace(const struct cred *c) {
+        return c->step_grace_until && now_usec(CLOCK_MONOTONIC) < c->step_grace_until;
+}
+
+/* When the timer must look at expiry: notAfter, or the end of a step's grace. */
+static usec_t expiry_at(const struct cred *c) {
+        if (!in_step_grace(c))
+                return c->info.not_after;
+        return MAX(c->info.not_after, now_usec(CLOCK_REALTIME) + (c->step_grace_until - now_usec(CLOCK_MONOTONIC)));
+}
+
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct cred *c = userdata;
+        /* A step forward may have fired this before the clock watch was heard: it goes first. */
+        (void) clock_watch_check(c->clock);
         usec_t now = now_usec(CLOCK_REALTIME);
 
-        if (c->chain && now >= c->info.not_after && c->state != CRED_EXPIRED) {
+        if (c->chain && now >= c->info.not_after && c->state != CRED_EXPIRED && !in_step_grace(c)) {
                 log_cred_full_errno(c, LOG_ERR, 0, "expired (notAfter passed without a renewal%s%s)",
                          c->last_error ? ": " : "", c->last_error ? c->last_error : "");
                 cred_set_state(c, CRED_EXPIRED);
@@ -229,7 +243,7 @@ static void schedule(struct cred *c) {
         if (!c->in_flight && c->next_attempt)
                 at = c->next_attempt;
         if (c->chain && c->state != CRED_EXPIRED)
-                at = MIN(at, c->info.not_after);
+                at = MIN(at, expiry_at(c));
         if (at == USEC_INFINITY) {
                 (void) sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
                 return;
@@ -242,6 +256,23 @@ static void schedule(struct cred *c) {
         }
         (void) sd_event_source_set_time(c->timer, at);
         (void) sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+}
+
+int cred_clock_stepped(struct cred *c, int64_t delta) {
+        usec_t now = now_usec(CLOCK_REALTIME);
+        int renew = 0;
+        /* A retry's backoff waits as long as it would have: it moves with the clock. */
+        if (c->next_attempt && c->next_attempt != c->rotate_at)
+                c->next_attempt = (usec_t) MAX((int64_t) c->next_attempt + delta, (int64_t) now);
+        if (c->chain && x509_clock_verdict(&c->info, c->rotate_at, now) != CERT_CLOCK_KEEP) {
+                renew = 1;
+                c->next_attempt = now;
+                /* Valid just before a step forward expired it: valid while its renewal runs. */
+                if (now >= c->info.not_after && (int64_t) now - delta < (int64_t) c->info.not_after)
+                        c->step_grace_until = now_usec(CLOCK_MONOTONIC) + IDENTITY_STEP_GRACE;
+        }
+        schedule(c);
+        return renew;
 }
 
 /* ---- writing and switching ---- */
@@ -320,6 +351,8 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         int r = error;
 
         c->in_flight = false;
+        bool stepped = in_step_grace(c) && c->chain;
+        c->step_grace_until = 0; /* a failure: an expiry the grace held off is seen at once */
         if (r >= 0) {
                 r = x509_chain_from_pem(chain_pem, strlen(chain_pem), &chain);
                 why = "the signer's answer is not a PEM certificate chain";
@@ -329,8 +362,11 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
                 if (!roots)
                         r = -ENOMEM;
         }
+        /* One issued before a step back of the clock (notBefore far ahead) is no use to peers:
+         * its replacement may expire first. */
+        bool replaces = cred_usable(c) && x509_clock_verdict(&c->info, c->rotate_at, now) != CERT_CLOCK_AHEAD;
         if (r >= 0)
-                r = check_material(c, key, chain, roots, cred_usable(c) ? c->info.not_after : 0, &info, &why);
+                r = check_material(c, key, chain, roots, replaces ? c->info.not_after : 0, &info, &why);
         bool bad_answer = error >= 0 && r < 0; /* the signer answered, and we cannot use it */
         c->write_error = 0;
         if (r >= 0 && (r = write_material(c, key, chain, roots)) < 0) {
@@ -364,7 +400,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         }
 
         /* On disk first, then in memory: the switch. */
-        bool had = cred_usable(c);
+        bool had = cred_usable(c) || stepped; /* expired by a step and renewed in its grace: a rotation */
         clear_material(c);
         c->key = TAKE_PTR(c->pending_key);
         c->chain = TAKE_PTR(chain);

@@ -56,6 +56,8 @@ struct cred_config {
         struct backoff_config backoff;
 };
 
+struct clock_watch;
+
 struct cred {
         char *name, *dir, *profile, *cn, *org;
         char *key_file, *cert_file, *ca_file; /* stable paths through ..data */
@@ -77,6 +79,8 @@ struct cred {
         usec_t rotate_at;      /* CLOCK_REALTIME */
 
         bool in_flight;
+        usec_t step_grace_until; /* CLOCK_MONOTONIC: expired by a clock step, renewal under way */
+        struct clock_watch *clock; /* the module's (not owned): a step is handled before an expiry */
         EVP_PKEY *pending_key;
         usec_t next_attempt;   /* CLOCK_REALTIME; 0 = none planned */
         char *last_error;
@@ -100,5 +104,11 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct cred *, cred_free);
 
 /* Loads what is on disk (reusing a valid certificate) or asks the signer for one. */
 int cred_start(struct cred *c);
+/* How long a certificate that a forward step of the clock expired counts as valid while its
+ * renewal runs (cred_clock_stepped(), identity-clock.c). */
+#define IDENTITY_STEP_GRACE (30 * USEC_PER_SEC)
+/* The wall clock moved by delta (usec, negative: back): a renewal at once if the certificate is
+ * due or not yet valid (x509_clock_verdict()), retries keep their wait. 1 if it renews. */
+int cred_clock_stepped(struct cred *c, int64_t delta);
 /* Fills a status object: state, subject, serial, SANs, notBefore/notAfter, rotateAt, lastError. */
 int cred_status(const struct cred *c, cJSON *o);

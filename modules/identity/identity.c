@@ -468,6 +468,12 @@ static int identity_begin(struct identity *id) {
                 if (r < 0)
                         log_module_warning_errno(MODULE, r, "cannot arm the pod-tls-dir sweep, skipping it: %m");
         }
+        r = identity_clock_start(id);
+        if (r < 0) /* certificates still renew on time, only not at once after a step */
+                log_module_warning_errno(MODULE, r, "cannot watch the wall clock for steps: %m");
+        id->node->clock = id->clock;
+        if (id->node_ca)
+                id->node_ca->clock = id->clock;
         r = cred_start(id->node);
         if (r >= 0 && id->node_ca)
                 r = cred_start(id->node_ca);
@@ -530,6 +536,7 @@ static void identity_teardown(struct identity *id) {
         id->defer = sd_event_source_disable_unref(id->defer);
         id->worker = issue_worker_free(id->worker);
         id->sweep_timer = sd_event_source_disable_unref(id->sweep_timer);
+        identity_clock_stop(id);
         workload_free_all(id);
         id->node = cred_free(id->node);
         id->node_ca = cred_free(id->node_ca);

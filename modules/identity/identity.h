@@ -25,6 +25,7 @@ struct caller;
 struct identity;
 struct identity_settings;
 struct identity_views;
+struct clock_watch;
 
 /* A kind of signer, as [identity] signer= names it (signer-kind.c). make() and issuer() return
  * 0, or a negative errno: with *ret_error the module fails with that reason and the daemon
@@ -98,6 +99,7 @@ struct workload {
         int write_error;     /* this attempt's; 0: written */
         bool write_failing;  /* since an earlier attempt */
         sd_event_source *write_timer;
+        usec_t step_grace_until; /* CLOCK_MONOTONIC: expired by a clock step, renewal under way */
         struct workload *queue_next;
 };
 
@@ -122,6 +124,7 @@ struct identity {
         struct workload *queue_head, *queue_tail;
         sd_event_source *defer;
         sd_event_source *sweep_timer; /* the one pod-tls-dir sweep, once the pod store is complete */
+        struct clock_watch *clock;    /* steps of the wall clock (identity-clock.c) */
         struct identity_views *views; /* owned by identity-views.c; the model never looks inside */
         struct observer_list observers; /* identity_add_observer() */
         struct backoff jitter; /* random source for rotation points */
@@ -185,6 +188,12 @@ int identity_find_pod(struct identity *id, const char *ns_name, struct workload 
  * (CALLER_SERVICE). 0: *ret set. -ENOENT: that pod or service has no identity. -EPERM: the
  * caller is neither (host, socket-group, outsider). */
 int identity_caller_workload(struct identity *id, const struct caller *c, struct workload **ret);
+
+/* identity-clock.c */
+int identity_clock_start(struct identity *id);
+void identity_clock_stop(struct identity *id);
+/* Handles a step not yet reported (see clock_watch_check()); true if there was one. */
+bool identity_clock_check(struct identity *id);
 
 /* workload.c */
 void workload_on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata);

@@ -1,6 +1,6 @@
 # identity (included by Makefile.am).
 IDENTITY_SOURCES = \
-	modules/identity/identity.c modules/identity/identity.h \
+	modules/identity/identity.c modules/identity/identity.h modules/identity/identity-clock.c \
 	modules/identity/identity-views.c modules/identity/identity-views.h modules/identity/identity-api.c \
 	modules/identity/workload-api.c modules/identity/workload-api-jwt.c modules/identity/workload-api-internal.h \
 	modules/identity/workload.c modules/identity/workload-files.c modules/identity/workload-service.c modules/identity/workload-internal.h modules/identity/issue-worker.c modules/identity/issue-worker.h \

@@ -519,6 +519,8 @@ static void retry_rotation(struct identity *id, struct workload *w) {
 static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct workload *w = userdata;
         struct identity *id = w->id;
+        if (identity_clock_hold_expiry(w, s))
+                return 0; /* expired by a step of the clock, its renewal under way */
         log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
         (void) metric_inc(id->m_failed, "workload", identity_failure_reason(0, true));
@@ -626,14 +628,14 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
                         ;
                 else if (!id->issuer || j->issuer_generation != id->issuer_generation)
                         workload_queue_push(id, w);
-                else if (j->result < 0) {
-                        set_error(w, j->reason ? j->reason : "the node's issuer could not sign");
-                        issue_failed(id, w, holds_valid_certificate(w), j->result);
-                } else if (!done || !had || !uids || !staged) {
-                        set_error(w, "out of memory");
-                        issue_failed(id, w, holds_valid_certificate(w), -ENOMEM);
+                else if (j->result < 0 || !done || !had || !uids || !staged) {
+                        set_error(w, j->result < 0 ? (j->reason ? j->reason : "the node's issuer could not sign") : "out of memory");
+                        identity_clock_grace_end(w);
+                        issue_failed(id, w, holds_valid_certificate(w), j->result < 0 ? j->result : -ENOMEM);
                 } else {
-                        had[m] = holds_valid_certificate(w);
+                        /* Expired by a step and renewed within the grace: a rotation, its gate never closed. */
+                        had[m] = holds_valid_certificate(w) || (w->chain_pem && identity_clock_in_grace(w));
+                        w->step_grace_until = 0;
                         /* Staged for the place and bundle of now, or written again here. */
                         keep_staged = staged[m] = j->staged > 0 && streq_ptr(j->stage_parent, id->settings->pod_tls_dir) &&
                                                   streq(j->stage_bundle, id->bundle_pem ? id->bundle_pem : "");
@@ -766,7 +768,8 @@ int workload_gate(const struct pod *p, void *userdata, char **ret_reason) {
         if (!wants_identity(p))
                 return 1;
         struct workload *w = workload_find(id, p->uid);
-        if (w && w->chain_pem && now_usec(CLOCK_REALTIME) < w->info.not_after && !workload_files_missing(w))
+        if (w && w->chain_pem && (now_usec(CLOCK_REALTIME) < w->info.not_after || identity_clock_in_grace(w)) &&
+            !workload_files_missing(w))
                 return 1;
         const char *why = w && w->last_error ? w->last_error : id->issuer ? "certificate not issued yet" : id->issuer_reason;
         if (ret_reason)

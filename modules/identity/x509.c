@@ -542,6 +542,14 @@ int x509_cert_check_times(const struct cert_info *i, usec_t current_not_after, u
         return 0;
 }
 
+enum cert_clock_verdict x509_clock_verdict(const struct cert_info *i, usec_t rotate_at, usec_t now) {
+        if (now >= rotate_at || now >= i->not_after)
+                return CERT_CLOCK_DUE;
+        if (i->not_before > now + CERT_MAX_FUTURE)
+                return CERT_CLOCK_AHEAD;
+        return CERT_CLOCK_KEEP;
+}
+
 int x509_key_fingerprint(EVP_PKEY *key, size_t n, char **ret) {
         unsigned char *der = NULL, md[SHA256_DIGEST_LENGTH];
         int len = i2d_PUBKEY(key, &der);

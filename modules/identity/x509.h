@@ -90,6 +90,17 @@ int x509_is_issuing_ca(X509 *cert);
  * 0, or -EBADMSG with a static *ret_reason. */
 #define CERT_MAX_FUTURE (5 * USEC_PER_MINUTE)
 int x509_cert_check_times(const struct cert_info *i, usec_t current_not_after, usec_t now, const char **ret_reason);
+/* What a certificate held across a step of the wall clock needs, judged at now:
+ *  CERT_CLOCK_KEEP   its rotation point (rotate_at) is still ahead: it stays;
+ *  CERT_CLOCK_DUE    now is at or past rotate_at (a step forward, expired or not): renew at once;
+ *  CERT_CLOCK_AHEAD  its notBefore is more than CERT_MAX_FUTURE ahead of now (it was issued
+ *                    before a step back): peers on the right time do not accept it yet, so it is
+ *                    replaced at once, and the replacement may expire before it does.
+ * The skew rule this completes: signers backdate notBefore (the local CA by CA_BACKDATE, 2 min;
+ * cfssl and the kube-controller-manager by 5 min), a new certificate is refused if its
+ * notBefore is more than CERT_MAX_FUTURE ahead, and one held is replaced on the same bound. */
+enum cert_clock_verdict { CERT_CLOCK_KEEP, CERT_CLOCK_DUE, CERT_CLOCK_AHEAD };
+enum cert_clock_verdict x509_clock_verdict(const struct cert_info *i, usec_t rotate_at, usec_t now);
 /* A SHA-256 fingerprint of the public key, hex, first `n` bytes (for stable names). */
 int x509_key_fingerprint(EVP_PKEY *key, size_t n, char **ret);
 /* Hex of buf. */

@@ -546,6 +546,37 @@ static void test_atomic_dir_keep_versions(void **state) {
         free(last);
 }
 
+/* After the wall clock stepped back, the current version's name (a time) sorts after now: a new
+ * version still sorts after it, so the one it replaces stays as history (a reader may hold its
+ * paths) and cleanup does not take it for a leftover. */
+static void test_atomic_dir_after_clock_step_back(void **state) {
+        struct fixture *f = *state;
+        _cleanup_free_ char *dest = dest_of(f), *future = NULL, *cur = NULL;
+        char *v[3] = {};
+
+        assert_int_equal(fs_mkdir_p(dest, 0755), 0);
+        assert_true(asprintf(&future, "%s/..2099_01_01_00_00_00.000000000", dest) > 0);
+        assert_int_equal(mkdir(future, 0755), 0);
+        put_in(future, "a", "before the step");
+        assert_int_equal(atomic_dir_commit(dest, future, 1), 0);
+
+        for (unsigned i = 0; i < 3; i++) {
+                char content[16];
+                snprintf(content, sizeof(content), "gen-%u", i);
+                v[i] = commit_version(dest, 1, content);
+                _cleanup_free_ char *prev = basename_dup(i == 0 ? future : v[i - 1]), *name = basename_dup(v[i]);
+                assert_true(strcmp(name, prev) > 0);
+                assert_int_equal(atomic_dir_cleanup(dest), 0);
+                assert_true(exists(i == 0 ? future : v[i - 1])); /* the previous one stays */
+                assert_int_equal(count_versions(dest), 2);
+        }
+        assert_int_equal(atomic_dir_current(dest, &cur), 0);
+        _cleanup_free_ char *last = basename_dup(v[2]);
+        assert_string_equal(cur, last);
+        for (unsigned i = 0; i < 3; i++)
+                free(v[i]);
+}
+
 static void test_atomic_dir_refusals(void **state) {
         struct fixture *f = *state;
         _cleanup_free_ char *dest = dest_of(f);
@@ -761,6 +792,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_crash_write_atomic, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_dir_layout, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_dir_keep_versions, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_atomic_dir_after_clock_step_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_dir_refusals, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_dir_cleanup, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_crash_atomic_dir, setup, teardown),

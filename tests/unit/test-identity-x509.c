@@ -274,6 +274,27 @@ static void test_cert_times(_unused_ void **state) {
         assert_non_null(strstr(reason, "no later"));
 }
 
+/* A certificate held while the wall clock steps: issued at t0 as the local CA issues it
+ * (notBefore backdated by CA_BACKDATE, an hour's lifetime, rotation planned at 80%). */
+static void test_clock_verdict(_unused_ void **state) {
+        usec_t t0 = 1700000000 * USEC_PER_SEC, hour = 3600 * USEC_PER_SEC;
+        struct cert_info i = { .not_before = t0 - CA_BACKDATE, .not_after = t0 + hour };
+        usec_t rotate_at = t0 + hour * 8 / 10;
+
+        assert_int_equal(x509_clock_verdict(&i, rotate_at, t0), CERT_CLOCK_KEEP);
+        /* Forward: 2 days (past notAfter) and 50 minutes (past the rotation point only). */
+        assert_int_equal(x509_clock_verdict(&i, rotate_at, t0 + 48 * hour), CERT_CLOCK_DUE);
+        assert_int_equal(x509_clock_verdict(&i, rotate_at, t0 + 50 * USEC_PER_MINUTE), CERT_CLOCK_DUE);
+        assert_int_equal(x509_clock_verdict(&i, rotate_at, t0 + 10 * USEC_PER_MINUTE), CERT_CLOCK_KEEP);
+        /* Back: an hour puts notBefore 58 minutes ahead (peers refuse it: replace it); a few
+         * minutes stay within the backdating and the skew allowed. */
+        assert_int_equal(x509_clock_verdict(&i, rotate_at, t0 - hour), CERT_CLOCK_AHEAD);
+        assert_int_equal(x509_clock_verdict(&i, rotate_at, t0 - 6 * USEC_PER_MINUTE), CERT_CLOCK_KEEP);
+        assert_int_equal(x509_clock_verdict(&i, rotate_at, t0 - 8 * USEC_PER_MINUTE), CERT_CLOCK_AHEAD);
+        /* notAfter decides even when the rotation point was planned later (a reload). */
+        assert_int_equal(x509_clock_verdict(&i, t0 + 2 * hour, t0 + hour), CERT_CLOCK_DUE);
+}
+
 /* Which signer URLs may be plain http (CSRs, certificates and credentials in clear). */
 static void test_signer_url_ok(_unused_ void **state) {
         assert_true(signer_url_ok("https://ca.example.org:8888"));
@@ -419,6 +440,7 @@ int main(void) {
                 cmocka_unit_test(test_name_constraints_checked_for_every_leaf),
                 cmocka_unit_test(test_key_pem_as_openssl_writes_it),
                 cmocka_unit_test(test_cert_times),
+                cmocka_unit_test(test_clock_verdict),
                 cmocka_unit_test(test_signer_url_ok),
                 cmocka_unit_test(test_keys_and_csr),
                 cmocka_unit_test(test_cfssl_wire),
