@@ -143,6 +143,10 @@ class Run:
         self.converged = False      # everything done once the burst was over
         self.log_since_burst = ""
         self.parts = {}
+        self.kmem_settled = self.kmem_attached = 0
+        self.cni_after = None        # one ADD once every pod was deleted
+        self.podnet = {}             # podnet's /v1/status entry at the end
+        self.stop_problem = None     # what Agent.close() found wrong at the final stop
         self.notes = []
 
     def summary(self):
@@ -222,11 +226,12 @@ def converged(world, a, gen_version, ready, ip_gen, cni_ips=None):
     return world.members() == want_members
 
 
-def run_burst(world, limit, settle_timeout=60):
+def run_burst(world, limit, settle_timeout=60, agent=None):
+    """agent: more [agent] keys (memory-watermark=100% turns the guard off)."""
     r = Run(limit)
     g = rt.MemCgroup("%s-%d" % (CGROUP_PREFIX, limit // MiB)).create(limit=limit)
-    a = tl.Agent(config={"agent": {"log-level": "info"}})
-    sampler = None
+    a = tl.Agent(config={"agent": dict({"log-level": "info"}, **(agent or {}))})
+    sampler = mark = None
     try:
         for section, keys in world.sections(a).items():
             a.sections[section] = keys
@@ -238,8 +243,7 @@ def run_burst(world, limit, settle_timeout=60):
         version = "v%d" % world.generation
         tl.wait_until(lambda: converged(world, a, version, True, ip_gen), timeout=90, interval=0.5,
                       desc="the first %d pods settled" % world.n)
-        if os.environ.get("SELFMEM_DEBUG"):
-            print("settled: kmem %.1f usage %.1f" % (g.value("memory.kmem.usage_in_bytes") / MiB, g.value("memory.usage_in_bytes") / MiB))
+        r.kmem_settled = g.value("memory.kmem.usage_in_bytes")
         g.reset_peak()
         sampler = Sampler(g)
         sampler.start()
@@ -274,19 +278,26 @@ def run_burst(world, limit, settle_timeout=60):
             r.converged = True
         except Exception as e:  # noqa: BLE001 - reported, the caller decides
             r.notes.append(str(e))
-        if os.environ.get("SELFMEM_DEBUG"):
-            print("before DEL: kmem %.1f usage %.1f" % (g.value("memory.kmem.usage_in_bytes") / MiB, g.value("memory.usage_in_bytes") / MiB))
+        r.kmem_attached = g.value("memory.kmem.usage_in_bytes")
         for res in cni_all(world, a, "DEL"):
             r.cni_del_failed += res.rc != 0
-        if os.environ.get("SELFMEM_DEBUG"):
-            print("after DEL: kmem %.1f usage %.1f" % (g.value("memory.kmem.usage_in_bytes") / MiB, g.value("memory.usage_in_bytes") / MiB))
-            time.sleep(3)
-            print("after DEL+3s: kmem %.1f usage %.1f" % (g.value("memory.kmem.usage_in_bytes") / MiB, g.value("memory.usage_in_bytes") / MiB))
+        # Below the watermark again: a pod is attached (and detached) as before.
+        one = pn.cni(a, "ADD", container_id="%064x" % 0x5e1f0000, netns=world.netns[0],
+                     args=pn.k8s_args("selfmem", "p0", pod_uid(0)))
+        r.cni_after = one
+        if one.rc == 0:
+            pn.cni(a, "DEL", container_id="%064x" % 0x5e1f0000, netns=world.netns[0],
+                   args=pn.k8s_args("selfmem", "p0", pod_uid(0)))
+        r.podnet = {m["name"]: m for m in a.status()["modules"]}["podnet"]
         r.alive = a.running()
-        with open(a.log_file, "rb") as f:
-            f.seek(mark)
-            r.log_since_burst = f.read().decode("utf-8", "replace")
+    except (OSError, AssertionError, tl.http.client.HTTPException) as e:
+        # The agent gone mid-run (the OOM killer): what is left is counted below.
+        r.notes.append("run stopped: %r" % e)
     finally:
+        if mark is not None:
+            with open(a.log_file, "rb") as f:
+                f.seek(mark)
+                r.log_since_burst = f.read().decode("utf-8", "replace")
         if sampler:
             sampler.halt.set()
             r.parts = sampler.max
@@ -295,7 +306,7 @@ def run_burst(world, limit, settle_timeout=60):
         r.oom_kills = oom_kills(g)
         r.alive = r.alive and a.running()
         r.log_tail = a.log_tail(60) if a.proc else ""
-        a.close()
+        r.stop_problem = a.close()
         g.kill_all()
         g.remove()
     return r
