@@ -151,9 +151,9 @@ struct memory_guard {
         bool v2;
         unsigned watermark; /* percent of the limit */
         bool shedding;
-        uint64_t limit, working_set;
+        uint64_t limit, in_use;
         sd_event_source *timer;
-        struct metric_family *m_refused, *m_working_set, *m_limit;
+        struct metric_family *m_refused, *m_in_use, *m_limit;
 };
 
 static int read_u64(const char *dir, const char *name, uint64_t *ret) {
@@ -174,23 +174,37 @@ static int read_u64(const char *dir, const char *name, uint64_t *ret) {
         return sscanf(buf, "%" SCNu64, ret) == 1 ? 0 : -EINVAL;
 }
 
-/* A key of memory.stat ("total_inactive_file" in v1, hierarchical; "inactive_file" in v2). */
-static int read_stat(const char *dir, const char *key, uint64_t *ret) {
+/* What memory.stat says about page cache, in v1's hierarchical keys or v2's. */
+struct memory_stat {
+        uint64_t limit;  /* v1: hierarchical_memory_limit; UINT64_MAX if absent */
+        uint64_t file;   /* page cache, shmem included */
+        uint64_t mapped; /* page cache mapped by the cgroup's processes */
+        uint64_t shmem;  /* in file, but never dropped (no swap) */
+};
+
+static int read_stat(const char *dir, bool v2, struct memory_stat *ret) {
         char path[PATH_MAX], name[64];
         unsigned long long v;
         _cleanup_fclose_ FILE *f = NULL;
+        struct memory_stat st = { .limit = UINT64_MAX };
 
         if (snprintf(path, sizeof(path), "%s/memory.stat", dir) >= (int) sizeof(path))
                 return -ENAMETOOLONG;
         f = fopen(path, "re");
         if (!f)
                 return -errno;
-        while (fscanf(f, "%63s %llu", name, &v) == 2)
-                if (strcmp(name, key) == 0) {
-                        *ret = v;
-                        return 0;
-                }
-        return -ENOENT;
+        while (fscanf(f, "%63s %llu", name, &v) == 2) {
+                if (strcmp(name, "hierarchical_memory_limit") == 0)
+                        st.limit = v;
+                else if (strcmp(name, v2 ? "file" : "total_cache") == 0)
+                        st.file = v;
+                else if (strcmp(name, v2 ? "file_mapped" : "total_mapped_file") == 0)
+                        st.mapped = v;
+                else if (strcmp(name, v2 ? "shmem" : "total_shmem") == 0)
+                        st.shmem = v;
+        }
+        *ret = st;
+        return 0;
 }
 
 /* The directory of this process's memory cgroup: the v1 memory hierarchy's line of
@@ -249,28 +263,40 @@ static int find_cgroup(char **ret_dir, bool *ret_v2) {
         return 0;
 }
 
-/* Reads limit and working set; -ENOENT when there is no limit. v1's hierarchical limit covers
- * a parent's smaller one (a pod's limit above its container's). */
+/* Reads limit and what is in use; -ENOENT when there is no limit. v1's hierarchical limit
+ * covers a parent's smaller one (a pod's limit above its container's); in v2 only the agent's
+ * own cgroup's memory.max and memory.high count. */
 static int guard_sample(struct memory_guard *g) {
-        uint64_t limit, usage, inactive = 0, hier;
+        uint64_t limit, usage, high;
+        struct memory_stat st = { .limit = UINT64_MAX };
         int r;
 
         r = read_u64(g->dir, g->v2 ? "memory.max" : "memory.limit_in_bytes", &limit);
         if (r < 0)
                 return r;
-        if (!g->v2 && read_stat(g->dir, "hierarchical_memory_limit", &hier) >= 0)
-                limit = MIN(limit, hier);
+        (void) read_stat(g->dir, g->v2, &st);
+        limit = MIN(limit, st.limit);
+        /* v2's memory.high (the unit's MemoryHigh=) is where the kernel starts throttling: the
+         * limit the agent should stay under. */
+        if (g->v2 && read_u64(g->dir, "memory.high", &high) >= 0)
+                limit = MIN(limit, high);
         if (limit >= UNLIMITED_FROM)
                 return -ENOENT;
         r = read_u64(g->dir, g->v2 ? "memory.current" : "memory.usage_in_bytes", &usage);
         if (r < 0)
                 return r;
-        (void) read_stat(g->dir, g->v2 ? "inactive_file" : "total_inactive_file", &inactive);
+        /* Page cache the kernel drops before it kills anything does not count; what the agent
+         * has mapped (its program and libraries) and shmem do. */
+        uint64_t droppable = st.file > st.mapped + st.shmem ? st.file - st.mapped - st.shmem : 0;
         g->limit = limit;
-        g->working_set = usage > inactive ? usage - inactive : 0;
+        g->in_use = usage > droppable ? usage - droppable : 0;
         (void) metric_set(g->m_limit, (double) limit);
-        (void) metric_set(g->m_working_set, (double) g->working_set);
+        (void) metric_set(g->m_in_use, (double) g->in_use);
         return 0;
+}
+
+static unsigned guard_low(const struct memory_guard *g) {
+        return g->watermark > GUARD_HYSTERESIS ? g->watermark - GUARD_HYSTERESIS : 0;
 }
 
 static void guard_update(struct memory_guard *g, const char *work) {
@@ -278,17 +304,17 @@ static void guard_update(struct memory_guard *g, const char *work) {
                 g->shedding = false;
                 return;
         }
-        unsigned percent = (unsigned) (g->working_set * 100 / g->limit);
+        unsigned percent = (unsigned) (g->in_use * 100 / g->limit);
         if (!g->shedding && percent >= g->watermark) {
                 g->shedding = true;
-                log_warning("Memory: working set %.1f MiB is %u%% of the limit %.1f MiB (watermark %u%%): refusing "
+                log_warning("Memory: %.1f MiB in use is %u%% of the limit %.1f MiB (watermark %u%%): refusing "
                             "new work (%s) until it is below %u%%",
-                            (double) g->working_set / (1 << 20), percent, (double) g->limit / (1 << 20), g->watermark,
-                            work, g->watermark - GUARD_HYSTERESIS);
-        } else if (g->shedding && percent + GUARD_HYSTERESIS < g->watermark) {
+                            (double) g->in_use / (1 << 20), percent, (double) g->limit / (1 << 20), g->watermark,
+                            work, guard_low(g));
+        } else if (g->shedding && percent < guard_low(g)) {
                 g->shedding = false;
-                log_info("Memory: working set %.1f MiB is %u%% of the limit %.1f MiB: taking new work again",
-                         (double) g->working_set / (1 << 20), percent, (double) g->limit / (1 << 20));
+                log_info("Memory: %.1f MiB in use is %u%% of the limit %.1f MiB: taking new work again",
+                         (double) g->in_use / (1 << 20), percent, (double) g->limit / (1 << 20));
         }
 }
 
@@ -307,10 +333,9 @@ int memory_guard_admit(struct memory_guard *g, const char *work, char **ret_reas
                 return 0;
         (void) metric_inc(g->m_refused, work);
         if (ret_reason &&
-            asprintf(ret_reason, "working set %.1f MiB of the limit %.1f MiB; new work is refused above %u%% "
+            asprintf(ret_reason, "%.1f MiB in use of the limit %.1f MiB; new work is refused above %u%% "
                      "until it is below %u%%; try again later",
-                     (double) g->working_set / (1 << 20), (double) g->limit / (1 << 20), g->watermark,
-                     g->watermark - GUARD_HYSTERESIS) < 0)
+                     (double) g->in_use / (1 << 20), (double) g->limit / (1 << 20), g->watermark, guard_low(g)) < 0)
                 *ret_reason = NULL;
         return -ENOMEM;
 }
@@ -338,12 +363,12 @@ int memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, s
                 return -ENOMEM;
         g->watermark = watermark;
         r = metrics_family(metrics, METRIC_COUNTER, "pinion_memory_refused_total",
-                           "Work refused because the agent's working set was above [agent] memory-watermark of "
+                           "Work refused because the agent's memory in use was above [agent] memory-watermark of "
                            "its cgroup's limit, by work.", work_label, NULL, 0, &g->m_refused);
         if (r >= 0)
-                r = metrics_family(metrics, METRIC_GAUGE, "pinion_memory_working_set_bytes",
-                                   "The agent's cgroup's usage minus its inactive file pages, as last read.", NULL,
-                                   NULL, 0, &g->m_working_set);
+                r = metrics_family(metrics, METRIC_GAUGE, "pinion_memory_in_use_bytes",
+                                   "The agent's cgroup's usage minus the page cache the kernel can drop, as last read.", NULL,
+                                   NULL, 0, &g->m_in_use);
         if (r >= 0)
                 r = metrics_family(metrics, METRIC_GAUGE, "pinion_memory_limit_bytes",
                                    "The agent's cgroup's memory limit (0: none found).", NULL, NULL, 0, &g->m_limit);
@@ -362,8 +387,8 @@ int memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, s
                 *ret = g;
                 return 0;
         }
-        log_info("Memory: limit %.1f MiB (%s), working set %.1f MiB; new work is refused above %u%%",
-                 (double) g->limit / (1 << 20), g->dir, (double) g->working_set / (1 << 20), watermark);
+        log_info("Memory: limit %.1f MiB (%s), %.1f MiB in use; new work is refused above %u%%",
+                 (double) g->limit / (1 << 20), g->dir, (double) g->in_use / (1 << 20), watermark);
         r = sd_event_add_time_relative(e, &g->timer, CLOCK_MONOTONIC, GUARD_SAMPLE_INTERVAL, USEC_PER_SEC,
                                        on_guard_timer, g);
         if (r < 0)

@@ -47,12 +47,13 @@ int self_memory_release_startup_pages(sd_event *e, struct metric_family *release
  * before work that grows what the cgroup is charged for, so that near the limit the work is
  * refused with an error that says why instead of the kernel's OOM killer ending the agent.
  *
- * What counts is the working set as the kubelet computes it: usage minus the inactive file
- * pages (page cache the kernel reclaims before it kills anything). Kernel memory counts: a pod's
- * veth pair, its sysctl tables and per-CPU counters are charged to the agent that created them
- * (about 67 KiB a pod, more than all the agent's own heap per pod). Above `watermark` percent of
- * the limit new work is refused (-ENOMEM and a reason naming the figures) and a warning logged
- * once; below it again (with 5 points of hysteresis) an info line. Work that frees memory
+ * The limit is v1's memory.limit_in_bytes (or a parent's smaller one), v2's memory.max or
+ * memory.high, whichever is lower. What counts as in use is the usage minus the page cache the
+ * kernel drops before it kills anything (file pages neither mapped by the agent nor shmem).
+ * Kernel memory counts: a pod's veth pair, its sysctl tables and per-CPU counters are charged to
+ * the agent that created them (about 67 KiB a pod, more than the agent's own heap per pod).
+ * At or above `watermark` percent of the limit new work is refused (-ENOMEM and a reason naming
+ * the figures) and a warning logged once; below it again (5 points of hysteresis) an info line. Work that frees memory
  * (a CNI DEL, a pod going away) is never refused. No limit found (none set, no cgroup file
  * readable): everything is admitted. */
 struct memory_guard;

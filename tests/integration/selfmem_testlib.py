@@ -156,9 +156,9 @@ class Run:
 
 
 class Sampler(threading.Thread):
-    """The cgroup's usage split into its parts every 50 ms: the maximum of each part (they
+    """The cgroup's usage and its parts every 50 ms: the maximum of each part (they
     need not peak together)."""
-    PARTS = ("total_rss", "total_cache", "total_mapped_file", "total_inactive_file", "total_active_file")
+    PARTS = ("total_rss", "total_cache", "total_mapped_file", "total_shmem", "total_inactive_file", "total_active_file")
 
     def __init__(self, g):
         super().__init__(daemon=True)
@@ -172,7 +172,8 @@ class Sampler(threading.Thread):
             row = {k: st.get(k, 0) for k in self.PARTS}
             row["kmem"] = self.g.value("memory.kmem.usage_in_bytes")
             row["usage"] = self.g.value("memory.usage_in_bytes")
-            row["working_set"] = row["usage"] - row["total_inactive_file"]
+            # As the agent's memory guard counts it: the page cache the kernel can drop is free.
+            row["in_use"] = row["usage"] - max(0, row["total_cache"] - row["total_mapped_file"] - row["total_shmem"])
         except (OSError, ValueError):
             return
         for k, v in row.items():
