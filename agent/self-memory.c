@@ -325,7 +325,7 @@ static int on_guard_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_source_set_time_relative(s, GUARD_SAMPLE_INTERVAL);
 }
 
-int memory_guard_admit(struct memory_guard *g, const char *work, char **ret_reason) {
+int self_memory_guard_admit(struct memory_guard *g, const char *work, char **ret_reason) {
         if (!g || !g->dir || g->watermark >= 100)
                 return 0;
         guard_update(g, work);
@@ -340,12 +340,12 @@ int memory_guard_admit(struct memory_guard *g, const char *work, char **ret_reas
         return -ENOMEM;
 }
 
-void memory_guard_set_watermark(struct memory_guard *g, unsigned watermark) {
+void self_memory_guard_set_watermark(struct memory_guard *g, unsigned watermark) {
         if (g)
                 g->watermark = watermark;
 }
 
-struct memory_guard *memory_guard_free(struct memory_guard *g) {
+struct memory_guard *self_memory_guard_free(struct memory_guard *g) {
         if (!g)
                 return NULL;
         sd_event_source_disable_unref(g->timer);
@@ -354,7 +354,7 @@ struct memory_guard *memory_guard_free(struct memory_guard *g) {
         return NULL;
 }
 
-int memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, struct memory_guard **ret) {
+int self_memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, struct memory_guard **ret) {
         static const char *const work_label[] = { "work", NULL };
         struct memory_guard *g = calloc(1, sizeof(*g));
         int r;
@@ -373,7 +373,7 @@ int memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, s
                 r = metrics_family(metrics, METRIC_GAUGE, "pinion_memory_limit_bytes",
                                    "The agent's cgroup's memory limit (0: none found).", NULL, NULL, 0, &g->m_limit);
         if (r < 0)
-                return memory_guard_free(g), r;
+                return self_memory_guard_free(g), r;
 
         r = find_cgroup(&g->dir, &g->v2);
         if (r >= 0)
@@ -392,7 +392,7 @@ int memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, s
         r = sd_event_add_time_relative(e, &g->timer, CLOCK_MONOTONIC, GUARD_SAMPLE_INTERVAL, USEC_PER_SEC,
                                        on_guard_timer, g);
         if (r < 0)
-                return memory_guard_free(g), r;
+                return self_memory_guard_free(g), r;
         (void) sd_event_source_set_description(g->timer, "memory-guard");
         *ret = g;
         return 0;

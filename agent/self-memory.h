@@ -58,9 +58,9 @@ int self_memory_release_startup_pages(sd_event *e, struct metric_family *release
  * readable): everything is admitted. */
 struct memory_guard;
 
-int memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, struct memory_guard **ret);
-struct memory_guard *memory_guard_free(struct memory_guard *g);
-void memory_guard_set_watermark(struct memory_guard *g, unsigned watermark);
+int self_memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, struct memory_guard **ret);
+struct memory_guard *self_memory_guard_free(struct memory_guard *g);
+void self_memory_guard_set_watermark(struct memory_guard *g, unsigned watermark);
 
 /* 0: `work` may start; -ENOMEM: refused, *ret_reason (if not NULL) says why. g NULL admits. */
-int memory_guard_admit(struct memory_guard *g, const char *work, char **ret_reason);
+int self_memory_guard_admit(struct memory_guard *g, const char *work, char **ret_reason);

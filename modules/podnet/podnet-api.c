@@ -107,7 +107,7 @@ static int run(struct module_instance *mi, struct api_request *req, const struct
                 /* A pod's veth pair is kernel memory charged to the agent: near its limit, a
                  * refusal the runtime retries rather than the OOM killer (self-memory.h). */
                 _cleanup_free_ char *why = NULL;
-                if (memory_guard_admit(mi->manager->memory_guard, "cni-add", &why) < 0)
+                if (self_memory_guard_admit(mi->manager->memory_guard, "cni-add", &why) < 0)
                         return cni_error_set(e, CNI_ERR_TRY_AGAIN_LATER, "agent at its memory limit", "%s",
                                              why ? why : "try again later");
                 return attachment_add(mi, cr, ret_result, e);
