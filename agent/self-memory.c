@@ -308,9 +308,9 @@ static void guard_update(struct memory_guard *g, const char *work) {
         if (!g->shedding && percent >= g->watermark) {
                 g->shedding = true;
                 log_warning("Memory: %.1f MiB in use is %u%% of the limit %.1f MiB (watermark %u%%): refusing "
-                            "new work (%s) until it is below %u%%",
+                            "new work%s%s%s until it is below %u%%",
                             (double) g->in_use / (1 << 20), percent, (double) g->limit / (1 << 20), g->watermark,
-                            work, guard_low(g));
+                            work ? " (" : "", strempty(work), work ? ")" : "", guard_low(g));
         } else if (g->shedding && percent < guard_low(g)) {
                 g->shedding = false;
                 log_info("Memory: %.1f MiB in use is %u%% of the limit %.1f MiB: taking new work again",
@@ -321,7 +321,7 @@ static void guard_update(struct memory_guard *g, const char *work) {
 /* Without a caller (nothing asked for work) the gauges and the way back below the watermark
  * still follow the cgroup. */
 static int on_guard_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        guard_update(userdata, "timer");
+        guard_update(userdata, NULL);
         return sd_event_source_set_time_relative(s, GUARD_SAMPLE_INTERVAL);
 }
 

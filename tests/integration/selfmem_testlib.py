@@ -146,6 +146,8 @@ class Run:
         self.kmem_settled = self.kmem_attached = 0
         self.cni_after = None        # one ADD once every pod was deleted
         self.podnet = {}             # podnet's /v1/status entry at the end
+        self.allocated_after_add = None  # podnet's allocated addresses once the ADDs were answered
+        self.refused_metric = None   # pinion_memory_refused_total{work="cni-add"} at the end
         self.stop_problem = None     # what Agent.close() found wrong at the final stop
         self.notes = []
 
@@ -269,6 +271,7 @@ def run_burst(world, limit, settle_timeout=60, agent=None):
                 r.cni_refused += 1
                 msg = (res.json or {}).get("msg", "") + ": " + (res.json or {}).get("details", res.stderr.strip())
                 r.cni_errors[msg] = r.cni_errors.get(msg, 0) + 1
+        r.allocated_after_add = pn.podnet_status(a)["details"]["pool"]["allocated"]
         # ... and back.
         version = world.publish()
         write_pods(a, [pod(i, ip_gen, True) for i in range(world.n)])
@@ -289,7 +292,8 @@ def run_burst(world, limit, settle_timeout=60, agent=None):
         if one.rc == 0:
             pn.cni(a, "DEL", container_id="%064x" % 0x5e1f0000, netns=world.netns[0],
                    args=pn.k8s_args("selfmem", "p0", pod_uid(0)))
-        r.podnet = {m["name"]: m for m in a.status()["modules"]}["podnet"]
+        r.podnet = pn.podnet_status(a)
+        r.refused_metric = a.metrics().value("pinion_memory_refused_total", work="cni-add") or 0
         r.alive = a.running()
     except (OSError, AssertionError, tl.http.client.HTTPException) as e:
         # The agent gone mid-run (the OOM killer): what is left is counted below.
