@@ -280,7 +280,7 @@ static int guard_sample(struct memory_guard *g) {
          * limit the agent should stay under. */
         if (g->v2 && read_u64(g->dir, "memory.high", &high) >= 0)
                 limit = MIN(limit, high);
-        if (limit >= UNLIMITED_FROM)
+        if (limit == 0 || limit >= UNLIMITED_FROM)
                 return -ENOENT;
         r = read_u64(g->dir, g->v2 ? "memory.current" : "memory.usage_in_bytes", &usage);
         if (r < 0)
@@ -367,8 +367,8 @@ int self_memory_guard_new(sd_event *e, struct metrics *metrics, unsigned waterma
                            "its cgroup's limit, by work.", work_label, NULL, 0, &g->m_refused);
         if (r >= 0)
                 r = metrics_family(metrics, METRIC_GAUGE, "pinion_memory_in_use_bytes",
-                                   "The agent's cgroup's usage minus the page cache the kernel can drop, as last read.", NULL,
-                                   NULL, 0, &g->m_in_use);
+                                   "The agent's cgroup's usage minus the page cache the kernel can drop, as last "
+                                   "read.", NULL, NULL, 0, &g->m_in_use);
         if (r >= 0)
                 r = metrics_family(metrics, METRIC_GAUGE, "pinion_memory_limit_bytes",
                                    "The agent's cgroup's memory limit (0: none found).", NULL, NULL, 0, &g->m_limit);

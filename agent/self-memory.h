@@ -53,8 +53,8 @@ int self_memory_release_startup_pages(sd_event *e, struct metric_family *release
  * Kernel memory counts: a pod's veth pair, its sysctl tables and per-CPU counters are charged to
  * the agent that created them (about 67 KiB a pod, more than the agent's own heap per pod).
  * At or above `watermark` percent of the limit new work is refused (-ENOMEM and a reason naming
- * the figures) and a warning logged once; below it again (5 points of hysteresis) an info line. Work that frees memory
- * (a CNI DEL, a pod going away) is never refused. No limit found (none set, no cgroup file
+ * the figures) and a warning logged once; below it again (5 points of hysteresis) an info
+ * line. Work that frees memory (a CNI DEL, a pod going away) is never refused. No limit found (none set, no cgroup file
  * readable): everything is admitted. */
 struct memory_guard;
 
