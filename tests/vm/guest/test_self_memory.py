@@ -46,7 +46,7 @@ def test_add_refused_above_the_watermark_del_not(node):
     assert out["msg"] == "agent at its memory limit", out
     assert re.match(r"^[0-9.]+ MiB in use of the limit 56\.0 MiB; new work is refused above 1% until it is "
                     r"below 0%; try again later$", out["details"]), out
-    wait_for_journal("the warning", f"_PID={pid}", cursor=cursor, pattern=r"^Memory: .* refusing new work \(cni-add\)")
+    wait_for_journal("the warning", f"_PID={pid}", cursor=cursor, pattern=r"^Memory: .* refusing new work")
     rc, out, err = cni("DEL", ns, "c" * 64, "uid-selfmem-1")
     assert rc == 0, (rc, out, err)
     code, text = api("/metrics")
