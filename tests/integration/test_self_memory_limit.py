@@ -12,6 +12,7 @@ alive, and once the pods are gone attaches a pod again. With the watermark off
 
 import os
 import re
+import shutil
 import tempfile
 
 import pytest
@@ -35,6 +36,7 @@ def world():
         yield w
     finally:
         w.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def explain(r):
