@@ -89,6 +89,7 @@ static const struct config_key agent_keys[] = {
         { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },
         { "drop-capabilities", config_parse_bool, FIELD(drop_capabilities), "yes" },
         { "release-startup-pages", config_parse_bool, FIELD(release_startup_pages), "yes" },
+        { "memory-watermark", config_parse_percent, FIELD(memory_watermark), "90%" },
         { "metrics-listen", parse_metrics_listen, FIELD(metrics_listen), "", config_free_string },
         {}
 };

@@ -28,6 +28,7 @@ struct agent_settings {
         usec_t stop_timeout;
         bool drop_capabilities;
         bool release_startup_pages; /* self-memory.h */
+        unsigned memory_watermark; /* percent of the cgroup's limit; 100: no refusals (self-memory.h) */
         char *metrics_listen; /* ADDR:PORT serving /metrics over TCP; NULL: none */
         /* [service.NAME]: systemd services that get an identity (service.h). Not in the
          * [agent] table: parsed from their own sections with the agent's settings. */

@@ -278,6 +278,7 @@ struct manager *manager_free(struct manager *m) {
         sd_event_source_unref(m->api_drain_timer);
         sd_event_source_unref(m->watchdog_timer);
         sd_event_source_unref(m->heap_trim_timer);
+        self_memory_guard_free(m->memory_guard);
         sd_event_source_unref(m->release_pages_timer);
         sd_event_source_disable_unref(m->status_timer);
         sd_event_unref(m->event);
@@ -501,6 +502,7 @@ int manager_reload(struct manager *m) {
         m->settings = s;
         m->socket_gid = gid;
         manager_apply_logging(&m->settings);
+        self_memory_guard_set_watermark(m->memory_guard, m->settings.memory_watermark);
         manager_find_own_pod(m);
         if (m->api) {
                 (void) api_set_access(m->api, m->settings.socket_mode, m->socket_gid);
@@ -767,6 +769,9 @@ int manager_start(struct manager *m) {
         r = self_memory_setup_heap(m->event, &m->heap_trim_timer);
         if (r < 0)
                 log_warning_errno(r, "Failed to set up heap trimming, ignoring: %m");
+        r = self_memory_guard_new(m->event, m->metrics, m->settings.memory_watermark, &m->memory_guard);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the memory guard: %m");
 
         r = pod_store_add_observer(m->pods, manager_pod_changed, m);
         if (r >= 0)

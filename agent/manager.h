@@ -71,6 +71,7 @@ struct manager {
         struct metric_family *metric_uptime, *metric_module_state, *metric_pods;
         sd_event_source *watchdog_timer;
         sd_event_source *heap_trim_timer;
+        struct memory_guard *memory_guard; /* self-memory.h */
         sd_event_source *release_pages_timer; /* the second start-up page release (self-memory.h) */
         usec_t watchdog_usec;
         char **pods_dir_errors_logged; /* the problems already logged, to log each once */

@@ -42,3 +42,25 @@ int self_memory_release_file_pages(struct page_release *ret);
  * to the counter released_bytes. */
 int self_memory_release_startup_pages(sd_event *e, struct metric_family *released_bytes,
                                       sd_event_source **ret_timer);
+
+/* The memory guard: the agent's memory cgroup (v1 or v2, found from /proc/self/cgroup) read
+ * before work that grows what the cgroup is charged for, so that near the limit the work is
+ * refused with an error that says why instead of the kernel's OOM killer ending the agent.
+ *
+ * The limit is v1's memory.limit_in_bytes (or a parent's smaller one), v2's memory.max or
+ * memory.high, whichever is lower. What counts as in use is the usage minus the page cache the
+ * kernel drops before it kills anything (file pages neither mapped by the agent nor shmem).
+ * Kernel memory counts: a pod's veth pair, its sysctl tables and per-CPU counters are charged to
+ * the agent that created them (about 67 KiB a pod, more than the agent's own heap per pod).
+ * At or above `watermark` percent of the limit new work is refused (-ENOMEM and a reason naming
+ * the figures) and a warning logged once; below it again (5 points of hysteresis) an info
+ * line. Work that frees memory (a CNI DEL, a pod going away) is never refused. No limit found (none set, no cgroup file
+ * readable): everything is admitted. */
+struct memory_guard;
+
+int self_memory_guard_new(sd_event *e, struct metrics *metrics, unsigned watermark, struct memory_guard **ret);
+struct memory_guard *self_memory_guard_free(struct memory_guard *g);
+void self_memory_guard_set_watermark(struct memory_guard *g, unsigned watermark);
+
+/* 0: `work` may start; -ENOMEM: refused, *ret_reason (if not NULL) says why. g NULL admits. */
+int self_memory_guard_admit(struct memory_guard *g, const char *work, char **ret_reason);
