@@ -43,6 +43,9 @@ def available():
     """None, or why the scenario cannot run here."""
     if os.geteuid() != 0:
         return "needs root (cgroups, network namespaces)"
+    if tl.sanitized_build():
+        return ("AddressSanitizer's shadow memory and quarantine are charged to the agent's cgroup: "
+                "the limits are the normal build's, checked in its suite")
     if not rt.v1_available():
         return "needs the v1 memory hierarchy at %s" % rt.V1_ROOT
     if not zt.zookeeper_available():

@@ -18,20 +18,10 @@ import time
 import pytest
 
 from identity_testlib import PodCgroup, new_uid
-from pinion_testlib import PINIOND, T, diag, make_pod, unix_request, unix_request_as, wait_until
+from pinion_testlib import T, diag, make_pod, sanitized_build, unix_request, unix_request_as, wait_until
 
 POD_UID_A = 40301   # the same uid in two pods
 OUTSIDER_UID = 40303
-
-
-def sanitized_build():
-    """True when piniond was built with AddressSanitizer, whose quarantine keeps freed memory
-    resident: RSS then says nothing about what the agent holds."""
-    try:
-        with open(PINIOND, "rb") as f:
-            return b"__asan_init" in f.read()
-    except OSError:
-        return False
 
 
 def pod_cgroup(uid):

@@ -79,7 +79,7 @@ import time
 
 import pytest
 
-from pinion_testlib import PINIOND, diag, make_pod, unix_request, wait_until
+from pinion_testlib import diag, make_pod, sanitized_build, unix_request, wait_until
 import configsync_testlib as cs
 import podnet_testlib as pn
 import reclaim_testlib as rl
@@ -99,15 +99,6 @@ MiB = 1 << 20
 LIMIT = 64 * MiB
 N_PODS = 4
 N_NETNS = 6
-
-
-def sanitized_build():
-    """True when piniond was built with AddressSanitizer (its runtime is linked in)."""
-    try:
-        with open(PINIOND, "rb") as f:
-            return b"__asan_init" in f.read()
-    except OSError:
-        return False
 
 
 def kill_count():

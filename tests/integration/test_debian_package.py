@@ -21,7 +21,7 @@ import tempfile
 
 import pytest
 
-from pinion_testlib import BUILDDIR, SRCDIR, T, clean_env
+from pinion_testlib import SRCDIR, T, clean_env, sanitized_build
 
 VERSION = re.search(r"AC_INIT\(\[pinion\],\s*\[([^]]+)\]",
                     open(os.path.join(SRCDIR, "configure.ac")).read()).group(1)
@@ -46,14 +46,6 @@ FILES = {
         "/usr/share/lintian/overrides/pinion-cni",
     },
 }
-
-
-def _sanitizer_build():
-    try:
-        with open(os.path.join(BUILDDIR, "Makefile")) as f:
-            return re.search(r"^SANITIZER_CFLAGS = .*-fsanitize", f.read(), re.M) is not None
-    except OSError:
-        return False
 
 
 def _copy_tree(dest):
@@ -113,7 +105,7 @@ def _previous_release_debs(top):
 
 @pytest.fixture(scope="module")
 def built():
-    if _sanitizer_build():
+    if sanitized_build():
         pytest.skip("the package builds with Debian's flags, not PINION_BUILDDIR's: checked in the normal build's suite")
     for tool in ("dpkg-buildpackage", "dh", "lintian"):
         if not shutil.which(tool):

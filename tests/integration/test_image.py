@@ -20,7 +20,7 @@ import tempfile
 
 import pytest
 
-from pinion_testlib import BUILDDIR, SRCDIR, T, clean_env, diag
+from pinion_testlib import BUILDDIR, SRCDIR, T, clean_env, diag, sanitized_build
 
 VERSION = re.search(r"AC_INIT\(\[pinion\],\s*\[([^]]+)\]",
                     open(os.path.join(SRCDIR, "configure.ac")).read()).group(1)
@@ -51,14 +51,6 @@ signer=local
 trust-domain=image.example
 ca-dir=/var/lib/pinion/ca
 """
-
-
-def _sanitizer_build():
-    try:
-        with open(os.path.join(BUILDDIR, "Makefile")) as f:
-            return re.search(r"^SANITIZER_CFLAGS = .*-fsanitize", f.read(), re.M) is not None
-    except OSError:
-        return False
 
 
 def _make_env(extra=None):
@@ -96,7 +88,7 @@ class Podman:
 
 @pytest.fixture(scope="module")
 def image():
-    if _sanitizer_build():
+    if sanitized_build():
         pytest.skip("the image is the release build's: checked in the normal build's suite")
     if not shutil.which("podman"):
         pytest.skip("podman is not installed (scripts/deps installs it)")
