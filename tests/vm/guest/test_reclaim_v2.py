@@ -151,7 +151,7 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     start_agent()
     wait_for("throttle", lambda: target("kill")["throttle"] == HIGH_PAGES)
     record = "/var/lib/pinion/reclaim/kill.json"
-    assert json.load(open(record)) == {"cgroup": g.name, "high": 62 * MiB}
+    assert json.load(open(record)) == {"version": 1, "cgroup": g.name, "high": 62 * MiB}
 
     # kill -9: the lowered memory.high stays (nothing could put it back), the record too.
     pid = main_pid()
@@ -196,7 +196,7 @@ def test_systemd_rewriting_memory_high_is_taken_as_the_original_at_once(node):
     wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
     systemctl("set-property", "--runtime", node.units[-1], "MemoryHigh=63M")
     wait_for("the new original recorded", lambda: json.load(open("/var/lib/pinion/reclaim/sd.json")) ==
-             {"cgroup": g.name, "high": 63 * MiB})
+             {"version": 1, "cgroup": g.name, "high": 63 * MiB})
     wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
     t = target("sd")
     assert t["wakeups"]["cap"] >= 2 and t["wakeups"]["timer"] == 0, t
