@@ -19,6 +19,7 @@
 #include "json.h"
 #include "manager.h"
 #include "podnet.h"
+#include "self-memory.h"
 #include "wire.h"
 
 /* ---- failures ---- */
@@ -511,6 +512,17 @@ static void add_undo(struct module_instance *mi, const struct cni_request *cr, e
         }
 }
 
+/* A pod's veth pair is kernel memory charged to the agent: near its limit, a refusal the
+ * runtime retries rather than the OOM killer (self-memory.h). */
+static int add_admit(struct module_instance *mi, struct cni_error *e) {
+        _cleanup_free_ char *why = NULL;
+
+        if (self_memory_guard_admit(mi->manager->memory_guard, "cni-add", &why) < 0)
+                return cni_error_set(e, CNI_ERR_TRY_AGAIN_LATER, "agent at its memory limit", "%s",
+                                     why ? why : "try again later");
+        return 0;
+}
+
 int attachment_add(struct module_instance *mi, const struct cni_request *cr, cJSON **ret_result, struct cni_error *e) {
         struct podnet *p = mi->data;
         _cleanup_(add_done) struct add add = { .p = p, .cr = cr, .netns_fd = -EBADF };
@@ -520,6 +532,9 @@ int attachment_add(struct module_instance *mi, const struct cni_request *cr, cJS
         cJSON *result;
         int r;
 
+        r = add_admit(mi, e);
+        if (r < 0)
+                return r;
         r = add_prepare(&add, e);
         if (r < 0)
                 return r;

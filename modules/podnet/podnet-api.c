@@ -10,7 +10,6 @@
 #include "json.h"
 #include "manager.h"
 #include "podnet.h"
-#include "self-memory.h"
 
 /* ---- replies ---- */
 
@@ -103,15 +102,8 @@ static int run(struct module_instance *mi, struct api_request *req, const struct
         if (r < 0)
                 return r;
         switch (cr->command) {
-        case CNI_ADD: {
-                /* A pod's veth pair is kernel memory charged to the agent: near its limit, a
-                 * refusal the runtime retries rather than the OOM killer (self-memory.h). */
-                _cleanup_free_ char *why = NULL;
-                if (self_memory_guard_admit(mi->manager->memory_guard, "cni-add", &why) < 0)
-                        return cni_error_set(e, CNI_ERR_TRY_AGAIN_LATER, "agent at its memory limit", "%s",
-                                             why ? why : "try again later");
+        case CNI_ADD:
                 return attachment_add(mi, cr, ret_result, e);
-        }
         case CNI_DEL:
                 return attachment_del(mi, cr, req, answer_held_del, e);
         case CNI_CHECK:
