@@ -25,6 +25,9 @@ def netns_names():
     return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
 
 
+READER_SLACK = 0.05
+
+
 def test_two_joins_per_mode_converge_and_leave_nothing(tmp_dir):
     require_binary(os.path.join(BUILDDIR, "piniond"))
     require_binary(os.path.join(BUILDDIR, "pinion-cni"))
@@ -47,8 +50,11 @@ def test_two_joins_per_mode_converge_and_leave_nothing(tmp_dir):
         s = doc["summary"][mode]
         assert s["joins"] == 2 and s["ok"] == 2, s
         # The order of things: the pod answers once the agent is ready and the peers route to it.
+        # The route's time is when this process read `ip monitor`'s line, the echo's when it
+        # read the reply: two readers a few milliseconds apart under load, so the order holds
+        # within READER_SLACK (measured: a route read 0.8 ms after the echo it carried).
         assert s["agent_ready"]["max"] <= s["pingable"]["max"], s
-        assert s["route_at_peers"]["max"] <= s["pingable"]["max"], s
+        assert s["route_at_peers"]["max"] <= s["pingable"]["max"] + READER_SLACK, s
     assert doc["mesh_missing"] == {"nodes": 0, "bgp": 0}, doc["mesh_missing"]
     cpu = doc["cpu"]
     assert cpu["route"]["node_events"] >= 20 and cpu["route"]["route_replaces"] >= 1, cpu

@@ -9,6 +9,7 @@ import hashlib
 import http.server
 import json
 import os
+import subprocess
 import threading
 
 import pytest
@@ -48,6 +49,24 @@ def installed():
         U.remove()
 
 
+@pytest.fixture
+def attached(installed):
+    """The fixture's pods still attached, as on a node being upgraded: each one's namespace at
+    the recorded path with its veth pair, the host end under the recorded name. Without them the
+    new agent rightly releases the addresses as gone once they are older than gc-grace."""
+    made = []
+    try:
+        for a in podnet_state_on_disk(os.path.join(U.BASE, "state"))["allocations"]:
+            ns = Netns(os.path.basename(a["netns"]))
+            made.append(ns)
+            subprocess.run(["ip", "link", "add", a["hostIfname"], "type", "veth", "peer", "name", "pod0",
+                            "netns", ns.name], check=True, capture_output=True)
+        yield installed
+    finally:
+        for ns in made:
+            ns.delete()
+
+
 def module(a, name):
     return [m for m in a.status()["modules"] if m["name"] == name][0]
 
@@ -56,8 +75,8 @@ def state_path(*p):
     return os.path.join(U.BASE, "state", *p)
 
 
-def test_previous_release_state_is_kept(installed, agent_factory, zk, kz):
-    fx = installed
+def test_previous_release_state_is_kept(attached, agent_factory, zk, kz):
+    fx = attached
     a = agent_factory(config=U.agent_config(zk.hosts), node_name="fixture-node", timeout=30)
 
     # podnet: every address the previous release handed out is still held by its container.
