@@ -128,6 +128,13 @@ def sanitized_build():
         return False
 
 
+# Why a test module skips the sanitizer build's suite (pytest.mark.skipif(sanitized_build(),
+# reason=NOT_UNDER_SANITIZERS)): benchmark smoke runs, simulations and timings checked against a
+# model measure nothing under AddressSanitizer (two to three times slower, freed memory kept) and
+# run no agent code the functional tests do not; the normal build's suite runs them.
+NOT_UNDER_SANITIZERS = "a benchmark, simulation or timing check: run in the normal build's suite"
+
+
 def require_binary(path):
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise AssertionError("%s is not built (PINION_BUILDDIR=%s): run make first" % (path, BUILDDIR))

@@ -14,12 +14,14 @@ import sys
 
 import pytest
 
-from pinion_testlib import BUILDDIR, SRCDIR, diag
+from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, SRCDIR, diag, sanitized_build
 
 REPORT = os.path.join(SRCDIR, "tests", "bench", "report.py")
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "bench"))
 
 from benchjson import BenchJson  # noqa: E402
+
+pytestmark = pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -11,12 +11,13 @@ import sys
 
 import pytest
 
-from pinion_testlib import BUILDDIR, SRCDIR, VALGRIND, require_binary
+from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, SRCDIR, VALGRIND, require_binary, sanitized_build
 
 SCRIPT = os.path.join(SRCDIR, "tests", "bench", "cluster-converge.py")
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
               pytest.mark.skipif(VALGRIND, reason="timings: not under valgrind"),
+              pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS),
               pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v bird"], capture_output=True).returncode != 0,
                                  reason="bird2 is not installed (scripts/deps)")]
 

@@ -32,7 +32,7 @@ import sys
 
 import pytest
 
-from pinion_testlib import BUILDDIR, SRCDIR, VALGRIND, diag, require_binary
+from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, SRCDIR, VALGRIND, diag, require_binary, sanitized_build
 
 SCRIPT = os.path.join(SRCDIR, "tests", "bench", "fleet-real.py")
 AGENTS = 20
@@ -41,7 +41,8 @@ SIM_RUNS = 10
 WIDEN_SD = 2.5
 WIDEN_REL = 0.02
 
-pytestmark = pytest.mark.skipif(VALGRIND, reason="timing against a model: not under valgrind")
+pytestmark = [pytest.mark.skipif(VALGRIND, reason="timing against a model: not under valgrind"),
+              pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS)]
 
 
 def run_fleet(tmp_dir, mode):

@@ -10,8 +10,10 @@ import subprocess
 
 import pytest
 
-from pinion_testlib import BUILDDIR, diag
+from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, diag, sanitized_build
 from runtime_testlib import require_runtime
+
+pytestmark = pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS)
 
 
 def test_make_bench_quick_runtime(tmp_dir):

@@ -16,7 +16,9 @@ import subprocess
 
 import pytest
 
-from pinion_testlib import BUILDDIR, SRCDIR, T, require_binary
+from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, SRCDIR, T, require_binary, sanitized_build
+
+pytestmark = pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS)
 
 FLEET_SIM = os.path.join(BUILDDIR, "tests", "sim", "fleet-sim")
 

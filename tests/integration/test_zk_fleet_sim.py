@@ -8,7 +8,11 @@ run is a pure function of its options."""
 import os
 import subprocess
 
-from pinion_testlib import BUILDDIR, T, require_binary
+import pytest
+
+from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, T, require_binary, sanitized_build
+
+pytestmark = pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS)
 
 SIM = os.path.join(BUILDDIR, "tests", "sim", "zk-fleet-sim")
 

@@ -9,10 +9,11 @@ import sys
 
 import pytest
 
-from pinion_testlib import SRCDIR, BUILDDIR, T, diag
+from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, SRCDIR, T, diag, sanitized_build
 import zkreg_testlib as zt
 
-pytestmark = pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
+pytestmark = [pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed"),
+              pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS)]
 
 
 def test_bench_smoke(tmp_path):
