@@ -376,6 +376,7 @@ static void on_signed(int error, const char *reason, const char *chain_pem, void
         }
         if (r < 0) {
                 _cleanup_free_ char *msg = NULL;
+                x509_cert_info_done(&info); /* filled when only the write failed */
                 if ((c->write_error ? asprintf(&msg, "cannot write it under %s (%s)", c->dir, strerror(-r))
                                     : asprintf(&msg, "%s (%s)", why ? why : "signing failed", strerror(-r))) < 0)
                         msg = NULL;
