@@ -22,7 +22,6 @@ MiB no OOM kill and everything done; at 16 MiB alive, with work refused with a c
 
 import argparse
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -32,26 +31,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from benchjson import BenchJson  # noqa: E402
 import selfmem_testlib as sm  # noqa: E402
-from pinion_testlib import SRCDIR, require_binary, PINIOND  # noqa: E402
+from pinion_testlib import require_binary, PINIOND  # noqa: E402
 
 MiB = sm.MiB
-
-
-def shipped_limits():
-    units = {"M": MiB, "Mi": MiB, "G": 1024 * MiB, "Gi": 1024 * MiB}
-    with open(os.path.join(SRCDIR, "units", "piniond.service.in")) as f:
-        unit = f.read()
-    with open(os.path.join(SRCDIR, "units", "kubernetes", "daemonset.yaml")) as f:
-        ds = f.read()
-    out = {}
-    for key in ("MemoryMax", "MemoryHigh"):
-        m = re.search(r"^%s=(\d+)(M|G)$" % key, unit, re.M)
-        if m:
-            out["unit %s=" % key] = int(m.group(1)) * units[m.group(2)]
-    m = re.search(r"limits:\n\s+memory: (\d+)(Mi|Gi)\n", ds)
-    if m:
-        out["DaemonSet limits.memory"] = int(m.group(1)) * units[m.group(2)]
-    return out
 
 
 def main():
@@ -96,7 +78,7 @@ def main():
     print("kernel memory of the pods' interfaces: %.0f KiB a pod (%.1f MiB for %d)" % (
         per_pod / 1024, (ref.kmem_attached - ref.kmem_settled) / MiB, ref.cni_ok))
     in_use = ref.parts.get("in_use", 0)
-    for where, limit in shipped_limits().items():
+    for where, limit in sm.shipped_limits().items():
         print("%s: %d MiB; the burst's peak %.1f MiB, in use %.1f MiB (%.0f%% of it; refusals from 90%%)" % (
             where, limit // MiB, ref.peak / MiB, in_use / MiB, 100.0 * in_use / limit))
         bj.row("memory in use at the burst's peak vs %s" % where, round(in_use / MiB, 1), limit // MiB, where,

@@ -54,7 +54,6 @@ import multiprocessing
 import os
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import threading
@@ -83,64 +82,14 @@ def ip_of(i, net=10):
     return f"{net}.{(i >> 16) & 255}.{(i >> 8) & 255}.{i & 255}"
 
 
-# Transaction types in the server's log (ZooDefs.OpCode): create, delete, create2,
-# createContainer, createTTL, multi and the error a failed multi carries.
-OP_CREATES = (1, 15, 19, 21)
-OP_DELETE = 2
-OP_MULTI = 14
-OP_ERROR = -1
-
-
-def txn_log(data_dir):
-    """Every committed transaction in the server's logs, in order: (time ms, [(type, body)]),
-    a multi as one transaction with its parts."""
-    d = os.path.join(data_dir, "version-2")
-    names = sorted((f for f in os.listdir(d) if f.startswith("log.")), key=lambda f: int(f[4:], 16))
-    out = []
-    for name in names:
-        with open(os.path.join(d, name), "rb") as f:
-            buf = f.read()
-        pos = 16  # the file header: magic, version, dbid
-        while pos + 12 <= len(buf):
-            _crc, length = struct.unpack_from(">qi", buf, pos)
-            if length <= 0 or pos + 12 + length > len(buf):
-                break  # the preallocated (zeroed) rest of the file
-            txn = buf[pos + 12:pos + 12 + length]
-            pos += 12 + length + 1  # and the end-of-record byte
-            _client, _cxid, _zxid, when, typ = struct.unpack_from(">qiqqi", txn, 0)
-            body = txn[32:]
-            if typ != OP_MULTI:
-                out.append((when, [(typ, body)]))
-                continue
-            (count,), p, parts = struct.unpack_from(">i", body, 0), 4, []
-            for _ in range(count):
-                sub, blen = struct.unpack_from(">ii", body, p)
-                parts.append((sub, body[p + 8:p + 8 + blen]))
-                p += 8 + blen
-            out.append((when, parts))
-    return out
-
-
 def server_phase(data_dir, parent, kind, fence_ctime):
     """The server's view of one phase: (seconds from its first transaction to the fence, nodes
     created or deleted under parent, transactions it took)."""
-    prefix = parent.rstrip("/").encode() + b"/"
-    first, nodes, txns = None, 0, 0
-    for when, parts in txn_log(data_dir):
-        if any(t == OP_ERROR for t, _ in parts):
-            continue  # a failed multi: nothing happened
-        k = 0
-        for typ, body in parts:
-            if (typ == OP_DELETE) if kind == "delete" else (typ in OP_CREATES):
-                (plen,) = struct.unpack_from(">i", body, 0)
-                k += body[4:4 + plen].startswith(prefix)
-        if k:
-            first = when if first is None else min(first, when)
-            nodes += k
-            txns += 1
-    if first is None:
+    txns = zt.write_transactions(data_dir, parent, kind=kind)
+    if not txns:
         raise RuntimeError(f"no {kind} under {parent} in the server's transaction log")
-    return (fence_ctime - first) / 1000.0, nodes, txns
+    first = min(when for when, _ in txns)
+    return (fence_ctime - first) / 1000.0, sum(k for _, k in txns), len(txns)
 
 
 def fence(kz, name):

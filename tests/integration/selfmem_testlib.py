@@ -20,6 +20,7 @@ DEL runs. Nothing is retried by the harness: what the agent refused stays counte
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -318,3 +319,21 @@ def run_burst(world, limit, settle_timeout=60, agent=None):
         g.kill_all()
         g.remove()
     return r
+
+
+def shipped_limits():
+    """{where: bytes} of the memory limits the unit and the DaemonSet ship."""
+    units = {"M": MiB, "Mi": MiB, "G": 1024 * MiB, "Gi": 1024 * MiB}
+    with open(os.path.join(tl.SRCDIR, "units", "piniond.service.in")) as f:
+        unit = f.read()
+    with open(os.path.join(tl.SRCDIR, "units", "kubernetes", "daemonset.yaml")) as f:
+        ds = f.read()
+    out = {}
+    for key in ("MemoryHigh", "MemoryMax"):
+        m = re.search(r"^%s=(\d+)(M|G)$" % key, unit, re.M)
+        assert m, "no %s= in the unit" % key
+        out[key] = int(m.group(1)) * units[m.group(2)]
+    m = re.search(r"limits:\n\s+memory: (\d+)(Mi|Gi)\n", ds)
+    assert m, "no limits.memory in the DaemonSet"
+    out["DaemonSet limits.memory"] = int(m.group(1)) * units[m.group(2)]
+    return out

@@ -11,14 +11,13 @@ alive, and once the pods are gone attaches a pod again. With the watermark off
 """
 
 import os
-import re
 import shutil
 import tempfile
 
 import pytest
 
 import selfmem_testlib as sm
-from pinion_testlib import SRCDIR, diag
+from pinion_testlib import diag
 
 MiB = sm.MiB
 PODS = 250
@@ -67,28 +66,10 @@ def test_32mib_does_everything(world):
     assert "refusing new work" not in r.log_since_burst, explain(r)
     # The limits the unit and the DaemonSet ship keep this burst below the watermark (90%).
     ws = r.parts["in_use"]
-    for where, limit in shipped_limits().items():
+    for where, limit in sm.shipped_limits().items():
         diag("%s: %d MiB, the burst's memory in use at its peak %.1f MiB (%.0f%%)" % (
             where, limit // MiB, ws / MiB, 100.0 * ws / limit))
         assert ws < 0.9 * limit, "%s: %d MiB is too little for a burst that uses %.1f MiB" % (where, limit // MiB, ws / MiB)
-
-
-def shipped_limits():
-    """{where: bytes} of the memory limits the unit and the DaemonSet ship."""
-    units = {"M": MiB, "Mi": MiB, "G": 1024 * MiB, "Gi": 1024 * MiB}
-    with open(os.path.join(SRCDIR, "units", "piniond.service.in")) as f:
-        unit = f.read()
-    with open(os.path.join(SRCDIR, "units", "kubernetes", "daemonset.yaml")) as f:
-        ds = f.read()
-    out = {}
-    for key in ("MemoryHigh", "MemoryMax"):
-        m = re.search(r"^%s=(\d+)(M|G)$" % key, unit, re.M)
-        assert m, "no %s= in the unit" % key
-        out[key] = int(m.group(1)) * units[m.group(2)]
-    m = re.search(r"limits:\n\s+memory: (\d+)(Mi|Gi)\n", ds)
-    assert m, "no limits.memory in the DaemonSet"
-    out["DaemonSet limits.memory"] = int(m.group(1)) * units[m.group(2)]
-    return out
 
 
 def test_16mib_refuses_pod_networks_and_does_the_rest(world):
