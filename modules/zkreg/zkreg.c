@@ -437,13 +437,15 @@ static int zkreg_start(struct module_instance *mi) {
         r = zkreg_register_metrics(z);
         if (r < 0)
                 return r;
+        /* The drain first: a newer release's drain file stops the start before the session
+         * file is touched. */
+        r = zkreg_load_drain(z);
+        if (r < 0)
+                return r;
         r = zkreg_open_session(z);
         if (r < 0)
                 return r;
 
-        r = zkreg_load_drain(z);
-        if (r < 0)
-                return r;
         struct registry_config rc = registry_config_from(z->settings);
         rc.drained = z->drain.drained;
         r = registry_new(m, z->session, &rc, &z->registry);
