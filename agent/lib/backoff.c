@@ -29,6 +29,21 @@ static uint64_t seed_from_kernel(const void *salt) {
         return (uint64_t) (uintptr_t) salt ^ ((uint64_t) getpid() << 32);
 }
 
+/* One seed from the kernel per process, then the next number for each object: splitmix64 makes
+ * neighbours unrelated, and an agent starting with thousands of registrations (each with its
+ * backoff) made as many getrandom() calls, 3% of its start. Two threads racing to the first
+ * call both ask the kernel; either answer serves. */
+static uint64_t process_seed(const void *salt) {
+        static uint64_t base, next;
+
+        uint64_t b = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
+        if (b == 0) {
+                b = seed_from_kernel(salt) | 1; /* never 0: 0 means "not yet" */
+                __atomic_store_n(&base, b, __ATOMIC_RELEASE);
+        }
+        return b + __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+}
+
 static uint64_t rng_next(struct backoff *b) {
         uint64_t x = b->rng;
 
@@ -45,7 +60,7 @@ void backoff_init(struct backoff *b, const struct backoff_config *config, uint64
         };
 
         if (seed == 0)
-                seed = seed_from_kernel(b);
+                seed = process_seed(b);
         b->rng = splitmix64(seed);
         if (b->rng == 0)
                 b->rng = RNG_FALLBACK_STATE;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <search.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -188,10 +189,38 @@ static int clash_reason(const struct pod_file *f, const struct pod_file *g, char
 
 /* Two files for one pod: the operator copied a file and forgot to rename the pod. Keep the first
  * (name order), so which one wins depends neither on readdir order nor on which changed last. */
+static int compare_uids(const void *a, const void *b) {
+        return strcmp(((const struct pod_file *) a)->pod->uid, ((const struct pod_file *) b)->pod->uid);
+}
+
+static int compare_pod_names(const void *a, const void *b) {
+        const struct pod *p = ((const struct pod_file *) a)->pod, *q = ((const struct pod_file *) b)->pod;
+        int c = strcmp(p->namespace, q->namespace);
+        return c ? c : strcmp(p->name, q->name);
+}
+
+static void keep_node(void *node) {
+        (void) node; /* the trees point into d->files */
+}
+
+/* The earlier published file f's pod clashes with (by uid or by name, the first in file order),
+ * through two search trees of what is published so far: a pods-dir of thousands is n log n at
+ * start, not n² pairs. NULL: none. */
+static const struct pod_file *first_clash(void *by_uid, void *by_name, const struct pod_file *f) {
+        void *u = tfind(f, &by_uid, compare_uids), *n = tfind(f, &by_name, compare_pod_names);
+        const struct pod_file *gu = u ? *(const struct pod_file **) u : NULL;
+        const struct pod_file *gn = n ? *(const struct pod_file **) n : NULL;
+
+        if (gu && gn)
+                return gu < gn ? gu : gn;
+        return gu ? gu : gn;
+}
+
 static int publish_all(struct podsdir *d) {
         _cleanup_free_ struct pod **pods = malloc(MAX(d->n_files, 1u) * sizeof(struct pod *));
+        void *by_uid = NULL, *by_name = NULL;
         size_t n = 0;
-        int r;
+        int r = 0;
 
         if (!pods)
                 return -ENOMEM;
@@ -202,18 +231,25 @@ static int publish_all(struct podsdir *d) {
                 f->published = false;
                 if (!f->pod)
                         continue;
-                /* Hashes first, strings on a match: a pods-dir of thousands is n² pairs at start. */
-                for (size_t j = 0; j < i && !f->clash; j++) {
-                        const struct pod_file *g = &d->files[j];
-                        if (g->published && (g->uid_hash == f->uid_hash || g->name_hash == f->name_hash) &&
-                            clash_reason(f, g, &f->clash) < 0)
-                                return -ENOMEM;
+                const struct pod_file *g = first_clash(by_uid, by_name, f);
+                if (g && clash_reason(f, g, &f->clash) < 0) {
+                        r = -ENOMEM;
+                        break;
                 }
                 if (f->clash)
                         continue;
+                /* Published: in both trees (a new key in each, or it would have clashed). */
+                if (!tsearch(f, &by_uid, compare_uids) || !tsearch(f, &by_name, compare_pod_names)) {
+                        r = -ENOMEM;
+                        break;
+                }
                 f->published = true;
                 pods[n++] = f->pod;
         }
+        tdestroy(by_uid, keep_node);
+        tdestroy(by_name, keep_node);
+        if (r < 0)
+                return r;
         r = pod_store_replace_source(d->store, PODSDIR_SOURCE, pods, n);
         return r < 0 ? r : 0;
 }
