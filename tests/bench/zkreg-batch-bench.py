@@ -128,6 +128,19 @@ def kazoo_expiry_main(hosts, path, n, conn):
     kz.close()
 
 
+def stop_until_expired(kz, path, pid, who):
+    """Stops pid (SIGSTOP) until the server has expired its session (every member under path
+    gone), resumes it and returns the resume's time (ms): where the expiry phase starts."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        if not wait_count(kz, path, lambda c: c == 0, 60):
+            raise RuntimeError("%s's session never expired" % who)
+    finally:
+        t0 = now_ms()
+        os.kill(pid, signal.SIGCONT)
+    return t0
+
+
 def run_kazoo_expiry(zk, kz, n, path):
     ctx = multiprocessing.get_context("fork")
     conn, child = ctx.Pipe()
@@ -136,13 +149,7 @@ def run_kazoo_expiry(zk, kz, n, path):
     try:
         if not conn.poll(60) or conn.recv() != "ready":
             raise RuntimeError("the kazoo client did not register")
-        os.kill(p.pid, signal.SIGSTOP)
-        try:
-            if not wait_count(kz, path, lambda c: c == 0, 60):
-                raise RuntimeError("the kazoo client's session never expired")
-        finally:
-            t0 = now_ms()
-            os.kill(p.pid, signal.SIGCONT)
+        t0 = stop_until_expired(kz, path, p.pid, "the kazoo client")
         if not conn.poll(120) or conn.recv() != "done":
             raise RuntimeError("the kazoo client did not register again")
         c = ctimes(kz, path)
@@ -237,13 +244,7 @@ def run_pinion_expiry(zk, kz, n, path):
         a.start(timeout=60)
         if not wait_count(kz, path, lambda c: c == n, 60):
             raise RuntimeError("pinion did not register")
-        os.kill(a.pid, signal.SIGSTOP)
-        try:
-            if not wait_count(kz, path, lambda c: c == 0, 60):
-                raise RuntimeError("pinion's session never expired")
-        finally:
-            t0 = now_ms()
-            os.kill(a.pid, signal.SIGCONT)
+        t0 = stop_until_expired(kz, path, a.pid, "pinion")
         if not wait_count(kz, path, lambda c: c == n, 120):
             raise RuntimeError("pinion did not register again")
         c = ctimes(kz, path)
