@@ -4,8 +4,13 @@ by the agent, 2 usage, 3 agent unreachable)."""
 
 import json
 import os
+import re
 
-from pinion_testlib import MODULES, make_pod, run_pinionctl
+import pytest
+
+from pinion_testlib import MODULES, make_pod, run_pinionctl, wait_until
+import zkreg_testlib
+from zkreg_testlib import web_pod, zk_config
 
 
 def _shape(v):
@@ -113,3 +118,83 @@ def test_route_not_available_exits_1(agent):
     rc, out, err = agent.ctl("identity")
     assert rc == 1, (rc, out, err)
     assert err.strip(), "no message on stderr"
+
+
+# A "label: value" line whose value touches its label ("session id:0x1"), and a count whose noun
+# does not agree with it ("1 errors").
+GLUED_LABEL = re.compile(r"^ *[a-z][a-z]*(?: [a-z]+){0,2}:[^\s/]", re.M)
+BAD_PLURAL = re.compile(r"(?<![\d.])1 (errors|reloads|routes|peers|conflicts|registrations)\b")
+
+
+def assert_readable(cmd, out):
+    assert not GLUED_LABEL.search(out), (cmd, GLUED_LABEL.search(out).group(0), out)
+    assert not BAD_PLURAL.search(out), (cmd, BAD_PLURAL.search(out).group(0), out)
+
+
+def test_text_output_labels_and_counts(agent_factory):
+    if not zkreg_testlib.zookeeper_available():
+        pytest.skip("zookeeper not installed")
+    zk = zkreg_testlib.ZkStandalone().start()
+    try:
+        a = agent_factory(config=zk_config(zk))
+        a.write_pod("web", web_pod("web-1", "/pinion-test/cli"))
+        a.write_pod("broken", "{ not json")
+        wait_until(lambda: a.status()["pods"]["errors"], 10, desc="the broken pod file reported")
+        wait_until(lambda: any(r["state"] == "registered" for r in a.get_json("/v1/registrations")["registrations"]),
+                   15, desc="web-1 registered")
+        for cmd in (["status"], ["pods"], ["pods", "web-1"], ["registrations"], ["reclaim"], ["configs"],
+                    ["identity"], ["health"]):
+            r = a.ctl(*cmd)
+            assert r.rc in (0, 1), (cmd, r)
+            assert_readable(cmd, r.stdout)
+        # The session id, spaced from its label.
+        r = a.ctl("registrations")
+        assert re.search(r"^session id: +0x[0-9a-f]+$", r.stdout, re.M), r.stdout
+        r = a.ctl("drain")
+        assert r.rc == 0 and r.stdout.startswith("1 registration marked STOPPING;"), r
+    finally:
+        zk.close()
+
+
+def test_status_names_the_pod_files_in_error(agent):
+    agent.write_pod("web", make_pod("web-1"))
+    bad = agent.write_pod("broken", "{ not json")
+    wait_until(lambda: agent.status()["pods"]["errors"], 10, desc="the broken pod file reported")
+    errors = agent.status()["pods"]["errors"]
+    assert len(errors) == 1 and errors[0].startswith(bad + ": "), errors
+    rc, out, err = agent.ctl("status")
+    assert rc == 0, (rc, out, err)
+    assert re.search(r"^pods: +1 \(pods-dir %s, 1 error\)$" % re.escape(agent.pods_dir), out, re.M), out
+    # Which file, and why: the agent's own words, one line each.
+    assert re.search(r"^  error: +%s$" % re.escape(errors[0]), out, re.M), out
+
+
+def test_reclaim_says_which_cgroup_version(agent):
+    api = agent.get_json("/v1/reclaim")
+    rc, out, err = agent.ctl("reclaim")
+    assert rc == 0, (rc, out, err)
+    want = "-" if api.get("cgroup_version") is None else "v%d" % api["cgroup_version"]
+    assert re.search(r"^cgroup: +%s$" % re.escape(want), out, re.M), (api, out)
+
+
+def test_json_prints_the_whole_api_body(agent):
+    """--json is the agent's document, every field of it, for each command that reads one."""
+    agent.write_pod("web", make_pod("web-1"))
+    agent.wait_pod("default", "web-1")
+    volatile = {"uptime_seconds"}
+
+    def same(got, api):
+        if isinstance(got, dict):
+            got = {k: v for k, v in got.items() if k not in volatile}
+            api = {k: v for k, v in api.items() if k not in volatile}
+        return got == api
+
+    for cmd, path in ((["health"], "/v1/health"), (["status"], "/v1/status"), (["pods"], "/v1/pods"),
+                      (["pods", "web-1"], "/v1/pods/default/web-1"), (["configs"], "/v1/configs"),
+                      (["reclaim"], "/v1/reclaim")):
+        def matches():
+            r = agent.ctl("--json", *cmd)
+            assert r.rc == 0, (cmd, r)
+            return same(json.loads(r.stdout), agent.get_json(path))
+        # Fields that change between the two reads (counters, generations) settle on a retry.
+        wait_until(matches, 5, desc="pinionctl --json %s == GET %s" % (" ".join(cmd), path))
