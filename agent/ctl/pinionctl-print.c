@@ -640,3 +640,36 @@ int pinionctl_print_configs(const cJSON *root) {
         printf("\n");
         return print_table(pod_header, pod_keys, ELEMENTSOF(pod_header), pinionctl_print_json_get(root, "pods"));
 }
+
+/* ---- names for the shell's completion ---- */
+
+static bool is_shell_word(const char *s) {
+        if (isempty(s))
+                return false;
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
+                if (*p <= ' ' || *p == 0x7f || strchr("\"'\\$`;&|<>()*?[]{}!#~", *p))
+                        return false;
+        return true;
+}
+
+int pinionctl_print_pod_names(const cJSON *root) {
+        const cJSON *pod;
+
+        cJSON_ArrayForEach(pod, pinionctl_print_json_get(root, "pods")) {
+                const char *ns = json_str(pod, "namespace"), *name = json_str(pod, "name");
+                if (is_shell_word(ns) && is_shell_word(name))
+                        printf("%s/%s\n", ns, name);
+        }
+        return EXIT_OK;
+}
+
+int pinionctl_print_config_names(const cJSON *root) {
+        const cJSON *config;
+
+        cJSON_ArrayForEach(config, pinionctl_print_json_get(root, "configs")) {
+                const char *name = json_str(config, "name");
+                if (is_shell_word(name))
+                        printf("%s\n", name);
+        }
+        return EXIT_OK;
+}

@@ -22,6 +22,7 @@
 #define DEFAULT_WAIT_USEC (30 * USEC_PER_SEC)
 #define MAX_BODY_SIZE (64U * 1024U * 1024U)
 #define MAX_TIMEOUT_USEC (24 * USEC_PER_HOUR)
+#define COMPLETE_TIMEOUT_USEC (USEC_PER_SEC / 2)
 #define MAX_LONG_POLL_USEC (10 * USEC_PER_MINUTE) /* the agent's longest ?wait= */
 
 struct options {
@@ -615,22 +616,23 @@ static const struct verb *verb_find(const char *name) {
 
 /* ---- command line ---- */
 
+enum { ARG_VERSION = 0x100 };
+static const struct option cli_options[] = {
+        { "socket", required_argument, NULL, 's' },
+        { "json", no_argument, NULL, 'j' },
+        { "timeout", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, ARG_VERSION },
+        {}
+};
+
 /* Returns -1 to go on, otherwise the exit status. Options may follow the command
  * ("wait-config app --timeout 60s"). */
 static int parse_argv(int argc, char *argv[], struct options *o) {
-        enum { ARG_VERSION = 0x100 };
-        static const struct option options[] = {
-                { "socket", required_argument, NULL, 's' },
-                { "json", no_argument, NULL, 'j' },
-                { "timeout", required_argument, NULL, 't' },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, ARG_VERSION },
-                {}
-        };
         int c;
 
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":s:jt:h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":s:jt:h", cli_options, NULL)) >= 0)
                 switch (c) {
                 case 's':
                         if (isempty(optarg))
@@ -658,11 +660,45 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
         return -1;
 }
 
+/* "__complete KIND", the words the bash completion (shell-completion/bash/pinionctl) offers, one
+ * a line: the commands, the long options, or the names of the node's pods or configs. Hidden from
+ * --help. The shell waits on it at every Tab: names come with a short timeout and without a word
+ * on stderr, so an agent that is down or slow means no names, at once. */
+static int complete_words(const struct options *o, const char *kind) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        struct options quick = *o;
+        bool pods = streq(kind, "pods");
+        int k;
+
+        if (streq(kind, "commands")) {
+                for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                        puts(verbs[i].name);
+                return EXIT_OK;
+        }
+        if (streq(kind, "options")) {
+                for (const struct option *opt = cli_options; opt->name; opt++)
+                        printf("--%s\n", opt->name);
+                return EXIT_OK;
+        }
+        if (!pods && !streq(kind, "configs"))
+                return usage_error("__complete: unknown kind '%s'", kind);
+        if (!freopen("/dev/null", "w", stderr))
+                return EXIT_AGENT;
+        if (quick.timeout == 0)
+                quick.timeout = COMPLETE_TIMEOUT_USEC;
+        k = agent_get_json(&quick, pods ? "/v1/pods" : "/v1/configs", request_timeout(&quick), 0, NULL, &root);
+        if (k != EXIT_OK)
+                return k;
+        return pods ? pinionctl_print_pod_names(root) : pinionctl_print_config_names(root);
+}
+
 static int run_verb(const struct options *o, char **args, int n) {
         const struct verb *v;
 
         if (n == 0)
                 return usage_error("missing command");
+        if (streq(args[0], "__complete"))
+                return n == 2 ? complete_words(o, args[1]) : usage_error("__complete: expected one KIND");
         v = verb_find(args[0]);
         if (!v)
                 return usage_error("unknown command '%s'", args[0]);

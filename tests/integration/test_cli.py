@@ -5,10 +5,13 @@ by the agent, 2 usage, 3 agent unreachable)."""
 import json
 import os
 import re
+import subprocess
+import time
 
 import pytest
 
-from pinion_testlib import MODULES, make_pod, run_pinionctl, wait_until
+from pinion_testlib import BUILDDIR, MODULES, SRCDIR, clean_env, make_pod, run_pinionctl, wait_until
+from configsync_testlib import config_section, test_ca  # noqa: F401 (test_ca: a fixture)
 import zkreg_testlib
 from zkreg_testlib import web_pod, zk_config
 
@@ -198,3 +201,66 @@ def test_json_prints_the_whole_api_body(agent):
             return same(json.loads(r.stdout), agent.get_json(path))
         # Fields that change between the two reads (counters, generations) settle on a retry.
         wait_until(matches, 5, desc="pinionctl --json %s == GET %s" % (" ".join(cmd), path))
+
+
+# ---- bash completion (shell-completion/bash/pinionctl), driven as bash drives it ----
+
+COMPLETION = os.path.join(SRCDIR, "shell-completion", "bash", "pinionctl")
+
+
+def complete(*words, env=None):
+    """What the completion offers for the command line words (the last one being completed),
+    with pinionctl found on PATH as an installed one would be."""
+    script = (
+        'source "$1"; shift\n'
+        'complete -p pinionctl >&2\n'
+        'COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}\n'
+        '_pinionctl pinionctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"\n'
+        'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    e = clean_env(env)
+    e["PATH"] = BUILDDIR + os.pathsep + e.get("PATH", "/usr/bin:/bin")
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", script, "bash", COMPLETION] + list(words),
+                       capture_output=True, text=True, env=e, timeout=10, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p
+    assert p.stderr.strip() == "complete -F _pinionctl pinionctl", p.stderr
+    return sorted(w for w in p.stdout.split("\n") if w)
+
+
+def test_bash_completion_of_commands_and_options():
+    rc, _, err = run_pinionctl()
+    table = sorted(re.search(r"^Commands:(.*)$", err, re.M).group(1).split())
+    assert complete("pinionctl", "") == table
+    assert complete("pinionctl", "wa") == ["wait-config"]
+    assert complete("pinionctl", "--so") == ["--socket"]
+    assert complete("pinionctl", "pods", "--j") == ["--json"]  # options may follow the command
+    assert "--timeout" in complete("pinionctl", "-")
+    assert complete("pinionctl", "status", "") == []  # status takes no argument
+
+
+def test_bash_completion_of_pod_and_config_names(agent_factory, test_ca, tmp_path):
+    a = agent_factory(config={"config.app": config_section("https://127.0.0.1:1/app/manifest.json",
+                                                           str(tmp_path / "app"), test_ca),
+                              "config.db": config_section("https://127.0.0.1:1/db/manifest.json",
+                                                          str(tmp_path / "db"), test_ca)})
+    a.write_pod("web", make_pod("web-1", namespace="shop"))
+    a.write_pod("api", make_pod("api-1"))
+    a.wait_pod("shop", "web-1")
+    a.wait_pod("default", "api-1")
+    # The agent named on the line, in every spelling, or by $PINION_SOCKET.
+    assert complete("pinionctl", "--socket", a.socket, "pods", "") == ["default/api-1", "shop/web-1"]
+    assert complete("pinionctl", "-s", a.socket, "pods", "sh") == ["shop/web-1"]
+    assert complete("pinionctl", "--socket", "=", a.socket, "pods", "") == ["default/api-1", "shop/web-1"]
+    assert complete("pinionctl", "pods", "d", env={"PINION_SOCKET": a.socket}) == ["default/api-1"]
+    assert complete("pinionctl", "-s", a.socket, "wait-config", "") == ["app", "db"]
+    assert complete("pinionctl", "-s", a.socket, "wait-config", "--timeout", "5s", "d") == ["db"]
+    # One argument each: nothing after it.
+    assert complete("pinionctl", "-s", a.socket, "pods", "shop/web-1", "") == []
+
+
+def test_bash_completion_without_an_agent_is_quick_and_silent(tmp_dir):
+    gone = os.path.join(tmp_dir, "nothing-here.sock")
+    t0 = time.monotonic()
+    assert complete("pinionctl", "--socket", gone, "pods", "") == []
+    assert time.monotonic() - t0 < 2
+    rc, out, err = run_pinionctl("--socket", gone, "__complete", "pods")
+    assert rc == 3 and out == "" and err == "", (rc, out, err)
