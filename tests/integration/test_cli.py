@@ -264,3 +264,26 @@ def test_bash_completion_without_an_agent_is_quick_and_silent(tmp_dir):
     assert time.monotonic() - t0 < 2
     rc, out, err = run_pinionctl("--socket", gone, "__complete", "pods")
     assert rc == 3 and out == "" and err == "", (rc, out, err)
+
+
+def _ctl_as_nobody(sock, *args):
+    def drop():
+        os.setgid(65534)
+        os.setuid(65534)
+    p = subprocess.run([os.path.join(BUILDDIR, "pinionctl"), "--socket", sock] + list(args), capture_output=True,
+                       text=True, preexec_fn=drop, timeout=10, env=clean_env(), stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_other_users_and_the_socket_mode(agent_factory):
+    # pinionctl(1): with the default socket-mode (0660, no socket-group) only root connects...
+    a = agent_factory()
+    rc, out, err = _ctl_as_nobody(a.socket, "health")
+    assert rc == 3 and "Permission denied" in err, (rc, out, err)
+    a.stop()
+    # ...and where everyone may connect, another user outside pods gets health, not the rest.
+    b = agent_factory(config={"agent": {"socket-mode": "0666"}})
+    rc, out, err = _ctl_as_nobody(b.socket, "health")
+    assert rc == 0 and out == "ok\n", (rc, out, err)
+    rc, out, err = _ctl_as_nobody(b.socket, "status")
+    assert rc == 1 and "403" in err, (rc, out, err)
