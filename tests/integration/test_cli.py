@@ -153,8 +153,13 @@ def test_text_output_labels_and_counts(agent_factory):
         # The session id, spaced from its label.
         r = a.ctl("registrations")
         assert re.search(r"^session id: +0x[0-9a-f]+$", r.stdout, re.M), r.stdout
+        # --json is the whole document here too.
+        wait_until(lambda: json.loads(a.ctl("--json", "registrations").stdout) == a.get_json("/v1/registrations"),
+                   5, desc="pinionctl --json registrations == GET /v1/registrations")
         r = a.ctl("drain")
         assert r.rc == 0 and r.stdout.startswith("1 registration marked STOPPING;"), r
+        r = a.ctl("--json", "undrain")
+        assert r.rc == 0 and isinstance(json.loads(r.stdout), dict), r
     finally:
         zk.close()
 
