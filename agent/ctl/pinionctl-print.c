@@ -142,6 +142,11 @@ static const char *strna(const char *s) {
         return isempty(s) ? "-" : s;
 }
 
+/* "1 error", "2 errors": the noun for a count. */
+static const char *plural(double n, const char *one, const char *many) {
+        return n == 1 ? one : many;
+}
+
 /* ---- tables ---- */
 
 struct table {
@@ -226,7 +231,8 @@ static void print_field(const char *label, const char *value) {
 
         if (v)
                 pinionctl_print_sanitize(v);
-        printf("%-11s%s\n", label, v ? v : "-");
+        /* A label longer than the column still gets its space. */
+        printf("%-10s %s\n", label, v ? v : "-");
 }
 
 static void print_field_json(const char *label, const cJSON *value) {
@@ -365,17 +371,23 @@ static void print_status_header(const cJSON *root) {
         print_field("uptime:", buf);
         print_field_json("ready:", pinionctl_print_json_get(root, "ready"));
         if (cJSON_IsObject(config)) {
-                snprintf(buf, sizeof buf, "%s (%.0f reloads, %.0f failed)", strna(json_str(config, "file")),
-                         json_num(config, "reloads"),
-                         json_num(config, "reload_failures"));
+                double reloads = json_num(config, "reloads");
+                snprintf(buf, sizeof buf, "%s (%.0f %s, %.0f failed)", strna(json_str(config, "file")), reloads,
+                         plural(reloads, "reload", "reloads"), json_num(config, "reload_failures"));
                 print_field("config:", buf);
                 if (json_str(config, "last_reload_error"))
                         print_field("  error:", json_str(config, "last_reload_error"));
         }
         if (cJSON_IsObject(pods)) {
-                snprintf(buf, sizeof buf, "%.0f (pods-dir %s, %d errors)", json_num(pods, "count"),
-                         strna(json_str(pods, "pods_dir")), cJSON_GetArraySize(pinionctl_print_json_get(pods, "errors")));
+                const cJSON *errors = pinionctl_print_json_get(pods, "errors"), *e;
+                int n = cJSON_GetArraySize(errors);
+
+                snprintf(buf, sizeof buf, "%.0f (pods-dir %s, %d %s)", json_num(pods, "count"),
+                         strna(json_str(pods, "pods_dir")), n, plural(n, "error", "errors"));
                 print_field("pods:", buf);
+                /* Each names its file and why it was skipped ("PATH: reason"). */
+                cJSON_ArrayForEach(e, errors)
+                        print_field_json("  error:", e);
         }
 }
 
@@ -396,9 +408,11 @@ static int print_status_routing(const cJSON *root) {
         const cJSON *skipped = pinionctl_print_json_get(routing, "skipped");
         const cJSON *conflicts = pinionctl_print_json_get(routing, "conflicts");
         printf("\n");
-        snprintf(buf, sizeof buf, "%s (%.0f IPv4 and %.0f IPv6 routes to other nodes, %d peers skipped, %d conflicts)",
-                 strna(json_str(routing, "mode")), json_num(routes, "ipv4"), json_num(routes, "ipv6"),
-                 cJSON_GetArraySize(skipped), cJSON_GetArraySize(conflicts));
+        double n6 = json_num(routes, "ipv6");
+        int n_skipped = cJSON_GetArraySize(skipped), n_conflicts = cJSON_GetArraySize(conflicts);
+        snprintf(buf, sizeof buf, "%s (%.0f IPv4 and %.0f IPv6 %s to other nodes, %d %s skipped, %d %s)",
+                 strna(json_str(routing, "mode")), json_num(routes, "ipv4"), n6, plural(n6, "route", "routes"),
+                 n_skipped, plural(n_skipped, "peer", "peers"), n_conflicts, plural(n_conflicts, "conflict", "conflicts"));
         print_field("routing:", buf);
         if (json_str(routing, "hint"))
                 print_field("  hint:", json_str(routing, "hint"));
@@ -457,8 +471,9 @@ int pinionctl_print_drain(const cJSON *root) {
         const cJSON *n = pinionctl_print_json_get(root, "stopping");
 
         if (cJSON_IsNumber(n))
-                printf("%.0f registrations marked STOPPING; removed after %.0fms; no new registrations until undrain\n",
-                       n->valuedouble, json_num(root, "drain_delay_ms"));
+                printf("%.0f %s marked STOPPING; removed after %.0fms; no new registrations until undrain\n",
+                       n->valuedouble, plural(n->valuedouble, "registration", "registrations"),
+                       json_num(root, "drain_delay_ms"));
         else
                 printf("undrained: ready pods are registered again\n");
         return EXIT_OK;
@@ -523,6 +538,17 @@ static char *format_bytes_json(const cJSON *v) {
         return s;
 }
 
+/* "v2" (unified) or "v1", not a bare number that reads as a count; "-" when no hierarchy was found. */
+static void print_cgroup_version(const cJSON *v) {
+        char buf[32];
+
+        if (cJSON_IsNumber(v))
+                snprintf(buf, sizeof buf, "v%.0f", v->valuedouble);
+        else
+                snprintf(buf, sizeof buf, "-");
+        print_field("cgroup:", buf);
+}
+
 int pinionctl_print_reclaim(const cJSON *root) {
         static const char *const header[] = { "NAME", "CGROUP", "STATE", "LIMIT", "USAGE", "FILE", "ANON",
                                               "RECLAIMS", "RECLAIMED", "LAST REACTION", "REASON" };
@@ -533,7 +559,7 @@ int pinionctl_print_reclaim(const cJSON *root) {
         print_field_json("state:", pinionctl_print_json_get(root, "state"));
         if (json_str(root, "reason"))
                 print_field_json("reason:", pinionctl_print_json_get(root, "reason"));
-        print_field_json("cgroup:", pinionctl_print_json_get(root, "cgroup_version"));
+        print_cgroup_version(pinionctl_print_json_get(root, "cgroup_version"));
         cJSON_ArrayForEach(item, pinionctl_print_json_get(root, "pod_errors"))
                 print_field_json("pod error:", item);
         printf("\n");
@@ -613,4 +639,37 @@ int pinionctl_print_configs(const cJSON *root) {
                 return k;
         printf("\n");
         return print_table(pod_header, pod_keys, ELEMENTSOF(pod_header), pinionctl_print_json_get(root, "pods"));
+}
+
+/* ---- names for the shell's completion ---- */
+
+static bool is_shell_word(const char *s) {
+        if (isempty(s))
+                return false;
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
+                if (*p <= ' ' || *p == 0x7f || strchr("\"'\\$`;&|<>()*?[]{}!#~", *p))
+                        return false;
+        return true;
+}
+
+int pinionctl_print_pod_names(const cJSON *root) {
+        const cJSON *pod;
+
+        cJSON_ArrayForEach(pod, pinionctl_print_json_get(root, "pods")) {
+                const char *ns = json_str(pod, "namespace"), *name = json_str(pod, "name");
+                if (is_shell_word(ns) && is_shell_word(name))
+                        printf("%s/%s\n", ns, name);
+        }
+        return EXIT_OK;
+}
+
+int pinionctl_print_config_names(const cJSON *root) {
+        const cJSON *config;
+
+        cJSON_ArrayForEach(config, pinionctl_print_json_get(root, "configs")) {
+                const char *name = json_str(config, "name");
+                if (is_shell_word(name))
+                        printf("%s\n", name);
+        }
+        return EXIT_OK;
 }

@@ -51,6 +51,10 @@ int pinionctl_print_reclaim(const cJSON *root);
 int pinionctl_print_identity(const cJSON *root);
 /* /v1/configs: one row per config bundle, then the pods the "configs" gate concerns. */
 int pinionctl_print_configs(const cJSON *root);
+/* For the shell's completion, one word a line: "namespace/name" of every pod of /v1/pods, the
+ * name of every config of /v1/configs (a name no shell word could hold is left out). */
+int pinionctl_print_pod_names(const cJSON *root);
+int pinionctl_print_config_names(const cJSON *root);
 /* Documents this client does not know in detail (they belong to modules that may grow): the
  * scalar fields, then one table per array of objects. */
 int pinionctl_print_generic(const cJSON *root);

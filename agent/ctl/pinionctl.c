@@ -22,6 +22,8 @@
 #define DEFAULT_WAIT_USEC (30 * USEC_PER_SEC)
 #define MAX_BODY_SIZE (64U * 1024U * 1024U)
 #define MAX_TIMEOUT_USEC (24 * USEC_PER_HOUR)
+#define COMPLETE_TIMEOUT_USEC (USEC_PER_SEC / 2)
+#define MAX_LONG_POLL_USEC (10 * USEC_PER_MINUTE) /* the agent's longest ?wait= */
 
 struct options {
         const char *socket;
@@ -148,6 +150,20 @@ static void format_wait(char *buf, size_t n, usec_t u) {
                 snprintf(buf, n, "%" PRIu64 "s", u / USEC_PER_SEC);
         else
                 snprintf(buf, n, "%" PRIu64 "ms", MAX(u / USEC_PER_MSEC, (usec_t) 1));
+}
+
+/* A duration for people, as --timeout takes it: "3s", "90s", "2m", "1h", "2.5s". */
+static void format_duration_text(char *buf, size_t n, usec_t u) {
+        uint64_t s = u / USEC_PER_SEC;
+
+        if (u % USEC_PER_SEC != 0)
+                snprintf(buf, n, "%.1fs", (double) u / USEC_PER_SEC);
+        else if (s < 60 || s % 60 != 0)
+                snprintf(buf, n, "%" PRIu64 "s", s);
+        else if (s < 3600 || s % 3600 != 0)
+                snprintf(buf, n, "%" PRIu64 "m", s / 60);
+        else
+                snprintf(buf, n, "%" PRIu64 "h", s / 3600);
 }
 
 /* ---- talking to the agent ---- */
@@ -439,9 +455,64 @@ static int wait_config_once(const struct options *o, const char *escaped, usec_t
         return EXIT_OK;
 }
 
+/* The config's state and last error right now, for what a 504 does not carry. Both NULL when
+ * the agent does not say; *ret_doc owns the strings. */
+static void config_progress(const struct options *o, const char *escaped, cJSON **ret_doc, const char **ret_state,
+                            const char **ret_error) {
+        _cleanup_free_ char *path = NULL;
+        const cJSON *state, *error;
+
+        *ret_doc = NULL;
+        *ret_state = *ret_error = NULL;
+        if (asprintf(&path, "/v1/configs/%s", escaped) < 0 ||
+            agent_get_json(o, path, DEFAULT_TIMEOUT_USEC, 0, NULL, ret_doc) != EXIT_OK)
+                return;
+        state = pinionctl_print_json_get(*ret_doc, "state");
+        error = pinionctl_print_json_get(*ret_doc, "last_error");
+        *ret_state = cJSON_IsString(state) ? state->valuestring : NULL;
+        *ret_error = cJSON_IsString(error) ? error->valuestring : NULL;
+}
+
+/* The terminal's progress line: "waiting for config app: failing, 3s of 30s; last error: ...". */
+static void show_wait_progress(const struct options *o, const char *name, const char *escaped, usec_t waited,
+                               usec_t total) {
+        _cleanup_(cJSON_Deletep) cJSON *doc = NULL;
+        _cleanup_free_ char *line = NULL;
+        const char *state, *error;
+
+        config_progress(o, escaped, &doc, &state, &error);
+        if (!doc)
+                return;
+        if (asprintf(&line, "waiting for config %s: %s, %.0fs of %.0fs%s%s", name, state ? state : "?",
+                     (double) waited / USEC_PER_SEC, (double) total / USEC_PER_SEC, error ? "; last error: " : "",
+                     strempty(error)) < 0)
+                return;
+        pinionctl_print_sanitize(line);
+        fprintf(stderr, "\r\033[K%.*s", 200, line);
+}
+
+/* The end of a wait that ran out: how long was waited (the whole --timeout, not the last of the
+ * polls it was made of) and why the config is not there, if the agent knows. */
+static int report_wait_timeout(const struct options *o, const char *name, const char *escaped, usec_t total) {
+        _cleanup_(cJSON_Deletep) cJSON *doc = NULL;
+        _cleanup_free_ char *error = NULL;
+        const char *state, *e;
+        char waited[32];
+
+        config_progress(o, escaped, &doc, &state, &e);
+        if (e && !(error = strdup(e)))
+                return pinionctl_print_oom();
+        if (error)
+                pinionctl_print_sanitize(error);
+        format_duration_text(waited, sizeof waited, total);
+        fprintf(stderr, "pinionctl: wait-config %s: config %s is not present after %s%s%s\n", name, name, waited,
+                error ? ": " : "", strempty(error));
+        return EXIT_AGENT;
+}
+
 /* wait-config NAME: blocks until the config is present (exit 0) or --timeout passes (exit 1).
- * On a terminal it polls every second and shows what the agent is doing; otherwise it is one
- * quiet long-poll. */
+ * On a terminal it polls every second and shows what the agent is doing; otherwise it long-polls
+ * quietly, in pieces of at most the agent's longest wait. */
 static int verb_wait_config(const struct options *o, _unused_ const struct verb *v, char **args, _unused_ int n_args) {
         _cleanup_(curl_freep) char *name = NULL;
         usec_t total = o->timeout > 0 ? o->timeout : DEFAULT_WAIT_USEC;
@@ -461,46 +532,21 @@ static int verb_wait_config(const struct options *o, _unused_ const struct verb 
 
                 if (left == 0)
                         left = 1; /* one last look */
-                k = wait_config_once(o, name, tty ? MIN(left, USEC_PER_SEC) : left, &present, &doc);
-                if (k != EXIT_OK) {
+                k = wait_config_once(o, name, MIN(left, tty ? USEC_PER_SEC : MAX_LONG_POLL_USEC), &present, &doc);
+                if (k != EXIT_OK || present || now_usec(CLOCK_MONOTONIC) >= deadline) {
                         if (shown)
                                 fputs("\n", stderr);
-                        return k;
-                }
-                if (present) {
-                        if (shown)
-                                fputs("\n", stderr);
-                        return o->json ? pinionctl_print_json(doc) : pinionctl_print_generic(doc);
-                }
-                if (now_usec(CLOCK_MONOTONIC) >= deadline) {
-                        const cJSON *e = pinionctl_print_json_get(doc, "error");
-                        _cleanup_free_ char *msg = cJSON_IsString(e) ? strdup(e->valuestring) : NULL;
-                        if (msg)
-                                pinionctl_print_sanitize(msg);
-                        if (shown)
-                                fputs("\n", stderr);
-                        fprintf(stderr, "pinionctl: wait-config %s: %s\n", args[0], msg ? msg : "timed out");
-                        return EXIT_AGENT;
+                        if (k != EXIT_OK)
+                                return k;
+                        if (present)
+                                return o->json ? pinionctl_print_json(doc) : pinionctl_print_generic(doc);
+                        return report_wait_timeout(o, args[0], name, total);
                 }
                 if (tty) {
-                        /* Ask for the details the 504 does not carry. */
-                        _cleanup_(cJSON_Deletep) cJSON *cur = NULL;
-                        _cleanup_free_ char *path = NULL;
-                        if (asprintf(&path, "/v1/configs/%s", name) >= 0 &&
-                            agent_get_json(o, path, DEFAULT_TIMEOUT_USEC, 0, NULL, &cur) == EXIT_OK) {
-                                const char *state = cJSON_IsString(pinionctl_print_json_get(cur, "state")) ? pinionctl_print_json_get(cur, "state")->valuestring : "?";
-                                const cJSON *err = pinionctl_print_json_get(cur, "last_error");
-                                _cleanup_free_ char *line = NULL;
-                                usec_t waited = total - MIN(total, deadline - MIN(deadline, now_usec(CLOCK_MONOTONIC)));
-                                if (asprintf(&line, "waiting for config %s: %s, %.0fs of %.0fs%s%s", args[0], state,
-                                             (double) waited / USEC_PER_SEC, (double) total / USEC_PER_SEC,
-                                             cJSON_IsString(err) ? "; last error: " : "",
-                                             cJSON_IsString(err) ? err->valuestring : "") >= 0) {
-                                        pinionctl_print_sanitize(line);
-                                        fprintf(stderr, "\r\033[K%.*s", 200, line);
-                                        shown = true;
-                                }
-                        }
+                        now = now_usec(CLOCK_MONOTONIC);
+                        show_wait_progress(o, args[0], name, total - MIN(total, deadline > now ? deadline - now : 0),
+                                           total);
+                        shown = true;
                 }
         }
 }
@@ -570,22 +616,23 @@ static const struct verb *verb_find(const char *name) {
 
 /* ---- command line ---- */
 
+enum { ARG_VERSION = 0x100 };
+static const struct option cli_options[] = {
+        { "socket", required_argument, NULL, 's' },
+        { "json", no_argument, NULL, 'j' },
+        { "timeout", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, ARG_VERSION },
+        {}
+};
+
 /* Returns -1 to go on, otherwise the exit status. Options may follow the command
  * ("wait-config app --timeout 60s"). */
 static int parse_argv(int argc, char *argv[], struct options *o) {
-        enum { ARG_VERSION = 0x100 };
-        static const struct option options[] = {
-                { "socket", required_argument, NULL, 's' },
-                { "json", no_argument, NULL, 'j' },
-                { "timeout", required_argument, NULL, 't' },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, ARG_VERSION },
-                {}
-        };
         int c;
 
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":s:jt:h", options, NULL)) >= 0)
+        while ((c = getopt_long(argc, argv, ":s:jt:h", cli_options, NULL)) >= 0)
                 switch (c) {
                 case 's':
                         if (isempty(optarg))
@@ -613,11 +660,45 @@ static int parse_argv(int argc, char *argv[], struct options *o) {
         return -1;
 }
 
+/* "__complete KIND", the words the bash completion (shell-completion/bash/pinionctl) offers, one
+ * a line: the commands, the long options, or the names of the node's pods or configs. Hidden from
+ * --help. The shell waits on it at every Tab: names come with a short timeout and without a word
+ * on stderr, so an agent that is down or slow means no names, at once. */
+static int complete_words(const struct options *o, const char *kind) {
+        _cleanup_(cJSON_Deletep) cJSON *root = NULL;
+        struct options quick = *o;
+        bool pods = streq(kind, "pods");
+        int k;
+
+        if (streq(kind, "commands")) {
+                for (size_t i = 0; i < ELEMENTSOF(verbs); i++)
+                        puts(verbs[i].name);
+                return EXIT_OK;
+        }
+        if (streq(kind, "options")) {
+                for (const struct option *opt = cli_options; opt->name; opt++)
+                        printf("--%s\n", opt->name);
+                return EXIT_OK;
+        }
+        if (!pods && !streq(kind, "configs"))
+                return usage_error("__complete: unknown kind '%s'", kind);
+        if (!freopen("/dev/null", "w", stderr))
+                return EXIT_AGENT;
+        if (quick.timeout == 0)
+                quick.timeout = COMPLETE_TIMEOUT_USEC;
+        k = agent_get_json(&quick, pods ? "/v1/pods" : "/v1/configs", request_timeout(&quick), 0, NULL, &root);
+        if (k != EXIT_OK)
+                return k;
+        return pods ? pinionctl_print_pod_names(root) : pinionctl_print_config_names(root);
+}
+
 static int run_verb(const struct options *o, char **args, int n) {
         const struct verb *v;
 
         if (n == 0)
                 return usage_error("missing command");
+        if (streq(args[0], "__complete"))
+                return n == 2 ? complete_words(o, args[1]) : usage_error("__complete: expected one KIND");
         v = verb_find(args[0]);
         if (!v)
                 return usage_error("unknown command '%s'", args[0]);

@@ -16,6 +16,7 @@
  * exists and in code that has no manager at hand. */
 static int log_max_level = LOG_INFO;
 static enum log_target log_target = LOG_TARGET_TEXT;
+static bool log_text_timestamps = true; /* the journal stamps its own lines */
 
 static const char *const log_level_table[] = {
         [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit",
@@ -67,6 +68,7 @@ static bool journal_reachable(void) {
 
 void log_setup(int max_level, enum log_target target) {
         log_max_level = max_level;
+        log_text_timestamps = !stderr_is_journal();
         if (target == LOG_TARGET_AUTO)
                 target = stderr_is_journal() ? LOG_TARGET_JOURNAL : LOG_TARGET_TEXT;
         if (target == LOG_TARGET_JOURNAL && !journal_reachable())
@@ -97,10 +99,30 @@ static char *human_line(const struct log_ctx *ctx, const char *message) {
         return line;
 }
 
+/* Now as ISO 8601 in UTC with frac_digits (3 or 6) decimals of the second: "2026-12-02T14:20:01.123Z". */
+static void format_now(char *buf, size_t n, unsigned frac_digits) {
+        struct timespec now;
+        struct tm tm;
+        size_t k;
+
+        (void) clock_gettime(CLOCK_REALTIME, &now);
+        (void) gmtime_r(&now.tv_sec, &tm);
+        k = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+        if (frac_digits == 3)
+                (void) snprintf(buf + k, n - k, ".%03ldZ", now.tv_nsec / 1000000);
+        else
+                (void) snprintf(buf + k, n - k, ".%06ldZ", now.tv_nsec / 1000);
+}
+
 static void write_text(int level, int error, const struct log_ctx *ctx, const char *message) {
         _cleanup_free_ char *line = human_line(ctx, message);
+        char ts[64];
 
-        (void) fprintf(stderr, "%s: %s\n", log_level_table[level], line ? line : message);
+        if (log_text_timestamps) {
+                format_now(ts, sizeof(ts), 3);
+                (void) fprintf(stderr, "%s %s: %s\n", ts, log_level_table[level], line ? line : message);
+        } else
+                (void) fprintf(stderr, "%s: %s\n", log_level_table[level], line ? line : message);
         (void) error;
 }
 
@@ -108,15 +130,10 @@ static void write_json(int level, int error, const struct log_ctx *ctx, const ch
                        const char *message) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
         char ts[64];
-        struct timespec now;
-        struct tm tm;
 
         if (!o)
                 return;
-        (void) clock_gettime(CLOCK_REALTIME, &now);
-        (void) gmtime_r(&now.tv_sec, &tm);
-        size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-        (void) snprintf(ts + n, sizeof(ts) - n, ".%06ldZ", now.tv_nsec / 1000);
+        format_now(ts, sizeof(ts), 6);
 
         cJSON_AddStringToObject(o, "time", ts);
         cJSON_AddStringToObject(o, "level", log_level_table[level]);

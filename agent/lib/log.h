@@ -20,7 +20,8 @@ enum log_target {
         LOG_TARGET_AUTO,    /* journal when JOURNAL_STREAM says stderr goes there, else text */
         LOG_TARGET_JOURNAL, /* sd_journal_send with MODULE=, POD_UID=, CODE_* fields; text on
                              * stderr when journald's socket is not there */
-        LOG_TARGET_TEXT,    /* "LEVEL [module] message" on stderr */
+        LOG_TARGET_TEXT,    /* "TIME LEVEL: [module] message" on stderr; no TIME when stderr is the
+                             * journal (JOURNAL_STREAM), which stamps lines itself */
         LOG_TARGET_JSON,    /* one JSON object per line on stderr */
         _LOG_TARGET_MAX,
 };

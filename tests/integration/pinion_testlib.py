@@ -628,6 +628,16 @@ def render_ini(sections):
     return "\n".join(out) + "\n"
 
 
+# The stamp text log lines begin with when stderr is not the journal: ISO 8601, milliseconds,
+# an offset ("2026-12-02T14:20:01.123Z info: ...").
+LOG_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(?:Z|[+-]\d\d:\d\d)"
+
+
+def log_lines(text):
+    """The lines of a text-format log without their time stamps: "info: ...", "warning: ..."."""
+    return [re.sub(r"^%s " % LOG_TIME, "", line, count=1) for line in text.splitlines()]
+
+
 def line_of(text, needle, occurrence=1):
     """1-based number of the line containing needle (the n-th occurrence)."""
     seen = 0

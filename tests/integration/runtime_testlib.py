@@ -41,7 +41,7 @@ import tempfile
 
 import pytest
 
-from pinion_testlib import SRCDIR, diag, wait_until
+from pinion_testlib import SRCDIR, diag, log_lines, wait_until
 from podnet_testlib import _ICMP, _ICMP6, CNI_PATH, PINION_CNI, PYTHON, free_pod_cidr, free_pod_cidr6, podnet_status
 
 PAUSE_IMAGE = "localhost/pinion-test/pause:1"
@@ -639,7 +639,7 @@ def allocation_of(agent, container_id):
 def agent_warnings(agent):
     """The agent's log lines at warning level or worse (text format: "<level>: message"): a
     healthy run has none."""
-    return [line for line in agent.log_text().splitlines()
+    return [line for line in log_lines(agent.log_text())
             if re.match(r"^(warning|error|crit|alert|emerg):", line)]
 
 

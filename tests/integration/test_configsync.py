@@ -526,6 +526,48 @@ def test_wait_config_progress_on_a_terminal_quiet_otherwise(agent_factory, nginx
             os.close(slave)
 
 
+def test_wait_config_timeout_says_how_long_it_waited(agent_factory, nginx, test_ca, dest):
+    import pty
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    # On a terminal the wait is made of one-second polls: the message is about the whole wait.
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([os.path.join(os.environ["PINION_BUILDDIR"], "pinionctl"), "--socket", a.socket,
+                              "wait-config", "app", "--timeout", "3s"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        slave = None
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the other end closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert p.wait(timeout=20) == 1
+        last = out.replace(b"\r\n", b"\n").rstrip(b"\n").split(b"\n")[-1]
+        assert re.fullmatch(rb"pinionctl: wait-config app: config app is not present after 3s: .*HTTP 404.*", last), out
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
+    # Not a terminal: the same words.
+    r = a.ctl("wait-config", "app", "--timeout", "1500ms")
+    assert r.rc == 1 and "config app is not present after 1.5s: " in r.stderr, r
+
+
+def test_wait_config_longer_than_one_long_poll(agent_factory, nginx, test_ca, dest):
+    # The agent holds one request at most 10m; a longer --timeout is made of several.
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
+    wait_version(a, "app", "v1")
+    r = a.ctl("wait-config", "app", "--timeout", "1h")
+    assert r.rc == 0, r
+    assert "v1" in r.stdout, r
+
+
 def test_zk_version_node_triggers_a_sync_after_a_splay(agent_factory, nginx, test_ca, dest):
     import zkreg_testlib
     if not zkreg_testlib.zookeeper_available():

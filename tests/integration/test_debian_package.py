@@ -34,6 +34,7 @@ FILES = {
         "/lib/systemd/system/piniond.service", "/lib/systemd/system/piniond.socket",
         "/usr/share/man/man1/pinionctl.1.gz", "/usr/share/man/man5/pinion.conf.5.gz",
         "/usr/share/man/man8/piniond.8.gz",
+        "/usr/share/bash-completion/completions/pinionctl",
         "/etc/iproute2/rt_protos.d/pinion.conf",
         "/usr/share/pinion/bird/pinion-node.conf", "/usr/share/pinion/bird/route-reflector.conf",
         "/usr/share/doc/pinion/changelog.gz", "/usr/share/doc/pinion/copyright",

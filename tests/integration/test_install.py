@@ -28,8 +28,10 @@ def _expected():
     units = _configured("systemdsystemunitdir").replace("${prefix}", "/usr").lstrip("/")
     cnibin = _configured("cnibindir").replace("${libexecdir}", "/usr/libexec").lstrip("/")
     cniconf = _configured("cniconfdir").replace("${sysconfdir}", "/etc").lstrip("/")
+    completions = _configured("bashcompletiondir").replace("${datadir}", "/usr/share").replace("${prefix}", "/usr")
     return ["usr/sbin/piniond", "usr/bin/pinionctl", cnibin + "/pinion-cni", "etc/pinion/pinion.conf",
-            units + "/piniond.service", units + "/piniond.socket", cniconf + "/10-pinion.conflist"]
+            units + "/piniond.service", units + "/piniond.socket", cniconf + "/10-pinion.conflist",
+            completions.lstrip("/") + "/pinionctl"]
 
 
 EXECUTABLES = 3  # the first three of _expected()
@@ -39,7 +41,9 @@ SYSTEM_PATHS = ["/etc/pinion", "/usr/sbin/piniond", "/usr/bin/pinionctl",
                 "/usr/local/sbin/piniond", "/usr/local/bin/pinionctl", "/usr/local/etc/pinion",
                 "/usr/lib/systemd/system/piniond.service", "/usr/lib/systemd/system/piniond.socket",
                 "/usr/local/lib/systemd/system/piniond.service", "/lib/systemd/system/piniond.service",
-                "/opt/cni/bin/pinion-cni", "/usr/lib/cni/pinion-cni", "/etc/cni/net.d/10-pinion.conflist"]
+                "/opt/cni/bin/pinion-cni", "/usr/lib/cni/pinion-cni", "/etc/cni/net.d/10-pinion.conflist",
+                "/usr/share/bash-completion/completions/pinionctl",
+                "/usr/local/share/bash-completion/completions/pinionctl"]
 
 
 def _make_install(destdir, *overrides):
@@ -86,6 +90,19 @@ def test_expected_files(installed):
         assert os.access(os.path.join(dest, f), os.X_OK), f
     for f in expected[EXECUTABLES:]:
         assert not os.access(os.path.join(dest, f), os.X_OK), "%s is executable" % f
+
+
+def test_bash_completion_where_bash_completion_and_the_package_look(installed):
+    dest, _, _ = installed
+    # bash-completion loads a command's completion from bash-completion/completions/COMMAND
+    # under the data directories (/usr/share, /usr/local/share).
+    path = os.path.join(dest, "usr/share/bash-completion/completions/pinionctl")
+    assert os.path.isfile(path), _tree(dest)
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", 'source "$1" && complete -p pinionctl', "bash", path],
+                       capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0 and p.stdout.strip() == "complete -F _pinionctl pinionctl", p
+    with open(os.path.join(SRCDIR, "debian", "pinion.install")) as f:
+        assert "usr/share/bash-completion/completions/pinionctl" in f.read().split()
 
 
 def test_nothing_installed_on_the_system(installed):

@@ -8,15 +8,17 @@ This machine runs no journald, so the journal tests bind the journal's native so
 writes to it: the same bytes journald would receive. Where a real journald owns that socket,
 they are skipped (journalctl would be the reader there)."""
 
+import datetime
 import json
 import os
+import re
 import socket
 import struct
 import threading
 
 import pytest
 
-from pinion_testlib import make_pod, wait_until
+from pinion_testlib import LOG_TIME, make_pod, wait_until
 
 JOURNAL_DIR = "/run/systemd/journal"
 JOURNAL_SOCKET = JOURNAL_DIR + "/socket"
@@ -150,3 +152,31 @@ def test_journal_unreachable_falls_back_to_text(agent_factory):
     assert a.stop() == 0
     # No line is lost when the journal is gone: it is written to stderr as text instead.
     assert "info: Local API listening on %s" % a.socket in a.log_text()
+
+
+def test_text_lines_are_stamped_when_stderr_is_not_the_journal(agent_factory):
+    a = agent_factory(config={"agent": {"log-format": "text"}})
+    assert a.stop() == 0
+    lines = [l for l in a.log_text().splitlines() if l.strip()]
+    assert lines
+    rx = re.compile(r"^(%s) (debug|info|notice|warning|error|crit|alert|emerg): " % LOG_TIME)
+    unstamped = [l for l in lines if not rx.match(l)]
+    assert not unstamped, unstamped
+    # The stamp is this run's wall-clock time, in UTC.
+    first = datetime.datetime.strptime(rx.match(lines[0]).group(1), "%Y-%m-%dT%H:%M:%S.%fZ")
+    first = first.replace(tzinfo=datetime.timezone.utc)
+    age = datetime.datetime.now(datetime.timezone.utc) - first
+    assert datetime.timedelta(0) <= age < datetime.timedelta(minutes=2), (first, age)
+
+
+def test_text_into_the_journal_stream_is_not_stamped(agent_factory):
+    # log-format=text with stderr connected to the journal (JOURNAL_STREAM names it): the
+    # journal stamps the lines itself, so they stay as they were.
+    a = agent_factory(config={"agent": {"log-format": "text"}}, start=False)
+    open(a.log_file, "a").close()
+    st = os.stat(a.log_file)
+    a.env["JOURNAL_STREAM"] = "%d:%d" % (st.st_dev, st.st_ino)
+    a.start()
+    assert a.stop() == 0
+    assert "\ninfo: Local API listening on %s\n" % a.socket in "\n" + a.log_text(), a.log_text()
+    assert not re.search(r"^%s " % LOG_TIME, a.log_text(), re.M), a.log_text()

@@ -16,7 +16,7 @@ import pytest
 
 import upgrade_testlib as U
 import zkreg_testlib as zt
-from pinion_testlib import wait_until
+from pinion_testlib import log_lines, wait_until
 from zkreg_testlib import kz, zk  # noqa: F401 (fixtures)
 from podnet_testlib import Netns, cni, pinion_conf, podnet_state_on_disk
 
@@ -128,7 +128,7 @@ def test_previous_release_state_is_kept(attached, agent_factory, zk, kz):
     with open(state_path("configsync", "app.json")) as f:
         assert json.load(f).get("version") in (None, 1)
     # A healthy start on the previous release's state: nothing to warn about.
-    assert not [line for line in log.splitlines() if line.startswith("warning")], log
+    assert not [line for line in log_lines(log) if line.startswith("warning")], log
 
 
 def _bump_json(path, version=9):

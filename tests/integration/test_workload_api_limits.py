@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from pinion_testlib import T, unix_request, wait_until
+from pinion_testlib import T, log_lines, unix_request, wait_until
 from test_identity_jwt import start_agent
 from test_workload_api import pb, workload_socket as sock  # noqa: F401 (pb: a fixture)
 from test_workload_api_jwt import identity_pod, keys  # noqa: F401 (keys: a fixture)
@@ -200,7 +200,7 @@ def test_out_of_fds_accepting_pauses_with_one_warning(agent_factory, pod_cgroups
         with open(a.log_file, "rb") as f:
             f.seek(mark)
             text = f.read().decode("utf-8", "replace")
-        warned = [l for l in text.splitlines() if "gRPC workload" in l and l.startswith("warning:")]
+        warned = [l for l in log_lines(text) if "gRPC workload" in l and l.startswith("warning:")]
         assert len(warned) == 1, "%d warnings: %s" % (len(warned), warned[:3])
         assert "cannot accept connections for now" in warned[0], warned
     finally:

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from pinion_testlib import EXIT_CONFIG, T, wait_until
+from pinion_testlib import EXIT_CONFIG, T, log_lines, wait_until
 import zkreg_testlib as zt
 from zkreg_testlib import base, kz, zk  # noqa: F401 (fixtures)
 from zkreg_testlib import registrations, wait_endpoints, web_pod, zk_config
@@ -44,7 +44,7 @@ def txns(a):
 
 
 def problems(a):
-    return [ln for ln in a.log_text().splitlines() if ln.startswith(("warning:", "error:", "crit:"))]
+    return [ln for ln in log_lines(a.log_text()) if ln.startswith(("warning:", "error:", "crit:"))]
 
 
 def test_reregistration_after_session_expiry_is_full_multis(agent_factory, zk, kz, base):

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from pinion_testlib import T, wait_until
+from pinion_testlib import T, log_lines, wait_until
 import zkreg_testlib as zt
 from zkreg_testlib import base, kz, zk  # noqa: F401 (fixtures)
 from zkreg_testlib import registrations, wait_endpoints, web_pod, zk_config
@@ -23,7 +23,7 @@ def ops(a, op, result="ok"):
 
 
 def problems(a):
-    return [ln for ln in a.log_text().splitlines() if ln.startswith(("warning:", "error:", "crit:"))]
+    return [ln for ln in log_lines(a.log_text()) if ln.startswith(("warning:", "error:", "crit:"))]
 
 
 def test_pods_together_are_one_multi_each_way(agent_factory, zk, kz, base):

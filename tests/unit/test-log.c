@@ -4,7 +4,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <regex.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
@@ -24,6 +26,26 @@ static void capture_begin(void) {
 static void capture_end(void) {
         fclose(stderr);
         stderr = saved;
+}
+
+/* Removes the ISO 8601 stamp ("2026-12-02T14:20:01.123Z ") that must begin every line of buf. */
+static void strip_timestamps(void) {
+        regex_t rx;
+        regmatch_t m;
+        char out[sizeof(buf)] = "";
+
+        assert_int_equal(regcomp(&rx, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z ",
+                                 REG_EXTENDED), 0);
+        for (char *line = buf, *nl; *line; line = nl + 1) {
+                nl = strchr(line, '\n');
+                assert_non_null(nl);
+                *nl = '\0';
+                assert_int_equal(regexec(&rx, line, 1, &m, 0), 0);
+                strcat(out, line + m.rm_eo);
+                strcat(out, "\n");
+        }
+        regfree(&rx);
+        strcpy(buf, out);
 }
 
 static void test_names(void **state) {
@@ -51,6 +73,7 @@ static void test_errno_and_return(void **state) {
         assert_int_equal(r, -ENOENT);
         assert_int_equal(r2, -EACCES);
         assert_int_equal(saved_errno, EPERM); /* logging does not clobber errno */
+        strip_timestamps();
         assert_string_equal(buf, "error: Failed to open /x: No such file or directory\ninfo: plain 7\n");
 }
 
@@ -91,6 +114,24 @@ static void test_module_text(void **state) {
         capture_begin();
         log_module_info("podnet", "wired %s", "eth0");
         capture_end();
+        strip_timestamps();
+        assert_string_equal(buf, "info: [podnet] wired eth0\n");
+}
+
+/* Text into the journal (JOURNAL_STREAM names our stderr) leaves the time to the journal. */
+static void test_text_into_the_journal_has_no_timestamp(void **state) {
+        struct stat st;
+        char stream[64];
+
+        assert_int_equal(fstat(STDERR_FILENO, &st), 0);
+        snprintf(stream, sizeof(stream), "%llu:%llu", (unsigned long long) st.st_dev, (unsigned long long) st.st_ino);
+        setenv("JOURNAL_STREAM", stream, 1);
+        log_setup(LOG_INFO, LOG_TARGET_TEXT);
+        capture_begin();
+        log_module_info("podnet", "wired %s", "eth0");
+        capture_end();
+        unsetenv("JOURNAL_STREAM");
+        log_setup(LOG_INFO, LOG_TARGET_TEXT);
         assert_string_equal(buf, "info: [podnet] wired eth0\n");
 }
 
@@ -101,6 +142,7 @@ int main(void) {
                 cmocka_unit_test(test_auto_without_journal_is_text),
                 cmocka_unit_test(test_json_lines),
                 cmocka_unit_test(test_module_text),
+                cmocka_unit_test(test_text_into_the_journal_has_no_timestamp),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
