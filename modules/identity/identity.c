@@ -310,10 +310,24 @@ static int register_metrics(struct identity *id) {
                 { METRIC_GAUGE, "pinion_identity_next_expiry_seconds", "Seconds until the nearest certificate (node or workload) expires; negative once expired.", NULL, NULL, 0, &id->m_expiry },
                 { METRIC_GAUGE, "pinion_identity_workload_certificates", "Pods holding a workload certificate.", NULL, NULL, 0, &id->m_workloads },
         };
+        static const char *const kinds[] = { "node", "node-ca", "workload" };
+        static const char *const reasons[] = { "issue", "expired", "enospc", "write" };
+        int r;
+
         if (id->metrics_reg)
                 return 0;
-        return metrics_register(id->manager->metrics, families, ELEMENTSOF(families), collect_identity, id,
-                                &id->metrics_reg);
+        r = metrics_register(id->manager->metrics, families, ELEMENTSOF(families), collect_identity, id,
+                             &id->metrics_reg);
+        if (r < 0)
+                return r;
+        /* Every kind and reason at zero from the start: a rate or an alert has a zero to begin from. */
+        for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+                (void) metric_touch(id->m_issued, kinds[k]);
+                (void) metric_touch(id->m_rotated, kinds[k]);
+                for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
+                        (void) metric_touch(id->m_failed, kinds[k], reasons[i]);
+        }
+        return 0;
 }
 
 /* ---- the module contract ---- */
