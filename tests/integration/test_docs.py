@@ -239,3 +239,51 @@ def test_documented_metrics_are_the_exposed_ones(every_module):
                 fam, ",".join(sorted(labels)),
                 " or ".join("{%s}" % ",".join(sorted(d)) for d in definitions[fam])))
     assert not problems, "\n".join(problems)
+
+
+# ---- routes, live ----
+
+def _concrete(pattern):
+    """A documented route's path on the every-module agent: its parameters name things it has."""
+    values = {"/v1/pods/{}/{}": "/v1/pods/default/web", "/v1/configs/{}": "/v1/configs/app",
+              "/v1/configs/{}/refresh": "/v1/configs/app/refresh"}
+    assert "{" not in pattern or pattern in values, "no value for the parameters of %s" % pattern
+    return values.get(pattern, pattern)
+
+
+def test_documented_routes_answer_with_every_module(every_module):
+    """Each documented route is served (not 404 or 405) by an agent running every module; the
+    drain route is followed by undrain (sorted: drain before undrain)."""
+    wrong = []
+    for method, pattern in sorted(documented_routes()):
+        path = _concrete(pattern)
+        body = b"{}" if method == "POST" else None
+        r = every_module.request(method, path, body=body)
+        if r.status in (404, 405):
+            wrong.append("%s %s: %d %s" % (method, path, r.status, r.raw[:200]))
+    every_module.request("POST", "/v1/registrations/undrain", body=b"{}")
+    assert not wrong, "\n".join(wrong)
+
+
+DISABLED_KEYS = {"error", "code", "module", "state", "reason"}
+
+
+def test_a_switched_off_module_s_routes_answer_503(agent_factory):
+    """With no module configured, every route a module owns answers 503 with which module,
+    its state and why (docs/api.md); the core's routes still answer."""
+    a = agent_factory()
+    a.write_pod("web", make_pod("web"))
+    a.wait_pod("default", "web")
+    wrong = []
+    for (method, pattern), owner in sorted(source_routes().items()):
+        path = _concrete(pattern) if owner is None else pattern.replace("{}", "x")
+        r = a.request(method, path, body=b"{}" if method == "POST" else None)
+        if owner is None:
+            if r.status in (404, 405, 503):
+                wrong.append("%s %s (core): %d" % (method, path, r.status))
+            continue
+        doc = r.body
+        if r.status != 503 or not isinstance(doc, dict) or not DISABLED_KEYS <= set(doc) or \
+                doc.get("code") != 503 or doc.get("state") != "disabled" or not doc.get("reason"):
+            wrong.append("%s %s (%s): %d %s" % (method, path, owner, r.status, r.raw[:200]))
+    assert not wrong, "\n".join(wrong)
