@@ -287,3 +287,15 @@ def test_a_switched_off_module_s_routes_answer_503(agent_factory):
                 doc.get("code") != 503 or doc.get("state") != "disabled" or not doc.get("reason"):
             wrong.append("%s %s (%s): %d %s" % (method, path, owner, r.status, r.raw[:200]))
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_pods_dir_example_has_the_fields_of_a_pods_dir_pod(every_module):
+    """docs/api.md's POD example (a pods-dir pod) shows no field a pods-dir pod lacks, and lacks
+    none it has."""
+    with open(os.path.join(SRCDIR, "docs", "api.md")) as f:
+        section = f.read().split("### `GET /v1/pods`", 1)[1]
+    example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
+    assert example["source"].startswith("pods-dir:")
+    (live,) = [p for p in every_module.pods()["pods"] if p["name"] == "web"]
+    assert live["source"].startswith("pods-dir:")
+    assert sorted(example) == sorted(live), (example, live)
