@@ -21,6 +21,7 @@
 #include "kube-endpoint.h"
 #include "log.h"
 #include "module.h"
+#include "socket-trust.h"
 
 #define MODULE "identity"
 
@@ -65,7 +66,7 @@ static const struct config_key identity_keys[] = {
         { "cfssl-ca-file", config_parse_path, FIELD(cfssl_ca_file), NULL, config_free_string },
         { "node-cert-lifetime", config_parse_duration, FIELD(node_cert_lifetime), "24h" },
         { "workload-cert-lifetime", config_parse_duration, FIELD(workload_cert_lifetime), "1h" },
-        { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), "/run/pinion/pods", config_free_string },
+        { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), PINION_RUNTIME_DIR "/pods", config_free_string },
         { "jwt-key-file", config_parse_path, FIELD(jwt_key_file), NULL, config_free_string },
         { "jwt-bundle-file", config_parse_path, FIELD(jwt_bundle_file), NULL, config_free_string },
         { "jwt-svid-lifetime", config_parse_duration, FIELD(jwt_svid_lifetime), "5m" },
