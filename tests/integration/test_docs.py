@@ -299,3 +299,30 @@ def test_the_pods_dir_example_has_the_fields_of_a_pods_dir_pod(every_module):
     (live,) = [p for p in every_module.pods()["pods"] if p["name"] == "web"]
     assert live["source"].startswith("pods-dir:")
     assert sorted(example) == sorted(live), (example, live)
+
+
+# ---- the README's promises ----
+
+def _readme():
+    with open(os.path.join(SRCDIR, "README.md")) as f:
+        return f.read()
+
+
+def test_the_readme_quotes_the_last_line_of_scripts_test():
+    with open(os.path.join(SRCDIR, "scripts", "test")) as f:
+        lines = re.findall(r'^echo "(\$passed passed[^"]*)"$', f.read(), re.M)
+    assert len(lines) == 1, lines
+    last = re.sub(r"\$\w+", "N", lines[0])
+    quoted = re.search(r'scripts/test .*ends with "([^"]*)"', _readme())
+    assert quoted and quoted.group(1) == last, (quoted and quoted.group(1), last)
+
+
+def test_the_readme_names_every_cgroup_subtree_the_unit_lets_piniond_write():
+    with open(os.path.join(SRCDIR, "units", "piniond.service.in")) as f:
+        writable = re.findall(r"-?/sys/fs/cgroup/([\w.-]+)", "\n".join(
+            l for l in f.read().splitlines() if l.startswith("ReadWritePaths=")))
+    assert "system.slice" in writable, writable
+    readme = _readme()
+    claim = readme[readme.index("The cgroup tree is read-only except"):][:600]
+    missing = [w for w in writable if "`%s`" % w not in claim and "`%s(.slice)`" % w.replace(".slice", "") not in claim]
+    assert not missing, (missing, claim)
