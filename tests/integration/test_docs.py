@@ -326,3 +326,41 @@ def test_the_readme_names_every_cgroup_subtree_the_unit_lets_piniond_write():
     claim = readme[readme.index("The cgroup tree is read-only except"):][:600]
     missing = [w for w in writable if "`%s`" % w not in claim and "`%s(.slice)`" % w.replace(".slice", "") not in claim]
     assert not missing, (missing, claim)
+
+
+SECTION_REF = re.compile(r'see "(?P<a>[^"]{3,80})"(?:\s+in\s+\[[^\]]*\]\((?P<af>[\w./-]+\.md)\))?'
+                         r'|"(?P<b>[A-Z][^"]{2,80})"\s+(?:below|above)'
+                         r'|\((?P<c>[A-Z][^(),]{2,60}), (?:below|above)\)'
+                         r'|(?P<df>[\w-]+\.md)\)?,? "(?P<d>[A-Z][^"]{2,80})"')
+
+
+def _titles(path):
+    """The headings of a Markdown file and its bold paragraph leads (**Who connected.**)."""
+    with open(path) as f:
+        text = f.read()
+    titles = {" ".join(re.sub(r"[*]", "", h).split()) for h in re.findall(r"^#+ (.*)$", text, re.M)}
+    return titles | {t.strip().rstrip(".:") for t in re.findall(r"\*\*([^*]{3,80})\*\*", text)}
+
+
+def test_every_section_a_doc_points_to_exists():
+    """A reference to a section by its title ("Connections and limits" below; see "X" in
+    [f.md](f.md); design-notes.md, "X") names a heading that exists there."""
+    wrong, seen = [], 0
+    for path in DOC_FILES:
+        with open(path) as f:
+            text = f.read()
+        for m in SECTION_REF.finditer(text):
+            title = m.group("a") or m.group("b") or m.group("c") or m.group("d")
+            other = m.group("af") or m.group("df")
+            target = os.path.join(os.path.dirname(path), "docs" if path.endswith("README.md") and other
+                                  and not other.startswith("docs/") else "", other) if other else path
+            seen += 1
+            title = " ".join(title.split()).rstrip(".")
+            titles = _titles(target) if os.path.exists(target) else set()
+            # a heading may go on after the title: "Routes between nodes (`[network] routing`)"
+            if not any(t == title or t.startswith(title + " (") for t in titles):
+                line = text[:m.start()].count("\n") + 1
+                wrong.append('%s:%d: "%s" is no section of %s' % (os.path.relpath(path, SRCDIR), line, title,
+                                                                 os.path.relpath(target, SRCDIR)))
+    assert seen >= 4, seen
+    assert not wrong, "\n".join(wrong)
