@@ -127,13 +127,16 @@ def _wait_started(a):
 
 
 @pytest.fixture(scope="module")
-def every_module(zk, test_ca):  # noqa: F811
+def every_module(request, test_ca):  # noqa: F811
     """One agent with every module running: the apiserver module on the test apiserver,
     identity's local signer, zkreg on a real ZooKeeper, a config from a real nginx, podnet on a
     free CIDR, reclaim on a cgroup v1 memory cgroup, and the CSI plugin. One static pod, so
     that the pod routes have one to answer for."""
     if not rt.v1_available():
         pytest.skip("no cgroup v1 memory hierarchy at %s" % rt.V1_ROOT)
+    if not zt.zookeeper_available():
+        pytest.skip("ZooKeeper (Debian zookeeper) is not installed")
+    zk = request.getfixturevalue("zk")  # noqa: F811
     with contextlib.ExitStack() as stack:
         d = tempfile.mkdtemp(prefix="pinion-docs-")
         stack.callback(shutil.rmtree, d, True)
