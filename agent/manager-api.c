@@ -217,7 +217,7 @@ int manager_api_metrics_listen(struct manager *m) {
 
 /* The pod store's sources (pod_store_replace_source()), each a series from the start so a rate
  * or an alert on one has a zero to start from. */
-static const char *const pod_sources[] = { "pods-dir", "apiserver" };
+static const char *const pod_sources[] = { POD_SOURCE_PODS_DIR, POD_SOURCE_APISERVER };
 
 static void collect_core(struct metrics *metrics, void *userdata) {
         struct manager *m = userdata;
