@@ -223,6 +223,13 @@ def test_documented_metrics_are_the_exposed_ones(every_module):
         elif live[fam] is not None and not set(labels) <= live[fam]:
             problems.append("%s: %s{%s}: the family's labels are {%s}" % (
                 where, fam, ",".join(labels), ",".join(sorted(live[fam]))))
+    # The manual pages and the shipped config name families in prose: each must exist.
+    for path in sorted(glob.glob(os.path.join(SRCDIR, "man", "*.[0-9]"))) + [os.path.join(SRCDIR, "conf", "pinion.conf")]:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                for fam in re.findall(r"\b(pinion_[a-z0-9_]*[a-z0-9])\b", line.replace("\\", "")):
+                    if fam not in live:
+                        problems.append("%s:%d: %s is named but not exposed" % (os.path.relpath(path, SRCDIR), n, fam))
     definitions = {}
     for _, fam, labels, exact in mentions:
         if exact:
