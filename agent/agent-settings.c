@@ -74,12 +74,12 @@ static int parse_metrics_listen(const char *v, void *ret, const char **reason) {
 #define FIELD(f) offsetof(struct agent_settings, f)
 static const struct config_key agent_keys[] = {
         { "node-name", parse_node_name, FIELD(node_name), NULL, config_free_string },
-        { "state-dir", config_parse_path, FIELD(state_dir), "/var/lib/pinion", config_free_string },
-        { "runtime-dir", config_parse_path, FIELD(runtime_dir), "/run/pinion", config_free_string },
+        { "state-dir", config_parse_path, FIELD(state_dir), LOCALSTATEDIR "/lib/pinion", config_free_string },
+        { "runtime-dir", config_parse_path, FIELD(runtime_dir), PINION_RUNTIME_DIR, config_free_string },
         { "socket", config_parse_path, FIELD(socket), PINION_SOCKET_DEFAULT, config_free_string },
         { "socket-mode", config_parse_mode, FIELD(socket_mode), "0660" },
         { "socket-group", parse_group, FIELD(socket_group), NULL, config_free_string },
-        { "pods-dir", config_parse_path, FIELD(pods_dir), "/etc/pinion/pods.d", config_free_string },
+        { "pods-dir", config_parse_path, FIELD(pods_dir), SYSCONFDIR "/pinion/pods.d", config_free_string },
         { "pod-cgroup-roots", parse_cgroup_roots, FIELD(pod_cgroup_roots), POD_CGROUP_ROOTS_DEFAULT,
           config_free_strv },
         { "service-cgroup-roots", parse_cgroup_roots, FIELD(service_cgroup_roots), SERVICE_CGROUP_ROOTS_DEFAULT,

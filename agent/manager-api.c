@@ -215,6 +215,10 @@ int manager_api_metrics_listen(struct manager *m) {
 
 /* ---- core metrics ---- */
 
+/* The pod store's sources (pod_store_replace_source()), each a series from the start so a rate
+ * or an alert on one has a zero to start from. */
+static const char *const pod_sources[] = { POD_SOURCE_PODS_DIR, POD_SOURCE_APISERVER };
+
 static void collect_core(struct metrics *metrics, void *userdata) {
         struct manager *m = userdata;
 
@@ -223,12 +227,15 @@ static void collect_core(struct metrics *metrics, void *userdata) {
                 for (int s = 0; s < _MODULE_STATE_MAX; s++)
                         (void) metric_set(m->metric_module_state, m->modules[i].state == s ? 1 : 0,
                                           m->modules[i].module->name, module_state_to_string((enum module_state) s));
-        (void) metric_set(m->metric_pods, (double) pod_store_size(m->pods));
+        for (size_t i = 0; i < ELEMENTSOF(pod_sources); i++)
+                (void) metric_set(m->metric_pods, (double) pod_store_count_source(m->pods, pod_sources[i]),
+                                  pod_sources[i]);
 }
 
 int manager_api_register_metrics(struct manager *m) {
         static const char *const version_label[] = { "version", NULL };
         static const char *const module_labels[] = { "module", "state", NULL };
+        static const char *const source_label[] = { "source", NULL };
         struct metric_family *f;
         int r;
 
@@ -249,8 +256,8 @@ int manager_api_register_metrics(struct manager *m) {
                                    "1 for each module's current state, 0 for the others.", module_labels, NULL, 0,
                                    &m->metric_module_state);
         if (r >= 0)
-                r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_pods", "Pods of this node in the store.", NULL,
-                                   NULL, 0, &m->metric_pods);
+                r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_pods", "Pods of this node in the store, by source.",
+                                   source_label, NULL, 0, &m->metric_pods);
         if (r < 0)
                 return r;
         return metrics_add_collector(m->metrics, collect_core, m);

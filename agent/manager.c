@@ -716,10 +716,13 @@ static int manager_register_metrics(struct manager *m) {
         r = metrics_family(m->metrics, METRIC_COUNTER, "pinion_config_reloads_total",
                            "Configuration reloads by result (success, failure).", result_label, NULL, 0,
                            &m->metric_reloads);
-        if (r >= 0)
+        if (r >= 0) {
+                (void) metric_touch(m->metric_reloads, "success");
+                (void) metric_touch(m->metric_reloads, "failure");
                 r = metrics_family(m->metrics, METRIC_GAUGE, "pinion_pods_dir_errors",
                                    "Pod files in pods-dir skipped at the last scan because they are invalid.",
                                    NULL, NULL, 0, &m->metric_pods_dir_errors);
+        }
         if (r >= 0)
                 r = metrics_family(m->metrics, METRIC_COUNTER, "pinion_startup_pages_released_bytes_total",
                                    "File-backed memory given back to the kernel once the agent was ready "

@@ -25,8 +25,10 @@
 #include "pod-watch.h"
 #include "podsdir.h"
 
-#define PINION_DEFAULT_CONFIG "/etc/pinion/pinion.conf"
-#define PINION_DEFAULT_DROPIN_DIR "/etc/pinion/conf.d"
+/* The directories ./configure was given (--sysconfdir, --localstatedir, --runstatedir): the
+ * defaults are where `make install` puts the files (the .deb: /etc, /var, /run). */
+#define PINION_DEFAULT_CONFIG SYSCONFDIR "/pinion/pinion.conf"
+#define PINION_DEFAULT_DROPIN_DIR SYSCONFDIR "/pinion/conf.d"
 
 struct manager_options {
         const char *config_file; /* NULL: PINION_DEFAULT_CONFIG */

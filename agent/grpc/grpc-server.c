@@ -95,9 +95,18 @@ static int register_metrics(struct grpc_server *s, struct metrics *metrics) {
                   server_label, NULL, 0, &s->m_socket_replaced },
         };
 
+        int r;
+
         if (!metrics)
                 return 0;
-        return metrics_register(metrics, defs, ELEMENTSOF(defs), NULL, NULL, &s->metrics_reg);
+        r = metrics_register(metrics, defs, ELEMENTSOF(defs), NULL, NULL, &s->metrics_reg);
+        if (r < 0)
+                return r;
+        /* The server's own series at zero from the start: a rate or an alert has a zero to
+         * begin from. (Calls and refusals carry values known only when they happen.) */
+        (void) metric_set(s->m_streams, 0, s->name);
+        (void) metric_touch(s->m_socket_replaced, s->name);
+        return 0;
 }
 
 void grpc_server_count_call(struct grpc_server *s, const struct grpc_call *call, enum grpc_status status) {

@@ -477,6 +477,21 @@ int metric_set(struct metric_family *f, double value, ...) {
         return 0;
 }
 
+int metric_touch(struct metric_family *f, ...) {
+        struct metric_series *s;
+        va_list ap;
+        int r;
+
+        if (!f)
+                return -EINVAL;
+        if (!family_live(f))
+                return 0;
+        va_start(ap, f);
+        r = family_series_get(f, ap, &s);
+        va_end(ap);
+        return r;
+}
+
 int metric_observe(struct metric_family *f, double value, ...) {
         struct metric_series *s;
         va_list ap;

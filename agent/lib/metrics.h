@@ -56,6 +56,10 @@ int metric_add(struct metric_family *f, double value, ...);      /* counter or g
 int metric_set(struct metric_family *f, double value, ...);      /* gauge */
 int metric_observe(struct metric_family *f, double value, ...);  /* histogram */
 #define metric_inc(f, ...) metric_add((f), 1.0, ##__VA_ARGS__)
+/* Makes the series exist, at zero if it is new (a histogram with no observation), so that a
+ * series whose label values are known in advance is scraped from the start: a rate or an
+ * alert on it then has a zero to begin from. Any type. */
+int metric_touch(struct metric_family *f, ...);
 /* Removes every series of a gauge family (for gauges that are fully rebuilt by a collector). */
 void metric_family_reset(struct metric_family *f);
 

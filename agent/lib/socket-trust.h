@@ -17,10 +17,11 @@
 #include <sys/types.h>
 
 /* The sockets-only directory pods may mount, and the agent's API socket in it. */
-#define PINION_SOCKETS_DIR "/run/pinion/sockets"
+#define PINION_RUNTIME_DIR RUNSTATEDIR "/pinion" /* ./configure --runstatedir; the .deb: /run */
+#define PINION_SOCKETS_DIR PINION_RUNTIME_DIR "/sockets"
 #define PINION_SOCKET_DEFAULT PINION_SOCKETS_DIR "/pinion.sock"
 /* Where the socket was before the sockets directory: a symlink to the default now. */
-#define PINION_SOCKET_LEGACY "/run/pinion/pinion.sock"
+#define PINION_SOCKET_LEGACY PINION_RUNTIME_DIR "/pinion.sock"
 /* The name of the sockets directory below runtime-dir; the legacy symlink sits beside it. */
 #define PINION_SOCKETS_SUBDIR "sockets"
 

@@ -38,6 +38,10 @@ void pod_store_remove_observer(struct pod_store *s, pod_observer_fn fn, void *us
 int pod_store_put(struct pod_store *s, struct pod *p);
 /* Returns 1 if removed, 0 if there was no such pod. */
 int pod_store_remove(struct pod_store *s, const char *uid);
+/* The sources of the node's pods: pods-dir (static pods) and the apiserver module. */
+#define POD_SOURCE_PODS_DIR "pods-dir"
+#define POD_SOURCE_APISERVER "apiserver"
+
 /* Makes the pods of one source exactly pods[0..n): puts each, removes the source's others.
  * This is what a relist or a directory rescan does; it announces only real differences
  * (removals first, then additions/updates) and returns how many there were.

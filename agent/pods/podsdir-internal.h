@@ -5,9 +5,10 @@
 
 #include <stdbool.h>
 
+#include "pod-store.h"
 #include "pods.h"
 
-#define PODSDIR_SOURCE "pods-dir"
+#define PODSDIR_SOURCE POD_SOURCE_PODS_DIR
 #define PODSDIR_MAX_FILE_SIZE ((size_t) 1024 * 1024)
 
 /* *.json, not a dotfile: editors' temp files (".web.json.swp", "web.json~", "web.json.tmp") and

@@ -439,7 +439,7 @@ static void collect_apiserver(struct metrics *metrics, void *userdata) {
         struct apiserver *a = mi->data;
         if (!a || !a->reflector)
                 return;
-        (void) metric_set(a->metrics.cache_pods, (double) pod_store_count_source(mi->manager->pods, "apiserver"));
+        (void) metric_set(a->metrics.cache_pods, (double) pod_store_count_source(mi->manager->pods, POD_SOURCE_APISERVER));
         (void) metric_set(a->metrics.last_sync, (double) reflector_last_sync(a->reflector) / USEC_PER_SEC);
         if (a->nodes) {
                 (void) metric_set(a->metrics.cache_nodes, (double) a->nodes->n_nodes);
@@ -487,7 +487,7 @@ static int apiserver_start_reflector(struct module_instance *mi) {
                                        &reason);
         if (r == -ENOENT) {
                 /* No apiserver (any more, after a reload): its pods are no truth to act on. */
-                (void) pod_store_replace_source(mi->manager->pods, "apiserver", NULL, 0);
+                (void) pod_store_replace_source(mi->manager->pods, POD_SOURCE_APISERVER, NULL, 0);
                 module_set_state(mi, MODULE_DISABLED, "%s", reason);
                 module_set_synced(mi);
                 return 0;

@@ -6,7 +6,7 @@
 #include "pod-sink.h"
 
 #define MODULE "apiserver"
-#define SOURCE "apiserver"
+#define SOURCE POD_SOURCE_APISERVER
 
 /* The pod in an object, if it is a valid pod of this node: 1 (taken into *ret), 0 (not ours:
  * the field selector should have kept it away), -EINVAL (invalid: logged), -ENOMEM. */

@@ -645,6 +645,13 @@ struct reflector *reflector_free(struct reflector *r) {
 }
 
 int reflector_start(struct reflector *r) {
+        /* The resource's counters at zero from the start (a rate or an alert has a zero to
+         * begin from); requests and errors carry values known only when they happen. */
+        (void) metric_touch(r->metrics.relists, r->sink->resource);
+        (void) metric_touch(r->metrics.watch_restarts, r->sink->resource);
+        (void) metric_touch(r->metrics.backoff, r->sink->resource);
+        for (enum watch_event_type t = 0; t < _WATCH_EVENT_TYPE_MAX; t++)
+                (void) metric_touch(r->metrics.events, r->sink->resource, watch_stream_event_type_to_string(t));
         log_module_info(MODULE, "Listing and watching %s at %s", r->sink->description, r->endpoint->url);
         reflector_schedule(r, ACTION_LIST, 0);
         return 0;

@@ -506,10 +506,28 @@ static void bundle_apply_modes(struct bundle *b) {
                 log_bundle_warning_errno(b, r, "cannot apply the modes to the tree in %s: %m", b->settings->dest);
 }
 
+/* The bundle's counters whose label values are known at zero from its start, so a rate or an
+ * alert has a zero to begin from. */
+static void touch_series(const struct bundle *b) {
+        const struct configsync_metrics *mt = &b->cs->metrics;
+        static const char *const kinds[] = { "size", "checksum", "signature" };
+        static const char *const results[] = { "success", "failure", "timeout", "spawn-failed" };
+
+        (void) metric_touch(mt->bytes, b->name);
+        (void) metric_touch(mt->not_modified, b->name);
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                (void) metric_touch(mt->verify_fail, b->name, kinds[i]);
+        if (b->settings->on_change)
+                for (size_t i = 0; i < ELEMENTSOF(results); i++)
+                        (void) metric_touch(mt->on_change, b->name, results[i]);
+}
+
 int bundle_start(struct bundle *b) {
         const char *dest = b->settings->dest;
         _cleanup_free_ char *current = NULL;
         int r;
+
+        touch_series(b);
 
         r = bundle_state_check_version(b);
         if (r < 0)

@@ -21,6 +21,7 @@
 #include "kube-endpoint.h"
 #include "log.h"
 #include "module.h"
+#include "socket-trust.h"
 
 #define MODULE "identity"
 
@@ -65,7 +66,7 @@ static const struct config_key identity_keys[] = {
         { "cfssl-ca-file", config_parse_path, FIELD(cfssl_ca_file), NULL, config_free_string },
         { "node-cert-lifetime", config_parse_duration, FIELD(node_cert_lifetime), "24h" },
         { "workload-cert-lifetime", config_parse_duration, FIELD(workload_cert_lifetime), "1h" },
-        { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), "/run/pinion/pods", config_free_string },
+        { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), PINION_RUNTIME_DIR "/pods", config_free_string },
         { "jwt-key-file", config_parse_path, FIELD(jwt_key_file), NULL, config_free_string },
         { "jwt-bundle-file", config_parse_path, FIELD(jwt_bundle_file), NULL, config_free_string },
         { "jwt-svid-lifetime", config_parse_duration, FIELD(jwt_svid_lifetime), "5m" },
@@ -310,10 +311,24 @@ static int register_metrics(struct identity *id) {
                 { METRIC_GAUGE, "pinion_identity_next_expiry_seconds", "Seconds until the nearest certificate (node or workload) expires; negative once expired.", NULL, NULL, 0, &id->m_expiry },
                 { METRIC_GAUGE, "pinion_identity_workload_certificates", "Pods holding a workload certificate.", NULL, NULL, 0, &id->m_workloads },
         };
+        static const char *const kinds[] = { "node", "node-ca", "workload" };
+        static const char *const reasons[] = { "issue", "expired", "enospc", "write" };
+        int r;
+
         if (id->metrics_reg)
                 return 0;
-        return metrics_register(id->manager->metrics, families, ELEMENTSOF(families), collect_identity, id,
-                                &id->metrics_reg);
+        r = metrics_register(id->manager->metrics, families, ELEMENTSOF(families), collect_identity, id,
+                             &id->metrics_reg);
+        if (r < 0)
+                return r;
+        /* Every kind and reason at zero from the start: a rate or an alert has a zero to begin from. */
+        for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+                (void) metric_touch(id->m_issued, kinds[k]);
+                (void) metric_touch(id->m_rotated, kinds[k]);
+                for (size_t i = 0; i < ELEMENTSOF(reasons); i++)
+                        (void) metric_touch(id->m_failed, kinds[k], reasons[i]);
+        }
+        return 0;
 }
 
 /* ---- the module contract ---- */

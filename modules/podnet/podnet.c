@@ -168,6 +168,15 @@ static int podnet_register(struct module_instance *mi) {
                 r = metrics_register(m->metrics, families, ELEMENTSOF(families), collect_podnet, mi, &p->metrics_reg);
                 if (r < 0)
                         return r;
+                /* Counters with known labels at zero from the start: a rate or an alert has a
+                 * zero to begin from. */
+                for (enum cni_command c = 0; c < _CNI_COMMAND_MAX; c++) {
+                        (void) metric_touch(p->m_ops, cni_command_to_string(c), "ok");
+                        (void) metric_touch(p->m_ops, cni_command_to_string(c), "error");
+                }
+                (void) metric_touch(p->m_state_errors, "enospc");
+                (void) metric_touch(p->m_state_errors, "io");
+                reconcile_touch_metrics(p);
         }
         return podnet_api_register(mi);
 }

@@ -195,6 +195,8 @@ int podnet_api_register(struct module_instance *mi);
 /* Within gc-grace of its ADD (either way: a clock stepped back must not make a pod wired a moment
  * ago look old): neither GC nor reconciliation touches it. */
 bool reconcile_attachment_young(const struct podnet *p, const struct ipam_allocation *a, usec_t now);
+/* The released-allocations counter at zero for every reason (once the metrics are registered). */
+void reconcile_touch_metrics(struct podnet *p);
 /* Tears down and releases a, logged at info with the reason and counted. */
 int reconcile_release(struct module_instance *mi, const struct ipam_allocation *a, enum release_reason reason,
                       char **ret_error);

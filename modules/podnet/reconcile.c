@@ -71,6 +71,11 @@ int reconcile_release(struct module_instance *mi, const struct ipam_allocation *
         return 0;
 }
 
+void reconcile_touch_metrics(struct podnet *p) {
+        for (enum release_reason r = 0; r < _RELEASE_REASON_MAX; r++)
+                (void) metric_touch(p->m_reconciled, release_reason_to_string(r));
+}
+
 /* What the recorded CNI_NETNS path leads to. Opened O_PATH: a FIFO or device put there is not
  * opened for real. An error other than a missing path proves nothing: live. */
 static int netns_verdict(const struct ipam_allocation *a, enum release_reason *ret) {

@@ -508,8 +508,18 @@ static int register_metrics(struct routing *rt) {
                 { METRIC_GAUGE, "pinion_podnet_route_peers_skipped", "Nodes' pod CIDRs (one per family) that get no route, by reason (not-directly-connected: routed fabrics need routing = bgp; no-route, no-internal-ip, invalid, overlaps-own-pod-cidr, duplicate-pod-cidr).", reason, NULL, 0, &rt->m_skipped },
                 { METRIC_COUNTER, "pinion_podnet_route_errors_total", "Failures of the route work, by kind (dump, add, replace, delete; conflict: a route of another protocol holds a prefix pinion wants).", kind, NULL, 0, &rt->m_errors },
         };
-        return metrics_register(rt->mi->manager->metrics, families, ELEMENTSOF(families), collect_routing, rt,
-                                &rt->metrics_reg);
+        int r = metrics_register(rt->mi->manager->metrics, families, ELEMENTSOF(families), collect_routing, rt,
+                                 &rt->metrics_reg);
+        if (r < 0)
+                return r;
+        /* Every op and kind at zero from the start: a rate or an alert has a zero to begin from. */
+        for (enum routing_op o = 0; o < _ROUTING_OP_MAX; o++) {
+                (void) metric_touch(rt->m_changes, routing_plan_op_to_string(o));
+                (void) metric_touch(rt->m_errors, routing_plan_op_to_string(o));
+        }
+        (void) metric_touch(rt->m_errors, "dump");
+        (void) metric_touch(rt->m_errors, "conflict");
+        return 0;
 }
 
 /* ---- lifecycle ---- */

@@ -624,8 +624,28 @@ struct reclaim_target *target_free(struct reclaim_target *t) {
         return NULL;
 }
 
+/* The target's counters and histograms at zero from its start (their labels are known), so a
+ * rate or an alert has a zero to begin from. */
+static void touch_series(const struct reclaim_target *t) {
+        const struct reclaim_metrics *m = &t->ctx->metrics;
+        const char *n = t->settings.name;
+
+        (void) metric_touch(m->reclaims, n);
+        (void) metric_touch(m->bytes, n);
+        (void) metric_touch(m->steps, n);
+        (void) metric_touch(m->unreachable, n);
+        (void) metric_touch(m->lowered_hits, n);
+        (void) metric_touch(m->reaction, n);
+        (void) metric_touch(m->step_seconds, n);
+        static const char *const kinds[] = { "busy", "again", "error" };
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                (void) metric_touch(m->step_errors, n, kinds[i]);
+}
+
 int target_start(struct reclaim_target *t) {
         int r;
+
+        touch_series(t);
         if (!t->step_src) {
                 r = sd_event_add_defer(t->ctx->event, &t->step_src, on_step, t);
                 if (r < 0)

@@ -302,7 +302,16 @@ static int registry_register_metrics(struct registry *r) {
                 { METRIC_COUNTER, "pinion_zookeeper_health_checks_total",
                   "Health checks run by check (tcp, http) and result (ok, fail).", check_result, NULL, 0, &r->m_health },
         };
-        return metrics_families(r->manager->metrics, families, ELEMENTSOF(families));
+        int k = metrics_families(r->manager->metrics, families, ELEMENTSOF(families));
+
+        if (k < 0)
+                return k;
+        /* Every check and result at zero from the start (a pod with no check runs none). */
+        for (enum health_kind h = HEALTH_TCP; h < _HEALTH_KIND_MAX; h++) {
+                (void) metric_touch(r->m_health, health_kind_to_string(h), "ok");
+                (void) metric_touch(r->m_health, health_kind_to_string(h), "fail");
+        }
+        return 0;
 }
 
 int registry_new(struct manager *m, struct zk_session *session, const struct registry_config *config,

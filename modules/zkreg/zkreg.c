@@ -216,6 +216,8 @@ static int zkreg_register_metrics(struct zkreg *z) {
                 return r;
         for (enum zk_session_state i = 0; i < _ZK_SESSION_STATE_MAX; i++)
                 (void) metric_set(z->m_session_state, i == ZK_SESSION_CONNECTING ? 1 : 0, zk_session_state_to_string(i));
+        (void) metric_touch(z->m_drain_errors, "load");
+        (void) metric_touch(z->m_drain_errors, "save");
         return 0;
 }
 

@@ -96,7 +96,7 @@ def image():
     try:
         p = subprocess.run(["make", "-s", "-C", BUILDDIR, "image", "PODMAN=" + " ".join(podman.argv)],
                            capture_output=True, text=True, env=podman.env, stdin=subprocess.DEVNULL,
-                           timeout=T(600))
+                           timeout=T(1200))  # a build configured for /usr/local builds the image's again
         assert p.returncode == 0, "make image: rc=%d\n%s%s" % (p.returncode, p.stdout[-4000:], p.stderr[-4000:])
         assert ("built " + IMAGE) in p.stdout, p.stdout
         yield podman

@@ -239,3 +239,53 @@ def test_configure_dirs_are_where_make_install_puts_the_files(tmp_dir):
         assert os.path.isfile(os.path.join(dest, f)), "%s missing; installed: %s" % (f, _tree(dest))
     assert os.access(os.path.join(dest, "usr/lib/cni/pinion-cni"), os.X_OK)
     assert not os.path.lexists("/srv/t"), "make install wrote outside DESTDIR"
+
+
+def _expanded(var, builddir=BUILDDIR):
+    """A directory variable with the ${prefix}-style references in it resolved, as make does."""
+    value = _configured(var, builddir)
+    for _ in range(5):
+        value = re.sub(r"\$\{(\w+)\}", lambda m: _configured(m.group(1), builddir), value)
+    assert "$" not in value, value
+    return value
+
+
+def test_the_daemon_reads_the_directories_configure_was_given():
+    """The compiled defaults are ./configure's --sysconfdir, --localstatedir and --runstatedir
+    (the .deb's /etc, /var, /run; /usr/local/etc, /usr/local/var, /usr/local/var/run by
+    default), so that `make install`'s config is the one piniond reads."""
+    sysconf, state, run = _expanded("sysconfdir"), _expanded("localstatedir"), _expanded("runstatedir")
+    conf = sysconf + "/pinion/pinion.conf"
+    rc, out, err = run_piniond("--help")
+    assert rc == 0 and "(default %s)" % conf in out, out
+    rc, out, err = run_piniond("--list-config-keys")
+    keys = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+    assert keys["state-dir"] == state + "/lib/pinion", keys
+    assert keys["runtime-dir"] == run + "/pinion", keys
+    assert keys["pods-dir"] == sysconf + "/pinion/pods.d", keys
+    assert re.search(r"^socket=%s$" % re.escape(run + "/pinion/sockets/pinion.sock"), out, re.M), out
+    assert re.search(r"^pod-tls-dir=%s$" % re.escape(run + "/pinion/pods"), out, re.M), out
+    p = subprocess.run([os.path.join(BUILDDIR, "pinionctl"), "--help"], capture_output=True, text=True,
+                       env=clean_env({"PINION_SOCKET": None}))
+    assert "else %s/pinion/sockets/pinion.sock)" % run in p.stdout + p.stderr, p.stdout + p.stderr
+    # Without --config it reads that file (here: missing, so it says which it tried).
+    if not os.path.exists(conf):
+        rc, out, err = run_piniond("--check-config")
+        assert err.startswith(conf + ":"), err
+
+
+def test_the_units_name_the_same_directories():
+    """The units as this build makes them (no install-time overrides): piniond.socket listens
+    where piniond's default socket is; piniond.service lets it write its state-dir and
+    runtime-dir and reads its config."""
+    units = ["units/piniond.socket", "units/piniond.service"]
+    p = subprocess.run(["make", "-s", "-C", BUILDDIR, "-o", "Makefile", "-B"] + units, capture_output=True,
+                       text=True, env=clean_env({"MAKEFLAGS": None, "MFLAGS": None}), timeout=T(60))
+    assert p.returncode == 0, p.stderr
+    sysconf, state, run = _expanded("sysconfdir"), _expanded("localstatedir"), _expanded("runstatedir")
+    with open(os.path.join(BUILDDIR, units[0])) as f:
+        assert "ListenStream=%s/pinion/sockets/pinion.sock\n" % run in f.read()
+    with open(os.path.join(BUILDDIR, units[1])) as f:
+        text = f.read()
+    assert "ReadWritePaths=-%s/lib/pinion -%s/pinion\n" % (state, run) in text
+    assert "--config %s/pinion/pinion.conf\n" % sysconf in text

@@ -15,6 +15,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from pinion_testlib import BUILDDIR, SRCDIR
 
 AGENT = os.path.join(SRCDIR, "agent")
@@ -134,44 +136,72 @@ def _layout_block():
     return section.split("```", 2)[1]
 
 
-FILE_ENTRY = re.compile(r"^[\w.+-]+\.(c|h|\[ch\])$")
+FILE_ENTRY = re.compile(r"^[\w.+-]+\.(c|h|\[ch\]|mk)$")
+
+
+def _names(word):
+    return [word.replace(".[ch]", ".c"), word.replace(".[ch]", ".h")] if ".[ch]" in word else [word]
 
 
 def _layout_entries():
     """{folder: {entries}} of the layout block: a line's first word is a folder (ending in /)
-    or a file (x.c, x.h, x.[ch]) of the folder above it with less indentation."""
+    or a file (x.c, x.h, x.[ch], x.mk) of the folder above it with less indentation; the
+    description after it is prose. A line whose words after a folder, or all of whose words,
+    are files is a listing: every word is a file (of that folder, or of the one above)."""
     stack, entries = [(-1, "")], {}
     for line in _layout_block().splitlines():
         if not line.strip():
             continue
         indent = len(line) - len(line.lstrip(" "))
-        word = line.split()[0]
+        words = line.split()
+        word = words[0]
         if not (word.endswith("/") or FILE_ENTRY.match(word)):
             continue
         while stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1]
+        listing = all(FILE_ENTRY.match(w) for w in words[1:])
         if word.endswith("/"):
             path = os.path.join(parent, word.rstrip("/"))
             entries.setdefault(parent, set()).add(word)
             stack.append((indent, path))
+            if words[1:] and listing:
+                for w in words[1:]:
+                    entries.setdefault(path, set()).update(_names(w))
         else:
-            names = [word.replace(".[ch]", ".c"), word.replace(".[ch]", ".h")] if ".[ch]" in word else [word]
-            entries.setdefault(parent, set()).update(names)
+            for w in words if listing else [word]:
+                entries.setdefault(parent, set()).update(_names(w))
     return entries
 
 
-def test_design_layout_is_the_agent_tree():
-    entries = _layout_entries()
+def _documented_and_actual(top):
+    """(files and folders below top as the layout lists them, as the tree has them)."""
     documented, actual = set(), set()
-    for folder, names in entries.items():
-        if folder == "agent" or folder.startswith("agent/"):
+    for folder, names in _layout_entries().items():
+        # modules/<name>/ describes every module's files by pattern; the listing names them
+        if (folder == top or folder.startswith(top + "/")) and "<" not in folder:
             documented |= {os.path.join(folder, n.rstrip("/")) for n in names}
-    for dirpath, dirs, files in os.walk(AGENT):
+    for dirpath, dirs, files in os.walk(os.path.join(SRCDIR, top)):
         rel = os.path.relpath(dirpath, SRCDIR)
         actual |= {os.path.join(rel, d) for d in dirs} | {os.path.join(rel, f) for f in files}
+    return documented, actual
+
+
+@pytest.mark.parametrize("top", ["agent", "modules"])
+def test_design_layout_is_the_tree(top):
+    """Every file and folder of agent/ and modules/ is in the layout, and nothing else is."""
+    documented, actual = _documented_and_actual(top)
+    assert len(actual) > 50, actual
     assert sorted(actual - documented) == [], "in the tree, not in docs/design.md's layout"
     assert sorted(documented - actual) == [], "in docs/design.md's layout, not in the tree"
+
+
+def test_layout_reader_sees_listings_and_descriptions():
+    """The reader counts a listing's every word and only the first word of a described entry,
+    so that neither a listing nor prose can pass for the other."""
+    entries = _layout_entries()
+    assert {"reflector.c", "reflector.h", "local.mk"} <= entries["modules/apiserver"]
+    assert "module.c" in entries["agent"] and "main" not in str(entries["agent"])
 
 
 def test_design_layout_names_every_module_and_top_folder():
@@ -180,10 +210,14 @@ def test_design_layout_names_every_module_and_top_folder():
     named = set(re.findall(r"[a-z]+", line.split("per job:", 1)[1]))
     assert named == set(os.listdir(MODULES))
     top = {w.split("/", 1)[0] + "/" for w in _layout_entries()[""]}  # modules/<name>/ -> modules/
+    top_files = block.rstrip("\n").splitlines()[-1].split()
+    assert all(os.path.isfile(os.path.join(SRCDIR, f)) for f in top_files), top_files
     tracked = subprocess.run(["git", "-C", SRCDIR, "ls-files"], capture_output=True, text=True).stdout.split()
-    if tracked:
+    if tracked:  # a checkout (a dist tarball has generated files besides)
         folders = {p.split("/", 1)[0] + "/" for p in tracked if "/" in p and not p.startswith(".")}
         assert folders - {"build-aux/", "m4/"} <= top, folders - top
+        assert top <= folders, top - folders
+        assert sorted(p for p in tracked if "/" not in p and not p.startswith(".")) == sorted(top_files)
 
 
 # ---- models announce, views subscribe; handlers only map ----

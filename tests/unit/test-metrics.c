@@ -177,6 +177,35 @@ static void test_histogram(void **state) {
         assert_true(strstr(text, "pinion_d_seconds") < strstr(text, "pinion_latency_seconds"));
 }
 
+/* A touched series is there at zero, of any type; touching one that exists changes nothing. */
+static void test_touch(void **state) {
+        _cleanup_(metrics_freep) struct metrics *m = NULL;
+        struct metric_family *c = NULL, *h = NULL;
+        const char *labels[] = { "kind", NULL };
+        const double buckets[] = { 0.1, 1 };
+
+        assert_int_equal(metrics_new(&m), 0);
+        assert_int_equal(metrics_family(m, METRIC_COUNTER, "pinion_a_total", NULL, labels, NULL, 0, &c), 0);
+        assert_int_equal(metrics_family(m, METRIC_HISTOGRAM, "pinion_b_seconds", NULL, labels, buckets,
+                                        ELEMENTSOF(buckets), &h),
+                         0);
+        assert_int_equal(metric_add(c, 2, "x"), 0);
+        assert_int_equal(metric_touch(c, "x"), 0);
+        assert_int_equal(metric_touch(c, "y"), 0);
+        assert_int_equal(metric_touch(h, "x"), 0);
+        assert_int_equal(metric_touch(NULL, "x"), -EINVAL);
+        assert_render(m,
+                      "# TYPE pinion_a_total counter\n"
+                      "pinion_a_total{kind=\"x\"} 2\n"
+                      "pinion_a_total{kind=\"y\"} 0\n"
+                      "# TYPE pinion_b_seconds histogram\n"
+                      "pinion_b_seconds_bucket{kind=\"x\",le=\"0.1\"} 0\n"
+                      "pinion_b_seconds_bucket{kind=\"x\",le=\"1\"} 0\n"
+                      "pinion_b_seconds_bucket{kind=\"x\",le=\"+Inf\"} 0\n"
+                      "pinion_b_seconds_sum{kind=\"x\"} 0\n"
+                      "pinion_b_seconds_count{kind=\"x\"} 0\n");
+}
+
 static void test_sorted_families(void **state) {
         _cleanup_(metrics_freep) struct metrics *m = NULL;
         struct metric_family *f;
@@ -425,6 +454,7 @@ int main(void) {
                 cmocka_unit_test(test_gauge_values),
                 cmocka_unit_test(test_escaping),
                 cmocka_unit_test(test_histogram),
+                cmocka_unit_test(test_touch),
                 cmocka_unit_test(test_sorted_families),
                 cmocka_unit_test(test_bad_names),
                 cmocka_unit_test(test_reregister),
