@@ -23,5 +23,31 @@ build() {
                 (cd "$dir" && "$top/configure" -q "$@") || die "configure failed in $dir"
         fi
         say "make (in $dir)"
-        make -s -C "$dir" "$(jobs_flag)" all >/dev/null || make -C "$dir" all || die "build failed in $dir"
+        # On a failure, once more without -s: the failing command and its messages, in order.
+        if ! { make -s -C "$dir" "$(jobs_flag)" all | build_progress && [ "${PIPESTATUS[0]}" -eq 0 ]; }; then
+                make -C "$dir" all || die "build failed in $dir"
+        fi
+}
+
+# Reads make's "  CC  file.o" lines on stdin; every BUILD_PROGRESS_SECONDS (default 15) prints how
+# many steps are done and for how long, and at the end how long it all took: a first build takes
+# minutes, and a CI log wants a few lines, not one per file.
+build_progress() {
+        local every=${BUILD_PROGRESS_SECONDS:-15} start=$SECONDS last=$SECONDS n=0 line
+        while :; do
+                if IFS= read -r -t "$every" line; then
+                        n=$((n + 1))
+                elif [ $? -le 128 ]; then
+                        break # end of make's output
+                fi
+                if [ $((SECONDS - last)) -ge "$every" ]; then
+                        say "  ... $n build steps done ($((SECONDS - start))s)"
+                        last=$SECONDS
+                fi
+        done
+        if [ "$n" -eq 0 ]; then
+                say "  up to date"
+        else
+                say "  $n build steps in $((SECONDS - start))s"
+        fi
 }
