@@ -98,7 +98,9 @@ def test_demo_tells_its_story_and_ends_with_a_summary():
     for h, body in s.items():
         for line in body:
             if "on-change ran: config app was published" in line:
-                assert line.startswith("info: [configsync] config app: on-change stdout: "), (h, line)
+                # (a log line may start with a timestamp)
+                assert line.endswith("info: [configsync] config app: on-change stdout: on-change ran: "
+                                     "config app was published"), (h, line)
     log = s[[h for h in headings if h.startswith("the agent's log so far")][0]]
     assert sum("on-change stdout: on-change ran" in x for x in log) == 2, log
 
