@@ -52,6 +52,7 @@ struct ctx {
         size_t bytes, longest;
         char first[2][64]; /* the first line of stdout, of stderr */
         char last_stdout[64];
+        char stdout_lines[256]; /* the first few, joined with '|' */
 };
 
 static void on_done(struct runner *r, const struct runner_result *res, void *userdata) {
@@ -71,8 +72,11 @@ static void on_output(struct runner *r, const char *stream, const char *line, vo
         c->longest = MAX(c->longest, strlen(line));
         if (!c->first[i][0])
                 snprintf(c->first[i], sizeof(c->first[i]), "%s", line);
-        if (i == 0)
+        if (i == 0) {
+                size_t n = strlen(c->stdout_lines);
                 snprintf(c->last_stdout, sizeof(c->last_stdout), "%s", line);
+                snprintf(c->stdout_lines + n, sizeof(c->stdout_lines) - n, "%s%s", n ? "|" : "", line);
+        }
 }
 
 static void run_for(sd_event *e, usec_t usec) {
@@ -204,6 +208,7 @@ static void test_output_lines(_unused_ void **state) {
         assert_string_equal(c.first[0], "to stdout");
         assert_string_equal(c.first[1], "to stderr");
         assert_string_equal(c.last_stdout, "partial");
+        assert_string_equal(c.stdout_lines, "to stdout|tab\there esc?[1m|partial");
         assert_int_equal(c.lines, 4);
         assert_int_equal(c.lines_before_done, 4);
         assert_int_equal(c.last.output_dropped, 0);
