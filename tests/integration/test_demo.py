@@ -4,7 +4,8 @@ scripts/deps, no build) with a short DEMO_SECONDS: every step's heading and outp
 order, on-change output only in the agent's log, the sample web pod registered once its health
 check against the demo's own HTTP server passes, a closing summary with each module's figures,
 the pinionctl commands it suggests working against the demo's agent while it waits, and a last
-line saying no step failed; nothing left behind. About 30 seconds."""
+line saying no step failed; nothing left behind (20 to 35 seconds). And the build's progress
+lines (scripts/lib.sh, a few seconds)."""
 
 import os
 import re
@@ -141,3 +142,34 @@ def test_demo_tells_its_story_and_ends_with_a_summary():
     wait = [h for h in headings if h.startswith("piniond keeps running for")][0]
     assert re.match(r"piniond keeps running for \d+s \(DEMO_SECONDS=\d+\) so the commands above can be tried; "
                     r"then the demo stops$", wait), wait
+
+
+def test_build_says_it_is_still_at_it():
+    """scripts/lib.sh's build (the demo's and the test command's): configure and make each say
+    every BUILD_PROGRESS_SECONDS that they are still going, with make's steps so far, and how
+    long they took; a make that fails still fails the pipeline (its status, not the counter's)."""
+    script = """. "$1/scripts/lib.sh"
+        { echo "  CC a.o"; sleep 2.5; echo "  CC b.o"; } | BUILD_PROGRESS_SECONDS=1 progress make
+        sleep 1.2 | BUILD_PROGRESS_SECONDS=1 progress configure
+        make() { echo "  CC c.o"; return 2; }
+        (build "$2" >/dev/null 2>&1) && echo "build passed" || echo "build failed: $?"
+        """
+    d = os.path.join(os.environ.get("TMPDIR", "/tmp"), "pinion-progress-%d" % os.getpid())
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "Makefile"), "w").close()
+    open(os.path.join(d, "config.status"), "w").close()
+    try:
+        r = subprocess.run(["bash", "-c", script, "bash", SRCDIR, d], capture_output=True, text=True, timeout=60)
+    finally:
+        for f in ("Makefile", "config.status"):
+            os.unlink(os.path.join(d, f))
+        os.rmdir(d)
+    lines = r.stderr.splitlines()
+    assert re.match(r"==>   \.\.\. make: [12]s, 1 steps so far$", lines[0]), lines
+    assert any(re.match(r"==>   \.\.\. make: 2s, 1 steps so far$", x) for x in lines), lines
+    done = [x for x in lines if "make: done" in x]
+    assert len(done) == 1 and re.match(r"==>   make: done in [2-4]s, 2 steps$", done[0]), lines
+    # configure prints no steps: none are counted
+    assert "==>   ... configure: 1s" in lines and ("==>   configure: done in 1s" in lines or
+                                                 "==>   configure: done in 2s" in lines), lines
+    assert r.stdout.strip() == "build failed: 1", (r.stdout, lines)
