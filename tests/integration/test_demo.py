@@ -104,6 +104,9 @@ def test_demo_tells_its_story_and_ends_with_a_summary():
                                      "config app was published"), (h, line)
     log = s[[h for h in headings if h.startswith("the agent's log so far")][0]]
     assert sum("on-change stdout: on-change ran" in x for x in log) == 2, log
+    swap = s["a new version on the server, then POST /v1/configs/app/refresh: swapped in atomically"]
+    assert sum("on-change stdout: on-change ran" in x for x in swap) == 2, swap
+    assert sum(x.endswith("config app: on-change: /bin/echo succeeded") for x in swap) == 2, swap
 
     if ZOOKEEPER:
         # The sample web pod's check fails (404: no /healthz yet), is said to be expected, then
