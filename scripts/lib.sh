@@ -20,8 +20,32 @@ build() {
         mkdir -p "$dir"
         if [ ! -f "$dir/Makefile" ] || [ "$top/configure" -nt "$dir/config.status" ]; then
                 say "configure $* (in $dir)"
-                (cd "$dir" && "$top/configure" -q "$@") || die "configure failed in $dir"
+                { (cd "$dir" && "$top/configure" -q "$@") | progress configure && [ "${PIPESTATUS[0]}" -eq 0 ]; } ||
+                        die "configure failed in $dir"
         fi
         say "make (in $dir)"
-        make -s -C "$dir" "$(jobs_flag)" all >/dev/null || make -C "$dir" all || die "build failed in $dir"
+        # On a failure, once more without -s: the failing command and its messages, in order.
+        if ! { make -s -C "$dir" "$(jobs_flag)" all | progress make && [ "${PIPESTATUS[0]}" -eq 0 ]; }; then
+                make -C "$dir" all || die "build failed in $dir"
+        fi
+}
+
+# progress WHAT: reads WHAT's output on stdin (make's "  CC  file.o" lines: one per build step)
+# and says every BUILD_PROGRESS_SECONDS (default 15) that it is still at it, and at the end how
+# long it took: a first build takes minutes, and a CI log wants a few lines, not one per file.
+progress() {
+        local what=$1 every=${BUILD_PROGRESS_SECONDS:-15} start=$SECONDS last=$SECONDS n=0 steps=
+        while :; do
+                if IFS= read -r -t "$every" _; then
+                        n=$((n + 1))
+                        steps=", $n steps"
+                elif [ $? -le 128 ]; then
+                        break # end of its output
+                fi
+                if [ $((SECONDS - last)) -ge "$every" ]; then
+                        say "  ... $what: $((SECONDS - start))s${steps:+$steps so far}"
+                        last=$SECONDS
+                fi
+        done
+        say "  $what: done in $((SECONDS - start))s$steps"
 }

@@ -144,6 +144,8 @@ static void write_json(int level, int error, const struct log_ctx *ctx, const ch
                 cJSON_AddStringToObject(o, "pod_uid", ctx->pod_uid);
         if (ctx && ctx->pod)
                 cJSON_AddStringToObject(o, "pod", ctx->pod);
+        if (ctx && ctx->config)
+                cJSON_AddStringToObject(o, "config", ctx->config);
         if (error != 0)
                 cJSON_AddNumberToObject(o, "errno", errno_abs(error));
         if (log_max_level >= LOG_DEBUG) {
@@ -157,7 +159,7 @@ static void write_json(int level, int error, const struct log_ctx *ctx, const ch
 
 static void write_journal(int level, int error, const struct log_ctx *ctx, const char *file, int line,
                           const char *func, const char *message) {
-        char buf[8][256];
+        char buf[9][256];
         struct iovec iov[10];
         size_t n = 0;
         _cleanup_free_ char *msg = NULL, *human = human_line(ctx, message);
@@ -185,6 +187,8 @@ static void write_journal(int level, int error, const struct log_ctx *ctx, const
                 FIELD("POD_UID=%s", ctx->pod_uid);
         if (ctx && ctx->pod)
                 FIELD("POD=%s", ctx->pod);
+        if (ctx && ctx->config)
+                FIELD("CONFIG=%s", ctx->config);
 #undef FIELD
         if (sd_journal_sendv(iov, (int) n) < 0)
                 write_text(level, error, ctx, message); /* journal gone: do not lose the line */

@@ -31,6 +31,7 @@ struct log_ctx {
         const char *module;
         const char *pod_uid;
         const char *pod; /* namespace/name, for humans */
+        const char *config; /* configsync's config name: CONFIG= in the journal, "config" in JSON */
 };
 
 void log_setup(int max_level, enum log_target target);

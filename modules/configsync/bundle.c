@@ -175,12 +175,22 @@ static void bundle_record_error(struct bundle *b, const struct fetch_outcome *o)
 static int bundle_make_runner(struct bundle *b);
 static void bundle_trigger_on_change(struct bundle *b);
 
+/* The command's output goes to the agent's log, never to the agent's own stdout/stderr. */
+static void on_run_output(struct runner *r, const char *stream, const char *line, void *userdata) {
+        struct bundle *b = userdata;
+
+        log_bundle_info(b, "on-change %s: %s", stream, line);
+}
+
 static void on_run_done(struct runner *r, const struct runner_result *res, void *userdata) {
         struct bundle *b = userdata;
         const char *result;
 
         b->have_run = true;
         b->last_run = *res;
+        if (res->output_dropped > 0)
+                log_bundle_warning(b, "on-change: output truncated: %zu more bytes past the first %u not logged",
+                                   res->output_dropped, RUNNER_OUTPUT_MAX);
         if (res->spawn_error < 0) {
                 result = "spawn-failed";
                 log_bundle_warning(b, "on-change: cannot run %s: %s", b->on_change_argv[0], strerror(-res->spawn_error));
@@ -446,11 +456,16 @@ static void bundle_sync(struct bundle *b) {
 /* ---- lifecycle ---- */
 
 static int bundle_make_runner(struct bundle *b) {
+        int r;
+
         b->runner = runner_free(b->runner);
         if (!b->on_change_argv)
                 return 0;
-        return runner_new(bundle_manager(b)->event, b->on_change_argv, b->settings->quiescence,
-                          b->settings->on_change_timeout, on_run_done, b, &b->runner);
+        r = runner_new(bundle_manager(b)->event, b->on_change_argv, b->settings->quiescence,
+                       b->settings->on_change_timeout, on_run_done, b, &b->runner);
+        if (r >= 0)
+                runner_set_output(b->runner, on_run_output);
+        return r;
 }
 
 static void bundle_take_settings(struct bundle *b, size_t index) {

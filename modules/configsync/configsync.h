@@ -186,8 +186,9 @@ int bundle_update(struct bundle *b, size_t index);
 void bundle_refresh(struct bundle *b, const char *why);
 cJSON *bundle_to_json(const struct bundle *b);
 
-#define log_bundle_full_errno(b, level, error, fmt, ...) \
-        log_module_full_errno(CONFIGSYNC_MODULE, level, error, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
+#define log_bundle_full_errno(b, level, error, fmt, ...)                                            \
+        log_ctx_full_errno((&(const struct log_ctx) { .module = CONFIGSYNC_MODULE, .config = (b)->name }), level, \
+                           error, "config %s: " fmt, (b)->name, ##__VA_ARGS__)
 #define log_bundle_debug(b, ...) (void) log_bundle_full_errno(b, LOG_DEBUG, 0, __VA_ARGS__)
 #define log_bundle_info(b, ...) (void) log_bundle_full_errno(b, LOG_INFO, 0, __VA_ARGS__)
 #define log_bundle_warning(b, ...) (void) log_bundle_full_errno(b, LOG_WARNING, 0, __VA_ARGS__)

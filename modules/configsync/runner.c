@@ -2,8 +2,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "runner.h"
@@ -11,13 +13,30 @@
 
 extern char **environ;
 
+enum { STREAM_STDOUT, STREAM_STDERR, _STREAM_MAX };
+static const char *const stream_names[_STREAM_MAX] = { "stdout", "stderr" };
+
+/* The read end of one of the command's output pipes and the line being gathered. */
+struct runner_stream {
+        sd_event_source *source; /* owns the fd */
+        size_t len;
+        char line[RUNNER_LINE_MAX + 1];
+};
+
+/* Enough to drain what a command that has exited left in its pipe (64 KiB by default), bounded
+ * for a process it left behind that keeps writing. */
+#define RUNNER_DRAIN_MAX (1024U * 1024)
+
 struct runner {
         sd_event *event;
         char **argv;
         char **env; /* from the latest trigger */
         usec_t quiescence, timeout;
         runner_done_fn done;
+        runner_output_fn output;
         void *userdata;
+        struct runner_stream streams[_STREAM_MAX];
+        size_t output_used; /* of this run's RUNNER_OUTPUT_MAX */
 
         sd_event_source *quiet_timer;
         sd_event_source *child;
@@ -94,6 +113,112 @@ int runner_split_command(const char *s, char ***ret, const char **ret_reason) {
         return 0;
 }
 
+static void stream_emit(struct runner *r, size_t i) {
+        struct runner_stream *s = &r->streams[i];
+
+        if (s->len == 0)
+                return;
+        s->line[s->len] = 0;
+        s->len = 0;
+        if (r->output)
+                r->output(r, stream_names[i], s->line, r->userdata);
+}
+
+/* Splits bytes into lines within the run's budget; past it they are only counted. */
+static void stream_take(struct runner *r, size_t i, const char *p, size_t n) {
+        struct runner_stream *s = &r->streams[i];
+        size_t k;
+
+        for (k = 0; k < n && r->output_used < RUNNER_OUTPUT_MAX; k++) {
+                unsigned char c = (unsigned char) p[k];
+
+                r->output_used++;
+                if (c == '\n') {
+                        stream_emit(r, i);
+                        continue;
+                }
+                if (c == '\r')
+                        continue;
+                /* A log line holds text: no terminal escapes, no NUL cutting it short. */
+                s->line[s->len++] = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : (char) c;
+                if (s->len == RUNNER_LINE_MAX)
+                        stream_emit(r, i);
+        }
+        if (k < n) {
+                stream_emit(r, i);
+                r->current.output_dropped += n - k;
+        }
+}
+
+static void stream_close(struct runner *r, size_t i) {
+        stream_emit(r, i);
+        r->streams[i].source = sd_event_source_disable_unref(r->streams[i].source);
+}
+
+/* Reads what the pipe holds, at most max bytes; at its end (every writer gone) or on an error
+ * the stream is closed. */
+static void stream_read(struct runner *r, size_t i, size_t max) {
+        char buf[4096];
+
+        for (size_t total = 0; r->streams[i].source && total < max;) {
+                ssize_t n = read(sd_event_source_get_io_fd(r->streams[i].source), buf, sizeof(buf));
+                if (n > 0) {
+                        stream_take(r, i, buf, (size_t) n);
+                        total += (size_t) n;
+                } else if (n < 0 && errno == EINTR)
+                        continue;
+                else if (n < 0 && errno == EAGAIN)
+                        return;
+                else
+                        stream_close(r, i);
+        }
+}
+
+static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct runner *r = userdata;
+
+        for (size_t i = 0; i < _STREAM_MAX; i++)
+                if (r->streams[i].source == s)
+                        stream_read(r, i, 64 * 1024);
+        return 0;
+}
+
+/* The pipes of a new run; write_fds[i] become the command's fd 1 and 2 (the parent closes them
+ * once it is spawned). A process the previous run left holding its pipes loses them here. */
+static int streams_open(struct runner *r, posix_spawn_file_actions_t *fa, int write_fds[static _STREAM_MAX]) {
+        int k;
+
+        r->output_used = 0;
+        for (size_t i = 0; i < _STREAM_MAX; i++) {
+                int p[2];
+
+                stream_close(r, i);
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        return -errno;
+                write_fds[i] = p[1];
+                /* Only our end: the command writes to a blocking pipe, as to a terminal. */
+                if (fcntl(p[0], F_SETFL, O_NONBLOCK) < 0) {
+                        k = -errno;
+                        (void) close(p[0]);
+                        return k;
+                }
+                k = sd_event_add_io(r->event, &r->streams[i].source, p[0], EPOLLIN, on_output, r);
+                if (k < 0) {
+                        (void) close(p[0]);
+                        return k;
+                }
+                (void) sd_event_source_set_io_fd_own(r->streams[i].source, true);
+                k = posix_spawn_file_actions_adddup2(fa, p[1], STDOUT_FILENO + (int) i);
+                if (k != 0)
+                        return -k;
+        }
+        return 0;
+}
+
+void runner_set_output(struct runner *r, runner_output_fn output) {
+        r->output = output;
+}
+
 static void runner_kill_sources(struct runner *r) {
         r->kill_timer = sd_event_source_disable_unref(r->kill_timer);
         /* The source owns the process (set_child_process_own): unref kills and reaps it. */
@@ -105,6 +230,10 @@ struct runner *runner_free(struct runner *r) {
         if (!r)
                 return NULL;
         runner_kill_sources(r);
+        /* Whoever owns the handler's userdata may be half gone: nothing more is handed over. */
+        r->output = NULL;
+        for (size_t i = 0; i < _STREAM_MAX; i++)
+                stream_close(r, i);
         r->quiet_timer = sd_event_source_disable_unref(r->quiet_timer);
         strv_free(r->argv);
         strv_free(r->env);
@@ -148,6 +277,10 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         }
         /* It has been reaped: nothing left for the source to kill. */
         (void) sd_event_source_set_child_process_own(s, false);
+        /* What it wrote is in the pipes: its lines come before its result. A pipe still held
+         * by a process it left behind stays open until that lets go or the next run starts. */
+        for (size_t i = 0; i < _STREAM_MAX; i++)
+                stream_read(r, i, RUNNER_DRAIN_MAX);
         runner_finished(r);
         return 0;
 }
@@ -173,6 +306,7 @@ static int runner_spawn(struct runner *r) {
         posix_spawn_file_actions_t fa;
         posix_spawnattr_t attr;
         sigset_t none, all;
+        int write_fds[_STREAM_MAX] = { -1, -1 };
         pid_t pid;
         int r2;
 
@@ -196,6 +330,16 @@ static int runner_spawn(struct runner *r) {
         (void) posix_spawnattr_setsigdefault(&attr, &all);
         (void) posix_spawnattr_setpgroup(&attr, 0);
         (void) posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        r2 = streams_open(r, &fa, write_fds);
+        if (r2 < 0) {
+                for (size_t i = 0; i < _STREAM_MAX; i++) {
+                        safe_close(write_fds[i]);
+                        stream_close(r, i);
+                }
+                posix_spawn_file_actions_destroy(&fa);
+                posix_spawnattr_destroy(&attr);
+                return r2;
+        }
         /* The command gets the usual umask 0022 (posix_spawn has no attribute for it; the loop's
          * thread is the only one that creates files but for identity's issuing thread, which sets
          * every mode it wants with fchmod()), not the service's UMask=0077: a script that
@@ -205,8 +349,13 @@ static int runner_spawn(struct runner *r) {
         (void) umask(umask_was);
         posix_spawn_file_actions_destroy(&fa);
         posix_spawnattr_destroy(&attr);
-        if (r2 != 0)
+        for (size_t i = 0; i < _STREAM_MAX; i++)
+                safe_close(write_fds[i]);
+        if (r2 != 0) {
+                for (size_t i = 0; i < _STREAM_MAX; i++)
+                        stream_close(r, i);
                 return -r2;
+        }
 
         r->pid = pid;
         r2 = sd_event_add_child(r->event, &r->child, pid, WEXITED, on_child, r);

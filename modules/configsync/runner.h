@@ -5,7 +5,12 @@
  * changes. runner_trigger() (re)arms a quiescence timer; when it fires the command runs (no
  * shell: argv from runner_split_command()), watched by sd_event_add_child; past the timeout it gets
  * SIGTERM, then SIGKILL after RUNNER_KILL_GRACE. A trigger while it runs makes it run once more
- * after it exits (after another quiescence window). */
+ * after it exits (after another quiescence window).
+ *
+ * Its stdout and stderr are pipes the runner reads, never the agent's own: each line goes to the
+ * output handler (the caller logs it), at most RUNNER_OUTPUT_MAX bytes per run so a chatty command
+ * cannot flood the log; the rest is read and dropped (counted in output_dropped), never left to
+ * block the command. A line longer than RUNNER_LINE_MAX is handed over in pieces. */
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -15,6 +20,8 @@
 #include "macro.h"
 
 #define RUNNER_KILL_GRACE (5 * USEC_PER_SEC)
+#define RUNNER_OUTPUT_MAX (16U * 1024)
+#define RUNNER_LINE_MAX 1024U
 
 /* Splits a command line into argv without a shell. Words are separated by blanks; inside
  * '...' everything is literal; inside "..." a backslash escapes only '"' and '\'; outside quotes
@@ -29,13 +36,19 @@ struct runner_result {
         int signal;       /* the signal that ended it, 0 if none */
         bool timed_out;
         int spawn_error;  /* negative errno if it could not be started */
+        size_t output_dropped; /* bytes of output past RUNNER_OUTPUT_MAX, read and not handed over */
 };
 
 struct runner;
 typedef void (*runner_done_fn)(struct runner *r, const struct runner_result *res, void *userdata);
+/* One line of the command's output, without its newline; control characters are replaced by
+ * '?'. All of a run's output that the command wrote before it exited comes before done. */
+typedef void (*runner_output_fn)(struct runner *r, const char *stream, const char *line, void *userdata);
 
 int runner_new(sd_event *e, char **argv, usec_t quiescence, usec_t timeout, runner_done_fn done, void *userdata,
                struct runner **ret);
+/* Where output lines go (userdata is runner_new's); without a handler they are dropped. */
+void runner_set_output(struct runner *r, runner_output_fn output);
 /* Kills a running command (SIGKILL through the event source that owns it). */
 struct runner *runner_free(struct runner *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct runner *, runner_free);

@@ -371,6 +371,43 @@ def test_on_change_runs_once_per_burst(agent_factory, nginx, test_ca, dest, tmp_
     assert a.metrics().value("pinion_configsync_on_change_runs_total", config="app", result="failure") == 2
 
 
+
+def test_on_change_output_goes_to_the_agent_log(agent_factory, nginx, test_ca, tmp_path):
+    """The command's stdout and stderr are the agent's log, one entry per line with the module
+    and the config's name as fields, never the agent's own stdout; a chatty command's output is
+    cut at 16 KiB per run with a note saying how much was not logged."""
+    write_bundle(nginx.root, "app", FILES_V1, "v1")
+    write_bundle(nginx.root, "chatty", FILES_V1, "v1")
+    hook = "/bin/sh -c 'echo \"to stdout $PINION_CONFIG_VERSION\"; echo \"to stderr\" >&2'"
+    a = agent_factory(config={
+        "agent": {"log-format": "json"},
+        "config.app": config_section(nginx.url("app/manifest.json"), str(tmp_path / "app"), test_ca,
+                                     **{"on-change": hook, "quiescence": "100ms"}),
+        "config.chatty": config_section(nginx.url("chatty/manifest.json"), str(tmp_path / "chatty"), test_ca,
+                                        **{"on-change": "seq 100000", "quiescence": "100ms"})})
+    a.wait_log(r"config app: on-change: /bin/sh succeeded", timeout=15)
+    a.wait_log(r"config chatty: on-change: seq succeeded", timeout=15)
+    entries = [json.loads(line) for line in a.log_text().splitlines() if line.startswith("{")]
+    out = [(e["level"], e["msg"]) for e in entries if e.get("config") == "app" and "on-change" in e["msg"]]
+    assert ("info", "config app: on-change stdout: to stdout v1") in out, out
+    assert ("info", "config app: on-change stderr: to stderr") in out, out
+    assert out[-1] == ("info", "config app: on-change: /bin/sh succeeded"), out
+    assert all(e["module"] == "configsync" for e in entries if e.get("config") in ("app", "chatty"))
+
+    chatty = [e["msg"] for e in entries if e.get("config") == "chatty" and "on-change" in e["msg"]]
+    lines = [m[len("config chatty: on-change stdout: "):] for m in chatty if "on-change stdout: " in m]
+    logged = sum(len(x) + 1 for x in lines)
+    # seq 100000 writes 588,895 bytes: the first 16 KiB are logged, in order from "1".
+    assert lines[:3] == ["1", "2", "3"] and 16384 - 8 <= logged <= 16384 + 1, (lines[:3], lines[-3:], logged)
+    assert "config chatty: on-change: output truncated: %d more bytes past the first 16384 not logged" % (
+        588895 - 16384) in chatty, chatty[-3:]
+    assert chatty[-1] == "config chatty: on-change: seq succeeded", chatty[-3:]
+
+    with open(a.stdout_file) as f:
+        stdout = f.read()
+    assert "to stdout" not in stdout and "to stderr" not in stdout and "\n99999\n" not in stdout, stdout[:300]
+    assert not re.search(r"^to std", a.log_text(), re.M)
+
 def pods_view(a):
     return {p["pod"]: p for p in a.get_json("/v1/configs")["pods"]}
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* The on-change runner: argv splitting without a shell, one run per burst of triggers, a
- * trigger during a run gives exactly one more run, exit status and timeout recorded. */
+ * trigger during a run gives exactly one more run, exit status and timeout recorded, output
+ * handed over line by line and bounded per run. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -46,12 +48,35 @@ static void test_split(_unused_ void **state) {
 struct ctx {
         unsigned done;
         struct runner_result last;
+        unsigned lines, lines_before_done;
+        size_t bytes, longest;
+        char first[2][64]; /* the first line of stdout, of stderr */
+        char last_stdout[64];
+        char stdout_lines[256]; /* the first few, joined with '|' */
 };
 
 static void on_done(struct runner *r, const struct runner_result *res, void *userdata) {
         struct ctx *c = userdata;
         c->done++;
         c->last = *res;
+        c->lines_before_done = c->lines;
+}
+
+static void on_output(struct runner *r, const char *stream, const char *line, void *userdata) {
+        struct ctx *c = userdata;
+        size_t i = strcmp(stream, "stderr") == 0;
+
+        assert_true(strcmp(stream, "stdout") == 0 || i == 1);
+        c->lines++;
+        c->bytes += strlen(line);
+        c->longest = MAX(c->longest, strlen(line));
+        if (!c->first[i][0])
+                snprintf(c->first[i], sizeof(c->first[i]), "%s", line);
+        if (i == 0) {
+                size_t n = strlen(c->stdout_lines);
+                snprintf(c->last_stdout, sizeof(c->last_stdout), "%s", line);
+                snprintf(c->stdout_lines + n, sizeof(c->stdout_lines) - n, "%s%s", n ? "|" : "", line);
+        }
 }
 
 static void run_for(sd_event *e, usec_t usec) {
@@ -156,11 +181,66 @@ static void test_timeout_and_spawn_error(_unused_ void **state) {
         sd_event_unref(e);
 }
 
+static void run_with_output(const char *script, struct ctx *c) {
+        sd_event *e = NULL;
+        struct runner *r = NULL;
+
+        assert_true(sd_event_default(&e) >= 0);
+        assert_int_equal(runner_new(e, (char *[]) { (char *) "/bin/sh", (char *) "-c", (char *) script, NULL },
+                                    10 * USEC_PER_MSEC, 10 * USEC_PER_SEC, on_done, c, &r), 0);
+        runner_set_output(r, on_output);
+        assert_int_equal(runner_trigger(r, NULL), 0);
+        for (int i = 0; i < 500 && c->done == 0; i++)
+                assert_true(sd_event_run(e, 20 * USEC_PER_MSEC) >= 0);
+        assert_int_equal(c->done, 1);
+        runner_free(r);
+        sd_event_unref(e);
+}
+
+static void test_output_lines(_unused_ void **state) {
+        struct ctx c = {};
+
+        /* Both streams, a control character, a last line without its newline: all handed over
+         * before the result. */
+        run_with_output("echo 'to stdout'; echo 'to stderr' >&2; printf 'tab\there esc\033[1m\r\n'; printf partial",
+                        &c);
+        assert_int_equal(c.last.exit_code, 0);
+        assert_string_equal(c.first[0], "to stdout");
+        assert_string_equal(c.first[1], "to stderr");
+        assert_string_equal(c.last_stdout, "partial");
+        assert_string_equal(c.stdout_lines, "to stdout|tab\there esc?[1m|partial");
+        assert_int_equal(c.lines, 4);
+        assert_int_equal(c.lines_before_done, 4);
+        assert_int_equal(c.last.output_dropped, 0);
+}
+
+static void test_output_bounded(_unused_ void **state) {
+        struct ctx c = {};
+
+        /* seq 200000: 1,288,895 bytes. The first RUNNER_OUTPUT_MAX are handed over, the rest is
+         * read (the command is not blocked on a full pipe) and counted. */
+        run_with_output("seq 200000; exit 7", &c);
+        assert_int_equal(c.last.exit_code, 7);
+        assert_string_equal(c.first[0], "1");
+        assert_true(c.bytes + c.lines <= RUNNER_OUTPUT_MAX + 1);
+        assert_true(c.bytes + c.lines >= RUNNER_OUTPUT_MAX - 16);
+        assert_int_equal(c.last.output_dropped + RUNNER_OUTPUT_MAX, 1288895);
+
+        /* A line longer than RUNNER_LINE_MAX comes in pieces of at most that. */
+        struct ctx l = {};
+        run_with_output("head -c 3000 /dev/zero | tr '\\0' x", &l);
+        assert_int_equal(l.longest, RUNNER_LINE_MAX);
+        assert_int_equal(l.bytes, 3000);
+        assert_int_equal(l.lines, 3);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_split),
                 cmocka_unit_test(test_burst),
                 cmocka_unit_test(test_timeout_and_spawn_error),
+                cmocka_unit_test(test_output_lines),
+                cmocka_unit_test(test_output_bounded),
         };
         sigset_t mask;
 

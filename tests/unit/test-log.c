@@ -109,6 +109,23 @@ static void test_json_lines(void **state) {
         cJSON_Delete(o);
 }
 
+static void test_json_config_field(void **state) {
+        const struct log_ctx ctx = { .module = "configsync", .config = "app" };
+
+        log_setup(LOG_INFO, LOG_TARGET_JSON);
+        capture_begin();
+        (void) log_ctx_full_errno(&ctx, LOG_INFO, 0, "config app: on-change stdout: %s", "reloaded");
+        capture_end();
+        log_setup(LOG_INFO, LOG_TARGET_TEXT);
+
+        cJSON *o = cJSON_Parse(buf);
+        assert_non_null(o);
+        assert_string_equal(cJSON_GetObjectItem(o, "module")->valuestring, "configsync");
+        assert_string_equal(cJSON_GetObjectItem(o, "config")->valuestring, "app");
+        assert_null(cJSON_GetObjectItem(o, "pod"));
+        cJSON_Delete(o);
+}
+
 static void test_module_text(void **state) {
         log_setup(LOG_INFO, LOG_TARGET_TEXT);
         capture_begin();
@@ -141,6 +158,7 @@ int main(void) {
                 cmocka_unit_test(test_errno_and_return),
                 cmocka_unit_test(test_auto_without_journal_is_text),
                 cmocka_unit_test(test_json_lines),
+                cmocka_unit_test(test_json_config_field),
                 cmocka_unit_test(test_module_text),
                 cmocka_unit_test(test_text_into_the_journal_has_no_timestamp),
         };
