@@ -604,8 +604,15 @@ static uint64_t reclaim_capabilities(struct module_instance *mi, const struct co
         return CAP_TO_MASK64(CAP_DAC_OVERRIDE);
 }
 
+/* The routes reclaim-api.c registers, for the core to answer while they are not served. */
+static const struct module_route reclaim_routes[] = {
+        { "GET", "/v1/reclaim", MODULE_ROUTE_PRIVILEGED },
+        {},
+};
+
 const struct module reclaim_module = {
         .name = "reclaim",
+        .routes = reclaim_routes,
         .init = reclaim_init,
         .start = reclaim_start,
         .reload = reclaim_reload,
