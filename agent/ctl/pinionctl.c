@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* pinionctl: ask the local piniond over its Unix socket and print the answer for people (tables)
  * or scripts (--json). Exit status: 0 ok, 1 failure reported by the agent, 2 usage error,
- * 3 agent unreachable. A CLI blocks, so this is plain libcurl easy + cJSON. */
+ * 3 agent unreachable, 4 the module behind the command not running. A CLI blocks, so this is
+ * plain libcurl easy + cJSON. */
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -74,7 +75,8 @@ static void help(FILE *f) {
                 "  -t, --timeout S         give up after S (seconds, or 500ms/30s/2m/1h); default 10s\n"
                 "  -h, --help              print this help and exit\n"
                 "      --version           print the version and exit\n\n"
-                "Exit status: 0 ok, 1 failure reported by the agent, 2 usage error, 3 agent unreachable.\n");
+                "Exit status: 0 ok, 1 failure reported by the agent, 2 usage error, 3 agent unreachable, "
+                "4 module not running.\n");
 }
 
 static void short_usage(FILE *f);

@@ -11,8 +11,10 @@ import os
 
 import pytest
 
+import podnet_testlib as pt
 from identity_testlib import new_uid
 from pinion_testlib import make_pod, request_child, wait_until
+from podnet_testlib import netns  # noqa: F401 (fixture)
 
 EXIT_MODULE_DOWN = 4
 
@@ -160,3 +162,12 @@ def test_a_running_or_degraded_module_answers_for_itself_and_a_reload_switches(a
     rc, out, err = a.ctl("configs")
     assert rc == EXIT_MODULE_DOWN and err == "pinionctl: configsync is disabled: %s\n" % \
         module_of(a, "configsync")["reason"], (rc, out, err)
+
+
+def test_pinion_cni_against_a_disabled_podnet_says_why(agent, netns):
+    # No network now: STATUS 50 (not available), ADD 11 (try again later), the agent's words.
+    error = expected_body(agent, "podnet")["error"]
+    st = pt.cni(agent, "STATUS")
+    assert st.code == 50 and st.json["msg"] == error, st
+    add = pt.cni(agent, "ADD", "c1", netns())
+    assert add.code == 11 and add.json["msg"] == error, add
