@@ -171,3 +171,21 @@ def test_pinion_cni_against_a_disabled_podnet_says_why(agent, netns):
     assert st.code == 50 and st.json["msg"] == error, st
     add = pt.cni(agent, "ADD", "c1", netns())
     assert add.code == 11 and add.json["msg"] == error, add
+
+
+def test_a_failed_module_says_why(agent_factory):
+    # identity with a CA key that does not match (and no certificate): it fails at start.
+    a = agent_factory(start=False)
+    ca = os.path.join(a.dir, "ca")
+    os.makedirs(ca)
+    with open(os.path.join(ca, "ca.key"), "w") as f:
+        f.write("garbage")
+    a.sections["identity"] = {"signer": "local", "trust-domain": "example.org", "ca-dir": ca}
+    a.write_config()
+    a.start()
+    body = expected_body(a, "identity")
+    assert body["state"] == "failed" and "not a matching key and certificate" in body["reason"], body
+    for method, path in (("GET", "/v1/identity"), ("GET", "/v1/identity/bundle"), ("POST", "/v1/identity/jwt")):
+        assert_module_down(a, "identity", a.request(method, path, body={} if method == "POST" else None))
+    rc, out, err = a.ctl("identity")
+    assert rc == EXIT_MODULE_DOWN and err == "pinionctl: %s\n" % body["error"], (rc, out, err)
