@@ -8,12 +8,13 @@ module's state. A module that runs, degraded too, answers for itself."""
 
 import json
 import os
+import re
 
 import pytest
 
 import podnet_testlib as pt
 from identity_testlib import new_uid
-from pinion_testlib import make_pod, request_child, wait_until
+from pinion_testlib import SRCDIR, make_pod, request_child, wait_until
 from podnet_testlib import netns  # noqa: F401 (fixture)
 
 EXIT_MODULE_DOWN = 4
@@ -45,6 +46,31 @@ COMMANDS = [
     ("zkreg", ["undrain"]),
     ("reclaim", ["reclaim"]),
 ]
+
+
+SERVED_ROW = re.compile(r'\{\s*"([A-Z]+)"\s*,\s*"(/[^"]*)"\s*,\s*(\w+)\s*,\s*(?:\.privileged\s*=\s*)?(true|false)\s*\}')
+DECLARED_ROW = re.compile(r'\{\s*"([A-Z]+)"\s*,\s*"(/[^"]*)"\s*,\s*MODULE_ROUTE_(\w+)\s*\}')
+
+
+def test_every_route_a_module_serves_is_declared_for_the_core():
+    """The routes each module registers (its api_route tables) are the ones its struct module
+    declares (so the core can answer them while it does not run), with the same privilege; and
+    the ones this file checks."""
+    served, declared = {}, {}
+    for dirpath, _, files in os.walk(os.path.join(SRCDIR, "modules")):
+        for name in files:
+            if name.endswith(".c"):
+                with open(os.path.join(dirpath, name)) as f:
+                    text = f.read()
+                for m, p, _handler, privileged in SERVED_ROW.findall(text):
+                    served[(m, p)] = privileged == "true"
+                for m, p, audience in DECLARED_ROW.findall(text):
+                    declared[(m, p)] = audience.lower()
+    assert len(served) >= 13, served
+    assert served.keys() == declared.keys(), (served.keys() ^ declared.keys())
+    for route, privileged in served.items():
+        assert privileged == (declared[route] in ("host", "privileged")), (route, privileged, declared[route])
+    assert {(m, p): a for _, m, p, _, a in ROUTES} == declared
 
 
 def module_of(a, name):
