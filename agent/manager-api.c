@@ -177,12 +177,14 @@ static const struct api_route core_routes[] = {
 
 /* ---- a module's routes while it does not serve them ---- */
 
-/* A module in these states is not served even if its routes are still registered (a FAILED
- * start may have registered some); STARTING, DEGRADED and STOPPING modules answer for
- * themselves while they have their routes. */
+/* A module in these states is not served even if its routes are still registered (configsync
+ * and reclaim keep theirs while disabled). A module in any other state that has its routes
+ * answers for itself: starting, degraded, stopping, and failed too, for a module that keeps
+ * working at what failed (identity retrying the renewal of an expired certificate) and whose
+ * own answers say more than its state. */
 static bool module_not_running(void *userdata) {
         const struct module_instance *mi = userdata;
-        return mi->state == MODULE_DISABLED || mi->state == MODULE_FAILED || mi->state == MODULE_STOPPED;
+        return mi->state == MODULE_DISABLED || mi->state == MODULE_STOPPED;
 }
 
 static const struct module_route *module_route_of(const struct module *module, struct api_request *req) {

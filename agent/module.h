@@ -68,9 +68,9 @@ struct module {
         const char *name;
         /* Every route of the local API the module serves, whether it serves them now or not;
          * NULL-terminated (by a NULL method); NULL: none. The module registers them while it
-         * runs; when it does not (not registered, or it is DISABLED, FAILED or STOPPED), the
-         * core answers them: 503 {"error": "<name> is <state>: <reason>", "code": 503,
-         * "module", "state", "reason"} (docs/api.md). */
+         * runs; where it has not registered one (whatever its state), and while it is DISABLED
+         * or STOPPED, the core answers them: 503 {"error": "<name> is <state>: <reason>",
+         * "code": 503, "module", "state", "reason"} (docs/api.md). */
         const struct module_route *routes;
         const char *const *deps; /* names of modules that must start first; NULL-terminated */
         int (*init)(struct module_instance *mi, struct config *c, char **ret_error);
