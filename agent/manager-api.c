@@ -182,7 +182,7 @@ static const struct api_route core_routes[] = {
  * answers for itself: starting, degraded, stopping, and failed too, for a module that keeps
  * working at what failed (identity retrying the renewal of an expired certificate) and whose
  * own answers say more than its state. */
-static bool module_not_running(void *userdata) {
+static bool module_switched_off(void *userdata) {
         const struct module_instance *mi = userdata;
         return mi->state == MODULE_DISABLED || mi->state == MODULE_STOPPED;
 }
@@ -251,10 +251,10 @@ static int register_module_standins(struct manager *m, struct module_instance *m
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 const struct module_route *r = &mi->module->routes[i];
-                routes[i] = (struct api_route) { r->method, r->pattern, handle_module_standin,
-                                                 r->audience <= MODULE_ROUTE_PRIVILEGED };
+                bool privileged = r->audience == MODULE_ROUTE_HOST || r->audience == MODULE_ROUTE_PRIVILEGED;
+                routes[i] = (struct api_route) { r->method, r->pattern, handle_module_standin, privileged };
         }
-        return api_add_standin_routes(m->api, routes, n, mi, module_not_running);
+        return api_add_standin_routes(m->api, routes, n, mi, module_switched_off);
 }
 
 int manager_api_register(struct manager *m) {
