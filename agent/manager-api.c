@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdio.h>
 
+#include "caller.h"
 #include "json.h"
 #include "manager-api.h"
 #include "manager.h"
@@ -174,8 +175,94 @@ static const struct api_route core_routes[] = {
         { "GET", "/metrics", handle_metrics, true },
 };
 
+/* ---- a module's routes while it does not serve them ---- */
+
+/* A module in these states is not served even if its routes are still registered (configsync
+ * and reclaim keep theirs while disabled). A module in any other state that has its routes
+ * answers for itself: starting, degraded, stopping, and failed too, for a module that keeps
+ * working at what failed (identity retrying the renewal of an expired certificate) and whose
+ * own answers say more than its state. */
+static bool module_switched_off(void *userdata) {
+        const struct module_instance *mi = userdata;
+        return mi->state == MODULE_DISABLED || mi->state == MODULE_STOPPED;
+}
+
+static const struct module_route *module_route_of(const struct module *module, struct api_request *req) {
+        const char *method = api_request_method(req), *pattern = api_request_route(req);
+
+        for (const struct module_route *r = module->routes; r && r->method; r++)
+                if (streq(r->pattern, pattern) &&
+                    (streq(r->method, method) || (streq(method, "HEAD") && streq(r->method, "GET"))))
+                        return r;
+        return NULL;
+}
+
+static bool caller_in_audience(const struct caller *c, enum module_route_audience audience) {
+        switch (audience) {
+        case MODULE_ROUTE_HOST:
+                return c->kind == CALLER_HOST;
+        case MODULE_ROUTE_PRIVILEGED:
+                return c->privileged;
+        case MODULE_ROUTE_OWN:
+                return caller_may_read_own(c);
+        case MODULE_ROUTE_WORKLOAD:
+                return c->kind != CALLER_OUTSIDER && !caller_pod_unknown(c);
+        case MODULE_ROUTE_PUBLIC:
+                return true;
+        }
+        return false;
+}
+
+/* 503 {"error": "zkreg is disabled: <reason>", "code": 503, "module", "state", "reason"}: the
+ * one answer of every module's routes while the module does not serve them. A caller the route
+ * would refuse gets its refusal, and learns no more than from a running module. */
+static int handle_module_standin(struct api_request *req, void *userdata) {
+        struct module_instance *mi = userdata;
+        const struct module_route *route = module_route_of(mi->module, req);
+        const char *state = module_state_to_string(mi->state);
+        _cleanup_(caller_done) struct caller c = {};
+        _cleanup_(cJSON_Deletep) cJSON *o = NULL;
+        _cleanup_free_ char *error = NULL;
+
+        caller_resolve(mi->manager, req, &c);
+        if (!caller_in_audience(&c, route ? route->audience : MODULE_ROUTE_PRIVILEGED))
+                return caller_reply_forbidden(req, &c, mi->module->name);
+        if (asprintf(&error, "%s is %s%s%s", mi->module->name, state, mi->reason ? ": " : "", strempty(mi->reason)) < 0)
+                error = NULL;
+        if (!error || !(o = cJSON_CreateObject()) || !cJSON_AddStringToObject(o, "error", error) ||
+            !cJSON_AddNumberToObject(o, "code", 503) || !cJSON_AddStringToObject(o, "module", mi->module->name) ||
+            !cJSON_AddStringToObject(o, "state", state) || !json_add_string_or_null(o, "reason", mi->reason))
+                return api_reply_error(req, 500, "out of memory");
+        return api_reply_json(req, 503, TAKE_PTR(o));
+}
+
+/* Stands in for every route each module owns (struct module.routes): where the module has not
+ * registered it, or while the module is not running. */
+static int register_module_standins(struct manager *m, struct module_instance *mi) {
+        _cleanup_free_ struct api_route *routes = NULL;
+        size_t n = 0;
+
+        for (const struct module_route *r = mi->module->routes; r && r->method; r++)
+                n++;
+        if (n == 0)
+                return 0;
+        routes = calloc(n, sizeof(*routes));
+        if (!routes)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const struct module_route *r = &mi->module->routes[i];
+                bool privileged = r->audience == MODULE_ROUTE_HOST || r->audience == MODULE_ROUTE_PRIVILEGED;
+                routes[i] = (struct api_route) { r->method, r->pattern, handle_module_standin, privileged };
+        }
+        return api_add_standin_routes(m->api, routes, n, mi, module_switched_off);
+}
+
 int manager_api_register(struct manager *m) {
-        return api_add_routes(m->api, core_routes, ELEMENTSOF(core_routes), m, NULL);
+        int r = api_add_routes(m->api, core_routes, ELEMENTSOF(core_routes), m, NULL);
+
+        for (unsigned i = 0; r >= 0 && i < m->n_modules; i++)
+                r = register_module_standins(m, &m->modules[i]);
+        return r;
 }
 
 /* ---- /metrics on TCP ---- */

@@ -17,7 +17,7 @@
  *   free    release mi->data (also after a failed init).
  *
  * A module whose backend is not configured is DISABLED with a reason; that never fails the
- * daemon. Modules include only agent/ headers and their own; they meet through the pod store
+ * daemon, and its routes (struct module.routes) answer 503 with that reason. Modules include only agent/ headers and their own; they meet through the pod store
  * and through facts published on the manager (manager_publish/manager_lookup).
  *
  * The instance tells its owner (the manager) what happened through the callback the owner put
@@ -46,8 +46,32 @@ enum module_state {
         _MODULE_STATE_INVALID = -EINVAL,
 };
 
+/* Who a module's route is for. While the module does not serve the route, the core answers it
+ * (manager-api.c): a caller the route would refuse gets the refusal it would get (403), never
+ * the module's state; anyone else 503 with the state and its reason. */
+enum module_route_audience {
+        MODULE_ROUTE_HOST,       /* root in no pod only (a privileged route) */
+        MODULE_ROUTE_PRIVILEGED, /* root and socket-group only (struct api_route.privileged) */
+        MODULE_ROUTE_OWN,        /* and a pod, for its own entries (caller_may_read_own()) */
+        MODULE_ROUTE_WORKLOAD,   /* and a pod or a configured service, for itself */
+        MODULE_ROUTE_PUBLIC,     /* anyone */
+};
+
+/* One route a module owns, as it registers it with api_add_routes(). */
+struct module_route {
+        const char *method;
+        const char *pattern;
+        enum module_route_audience audience;
+};
+
 struct module {
         const char *name;
+        /* Every route of the local API the module serves, whether it serves them now or not;
+         * NULL-terminated (by a NULL method); NULL: none. The module registers them while it
+         * runs; where it has not registered one (whatever its state), and while it is DISABLED
+         * or STOPPED, the core answers them: 503 {"error": "<name> is <state>: <reason>",
+         * "code": 503, "module", "state", "reason"} (docs/api.md). */
+        const struct module_route *routes;
         const char *const *deps; /* names of modules that must start first; NULL-terminated */
         int (*init)(struct module_instance *mi, struct config *c, char **ret_error);
         int (*start)(struct module_instance *mi);

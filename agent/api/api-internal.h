@@ -36,6 +36,8 @@ struct route_entry {
         api_handler_fn handler;
         bool privileged;
         void *userdata;
+        bool standin;           /* api_add_standin_routes(): matched after the ordinary routes */
+        api_standin_fn preempt; /* a stand-in: true while it is matched before them too */
 };
 
 /* Routes added together by one api_add_routes() call, removed together. */

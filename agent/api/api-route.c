@@ -142,6 +142,31 @@ static int allow_add(char **allow, const char *method) {
         return 0;
 }
 
+/* The order routes are tried in: stand-ins that preempt, the ordinary routes, then the other
+ * stand-ins (api_add_standin_routes()). */
+enum match_pass {
+        PASS_PREEMPTING,
+        PASS_ORDINARY,
+        PASS_STANDING_IN,
+        _PASS_MAX,
+};
+
+static bool route_in_pass(const struct route_entry *e, enum match_pass pass) {
+        bool preempting = e->standin && e->preempt && e->preempt(e->userdata);
+
+        switch (pass) {
+        case PASS_PREEMPTING:
+                return preempting;
+        case PASS_ORDINARY:
+                return !e->standin;
+        case PASS_STANDING_IN:
+                return e->standin && !preempting;
+        case _PASS_MAX:
+                break;
+        }
+        return false;
+}
+
 /* Finds the route for the request. When only the method is wrong, -EOPNOTSUPP and
  * ret_allow gets the methods the path does take ("GET, POST"). */
 int api_route_match(struct api_request *r, char **ret_allow) {
@@ -151,21 +176,24 @@ int api_route_match(struct api_request *r, char **ret_allow) {
         unsigned n_params;
         int k;
 
-        for (size_t i = 0; i < a->n_routes; i++) {
-                struct route_entry *e = a->routes[i];
+        for (int pass = 0; pass < _PASS_MAX; pass++)
+                for (size_t i = 0; i < a->n_routes; i++) {
+                        struct route_entry *e = a->routes[i];
 
-                if (!pattern_match(e->pattern, r->segments, r->n_segments, params, &n_params))
-                        continue;
-                if (method_matches(e->method, r->method)) {
-                        r->route = api_route_entry_ref(e);
-                        memcpy(r->params, params, sizeof(params));
-                        r->n_params = n_params;
-                        return 0;
+                        if (!route_in_pass(e, (enum match_pass) pass))
+                                continue;
+                        if (!pattern_match(e->pattern, r->segments, r->n_segments, params, &n_params))
+                                continue;
+                        if (method_matches(e->method, r->method)) {
+                                r->route = api_route_entry_ref(e);
+                                memcpy(r->params, params, sizeof(params));
+                                r->n_params = n_params;
+                                return 0;
+                        }
+                        k = allow_add(&allow, e->method);
+                        if (k < 0)
+                                return k;
                 }
-                k = allow_add(&allow, e->method);
-                if (k < 0)
-                        return k;
-        }
         if (!allow)
                 return -ENOENT;
         *ret_allow = TAKE_PTR(allow);

@@ -268,7 +268,7 @@ struct api *api_free(struct api *a) {
 }
 
 static struct route_entry *route_entry_new(const struct api_route *route, void *userdata,
-                                           struct api_routes *owner) {
+                                           struct api_routes *owner, bool standin, api_standin_fn preempt) {
         struct route_entry *e;
 
         e = calloc(1, sizeof(*e));
@@ -281,6 +281,8 @@ static struct route_entry *route_entry_new(const struct api_route *route, void *
         e->handler = route->handler;
         e->privileged = route->privileged;
         e->userdata = userdata;
+        e->standin = standin;
+        e->preempt = preempt;
         if (!e->method || !e->pattern)
                 return api_route_entry_unref(e);
         return e;
@@ -294,8 +296,8 @@ static int route_check(const struct api_route *route) {
         return 0;
 }
 
-int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
-                   struct api_routes **ret) {
+static int add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
+                      struct api_routes **ret, bool standin, api_standin_fn preempt) {
         _cleanup_free_ struct api_routes *set = NULL;
         struct route_entry **grown;
         size_t added;
@@ -319,7 +321,7 @@ int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void
                 return -ENOMEM;
         a->routes = grown;
         for (added = 0; added < n; added++) {
-                a->routes[a->n_routes + added] = route_entry_new(&routes[added], userdata, set);
+                a->routes[a->n_routes + added] = route_entry_new(&routes[added], userdata, set, standin, preempt);
                 if (!a->routes[a->n_routes + added])
                         break;
         }
@@ -333,6 +335,16 @@ int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void
         if (ret)
                 *ret = TAKE_PTR(set);
         return 0;
+}
+
+int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
+                   struct api_routes **ret) {
+        return add_routes(a, routes, n, userdata, ret, false, NULL);
+}
+
+int api_add_standin_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
+                           api_standin_fn preempt) {
+        return add_routes(a, routes, n, userdata, NULL, true, preempt);
 }
 
 struct api_routes *api_routes_free(struct api_routes *set) {

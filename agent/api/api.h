@@ -74,7 +74,15 @@ unsigned api_busy(const struct api *a);
 struct api_routes;
 int api_add_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
                    struct api_routes **ret);
-/* Removes the routes: requests to them get 404 from now on; one already being served keeps
+/* Stand-ins: routes the API's owner answers for another party's routes while that party does
+ * not serve them (the core, for a module that is not running: docs/api.md). A stand-in is
+ * matched after every ordinary route of its path and method, so it answers only where none is
+ * registered; and before them while preempt(userdata) says so (the party has routes registered
+ * but is not to be served). Stand-ins live as long as the API. */
+typedef bool (*api_standin_fn)(void *userdata);
+int api_add_standin_routes(struct api *a, const struct api_route *routes, size_t n, void *userdata,
+                           api_standin_fn preempt);
+/* Removes the routes: requests to them get 404 from now on (or their stand-in's answer); one already being served keeps
  * its route until it is answered, but its handler is never called again. Accepts NULL, also
  * after the API is gone. */
 struct api_routes *api_routes_free(struct api_routes *set);

@@ -12,6 +12,7 @@ enum {
         EXIT_AGENT = 1,       /* the agent answered with a failure */
         EXIT_USAGE = 2,       /* bad command line */
         EXIT_UNREACHABLE = 3, /* no agent behind the socket */
+        EXIT_MODULE_DOWN = 4, /* the module serving the command is not running (503 naming it) */
 };
 
 /* Says "out of memory" on stderr and returns EXIT_AGENT. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* pinionctl: ask the local piniond over its Unix socket and print the answer for people (tables)
  * or scripts (--json). Exit status: 0 ok, 1 failure reported by the agent, 2 usage error,
- * 3 agent unreachable. A CLI blocks, so this is plain libcurl easy + cJSON. */
+ * 3 agent unreachable, 4 the module behind the command not running. A CLI blocks, so this is
+ * plain libcurl easy + cJSON. */
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -76,7 +77,8 @@ static void help(FILE *f) {
                 "  -t, --timeout S         give up after S (seconds, or 500ms/30s/2m/1h); default 10s\n"
                 "  -h, --help              print this help and exit\n"
                 "      --version           print the version and exit\n\n"
-                "Exit status: 0 ok, 1 failure reported by the agent, 2 usage error, 3 agent unreachable.\n");
+                "Exit status: 0 ok, 1 failure reported by the agent, 2 usage error, 3 agent unreachable, "
+                "4 module not running.\n");
 }
 
 static void short_usage(FILE *f);
@@ -303,11 +305,35 @@ static int agent_get(const struct options *o, const char *path, usec_t timeout, 
         return agent_request(o, false, path, timeout, ret);
 }
 
+/* The agent's 503 for a route of a module that is not running: {"error": "zkreg is disabled:
+ * ...", "code": 503, "module", "state", "reason"} (docs/api.md). Its error on stderr as the
+ * agent wrote it, the body on stdout with --json; EXIT_MODULE_DOWN. -ENOENT: another answer. */
+static int report_module_down(const struct options *o, const struct response *r, const cJSON *root) {
+        const cJSON *e = pinionctl_print_json_get(root, "error");
+        _cleanup_free_ char *msg = NULL;
+
+        if (r->status != 503 || !cJSON_IsString(pinionctl_print_json_get(root, "module")) ||
+            !cJSON_IsString(pinionctl_print_json_get(root, "state")) || !cJSON_IsString(e))
+                return -ENOENT;
+        msg = strdup(e->valuestring);
+        if (!msg)
+                return pinionctl_print_oom();
+        pinionctl_print_sanitize(msg);
+        fprintf(stderr, "pinionctl: %s\n", msg);
+        if (o->json)
+                (void) pinionctl_print_json(root);
+        return EXIT_MODULE_DOWN;
+}
+
 /* Reports a non-2xx answer: the agent's {"error": ...} if it sent one. */
-static int report_agent_error(const struct response *r, const char *path) {
+static int report_agent_error(const struct options *o, const struct response *r, const char *path) {
         _cleanup_(cJSON_Deletep) cJSON *root = r->body ? cJSON_Parse(r->body) : NULL;
         const cJSON *e = pinionctl_print_json_get(root, "error");
         _cleanup_free_ char *msg = NULL;
+        int k = report_module_down(o, r, root);
+
+        if (k != -ENOENT)
+                return k;
 
         if (cJSON_IsString(e))
                 msg = strdup(e->valuestring);
@@ -336,7 +362,7 @@ static int agent_get_json(const struct options *o, const char *path, usec_t time
         if (k != EXIT_OK)
                 return k;
         if (!status_ok(r.status) && r.status != also_ok)
-                return report_agent_error(&r, path);
+                return report_agent_error(o, &r, path);
 
         root = r.body ? cJSON_Parse(r.body) : NULL;
         if (!root) {
@@ -445,7 +471,7 @@ static int wait_config_once(const struct options *o, const char *escaped, usec_t
         if (k != EXIT_OK)
                 return k;
         if (r.status != 200 && r.status != 504)
-                return report_agent_error(&r, path);
+                return report_agent_error(o, &r, path);
         *ret_doc = r.body ? cJSON_Parse(r.body) : NULL;
         if (!*ret_doc) {
                 fprintf(stderr, "pinionctl: %s: the agent answered %ld with no valid JSON\n", path, r.status);
@@ -559,7 +585,7 @@ static int verb_metrics(const struct options *o, _unused_ const struct verb *v, 
         if (k != EXIT_OK)
                 return k;
         if (!status_ok(r.status))
-                return report_agent_error(&r, "/metrics");
+                return report_agent_error(o, &r, "/metrics");
         if (r.size > 0 && fwrite(r.body, 1, r.size, stdout) != r.size)
                 return EXIT_AGENT;
         return EXIT_OK;
@@ -575,7 +601,7 @@ static int verb_drain(const struct options *o, const struct verb *v, _unused_ ch
         if (k != EXIT_OK)
                 return k;
         if (!status_ok(r.status))
-                return report_agent_error(&r, v->path);
+                return report_agent_error(o, &r, v->path);
         root = r.body ? cJSON_Parse(r.body) : NULL;
         if (!root) {
                 fprintf(stderr, "pinionctl: %s: the agent answered %ld with no valid JSON\n", v->path, r.status);

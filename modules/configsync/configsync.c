@@ -584,8 +584,17 @@ static uint64_t configsync_capabilities(struct module_instance *mi, const struct
                   CAP_TO_MASK64(CAP_KILL);
 }
 
+/* The routes configsync-api.c registers, for the core to answer while they are not served. */
+static const struct module_route configsync_routes[] = {
+        { "GET", "/v1/configs", MODULE_ROUTE_OWN },
+        { "GET", "/v1/configs/{}", MODULE_ROUTE_OWN },
+        { "POST", "/v1/configs/{}/refresh", MODULE_ROUTE_PRIVILEGED },
+        {},
+};
+
 const struct module configsync_module = {
         .name = "configsync",
+        .routes = configsync_routes,
         .deps = (const char *const[]) { "zkreg", NULL },
         .init = configsync_init,
         .start = configsync_start,

@@ -657,8 +657,20 @@ static uint64_t identity_capabilities(struct module_instance *mi, const struct c
                 : CAP_TO_MASK64(CAP_CHOWN) | CAP_TO_MASK64(CAP_FOWNER) | CAP_TO_MASK64(CAP_DAC_OVERRIDE);
 }
 
+/* The routes identity-api.c and jwt-api.c register, for the core to answer while they are not
+ * served. */
+static const struct module_route identity_routes[] = {
+        { "GET", "/v1/identity", MODULE_ROUTE_WORKLOAD },
+        { "GET", "/v1/identity/bundle", MODULE_ROUTE_PUBLIC },
+        { "POST", "/v1/identity/jwt", MODULE_ROUTE_WORKLOAD },
+        { "GET", "/v1/identity/jwt-bundle", MODULE_ROUTE_PUBLIC },
+        { "POST", "/v1/identity/jwt/validate", MODULE_ROUTE_PUBLIC },
+        {},
+};
+
 const struct module identity_module = {
         .name = "identity",
+        .routes = identity_routes,
         .deps = (const char *const[]) { "apiserver", NULL },
         .init = identity_init,
         .start = identity_start,

@@ -275,6 +275,15 @@ static int agent_post(const char *socket_path, const char *body, struct buffer *
         return parse_response(resp, ret_status, ret_body, ret_size);
 }
 
+/* The agent's answer for a module that is not running: {"error": "podnet is disabled: <reason>",
+ * "code": 503, "module", "state", "reason"} (docs/api.md). Its error in *ret_error. */
+static bool module_down_error(const char *body, size_t size, char **ret_error) {
+        _cleanup_free_ char *module = NULL;
+
+        return json_text_member_string(body, size, "module", &module) > 0 &&
+               json_text_member_string(body, size, "error", ret_error) > 0;
+}
+
 /* The agent answered with an error: {"error", "code": HTTP, "cni": {"code", "msg", "details"}}. */
 static int report_agent_error(const struct cni_request *req, long status, const char *body, size_t size) {
         struct json_text_value cni, code;
@@ -287,6 +296,10 @@ static int report_agent_error(const struct cni_request *req, long status, const 
             json_text_member_string(cni.start, cni.size, "msg", &msg) > 0) {
                 (void) json_text_member_string(cni.start, cni.size, "details", &details);
                 (void) cni_error_set(&e, n, msg, "%s", strempty(details));
+        } else if (status == 503 && module_down_error(body, size, &error)) {
+                /* Podnet is not running: no network now, as when the module itself says so. */
+                (void) cni_error_set(&e, req->command == CNI_STATUS ? CNI_ERR_NOT_AVAILABLE : CNI_ERR_TRY_AGAIN_LATER,
+                                     error, NULL);
         } else {
                 /* Not from the podnet module (an old agent, a proxy): the HTTP status says it all. */
                 (void) json_text_member_string(body, size, "error", &error);

@@ -558,8 +558,15 @@ static uint64_t podnet_capabilities(struct module_instance *mi, const struct con
         return may_work ? CAP_TO_MASK64(CAP_NET_ADMIN) | CAP_TO_MASK64(CAP_SYS_ADMIN) : 0;
 }
 
+/* The routes podnet-api.c registers, for the core to answer while they are not served. */
+static const struct module_route podnet_routes[] = {
+        { "POST", "/v1/cni", MODULE_ROUTE_HOST },
+        {},
+};
+
 const struct module podnet_module = {
         .name = "podnet",
+        .routes = podnet_routes,
         .deps = (const char *const[]) { "apiserver", NULL },
         .init = podnet_init,
         .start = podnet_start,

@@ -177,6 +177,12 @@ static void update_module_state(void *userdata) {
         struct module_instance *mi = rc->mi;
         if (!mi || !rc->have_hierarchy || mi->manager->stopping)
                 return;
+        /* A pod whose opt-in was refused needs an operator even with nothing to reclaim: its
+         * error stays in view (/v1/reclaim answers only while the module is not disabled). */
+        if (rc->n_targets == 0 && strv_length(rc->pod_errors) > 0) {
+                module_set_state(mi, MODULE_DEGRADED, "%s", rc->pod_errors[0]);
+                return;
+        }
         if (rc->n_targets == 0) {
                 module_set_state(mi, MODULE_DISABLED, "no [reclaim.NAME] sections configured");
                 return;
@@ -328,8 +334,8 @@ static void on_pod(struct pod_store *store, const struct pod *old, const struct 
                                         remove_target_at(rc, i);
                                         break;
                                 }
-                        update_module_state(rc);
                 }
+                update_module_state(rc); /* a target or a pod error came or went */
                 return;
         }
         if (t) {
@@ -604,8 +610,15 @@ static uint64_t reclaim_capabilities(struct module_instance *mi, const struct co
         return CAP_TO_MASK64(CAP_DAC_OVERRIDE);
 }
 
+/* The routes reclaim-api.c registers, for the core to answer while they are not served. */
+static const struct module_route reclaim_routes[] = {
+        { "GET", "/v1/reclaim", MODULE_ROUTE_PRIVILEGED },
+        {},
+};
+
 const struct module reclaim_module = {
         .name = "reclaim",
+        .routes = reclaim_routes,
         .init = reclaim_init,
         .start = reclaim_start,
         .reload = reclaim_reload,

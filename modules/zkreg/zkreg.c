@@ -593,8 +593,17 @@ static void zkreg_free(struct module_instance *mi) {
         mi->data = zkreg_free_data(z);
 }
 
+/* The routes zkreg-api.c registers, for the core to answer while they are not served. */
+static const struct module_route zkreg_routes[] = {
+        { "GET", "/v1/registrations", MODULE_ROUTE_OWN },
+        { "POST", "/v1/registrations/drain", MODULE_ROUTE_PRIVILEGED },
+        { "POST", "/v1/registrations/undrain", MODULE_ROUTE_PRIVILEGED },
+        {},
+};
+
 const struct module zkreg_module = {
         .name = "zkreg",
+        .routes = zkreg_routes,
         .init = zkreg_init,
         .start = zkreg_start,
         .reload = zkreg_reload,

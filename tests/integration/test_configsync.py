@@ -15,6 +15,9 @@ import time
 import pytest
 
 from pinion_testlib import make_pod, wait_until
+import zkreg_testlib as zt
+from zkreg_testlib import base, zk  # noqa: F401 (fixtures)
+from zkreg_testlib import registrations, web_pod, zk_config
 from configsync_testlib import (MisbehavingServer, Tmpfs, config_section, ed25519_keypair, get_config,  # noqa: F401
                                 nginx, read_tree, test_ca, versions_in, write_bundle)
 
@@ -431,16 +434,19 @@ def test_pod_gate_holds_pods_until_their_configs_are_present(agent_factory, ngin
     assert "default/plain" not in v
 
 
-def test_pod_gate_without_any_config_section(agent_factory):
-    a = agent_factory()
-    a.write_pod("web", make_pod("web", uid="11111111-2222-3333-4444-555555555555",
-                                annotations={"pinion.io/configs": "app"}))
-    v = wait_until(lambda: (lambda v: v if v else None)(pods_view(a)), 10, desc="pod seen")
-    assert v["default/web"]["ready"] is False
-    assert "not configured on this node" in v["default/web"]["reason"]
+@pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
+def test_pod_gate_without_any_config_section(agent_factory, zk, base):
+    # No [config.*]: configsync is disabled (its routes answer 503 saying so), and its gate still
+    # holds a pod that declares a config: zkreg does not register it, and says why.
+    a = agent_factory(config=zk_config(zk))
+    a.write_pod("web", web_pod("web", base + "/web", extra={"pinion.io/configs": "app"}))
+    reg = wait_until(lambda: (lambda r: r if r and r["last_error"] else None)(
+        registrations(a).get("default/web")), 10, desc="the pod's registration held")
+    assert reg["state"] != "registered" and "config app is not configured on this node" in reg["last_error"], reg
     mod = [m for m in a.status()["modules"] if m["name"] == "configsync"][0]
     assert mod["state"] == "disabled"
-    assert a.get("/v1/configs/app").status == 404
+    r = a.get("/v1/configs/app")
+    assert r.status == 503 and r.body["module"] == "configsync" and r.body["state"] == "disabled", r.raw
 
 
 def test_refresh_is_privileged_and_validates(agent_factory, nginx, test_ca, dest):

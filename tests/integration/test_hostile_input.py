@@ -347,7 +347,11 @@ HTTP_CASES = [
 
 @pytest.fixture(scope="module")
 def http_agent():
-    a = module_agent()
+    # configsync runs (one config, its server down) so that its routes' handlers answer the
+    # requests that get through: a disabled module's routes would answer them all 503.
+    a = module_agent(config={"config.y": {"url": "https://127.0.0.1:1/y/manifest.json", "interval": "1h",
+                                          "dest": "/nonexistent-pinion-hostile/y", "timeout": "2s",
+                                          "backoff-initial": "1h", "backoff-max": "1h"}})
     a.hostile_mark = a.log_mark()
     yield a
     close_agent(a)

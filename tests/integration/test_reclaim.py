@@ -612,11 +612,17 @@ def test_pod_opts_in_by_annotation(agent_factory, memcg_factory, stream_dir):
     wait_until(lambda: a.get_json("/v1/reclaim")["pod_errors"])
     assert "default/bad: pinion.io/reclaim-high" in a.get_json("/v1/reclaim")["pod_errors"][0]
 
-    # Opting out (or the pod leaving) drops the target and restores the limit.
+    # Opting out (or the pod leaving) drops the target and restores the limit; the refused pod
+    # keeps the module degraded, its error in view.
     a.write_pod("web", make_pod("web", uid=uid, annotations={"pinion.io/reclaim": "false"}))
     wait_until(lambda: not [t for t in a.get_json("/v1/reclaim")["targets"] if t["name"] == "pod/default/web"])
     assert pod_cg.limit() == LIMIT
     assert base.exists()
+    doc = a.get_json("/v1/reclaim")
+    assert doc["state"] == "degraded" and doc["reason"].startswith("default/bad: pinion.io/reclaim-high"), doc
+    # The bad pod gone too: nothing to do, disabled.
+    a.remove_pod("bad")
+    wait_until(lambda: a.get("/v1/reclaim").status == 503)
 
 
 def test_static_pod_is_found_by_its_config_hash(agent_factory, memcg_factory):
@@ -661,7 +667,9 @@ def test_pod_cgroup_systemd_spelling(agent_factory, memcg_factory):
     t = wait_until(lambda: (lambda t: t if t["state"] == "ok" else None)(target(a, "pod/kube-system/api")))
     assert t["cgroup"] == g.name and t["high"] == LIMIT * 90 // 100
     a.remove_pod("api")
-    wait_until(lambda: a.get_json("/v1/reclaim")["targets"] == [])
+    # Nothing left to watch: the module is disabled and says so.
+    wait_until(lambda: a.get("/v1/reclaim").status == 503)
+    assert a.get("/v1/reclaim").body["state"] == "disabled"
 
 
 def test_pinionctl_reclaim_table_and_json(agent_factory, memcg_factory, stream_dir):
@@ -699,7 +707,8 @@ def test_reload_changes_and_drops_targets(agent_factory, memcg_factory):
     del a.sections["reclaim.r"]
     a.write_config()
     a.sighup()
-    wait_until(lambda: a.get_json("/v1/reclaim")["targets"] == [])
+    wait_until(lambda: a.get("/v1/reclaim").status == 503)  # no target left: disabled
+    assert a.get("/v1/reclaim").body["reason"] == "no [reclaim.NAME] sections configured"
     assert g.limit() == LIMIT
 
 

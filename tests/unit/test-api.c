@@ -566,6 +566,77 @@ static void test_route_removal(void **state) {
         assert_null(api_routes_free(NULL));
 }
 
+/* ---- stand-ins: answering for routes another party does not serve ---- */
+
+static bool standin_preempting;
+static struct api_routes *standin_real_set;
+
+static bool standin_preempt(void *userdata) {
+        return standin_preempting;
+}
+
+static int h_standin(struct api_request *r, void *userdata) {
+        return api_reply_text(r, 503, "text/plain", strdup("standin\n"), 8);
+}
+
+static int h_real(struct api_request *r, void *userdata) {
+        return api_reply_text(r, 200, "text/plain", strdup("real\n"), 5);
+}
+
+/* What the party does: registers its route, is told not to be served, goes away. */
+static int h_standin_control(struct api_request *r, void *userdata) {
+        static const struct api_route real[] = { { "GET", "/v1/party", h_real, false } };
+        struct fixture *f = userdata;
+        const char *what = api_request_param(r, 0);
+
+        if (streq(what, "register"))
+                assert_int_equal(api_add_routes(f->api, real, ELEMENTSOF(real), f, &standin_real_set), 0);
+        else if (streq(what, "preempt"))
+                standin_preempting = true;
+        else
+                standin_real_set = api_routes_free(standin_real_set);
+        return api_reply_text(r, 200, "text/plain", strdup("ok\n"), 3);
+}
+
+static bool get_text(CURL *c, struct fixture *f, const char *path, long status, const char *body) {
+        struct reply r = {};
+        bool ok = http(c, f, "GET", path, NULL, 0, false, &r) == CURLE_OK && r.status == status &&
+                  r.size == strlen(body) && memcmp(r.body, body, r.size) == 0;
+        reply_clear(&r);
+        return ok;
+}
+
+static int client_standin(struct fixture *f, void *arg) {
+        CURL *c = curl_easy_init();
+        struct reply r = {};
+
+        /* Nothing registered: the stand-in answers; another method is 405 naming its method. */
+        CHECK(get_text(c, f, "/v1/party", 503, "standin\n"));
+        CHECK(http(c, f, "POST", "/v1/party", NULL, 0, false, &r) == CURLE_OK && r.status == 405 && strcmp(r.allow, "GET") == 0);
+        reply_clear(&r);
+        /* The party's own route wins over it, until the stand-in preempts it. */
+        CHECK(get_text(c, f, "/v1/control/register", 200, "ok\n"));
+        CHECK(get_text(c, f, "/v1/party", 200, "real\n"));
+        CHECK(get_text(c, f, "/v1/control/preempt", 200, "ok\n"));
+        CHECK(get_text(c, f, "/v1/party", 503, "standin\n"));
+        CHECK(get_text(c, f, "/v1/control/remove", 200, "ok\n"));
+        CHECK(get_text(c, f, "/v1/party", 503, "standin\n"));
+        curl_easy_cleanup(c);
+        return child_failures;
+}
+
+static void test_standin_routes(void **state) {
+        static const struct api_route standin[] = { { "GET", "/v1/party", h_standin, false } };
+        static const struct api_route control[] = { { "GET", "/v1/control/{}", h_standin_control, false } };
+        struct fixture *f = *state;
+
+        api_start(f, 0660, (gid_t) -1, true);
+        assert_int_equal(api_add_standin_routes(f->api, standin, ELEMENTSOF(standin), f, standin_preempt), 0);
+        assert_int_equal(api_add_routes(f->api, control, ELEMENTSOF(control), f, NULL), 0);
+        run_client(f, client_standin, NULL);
+        assert_null(standin_real_set);
+}
+
 /* ---- a body holding a secret ---- */
 
 #define SECRET_BODY "{\"private_key\": \"-----BEGIN PRIVATE KEY-----\\nMIGH\\n-----END PRIVATE KEY-----\\n\"}\n"
@@ -610,6 +681,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_new_on_finished_loop, fixture_setup, fixture_teardown),
                 cmocka_unit_test_setup_teardown(test_routes_refused, fixture_setup, fixture_teardown),
                 cmocka_unit_test_setup_teardown(test_route_removal, fixture_setup, fixture_teardown),
+                cmocka_unit_test_setup_teardown(test_standin_routes, fixture_setup, fixture_teardown),
                 cmocka_unit_test_setup_teardown(test_secret_reply, fixture_setup, fixture_teardown),
         };
         int failed;
