@@ -12,7 +12,10 @@ need_root() {
 
 jobs_flag() { echo "-j$(nproc 2>/dev/null || echo 2)"; }
 
-# build DIR [configure args...]: out-of-tree build of the project into DIR.
+# build DIR [configure args...]: out-of-tree build of the project into DIR, configured for the
+# directories a node uses (/etc, /var, /run, as the .deb and the image), which piniond compiles
+# in as its defaults; the args given come after, so they win.
+BUILD_DIRS=(--prefix=/usr --sysconfdir=/etc --localstatedir=/var --runstatedir=/run)
 build() {
         local dir=$1
         shift
@@ -20,7 +23,7 @@ build() {
         mkdir -p "$dir"
         if [ ! -f "$dir/Makefile" ] || [ "$top/configure" -nt "$dir/config.status" ]; then
                 say "configure $* (in $dir)"
-                { (cd "$dir" && "$top/configure" -q "$@") | progress configure && [ "${PIPESTATUS[0]}" -eq 0 ]; } ||
+                { (cd "$dir" && "$top/configure" -q "${BUILD_DIRS[@]}" "$@") | progress configure && [ "${PIPESTATUS[0]}" -eq 0 ]; } ||
                         die "configure failed in $dir"
         fi
         say "make (in $dir)"

@@ -102,6 +102,23 @@ def T(seconds):
     return seconds * TIMEOUT_SCALE
 
 
+def build_variable(var, builddir=BUILDDIR):
+    """A directory variable as configure set it in the build's Makefile ("cnibindir = /opt/cni/bin")."""
+    with open(os.path.join(builddir, "Makefile")) as f:
+        m = re.search(r"^%s = (.*)$" % re.escape(var), f.read(), re.M)
+    assert m, "no %s in %s/Makefile" % (var, builddir)
+    return m.group(1).strip()
+
+
+def build_directory(var, builddir=BUILDDIR):
+    """A directory variable with the ${prefix}-style references in it resolved, as make does."""
+    value = build_variable(var, builddir)
+    for _ in range(5):
+        value = re.sub(r"\$\{(\w+)\}", lambda m: build_variable(m.group(1), builddir), value)
+    assert "$" not in value, value
+    return value
+
+
 def clean_env(extra=None):
     """The environment for a child: ours without systemd/Kubernetes hints, plus extra
     (a value of None removes the variable). ASAN_/UBSAN_/LSAN_OPTIONS pass through."""

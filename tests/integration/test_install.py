@@ -11,24 +11,17 @@ import uuid
 
 import pytest
 
-from pinion_testlib import BUILDDIR, PINIOND, SRCDIR, T, clean_env, require_binary, run_piniond
-
-
-def _configured(var, builddir=BUILDDIR):
-    """A directory variable as configure set it in the build's Makefile ("cnibindir = /opt/cni/bin")."""
-    with open(os.path.join(builddir, "Makefile")) as f:
-        m = re.search(r"^%s = (.*)$" % re.escape(var), f.read(), re.M)
-    assert m, "no %s in %s/Makefile" % (var, builddir)
-    return m.group(1).strip()
+from pinion_testlib import (BUILDDIR, PINIOND, SRCDIR, T, build_directory, build_variable, clean_env, require_binary,
+                           run_piniond)
 
 
 def _expected():
     """Where `make install prefix=/usr sysconfdir=/etc` puts each file, as this build is configured
     (the unit, CNI plugin and conflist directories are configure options, not under the prefix)."""
-    units = _configured("systemdsystemunitdir").replace("${prefix}", "/usr").lstrip("/")
-    cnibin = _configured("cnibindir").replace("${libexecdir}", "/usr/libexec").lstrip("/")
-    cniconf = _configured("cniconfdir").replace("${sysconfdir}", "/etc").lstrip("/")
-    completions = _configured("bashcompletiondir").replace("${datadir}", "/usr/share").replace("${prefix}", "/usr")
+    units = build_variable("systemdsystemunitdir").replace("${prefix}", "/usr").lstrip("/")
+    cnibin = build_variable("cnibindir").replace("${libexecdir}", "/usr/libexec").lstrip("/")
+    cniconf = build_variable("cniconfdir").replace("${sysconfdir}", "/etc").lstrip("/")
+    completions = build_variable("bashcompletiondir").replace("${datadir}", "/usr/share").replace("${prefix}", "/usr")
     return ["usr/sbin/piniond", "usr/bin/pinionctl", cnibin + "/pinion-cni", "etc/pinion/pinion.conf",
             units + "/piniond.service", units + "/piniond.socket", cniconf + "/10-pinion.conflist",
             completions.lstrip("/") + "/pinionctl"]
@@ -216,9 +209,9 @@ def test_configure_defaults_are_where_systemd_and_the_runtimes_look(tmp_dir):
     _configure(builddir, "--prefix=/usr/local")
     unitdir = subprocess.run(["pkg-config", "--variable=systemdsystemunitdir", "systemd"], capture_output=True,
                              text=True).stdout.strip() or "/lib/systemd/system"
-    assert _configured("systemdsystemunitdir", builddir) == unitdir
-    assert _configured("cnibindir", builddir) == "/opt/cni/bin"
-    assert _configured("cniconfdir", builddir) == "/etc/cni/net.d"
+    assert build_variable("systemdsystemunitdir", builddir) == unitdir
+    assert build_variable("cnibindir", builddir) == "/opt/cni/bin"
+    assert build_variable("cniconfdir", builddir) == "/etc/cni/net.d"
 
 
 def test_configure_dirs_are_where_make_install_puts_the_files(tmp_dir):
@@ -241,20 +234,11 @@ def test_configure_dirs_are_where_make_install_puts_the_files(tmp_dir):
     assert not os.path.lexists("/srv/t"), "make install wrote outside DESTDIR"
 
 
-def _expanded(var, builddir=BUILDDIR):
-    """A directory variable with the ${prefix}-style references in it resolved, as make does."""
-    value = _configured(var, builddir)
-    for _ in range(5):
-        value = re.sub(r"\$\{(\w+)\}", lambda m: _configured(m.group(1), builddir), value)
-    assert "$" not in value, value
-    return value
-
-
 def test_the_daemon_reads_the_directories_configure_was_given():
     """The compiled defaults are ./configure's --sysconfdir, --localstatedir and --runstatedir
     (the .deb's /etc, /var, /run; /usr/local/etc, /usr/local/var, /usr/local/var/run by
     default), so that `make install`'s config is the one piniond reads."""
-    sysconf, state, run = _expanded("sysconfdir"), _expanded("localstatedir"), _expanded("runstatedir")
+    sysconf, state, run = build_directory("sysconfdir"), build_directory("localstatedir"), build_directory("runstatedir")
     conf = sysconf + "/pinion/pinion.conf"
     rc, out, err = run_piniond("--help")
     assert rc == 0 and "(default %s)" % conf in out, out
@@ -282,7 +266,7 @@ def test_the_units_name_the_same_directories():
     p = subprocess.run(["make", "-s", "-C", BUILDDIR, "-o", "Makefile", "-B"] + units, capture_output=True,
                        text=True, env=clean_env({"MAKEFLAGS": None, "MFLAGS": None}), timeout=T(60))
     assert p.returncode == 0, p.stderr
-    sysconf, state, run = _expanded("sysconfdir"), _expanded("localstatedir"), _expanded("runstatedir")
+    sysconf, state, run = build_directory("sysconfdir"), build_directory("localstatedir"), build_directory("runstatedir")
     with open(os.path.join(BUILDDIR, units[0])) as f:
         assert "ListenStream=%s/pinion/sockets/pinion.sock\n" % run in f.read()
     with open(os.path.join(BUILDDIR, units[1])) as f:
