@@ -54,12 +54,19 @@ struct config_where {
  * success; on failure it returns negative errno and sets *ret_reason to a static message. */
 typedef int (*config_parser_t)(const char *value, void *ret, const char **ret_reason);
 
+/* For a key that takes one of a set of words: the i-th accepted spelling, NULL after the last;
+ * "" stands for the empty value. Such a key accepts exactly these (checked before its parser
+ * runs), and its error lists them, so the message cannot drift from what parses: the function
+ * reads the same table the key's parser looks the word up in. */
+typedef const char *(*config_choice_fn)(size_t i);
+
 struct config_key {
         const char *key;
         config_parser_t parse;
         size_t offset;
         const char *default_value; /* NULL: leave the field as it is (zeroed) */
         void (*free_field)(void *field); /* releases an owned field; NULL for plain values */
+        config_choice_fn choices; /* NULL: any value the parser takes */
 };
 
 /* Loads main_file (must exist) and, if dropin_dir is non-NULL and exists, every *.conf in it in

@@ -24,13 +24,9 @@
 
 #define MODULE "identity"
 
+/* v is one of signer_kind_name_at's (the key's choices); "" is no signer. */
 static int parse_signer(const char *v, void *ret, const char **reason) {
-        const struct signer_kind *kind = signer_kind_from_name(v);
-        if (!kind && !isempty(v)) {
-                *reason = "expected local, kubernetes or cfssl";
-                return -EINVAL;
-        }
-        *(const struct signer_kind **) ret = kind;
+        *(const struct signer_kind **) ret = signer_kind_from_name(v);
         return 0;
 }
 
@@ -56,7 +52,7 @@ static int parse_workload_socket(const char *v, void *ret, const char **reason) 
 
 #define FIELD(f) offsetof(struct identity_settings, f)
 static const struct config_key identity_keys[] = {
-        { "signer", parse_signer, FIELD(signer), "" },
+        { "signer", parse_signer, FIELD(signer), "", NULL, signer_kind_name_at },
         { "trust-domain", config_parse_string, FIELD(trust_domain), NULL, config_free_string },
         { "ca-dir", config_parse_path, FIELD(ca_dir), NULL, config_free_string },
         { "bootstrap-token-file", config_parse_path, FIELD(bootstrap_token_file), NULL, config_free_string },
