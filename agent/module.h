@@ -59,6 +59,9 @@ struct module {
          * settings init() parsed from c; NULL: none. Asked once before any module starts: the
          * agent drops every capability no module needs ([agent] drop-capabilities). */
         uint64_t (*capabilities)(struct module_instance *mi, const struct config *c);
+        /* Whether the settings init() parsed from c give the module work, i.e. it will not be
+         * DISABLED for want of configuration (--check-config lists these as enabled). */
+        bool (*configured)(const struct module_instance *mi, const struct config *c);
 };
 
 /* What an instance tells its owner. */

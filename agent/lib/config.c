@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -197,6 +200,8 @@ static int config_load_file(struct config *c, const char *file, char **ret_error
         }
         int r = config_load_stream(c, file, f, ret_error);
         (void) fclose(f);
+        if (r >= 0)
+                c->n_files++;
         return r;
 }
 
@@ -348,6 +353,17 @@ const char *config_value(const struct config *c, const char *section, const char
                 if (streq(c->entries[i].section, section) && streq(c->entries[i].key, key))
                         value = c->entries[i].value;
         return value && value[0] ? value : NULL;
+}
+
+int config_key_where(const struct config *c, const char *section, const char *key, const char **ret_file,
+                     unsigned *ret_line) {
+        const struct config_entry *found = NULL;
+        for (size_t i = 0; i < c->n_entries; i++)
+                if (streq(c->entries[i].section, section) && streq(c->entries[i].key, key))
+                        found = &c->entries[i];
+        *ret_file = found ? found->file : c->main_file;
+        *ret_line = found ? found->line : 0;
+        return found ? 0 : -ENOENT;
 }
 
 static const struct config_key *config_find_key(const struct config_key *table, const char *key) {
@@ -729,6 +745,39 @@ int config_parse_url(const char *v, void *ret, const char **reason) {
                 return -EINVAL;
         }
         return config_parse_string(v, ret, reason);
+}
+
+int config_check_file(const char *path, const char **reason) {
+        struct stat st;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        int r = 0;
+
+        if (fd < 0) {
+                *reason = strerror(errno);
+                return -errno;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                *reason = strerror(errno);
+        } else if (!S_ISREG(st.st_mode)) {
+                r = -EINVAL;
+                *reason = "not a regular file";
+        }
+        (void) close(fd);
+        return r;
+}
+
+int config_parse_file(const char *v, void *ret, const char **reason) {
+        if (isempty(v))
+                return config_parse_path(v, ret, reason);
+        if (v[0] != '/') {
+                *reason = "expected an absolute path";
+                return -EINVAL;
+        }
+        int r = config_check_file(v, reason);
+        if (r < 0)
+                return r;
+        return config_parse_path(v, ret, reason);
 }
 
 int config_parse_strv(const char *v, void *ret, const char **reason) {

@@ -40,6 +40,7 @@ struct config {
         size_t n_entries;
         struct config_section *sections;
         size_t n_sections;
+        unsigned n_files; /* files read: the main one and its drop-ins */
 };
 
 /* Where a value came from, handed to parsers so errors can name it. */
@@ -81,6 +82,10 @@ bool config_has_section(const struct config *c, const char *section);
 /* The raw value of section/key (the last one wins), NULL if not set or empty. For a module that
  * must know whether another section configures something, without parsing that section. */
 const char *config_value(const struct config *c, const char *section, const char *key);
+/* Where section/key was set (the last one wins): -ENOENT if it was not, then *ret_file is the
+ * main file and *ret_line 0, so that an error about a default still names a file. */
+int config_key_where(const struct config *c, const char *section, const char *key, const char **ret_file,
+                     unsigned *ret_line);
 
 /* Sets every table field to its default, then applies the section's entries (last one wins),
  * marking them claimed. Unknown keys in the section are errors. The section need not exist. */
@@ -142,6 +147,11 @@ int config_parse_path(const char *v, void *ret, const char **reason);     /* cha
 int config_parse_strv(const char *v, void *ret, const char **reason);     /* char **, comma/space */
 int config_parse_mode(const char *v, void *ret, const char **reason);     /* mode_t, octal */
 int config_parse_url(const char *v, void *ret, const char **reason);      /* char *, http(s):// */
+/* char *: an absolute path to a regular file that can be read now ("" → NULL): a missing
+ * ca-file is refused on the line that names it, at start, reload and --check-config alike. */
+int config_parse_file(const char *v, void *ret, const char **reason);
+/* The check of config_parse_file alone: 0, or -errno with *reason set. */
+int config_check_file(const char *path, const char **reason);
 
 void config_free_string(void *field); /* for char * fields */
 void config_free_strv(void *field);   /* for char ** fields */

@@ -53,7 +53,7 @@ static int parse_group(const char *v, void *ret, const char **reason) {
 #define FIELD(f) offsetof(struct bundle_settings, f)
 static const struct config_key bundle_keys[] = {
         { "url", config_parse_url, FIELD(url), NULL, config_free_string },
-        { "ca-file", config_parse_path, FIELD(ca_file), NULL, config_free_string },
+        { "ca-file", config_parse_file, FIELD(ca_file), NULL, config_free_string },
         { "public-key", config_parse_path, FIELD(public_key), NULL, config_free_string },
         { "dest", config_parse_path, FIELD(dest), NULL, config_free_string },
         { "interval", config_parse_duration, FIELD(interval), "60s" },
@@ -584,10 +584,16 @@ static uint64_t configsync_capabilities(struct module_instance *mi, const struct
                   CAP_TO_MASK64(CAP_KILL);
 }
 
+static bool configsync_configured(const struct module_instance *mi, const struct config *c) {
+        const struct configsync *cs = mi->data;
+        return cs->settings->n_bundles > 0;
+}
+
 const struct module configsync_module = {
         .name = "configsync",
         .deps = (const char *const[]) { "zkreg", NULL },
         .init = configsync_init,
+        .configured = configsync_configured,
         .start = configsync_start,
         .reload = configsync_reload,
         .stop = configsync_stop,

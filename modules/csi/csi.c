@@ -263,9 +263,15 @@ static uint64_t csi_capabilities(struct module_instance *mi, const struct config
         return csi && csi->settings->enable ? CAP_TO_MASK64(CAP_SYS_ADMIN) : 0;
 }
 
+static bool csi_configured(const struct module_instance *mi, const struct config *c) {
+        const struct csi *csi = mi->data;
+        return csi->settings->enable;
+}
+
 const struct module csi_module = {
         .name = "csi",
         .init = csi_init,
+        .configured = csi_configured,
         .start = csi_start,
         .reload = csi_reload,
         .stop = csi_stop,

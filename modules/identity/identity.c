@@ -638,10 +638,16 @@ static uint64_t identity_capabilities(struct module_instance *mi, const struct c
                 : CAP_TO_MASK64(CAP_CHOWN) | CAP_TO_MASK64(CAP_FOWNER) | CAP_TO_MASK64(CAP_DAC_OVERRIDE);
 }
 
+static bool identity_configured(const struct module_instance *mi, const struct config *c) {
+        const struct identity *id = mi->data;
+        return id->settings->signer != NULL;
+}
+
 const struct module identity_module = {
         .name = "identity",
         .deps = (const char *const[]) { "apiserver", NULL },
         .init = identity_init,
+        .configured = identity_configured,
         .start = identity_start,
         .reload = identity_reload,
         .stop = identity_stop,

@@ -548,10 +548,17 @@ static uint64_t podnet_capabilities(struct module_instance *mi, const struct con
         return may_work ? CAP_TO_MASK64(CAP_NET_ADMIN) | CAP_TO_MASK64(CAP_SYS_ADMIN) : 0;
 }
 
+/* Without a pod-cidr the apiserver's Node gives one. */
+static bool podnet_configured(const struct module_instance *mi, const struct config *c) {
+        const struct podnet *p = mi->data;
+        return p->settings->pod_cidr || kube_endpoint_configured(c);
+}
+
 const struct module podnet_module = {
         .name = "podnet",
         .deps = (const char *const[]) { "apiserver", NULL },
         .init = podnet_init,
+        .configured = podnet_configured,
         .start = podnet_start,
         .reload = podnet_reload,
         .stop = podnet_stop,

@@ -603,9 +603,15 @@ static uint64_t reclaim_capabilities(struct module_instance *mi, const struct co
         return CAP_TO_MASK64(CAP_DAC_OVERRIDE);
 }
 
+static bool reclaim_configured(const struct module_instance *mi, const struct config *c) {
+        const struct reclaim *rc = mi->data;
+        return rc->settings->n_targets > 0;
+}
+
 const struct module reclaim_module = {
         .name = "reclaim",
         .init = reclaim_init,
+        .configured = reclaim_configured,
         .start = reclaim_start,
         .reload = reclaim_reload,
         .stop = reclaim_stop,

@@ -591,9 +591,15 @@ static void zkreg_free(struct module_instance *mi) {
         mi->data = zkreg_free_data(z);
 }
 
+static bool zkreg_configured(const struct module_instance *mi, const struct config *c) {
+        const struct zkreg *z = mi->data;
+        return z->settings->servers != NULL;
+}
+
 const struct module zkreg_module = {
         .name = "zkreg",
         .init = zkreg_init,
+        .configured = zkreg_configured,
         .start = zkreg_start,
         .reload = zkreg_reload,
         .stop = zkreg_stop,
