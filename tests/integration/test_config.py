@@ -40,6 +40,8 @@ CASES = [
      "token-file=", "main"),
     ("missing-configsync-ca-file", {}, "[config.app]\nurl=https://127.0.0.1:1/m.json\ndest=/tmp/x\n"
      "ca-file=/nonexistent/ca.pem", None, "ca-file=", "main"),
+    ("missing-cfssl-ca-file", {}, "[identity]\nsigner=cfssl\ntrust-domain=example.org\n"
+     "cfssl-url=https://127.0.0.1:1\ncfssl-ca-file=/nonexistent/ca.pem", None, "cfssl-ca-file=", "main"),
     ("dropin-bad-value", {}, "",
      {"50-bad.conf": "# a drop-in\n[agent]\nlog-level=info\nstop-timeout=soon\n"},
      "stop-timeout=soon", "50-bad.conf"),

@@ -717,6 +717,8 @@ def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
      "signer=kubernetes needs [apiserver] url and ca-file"),
 ])
 def test_bad_identity_config_is_refused(agent_factory, text, reason):
+    # The files must exist for the check to get to the problem each case is about.
+    text = text.replace("=/k\n", "=%s\n" % os.path.abspath(__file__)).replace("=/c\n", "=%s\n" % os.path.abspath(__file__))
     a = agent_factory(extra=text, start=False)
     rc, out, err = a.check_config()
     assert rc == 78, (rc, out, err)
