@@ -7,18 +7,20 @@
 #include "manager.h"
 #include "module.h"
 #include "service.h"
-#include "socket-trust.h"
 #include "strv.h"
 
-/* Every module's init on a throwaway instance; the names of those it leaves with work to do go
- * to *ret_enabled if that is not NULL. */
+/* Every module's init on a throwaway instance. With ret_enabled (--check-config), the names of
+ * those it leaves with work to do go there, and their check() runs. */
 static int validate_modules(struct config *c, char ***ret_enabled, char **ret_error) {
         for (unsigned i = 0; i < module_table_size; i++) {
                 const struct module *module = module_table[i];
                 struct module_instance scratch = { .module = module, .state = MODULE_DISABLED };
                 int r = module->init(&scratch, c, ret_error);
-                if (r >= 0 && ret_enabled && module->configured && module->configured(&scratch, c))
+                if (r >= 0 && ret_enabled && module->configured && module->configured(&scratch, c)) {
                         r = strv_extend(ret_enabled, module->name);
+                        if (r >= 0 && module->check)
+                                r = module->check(&scratch, c, ret_error);
+                }
                 if (scratch.data)
                         module->free(&scratch);
                 if (r < 0)
@@ -75,22 +77,6 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
 
 /* ---- --check-config ---- */
 
-/* The directory the socket is bound in, by the rule start refuses it by; a missing one passes:
- * start makes it. */
-static int check_socket_dir(const struct config *c, const struct agent_settings *s, char **ret_error) {
-        char why[SOCKET_TRUST_WHY_MAX] = "";
-        const char *file;
-        unsigned line;
-        int r = socket_trust_dir_check(s->socket, why, sizeof(why));
-
-        if (r >= 0 || r == -ENOENT)
-                return 0;
-        if (r == -ENOMEM)
-                return r;
-        (void) config_key_where(c, "agent", "socket", &file, &line);
-        return config_error(ret_error, file, line, "socket %s: %s", s->socket, why);
-}
-
 static int format_summary(const struct config *c, char *const *enabled, char **ret) {
         _cleanup_free_ char *names = strv_join(enabled, ", ");
         size_t n = strv_length(enabled);
@@ -112,7 +98,7 @@ int manager_config_check(const struct manager_options *opts, char **ret_summary,
         r = manager_config_load(opts, &c, &s, ret_error);
         if (r < 0)
                 return r;
-        r = check_socket_dir(c, &s, ret_error);
+        r = module_check_socket_dir(c, "agent", "socket", s.socket, ret_error);
         if (r >= 0)
                 r = validate_modules(c, &enabled, ret_error);
         if (r >= 0)

@@ -20,6 +20,7 @@
 #include "manager.h"
 #include "pod-gates.h"
 #include "signature.h"
+#include "stage.h"
 #include "strv.h"
 
 /* A group by name, or by number (the gid a pod runs as need not have a name on the host). */
@@ -589,11 +590,36 @@ static bool configsync_configured(const struct module_instance *mi, const struct
         return cs->settings->n_bundles > 0;
 }
 
+/* Each bundle's dest as every sync judges it (stage_check_dest()). */
+static int configsync_check(const struct module_instance *mi, const struct config *c, char **ret_error) {
+        const struct configsync *cs = mi->data;
+
+        for (size_t i = 0; i < cs->settings->n_bundles; i++) {
+                const struct bundle_settings *b = cs->settings->bundles[i];
+                _cleanup_free_ char *section = NULL;
+                const char *file;
+                unsigned line;
+                int r = stage_check_dest(b->dest);
+
+                if (r >= 0 || r == -ENOENT)
+                        continue;
+                if (asprintf(&section, "config.%s", b->name) < 0)
+                        return -ENOMEM;
+                (void) config_key_where(c, section, "dest", &file, &line);
+                return config_error(ret_error, file, line, "dest %s: %s", b->dest,
+                                    r == -EPERM ? "group- or world-writable: every sync would refuse to publish there "
+                                                  "(chmod go-w)"
+                                                : strerror(-r));
+        }
+        return 0;
+}
+
 const struct module configsync_module = {
         .name = "configsync",
         .deps = (const char *const[]) { "zkreg", NULL },
         .init = configsync_init,
         .configured = configsync_configured,
+        .check = configsync_check,
         .start = configsync_start,
         .reload = configsync_reload,
         .stop = configsync_stop,

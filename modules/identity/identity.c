@@ -643,11 +643,19 @@ static bool identity_configured(const struct module_instance *mi, const struct c
         return id->settings->signer != NULL;
 }
 
+/* The Workload API socket's directory; unset, it is the API socket's, checked with [agent]. */
+static int identity_check(const struct module_instance *mi, const struct config *c, char **ret_error) {
+        const struct identity *id = mi->data;
+        const char *path = id->settings->workload_socket;
+        return isempty(path) ? 0 : module_check_socket_dir(c, "identity", "workload-socket", path, ret_error);
+}
+
 const struct module identity_module = {
         .name = "identity",
         .deps = (const char *const[]) { "apiserver", NULL },
         .init = identity_init,
         .configured = identity_configured,
+        .check = identity_check,
         .start = identity_start,
         .reload = identity_reload,
         .stop = identity_stop,

@@ -319,3 +319,32 @@ def test_missing_token_at_run_time_names_the_file(agent_factory):
     a = agent_factory(env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "1"})
     a.wait_log(re.escape("Cannot build the pods list request: token-file %s: No such file or directory"
                          % IN_CLUSTER_TOKEN), timeout=10)
+
+
+@pytest.mark.parametrize("section,key,text", [
+    ("identity", "workload-socket", "[identity]\nsigner=local\ntrust-domain=example.org\nca-dir={d}/ca\n"
+                                    "workload-socket={d}/open/workload.sock"),
+    ("csi", "socket", "[csi]\nenable=yes\nsocket={d}/open/csi.sock\nregistration-dir={d}/reg"),
+    ("csi", "registration-dir", "[csi]\nenable=yes\nsocket={d}/csi/csi.sock\nregistration-dir={d}/open"),
+])
+def test_module_socket_dir_others_can_write_is_refused(case_agent, tmp_dir, section, key, text):
+    """The sockets modules serve on are judged by the rule start applies to them."""
+    text = text.format(d=tmp_dir)
+    os.makedirs(os.path.join(tmp_dir, "open"))
+    os.chmod(os.path.join(tmp_dir, "open"), 0o777)
+    a, path, line = case_agent(("s", {}, text, None, "%s=%s/open" % (key, tmp_dir), "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG, (rc, out, err)
+    assert err.startswith("%s:%d: %s %s/open/" % (path, line, key, tmp_dir)), err
+    assert "writable by group or other (mode 0777)" in err, err
+
+
+def test_configsync_dest_others_can_write_is_refused(case_agent, tmp_dir):
+    dest = os.path.join(tmp_dir, "dest")
+    os.makedirs(dest)
+    os.chmod(dest, 0o775)
+    a, path, line = case_agent(("d", {}, "[config.app]\nurl=https://127.0.0.1:1/m.json\ndest=%s" % dest, None,
+                                "dest=", "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG, (rc, out, err)
+    assert err.startswith("%s:%d: dest %s: group- or world-writable" % (path, line, dest)), err
