@@ -184,8 +184,8 @@ static int config_load_stream(struct config *c, const char *file, FILE *f, char 
                                     CONFIG_MAX_LINE - 1);
         if (st.inline_comment_line > 0 && (r <= 0 || (unsigned) r >= st.inline_comment_line))
                 return config_error(ret_error, file, st.inline_comment_line,
-                                    "'#' or ';' after a space in a value: an inline comment is not allowed, "
-                                    "put it on its own line");
+                                    "'#' or ';' after a blank or opening a value: an inline comment is not "
+                                    "allowed, put it on its own line");
         if (r > 0)
                 return config_error(ret_error, file, (unsigned) r,
                                     "syntax error: expected \"[section]\", \"key=value\" or a comment");

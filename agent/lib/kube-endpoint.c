@@ -132,17 +132,21 @@ static int read_token(const char *path, char **ret, const char **ret_reason) {
 }
 
 int kube_endpoint_parse_token_file(const char *v, void *ret, const char **reason) {
+        _cleanup_free_ char *path = NULL;
         char *token = NULL;
         int r;
 
-        if (isempty(v) || v[0] != '/' || config_check_file(v, reason) < 0)
-                return config_parse_file(v, ret, reason);
-        r = read_token(v, &token, reason);
-        if (r < 0)
-                return r;
-        explicit_bzero(token, strlen(token));
-        free(token);
-        return config_parse_path(v, ret, reason);
+        r = config_parse_file(v, &path, reason); /* absolute, a readable file, or "" (unset) */
+        if (r >= 0 && path) {
+                r = read_token(path, &token, reason);
+                if (r < 0)
+                        return r;
+                explicit_bzero(token, strlen(token));
+                free(token);
+        }
+        if (r >= 0)
+                *(char **) ret = TAKE_PTR(path);
+        return r;
 }
 
 const char *kube_endpoint_strerror(const struct kube_endpoint *ep, int r) {

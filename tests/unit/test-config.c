@@ -128,7 +128,7 @@ static void test_bad_values_name_their_line(void **state) {
                 { "x=1\n[s]\n", "test.conf:1: key outside of any [section]" },
                 { "[s]\nthis line has no equals sign\n", "test.conf:2: syntax error: expected \"[section]\", \"key=value\" or a comment" },
                 { "[s]\n[broken\nname=x\n", "test.conf:2: syntax error: expected \"[section]\", \"key=value\" or a comment" },
-#define INLINE_COMMENT "'#' or ';' after a space in a value: an inline comment is not allowed, put it on its own line"
+#define INLINE_COMMENT "'#' or ';' after a blank or opening a value: an inline comment is not allowed, put it on its own line"
                 { "[s]\npath=/system.slice/x.service   # the unit\n", "test.conf:2: " INLINE_COMMENT },
                 { "[s]\n\nsize=64M ; page cache\n", "test.conf:3: " INLINE_COMMENT },
                 { "[s]\nname=a\t;b\n", "test.conf:2: " INLINE_COMMENT },
