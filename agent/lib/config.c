@@ -465,6 +465,9 @@ int config_parse_section(struct config *c, const char *section, const struct con
                         return config_error(ret_error, e->file, e->line, "invalid value '%s' for '%s' in [%s]: %s",
                                             e->value, e->key, section, choices);
                 }
+                if (r < 0 && k->names_file)
+                        return config_error(ret_error, e->file, e->line, "%s %s: %s", e->key, e->value,
+                                            strempty(reason));
                 if (r < 0)
                         return config_error(ret_error, e->file, e->line, "invalid value '%s' for '%s' in [%s]: %s",
                                             e->value, e->key, section, strempty(reason));

@@ -68,6 +68,9 @@ struct config_key {
         const char *default_value; /* NULL: leave the field as it is (zeroed) */
         void (*free_field)(void *field); /* releases an owned field; NULL for plain values */
         config_choice_fn choices; /* NULL: any value the parser takes */
+        /* The value names a file the parser checks (config_parse_file): a problem reads
+         * "FILE:LINE: key value: reason", about the file rather than the value. */
+        bool names_file;
 };
 
 /* Loads main_file (must exist) and, if dropin_dir is non-NULL and exists, every *.conf in it in

@@ -54,7 +54,7 @@ static int parse_group(const char *v, void *ret, const char **reason) {
 #define FIELD(f) offsetof(struct bundle_settings, f)
 static const struct config_key bundle_keys[] = {
         { "url", config_parse_url, FIELD(url), NULL, config_free_string },
-        { "ca-file", config_parse_file, FIELD(ca_file), NULL, config_free_string },
+        { "ca-file", config_parse_file, FIELD(ca_file), NULL, config_free_string, .names_file = true },
         { "public-key", config_parse_path, FIELD(public_key), NULL, config_free_string },
         { "dest", config_parse_path, FIELD(dest), NULL, config_free_string },
         { "interval", config_parse_duration, FIELD(interval), "60s" },

@@ -270,8 +270,7 @@ def test_missing_file_names_file_and_key(case_agent, key):
                                 "%s=" % key, "main"))
     rc, out, err = a.check_config()
     assert rc == EXIT_CONFIG, (rc, out, err)
-    assert err.strip() == "%s:%d: invalid value '/nonexistent/f' for '%s' in [apiserver]: No such file or directory" % (
-        path, line, key), err
+    assert err.strip() == "%s:%d: %s /nonexistent/f: No such file or directory" % (path, line, key), err
 
 
 @pytest.mark.parametrize("content,reason", [("", "the file is empty"), ("\n  \n", "the file is empty"),
@@ -284,7 +283,7 @@ def test_bad_token_file_is_refused(case_agent, tmp_dir, content, reason):
                                 "token-file=", "main"))
     rc, out, err = a.check_config()
     assert rc == EXIT_CONFIG, (rc, out, err)
-    assert err.startswith("%s:%d: invalid value '%s' for 'token-file' in [apiserver]: %s" % (path, line, token, reason)), err
+    assert err.startswith("%s:%d: token-file %s: %s" % (path, line, token, reason)), err
 
 
 def test_check_config_success_line(case_agent, tmp_dir):
