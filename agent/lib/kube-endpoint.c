@@ -154,7 +154,7 @@ const char *kube_endpoint_strerror(const struct kube_endpoint *ep, int r) {
 }
 
 static int token_failed(struct kube_endpoint *ep, int r, const char *reason) {
-        (void) snprintf(ep->token_error, sizeof(ep->token_error), "token-file %s: %s", ep->token_file, reason);
+        (void) snprintf(ep->token_error, sizeof(ep->token_error), "token file %s: %s", ep->token_file, reason);
         return r;
 }
 

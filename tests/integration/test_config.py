@@ -316,7 +316,7 @@ def test_missing_token_at_run_time_names_the_file(agent_factory):
     if os.path.exists(IN_CLUSTER_TOKEN):
         pytest.skip("this machine has a service-account token")
     a = agent_factory(env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "1"})
-    a.wait_log(re.escape("Cannot build the pods list request: token-file %s: No such file or directory"
+    a.wait_log(re.escape("Cannot build the pods list request: token file %s: No such file or directory"
                          % IN_CLUSTER_TOKEN), timeout=10)
 
 

@@ -133,11 +133,11 @@ static void test_token(void **state) {
 
         /* No token yet: a request cannot be authenticated, and the error names the file. */
         assert_int_equal(kube_endpoint_request(&ep, "/api/v1/pods", 1000, &easy), -ENOENT);
-        snprintf(expect, sizeof(expect), "token-file %s: No such file or directory", path);
+        snprintf(expect, sizeof(expect), "token file %s: No such file or directory", path);
         assert_string_equal(kube_endpoint_strerror(&ep, -ENOENT), expect);
         write_text(path, "");
         assert_int_equal(kube_endpoint_request(&ep, "/api/v1/pods", 1000, &easy), -EBADMSG);
-        snprintf(expect, sizeof(expect), "token-file %s: the file is empty", path);
+        snprintf(expect, sizeof(expect), "token file %s: the file is empty", path);
         assert_string_equal(kube_endpoint_strerror(&ep, -EBADMSG), expect);
         assert_int_equal(unlink(path), 0);
         /* ... unless it names a client certificate, which needs no token. */
@@ -168,7 +168,7 @@ static void test_token(void **state) {
         write_text(tmp, "two\nlines");
         assert_int_equal(rename(tmp, path), 0);
         assert_int_equal(kube_endpoint_refresh_token(&ep), -EBADMSG);
-        snprintf(expect, sizeof(expect), "token-file %s: more than one line: a token file holds one token", path);
+        snprintf(expect, sizeof(expect), "token file %s: more than one line: a token file holds one token", path);
         assert_string_equal(ep.token_error, expect);
         assert_string_equal(ep.token, "second");
         assert_int_equal(kube_endpoint_request(&ep, "/api/v1/pods", 1000, &easy), 0);
