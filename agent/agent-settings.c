@@ -13,22 +13,6 @@
 #include "socket-trust.h"
 #include "strv.h"
 
-static int parse_log_level(const char *v, void *ret, const char **reason) {
-        if (log_level_from_string(v) < 0) {
-                *reason = "expected debug, info, notice, warning or error";
-                return -EINVAL;
-        }
-        return config_parse_string(v, ret, reason);
-}
-
-static int parse_log_format(const char *v, void *ret, const char **reason) {
-        if (log_target_from_string(v) < 0) {
-                *reason = "expected auto, journal, text or json";
-                return -EINVAL;
-        }
-        return config_parse_string(v, ret, reason);
-}
-
 static int parse_group(const char *v, void *ret, const char **reason) {
         if (!isempty(v) && !getgrnam(v)) {
                 *reason = "no such group";
@@ -84,8 +68,8 @@ static const struct config_key agent_keys[] = {
           config_free_strv },
         { "service-cgroup-roots", parse_cgroup_roots, FIELD(service_cgroup_roots), SERVICE_CGROUP_ROOTS_DEFAULT,
           config_free_strv },
-        { "log-level", parse_log_level, FIELD(log_level), "info", config_free_string },
-        { "log-format", parse_log_format, FIELD(log_format), "auto", config_free_string },
+        { "log-level", config_parse_string, FIELD(log_level), "info", config_free_string, log_level_name_at },
+        { "log-format", config_parse_string, FIELD(log_format), "auto", config_free_string, log_target_name_at },
         { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },
         { "drop-capabilities", config_parse_bool, FIELD(drop_capabilities), "yes" },
         { "release-startup-pages", config_parse_bool, FIELD(release_startup_pages), "yes" },

@@ -9,12 +9,20 @@
 #include "service.h"
 #include "strv.h"
 
-static int validate_modules(struct config *c, char **ret_error) {
+/* Every module's init on a throwaway instance. With ret_enabled (--check-config), the names of
+ * those it leaves with work to do go there, and their check() runs. */
+static int validate_modules(struct config *c, char ***ret_enabled, char **ret_error) {
         for (unsigned i = 0; i < module_table_size; i++) {
-                struct module_instance scratch = { .module = module_table[i], .state = MODULE_DISABLED };
-                int r = module_table[i]->init(&scratch, c, ret_error);
+                const struct module *module = module_table[i];
+                struct module_instance scratch = { .module = module, .state = MODULE_DISABLED };
+                int r = module->init(&scratch, c, ret_error);
+                if (r >= 0 && ret_enabled && module->configured && module->configured(&scratch, c)) {
+                        r = strv_extend(ret_enabled, module->name);
+                        if (r >= 0 && module->check)
+                                r = module->check(&scratch, c, ret_error);
+                }
                 if (scratch.data)
-                        module_table[i]->free(&scratch);
+                        module->free(&scratch);
                 if (r < 0)
                         return r;
         }
@@ -47,7 +55,7 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
                 return r;
         r = service_check_tls_dirs(c, s.services, s.n_services, s.socket, ret_error);
         if (r >= 0)
-                r = validate_modules(c, ret_error);
+                r = validate_modules(c, NULL, ret_error);
         if (r >= 0)
                 r = config_check_unclaimed(c, ret_error);
         if (r >= 0) {
@@ -65,6 +73,38 @@ int manager_config_load(const struct manager_options *opts, struct config **ret_
         *ret_config = TAKE_PTR(c);
         *ret_settings = s;
         return 0;
+}
+
+/* ---- --check-config ---- */
+
+static int format_summary(const struct config *c, char *const *enabled, char **ret) {
+        _cleanup_free_ char *names = strv_join(enabled, ", ");
+        size_t n = strv_length(enabled);
+
+        if (!names)
+                return -ENOMEM;
+        if (asprintf(ret, "configuration OK (%u file%s, %zu module%s enabled%s%s)", c->n_files,
+                     c->n_files == 1 ? "" : "s", n, n == 1 ? "" : "s", n > 0 ? ": " : "", names) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int manager_config_check(const struct manager_options *opts, char **ret_summary, char **ret_error) {
+        _cleanup_(config_freep) struct config *c = NULL;
+        _cleanup_strv_free_ char **enabled = NULL;
+        struct agent_settings s = {};
+        int r;
+
+        r = manager_config_load(opts, &c, &s, ret_error);
+        if (r < 0)
+                return r;
+        r = module_check_socket_dir(c, "agent", "socket", s.socket, ret_error);
+        if (r >= 0)
+                r = validate_modules(c, &enabled, ret_error);
+        if (r >= 0)
+                r = format_summary(c, enabled, ret_summary);
+        agent_settings_done(&s);
+        return r;
 }
 
 /* ---- --list-config-keys ---- */
@@ -103,7 +143,7 @@ int manager_config_list_keys(FILE *out) {
         r = agent_settings_parse(c, &s, &error);
         agent_settings_done(&s);
         if (r >= 0)
-                r = validate_modules(c, &error);
+                r = validate_modules(c, NULL, &error);
         config_set_table_observer(NULL, NULL);
         strv_free(l.seen);
         if (r >= 0)

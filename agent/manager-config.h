@@ -17,6 +17,10 @@ struct agent_settings;
  * On a config problem returns -EINVAL with *ret_error = "FILE:LINE: reason". */
 int manager_config_load(const struct manager_options *opts, struct config **ret_config,
                         struct agent_settings *ret_settings, char **ret_error);
+/* --check-config: what manager_config_load() checks, and what start would refuse that needs no
+ * server: the API socket's directory and each enabled module's check(). On success *ret_summary is
+ * "configuration OK (N files, M modules enabled: a, b)". */
+int manager_config_check(const struct manager_options *opts, char **ret_summary, char **ret_error);
 /* --list-config-keys: prints every section and key the agent accepts, as INI with each key's
  * built-in default ("key=" when it has none), in the order the agent parses them. Repeated
  * sections appear once, as [config.NAME] / [reclaim.NAME]. Taken from the parse tables

@@ -180,18 +180,6 @@ static int manager_options_copy(struct manager *m, const struct manager_options 
         return 0;
 }
 
-int manager_check_config(const struct manager_options *opts, char **ret_error) {
-        _cleanup_(config_freep) struct config *c = NULL;
-        struct agent_settings s = {};
-        int r;
-
-        r = manager_config_load(opts, &c, &s, ret_error);
-        if (r < 0)
-                return r;
-        agent_settings_done(&s);
-        return 0;
-}
-
 /* The pod piniond itself runs in (a DaemonSet pod): root and socket-group there are judged by
  * their credentials, so that `kubectl exec` into the agent's pod keeps working (caller.h). */
 static void manager_find_own_pod(struct manager *m) {

@@ -102,8 +102,6 @@ int manager_new(const struct manager_options *opts, struct manager **ret, char *
 struct manager *manager_free(struct manager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct manager *, manager_free);
 
-/* Validation only (--check-config): the same checks as manager_new, nothing started. */
-int manager_check_config(const struct manager_options *opts, char **ret_error);
 
 /* manager_start() refused to run as configured, e.g. in a socket directory others can write, or
  * on a state file a newer release wrote: restarting cannot fix it (piniond exits 78, as for a

@@ -4,6 +4,7 @@
 
 #include "log.h"
 #include "module.h"
+#include "socket-trust.h"
 #include "string-table.h"
 
 static const char *const module_state_table[_MODULE_STATE_MAX] = {
@@ -130,4 +131,19 @@ void module_set_synced(struct module_instance *mi) {
 void module_stopped(struct module_instance *mi) {
         module_set_state(mi, MODULE_STOPPED, NULL);
         module_tell_owner(mi, MODULE_EVENT_STOPPED);
+}
+
+int module_check_socket_dir(const struct config *c, const char *section, const char *key, const char *socket_path,
+                            char **ret_error) {
+        char why[SOCKET_TRUST_WHY_MAX] = "";
+        const char *file;
+        unsigned line;
+        int r = socket_trust_dir_check(socket_path, why, sizeof(why));
+
+        if (r >= 0 || r == -ENOENT)
+                return 0;
+        if (r == -ENOMEM)
+                return r;
+        (void) config_key_where(c, section, key, &file, &line);
+        return config_error(ret_error, file, line, "%s %s: %s", key, socket_path, why[0] ? why : strerror(-r));
 }

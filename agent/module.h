@@ -83,7 +83,21 @@ struct module {
          * settings init() parsed from c; NULL: none. Asked once before any module starts: the
          * agent drops every capability no module needs ([agent] drop-capabilities). */
         uint64_t (*capabilities)(struct module_instance *mi, const struct config *c);
+        /* Whether the settings init() parsed from c give the module work, i.e. it will not be
+         * DISABLED for want of configuration (--check-config lists these as enabled). */
+        bool (*configured)(const struct module_instance *mi, const struct config *c);
+        /* Optional, for --check-config, on the instance init() made and only if configured:
+         * what start() would refuse about this host and needs no server (a socket directory
+         * others can write to...), judged by the very function start() uses. On a problem
+         * -EINVAL with *ret_error = "FILE:LINE: key value: reason". */
+        int (*check)(const struct module_instance *mi, const struct config *c, char **ret_error);
 };
+
+/* --check-config's judgement of the directory socket_path (the value of [section] key) goes in:
+ * socket_trust_dir_check(), the rule start applies; a missing directory passes (start makes
+ * it). */
+int module_check_socket_dir(const struct config *c, const char *section, const char *key, const char *socket_path,
+                            char **ret_error);
 
 /* What an instance tells its owner. */
 enum module_event {

@@ -93,11 +93,13 @@ int main(int argc, char *argv[]) {
         struct manager_options opts = { .config_file = args.config_file };
 
         if (args.check_config) {
-                r = manager_check_config(&opts, &error);
+                _cleanup_free_ char *summary = NULL;
+                r = manager_config_check(&opts, &summary, &error);
                 if (r < 0) {
                         fprintf(stderr, "%s\n", error ? error : strerror(-r));
                         return EXIT_CONFIG;
                 }
+                printf("%s\n", summary);
                 return EXIT_SUCCESS;
         }
 

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <ini.h>
 
@@ -22,6 +25,7 @@ struct load_state {
         size_t current_length;
         unsigned long_line;     /* first line over CONFIG_MAX_LINE, 0 if none */
         int error;              /* -ENOMEM from the handler */
+        unsigned inline_comment_line; /* the line of a value with a comment in it, 0 if none */
 };
 
 /* inih reads through this so we know the line of every key (Debian's inih is built without
@@ -94,10 +98,26 @@ static int config_add_entry(struct config *c, const char *file, unsigned line, c
         return 0;
 }
 
+/* A '#' or ';' that starts a value or follows whitespace in one reads as a comment, but comments
+ * are whole lines only: the value would silently carry the comment (a cgroup path named with
+ * it, a command with its remark as arguments). Refused for every key, so no value means
+ * something other than what it looks like. */
+static bool config_value_has_inline_comment(const char *value) {
+        for (const char *p = value; *p; p++)
+                if ((*p == '#' || *p == ';') && (p == value || strchr(" \t", p[-1])))
+                        return true;
+        return false;
+}
+
 static int config_handler(void *userdata, const char *section, const char *key, const char *value) {
         struct load_state *st = userdata;
         int r;
 
+        if (value && config_value_has_inline_comment(value)) {
+                if (st->inline_comment_line == 0)
+                        st->inline_comment_line = st->current_line;
+                return 0;
+        }
         r = config_add_section(st->config, section, st->file, st->current_line);
         if (r >= 0)
                 r = config_add_entry(st->config, st->file, st->current_line, section, key, value ? value : "");
@@ -133,8 +153,9 @@ static int config_scan_section_headers(struct config *c, const char *file, FILE 
 }
 
 static void config_init_ini(void) {
-        /* Debian's inih exposes its compile-time options as variables. systemd-style files have
-         * no inline comments (values such as commands may contain ';') and no indented
+        /* Debian's inih exposes its compile-time options as variables. Inline comments off: by
+         * default inih strips " ;..." from values but keeps " #...", so the handler sees every
+         * value whole and refuses both (config_value_has_inline_comment). No indented
          * continuation lines; long values (URL lists) must not be split. */
         ini_allow_inline_comments = false;
         ini_allow_multiline = false;
@@ -161,6 +182,10 @@ static int config_load_stream(struct config *c, const char *file, FILE *f, char 
         if (st.long_line > 0)
                 return config_error(ret_error, file, st.long_line, "line too long (limit %d bytes)",
                                     CONFIG_MAX_LINE - 1);
+        if (st.inline_comment_line > 0 && (r <= 0 || (unsigned) r >= st.inline_comment_line))
+                return config_error(ret_error, file, st.inline_comment_line,
+                                    "'#' or ';' after a blank or opening a value: an inline comment is not "
+                                    "allowed, put it on its own line");
         if (r > 0)
                 return config_error(ret_error, file, (unsigned) r,
                                     "syntax error: expected \"[section]\", \"key=value\" or a comment");
@@ -175,6 +200,8 @@ static int config_load_file(struct config *c, const char *file, char **ret_error
         }
         int r = config_load_stream(c, file, f, ret_error);
         (void) fclose(f);
+        if (r >= 0)
+                c->n_files++;
         return r;
 }
 
@@ -328,6 +355,17 @@ const char *config_value(const struct config *c, const char *section, const char
         return value && value[0] ? value : NULL;
 }
 
+int config_key_where(const struct config *c, const char *section, const char *key, const char **ret_file,
+                     unsigned *ret_line) {
+        const struct config_entry *found = NULL;
+        for (size_t i = 0; i < c->n_entries; i++)
+                if (streq(c->entries[i].section, section) && streq(c->entries[i].key, key))
+                        found = &c->entries[i];
+        *ret_file = found ? found->file : c->main_file;
+        *ret_line = found ? found->line : 0;
+        return found ? 0 : -ENOENT;
+}
+
 static const struct config_key *config_find_key(const struct config_key *table, const char *key) {
         for (const struct config_key *k = table; k->key; k++)
                 if (streq(k->key, key))
@@ -335,14 +373,52 @@ static const struct config_key *config_find_key(const struct config_key *table, 
         return NULL;
 }
 
+static bool config_is_choice(const struct config_key *k, const char *value) {
+        const char *choice;
+        for (size_t i = 0; (choice = k->choices(i)); i++)
+                if (streq(choice, value))
+                        return true;
+        return false;
+}
+
+/* "expected one of: a, b, c" (", or empty" when "" is a choice), from k->choices. */
+static char *config_choices_text(const struct config_key *k) {
+        _cleanup_free_ char *text = NULL;
+        bool empty = false;
+        const char *choice;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+
+        if (!f)
+                return NULL;
+        fputs("expected one of: ", f);
+        for (size_t i = 0, n = 0; (choice = k->choices(i)); i++) {
+                if (isempty(choice)) {
+                        empty = true;
+                        continue;
+                }
+                fprintf(f, "%s%s", n++ > 0 ? ", " : "", choice);
+        }
+        if (empty)
+                fputs(", or empty", f);
+        if (fclose(f) != 0)
+                return NULL;
+        return TAKE_PTR(text);
+}
+
 /* Parsers write their field only on success, so a bad value leaves the old one in place. An
- * owned field (always a pointer) is released only after its replacement parsed. */
+ * owned field (always a pointer) is released only after its replacement parsed. A value outside
+ * k->choices comes back as -EINVAL with *ret_reason NULL (the caller lists the choices). */
 static int config_apply_value(const struct config_key *k, const char *value, void *object,
                               const char **ret_reason) {
         void *field = (uint8_t *) object + k->offset;
         void *old = k->free_field ? *(void **) field : NULL;
         int r;
 
+        if (k->choices && !config_is_choice(k, value)) {
+                *ret_reason = NULL;
+                return -EINVAL;
+        }
         r = k->parse(value, field, ret_reason);
         if (r < 0)
                 return r;
@@ -382,6 +458,16 @@ int config_parse_section(struct config *c, const char *section, const struct con
                                             e->key, section);
                 reason = NULL;
                 r = config_apply_value(k, e->value, object, &reason);
+                if (r < 0 && !reason && k->choices) {
+                        _cleanup_free_ char *choices = config_choices_text(k);
+                        if (!choices)
+                                return -ENOMEM;
+                        return config_error(ret_error, e->file, e->line, "invalid value '%s' for '%s' in [%s]: %s",
+                                            e->value, e->key, section, choices);
+                }
+                if (r < 0 && k->names_file)
+                        return config_error(ret_error, e->file, e->line, "%s %s: %s", e->key, e->value,
+                                            strempty(reason));
                 if (r < 0)
                         return config_error(ret_error, e->file, e->line, "invalid value '%s' for '%s' in [%s]: %s",
                                             e->value, e->key, section, strempty(reason));
@@ -662,6 +748,39 @@ int config_parse_url(const char *v, void *ret, const char **reason) {
                 return -EINVAL;
         }
         return config_parse_string(v, ret, reason);
+}
+
+int config_check_file(const char *path, const char **reason) {
+        struct stat st;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        int r = 0;
+
+        if (fd < 0) {
+                *reason = strerror(errno);
+                return -errno;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                *reason = strerror(errno);
+        } else if (!S_ISREG(st.st_mode)) {
+                r = -EINVAL;
+                *reason = "not a regular file";
+        }
+        (void) close(fd);
+        return r;
+}
+
+int config_parse_file(const char *v, void *ret, const char **reason) {
+        if (isempty(v))
+                return config_parse_path(v, ret, reason);
+        if (v[0] != '/') {
+                *reason = "expected an absolute path";
+                return -EINVAL;
+        }
+        int r = config_check_file(v, reason);
+        if (r < 0)
+                return r;
+        return config_parse_path(v, ret, reason);
 }
 
 int config_parse_strv(const char *v, void *ret, const char **reason) {

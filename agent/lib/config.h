@@ -40,6 +40,7 @@ struct config {
         size_t n_entries;
         struct config_section *sections;
         size_t n_sections;
+        unsigned n_files; /* files read: the main one and its drop-ins */
 };
 
 /* Where a value came from, handed to parsers so errors can name it. */
@@ -54,12 +55,22 @@ struct config_where {
  * success; on failure it returns negative errno and sets *ret_reason to a static message. */
 typedef int (*config_parser_t)(const char *value, void *ret, const char **ret_reason);
 
+/* For a key that takes one of a set of words: the i-th accepted spelling, NULL after the last;
+ * "" stands for the empty value. Such a key accepts exactly these (checked before its parser
+ * runs), and its error lists them, so the message cannot drift from what parses: the function
+ * reads the same table the key's parser looks the word up in. */
+typedef const char *(*config_choice_fn)(size_t i);
+
 struct config_key {
         const char *key;
         config_parser_t parse;
         size_t offset;
         const char *default_value; /* NULL: leave the field as it is (zeroed) */
         void (*free_field)(void *field); /* releases an owned field; NULL for plain values */
+        config_choice_fn choices; /* NULL: any value the parser takes */
+        /* The value names a file the parser checks (config_parse_file): a problem reads
+         * "FILE:LINE: key value: reason", about the file rather than the value. */
+        bool names_file;
 };
 
 /* Loads main_file (must exist) and, if dropin_dir is non-NULL and exists, every *.conf in it in
@@ -74,6 +85,10 @@ bool config_has_section(const struct config *c, const char *section);
 /* The raw value of section/key (the last one wins), NULL if not set or empty. For a module that
  * must know whether another section configures something, without parsing that section. */
 const char *config_value(const struct config *c, const char *section, const char *key);
+/* Where section/key was set (the last one wins): -ENOENT if it was not, then *ret_file is the
+ * main file and *ret_line 0, so that an error about a default still names a file. */
+int config_key_where(const struct config *c, const char *section, const char *key, const char **ret_file,
+                     unsigned *ret_line);
 
 /* Sets every table field to its default, then applies the section's entries (last one wins),
  * marking them claimed. Unknown keys in the section are errors. The section need not exist. */
@@ -135,6 +150,11 @@ int config_parse_path(const char *v, void *ret, const char **reason);     /* cha
 int config_parse_strv(const char *v, void *ret, const char **reason);     /* char **, comma/space */
 int config_parse_mode(const char *v, void *ret, const char **reason);     /* mode_t, octal */
 int config_parse_url(const char *v, void *ret, const char **reason);      /* char *, http(s):// */
+/* char *: an absolute path to a regular file that can be read now ("" → NULL): a missing
+ * ca-file is refused on the line that names it, at start, reload and --check-config alike. */
+int config_parse_file(const char *v, void *ret, const char **reason);
+/* The check of config_parse_file alone: 0, or -errno with *reason set. */
+int config_check_file(const char *path, const char **reason);
 
 void config_free_string(void *field); /* for char * fields */
 void config_free_strv(void *field);   /* for char ** fields */

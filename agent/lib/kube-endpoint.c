@@ -107,31 +107,76 @@ bool kube_endpoint_equal(const struct kube_endpoint *a, const struct kube_endpoi
                streq_ptr(a->client_key, b->client_key);
 }
 
-int kube_endpoint_refresh_token(struct kube_endpoint *ep) {
+/* The one rule for a token file: one non-empty line (trailing whitespace dropped). On failure
+ * *ret_reason says what is wrong with the file's content or strerror. */
+static int read_token(const char *path, char **ret, const char **ret_reason) {
         _cleanup_free_ char *data = NULL;
-        struct stat st;
         size_t size;
         int r;
 
+        r = fs_read_file_full(path, TOKEN_MAX_SIZE, &data, &size);
+        if (r < 0) {
+                *ret_reason = r == -EFBIG ? "larger than 64 KiB" : strerror(-r);
+                return r;
+        }
+        /* Tokens are written with a trailing newline more often than not. */
+        while (size > 0 && strchr(" \t\r\n", data[size - 1]))
+                data[--size] = 0;
+        if (size == 0 || strpbrk(data, "\r\n")) {
+                *ret_reason = size == 0 ? "the file is empty" : "more than one line: a token file holds one token";
+                explicit_bzero(data, size);
+                return -EBADMSG;
+        }
+        *ret = TAKE_PTR(data);
+        return 0;
+}
+
+int kube_endpoint_parse_token_file(const char *v, void *ret, const char **reason) {
+        _cleanup_free_ char *path = NULL;
+        char *token = NULL;
+        int r;
+
+        r = config_parse_file(v, &path, reason); /* absolute, a readable file, or "" (unset) */
+        if (r >= 0 && path) {
+                r = read_token(path, &token, reason);
+                if (r < 0)
+                        return r;
+                explicit_bzero(token, strlen(token));
+                free(token);
+        }
+        if (r >= 0)
+                *(char **) ret = TAKE_PTR(path);
+        return r;
+}
+
+const char *kube_endpoint_strerror(const struct kube_endpoint *ep, int r) {
+        return ep->token_error[0] ? ep->token_error : strerror(-r);
+}
+
+static int token_failed(struct kube_endpoint *ep, int r, const char *reason) {
+        (void) snprintf(ep->token_error, sizeof(ep->token_error), "token file %s: %s", ep->token_file, reason);
+        return r;
+}
+
+int kube_endpoint_refresh_token(struct kube_endpoint *ep) {
+        _cleanup_free_ char *data = NULL;
+        const char *reason = NULL;
+        struct stat st;
+        int r;
+
+        ep->token_error[0] = 0;
         if (!ep->token_file)
                 return 0;
         if (stat(ep->token_file, &st) < 0)
-                return -errno;
+                return token_failed(ep, -errno, strerror(errno));
         if (ep->token && st.st_dev == ep->token_st.st_dev && st.st_ino == ep->token_st.st_ino &&
             st.st_size == ep->token_st.st_size && st.st_mtim.tv_sec == ep->token_st.st_mtim.tv_sec &&
             st.st_mtim.tv_nsec == ep->token_st.st_mtim.tv_nsec)
                 return 0;
 
-        r = fs_read_file_full(ep->token_file, TOKEN_MAX_SIZE, &data, &size);
+        r = read_token(ep->token_file, &data, &reason);
         if (r < 0)
-                return r;
-        /* Tokens are written with a trailing newline more often than not. */
-        while (size > 0 && strchr(" \t\r\n", data[size - 1]))
-                data[--size] = 0;
-        if (size == 0 || strpbrk(data, "\r\n")) {
-                explicit_bzero(data, size);
-                return -EBADMSG;
-        }
+                return token_failed(ep, r, reason);
         if (ep->token) {
                 explicit_bzero(ep->token, strlen(ep->token));
                 free(ep->token);
@@ -170,6 +215,7 @@ int kube_endpoint_request_as(struct kube_endpoint *ep, const char *path_and_quer
                 r = kube_endpoint_refresh_token(ep);
                 if (r < 0 && !ep->token)
                         return r; /* never read one: cannot authenticate */
+                ep->token_error[0] = 0; /* the last good token still serves */
                 token = ep->token;
         }
         if (asprintf(&url, "%s%s", ep->url, path_and_query) < 0)

@@ -8,6 +8,7 @@
  * handles for requests: TLS is always verified; the bearer token file is re-read whenever it
  * changes (projected service-account tokens rotate), so rotation needs no restart. */
 
+#include <limits.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 
@@ -28,6 +29,7 @@ struct kube_endpoint {
         char *token;          /* the last token read (wiped when replaced or freed) */
         struct stat token_st; /* identity of the file it was read from */
         unsigned token_reads;
+        char token_error[PATH_MAX + 64]; /* why the last read failed, naming the file; "" if it did not */
 };
 
 /* From settings; url NULL means the in-cluster environment, where token_file and ca_file
@@ -48,8 +50,15 @@ int kube_endpoint_copy(const struct kube_endpoint *ep, struct kube_endpoint *ret
 void kube_endpoint_done(struct kube_endpoint *ep);
 bool kube_endpoint_equal(const struct kube_endpoint *a, const struct kube_endpoint *b);
 
-/* Re-reads the token file if it changed. Returns 1 if the token changed, 0 if not. */
+/* Re-reads the token file if it changed. Returns 1 if the token changed, 0 if not; on failure
+ * -errno (-EBADMSG: empty, or more than one line) with ep->token_error saying so. */
 int kube_endpoint_refresh_token(struct kube_endpoint *ep);
+/* What a failed kube_endpoint_request*() returned r for, for a log line: the token file's
+ * problem (naming the file) if that was it, else strerror. */
+const char *kube_endpoint_strerror(const struct kube_endpoint *ep, int r);
+/* Config parser (config.h) for a bearer token file: a readable file holding one non-empty
+ * line, the rule kube_endpoint_refresh_token() reads it by, checked when the config is. */
+int kube_endpoint_parse_token_file(const char *v, void *ret, const char **reason);
 /* A GET of path_and_query ("/api/v1/pods?..."), authenticated with the endpoint's client
  * certificate if it has one, else its bearer token. *ret is owned by the caller (or by
  * http_client_submit once submitted). */

@@ -31,20 +31,31 @@ static const char *const log_target_table[_LOG_TARGET_MAX] = {
         [LOG_TARGET_JSON] = "json",
 };
 
+/* Every spelling a level is accepted in, syslog's short ones too; log_level_table has the one
+ * each is printed as. */
+static const struct {
+        const char *name;
+        int level;
+} log_level_names[] = {
+        { "debug", LOG_DEBUG },   { "info", LOG_INFO },   { "notice", LOG_NOTICE }, { "warning", LOG_WARNING },
+        { "warn", LOG_WARNING },  { "error", LOG_ERR },   { "err", LOG_ERR },       { "crit", LOG_CRIT },
+        { "alert", LOG_ALERT },   { "emerg", LOG_EMERG },
+};
+
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(log_level, int);
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(log_target, enum log_target);
 DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(log_target, int);
+DEFINE_STRING_TABLE_NAME_AT(log_target);
 
-/* syslog's short spellings are accepted too. */
 int log_level_from_string(const char *s) {
-        if (streq_ptr(s, "err"))
-                return LOG_ERR;
-        if (streq_ptr(s, "warn"))
-                return LOG_WARNING;
-        for (size_t i = 0; i < ELEMENTSOF(log_level_table); i++)
-                if (streq_ptr(s, log_level_table[i]))
-                        return (int) i;
+        for (size_t i = 0; i < ELEMENTSOF(log_level_names); i++)
+                if (streq_ptr(s, log_level_names[i].name))
+                        return log_level_names[i].level;
         return -EINVAL;
+}
+
+const char *log_level_name_at(size_t i) {
+        return i < ELEMENTSOF(log_level_names) ? log_level_names[i].name : NULL;
 }
 
 /* systemd sets JOURNAL_STREAM=<dev>:<ino> when stderr is connected to the journal. */

@@ -41,6 +41,10 @@ enum log_target log_get_target(void); /* AUTO is resolved: never returns LOG_TAR
 int log_level_from_string(const char *s); /* "debug" → LOG_DEBUG; -EINVAL if unknown */
 const char *log_level_to_string(int level);
 int log_target_from_string(const char *s); /* "auto" | "journal" | "text" | "json" */
+/* The i-th accepted spelling, NULL after the last: the lists [agent] log-level and log-format
+ * are checked against (config_choice_fn). */
+const char *log_level_name_at(size_t i);
+const char *log_target_name_at(size_t i);
 const char *log_target_to_string(enum log_target t);
 
 int log_internal(int level, int error, const struct log_ctx *ctx, const char *file, int line,

@@ -209,13 +209,21 @@ int socket_trust_check_peer(int fd, uid_t owner, char *why, size_t why_size) {
 
 int socket_trust_dir_prepare(const char *socket_path, char *why, size_t why_size) {
         _cleanup_free_ char *dir = dir_of(socket_path);
-        struct stat st;
 
         if (!dir)
                 return -ENOMEM;
         /* Missing: made here with its final mode (the umask may be stricter). */
         if (mkdir(dir, 0755) == 0 && chmod(dir, 0755) < 0)
                 return refuse(-errno, why, why_size, "%s: %s", dir, strerror(errno));
+        return socket_trust_dir_check(socket_path, why, why_size);
+}
+
+int socket_trust_dir_check(const char *socket_path, char *why, size_t why_size) {
+        _cleanup_free_ char *dir = dir_of(socket_path);
+        struct stat st;
+
+        if (!dir)
+                return -ENOMEM;
         if (lstat(dir, &st) < 0)
                 return refuse(-errno, why, why_size, "%s: %s", dir, strerror(errno));
         if (S_ISLNK(st.st_mode))

@@ -54,6 +54,10 @@ int socket_trust_check_peer(int fd, uid_t owner, char *why, size_t why_size);
  * directory (not a symlink) owned by the agent's euid and not writable by group or other. 0, or
  * -EPERM with why set when it is not, or another -errno. */
 int socket_trust_dir_prepare(const char *socket_path, char *why, size_t why_size);
+/* The same judgement without making anything (--check-config): -ENOENT if the directory is
+ * missing (prepare would make it, as it must be), -EPERM with why set if it is not the
+ * agent's alone. */
+int socket_trust_dir_check(const char *socket_path, char *why, size_t why_size);
 
 /* If socket_path is <runtime_dir>/sockets/NAME, makes <runtime_dir>/NAME a symlink to
  * sockets/NAME, replacing a socket or symlink there (never anything else). 1 if made, 0 if not

@@ -6,6 +6,8 @@
  *   DEFINE_STRING_TABLE_LOOKUP(name, type)   const char *name_to_string(type);  NULL if out of range
  *                                            type name_from_string(const char *); -EINVAL if unknown
  *   DEFINE_STRING_TABLE_LOOKUP_TO_STRING / _FROM_STRING   one of the two
+ *   DEFINE_STRING_TABLE_NAME_AT(name)        const char *name_name_at(size_t i); the i-th name,
+ *                                            NULL after the last (a config_choice_fn, config.h)
  *
  * The table's size is the enum's _X_MAX (declare it as `static const char *const
  * name_table[_X_MAX] = { [X_A] = "a", ... }`): a value added to the enum without a name is a
@@ -36,3 +38,11 @@
 #define DEFINE_STRING_TABLE_LOOKUP(name, type)                                 \
         DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type)                       \
         DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(name, type)
+
+#define DEFINE_STRING_TABLE_NAME_AT(name)                                      \
+        const char *name##_name_at(size_t i) {                                 \
+                for (size_t j = 0; j < ELEMENTSOF(name##_table); j++)          \
+                        if (name##_table[j] && i-- == 0)                       \
+                                return name##_table[j];                        \
+                return NULL;                                                   \
+        }

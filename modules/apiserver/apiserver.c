@@ -89,8 +89,9 @@ static int parse_label_selector(const char *v, void *ret, const char **reason) {
 #define FIELD(f) offsetof(struct apiserver_settings, f)
 static const struct config_key apiserver_keys[] = {
         { "url", config_parse_url, FIELD(url), NULL, config_free_string },
-        { "token-file", config_parse_path, FIELD(token_file), NULL, config_free_string },
-        { "ca-file", config_parse_path, FIELD(ca_file), NULL, config_free_string },
+        { "token-file", kube_endpoint_parse_token_file, FIELD(token_file), NULL, config_free_string,
+          .names_file = true },
+        { "ca-file", config_parse_file, FIELD(ca_file), NULL, config_free_string, .names_file = true },
         { "qps", config_parse_double, FIELD(qps), "5" },
         { "burst", config_parse_uint, FIELD(burst), "10" },
         { "backoff-initial", config_parse_duration, FIELD(backoff_initial), "800ms" },
@@ -592,9 +593,15 @@ static void apiserver_free(struct module_instance *mi) {
         mi->data = apiserver_free_data(mi->data);
 }
 
+static bool apiserver_configured(const struct module_instance *mi, const struct config *c) {
+        const struct apiserver *a = mi->data;
+        return a->settings->url || kube_endpoint_configured(c);
+}
+
 const struct module apiserver_module = {
         .name = "apiserver",
         .init = apiserver_init,
+        .configured = apiserver_configured,
         .start = apiserver_start,
         .reload = apiserver_reload,
         .stop = apiserver_stop,

@@ -249,7 +249,7 @@ static void reflector_list(struct reflector *r) {
                 k = kube_endpoint_request(r->endpoint, path, LIST_TIMEOUT_MS, &easy);
         if (k < 0)
                 return reflector_failed(r, "request", 0, "Cannot build the %s list request: %s", r->sink->resource,
-                                        strerror(-k));
+                                        kube_endpoint_strerror(r->endpoint, k));
         reflector_set_state(r, REFLECTOR_LISTING);
         r->n_requests++;
         k = http_client_submit(r->http, easy, r->config.max_list_size, on_list_done, r, &r->transfer);
@@ -464,7 +464,8 @@ static void reflector_watch(struct reflector *r) {
                 return reflector_failed(r, "request", 0, "Cannot build the watch request: out of memory");
         k = kube_endpoint_request(r->endpoint, path, (long) (timeout / USEC_PER_MSEC) + WATCH_GRACE_MS, &easy);
         if (k < 0)
-                return reflector_failed(r, "request", 0, "Cannot build the watch request: %s", strerror(-k));
+                return reflector_failed(r, "request", 0, "Cannot build the watch request: %s",
+                                        kube_endpoint_strerror(r->endpoint, k));
         if (curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_watch_data) != CURLE_OK ||
             curl_easy_setopt(easy, CURLOPT_WRITEDATA, r) != CURLE_OK ||
             curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_watch_header) != CURLE_OK ||

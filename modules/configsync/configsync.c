@@ -20,6 +20,7 @@
 #include "manager.h"
 #include "pod-gates.h"
 #include "signature.h"
+#include "stage.h"
 #include "strv.h"
 
 /* A group by name, or by number (the gid a pod runs as need not have a name on the host). */
@@ -53,7 +54,7 @@ static int parse_group(const char *v, void *ret, const char **reason) {
 #define FIELD(f) offsetof(struct bundle_settings, f)
 static const struct config_key bundle_keys[] = {
         { "url", config_parse_url, FIELD(url), NULL, config_free_string },
-        { "ca-file", config_parse_path, FIELD(ca_file), NULL, config_free_string },
+        { "ca-file", config_parse_file, FIELD(ca_file), NULL, config_free_string, .names_file = true },
         { "public-key", config_parse_path, FIELD(public_key), NULL, config_free_string },
         { "dest", config_parse_path, FIELD(dest), NULL, config_free_string },
         { "interval", config_parse_duration, FIELD(interval), "60s" },
@@ -592,11 +593,42 @@ static const struct module_route configsync_routes[] = {
         {},
 };
 
+static bool configsync_configured(const struct module_instance *mi, const struct config *c) {
+        const struct configsync *cs = mi->data;
+        return cs->settings->n_bundles > 0;
+}
+
+/* Each bundle's dest as every sync judges it (stage_check_dest()). */
+static int configsync_check(const struct module_instance *mi, const struct config *c, char **ret_error) {
+        const struct configsync *cs = mi->data;
+
+        for (size_t i = 0; i < cs->settings->n_bundles; i++) {
+                const struct bundle_settings *b = cs->settings->bundles[i];
+                _cleanup_free_ char *section = NULL;
+                const char *file;
+                unsigned line;
+                int r = stage_check_dest(b->dest);
+
+                if (r >= 0 || r == -ENOENT)
+                        continue;
+                if (asprintf(&section, "config.%s", b->name) < 0)
+                        return -ENOMEM;
+                (void) config_key_where(c, section, "dest", &file, &line);
+                return config_error(ret_error, file, line, "dest %s: %s", b->dest,
+                                    r == -EPERM ? "group- or world-writable: every sync would refuse to publish there "
+                                                  "(chmod go-w)"
+                                                : strerror(-r));
+        }
+        return 0;
+}
+
 const struct module configsync_module = {
         .name = "configsync",
         .routes = configsync_routes,
         .deps = (const char *const[]) { "zkreg", NULL },
         .init = configsync_init,
+        .configured = configsync_configured,
+        .check = configsync_check,
         .start = configsync_start,
         .reload = configsync_reload,
         .stop = configsync_stop,

@@ -77,9 +77,7 @@ int stage_dest_foreign(const char *dest, char **ret_name) {
         return r;
 }
 
-/* -EPERM if dest exists and others than its owner may write into it (they could swap what we
- * publish); -ENOENT if it does not exist yet (atomic_dir_begin makes it). */
-static int check_dest(const char *dest) {
+int stage_check_dest(const char *dest) {
         struct stat st;
 
         if (stat(dest, &st) < 0)
@@ -95,7 +93,7 @@ static int prepare_dest(struct stage *s) {
         _cleanup_free_ char *foreign = NULL;
         int r;
 
-        r = check_dest(s->dest);
+        r = stage_check_dest(s->dest);
         if (r == -EPERM)
                 return stage_fail(s, FETCH_ERROR_DEST, r,
                                   "dest %s is group- or world-writable: refusing to publish there (chmod go-w %s)",

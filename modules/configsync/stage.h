@@ -50,3 +50,7 @@ int stage_remove(void *stage, const atomic_bool *stop);
  * missing or holds only what an atomic directory does (".." names, links into ..data),
  * negative errno. Publishing there would replace or hide what is not ours. */
 int stage_dest_foreign(const char *dest, char **ret_name);
+/* -EPERM if dest exists and others than its owner may write into it (they could swap what is
+ * published), -ENOTDIR if it is no directory, -ENOENT if it does not exist yet (publishing
+ * makes it). The rule every sync applies, and --check-config. */
+int stage_check_dest(const char *dest);

@@ -263,9 +263,28 @@ static uint64_t csi_capabilities(struct module_instance *mi, const struct config
         return csi && csi->settings->enable ? CAP_TO_MASK64(CAP_SYS_ADMIN) : 0;
 }
 
+static bool csi_configured(const struct module_instance *mi, const struct config *c) {
+        const struct csi *csi = mi->data;
+        return csi->settings->enable;
+}
+
+static int csi_check(const struct module_instance *mi, const struct config *c, char **ret_error) {
+        const struct csi *csi = mi->data;
+        _cleanup_free_ char *reg = NULL;
+        int r = module_check_socket_dir(c, "csi", "socket", csi->settings->socket, ret_error);
+
+        if (r < 0 || !csi->settings->registration_dir)
+                return r;
+        if (asprintf(&reg, "%s/%s-reg.sock", csi->settings->registration_dir, csi->settings->name) < 0)
+                return -ENOMEM;
+        return module_check_socket_dir(c, "csi", "registration-dir", reg, ret_error);
+}
+
 const struct module csi_module = {
         .name = "csi",
         .init = csi_init,
+        .configured = csi_configured,
+        .check = csi_check,
         .start = csi_start,
         .reload = csi_reload,
         .stop = csi_stop,

@@ -25,13 +25,9 @@
 
 #define MODULE "identity"
 
+/* v is one of signer_kind_name_at's (the key's choices); "" is no signer. */
 static int parse_signer(const char *v, void *ret, const char **reason) {
-        const struct signer_kind *kind = signer_kind_from_name(v);
-        if (!kind && !isempty(v)) {
-                *reason = "expected local, kubernetes or cfssl";
-                return -EINVAL;
-        }
-        *(const struct signer_kind **) ret = kind;
+        *(const struct signer_kind **) ret = signer_kind_from_name(v);
         return 0;
 }
 
@@ -57,13 +53,14 @@ static int parse_workload_socket(const char *v, void *ret, const char **reason) 
 
 #define FIELD(f) offsetof(struct identity_settings, f)
 static const struct config_key identity_keys[] = {
-        { "signer", parse_signer, FIELD(signer), "" },
+        { "signer", parse_signer, FIELD(signer), "", NULL, signer_kind_name_at },
         { "trust-domain", config_parse_string, FIELD(trust_domain), NULL, config_free_string },
         { "ca-dir", config_parse_path, FIELD(ca_dir), NULL, config_free_string },
         { "bootstrap-token-file", config_parse_path, FIELD(bootstrap_token_file), NULL, config_free_string },
         { "cfssl-url", parse_cfssl_url, FIELD(cfssl_url), NULL, config_free_string },
-        { "cfssl-auth-key-file", config_parse_path, FIELD(cfssl_auth_key_file), NULL, config_free_string },
-        { "cfssl-ca-file", config_parse_path, FIELD(cfssl_ca_file), NULL, config_free_string },
+        { "cfssl-auth-key-file", config_parse_file, FIELD(cfssl_auth_key_file), NULL, config_free_string,
+          .names_file = true },
+        { "cfssl-ca-file", config_parse_file, FIELD(cfssl_ca_file), NULL, config_free_string, .names_file = true },
         { "node-cert-lifetime", config_parse_duration, FIELD(node_cert_lifetime), "24h" },
         { "workload-cert-lifetime", config_parse_duration, FIELD(workload_cert_lifetime), "1h" },
         { "pod-tls-dir", config_parse_path, FIELD(pod_tls_dir), PINION_RUNTIME_DIR "/pods", config_free_string },
@@ -668,11 +665,25 @@ static const struct module_route identity_routes[] = {
         {},
 };
 
+static bool identity_configured(const struct module_instance *mi, const struct config *c) {
+        const struct identity *id = mi->data;
+        return id->settings->signer != NULL;
+}
+
+/* The Workload API socket's directory; unset, it is the API socket's, checked with [agent]. */
+static int identity_check(const struct module_instance *mi, const struct config *c, char **ret_error) {
+        const struct identity *id = mi->data;
+        const char *path = id->settings->workload_socket;
+        return isempty(path) ? 0 : module_check_socket_dir(c, "identity", "workload-socket", path, ret_error);
+}
+
 const struct module identity_module = {
         .name = "identity",
         .routes = identity_routes,
         .deps = (const char *const[]) { "apiserver", NULL },
         .init = identity_init,
+        .configured = identity_configured,
+        .check = identity_check,
         .start = identity_start,
         .reload = identity_reload,
         .stop = identity_stop,

@@ -46,6 +46,8 @@ struct signer_kind {
         bool uses_apiserver;
 };
 const struct signer_kind *signer_kind_from_name(const char *name);
+/* The i-th signer name, then "" (no signer), then NULL: [identity] signer's choices. */
+const char *signer_kind_name_at(size_t i);
 
 struct identity_settings {
         const struct signer_kind *signer; /* NULL: none */

@@ -151,6 +151,10 @@ static const struct signer_kind kinds[] = {
         { .name = "cfssl", .missing = cfssl_missing, .make = cfssl_make, .issuer = cfssl_issuer },
 };
 
+const char *signer_kind_name_at(size_t i) {
+        return i < ELEMENTSOF(kinds) ? kinds[i].name : i == ELEMENTSOF(kinds) ? "" : NULL;
+}
+
 const struct signer_kind *signer_kind_from_name(const char *name) {
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
                 if (streq(kinds[i].name, name))

@@ -190,8 +190,12 @@ static int kube_sign(struct signer *base, const struct signer_request *req, sign
                 r = kube_csr_body(op->name, csr, KUBE_SIGNER_KUBELET_CLIENT, req->lifetime, &op->body);
         if (r >= 0)
                 r = op_request(op, true);
-        if (r < 0)
+        if (r < 0) {
                 op_free(op);
+                /* A bootstrap token that cannot be read is named, not left a bare errno. */
+                if (s->endpoint.token_error[0])
+                        done(r, s->endpoint.token_error, NULL, userdata);
+        }
         return r;
 }
 

@@ -49,12 +49,11 @@ static int parse_ipv4(const char *v, void *ret, const char **reason) {
         return config_parse_string(v, ret, reason);
 }
 
+/* v is one of routing_mode_name_at's (the key's choices). */
 static int parse_routing(const char *v, void *ret, const char **reason) {
         enum routing_mode m = routing_mode_from_string(v);
-        if ((int) m < 0) {
-                *reason = "expected none, nodes or bgp";
+        if ((int) m < 0)
                 return -EINVAL;
-        }
         *(enum routing_mode *) ret = m;
         return 0;
 }
@@ -67,7 +66,7 @@ static const struct config_key podnet_keys[] = {
         { "address-quarantine", config_parse_duration, FIELD(address_quarantine), "30s" },
         { "gc-grace", config_parse_duration, FIELD(gc_grace), "60s" },
         { "reconcile-interval", config_parse_duration, FIELD(reconcile_interval), "60s" },
-        { "routing", parse_routing, FIELD(routing), "none" },
+        { "routing", parse_routing, FIELD(routing), "none", NULL, routing_mode_name_at },
         {}
 };
 #undef FIELD
@@ -564,11 +563,18 @@ static const struct module_route podnet_routes[] = {
         {},
 };
 
+/* Without a pod-cidr the apiserver's Node gives one. */
+static bool podnet_configured(const struct module_instance *mi, const struct config *c) {
+        const struct podnet *p = mi->data;
+        return p->settings->pod_cidr || kube_endpoint_configured(c);
+}
+
 const struct module podnet_module = {
         .name = "podnet",
         .routes = podnet_routes,
         .deps = (const char *const[]) { "apiserver", NULL },
         .init = podnet_init,
+        .configured = podnet_configured,
         .start = podnet_start,
         .reload = podnet_reload,
         .stop = podnet_stop,

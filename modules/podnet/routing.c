@@ -31,6 +31,7 @@ static const char *const routing_mode_table[_ROUTING_MODE_MAX] = {
         [ROUTING_BGP] = "bgp",
 };
 DEFINE_STRING_TABLE_LOOKUP(routing_mode, enum routing_mode);
+DEFINE_STRING_TABLE_NAME_AT(routing_mode);
 
 /* What a pass left: owned copies, for status and for telling what is new in the next pass. */
 struct record {

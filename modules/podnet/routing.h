@@ -29,6 +29,7 @@ struct routing;
 
 const char *routing_mode_to_string(enum routing_mode m);
 enum routing_mode routing_mode_from_string(const char *s);
+const char *routing_mode_name_at(size_t i); /* config_choice_fn */
 
 /* Applies the configured mode: a pass now (adopting the routes of pinion's the kernel has),
  * then the triggers above. Called again after the pod CIDR or the mode changed. */

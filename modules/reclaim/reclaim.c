@@ -34,12 +34,10 @@
 #define ANNOTATION_CONFIG_HASH "kubernetes.io/config.hash"
 #define ANNOTATION_CONFIG_MIRROR "kubernetes.io/config.mirror"
 
-static int parse_pressure_level(const char *v, void *ret, const char **reason) {
-        if (!isempty(v) && !streq(v, "low") && !streq(v, "medium") && !streq(v, "critical")) {
-                *reason = "expected low, medium, critical or empty (none)";
-                return -EINVAL;
-        }
-        return config_parse_string(v, ret, reason);
+/* The memory.pressure_level levels of cgroup v1, or "" for none. */
+static const char *pressure_level_name_at(size_t i) {
+        static const char *const levels[] = { "low", "medium", "critical", "" };
+        return i < ELEMENTSOF(levels) ? levels[i] : NULL;
 }
 
 static int parse_psi(const char *v, void *ret, const char **reason) {
@@ -62,7 +60,8 @@ static const struct config_key target_keys[] = {
         { "min-file", config_parse_size, FIELD(min_file), "64M" },
         { "step", config_parse_size, FIELD(step), "32M" },
         { "interval", config_parse_duration, FIELD(interval), "10s" },
-        { "pressure-level", parse_pressure_level, FIELD(pressure_level), "medium", config_free_string },
+        { "pressure-level", config_parse_string, FIELD(pressure_level), "medium", config_free_string,
+          pressure_level_name_at },
         /* A 2 s window: without CAP_SYS_RESOURCE (piniond.service withholds it) the kernel takes
          * only multiples of 2 s (Linux 6.5, and stable kernels since, e.g. Debian 12's 6.1). */
         { "psi", parse_psi, FIELD(psi), "some 100000 2000000", config_free_string },
@@ -616,10 +615,16 @@ static const struct module_route reclaim_routes[] = {
         {},
 };
 
+static bool reclaim_configured(const struct module_instance *mi, const struct config *c) {
+        const struct reclaim *rc = mi->data;
+        return rc->settings->n_targets > 0;
+}
+
 const struct module reclaim_module = {
         .name = "reclaim",
         .routes = reclaim_routes,
         .init = reclaim_init,
+        .configured = reclaim_configured,
         .start = reclaim_start,
         .reload = reclaim_reload,
         .stop = reclaim_stop,

@@ -601,10 +601,16 @@ static const struct module_route zkreg_routes[] = {
         {},
 };
 
+static bool zkreg_configured(const struct module_instance *mi, const struct config *c) {
+        const struct zkreg *z = mi->data;
+        return z->settings->servers != NULL;
+}
+
 const struct module zkreg_module = {
         .name = "zkreg",
         .routes = zkreg_routes,
         .init = zkreg_init,
+        .configured = zkreg_configured,
         .start = zkreg_start,
         .reload = zkreg_reload,
         .stop = zkreg_stop,

@@ -28,6 +28,20 @@ CASES = [
     ("bad-log-level", {"log-level": "loud"}, "", None, "log-level=loud", "main"),
     ("syntax-no-equals", {}, "this line has no equals sign", None, "this line has no", "main"),
     ("syntax-unterminated-section", {}, "[apiserver\nqps=5", None, "[apiserver", "main"),
+    # Comments are whole lines: one after a value would become part of it.
+    ("inline-hash-comment", {}, "[reclaim.x]\ncgroup=/system.slice/x.service   # the unit", None,
+     "cgroup=", "main"),
+    ("inline-semicolon-comment", {}, "[reclaim.x]\nmin-file=64M ; the floor", None, "min-file=", "main"),
+    ("dropin-inline-comment", {}, "", {"40-c.conf": "[agent]\nlog-level=info # quiet\n"}, "log-level=", "40-c.conf"),
+    # Files the config names must be there when it is checked, not when first used.
+    ("missing-ca-file", {}, "[apiserver]\nurl=https://127.0.0.1:1\nca-file=/nonexistent/ca.pem", None,
+     "ca-file=", "main"),
+    ("missing-token-file", {}, "[apiserver]\nurl=https://127.0.0.1:1\ntoken-file=/nonexistent/token", None,
+     "token-file=", "main"),
+    ("missing-configsync-ca-file", {}, "[config.app]\nurl=https://127.0.0.1:1/m.json\ndest=/tmp/x\n"
+     "ca-file=/nonexistent/ca.pem", None, "ca-file=", "main"),
+    ("missing-cfssl-ca-file", {}, "[identity]\nsigner=cfssl\ntrust-domain=example.org\n"
+     "cfssl-url=https://127.0.0.1:1\ncfssl-ca-file=/nonexistent/ca.pem", None, "cfssl-ca-file=", "main"),
     ("dropin-bad-value", {}, "",
      {"50-bad.conf": "# a drop-in\n[agent]\nlog-level=info\nstop-timeout=soon\n"},
      "stop-timeout=soon", "50-bad.conf"),
@@ -190,3 +204,146 @@ def test_dropins_apply_in_lexical_order(agent_factory):
     a.write_dropin("README", "drop *.conf files here\n")
     a.start()
     assert a.status()["node"] == "node-b"
+
+
+LOG_LEVELS = ["debug", "info", "notice", "warning", "warn", "error", "err", "crit", "alert", "emerg"]
+
+
+def test_log_level_error_lists_exactly_the_accepted_levels(case_agent):
+    """The message lists every level the parser takes and nothing else."""
+    a, path, line = case_agent(("bad-log-level", {"log-level": "loud"}, "", None, "log-level=loud", "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG, (rc, out, err)
+    m = re.search(r"expected one of: (.*)$", err, re.M)
+    assert m, err
+    listed = m.group(1).split(", ")
+    assert listed == LOG_LEVELS, listed
+    for level in listed:
+        a.write_config(agent={"log-level": level})
+        rc, out, err = a.check_config()
+        assert rc == 0, (level, rc, out, err)
+
+
+def _inline_comment_message(err):
+    return "an inline comment is not allowed, put it on its own line" in err
+
+
+def test_inline_comment_says_why(case_agent):
+    a, path, line = case_agent(("c", {}, "[reclaim.x]\ncgroup=/system.slice/x.service   # the unit", None,
+                                "cgroup=", "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG and _inline_comment_message(err), (rc, out, err)
+
+
+def test_url_fragment_and_semicolon_inside_a_value_are_kept(case_agent):
+    """Only a '#' or ';' after whitespace is a comment: inside a word it is the value's."""
+    a, _, _ = case_agent(("ok", {}, "[config.app]\nurl=https://127.0.0.1:1/m.json?a=b;c#frag\ndest=/tmp/x",
+                          None, "url=", "main"))
+    rc, out, err = a.check_config()
+    assert rc == 0, (rc, out, err)
+
+
+@pytest.mark.parametrize("mode", ["check", "start"])
+def test_group_writable_socket_dir_is_refused(case_agent, mode):
+    """start refuses a socket directory others can write to; --check-config says so first."""
+    a, path, _ = case_agent(("gw", {}, "", None, "socket=", "main"))
+    os.makedirs(a.runtime_dir)
+    os.chmod(a.runtime_dir, 0o775)
+    line = line_of(a.config_text(), "socket=")
+    if mode == "check":
+        rc, out, err = a.check_config()
+        assert rc == EXIT_CONFIG, (rc, out, err)
+        assert err.startswith("%s:%d: socket %s: " % (path, line, a.socket)), err
+        assert "writable by group or other (mode 0775)" in err, err
+        assert out == "", out
+    else:
+        a.start(wait=False)
+        rc = a.wait_exit(15)
+        a.expected_exit = True
+        assert rc == EXIT_CONFIG, a.log_text()
+        assert "writable by group or other (mode 0775)" in a.log_text(), a.log_text()
+
+
+@pytest.mark.parametrize("key", ["token-file", "ca-file"])
+def test_missing_file_names_file_and_key(case_agent, key):
+    a, path, line = case_agent(("m", {}, "[apiserver]\nurl=https://127.0.0.1:1\n%s=/nonexistent/f" % key, None,
+                                "%s=" % key, "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG, (rc, out, err)
+    assert err.strip() == "%s:%d: %s /nonexistent/f: No such file or directory" % (path, line, key), err
+
+
+@pytest.mark.parametrize("content,reason", [("", "the file is empty"), ("\n  \n", "the file is empty"),
+                                            ("a\nb\n", "more than one line")])
+def test_bad_token_file_is_refused(case_agent, tmp_dir, content, reason):
+    token = os.path.join(tmp_dir, "token")
+    with open(token, "w") as f:
+        f.write(content)
+    a, path, line = case_agent(("t", {}, "[apiserver]\nurl=https://127.0.0.1:1\ntoken-file=%s" % token, None,
+                                "token-file=", "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG, (rc, out, err)
+    assert err.startswith("%s:%d: token-file %s: %s" % (path, line, token, reason)), err
+
+
+def test_check_config_success_line(case_agent, tmp_dir):
+    token = os.path.join(tmp_dir, "token")
+    with open(token, "w") as f:
+        f.write("abc\n")
+    a, _, _ = case_agent(("ok", {}, "[apiserver]\nurl=https://127.0.0.1:1\ntoken-file=%s\n\n"
+                          "[reclaim.web]\ncgroup=/system.slice/web.service" % token,
+                          {"10-zk.conf": "[zookeeper]\nservers=127.0.0.1:2181\n", "20-x.conf": "# nothing\n"},
+                          "", "main"))
+    rc, out, err = a.check_config()
+    assert rc == 0, (rc, out, err)
+    assert out == "configuration OK (3 files, 4 modules enabled: apiserver, zkreg, podnet, reclaim)\n", out
+
+
+def test_check_config_success_line_nothing_enabled(tmp_dir):
+    path = os.path.join(tmp_dir, "empty.conf")
+    open(path, "w").close()
+    rc, out, err = run_piniond("--config", path, "--check-config")
+    assert rc == 0, (rc, out, err)
+    assert out == "configuration OK (1 file, 0 modules enabled)\n", out
+
+
+IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def test_missing_token_at_run_time_names_the_file(agent_factory):
+    """In a cluster the token file is the service account's, not a config key: when it is missing
+    the request error says which file, not a bare errno."""
+    if os.path.exists(IN_CLUSTER_TOKEN):
+        pytest.skip("this machine has a service-account token")
+    a = agent_factory(env={"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "1"})
+    a.wait_log(re.escape("Cannot build the pods list request: token file %s: No such file or directory"
+                         % IN_CLUSTER_TOKEN), timeout=10)
+
+
+@pytest.mark.parametrize("section,key,text", [
+    ("identity", "workload-socket", "[identity]\nsigner=local\ntrust-domain=example.org\nca-dir={d}/ca\n"
+                                    "workload-socket={d}/open/workload.sock"),
+    ("csi", "socket", "[csi]\nenable=yes\nsocket={d}/open/csi.sock\nregistration-dir={d}/reg"),
+    ("csi", "registration-dir", "[csi]\nenable=yes\nsocket={d}/csi/csi.sock\nregistration-dir={d}/open"),
+])
+def test_module_socket_dir_others_can_write_is_refused(case_agent, tmp_dir, section, key, text):
+    """The sockets modules serve on are judged by the rule start applies to them."""
+    text = text.format(d=tmp_dir)
+    os.makedirs(os.path.join(tmp_dir, "open"))
+    os.chmod(os.path.join(tmp_dir, "open"), 0o777)
+    a, path, line = case_agent(("s", {}, text, None, "%s=%s/open" % (key, tmp_dir), "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG, (rc, out, err)
+    assert err.startswith("%s:%d: %s %s/open/" % (path, line, key, tmp_dir)), err
+    assert "writable by group or other (mode 0777)" in err, err
+
+
+def test_configsync_dest_others_can_write_is_refused(case_agent, tmp_dir):
+    dest = os.path.join(tmp_dir, "dest")
+    os.makedirs(dest)
+    os.chmod(dest, 0o775)
+    a, path, line = case_agent(("d", {}, "[config.app]\nurl=https://127.0.0.1:1/m.json\ndest=%s" % dest, None,
+                                "dest=", "main"))
+    rc, out, err = a.check_config()
+    assert rc == EXIT_CONFIG, (rc, out, err)
+    assert err.startswith("%s:%d: dest %s: group- or world-writable" % (path, line, dest)), err

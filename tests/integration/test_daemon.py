@@ -184,6 +184,21 @@ def test_sighup_broken_config_keeps_old_then_fix_applies(agent):
     assert failed == 1 and total == reloads + failures, samples
 
 
+def test_sighup_inline_comment_keeps_old_config(agent):
+    """A comment after a value is refused on reload as at start: the running value stays."""
+    bad = agent.config_text(extra="[reclaim.web]\ncgroup=/system.slice/web.service   # the web unit")
+    bad_line = line_of(bad, "cgroup=")
+    agent.write_config(bad)
+    mark = agent.log_mark()
+    agent.sighup()
+    where = "%s:%d: " % (agent.config_file, bad_line)
+    agent.wait_log(re.escape(where) + ".*an inline comment is not allowed", since=mark)
+    wait_until(lambda: _reload_counts(agent)[1] == 1, 10, desc="config.reload_failures == 1")
+    assert agent.running()
+    assert all(m["name"] != "reclaim" or m["state"] == "disabled" for m in agent.status()["modules"]), \
+        agent.status()["modules"]
+
+
 def test_restart_after_kill9(agent):
     agent.write_pod("web", make_pod("web-1"))
     agent.wait_pod("default", "web-1")

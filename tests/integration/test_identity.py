@@ -622,6 +622,26 @@ def test_kubernetes_node_certificate_authenticates_the_pod_watch(agent_factory, 
         fake.stop()
 
 
+def test_kubernetes_bootstrap_token_missing_is_named(agent_factory, tmp_path):
+    """The bootstrap token is read when the CSR is sent (it may be gone once the node holds a
+    certificate): missing then, the failure names the file and says what is wrong."""
+    kube = kube_fake()
+    tok = tmp_path / "bootstrap-token"
+    fake = kube.FakeApiserver(tls=True).start()
+    try:
+        a = agent_factory(start=False)
+        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "backoff-max": "1s"}
+        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
+        a.write_config()
+        a.start()
+        want = "token file %s: No such file or directory" % tok
+        a.wait_log(re.escape(want), timeout=10)
+        mods = {x["name"]: x for x in a.status()["modules"]}
+        assert want in mods["identity"]["reason"], mods["identity"]
+    finally:
+        fake.stop()
+
+
 def approve_short(fake, name, seconds):
     """Approves a CSR with a certificate valid for `seconds` (the CSR API's floor is 10 minutes,
     too long to wait for a rotation in a test), signed by the fake's CA as approve_csr does."""
@@ -717,6 +737,8 @@ def test_kubernetes_denied_csr_is_reported(agent_factory, tmp_path):
      "signer=kubernetes needs [apiserver] url and ca-file"),
 ])
 def test_bad_identity_config_is_refused(agent_factory, text, reason):
+    # The files must exist for the check to get to the problem each case is about.
+    text = text.replace("=/k\n", "=%s\n" % os.path.abspath(__file__)).replace("=/c\n", "=%s\n" % os.path.abspath(__file__))
     a = agent_factory(extra=text, start=False)
     rc, out, err = a.check_config()
     assert rc == 78, (rc, out, err)

@@ -24,7 +24,7 @@ INVALID = [
     ("identity-without-trust-domain", "[identity]\nsigner=cfssl\ncfssl-url=https://127.0.0.1:8888\n",
      "[identity] a signer needs trust-domain", "[identity]"),
     ("identity-unknown-signer", "[identity]\nsigner=vault\n",
-     "invalid value 'vault' for 'signer' in [identity]: expected local, kubernetes or cfssl", "signer=vault"),
+     "invalid value 'vault' for 'signer' in [identity]: expected one of: local, kubernetes, cfssl, or empty", "signer=vault"),
     ("zookeeper-server-without-port", "[zookeeper]\nservers=127.0.0.1:2181,zk2\n",
      "[zookeeper] servers must be host:port entries", "[zookeeper]"),
     ("config-without-dest", "[config.app]\nurl=https://127.0.0.1/app/manifest.json\n",

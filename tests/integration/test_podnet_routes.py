@@ -218,7 +218,7 @@ def test_a_bad_routing_value_is_a_config_error_with_its_line(podnet_agent, node)
     text = a.write_config(sections={"network": {"routing": "ospf"}})
     rc, out, err = a.check_config()
     line = [n for n, l in enumerate(text.splitlines(), 1) if l.startswith("routing=")][0]
-    assert rc != 0 and "%s:%d" % (a.config_file, line) in err and "expected none, nodes or bgp" in err, (rc, out, err)
+    assert rc != 0 and "%s:%d" % (a.config_file, line) in err and "expected one of: none, nodes, bgp" in err, (rc, out, err)
 
 
 # ---- nodes: routes to the other Nodes' pod CIDRs ----

@@ -11,6 +11,7 @@
 
 #include "../config-sample.h"
 #include "config.h"
+#include "log.h"
 
 
 static char tmpdir[] = "/tmp/test-config-XXXXXX";
@@ -77,7 +78,7 @@ static void test_defaults_and_values(void **state) {
         memset(&s, 0, sizeof(s));
         assert_int_equal(load_sample("# comment\n; other comment\n[s]\ntimeout = 1m30s\nsize=2G\npercent=5%\n"
                                      "flag=yes\nnumber=42\nratio=0\nname=web\npath=/var/lib/x\n"
-                                     "list=a:1, b:2 c:3\nmode=0600\nurl=https://example.org/a?b=c;d\n",
+                                     "list=a:1, b:2 c:3\nmode=0600\nurl=https://example.org/a?b=c;d#top\n",
                                      &s, &err),
                          0);
         assert_int_equal(s.timeout, 90 * USEC_PER_SEC);
@@ -90,8 +91,8 @@ static void test_defaults_and_values(void **state) {
         assert_int_equal(strv_length(s.list), 3);
         assert_string_equal(s.list[2], "c:3");
         assert_int_equal(s.mode, 0600);
-        /* No inline comments: a ';' belongs to the value. */
-        assert_string_equal(s.url, "https://example.org/a?b=c;d");
+        /* A ';' or '#' not after whitespace belongs to the value. */
+        assert_string_equal(s.url, "https://example.org/a?b=c;d#top");
         config_free_fields(sample_keys, &s);
 }
 
@@ -127,6 +128,14 @@ static void test_bad_values_name_their_line(void **state) {
                 { "x=1\n[s]\n", "test.conf:1: key outside of any [section]" },
                 { "[s]\nthis line has no equals sign\n", "test.conf:2: syntax error: expected \"[section]\", \"key=value\" or a comment" },
                 { "[s]\n[broken\nname=x\n", "test.conf:2: syntax error: expected \"[section]\", \"key=value\" or a comment" },
+#define INLINE_COMMENT "'#' or ';' after a blank or opening a value: an inline comment is not allowed, put it on its own line"
+                { "[s]\npath=/system.slice/x.service   # the unit\n", "test.conf:2: " INLINE_COMMENT },
+                { "[s]\n\nsize=64M ; page cache\n", "test.conf:3: " INLINE_COMMENT },
+                { "[s]\nname=a\t;b\n", "test.conf:2: " INLINE_COMMENT },
+                { "[s]\nname = # nothing\n", "test.conf:2: " INLINE_COMMENT },
+                { "[s]\nname=;x\n", "test.conf:2: " INLINE_COMMENT },
+                { "[s]\nbogus\nname=x #y\n", "test.conf:2: syntax error: expected \"[section]\", \"key=value\" or a comment" },
+#undef INLINE_COMMENT
                 { "[s]\ntimeout=99999999999999999999s\n", "test.conf:2: invalid value '99999999999999999999s' for 'timeout' in [s]: expected a duration such as 800ms, 30s, 2m or 1h" },
         };
 
@@ -363,6 +372,50 @@ static void test_parse_helpers(void **state) {
         assert_false(config_valid_instance_name("a b"));
 }
 
+static const char *color_name_at(size_t i) {
+        static const char *const colors[] = { "red", "green", "" };
+        return i < ELEMENTSOF(colors) ? colors[i] : NULL;
+}
+
+/* A key with choices takes exactly those words, and its error lists them from the same table. */
+static void test_choices(void **state) {
+        static const struct config_key keys[] = {
+                { "color", config_parse_string, 0, "red", config_free_string, color_name_at },
+                { "level", config_parse_string, sizeof(char *), NULL, config_free_string, log_level_name_at },
+                {}
+        };
+        struct {
+                char *color, *level;
+        } o = {};
+        _cleanup_(config_freep) struct config *c = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        assert_int_equal(config_load_string("t.conf", "[s]\ncolor=\nlevel=warn\n", &c, &err), 0);
+        assert_int_equal(config_parse_section(c, "s", keys, &o, &err), 0);
+        assert_null(o.color);
+        assert_string_equal(o.level, "warn");
+        config_free_fields(keys, &o);
+        c = config_free(c);
+
+        assert_int_equal(config_load_string("t.conf", "[s]\ncolor=blue\n", &c, &err), 0);
+        assert_int_equal(config_parse_section(c, "s", keys, &o, &err), -EINVAL);
+        assert_string_equal(err, "t.conf:2: invalid value 'blue' for 'color' in [s]: expected one of: red, green, or empty");
+        config_free_fields(keys, &o);
+        c = config_free(c);
+
+        /* Every level log_level_from_string takes is listed, and nothing else. */
+        assert_int_equal(config_load_string("t.conf", "[s]\nlevel=verbose\n", &c, &err), 0);
+        assert_int_equal(config_parse_section(c, "s", keys, &o, &err), -EINVAL);
+        assert_string_equal(err, "t.conf:2: invalid value 'verbose' for 'level' in [s]: expected one of: debug, info, "
+                                 "notice, warning, warn, error, err, crit, alert, emerg");
+        const char *name;
+        size_t n = 0;
+        for (size_t i = 0; (name = log_level_name_at(i)); i++, n++)
+                assert_true(log_level_from_string(name) >= 0);
+        assert_int_equal(n, 10);
+        config_free_fields(keys, &o);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults_and_values),
@@ -376,6 +429,7 @@ int main(void) {
                 cmocka_unit_test(test_repeated_sections),
                 cmocka_unit_test(test_table_observer),
                 cmocka_unit_test(test_parse_helpers),
+                cmocka_unit_test(test_choices),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

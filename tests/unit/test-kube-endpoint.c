@@ -123,6 +123,7 @@ static void test_token(void **state) {
         const char *reason = NULL;
         CURL *easy = NULL;
         char *url = NULL;
+        char expect[PATH_MAX + 128];
 
         assert_non_null(mkdtemp(dir));
         snprintf(path, sizeof(path), "%s/token", dir);
@@ -130,8 +131,15 @@ static void test_token(void **state) {
         no_cluster();
         assert_int_equal(kube_endpoint_resolve("https://api:6443", path, NULL, &ep, &reason), 0);
 
-        /* No token yet: a request cannot be authenticated. */
+        /* No token yet: a request cannot be authenticated, and the error names the file. */
         assert_int_equal(kube_endpoint_request(&ep, "/api/v1/pods", 1000, &easy), -ENOENT);
+        snprintf(expect, sizeof(expect), "token file %s: No such file or directory", path);
+        assert_string_equal(kube_endpoint_strerror(&ep, -ENOENT), expect);
+        write_text(path, "");
+        assert_int_equal(kube_endpoint_request(&ep, "/api/v1/pods", 1000, &easy), -EBADMSG);
+        snprintf(expect, sizeof(expect), "token file %s: the file is empty", path);
+        assert_string_equal(kube_endpoint_strerror(&ep, -EBADMSG), expect);
+        assert_int_equal(unlink(path), 0);
         /* ... unless it names a client certificate, which needs no token. */
         assert_int_equal(kube_endpoint_request_as(&ep, "/api/v1/nodes/n1", 1000, "/cert", "/key", &easy), 0);
         assert_int_equal(curl_easy_getinfo(easy, CURLINFO_EFFECTIVE_URL, &url), CURLE_OK);
@@ -160,9 +168,13 @@ static void test_token(void **state) {
         write_text(tmp, "two\nlines");
         assert_int_equal(rename(tmp, path), 0);
         assert_int_equal(kube_endpoint_refresh_token(&ep), -EBADMSG);
+        snprintf(expect, sizeof(expect), "token file %s: more than one line: a token file holds one token", path);
+        assert_string_equal(ep.token_error, expect);
         assert_string_equal(ep.token, "second");
         assert_int_equal(kube_endpoint_request(&ep, "/api/v1/pods", 1000, &easy), 0);
         curl_easy_cleanup(easy);
+        /* Served by the last good token: no failure to report. */
+        assert_string_equal(kube_endpoint_strerror(&ep, -ENOMEM), strerror(ENOMEM));
 
         kube_endpoint_done(&ep);
         assert_null(ep.token);
