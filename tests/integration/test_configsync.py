@@ -537,21 +537,31 @@ def test_bad_config_is_file_line_and_reload_keeps_old(agent_factory, nginx, test
     wait_until(lambda: get_config(a4, "app")["fetches"] > n, 10, desc="SIGHUP refresh")
 
 
-def test_wait_config_progress_on_a_terminal_quiet_otherwise(agent_factory, nginx, test_ca, dest):
+def pinionctl_on_a_terminal(a, *args):
+    """pinionctl against agent a with its stderr on a pty, as on a terminal: (process, the pty's
+    master end, for the caller to read and close)."""
     import pty
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([os.path.join(os.environ["PINION_BUILDDIR"], "pinionctl"), "--socket", a.socket]
+                             + list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    return p, master
+
+
+def test_wait_config_progress_on_a_terminal_quiet_otherwise(agent_factory, nginx, test_ca, dest):
     a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
     # Not a terminal: one line, the reason.
     r = a.ctl("wait-config", "app", "--timeout", "2s")
     assert r.rc == 1 and r.stdout == "", r
     assert r.stderr.count("\n") == 1 and "not present after" in r.stderr and "HTTP 404" in r.stderr, r
     # A terminal: progress lines with the state and the last error, then the result.
-    master, slave = pty.openpty()
+    p, master = pinionctl_on_a_terminal(a, "wait-config", "app", "--timeout", "20s")
     try:
-        p = subprocess.Popen([os.path.join(os.environ["PINION_BUILDDIR"], "pinionctl"), "--socket", a.socket,
-                              "wait-config", "app", "--timeout", "20s"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
-        os.close(slave)
-        slave = None
         out = b""
         deadline = time.time() + 10
         while b"HTTP 404" not in out and time.time() < deadline:
@@ -565,21 +575,13 @@ def test_wait_config_progress_on_a_terminal_quiet_otherwise(agent_factory, nginx
         assert b"v1" in stdout
     finally:
         os.close(master)
-        if slave is not None:
-            os.close(slave)
 
 
 def test_wait_config_timeout_says_how_long_it_waited(agent_factory, nginx, test_ca, dest):
-    import pty
     a = start_agent(agent_factory, {"app": config_section(nginx.url("app/manifest.json"), dest, test_ca)})
     # On a terminal the wait is made of one-second polls: the message is about the whole wait.
-    master, slave = pty.openpty()
+    p, master = pinionctl_on_a_terminal(a, "wait-config", "app", "--timeout", "3s")
     try:
-        p = subprocess.Popen([os.path.join(os.environ["PINION_BUILDDIR"], "pinionctl"), "--socket", a.socket,
-                              "wait-config", "app", "--timeout", "3s"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
-        os.close(slave)
-        slave = None
         out = b""
         while True:
             try:
@@ -594,8 +596,6 @@ def test_wait_config_timeout_says_how_long_it_waited(agent_factory, nginx, test_
         assert re.fullmatch(rb"pinionctl: wait-config app: config app is not present after 3s: .*HTTP 404.*", last), out
     finally:
         os.close(master)
-        if slave is not None:
-            os.close(slave)
     # Not a terminal: the same words.
     r = a.ctl("wait-config", "app", "--timeout", "1500ms")
     assert r.rc == 1 and "config app is not present after 1.5s: " in r.stderr, r

@@ -596,6 +596,17 @@ def test_kubernetes_csr_bootstrap(agent_factory, tmp_path):
         fake.stop()
 
 
+def start_bootstrapping_node(agent_factory, fake, tok):
+    """An agent whose apiserver module has no token of its own and whose identity bootstraps the
+    node's certificate with the token in tok, through the fake apiserver."""
+    a = agent_factory(start=False)
+    a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "backoff-max": "1s"}
+    a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
+    a.write_config()
+    a.start()
+    return a
+
+
 def test_kubernetes_node_certificate_authenticates_the_pod_watch(agent_factory, tmp_path):
     """FACT_NODE_CREDENTIALS end to end: the apiserver module has no token of its own, so its
     list is refused until identity has the node certificate; then it authenticates with it."""
@@ -605,11 +616,7 @@ def test_kubernetes_node_certificate_authenticates_the_pod_watch(agent_factory, 
     fake = kube.FakeApiserver(tls=True, token_file=str(tok)).start()
     try:
         fake.add_pod(kube.make_pod("web-1", node="test-node"))
-        a = agent_factory(start=False)
-        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "backoff-max": "1s"}
-        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
-        a.write_config()
-        a.start()
+        a = start_bootstrapping_node(agent_factory, fake, tok)
         (name, _), = wait_until(lambda: fake.csrs() or None, timeout=10, desc="a CSR").items()
         wait_until(lambda: {x["name"]: x for x in a.status()["modules"]}["apiserver"]["state"] == "degraded",
                    timeout=10, desc="the pod list refused without credentials")
@@ -629,11 +636,7 @@ def test_kubernetes_bootstrap_token_missing_is_named(agent_factory, tmp_path):
     tok = tmp_path / "bootstrap-token"
     fake = kube.FakeApiserver(tls=True).start()
     try:
-        a = agent_factory(start=False)
-        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "backoff-max": "1s"}
-        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
-        a.write_config()
-        a.start()
+        a = start_bootstrapping_node(agent_factory, fake, tok)
         want = "token file %s: No such file or directory" % tok
         a.wait_log(re.escape(want), timeout=10)
         mods = {x["name"]: x for x in a.status()["modules"]}
@@ -662,11 +665,7 @@ def test_kubernetes_renews_with_the_node_certificate_not_the_token(agent_factory
     tok.write_text("abcdef.0123456789abcdef\n")
     fake = kube.FakeApiserver(tls=True, token="abcdef.0123456789abcdef").start()
     try:
-        a = agent_factory(start=False)
-        a.sections["apiserver"] = {"url": fake.url, "ca-file": fake.ca_file, "backoff-max": "1s"}
-        a.sections["identity"] = {"signer": "kubernetes", "trust-domain": TD, "bootstrap-token-file": str(tok)}
-        a.write_config()
-        a.start()
+        a = start_bootstrapping_node(agent_factory, fake, tok)
         (first, _), = wait_until(lambda: fake.csrs() or None, timeout=10, desc="the bootstrap CSR").items()
         approve_short(fake, first, 20)
         n = wait_node(a, timeout=15)
