@@ -20,7 +20,8 @@ MODULE_LIBS += libpinion-identity.a
 EXTRA_DIST += modules/identity/local.mk
 INTEGRATION_TESTS += tests/integration/test_identity.py tests/integration/test_identity_dirs.py tests/integration/test_identity_jwt.py tests/integration/test_workload_api.py \
 	tests/integration/test_workload_api_jwt.py tests/integration/test_workload_api_grpcjs.py \
-	tests/integration/test_workload_api_limits.py tests/integration/test_identity_diskfull.py
+	tests/integration/test_workload_api_limits.py tests/integration/test_identity_diskfull.py \
+	tests/integration/test_key_exposure.py tests/integration/test_services.py tests/integration/test_static_pods.py
 EXTRA_DIST += tests/integration/identity_testlib.py tests/integration/workload_api_testlib.py \
 	tests/integration/workload_api_client.py tests/integration/workload_api_client.js \
 	tests/integration/grpcjs/package.json tests/integration/grpcjs/package-lock.json docs/workload-api.md

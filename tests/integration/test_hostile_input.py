@@ -1345,7 +1345,7 @@ def test_unfinished_request_is_reset_after_the_body_deadline(grpc_env):
         s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(1, 4, 1, grpc_headers("/SpiffeWorkloadAPI/FetchJWTSVID")) +
                   frame(0, 0, 1, bytes([0, 0, 0, 0, 100]) + bytes(50)))
         t0 = time.monotonic()
-        frames = read_frames(s, timeout=T(14))
+        frames = read_frames(s, timeout=T(14), until=lambda fs: any(f[0] == 3 and f[2] == 1 for f in fs))
         resets = [f for f in frames if f[0] == 3 and f[2] == 1]
         assert resets and int.from_bytes(resets[0][3], "big") == 8, frames
         assert time.monotonic() - t0 >= 5

@@ -12,7 +12,11 @@ import uuid
 import pytest
 
 from pinion_testlib import (BUILDDIR, PINIOND, SRCDIR, T, build_directory, build_variable, clean_env, require_binary,
-                           run_piniond)
+                           run_piniond, sanitized_build)
+
+# What make install and configure do is the same for the sanitized build: checked once, in the
+# normal build's suite.
+pytestmark = pytest.mark.skipif(sanitized_build(), reason="the install rules: checked in the normal build's suite")
 
 
 def _expected():

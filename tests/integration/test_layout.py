@@ -8,6 +8,7 @@
   libraries with nm, so it is what the linker sees);
 - a module's model files never call its API files (views subscribe to models), and the module
   contract (agent/module.c) knows no manager;
+- every integration test file is one `make check-integration` runs;
 - no function in a handler file (agent/manager-api.c, modules/*/*-api*.c) is longer than 80
   lines."""
 
@@ -296,3 +297,14 @@ def test_function_scanner_sees_functions():
     found = {name: (n, exported) for name, _, n, exported in _functions(os.path.join(AGENT, "manager.c"))}
     assert found["manager_new"][1] and found["manager_new"][0] > 20
     assert any(not exported for _, exported in found.values())
+
+
+def test_every_integration_test_file_is_run_by_make_check():
+    """A test file nobody lists in INTEGRATION_TESTS (Makefile.am or a module's local.mk) is never
+    run by `make check-integration`, so never by CI."""
+    with open(os.path.join(BUILDDIR, "Makefile")) as f:
+        makefile = f.read()
+    listed = set(re.findall(r"tests/integration/(test_\w+\.py)", makefile))
+    files = {n for n in os.listdir(os.path.join(SRCDIR, "tests", "integration"))
+             if re.fullmatch(r"test_\w+\.py", n)}
+    assert not files - listed, "integration tests that make check does not run: %s" % sorted(files - listed)

@@ -145,8 +145,22 @@ def grpc_headers(path, extra=()):
     return b"".join(hpack_literal(n, v) for n, v in fields + list(extra))
 
 
-def read_frames(sock, timeout=5):
-    """Frames the server sends until it closes or goes quiet: [(type, flags, stream, payload)]."""
+def parse_frames(data):
+    """The whole HTTP/2 frames at the start of data: [(type, flags, stream, payload)]."""
+    frames, i = [], 0
+    while i + 9 <= len(data):
+        n = int.from_bytes(data[i:i + 3], "big")
+        if i + 9 + n > len(data):
+            break
+        frames.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF,
+                       data[i + 9:i + 9 + n]))
+        i += 9 + n
+    return frames
+
+
+def read_frames(sock, timeout=5, until=None):
+    """Frames the server sends until it closes, goes quiet for timeout, or (with until) the
+    frames so far satisfy until(frames): [(type, flags, stream, payload)]."""
     sock.settimeout(timeout)
     data = b""
     try:
@@ -155,15 +169,11 @@ def read_frames(sock, timeout=5):
             if not chunk:
                 break
             data += chunk
+            if until and until(parse_frames(data)):
+                break
     except (socket.timeout, ConnectionResetError):
         pass
-    frames, i = [], 0
-    while i + 9 <= len(data):
-        n = int.from_bytes(data[i:i + 3], "big")
-        frames.append((data[i + 3], data[i + 4], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF,
-                       data[i + 9:i + 9 + n]))
-        i += 9 + n
-    return frames
+    return parse_frames(data)
 
 
 def raw_exchange(socket_path, payload, timeout=3):
