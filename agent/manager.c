@@ -231,6 +231,8 @@ int manager_new(const struct manager_options *opts, struct manager **ret, char *
                 r = pod_store_new(&m->pods);
         if (r >= 0)
                 r = pod_gates_new(&m->pod_gates);
+        if (r >= 0)
+                r = pod_events_new(&m->pod_events);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the core: %m");
 
@@ -260,6 +262,7 @@ struct manager *manager_free(struct manager *m) {
         podsdir_free(m->podsdir);
         http_client_free(m->http);
         pod_gates_free(m->pod_gates);
+        pod_events_free(m->pod_events);
         pod_store_free(m->pods);
         metrics_free(m->metrics);
         sd_event_source_unref(m->stop_timer);

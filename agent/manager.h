@@ -20,6 +20,7 @@
 #include "macro.h"
 #include "metrics.h"
 #include "module.h"
+#include "pod-events.h"
 #include "pod-gates.h"
 #include "pod-store.h"
 #include "pod-watch.h"
@@ -52,6 +53,7 @@ struct manager {
         struct metrics *metrics;
         struct pod_store *pods;
         struct pod_gates *pod_gates; /* readiness for registration beyond the Ready condition */
+        struct pod_events *pod_events; /* what modules did for a pod, for Kubernetes Events */
         struct podsdir *podsdir;
         struct pod_watch_hub *pod_watch; /* /v1/pods?watch=1 streams */
         struct api *api;

@@ -12,6 +12,7 @@ struct gate {
         char *name;
         pod_gate_fn fn;
         void *userdata;
+        unsigned scope; /* POD_GATE_* */
 };
 
 struct pod_gates {
@@ -51,10 +52,14 @@ static struct gate *gate_find(const struct pod_gates *g, const char *name) {
 }
 
 int pod_gates_add(struct pod_gates *g, const char *name, pod_gate_fn fn, void *userdata) {
+        return pod_gates_add_scoped(g, name, fn, userdata, POD_GATE_ALL);
+}
+
+int pod_gates_add_scoped(struct pod_gates *g, const char *name, pod_gate_fn fn, void *userdata, unsigned scope) {
         struct gate *grown;
         char *copy;
 
-        if (!g || !name || !fn)
+        if (!g || !name || !fn || (scope & POD_GATE_ALL) == 0)
                 return -EINVAL;
         if (gate_find(g, name))
                 return -EEXIST;
@@ -67,7 +72,7 @@ int pod_gates_add(struct pod_gates *g, const char *name, pod_gate_fn fn, void *u
                 return -ENOMEM;
         }
         g->gates = grown;
-        g->gates[g->n_gates++] = (struct gate) { .name = copy, .fn = fn, .userdata = userdata };
+        g->gates[g->n_gates++] = (struct gate) { .name = copy, .fn = fn, .userdata = userdata, .scope = scope };
         pod_gates_changed(g, NULL);
         return 0;
 }
@@ -109,27 +114,70 @@ void pod_gates_changed(struct pod_gates *g, const char *uid) {
         observer_list_end(&g->listeners);
 }
 
+/* One gate's answer as "NAME: reason". */
+static int gate_reason(const struct gate *gate, int r, const char *reason, char **ret) {
+        if (r < 0)
+                return asprintf(ret, "%s: %s", gate->name, strerror(-r)) < 0 ? -ENOMEM : 0;
+        return asprintf(ret, "%s: %s", gate->name, reason ?: "not ready") < 0 ? -ENOMEM : 0;
+}
+
 int pod_gates_check(const struct pod_gates *g, const struct pod *p, char **ret_reason) {
         if (!g || !p)
                 return -EINVAL;
         for (size_t i = 0; i < g->n_gates; i++) {
                 _cleanup_free_ char *reason = NULL;
-                int r = g->gates[i].fn(p, g->gates[i].userdata, &reason);
+                int r;
+
+                if (!(g->gates[i].scope & POD_GATE_REGISTRATION))
+                        continue;
+                r = g->gates[i].fn(p, g->gates[i].userdata, &reason);
                 if (r > 0)
                         continue;
-                if (ret_reason) {
-                        char *s = NULL;
-                        if (r < 0)
-                                r = asprintf(&s, "%s: %s", g->gates[i].name, strerror(-r));
-                        else
-                                r = asprintf(&s, "%s: %s", g->gates[i].name, reason ?: "not ready");
-                        if (r < 0)
-                                return -ENOMEM;
-                        *ret_reason = s;
-                }
+                if (ret_reason && gate_reason(&g->gates[i], r, reason, ret_reason) < 0)
+                        return -ENOMEM;
                 return 0;
         }
         return 1;
+}
+
+int pod_gates_check_scope(const struct pod_gates *g, const struct pod *p, unsigned scope, char **ret_first,
+                          char **ret_reasons) {
+        _cleanup_free_ char *first = NULL, *all = NULL;
+
+        if (!g || !p)
+                return -EINVAL;
+        for (size_t i = 0; i < g->n_gates; i++) {
+                _cleanup_free_ char *reason = NULL, *one = NULL;
+                int r;
+
+                if (!(g->gates[i].scope & scope))
+                        continue;
+                r = g->gates[i].fn(p, g->gates[i].userdata, &reason);
+                if (r > 0)
+                        continue;
+                if (!first && !(first = strdup(g->gates[i].name)))
+                        return -ENOMEM;
+                if (!ret_reasons)
+                        break;
+                if (gate_reason(&g->gates[i], r, reason, &one) < 0)
+                        return -ENOMEM;
+                if (!all)
+                        all = TAKE_PTR(one);
+                else {
+                        char *joined;
+                        if (asprintf(&joined, "%s; %s", all, one) < 0)
+                                return -ENOMEM;
+                        free(all);
+                        all = joined;
+                }
+        }
+        if (!first)
+                return 1;
+        if (ret_first)
+                *ret_first = TAKE_PTR(first);
+        if (ret_reasons)
+                *ret_reasons = TAKE_PTR(all);
+        return 0;
 }
 
 size_t pod_gates_count(const struct pod_gates *g) {

@@ -27,9 +27,21 @@ int pod_gates_new(struct pod_gates **ret);
 struct pod_gates *pod_gates_free(struct pod_gates *g);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pod_gates *, pod_gates_free);
 
-/* Adds or removes a named gate ("configs", "identity"); listeners are told (uid NULL).
- * -EEXIST if the name is taken. Removing an unknown name is a no-op. */
+/* What a gate holds back. Registration follows the pod's Ready, which the kubelet sets only once
+ * the pod's sandbox (and so its network) exists; the pinion.io/ready condition is decided before
+ * that, so a gate such as the network attachment holds back only the condition. */
+enum {
+        POD_GATE_REGISTRATION = 1u << 0, /* zkreg waits on it, beside the pod's Ready */
+        POD_GATE_CONDITION = 1u << 1,    /* the pinion.io/ready condition waits on it */
+        POD_GATE_ALL = POD_GATE_REGISTRATION | POD_GATE_CONDITION,
+};
+
+/* Adds or removes a named gate ("configs", "identity", "network"); listeners are told (uid
+ * NULL). pod_gates_add() is pod_gates_add_scoped(..., POD_GATE_ALL). -EEXIST if the name is
+ * taken, -EINVAL for an empty scope. Removing an unknown name is a no-op. */
 int pod_gates_add(struct pod_gates *g, const char *name, pod_gate_fn fn, void *userdata);
+int pod_gates_add_scoped(struct pod_gates *g, const char *name, pod_gate_fn fn, void *userdata,
+                         unsigned scope);
 void pod_gates_remove(struct pod_gates *g, const char *name);
 
 /* -EEXIST if the same fn/userdata pair is already registered. A listener may add or remove
@@ -41,9 +53,15 @@ void pod_gates_remove_listener(struct pod_gates *g, pod_gates_listener_fn fn, vo
  * changed; every listener is called synchronously. */
 void pod_gates_changed(struct pod_gates *g, const char *uid);
 
-/* Asks every gate in the order they were added. 1: all open. 0: one is closed and *ret_reason
- * (if ret_reason is not NULL) is "NAME: reason" for the first closed one. A gate that fails
- * (negative errno) counts as closed and its error is returned as the reason. */
+/* Asks every registration gate in the order they were added. 1: all open. 0: one is closed and
+ * *ret_reason (if ret_reason is not NULL) is "NAME: reason" for the first closed one. A gate
+ * that fails (negative errno) counts as closed and its error is returned as the reason. */
 int pod_gates_check(const struct pod_gates *g, const struct pod *p, char **ret_reason);
+
+/* Asks every gate in scope, in the order they were added. 1: all open. 0: at least one is
+ * closed; *ret_first (optional) is the first closed gate's name, *ret_reasons (optional) every
+ * closed gate's "NAME: reason", joined by "; ". Both are the caller's to free. */
+int pod_gates_check_scope(const struct pod_gates *g, const struct pod *p, unsigned scope, char **ret_first,
+                          char **ret_reasons);
 
 size_t pod_gates_count(const struct pod_gates *g);

@@ -322,6 +322,36 @@ static int parse_containers(struct pod *p, const cJSON *spec, char **error) {
         return 0;
 }
 
+/* spec.readinessGates[].conditionType: every entry must name a condition. */
+static int parse_readiness_gates(struct pod *p, const cJSON *spec, char **error) {
+        const cJSON *gates, *g;
+        size_t n = 0;
+        int r;
+
+        r = get_array(spec, "spec", "readinessGates", &gates, error);
+        if (r < 0)
+                return r;
+        p->readiness_gates = calloc(r == 0 ? 1 : (size_t) cJSON_GetArraySize(gates) + 1, sizeof(char *));
+        if (!p->readiness_gates)
+                return -ENOMEM;
+        if (r == 0)
+                return 0;
+        cJSON_ArrayForEach(g, gates) {
+                char path[48];
+
+                (void) snprintf(path, sizeof(path), "spec.readinessGates[%zu]", n);
+                if (!cJSON_IsObject(g))
+                        return parse_error(error, "%s: not an object", path);
+                r = get_string(g, path, "conditionType", &p->readiness_gates[n], error);
+                if (r < 0)
+                        return r;
+                if (r == 0 || isempty(p->readiness_gates[n]))
+                        return parse_error(error, "%s.conditionType: missing", path);
+                n++;
+        }
+        return 0;
+}
+
 static int parse_spec(struct pod *p, const cJSON *obj, char **error) {
         const cJSON *spec;
         int r;
@@ -351,6 +381,9 @@ static int parse_spec(struct pod *p, const cJSON *obj, char **error) {
                 return -ENOMEM;
 
         r = get_bool(spec, "spec", "hostNetwork", &p->host_network, error);
+        if (r < 0)
+                return r;
+        r = parse_readiness_gates(p, spec, error);
         if (r < 0)
                 return r;
 
@@ -513,6 +546,11 @@ static int parse_conditions(struct pod *p, const cJSON *status, char **error) {
                         return parse_error(error, "%s.status: missing", path);
                 /* "False" and "Unknown" both mean: not (yet) true. */
                 cond->status = streq(value, "True");
+                r = get_string(c, path, "reason", &cond->reason, error);
+                if (r >= 0)
+                        r = get_string(c, path, "message", &cond->message, error);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }

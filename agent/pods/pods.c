@@ -33,8 +33,12 @@ static struct pod *pod_free(struct pod *p) {
         free(p->resource_version);
         strv_free(p->ips);
         strv_free(p->container_ids);
-        for (size_t i = 0; i < p->n_conditions; i++)
+        strv_free(p->readiness_gates);
+        for (size_t i = 0; i < p->n_conditions; i++) {
                 free(p->conditions[i].type);
+                free(p->conditions[i].reason);
+                free(p->conditions[i].message);
+        }
         free(p->conditions);
         kv_array_free(p->annotations, p->n_annotations);
         kv_array_free(p->labels, p->n_labels);
@@ -103,6 +107,8 @@ int pod_copy_with_ips(const struct pod *p, char *const *ips, struct pod **ret) {
                 r = (c->ips = calloc(1, sizeof(char *))) ? 0 : -ENOMEM;
         if (r >= 0)
                 r = strv_copy(p->container_ids, &c->container_ids);
+        if (r >= 0)
+                r = strv_copy(p->readiness_gates, &c->readiness_gates);
         if (r >= 0 && p->n_conditions > 0) {
                 c->conditions = calloc(p->n_conditions, sizeof(struct pod_condition));
                 r = c->conditions ? 0 : -ENOMEM;
@@ -110,6 +116,10 @@ int pod_copy_with_ips(const struct pod *p, char *const *ips, struct pod **ret) {
                         c->n_conditions++;
                         c->conditions[i].status = p->conditions[i].status;
                         r = dup_opt(p->conditions[i].type, &c->conditions[i].type);
+                        if (r >= 0)
+                                r = dup_opt(p->conditions[i].reason, &c->conditions[i].reason);
+                        if (r >= 0)
+                                r = dup_opt(p->conditions[i].message, &c->conditions[i].message);
                 }
         }
         if (r >= 0 && p->n_annotations > 0) {
@@ -153,6 +163,19 @@ const char *pod_annotation(const struct pod *p, const char *key) {
                 return NULL;
         hit = bsearch(&k, p->annotations, p->n_annotations, sizeof(struct pod_kv), pod_kv_compare);
         return hit ? hit->value : NULL;
+}
+
+const struct pod_condition *pod_condition_find(const struct pod *p, const char *type) {
+        if (!p || !type)
+                return NULL;
+        for (size_t i = 0; i < p->n_conditions; i++)
+                if (streq(p->conditions[i].type, type))
+                        return &p->conditions[i];
+        return NULL;
+}
+
+bool pod_has_readiness_gate(const struct pod *p, const char *type) {
+        return p && type && strv_contains(p->readiness_gates, type);
 }
 
 bool pod_condition(const struct pod *p, const char *type) {
@@ -207,7 +230,9 @@ static bool conditions_equal(const struct pod *a, const struct pod *b) {
                 return false;
         for (size_t i = 0; i < a->n_conditions; i++)
                 if (!streq(a->conditions[i].type, b->conditions[i].type) ||
-                    a->conditions[i].status != b->conditions[i].status)
+                    a->conditions[i].status != b->conditions[i].status ||
+                    !streq_ptr(a->conditions[i].reason, b->conditions[i].reason) ||
+                    !streq_ptr(a->conditions[i].message, b->conditions[i].message))
                         return false;
         return true;
 }
@@ -233,6 +258,7 @@ bool pod_equal(const struct pod *a, const struct pod *b) {
                streq_ptr(a->service_account, b->service_account) && streq_ptr(a->phase, b->phase) &&
                a->host_network == b->host_network && strv_equal(a->ips, b->ips) && conditions_equal(a, b) &&
                strv_equal(a->container_ids, b->container_ids) &&
+               strv_equal(a->readiness_gates, b->readiness_gates) &&
                kv_equal(a->annotations, a->n_annotations, b->annotations, b->n_annotations) &&
                kv_equal(a->labels, a->n_labels, b->labels, b->n_labels) && ports_equal(a, b) &&
                streq_ptr(a->source, b->source);

@@ -23,8 +23,10 @@ struct pod_port {
 };
 
 struct pod_condition {
-        char *type;   /* "Ready", "ContainersReady", ... */
-        bool status;  /* "True" → true */
+        char *type;    /* "Ready", "ContainersReady", "pinion.io/ready", ... */
+        bool status;   /* "True" → true */
+        char *reason;  /* may be NULL */
+        char *message; /* may be NULL */
 };
 
 struct pod_kv {
@@ -46,6 +48,9 @@ struct pod {
         char *phase;           /* status.phase, "Pending" if absent */
         char *resource_version;
         bool host_network;
+        /* spec.readinessGates[].conditionType, NULL-terminated, may be empty: the conditions a
+         * node component must set True before the kubelet calls the pod Ready. */
+        char **readiness_gates;
 
         char **ips; /* status.podIPs[].ip (or status.podIP), NULL-terminated, may be empty */
         /* The IDs of the pod's containers the status lists (status.containerStatuses[],
@@ -91,6 +96,8 @@ int pod_kv_compare(const void *a, const void *b);
 bool pod_equal(const struct pod *a, const struct pod *b);
 const char *pod_annotation(const struct pod *p, const char *key);
 bool pod_condition(const struct pod *p, const char *type); /* false if absent */
+const struct pod_condition *pod_condition_find(const struct pod *p, const char *type); /* NULL if absent */
+bool pod_has_readiness_gate(const struct pod *p, const char *type);
 bool pod_is_ready(const struct pod *p);                    /* the "Ready" condition */
 const char *pod_primary_ip(const struct pod *p);           /* ips[0] or NULL */
 /* Whether a process in container id (NULL: in the pod's own cgroup) may speak for the pod:
