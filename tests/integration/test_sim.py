@@ -231,3 +231,84 @@ def test_node_watch_real_agents_smoke(tmp_path):
     outage = res["outage"]
     assert outage["recovered"], outage
     assert outage["nodes"]["nodes_list"] >= 1 and outage["none"]["nodes_list"] == 0, outage
+
+
+# ---- the agents' status writes (naive-writes, pinion-writes) ----
+# pinion's reflector in both; a pod start per node per minute goes on through the outage.
+WRITES = [*SMALL, "--policy", "naive-writes,pinion-writes"]
+
+
+@pytest.fixture(scope="module")
+def writes_5m(tmp_path_factory):
+    """Both write policies through a 5 minute outage: each agent queues about 14 writes."""
+    return run_sim(*WRITES, "--outage", "5m", tmp_path=tmp_path_factory.mktemp("sim-writes"))
+
+
+def test_writes_per_pod_start_in_steady_state(default_outage):
+    rows, _, _ = default_outage
+    for policy in ("naive-writes", "pinion-writes"):
+        row = rows[policy]
+        assert row["starts_steady"] >= 30, row
+        # a condition PATCH and an event POST per start, a False PATCH first for 10% of them
+        assert 2.0 <= row["writes_per_start_steady"] <= 2.2, row
+        # and the rotations' events: 30 pods, one each 40 minutes
+        assert row["writes_per_agent_min_steady"] == pytest.approx(1 * 2.1 + 30 / 40, rel=0.2), row
+    for policy in ("legacy", "client-go", "pinion"):
+        assert rows[policy]["writes_outage"] is None, rows[policy]
+
+
+def test_pinion_writes_no_stampede_at_recovery(writes_5m):
+    rows, samples, _ = writes_5m
+    naive, pinion = rows["naive-writes"], rows["pinion-writes"]
+    # naive: every write retried each second on its own, all of them in the recovery's first second
+    assert naive["writes_outage"] >= 200 * 5 * 100, naive
+    assert pinion["writes_outage"] * 50 <= naive["writes_outage"], rows
+    assert naive["write_peak_cost"] > naive["capacity"], naive
+    assert naive["peak_cost"] >= 4 * pinion["peak_cost"], rows
+    # pinion: the backoff, a pause in [0, the backoff step] and the token bucket spread the drain
+    assert pinion["falls"] == 0 and pinion["peak_cost"] <= pinion["capacity"], pinion
+    assert pinion["write_peak_cost"] * 10 <= naive["write_peak_cost"], rows
+    # every queue drains: at most a capped backoff step (30 s × 2) and the pause (30 s) after the recovery
+    assert pinion["write_backlog_clear"] <= 60 + 30 + 5 and pinion["write_backlogged_end"] == 0, pinion
+    assert pinion["writes_dropped"] == 0 and pinion["conditions_dropped"] == 0, pinion
+    # the series carries the writes: those sent during the outage, none of them costing anything
+    mine = [s for s in samples if s["policy"] == "pinion-writes"]
+    outage = [s for s in mine if 0 <= float(s["t"]) < 300]
+    assert sum(int(s["writes"]) for s in outage) == pinion["writes_outage"]
+    assert all(float(s["offered_cost"]) == 0 for s in outage)
+
+
+def test_conditions_coalesce_and_the_queue_is_bounded(tmp_path):
+    """Every start slow (a False PATCH, then True): naive sends both, pinion's queue keeps one
+    condition per pod; a queue of 24 through a 10 minute outage drops events, never a condition."""
+    rows, _, _ = run_sim(*WRITES, "--outage", "10m", "--slow-share", "1", "--write-queue", "24",
+                         "--time-limit", "10m", tmp_path=tmp_path)
+    naive, pinion = rows["naive-writes"], rows["pinion-writes"]
+    assert 2.9 <= naive["writes_per_start_steady"] <= 3.0, naive
+    # about 10 starts per agent during the outage, each one False decision replaced by its True
+    assert pinion["writes_coalesced"] >= 200 * 10 * 0.7, pinion
+    assert pinion["write_queue_max"] == 24, pinion
+    assert pinion["writes_dropped"] > 0 and pinion["conditions_dropped"] == 0, pinion
+    # naive keeps every write: conditions, start events and rotations, 3.75 a minute per agent
+    assert naive["write_queue_max"] >= 30, naive
+    assert pinion["write_backlogged_end"] == 0, pinion
+
+
+def test_writes_are_deterministic(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        runs.append(run_sim(*WRITES, "--seed", "3", tmp_path=tmp_path / name))
+    assert runs[0] == runs[1]
+
+
+def test_writes_report(default_outage):
+    _, _, out = default_outage
+    assert "| policy | writes per pod start (steady) |" in out, out
+    rows = [line for line in io.StringIO(out) if line.startswith("| naive-writes ") or
+            line.startswith("| pinion-writes ")]
+    # the outage table, the writes table and the fan-out table
+    assert len(rows) == 6, out
+    for key in ("pod-start-rate", "slow-share", "condition-grace", "slow-jobs-time", "event-batch",
+                "rotation-period", "write-queue", "write-cost"):
+        assert "| %s |" % key in out, key

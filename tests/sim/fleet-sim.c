@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* fleet-sim: a discrete-event simulation of a fleet of node agents watching their node's pods on
- * one apiserver through an outage, comparing three retry policies. It links the agent's real
+ * one apiserver through an outage, comparing retry policies (and, beside pinion's, two policies for
+ * the agents' status writes). It links the agent's real
  * backoff and token bucket (agent/lib/backoff.c); nothing else of the agent is modelled in code.
  *
  * No real time and no threads: virtual time in microseconds, one binary heap of events ordered by
@@ -39,6 +40,16 @@
  *              Node watch (pods: one per pod-event-period), event-cost each. A route-relevant
  *              change every second the apiserver is up is heard at once by an established Node
  *              watch, else when the reflector's watch resumes or its list completes.
+ *   writes     (naive-writes and pinion-writes only) every node starts pods at pod-start-rate
+ *              (Poisson), through the outage too. A start's jobs are in place after U[0,
+ *              condition-grace), or for slow-share of them U[condition-grace, slow-jobs-time]: one
+ *              condition PATCH when they are, a False PATCH first at condition-grace for the slow
+ *              ones. Its Normal events (network wired at the start, identity and configs when the
+ *              jobs are in place) within event-batch of the first are one event POST, sent
+ *              event-batch after the first. Each pod's identity rotates every rotation-period on
+ *              average (one event). A write costs write-cost and meets the apiserver as any
+ *              request (refused while down, 429 beyond queue-limit); one the apiserver fell over
+ *              under fails when its answer was due.
  *
  * The policies:
  *   legacy     the pre-fix client: retries legacy-retry after every failure (no growth, no
@@ -57,10 +68,18 @@
  *              410 pause is at least node-relist-spread; with node-fresh-watch it takes a fresh
  *              resourceVersion (a limit=1 list), watches from it at once, and relists in full
  *              after node-relist-after + U[0, node-relist-spread].
+ *   naive-writes   pinion's reflector; every write sent when due and retried every legacy-retry
+ *              on its own: no queue, no coalescing, no jitter, no token bucket.
+ *   pinion-writes  pinion's reflector; one queue per agent of write-queue writes, a pod's newer
+ *              condition replacing its queued one, a full queue dropping its oldest event (or,
+ *              holding none, its oldest condition). The head goes through the agent's token
+ *              bucket; a failure (refused, 429, cut) backs it off with the reflector's backoff
+ *              settings and the whole queue waits; the success that ends a failure streak makes
+ *              the rest wait U[0, the current backoff step] before it drains.
  *
- * The files: sim-model (the constants and their options), sim-policy (the three policies),
+ * The files: sim-model (the constants and their options), sim-policy (the policies),
  * sim-event (the event queue), sim-random (the model's generator), sim-run (one run: the agents,
- * the apiserver, the loop), sim-report (the table and the CSV files), sim-cli (the command line);
+ * the apiserver, the loop), sim-writes (the pod starts and the writers), sim-report (the table and the CSV files), sim-cli (the command line);
  * this one runs every policy with every seed and writes the report.
  */
 
@@ -131,7 +150,7 @@ static int run_all(const struct cli *c, FILE *csv, FILE *summary) {
 
         policies_init(m, policies);
         print_model(c->values, m);
-        print_policies(policies);
+        print_policies(m, policies);
 
         for (int p = 0; p < _POLICY_MAX; p++) {
                 if (!c->policies[p])
@@ -149,6 +168,7 @@ static int run_all(const struct cli *c, FILE *csv, FILE *summary) {
         }
         if (r >= 0) {
                 print_table(m, results, spreads, n, legacy);
+                print_writes_table(m, results, spreads, n);
                 print_fanout_table(m, results, n);
         }
         for (size_t i = 0; i < n; i++)

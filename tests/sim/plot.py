@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """Plots fleet-sim's CSV time series: offered cost, requests and synced agents per second for
-each policy, with the apiserver's capacity and its outages.
+each policy, with the apiserver's capacity and its outages; for the policies that write
+(naive-writes, pinion-writes) their write requests per second too, dashed.
 
 Usage: plot.py FLEET.CSV OUT.PNG [--xmax SECONDS]
 Needs Debian's python3-matplotlib (run it with /usr/bin/python3)."""
@@ -17,7 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"legacy": "#d62728", "client-go": "#1f77b4", "pinion": "#2ca02c"}
+COLORS = {"legacy": "#d62728", "client-go": "#1f77b4", "pinion": "#2ca02c",
+          "naive-writes": "#ff7f0e", "pinion-writes": "#9467bd"}
 # client-go and pinion share their backoff: a wider line underneath keeps both visible where they
 # coincide (during the outage, in steady state).
 WIDTHS = {"client-go": 2.8}
@@ -28,12 +30,14 @@ def read(path):
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             s = series.setdefault(row["policy"], {k: [] for k in
-                                                  ("t", "offered", "requests", "synced", "up")})
+                                                  ("t", "offered", "requests", "synced", "up",
+                                                   "writes")})
             s["t"].append(float(row["t"]))
             s["offered"].append(float(row["offered_cost"]))
             s["requests"].append(int(row["requests"]))
             s["synced"].append(int(row["synced"]))
             s["up"].append(row["server_up"] == "1")
+            s["writes"].append(int(row.get("writes") or 0))
             capacity = float(row["capacity"])
     if not series:
         sys.exit("plot.py: %s has no rows" % path)
@@ -90,6 +94,9 @@ def main():
         lw = WIDTHS.get(name, 1.3)
         ax_cost.plot(s["t"], nonzero(s["offered"]), color=color, lw=lw, label=name, drawstyle="steps-post")
         ax_req.plot(s["t"], nonzero(s["requests"]), color=color, lw=lw, drawstyle="steps-post")
+        if name.endswith("-writes"):
+            ax_req.plot(s["t"], nonzero(s["writes"]), color=color, lw=1.0, ls="--", drawstyle="steps-post",
+                        label="%s: writes" % name)
         ax_sync.plot(s["t"], s["synced"], color=color, lw=lw, drawstyle="steps-post")
 
     ax_cost.axhline(capacity, color="black", ls="--", lw=1.2, label="capacity (%g/s)" % capacity)
@@ -100,6 +107,8 @@ def main():
 
     ax_req.set_yscale("log")
     ax_req.set_ylabel("requests sent per second")
+    if any(name.endswith("-writes") for name in series):
+        ax_req.legend(loc="center right", fontsize=8, frameon=False)
 
     ax_sync.set_ylabel("agents synced")
     ax_sync.set_ylim(0, agents * 1.05)

@@ -20,7 +20,9 @@ enum {
 static void help(void) {
         printf("fleet-sim [OPTIONS]: a discrete-event simulation of agents watching an apiserver\n"
                "through an outage (see the comment at the top of tests/sim/fleet-sim.c).\n\n"
-               "  --policy LIST       comma-separated: legacy,client-go,pinion (default: all)\n"
+               "  --policy LIST       comma-separated: legacy,client-go,pinion,naive-writes,pinion-writes\n"
+               "                      (default: all; the last two are pinion's reflector with the\n"
+               "                      agents' status writes, naive or pinion's queue)\n"
                "  --csv FILE          offered cost per second per policy\n"
                "  --summary-csv FILE  one row of results per policy and run\n\n"
                "Model (durations take us/ms/s/m/h):\n");

@@ -18,6 +18,13 @@ enum event_type {
         EVENT_REPLY,     /* an agent's request is answered */
         EVENT_WATCH_END, /* an agent's watch reaches its timeoutSeconds */
         EVENT_RELIST,    /* a Node reflector's deferred full relist is due (node-fresh-watch) */
+        /* the writers' (sim-writes.c) */
+        EVENT_POD_START,   /* a pod starts on the agent's node */
+        EVENT_ROTATION,    /* one of the node's pods has its identity rotated */
+        EVENT_CONDITION,   /* a pod's condition decision (arg: the pod) */
+        EVENT_EVENTS_DUE,  /* a batch of a pod's Normal events closes: one event POST */
+        EVENT_WRITE_SEND,  /* a write leaves (after its backoff and token bucket) */
+        EVENT_WRITE_REPLY, /* a write is answered (arg: the apiserver's epoch when it was accepted) */
 };
 
 enum outcome {
@@ -33,7 +40,8 @@ struct event {
         usec_t time;
         uint64_t seq;
         uint32_t agent; /* the reflector; UINT32_MAX: the apiserver's or the clock's */
-        uint32_t gen;
+        uint32_t gen;   /* the reflector's; a naive write's flags */
+        uint32_t arg;   /* the writers': a pod, an epoch */
         uint8_t type;
         uint8_t outcome;
 };

@@ -118,7 +118,7 @@ const struct option_def option_defs[] = {
         { "seed", parse_u64, FIELD(seed), "1", "seed of every generator (agent i uses seed, i)" },
         { "runs", parse_unsigned, FIELD(runs), "10",
           "runs per policy, with seeds seed, seed+1, ...: the table shows the first and the worst" },
-        { "legacy-retry", parse_duration_option, FIELD(legacy_retry), "1s", "legacy: fixed wait after a failure" },
+        { "legacy-retry", parse_duration_option, FIELD(legacy_retry), "1s", "legacy (and naive writes): fixed wait after a failure" },
         { "backoff-initial", parse_duration_option, FIELD(backoff_initial), "800ms", "pinion: [apiserver] backoff-initial" },
         { "backoff-max", parse_duration_option, FIELD(backoff_max), "30s", "pinion: [apiserver] backoff-max" },
         { "backoff-factor", parse_double, FIELD(backoff_factor), "2",
@@ -150,6 +150,21 @@ const struct option_def option_defs[] = {
         { "pod-object-bytes", parse_unsigned, FIELD(pod_object_bytes), "4000", "bytes of one pod in JSON" },
         { "event-cost", parse_double, FIELD(event_cost), "0",
           "cost of sending one watch event to one watcher (0: not counted, as the pod-watch model did)" },
+        { "pod-start-rate", parse_double, FIELD(pod_start_rate), "1",
+          "writes: pod starts per node per minute (Poisson; they go on through an outage)" },
+        { "slow-share", parse_double, FIELD(slow_share), "0.1",
+          "writes: share of pod starts with a job still pending after condition-grace (a False PATCH, then True)" },
+        { "condition-grace", parse_duration_option, FIELD(condition_grace), "2s",
+          "writes: the other starts' jobs are in place at a time uniform in [0, this) after the start (one True PATCH)" },
+        { "slow-jobs-time", parse_duration_option, FIELD(slow_jobs_time), "5s",
+          "writes: the slow share's jobs are in place at a time uniform in [condition-grace, this] after the start" },
+        { "event-batch", parse_duration_option, FIELD(event_batch), "5s",
+          "writes: a pod's Normal events arriving within this of the first are merged into one event POST, sent this long after the first" },
+        { "rotation-period", parse_duration_option, FIELD(rotation_period), "40m",
+          "writes: each pod's identity rotates on average this often, an event each (0: none)" },
+        { "write-queue", parse_unsigned, FIELD(write_queue), "256",
+          "pinion writes: bound of an agent's write queue (full: its oldest event is dropped)" },
+        { "write-cost", parse_double, FIELD(write_cost), "1", "apiserver cost of one write (a status PATCH or an event POST)" },
 };
 
 _Static_assert(ELEMENTSOF(option_defs) == N_OPTIONS, "N_OPTIONS counts the rows of option_defs");
@@ -177,5 +192,9 @@ const char *model_check(const struct model *m) {
                 return "--node-watch and --node-fresh-watch are 0 or 1";
         if (m->page_limit == 0 || m->node_status_period == 0 || m->pod_event_period == 0)
                 return "--page-limit, --node-status-period and --pod-event-period must be positive";
+        if (m->slow_share > 1 || m->write_queue == 0)
+                return "--slow-share is a share in [0, 1] and --write-queue at least 1";
+        if (m->slow_jobs_time < m->condition_grace)
+                return "--slow-jobs-time must be at least --condition-grace";
         return NULL;
 }

@@ -69,6 +69,15 @@ struct model {
         usec_t pod_event_period;
         unsigned pod_object_bytes;
         double event_cost;
+        /* the writes of the naive-writes and pinion-writes policies: pod conditions and events */
+        double pod_start_rate;    /* pod starts per node per minute */
+        double slow_share;        /* of starts whose jobs outlast condition_grace */
+        usec_t condition_grace;
+        usec_t slow_jobs_time;
+        usec_t event_batch;
+        usec_t rotation_period;   /* 0: no rotations */
+        unsigned write_queue;
+        double write_cost;
 };
 
 typedef int (*option_parser)(const char *s, void *ret);
@@ -83,7 +92,7 @@ struct option_def {
 
 /* The rows of option_defs (sim-model.c checks the count when it compiles): a constant, so that
  * arrays of one value per option need no allocation. */
-#define N_OPTIONS 44
+#define N_OPTIONS 52
 
 /* One row per constant of struct model, in the order --help and the report list them. */
 extern const struct option_def option_defs[];

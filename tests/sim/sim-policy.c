@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The three retry policies, built from the model's constants. */
+/* The retry policies (and the write policies beside pinion's reflector), built from the model's constants. */
 
 #include <errno.h>
 
@@ -42,6 +42,12 @@ void policies_init(const struct model *m, struct policy ret[static _POLICY_MAX])
                 .honour_retry_after = true,
                 .list_objects = m->pods_per_node,
         };
+        ret[POLICY_NAIVE_WRITES] = ret[POLICY_PINION];
+        ret[POLICY_NAIVE_WRITES].name = "naive-writes";
+        ret[POLICY_NAIVE_WRITES].writes = WRITES_NAIVE;
+        ret[POLICY_PINION_WRITES] = ret[POLICY_PINION];
+        ret[POLICY_PINION_WRITES].name = "pinion-writes";
+        ret[POLICY_PINION_WRITES].writes = WRITES_PINION;
 }
 
 int policy_from_name(const char *name) {
@@ -49,6 +55,8 @@ int policy_from_name(const char *name) {
                 [POLICY_LEGACY] = "legacy",
                 [POLICY_CLIENT_GO] = "client-go",
                 [POLICY_PINION] = "pinion",
+                [POLICY_NAIVE_WRITES] = "naive-writes",
+                [POLICY_PINION_WRITES] = "pinion-writes",
         };
 
         for (int i = 0; i < _POLICY_MAX; i++)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The three retry policies (the comment at the top of fleet-sim.c describes them): what each does
+/* The retry policies (the comment at the top of fleet-sim.c describes them): what each does
  * after a failure, a 410 and the normal end of a watch. */
 
 #include <stdbool.h>
@@ -13,7 +13,17 @@ enum policy_id {
         POLICY_LEGACY,
         POLICY_CLIENT_GO,
         POLICY_PINION,
+        POLICY_NAIVE_WRITES,  /* pinion's reflector, and writes each retried on its own */
+        POLICY_PINION_WRITES, /* pinion's reflector, and the agent's write queue */
         _POLICY_MAX,
+};
+
+enum write_policy {
+        WRITES_NONE,
+        WRITES_NAIVE,  /* every write sent when due and retried every legacy-retry on its own: no
+                        * queue, no coalescing, no jitter, no token bucket */
+        WRITES_PINION, /* one queue per agent: bounded, conditions coalesced, the agent's backoff
+                        * and token bucket, a pause in [0, the backoff step] after a failure streak */
 };
 
 struct policy {
@@ -27,6 +37,7 @@ struct policy {
         bool gone_splay;           /* a 410 relists after U(0, current backoff step) */
         bool honour_retry_after;
         unsigned list_objects;
+        enum write_policy writes;
 };
 
 /* Fills one policy per policy_id from the model's constants. */

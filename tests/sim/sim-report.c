@@ -61,7 +61,7 @@ void print_model(const char *const values[static N_OPTIONS], const struct model 
                m->event_cost > 0 ? ", counted at event-cost each" : ", not counted in the offered cost (event-cost 0)");
 }
 
-void print_policies(const struct policy policies[static _POLICY_MAX]) {
+void print_policies(const struct model *m, const struct policy policies[static _POLICY_MAX]) {
         const struct policy *l = &policies[POLICY_LEGACY], *p = &policies[POLICY_PINION];
 
         printf("Policies:\n");
@@ -81,6 +81,22 @@ void print_policies(const struct policy policies[static _POLICY_MAX]) {
                p->gone_relists_at_once ? "at once"
                : p->gone_splay        ? "after a pause uniform in [0, the current backoff step]"
                                       : "after the next backoff step");
+        printf("The write policies run pinion's reflector beside the agents' status writes. Every node starts "
+               "%.2g pods a minute, through the outage too; a start's jobs are in place within %.0f s, or for "
+               "%.0f%% of them (a job still pending after condition-grace) within %.0f s: one condition PATCH "
+               "(False first for the slow ones) and one event POST for the Normal events within %.0f s; each "
+               "pod's identity rotates every %.0f min on average, one event each. A write costs %.2g.\n",
+               m->pod_start_rate, (double) m->condition_grace / (double) USEC_PER_SEC, 100 * m->slow_share,
+               (double) m->slow_jobs_time / (double) USEC_PER_SEC, (double) m->event_batch / (double) USEC_PER_SEC,
+               (double) m->rotation_period / (double) USEC_PER_MINUTE, m->write_cost);
+        printf("- **naive-writes**: every write sent when due and retried every %.1f s on its own: no queue, no "
+               "coalescing, no jitter, no token bucket.\n",
+               (double) l->backoff.initial / (double) USEC_PER_SEC);
+        printf("- **pinion-writes**: one queue per agent of at most %u writes (a pod's newer condition replaces "
+               "its queued one; full: the oldest event is dropped), through the agent's token bucket; a failed "
+               "write backs off as the reflector does and the queue waits for it; when a failure streak ends "
+               "the rest of the queue waits a pause uniform in [0, the current backoff step].\n\n",
+               m->write_queue);
 }
 
 void spread_add(struct spread *sp, const struct result *r) {
@@ -89,6 +105,7 @@ void spread_add(struct spread *sp, const struct result *r) {
                 sp->survived++;
         sp->worst_peak = MAX(sp->worst_peak, r->peak_cost);
         sp->worst_max = MAX(sp->worst_max, r->max);
+        sp->worst_clear = MAX(sp->worst_clear, r->writes.backlog_clear);
 }
 
 void print_table(const struct model *m, const struct result *results, const struct spread *spreads,
@@ -122,6 +139,63 @@ void print_table(const struct model *m, const struct result *results, const stru
         }
         printf("\nRequests are counted from the outage start; \"never\": not every agent was synced "
                "when the time limit ran out.\n");
+}
+
+static double ratio(uint64_t x, uint64_t y) {
+        return y > 0 ? (double) x / (double) y : NAN;
+}
+
+static double writes_per_agent_minute(const struct model *m, const struct write_result *w) {
+        usec_t settle = sim_writes_settle(m);
+
+        return m->warmup > settle ? (double) w->writes_before / m->agents /
+                                            ((double) (m->warmup - settle) / (double) USEC_PER_MINUTE)
+                                  : NAN;
+}
+
+void print_writes_table(const struct model *m, const struct result *results, const struct spread *spreads,
+                        size_t n) {
+        bool any = false;
+
+        for (size_t i = 0; i < n; i++)
+                any = any || results[i].writing;
+        if (!any)
+                return;
+        printf("\nStatus writes (pinion's reflector in both rows). Steady state: per pod start, the writes of the "
+               "starts at least %.0f s before the outage (their writes were all due by then); per agent, every "
+               "write (rotations too) from %.0f s after the start to the outage. Peak: the highest 1 s of offered "
+               "cost after the recovery, reads and writes (the writes' own highest second beside it). Backlog "
+               "cleared: from the recovery until no agent holds a write that a failure held up.\n\n",
+               (double) sim_writes_settle(m) / (double) USEC_PER_SEC,
+               (double) sim_writes_settle(m) / (double) USEC_PER_SEC);
+        printf("| policy | writes per pod start (steady) | writes/min per agent (steady) | writes during outage "
+               "| peak offered cost after recovery (writes) | apiserver survived | write backlog cleared "
+               "| writes outage → end | dropped (conditions) | coalesced | longest queue "
+               "| %u seeds: survived, worst peak, worst cleared |\n", m->runs);
+        printf("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n");
+        for (size_t i = 0; i < n; i++) {
+                const struct result *r = &results[i];
+                const struct write_result *w = &r->writes;
+                char clear[32], worst[32], survived[64];
+
+                if (!r->writing)
+                        continue;
+                format_duration(clear, sizeof(clear), w->backlog_clear);
+                format_duration(worst, sizeof(worst), spreads[i].worst_clear);
+                if (r->falls == 0)
+                        snprintf(survived, sizeof(survived), "yes");
+                else
+                        snprintf(survived, sizeof(survived), "no (fell over %u×)", r->falls);
+                printf("| %s | %.2f | %.2f | %" PRIu64 " | %.2f× (%.0f/s; %.0f/s) | %s | %s | %" PRIu64
+                       " | %" PRIu64 " (%" PRIu64 ") | %" PRIu64 " | %u | %u/%u, %.2f×, %s |\n",
+                       r->policy, ratio(w->writes_steady, w->starts_steady), writes_per_agent_minute(m, w),
+                       w->writes_outage, r->peak_cost / m->capacity, r->peak_cost, w->peak_cost, survived, clear,
+                       w->writes_total, w->dropped + w->dropped_conditions, w->dropped_conditions, w->coalesced,
+                       w->queue_max, spreads[i].survived, spreads[i].runs, spreads[i].worst_peak / m->capacity,
+                       worst);
+        }
+        printf("\nWrites count requests (a retry is another); the longest queue is an agent's queued and "
+               "in-flight writes (naive: its writes waiting for a retry).\n");
 }
 
 static void format_share(char *buf, size_t size, double late) {
@@ -165,9 +239,24 @@ void print_fanout_table(const struct model *m, const struct result *results, siz
 void csv_write(FILE *f, const struct model *m, const struct result *r) {
         for (size_t i = 0; i < r->n_samples; i++) {
                 const struct sample *x = &r->samples[i];
-                fprintf(f, "%s,%g,%.3f,%g,%u,%u,%u,%u,%d\n", r->policy, x->t, x->offered, m->capacity,
-                        x->requests, x->rejected, x->failed, x->synced, x->up);
+                fprintf(f, "%s,%g,%.3f,%g,%u,%u,%u,%u,%d,%u,%u\n", r->policy, x->t, x->offered, m->capacity,
+                        x->requests, x->rejected, x->failed, x->synced, x->up, x->writes, x->backlogged);
         }
+}
+
+/* The writes' fields of a summary row, empty for a policy that does not write. */
+static void summary_write_writes(FILE *f, const struct model *m, const struct result *r) {
+        const struct write_result *w = &r->writes;
+
+        if (!r->writing) {
+                fputs(",,,,,,,,,,,\n", f);
+                return;
+        }
+        fprintf(f, "%" PRIu64 ",%.6g,%.6g,%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%u,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%u\n",
+                w->starts_steady, ratio(w->writes_steady, w->starts_steady), writes_per_agent_minute(m, w),
+                w->writes_outage, w->writes_total, w->peak_cost,
+                w->backlog_clear == USEC_INFINITY ? INFINITY : (double) w->backlog_clear / (double) USEC_PER_SEC,
+                w->backlogged_end, w->dropped, w->dropped_conditions, w->coalesced, w->queue_max);
 }
 
 void summary_write(FILE *f, const struct model *m, uint64_t seed, const struct result *r) {
@@ -194,7 +283,8 @@ void summary_write(FILE *f, const struct model *m, uint64_t seed, const struct r
         /* an empty field: not measured (no Node watch) */
         for (size_t i = 0; i < ELEMENTSOF(v); i++)
                 if (isnan(v[i]))
-                        fputs(i + 1 < ELEMENTSOF(v) ? "," : "\n", f);
+                        fputs(",", f);
                 else
-                        fprintf(f, "%.6g%s", v[i], i + 1 < ELEMENTSOF(v) ? "," : "\n");
+                        fprintf(f, "%.6g,", v[i]);
+        summary_write_writes(f, m, r);
 }

@@ -59,6 +59,8 @@ struct window {
         unsigned requests;
         unsigned rejected;
         unsigned failed;
+        unsigned writes;
+        double write_cost;
         bool down; /* the apiserver was down during some of it */
 };
 
@@ -73,6 +75,7 @@ struct sim {
         /* the apiserver */
         bool up;
         usec_t restarted_at; /* 0: never restarted */
+        uint32_t epoch;      /* fall-overs so far */
         double backlog;      /* cost units queued */
         usec_t backlog_at;
         unsigned overloaded_windows;
@@ -83,6 +86,7 @@ struct sim {
         uint64_t up_ticks; /* bit k: the apiserver was up at the tick k ticks ago (a change was made) */
         struct window window;
         usec_t window_start;
+        struct sim_writes writes;
         struct result *result;
 };
 
@@ -380,37 +384,58 @@ static bool server_resume_too_old(struct sim *s, struct reflector *a, usec_t now
         return false;
 }
 
-static void server_receive(struct sim *s, uint32_t i, usec_t now) {
+/* A request of `cost` arrives: refused or timed out while down, 429 if it would wait too long,
+ * else queued; *ret_at is when its answer arrives. */
+static enum outcome server_offer(struct sim *s, double cost, usec_t now, usec_t *ret_at) {
         const struct model *m = s->m;
-        struct reflector *a = &s->reflectors[i];
 
         if (!s->up) {
-                if (m->down_mode == DOWN_REFUSED)
-                        schedule(s, now + m->rtt, EVENT_REPLY, i, OUTCOME_REFUSED);
-                else
-                        schedule(s, now + m->request_timeout, EVENT_REPLY, i, OUTCOME_TIMEOUT);
-                return;
+                *ret_at = now + (m->down_mode == DOWN_REFUSED ? m->rtt : m->request_timeout);
+                return m->down_mode == DOWN_REFUSED ? OUTCOME_REFUSED : OUTCOME_TIMEOUT;
         }
-
-        double cost = request_cost(s, a);
         s->window.offered += cost;
         fanout_at(s, now)->cost += cost;
         server_drain(s, now);
         if (s->backlog + cost > m->capacity * (double) m->queue_limit / (double) USEC_PER_SEC) {
-                schedule(s, now + m->rtt, EVENT_REPLY, i, OUTCOME_REJECTED);
-                return;
+                *ret_at = now + m->rtt;
+                return OUTCOME_REJECTED;
         }
-
         s->backlog += cost;
-        a->accepted = true;
-        usec_t latency = (usec_t) (s->backlog / m->capacity * (double) USEC_PER_SEC);
-        enum outcome outcome = a->kind == REQUEST_WATCH && server_resume_too_old(s, a, now) ? OUTCOME_GONE
-                                                                                         : OUTCOME_OK;
-        schedule(s, now + m->rtt + latency, EVENT_REPLY, i, outcome);
+        *ret_at = now + m->rtt + (usec_t) (s->backlog / m->capacity * (double) USEC_PER_SEC);
+        return OUTCOME_OK;
+}
+
+static void server_receive(struct sim *s, uint32_t i, usec_t now) {
+        struct reflector *a = &s->reflectors[i];
+        usec_t at;
+        enum outcome outcome = server_offer(s, request_cost(s, a), now, &at);
+
+        if (outcome == OUTCOME_OK) {
+                a->accepted = true;
+                if (a->kind == REQUEST_WATCH && server_resume_too_old(s, a, now))
+                        outcome = OUTCOME_GONE;
+        }
+        schedule(s, at, EVENT_REPLY, i, outcome);
+}
+
+struct token_bucket *sim_run_bucket(struct sim *s, uint32_t agent) {
+        return &s->agents[agent].bucket;
+}
+
+enum outcome sim_run_offer_write(struct sim *s, double cost, usec_t now, usec_t *ret_at) {
+        s->window.writes++;
+        if (s->up)
+                s->window.write_cost += cost;
+        return server_offer(s, cost, now, ret_at);
+}
+
+uint32_t sim_run_server_epoch(const struct sim *s) {
+        return s->epoch;
 }
 
 static void server_fall(struct sim *s, usec_t now, usec_t duration) {
         s->up = false;
+        s->epoch++; /* the writes being served are cut (sim-writes.c sees it at their answer) */
         s->backlog = 0;
         s->overloaded_windows = 0;
         s->window.down = true;
@@ -487,11 +512,15 @@ static int window_close(struct sim *s, usec_t now) {
                 .rejected = w->rejected,
                 .failed = w->failed,
                 .synced = s->n_synced,
+                .writes = w->writes,
+                .backlogged = s->writes.n_backlogged,
                 .up = !w->down,
         };
 
-        if (s->window_start >= s->recovery)
+        if (s->window_start >= s->recovery) {
                 s->result->peak_cost = MAX(s->result->peak_cost, w->offered);
+                s->result->writes.peak_cost = MAX(s->result->writes.peak_cost, w->write_cost);
+        }
         s->window = (struct window) { .down = !s->up };
         s->window_start = now;
         return result_add_sample(s->result, &sample);
@@ -568,7 +597,7 @@ static int on_tick(struct sim *s, usec_t now) {
 }
 
 static bool event_is_stale(const struct sim *s, const struct event *e) {
-        if (e->agent >= s->n_reflectors)
+        if (e->agent >= s->n_reflectors || sim_writes_owns(e->type))
                 return false;
         if (e->type == EVENT_RELIST)
                 return s->reflectors[e->agent].relist_at != e->time;
@@ -596,6 +625,14 @@ static int sim_dispatch(struct sim *s, const struct event *e) {
                 return 0;
         case EVENT_RELIST:
                 on_relist(s, e->agent, e->time);
+                return 0;
+        case EVENT_POD_START:
+        case EVENT_ROTATION:
+        case EVENT_CONDITION:
+        case EVENT_EVENTS_DUE:
+        case EVENT_WRITE_SEND:
+        case EVENT_WRITE_REPLY:
+                sim_writes_dispatch(&s->writes, e);
                 return 0;
         }
         abort();
@@ -670,7 +707,8 @@ static int result_sync_times(struct sim *s) {
 static bool sim_done(const struct sim *s, usec_t now) {
         if (now >= s->recovery + s->m->time_limit)
                 return true;
-        return now >= s->recovery && s->up && s->n_synced == s->m->agents && s->n_gaps == 0;
+        return now >= s->recovery && s->up && s->n_synced == s->m->agents && s->n_gaps == 0 &&
+               sim_writes_settled(&s->writes);
 }
 
 static int sim_loop(struct sim *s) {
@@ -722,19 +760,26 @@ int run_policy(const struct model *m, const struct policy *p, struct result *ret
         };
         int r;
 
-        *ret = (struct result) { .policy = p->name };
+        *ret = (struct result) { .policy = p->name, .writing = p->writes != WRITES_NONE };
         if (!agents || !reflectors)
                 return -ENOMEM;
 
         agents_init(&s);
         schedule(&s, USEC_PER_SEC, EVENT_TICK, UINT32_MAX, OUTCOME_NONE);
         schedule(&s, m->warmup, EVENT_OUTAGE, UINT32_MAX, OUTCOME_NONE);
+        r = sim_writes_init(&s.writes, m, p, &s, &s.heap, &ret->writes);
+        if (r < 0) {
+                free(s.heap.v);
+                return r;
+        }
 
         r = sim_loop(&s);
         if (r >= 0) {
                 result_unheard(&s, ret->end);
+                sim_writes_finish(&s.writes);
                 r = result_sync_times(&s);
         }
+        sim_writes_done(&s.writes);
         free(s.heap.v);
         if (r < 0)
                 result_done(ret);

@@ -11,11 +11,14 @@
 #include "macro.h"
 #include "sim-model.h"
 #include "sim-policy.h"
+#include "sim-writes.h"
 
 struct sample {
         double t; /* window start, seconds since the outage began */
         double offered;
         unsigned requests, rejected, failed, synced;
+        unsigned writes;     /* write requests */
+        unsigned backlogged; /* agents holding a write a failure delayed */
         bool up;
 };
 
@@ -45,9 +48,10 @@ struct route_changes {
 
 struct result {
         const char *policy;
-        uint64_t requests_outage;
+        bool writing;            /* the policy writes (naive-writes, pinion-writes) */
+        uint64_t requests_outage; /* the reflectors' (the writes' are in .writes) */
         uint64_t requests_total; /* from the outage start until the end of the run */
-        double peak_cost;        /* highest 1 s offered cost after the recovery */
+        double peak_cost;        /* highest 1 s offered cost after the recovery (reads and writes) */
         unsigned falls;          /* fall-overs after the recovery */
         unsigned unsynced;       /* agents not synced when the run ended */
         usec_t p50, p99, max;    /* from the recovery until synced; USEC_INFINITY: never */
@@ -55,6 +59,7 @@ struct result {
         struct fanout steady;          /* before the outage */
         struct fanout recovery;        /* from the outage start to the end */
         struct route_changes changes_steady, changes_after; /* before the outage, after the recovery */
+        struct write_result writes; /* the naive-writes and pinion-writes policies */
         struct sample *samples;
         size_t n_samples, allocated_samples;
 };
