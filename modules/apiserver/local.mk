@@ -2,6 +2,7 @@
 # by Makefile.am).
 APISERVER_SOURCES = \
 	modules/apiserver/apiserver.c \
+	modules/apiserver/event-correlator.c modules/apiserver/event-correlator.h \
 	modules/apiserver/node-table.c modules/apiserver/node-table.h \
 	modules/apiserver/pod-sink.c modules/apiserver/pod-sink.h \
 	modules/apiserver/reflector.c modules/apiserver/reflector.h \
@@ -11,3 +12,8 @@ libpinion_apiserver_a_SOURCES = $(APISERVER_SOURCES)
 libpinion_apiserver_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
 MODULE_LIBS += libpinion-apiserver.a
 EXTRA_DIST += modules/apiserver/local.mk
+
+UNIT_TESTS += tests/unit/test-event-correlator
+tests_unit_test_event_correlator_SOURCES = tests/unit/test-event-correlator.c
+tests_unit_test_event_correlator_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/apiserver
+tests_unit_test_event_correlator_LDADD = libpinion-apiserver.a libpinion-pods.a libpinion-lib.a $(UNIT_LIBS)
