@@ -62,12 +62,12 @@ struct event_correlator {
         struct lru lru[_ENTRY_KIND_MAX];
 };
 
-static const char *const event_verdict_table[_EVENT_VERDICT_MAX] = {
+static const char *const event_correlator_verdict_table[_EVENT_VERDICT_MAX] = {
         [EVENT_VERDICT_CREATE] = "create",
         [EVENT_VERDICT_SERIES] = "series",
         [EVENT_VERDICT_DROP] = "drop",
 };
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(event_verdict, enum event_verdict);
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(event_correlator_verdict, enum event_verdict);
 
 /* ---- entries ---- */
 
@@ -245,13 +245,6 @@ struct event_correlator *event_correlator_free(struct event_correlator *c) {
 
 size_t event_correlator_size(const struct event_correlator *c) {
         return c ? c->n_entries : 0;
-}
-
-void event_decision_done(struct event_decision *d) {
-        if (!d)
-                return;
-        d->note = mfree(d->note);
-        d->name = mfree(d->name);
 }
 
 /* ---- keys ---- */

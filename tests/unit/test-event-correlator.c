@@ -457,8 +457,8 @@ static void test_invalid(void **state) {
         assert_null(event_correlator_free(c));
         assert_null(event_correlator_free(NULL));
 
-        assert_string_equal(event_verdict_to_string(EVENT_VERDICT_SERIES), "series");
-        assert_null(event_verdict_to_string(_EVENT_VERDICT_MAX));
+        assert_string_equal(event_correlator_verdict_to_string(EVENT_VERDICT_SERIES), "series");
+        assert_null(event_correlator_verdict_to_string(_EVENT_VERDICT_MAX));
 }
 
 int main(void) {
