@@ -324,6 +324,24 @@ static bool add_ips(cJSON *o, const struct pod *p) {
         return true;
 }
 
+/* "readinessGates": only when the pod has some, so a pod without keeps its old shape. */
+static bool add_readiness_gates(cJSON *o, const struct pod *p) {
+        cJSON *a;
+
+        if (!p->readiness_gates || !p->readiness_gates[0])
+                return true;
+        a = cJSON_AddArrayToObject(o, "readinessGates");
+        if (!a)
+                return false;
+        STRV_FOREACH(g, p->readiness_gates) {
+                cJSON *s = cJSON_CreateString(*g);
+                if (!s)
+                        return false;
+                cJSON_AddItemToArray(a, s);
+        }
+        return true;
+}
+
 cJSON *pod_to_json(const struct pod *p) {
         _cleanup_(cJSON_Deletep) cJSON *o = NULL;
 
@@ -338,6 +356,7 @@ cJSON *pod_to_json(const struct pod *p) {
             !add_string(o, "phase", p->phase) || !cJSON_AddBoolToObject(o, "ready", pod_is_ready(p)) ||
             !add_ips(o, p) || !add_string(o, "serviceAccount", p->service_account) ||
             !cJSON_AddBoolToObject(o, "hostNetwork", p->host_network) || !add_conditions(o, p) ||
+            !add_readiness_gates(o, p) ||
             !add_kv(o, "annotations", p->annotations, p->n_annotations) ||
             !add_kv(o, "labels", p->labels, p->n_labels) || !add_ports(o, p) ||
             !add_string(o, "source", p->source) || !add_string(o, "resourceVersion", p->resource_version))

@@ -13,13 +13,16 @@
 #include <stdlib.h>
 
 #include "config.h"
+#include "event-writer.h"
 #include "kube-endpoint.h"
+#include "kube-writer.h"
 #include "facts.h"
 #include "json.h"
 #include "log.h"
 #include "manager.h"
 #include "module.h"
 #include "node-table.h"
+#include "pod-ready.h"
 #include "pod-sink.h"
 #include "reflector.h"
 
@@ -38,6 +41,13 @@ struct apiserver_settings {
         usec_t watch_timeout_min;
         char *node_selector;
         usec_t node_relist_after;
+        bool pod_condition;
+        usec_t condition_grace;
+        bool events;
+        double event_qps;
+        unsigned event_burst;
+        usec_t event_batch;
+        unsigned event_queue;
 };
 
 struct apiserver_metrics {
@@ -46,6 +56,9 @@ struct apiserver_metrics {
         struct metric_family *cache_nodes;
         struct metric_family *last_sync;
         struct metric_family *nodes_unchanged; /* Node events dropped: nothing a route uses changed */
+        struct metric_family *writes_queued;   /* gauge: the write queue's length */
+        struct pod_ready_metrics ready;
+        struct event_writer_metrics events;
 };
 
 struct apiserver {
@@ -54,6 +67,11 @@ struct apiserver {
         struct token_bucket bucket; /* every request to the apiserver passes it */
         struct pod_sink pods;
         struct reflector *reflector; /* this node's pods */
+        /* What the node writes back: the pinion.io/ready condition and Events, through one queue
+         * (kube-writer.h) and the same token bucket. Both exist while the reflector does. */
+        struct kube_writer *writer;
+        struct pod_ready *ready;
+        struct event_writer *events;
         struct apiserver_metrics metrics;
         struct metrics_registration *metrics_reg; /* the families above and the collector */
 
@@ -101,6 +119,13 @@ static const struct config_key apiserver_keys[] = {
         { "watch-timeout-min", config_parse_duration, FIELD(watch_timeout_min), "5m" },
         { "node-selector", parse_label_selector, FIELD(node_selector), NULL, config_free_string },
         { "node-relist-after", config_parse_duration, FIELD(node_relist_after), "2m" },
+        { "pod-condition", config_parse_bool, FIELD(pod_condition), "yes" },
+        { "condition-grace", config_parse_duration, FIELD(condition_grace), "2s" },
+        { "events", config_parse_bool, FIELD(events), "yes" },
+        { "event-qps", config_parse_double, FIELD(event_qps), "1" },
+        { "event-burst", config_parse_uint, FIELD(event_burst), "100" },
+        { "event-batch", config_parse_duration, FIELD(event_batch), "5s" },
+        { "event-queue", config_parse_uint, FIELD(event_queue), "256" },
         {}
 };
 #undef FIELD
@@ -120,6 +145,11 @@ static int apiserver_parse(struct config *c, struct apiserver_settings **ret, ch
         if (s->backoff_jitter > 10 || s->qps > 1e6) {
                 config_object_free(apiserver_keys, s);
                 return config_section_error(c, "apiserver", ret_error, "needs backoff-jitter <= 10 and qps <= 1000000");
+        }
+        if (s->events && (s->event_qps <= 0 || s->event_burst == 0 || s->event_queue == 0)) {
+                config_object_free(apiserver_keys, s);
+                return config_section_error(c, "apiserver", ret_error,
+                                            "events needs event-qps > 0, event-burst > 0 and event-queue > 0");
         }
         if (s->watch_timeout_min < USEC_PER_SEC) {
                 config_object_free(apiserver_keys, s);
@@ -367,6 +397,72 @@ static void nodes_restart(struct module_instance *mi) {
                 nodes_wanted(mi);
 }
 
+/* ---- what the node writes back: the pods' condition and Events ---- */
+
+static void on_writer_changed(struct kube_writer *w, void *userdata) {
+        nodes_update_state(userdata);
+}
+
+static struct event_writer_settings event_settings_from(const struct apiserver_settings *s) {
+        return (struct event_writer_settings) {
+                .qps = s->event_qps, .burst = s->event_burst, .batch = s->event_batch, .queue_max = s->event_queue,
+        };
+}
+
+static void writes_stop(struct apiserver *a) {
+        a->events = event_writer_free(a->events);
+        a->ready = pod_ready_free(a->ready);
+        a->writer = kube_writer_free(a->writer);
+}
+
+/* Makes the condition and the Events follow the settings (at start and on reload). */
+static int writes_apply(struct module_instance *mi) {
+        struct apiserver *a = mi->data;
+        const struct apiserver_settings *s = a->settings;
+        struct event_writer_settings es = event_settings_from(s);
+        int r;
+
+        if (!s->pod_condition)
+                a->ready = pod_ready_free(a->ready);
+        else if (a->ready)
+                pod_ready_set_timing(a->ready, s->condition_grace, 2 * s->backoff_max);
+        else {
+                r = pod_ready_new(mi->manager, a->writer, s->condition_grace, 2 * s->backoff_max, &a->metrics.ready,
+                                  &a->ready);
+                if (r >= 0)
+                        r = pod_ready_start(a->ready);
+                if (r < 0)
+                        return r;
+        }
+        if (!s->events)
+                a->events = event_writer_free(a->events);
+        else if (a->events)
+                event_writer_set_settings(a->events, &es);
+        else {
+                r = event_writer_new(mi->manager, a->writer, &es, &a->metrics.events, &a->events);
+                if (r >= 0)
+                        r = event_writer_start(a->events);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int writes_start(struct module_instance *mi, struct http_client *http) {
+        struct apiserver *a = mi->data;
+        struct reflector_config rc = reflector_config_from(a->settings);
+        int r;
+
+        if (!a->writer) {
+                r = kube_writer_new(mi->manager->event, http, &a->endpoint, &a->bucket, &rc.backoff,
+                                    a->metrics.reflector.requests, on_writer_changed, mi, &a->writer);
+                if (r < 0)
+                        return r;
+        }
+        kube_writer_set_backoff(a->writer, &rc.backoff);
+        return writes_apply(mi);
+}
+
 /* ---- module ---- */
 
 static struct apiserver *apiserver_free_data(struct apiserver *a) {
@@ -374,6 +470,7 @@ static struct apiserver *apiserver_free_data(struct apiserver *a) {
                 return NULL;
         node_fetch_stop(a);
         nodes_unpublish(a);
+        writes_stop(a);
         a->reflector = reflector_free(a->reflector);
         pod_sink_done(&a->pods);
         metrics_registration_free(a->metrics_reg);
@@ -405,10 +502,16 @@ static void nodes_update_state(struct module_instance *mi) {
         const char *error = reflector_last_error(a->reflector);
         const char *node_error = a->node_reflector ? reflector_last_error(a->node_reflector) : NULL;
 
+        const char *write_error = kube_writer_error(a->writer);
+
+        if (!a->reflector)
+                return;
         if (error)
                 module_set_state(mi, MODULE_DEGRADED, "%s", error);
         else if (node_error)
                 module_set_state(mi, MODULE_DEGRADED, "%s", node_error);
+        else if (write_error)
+                module_set_state(mi, MODULE_DEGRADED, "%s", write_error);
         else if (reflector_synced(a->reflector) && (!a->node_reflector || reflector_synced(a->node_reflector)))
                 module_set_state(mi, MODULE_RUNNING, NULL);
         else
@@ -442,6 +545,8 @@ static void collect_apiserver(struct metrics *metrics, void *userdata) {
                 return;
         (void) metric_set(a->metrics.cache_pods, (double) pod_store_count_source(mi->manager->pods, POD_SOURCE_APISERVER));
         (void) metric_set(a->metrics.last_sync, (double) reflector_last_sync(a->reflector) / USEC_PER_SEC);
+        (void) metric_set(a->metrics.writes_queued, (double) kube_writer_queued(a->writer));
+        pod_ready_collect(a->ready);
         if (a->nodes) {
                 (void) metric_set(a->metrics.cache_nodes, (double) a->nodes->n_nodes);
                 (void) metric_add(a->metrics.nodes_unchanged,
@@ -458,8 +563,11 @@ static int apiserver_register_metrics(struct module_instance *mi) {
         static const char *const verb_code[] = { "resource", "verb", "code", NULL };
         static const char *const type[] = { "resource", "type", NULL };
         static const char *const kind[] = { "resource", "kind", NULL };
+        static const char *const status_result[] = { "status", "result", NULL };
+        static const char *const status[] = { "status", NULL };
+        static const char *const type_result[] = { "type", "result", NULL };
         const struct metric_def families[] = {
-                { METRIC_COUNTER, "pinion_apiserver_requests_total", "Requests to the apiserver by resource (pods, nodes), verb (list, watch) and HTTP code (or error).", verb_code, NULL, 0, &ret->requests },
+                { METRIC_COUNTER, "pinion_apiserver_requests_total", "Requests to the apiserver by resource (pods, nodes, pods/status, events), verb (list, watch, patch, create) and HTTP code (or error).", verb_code, NULL, 0, &ret->requests },
                 { METRIC_COUNTER, "pinion_apiserver_backoff_seconds_total", "Seconds spent backing off after apiserver failures.", resource, NULL, 0, &ret->backoff },
                 { METRIC_COUNTER, "pinion_apiserver_relists_total", "Lists after the first (a watch too old to resume: 410 Gone).", resource, NULL, 0, &ret->relists },
                 { METRIC_COUNTER, "pinion_apiserver_watch_restarts_total", "Watches the server ended normally and the agent resumed without a list.", resource, NULL, 0, &ret->watch_restarts },
@@ -468,6 +576,10 @@ static int apiserver_register_metrics(struct module_instance *mi) {
                 { METRIC_GAUGE, "pinion_apiserver_cache_pods", "Pods of this node known from the apiserver.", NULL, NULL, 0, &m->cache_pods },
                 { METRIC_GAUGE, "pinion_apiserver_cache_nodes", "Nodes known from the apiserver (while a module needs them: routing = nodes).", NULL, NULL, 0, &m->cache_nodes },
                 { METRIC_COUNTER, "pinion_apiserver_node_events_unchanged_total", "Node watch events dropped because nothing routes depend on changed (heartbeats, conditions).", NULL, NULL, 0, &m->nodes_unchanged },
+                { METRIC_GAUGE, "pinion_apiserver_writes_queued", "Writes (pods' condition, Events) waiting for their turn or for the apiserver.", NULL, NULL, 0, &m->writes_queued },
+                { METRIC_COUNTER, "pinion_apiserver_condition_writes_total", "Writes of the pinion.io/ready condition by status written (True, False) and result (ok, conflict, gone, refused).", status_result, NULL, 0, &m->ready.writes },
+                { METRIC_GAUGE, "pinion_apiserver_condition_pods", "Pods with the pinion.io/ready readiness gate by the condition's status as the apiserver shows it (True, False, none).", status, NULL, 0, &m->ready.conditions },
+                { METRIC_COUNTER, "pinion_apiserver_events_total", "Pod events by type (Normal, Warning) and result (created, series, expired, refused, dropped-spam, dropped-rate, dropped-queue).", type_result, NULL, 0, &m->events.events },
                 { METRIC_GAUGE, "pinion_apiserver_last_sync_timestamp_seconds", "When the last list or watch event of this node's pods arrived, seconds since the Unix epoch.", NULL, NULL, 0, &m->last_sync },
         };
         if (a->metrics_reg)
@@ -515,6 +627,9 @@ static int apiserver_start_reflector(struct module_instance *mi) {
         node_publish(a);
         if (!a->nodes && nodes_publish(a) < 0)
                 log_module_warning(MODULE, "Cannot publish the cluster's Nodes, ignoring");
+        r = writes_start(mi, http);
+        if (r < 0)
+                return r;
         r = reflector_start(a->reflector);
         if (r >= 0)
                 nodes_restart(mi); /* a Node watch wanted before (a reload) resumes */
@@ -546,11 +661,18 @@ static int apiserver_reload(struct module_instance *mi, struct config *c, char *
                         reflector_set_config(a->node_reflector, &nrc);
                 if (!same_nodes)
                         nodes_restart(mi);
+                if (a->writer) {
+                        kube_writer_set_backoff(a->writer, &rc.backoff);
+                        r = writes_apply(mi);
+                        if (r < 0)
+                                log_module_error_errno(MODULE, r, "Cannot apply the new condition and event settings: %m");
+                }
                 return 0;
         }
         /* A new apiserver: start over with a list (the store keeps the pods meanwhile, the Node
          * table its Nodes). */
         node_fetch_stop(a);
+        writes_stop(a);
         a->node_reflector = reflector_free(a->node_reflector);
         a->reflector = reflector_free(a->reflector);
         r = apiserver_start_reflector(mi);
@@ -565,6 +687,7 @@ static int apiserver_stop(struct module_instance *mi) {
         struct apiserver *a = mi->data;
         node_fetch_stop(a);
         nodes_unpublish(a);
+        writes_stop(a);
         a->reflector = reflector_free(a->reflector);
         a->metrics_reg = metrics_registration_free(a->metrics_reg);
         return 0;
@@ -578,6 +701,12 @@ static int apiserver_status(struct module_instance *mi, cJSON *obj) {
                 return 0;
         }
         int r = reflector_status(a->reflector, obj);
+        if (r >= 0 && !cJSON_AddNumberToObject(obj, "writesQueued", (double) kube_writer_queued(a->writer)))
+                r = -ENOMEM;
+        if (r >= 0 && a->ready)
+                r = pod_ready_status(a->ready, obj);
+        if (r >= 0 && a->events)
+                r = event_writer_status(a->events, obj);
         if (r < 0 || !a->node_reflector)
                 return r;
         cJSON *nodes = cJSON_AddObjectToObject(obj, "nodeWatch");

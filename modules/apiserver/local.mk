@@ -3,7 +3,10 @@
 APISERVER_SOURCES = \
 	modules/apiserver/apiserver.c \
 	modules/apiserver/event-correlator.c modules/apiserver/event-correlator.h \
+	modules/apiserver/event-writer.c modules/apiserver/event-writer.h \
+	modules/apiserver/kube-writer.c modules/apiserver/kube-writer.h \
 	modules/apiserver/node-table.c modules/apiserver/node-table.h \
+	modules/apiserver/pod-ready.c modules/apiserver/pod-ready.h \
 	modules/apiserver/pod-sink.c modules/apiserver/pod-sink.h \
 	modules/apiserver/reflector.c modules/apiserver/reflector.h \
 	modules/apiserver/watch-stream.c modules/apiserver/watch-stream.h

@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: MIT
+"""What the node tells Kubernetes about a pod, against the test apiserver: the pinion.io/ready
+condition on pods whose readiness gates name it (False naming the missing job, True once every
+job is in place, one write per change, none after a restart, conflicts decided again on the
+newer pod, a refusal making the module degraded), Events posted with client-go's dedup (a
+repeat is a series, a pod's start is one Event), writes held through an outage and coalesced to
+the latest state, and `kubectl describe pod` showing both."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pinion_testlib import SRCDIR, diag, log_lines, wait_until
+from configsync_testlib import config_section, nginx, test_ca, write_bundle  # noqa: F401 (fixtures)
+
+sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
+from kube_apiserver import FakeApiserver, make_pod  # noqa: E402
+
+NODE = "test-node"
+TOKEN = "s3cret-token-S"
+GATE = "pinion.io/ready"
+FILES = {"app.yaml": b"version: 1\n"}
+
+
+@pytest.fixture
+def fake():
+    f = FakeApiserver(tls=True, token=TOKEN).start()
+    yield f
+    f.stop()
+
+
+def gated_pod(name, configs=None, gate=True, **kw):
+    pod = make_pod(name, node=NODE, **kw)
+    if gate:
+        pod["spec"]["readinessGates"] = [{"conditionType": GATE}]
+    if configs:
+        pod["metadata"].setdefault("annotations", {})["pinion.io/configs"] = configs
+    return pod
+
+
+def start_agent(agent_factory, fake, tmp_dir, nginx=None, test_ca=None, dest=None, **keys):
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    section = {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
+               "backoff-initial": "100ms", "backoff-max": "1s", "watch-timeout-min": "30s",
+               "condition-grace": "300ms", "event-batch": "500ms"}
+    section.update(keys)
+    config = {"apiserver": section}
+    if nginx:
+        config["config.app"] = config_section(nginx.url("app/manifest.json"), dest or os.path.join(tmp_dir, "app"),
+                                              test_ca, interval="1s")
+    return agent_factory(config=config)
+
+
+def condition(fake, name, namespace="default"):
+    pod = fake.get_pod(namespace, name)
+    for c in (pod or {}).get("status", {}).get("conditions", []):
+        if c["type"] == GATE:
+            return c
+    return None
+
+
+def wait_condition(fake, name, status, reason=None, timeout=15):
+    def probe():
+        c = condition(fake, name)
+        return c if c and c["status"] == status and (reason is None or c.get("reason") == reason) else None
+    return wait_until(probe, timeout, desc="%s %s=%s%s" % (name, GATE, status, " (%s)" % reason if reason else ""))
+
+
+def status_writes(fake, name, since=None):
+    return [r for r in fake.requests(verb="patch", since=since)
+            if r["path"].startswith("/api/v1/namespaces/default/pods/%s/status" % name)]
+
+
+def pod_events(fake, name):
+    return [e for e in fake.events(namespace="default") if e["regarding"]["name"] == name]
+
+
+def apiserver_details(agent):
+    return [m for m in agent.status()["modules"] if m["name"] == "apiserver"][0]
+
+
+def test_condition_names_the_missing_config_then_turns_true(agent_factory, fake, nginx, test_ca, tmp_dir):
+    fake.add_pod(gated_pod("web", configs="app"))
+    fake.add_pod(gated_pod("plain", gate=False, configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
+
+    c = wait_condition(fake, "web", "False", "ConfigPending")
+    assert "config app is not present yet" in c["message"], c
+    assert c.get("lastTransitionTime"), c
+    write_bundle(nginx.root, "app", FILES, "v1")
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    c = wait_condition(fake, "web", "True", "JobsReady")
+    assert len(status_writes(fake, "web")) == 2, status_writes(fake, "web")
+    # A pod without the gate is never written to.
+    assert status_writes(fake, "plain") == [] and condition(fake, "plain") is None
+    # The agent's view of the pod shows the gate and the condition the apiserver holds.
+    wait_until(lambda: a.get_json("/v1/pods/default/web")["conditions"].get(GATE) is True, 10,
+               desc="the agent's view of the condition")
+    assert a.get_json("/v1/pods/default/web")["readinessGates"] == [GATE]
+    d = apiserver_details(a)["details"]["readyCondition"]
+    assert d["pods"] == 1 and d["true"] == 1 and d["writes"] == 2 and d["lastError"] is None, d
+    m = a.metrics()
+    assert m.value("pinion_apiserver_condition_writes_total", status="True", result="ok") == 1
+    assert m.value("pinion_apiserver_condition_writes_total", status="False", result="ok") == 1
+    assert m.value("pinion_apiserver_requests_total", resource="pods/status", verb="patch", code="200") == 2
+
+
+def test_jobs_in_place_within_the_grace_cost_one_write(agent_factory, fake, nginx, test_ca, tmp_dir):
+    write_bundle(nginx.root, "app", FILES, "v1")
+    fake.add_pod(gated_pod("web", configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca, **{"condition-grace": "5s"})
+    wait_condition(fake, "web", "True")
+    assert [json.loads(w["body"])["status"]["conditions"][0]["status"] for w in status_writes(fake, "web")] == ["True"]
+
+    # A restarted agent finds the condition right and writes nothing.
+    a.stop()
+    since = fake.requests()[-1]
+    a.start()
+    wait_until(lambda: apiserver_details(a)["state"] == "running", 10, desc="the module running again")
+    wait_until(lambda: a.get_json("/v1/pods/default/web")["conditions"].get(GATE) is True, 10, desc="the pod seen")
+    assert status_writes(fake, "web", since=since) == []
+
+
+def test_a_conflict_is_decided_again_on_the_newer_pod(agent_factory, fake, nginx, test_ca, tmp_dir):
+    write_bundle(nginx.root, "app", FILES, "v1")
+    fault = fake.inject("409", count=1, verbs=["patch"])
+    fake.add_pod(gated_pod("web", configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
+    wait_condition(fake, "web", "True")
+    assert fault.hits == 1
+    writes = status_writes(fake, "web")
+    assert [w["status"] for w in writes] == [409, 200], writes
+    assert apiserver_details(a)["details"]["readyCondition"]["conflicts"] == 1
+
+
+def test_resource_version_precondition_refuses_a_stale_decision(agent_factory, fake, nginx, test_ca, tmp_dir):
+    """The patch names the resourceVersion it was decided on: the emulator refuses it (409) when
+    the pod moved on, and the agent's next patch names the newer one."""
+    write_bundle(nginx.root, "app", FILES, "v1")
+    fake.add_pod(gated_pod("web", configs="app"))
+    start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
+    wait_condition(fake, "web", "True")
+    body = json.loads(status_writes(fake, "web")[-1]["body"])
+    pod = fake.get_pod("default", "web")
+    assert body["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert int(body["metadata"]["resourceVersion"]) < int(pod["metadata"]["resourceVersion"])
+
+
+def test_refused_writes_make_the_module_degraded_until_they_pass(agent_factory, fake, nginx, test_ca, tmp_dir):
+    write_bundle(nginx.root, "app", FILES, "v1")
+    fake.inject("403", count=None, verbs=["patch"], path="/api/v1/namespaces/default/pods/")
+    fake.add_pod(gated_pod("web", configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
+    wait_until(lambda: "pods/status" in (apiserver_details(a).get("reason") or ""), 15, desc="degraded by the 403")
+    assert apiserver_details(a)["state"] == "degraded"
+    warnings = [line for line in log_lines(a.log_text()) if "HTTP 403" in line]
+    assert len(warnings) == 1, warnings
+    fake.clear_faults()
+    wait_condition(fake, "web", "True", timeout=15)  # tried again after 2 × backoff-max
+    wait_until(lambda: apiserver_details(a)["state"] == "running", 10, desc="running again")
+
+
+def test_outage_writes_the_latest_state_once_with_jitter(agent_factory, fake, nginx, test_ca, tmp_dir):
+    fake.add_pod(gated_pod("web", configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca, **{"condition-grace": "200ms"})
+    wait_condition(fake, "web", "False", "ConfigPending")
+    fake.outage("refuse")
+    write_bundle(nginx.root, "app", FILES, "v1")
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    wait_until(lambda: a.get_json("/v1/configs/app")["present"], 15, desc="the config present")
+    wait_until(lambda: apiserver_details(a)["details"]["writesQueued"] >= 1, 10, desc="a queued write")
+    wait_until(lambda: apiserver_details(a)["state"] == "degraded", 10, desc="degraded in the outage")
+    since = fake.requests()[-1]
+    fake.recover()
+    wait_condition(fake, "web", "True")
+    writes = [w for w in status_writes(fake, "web", since=since) if w["status"] == 200]
+    assert len(writes) == 1, writes
+    wait_until(lambda: apiserver_details(a)["details"]["writesQueued"] == 0, 10, desc="the queue drained")
+
+
+def test_events_say_what_the_node_did_and_repeats_are_a_series(agent_factory, fake, nginx, test_ca, tmp_dir):
+    fake.add_pod(gated_pod("web", configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
+    # The config keeps failing (404) while the pod waits: one Event counted as a series.
+    events = wait_until(lambda: (lambda e: e if e and (e[0].get("series") or {}).get("count", 1) >= 2 else None)(
+        [e for e in pod_events(fake, "web") if e["reason"] == "ConfigFailed"]), 20, desc="a ConfigFailed series")
+    assert len(events) == 1, events
+    e = events[0]
+    assert e["type"] == "Warning" and e["reportingController"] == "pinion.io/agent", e
+    assert e["reportingInstance"] == NODE and e["action"] == "Sync" and "app" in e["note"], e
+    assert e["regarding"]["uid"] == fake.get_pod("default", "web")["metadata"]["uid"]
+    write_bundle(nginx.root, "app", FILES, "v7")
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    synced = wait_until(lambda: [e for e in pod_events(fake, "web") if "ConfigSynced" in (e["reason"] + e["note"])],
+                        15, desc="the sync's event")
+    assert "v7" in synced[0]["note"], synced
+    m = a.metrics()
+    assert m.value("pinion_apiserver_events_total", type="Warning", result="created") == 1
+    assert m.value("pinion_apiserver_events_total", type="Warning", result="series") >= 1
+
+
+def test_kubectl_describe_shows_the_condition_and_the_events(agent_factory, fake, nginx, test_ca, tmp_dir):
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        pytest.skip("kubectl (Debian's kubernetes-client) is not installed")
+    fake.add_pod(gated_pod("web", configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
+    wait_condition(fake, "web", "False", "ConfigPending")
+    write_bundle(nginx.root, "app", FILES, "v1")
+    assert a.request("POST", "/v1/configs/app/refresh").status == 202
+    wait_condition(fake, "web", "True")
+    wait_until(lambda: any(e["type"] == "Normal" for e in pod_events(fake, "web")), 15, desc="a Normal event")
+    kubeconfig = fake.write_kubeconfig(os.path.join(tmp_dir, "kubeconfig"), token=TOKEN)
+    out = subprocess.run([kubectl, "--kubeconfig", kubeconfig, "describe", "pod", "web", "-n", "default"],
+                         capture_output=True, text=True, timeout=30)
+    diag("kubectl describe pod web:\n" + out.stdout + out.stderr)
+    assert out.returncode == 0, out.stderr
+    assert "Readiness Gates" in out.stdout and GATE in out.stdout
+    assert "ConfigFailed" in out.stdout and "pinion.io/agent" in out.stdout
