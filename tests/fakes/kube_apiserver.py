@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""A Kubernetes API server emulator for pinion's tests (pods and nodes, core/v1, JSON only).
+"""A Kubernetes API server emulator for pinion's tests (pods and nodes, core/v1, JSON only;
+pods/status PATCH in kube_writes.py, events in kube_events.py, CSRs in kube_csr.py, RBAC and
+admission policies in kube_admission.py, discovery in kube_discovery.py).
 
 It follows the real kube-apiserver (with its watch cache in front of etcd) where a client can
 tell the difference, and it lets a test break it on purpose. Python 3 standard library only
