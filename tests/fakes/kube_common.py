@@ -50,18 +50,45 @@ NODE_FIELDS = {
 
 
 class _Resource:
-    def __init__(self, name, kind, namespaced, fields):
+    """One served resource. Several resources may share a store (core/v1 and events.k8s.io/v1
+    events are one set of objects): `view` turns a stored object into this resource's form."""
+
+    def __init__(self, name, kind, namespaced, fields, group="", version="v1", store=None,
+                 view=None, verbs=("get", "list", "watch"), short_names=None):
         self.name, self.kind, self.namespaced, self.fields = name, kind, namespaced, fields
         self.list_kind = kind + "List"
+        self.group, self.version = group, version
+        self.api_version = "%s/%s" % (group, version) if group else version
+        self.store = store or name
+        self.view = view
+        self.verbs = list(verbs)
+        self.short_names = short_names or []
+
+    def show(self, obj):
+        return self.view(obj) if self.view is not None else obj
+
+    def qualified(self):
+        """pods, events.events.k8s.io: how the real server names the resource in messages."""
+        return "%s.%s" % (self.name, self.group) if self.group else self.name
 
 
 RESOURCES = {
-    "pods": _Resource("pods", "Pod", True, POD_FIELDS),
-    "nodes": _Resource("nodes", "Node", False, NODE_FIELDS),
+    "pods": _Resource("pods", "Pod", True, POD_FIELDS, short_names=["po"],
+                      verbs=("get", "list", "watch", "patch")),
+    "nodes": _Resource("nodes", "Node", False, NODE_FIELDS, short_names=["no"]),
 }
+# Resources of named API groups: {(group, version): {name: _Resource}} (kube_events adds events).
+GROUP_RESOURCES = {}
+
+
+def all_resources():
+    out = list(RESOURCES.values())
+    for table in GROUP_RESOURCES.values():
+        out.extend(table.values())
+    return out
 
 FAULT_KINDS = ("close", "drop", "malformed", "truncate", "delay")
-VERBS = ("list", "watch", "get")
+VERBS = ("list", "watch", "get", "create", "update", "patch", "delete")
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers
@@ -84,9 +111,9 @@ def _json_copy(obj):
     return json.loads(json.dumps(obj))
 
 
-def _typed(obj, kind):
+def _typed(obj, kind, api_version="v1"):
     """The object with kind and apiVersion first, as the real server orders them."""
-    out = {"kind": kind, "apiVersion": "v1"}
+    out = {"kind": kind, "apiVersion": api_version}
     for k, v in obj.items():
         if k not in ("kind", "apiVersion"):
             out[k] = v
@@ -126,6 +153,34 @@ def status_object(code, reason, message, details=None, meta=None):
     return st
 
 
+def conflict(res, name, why):
+    """errors.NewConflict: 409 "Operation cannot be fulfilled on RES \"NAME\": WHY"."""
+    return ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s'
+                    % (res.qualified(), name, why),
+                    details={"name": name, "group": res.group or None, "kind": res.name})
+
+
+def not_found(res, name):
+    return ApiError(404, "NotFound", '%s "%s" not found' % (res.qualified(), name),
+                    details={"name": name, "group": res.group or None, "kind": res.name})
+
+
+def bad_request(message):
+    return ApiError(400, "BadRequest", message)
+
+
+def invalid(res, name, errors):
+    """errors.NewInvalid with field errors [(field, reason, message_after_field)], e.g.
+    ("eventTime", "FieldValueRequired", "Required value")."""
+    parts = ["%s: %s" % (f, m) for f, _, m in errors]
+    text = parts[0] if len(parts) == 1 else "[%s]" % ", ".join(parts)
+    return ApiError(422, "Invalid", '%s "%s" is invalid: %s'
+                    % ("%s.%s" % (res.kind, res.group) if res.group else res.kind, name, text),
+                    details={"name": name, "group": res.group or None, "kind": res.kind,
+                             "causes": [{"reason": r, "message": m, "field": f}
+                                        for f, r, m in errors]})
+
+
 class ApiError(Exception):
     """An error answered as a Status object."""
 
@@ -135,7 +190,10 @@ class ApiError(Exception):
         self.details, self.headers, self.meta = details, dict(headers or {}), meta
 
     def status(self):
-        return status_object(self.code, self.reason, self.message, self.details, self.meta)
+        details = self.details
+        if isinstance(details, dict):  # Go omits empty fields (group "" of the core group)
+            details = {k: v for k, v in details.items() if v is not None}
+        return status_object(self.code, self.reason, self.message, details, self.meta)
 
 
 def _too_large_rv(n, cur):

@@ -68,6 +68,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake_control = False
         self.watching = False
         self.end_watch = None
+        self.user = None  # the configured user a token names (kube_admission), else None
+        self.request_body = b""
         self.fake._register(self)
 
     def finish(self):
