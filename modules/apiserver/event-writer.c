@@ -183,8 +183,9 @@ static bool coalesce_series(struct event_writer *ew, const struct event_decision
 
         if (!e)
                 return false;
-        /* A combined Event says the latest note. */
-        if (d->note && !streq(d->note, e->note) && (note = strdup(d->note))) {
+        /* A combined Event not yet created says the latest note (once created, its note is
+         * immutable: events.k8s.io refuses a change). */
+        if (e->create && d->note && !streq(d->note, e->note) && (note = strdup(d->note))) {
                 free(e->note);
                 e->note = note;
         }
@@ -450,8 +451,7 @@ static int series_body(const struct pending *e, char **ret) {
         if (!root || micro_time(e->last_observed, when, sizeof(when)) < 0 ||
             !(series = cJSON_AddObjectToObject(root, "series")) ||
             !cJSON_AddNumberToObject(series, "count", (double) e->count) ||
-            !cJSON_AddStringToObject(series, "lastObservedTime", when) ||
-            !cJSON_AddStringToObject(root, "note", e->note))
+            !cJSON_AddStringToObject(series, "lastObservedTime", when))
                 return -ENOMEM;
         *ret = cJSON_PrintUnformatted(root);
         return *ret ? 0 : -ENOMEM;
@@ -484,16 +484,16 @@ static int build_write(void *userdata, const char *key, struct kube_write_reques
 }
 
 static void write_refused(struct event_writer *ew, const struct pending *e, const struct http_response *resp) {
-        _cleanup_free_ char *why = NULL;
+        _cleanup_free_ char *why = NULL, *answer = kube_writer_describe_answer(resp);
 
         count(ew, e->type, "refused");
         ew->n_refused++;
-        if (asprintf(&why, "cannot %s events: HTTP %ld%s%.200s", e->create ? "create" : "patch", resp->status,
-                     resp->body ? ": " : "", strempty(resp->body)) < 0)
+        if (asprintf(&why, "cannot %s events: %s", e->create ? "create" : "patch", strempty(answer)) < 0)
                 return;
-        /* One line per distinct refusal, not one per event. */
+        /* One line per distinct refusal, not one per event; the module's state says it as a
+         * warning when it is the kind's last answer. */
         if (!streq_ptr(why, ew->error))
-                log_module_warning(MODULE, "Event %s for pod %s/%s: %s", e->reason, e->namespace, e->pod_name, why);
+                log_module_info(MODULE, "Event %s for pod %s/%s: %s", e->reason, e->namespace, e->pod_name, why);
         free(ew->error);
         ew->error = TAKE_PTR(why);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "kube-writer.h"
 #include "log.h"
 
@@ -136,8 +137,6 @@ void kube_writer_forget(struct kube_writer *w, const struct kube_write_client *c
 
         if (!w)
                 return;
-        if (w->transfer && w->n_queue > 0 && w->queue[0].client == client && streq(w->queue[0].key, key))
-                w->head_forgotten = true;
         while ((i = queue_find(w, client, key, w->transfer ? 1 : 0)) >= 0)
                 queue_remove(w, (size_t) i);
 }
@@ -162,6 +161,18 @@ const char *kube_writer_error(const struct kube_writer *w) {
         return w ? w->error ?: w->refusal : NULL;
 }
 
+char *kube_writer_describe_answer(const struct http_response *resp) {
+        _cleanup_(cJSON_Deletep) cJSON *status = resp->body ? cJSON_Parse(resp->body) : NULL;
+        const cJSON *message = cJSON_GetObjectItemCaseSensitive(status, "message");
+        char *s;
+
+        if (cJSON_IsString(message) && asprintf(&s, "HTTP %ld: %.300s", resp->status, message->valuestring) >= 0)
+                return s;
+        if (asprintf(&s, "HTTP %ld%s%.200s", resp->status, resp->body ? ": " : "", strempty(resp->body)) < 0)
+                return NULL;
+        return s;
+}
+
 static void writer_changed(struct kube_writer *w) {
         if (w->changed)
                 w->changed(w, w->userdata);
@@ -179,9 +190,9 @@ static void note_answer(struct kube_writer *w, const char *resource, const struc
         }
         if (resp->status == 404 || resp->status == 409)
                 return;
+        _cleanup_free_ char *answer = kube_writer_describe_answer(resp);
         free(w->refusal);
-        if (asprintf(&w->refusal, "writing %s: HTTP %ld%s%.200s", resource, resp->status, resp->body ? ": " : "",
-                     strempty(resp->body)) < 0)
+        if (asprintf(&w->refusal, "writing %s: %s", resource, strempty(answer)) < 0)
                 w->refusal = NULL;
         w->refusal_resource = resource;
         writer_changed(w);

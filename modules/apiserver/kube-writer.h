@@ -59,11 +59,16 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct kube_writer *, kube_writer_free);
 /* Queues key for client unless it is queued already (then nothing changes: the write, when it
  * goes, carries the newest state). A key in flight is queued again behind the others. */
 int kube_writer_want(struct kube_writer *w, const struct kube_write_client *client, const char *key);
-/* Drops a queued key (a pod that is gone); one in flight finishes without its done callback. */
+/* Drops a queued key (nothing to write any more, or a pod that is gone); one in flight still
+ * gets its done callback (the client looks the key up and may find nothing). */
 void kube_writer_forget(struct kube_writer *w, const struct kube_write_client *client, const char *key);
-/* Drops every key of client (it is stopping). */
+/* Drops every key of client (it is going): one in flight finishes without its callback. */
 void kube_writer_forget_client(struct kube_writer *w, const struct kube_write_client *client);
 void kube_writer_set_backoff(struct kube_writer *w, const struct backoff_config *backoff);
+
+/* An answer for a log line or a status: "HTTP 403: <the Status object's message>" (the body's
+ * first 200 bytes when it is no Status). NULL on ENOMEM. */
+char *kube_writer_describe_answer(const struct http_response *resp);
 
 size_t kube_writer_queued(const struct kube_writer *w); /* keys waiting, the one in flight included */
 /* Why writes do not go through: the server's failure while the queue backs off, else the last

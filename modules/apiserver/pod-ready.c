@@ -380,14 +380,15 @@ static void write_done(void *userdata, const char *uid, const struct http_respon
         } else if (resp->status == 404) {
                 (void) metric_inc(pr->metrics.writes, status, "gone"); /* the watch will remove it */
         } else {
+                _cleanup_free_ char *answer = kube_writer_describe_answer(resp);
                 (void) metric_inc(pr->metrics.writes, status, "refused");
                 pr->n_refused++;
                 free(pr->error);
-                if (asprintf(&pr->error, "cannot set %s on pods: HTTP %ld%s%.200s", POD_READY_CONDITION, resp->status,
-                             resp->body ? ": " : "", strempty(resp->body)) < 0)
+                if (asprintf(&pr->error, "cannot set %s on pods: %s", POD_READY_CONDITION, strempty(answer)) < 0)
                         pr->error = NULL;
+                /* The module's state says it as a warning; this names the pod. */
                 if (!rp->refused_logged && p)
-                        log_module_warning(MODULE, "Pod %s/%s: %s", p->namespace, p->name, strempty(pr->error));
+                        log_module_info(MODULE, "Pod %s/%s: %s", p->namespace, p->name, strempty(pr->error));
                 rp->refused_logged = true;
                 rp->not_before = now + pr->refused_retry;
                 arm_timer(pr, rp->not_before);

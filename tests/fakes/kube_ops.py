@@ -146,6 +146,10 @@ class _OpsMixin:
              "client": "%s:%s" % handler.client_address[:2], "duration": None}
         if verb == "watch":
             e["events"] = 0
+        if verb in ("create", "patch", "update"):
+            # What a write sent, for tests that check what the agent wrote.
+            e["body"] = getattr(handler, "request_body", b"").decode("utf-8", "replace")
+            e["content_type"] = handler.headers.get("Content-Type")
         with self._lock:
             self._log_seq += 1
             e["seq"] = self._log_seq
