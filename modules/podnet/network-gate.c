@@ -103,26 +103,29 @@ void network_gate_remove(struct module_instance *mi) {
         }
 }
 
-/* The pod in the store that CNI_ARGS (or an attachment) names, or NULL if it is not there (yet). */
-static const struct pod *pod_named(struct module_instance *mi, const char *uid, const char *namespace, const char *name) {
+/* The metadata.uid of the pod in the store that CNI_ARGS (or an attachment) names (a copy: the
+ * listeners told with it may change the store), or NULL if it is not there (yet). */
+static char *pod_named(struct module_instance *mi, const char *uid, const char *namespace, const char *name) {
+        const struct pod *pod = NULL;
+
         if (uid)
-                return pod_store_get_by_cgroup(mi->manager->pods, uid, mi->manager->settings.node_name);
-        if (namespace && name)
-                return pod_store_find(mi->manager->pods, namespace, name);
-        return NULL;
+                pod = pod_store_get_by_cgroup(mi->manager->pods, uid, mi->manager->settings.node_name);
+        else if (namespace && name)
+                pod = pod_store_find(mi->manager->pods, namespace, name);
+        return pod ? strdup(pod->uid) : NULL;
 }
 
 void network_gate_pod_changed(struct module_instance *mi, const char *uid, const char *namespace, const char *name) {
-        const struct pod *pod = pod_named(mi, uid, namespace, name);
-
         /* A pod not in the store yet is asked about when it comes. */
-        if (pod && ((struct podnet *) mi->data)->gate_added)
-                pod_gates_changed(mi->manager->pod_gates, pod->uid);
+        _cleanup_free_ char *pod_uid = pod_named(mi, uid, namespace, name);
+
+        if (pod_uid && ((struct podnet *) mi->data)->gate_added)
+                pod_gates_changed(mi->manager->pod_gates, pod_uid);
 }
 
 void network_gate_wired(struct module_instance *mi, const struct cni_request *cr, const struct ipam_allocation *a) {
-        const struct pod *pod = pod_named(mi, cr->k8s_uid, cr->k8s_namespace, cr->k8s_name);
-        const char *uid = pod ? pod->uid : cr->k8s_uid;
+        _cleanup_free_ char *pod_uid = pod_named(mi, cr->k8s_uid, cr->k8s_namespace, cr->k8s_name);
+        const char *uid = pod_uid ?: cr->k8s_uid;
         char ip[16], ip6[INET6_ADDRSTRLEN];
 
         if (!uid)
@@ -138,9 +141,8 @@ void network_gate_wired(struct module_instance *mi, const struct cni_request *cr
 }
 
 void network_gate_add_failed(struct module_instance *mi, const struct cni_request *cr, const struct cni_error *e) {
-        const struct pod *pod = pod_named(mi, cr->k8s_uid, cr->k8s_namespace, cr->k8s_name);
-        const char *uid = pod ? pod->uid : cr->k8s_uid;
-        _cleanup_free_ char *error = NULL;
+        _cleanup_free_ char *pod_uid = pod_named(mi, cr->k8s_uid, cr->k8s_namespace, cr->k8s_name), *error = NULL;
+        const char *uid = pod_uid ?: cr->k8s_uid;
 
         if (!uid)
                 return;
@@ -149,6 +151,6 @@ void network_gate_add_failed(struct module_instance *mi, const struct cni_reques
         remember_failure(mi->data, uid, error);
         pod_event_emit(mi->manager->pod_events, uid, POD_EVENT_WARNING, POD_EVENT_NETWORK_FAILED, "Wire",
                        "CNI ADD of %s in %s failed: %s", strempty(cr->ifname), strempty(cr->netns), error);
-        if (pod && ((struct podnet *) mi->data)->gate_added)
-                pod_gates_changed(mi->manager->pod_gates, pod->uid);
+        if (pod_uid && ((struct podnet *) mi->data)->gate_added)
+                pod_gates_changed(mi->manager->pod_gates, pod_uid);
 }

@@ -116,7 +116,7 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
         t->state = s;
         free(t->reason);
         t->reason = TAKE_PTR(reason);
-        /* Every episode that ends unreachable comes here from reclaiming; a check finds it so once. */
+        /* An episode runs in reclaiming, so each that ends unreachable is a transition here. */
         if (unreachable && t->pod_uid)
                 pod_event_emit(t->ctx->pod_events, t->pod_uid, POD_EVENT_WARNING, POD_EVENT_RECLAIM_UNREACHABLE, "Reclaim",
                                "Reclaim in %s left unreachable: %s", strempty(t->cgroup), strempty(t->reason));
