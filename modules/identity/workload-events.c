@@ -13,7 +13,7 @@
 #include "pod-events.h"
 #include "workload-internal.h"
 
-void workload_announce_issued(struct identity *id, struct workload *w) {
+void workload_event_announce_issued(struct identity *id, struct workload *w) {
         char until[64] = "";
 
         if (w->service)
@@ -30,7 +30,8 @@ void workload_announce_issued(struct identity *id, struct workload *w) {
                                strempty(w->info.serial), until);
 }
 
-void workload_announce_failed(struct identity *id, struct workload *w, const char *what, const char *error) {
+void workload_event_announce_failed(struct identity *id, struct workload *w, const char *what,
+                                    const char *error) {
         _cleanup_free_ char *note = NULL;
 
         if (w->service || asprintf(&note, "%s for %s: %s", what, strempty(w->spiffe), strempty(error)) < 0)

@@ -34,7 +34,7 @@ static int on_write_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         workload_files_end(id, w);
         /* A certificate whose files failed in its batch (issue_succeeded() left it unsaid). */
         if (was && !w->write_failing)
-                workload_announce_issued(id, w);
+                workload_event_announce_issued(id, w);
         return 0;
 }
 
@@ -65,7 +65,7 @@ void workload_files_failed(struct identity *id, struct workload *w, const char *
                                 w->generation > 1 ? "the previous certificate stays in place"
                                                   : "the pod has no certificate file yet",
                                 (unsigned) (WORKLOAD_WRITE_RETRY / USEC_PER_SEC));
-        workload_announce_failed(id, w, "Cannot write the certificate files", w->last_error);
+        workload_event_announce_failed(id, w, "Cannot write the certificate files", w->last_error);
         arm_retry(id, w);
 }
 
