@@ -301,6 +301,9 @@ static void bundle_take_version(struct bundle *b, struct fetch_outcome *o) {
                 log_bundle_warning(b, "%u unchanged file(s) were missing or no longer matched their size, mode "
                                   "or sha256 in the published version (changed in place?) and were "
                                   "downloaded again", o->files_damaged);
+        configsync_announce_pods(b->cs, b, POD_EVENT_NORMAL, POD_EVENT_CONFIG_SYNCED, "Sync",
+                                 "Config %s version %s published in %s (%zu files, %" PRIu64 " bytes)", b->name,
+                                 b->version ?: "(unknown)", b->settings->dest, b->n_files, b->size);
         bundle_trigger_on_change(b);
 }
 
@@ -325,6 +328,11 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 log_bundle_warning(b, "sync failed (%s), keeping %s; retrying in %.1fs", b->last_error,
                                b->present ? "the current version" : "nothing (no version yet)",
                                (double) delay / USEC_PER_SEC);
+                configsync_announce_pods(b->cs, b, POD_EVENT_WARNING, POD_EVENT_CONFIG_FAILED, "Sync",
+                                         "Config %s: sync from %s failed: %s; %s%s, retrying in %.1fs", b->name,
+                                         b->settings->url, strempty(b->last_error),
+                                         b->present ? "keeping version " : "no version yet",
+                                         b->present ? b->version ?: "(unknown)" : "", (double) delay / USEC_PER_SEC);
                 b->fetch = fetch_free(b->fetch);
                 bundle_schedule(b, delay);
                 b->again = false;
@@ -404,12 +412,19 @@ static void bundle_sync(struct bundle *b) {
                 b->present = r >= 0;
                 b->verified = false;
                 if (b->present != was_present) {
-                        if (b->present)
+                        if (b->present) {
                                 log_bundle_info(b, "a version appeared in %s (not ours): present, unverified until the next sync",
                                             b->settings->dest);
-                        else
+                                configsync_announce_pods(b->cs, b, POD_EVENT_NORMAL, POD_EVENT_CONFIG_SYNCED, "Sync",
+                                                         "Config %s present in %s (not published by pinion: "
+                                                         "verified at the next sync)", b->name, b->settings->dest);
+                        } else {
                                 log_bundle_warning(b, "no version is published in %s any more (%s gone): not present",
                                                b->settings->dest, ATOMIC_DIR_DATA);
+                                configsync_announce_pods(b->cs, b, POD_EVENT_WARNING, POD_EVENT_CONFIG_FAILED, "Sync",
+                                                         "Config %s: no version is published in %s any more (%s gone); "
+                                                         "syncing again", b->name, b->settings->dest, ATOMIC_DIR_DATA);
+                        }
                         configsync_bundle_changed(b->cs, b, true);
                 }
         }
@@ -447,6 +462,9 @@ static void bundle_sync(struct bundle *b) {
                 bundle_set_state(b, BUNDLE_FAILING);
                 bundle_schedule(b, backoff_next(&b->backoff, now_usec(CLOCK_MONOTONIC), 0));
                 log_bundle_warning_errno(b, r, "cannot start a sync: %m");
+                configsync_announce_pods(b->cs, b, POD_EVENT_WARNING, POD_EVENT_CONFIG_FAILED, "Sync",
+                                         "Config %s: cannot start a sync from %s: %s", b->name, b->settings->url,
+                                         strerror(-r));
                 return;
         }
         b->last_attempt = now_usec(CLOCK_REALTIME);

@@ -18,7 +18,9 @@
 #include "fs.h"
 #include "log.h"
 #include "manager.h"
+#include "pod-events.h"
 #include "pod-gates.h"
+#include "pod-store.h"
 #include "signature.h"
 #include "stage.h"
 #include "strv.h"
@@ -275,6 +277,45 @@ int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret
 
 static int configs_gate(const struct pod *p, void *userdata, char **ret_reason) {
         return configsync_gate_check(userdata, p, ret_reason);
+}
+
+/* ---- pod events ---- */
+
+/* Whether p's pinion.io/configs names config (read as the gate reads it). */
+static bool pod_declares(const struct pod *p, const char *config) {
+        const char *list = pod_annotation(p, CONFIGSYNC_ANNOTATION);
+        _cleanup_strv_free_ char **names = NULL;
+
+        if (isempty(list) || strv_split(list, ", \t", &names) < 0)
+                return false;
+        return strv_contains(names, config);
+}
+
+void configsync_announce_pods(struct configsync *cs, const struct bundle *b, enum pod_event_type type,
+                              const char *reason, const char *action, const char *format, ...) {
+        struct manager *m = cs->mi->manager;
+        _cleanup_free_ char *note = NULL;
+        struct pod **pods = NULL;
+        size_t n = 0;
+        va_list ap;
+        int r;
+
+        if (!pod_events_observed(m->pod_events))
+                return; /* nobody to tell: not even the pods are looked at */
+        va_start(ap, format);
+        r = vasprintf(&note, format, ap);
+        va_end(ap);
+        if (r < 0 || pod_store_list(m->pods, &pods, &n) < 0)
+                return; /* out of memory: the bundle's log line says it */
+        /* Held: an observer may change the store (and drop a pod) from inside its call. */
+        for (size_t i = 0; i < n; i++)
+                pod_ref(pods[i]);
+        for (size_t i = 0; i < n; i++) {
+                if (pod_declares(pods[i], b->name))
+                        pod_event_emit(m->pod_events, pods[i]->uid, type, reason, action, "%s", note);
+                pod_unref(pods[i]);
+        }
+        free(pods);
 }
 
 /* ---- module state ---- */

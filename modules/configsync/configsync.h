@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "module.h"
 #include "observer-list.h"
+#include "pod-events.h"
 #include "runner.h"
 #include "zk-trigger.h"
 
@@ -166,6 +167,10 @@ const char *bundle_state_to_string(enum bundle_state s);
 /* configsync.c: the "configs" gate's answer for p (1 open, 0 closed with *ret_reason). */
 struct pod;
 int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret_reason);
+/* Announces a pod event (pod-events.h: POD_EVENT_CONFIG_*) to every pod in the store whose
+ * pinion.io/configs declares b; nothing is looked at while no one observes pod events. */
+void configsync_announce_pods(struct configsync *cs, const struct bundle *b, enum pod_event_type type,
+                              const char *reason, const char *action, const char *format, ...) _printf_(6, 7);
 /* The bundle of [config.NAME], or NULL. */
 struct bundle *configsync_find(struct configsync *cs, const char *name);
 /* A bundle's sync ended or its published tree changed: the module's state, the observers

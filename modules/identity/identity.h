@@ -94,6 +94,7 @@ struct workload {
         bool queued, rotation;
         bool new_dir; /* its files go to a directory not written yet (first issue, new tls-dir) */
         char *last_error;
+        char *announced_failure; /* the IdentityFailed note said last (workload-events.c) */
         sd_event_source *timer;
         sd_event_source *expiry_timer; /* at notAfter: the gate closes, listeners are told */
         /* Its files could not be written (workload-files.c): what is on disk stays, and they are

@@ -3,7 +3,7 @@ IDENTITY_SOURCES = \
 	modules/identity/identity.c modules/identity/identity.h modules/identity/identity-clock.c \
 	modules/identity/identity-views.c modules/identity/identity-views.h modules/identity/identity-api.c \
 	modules/identity/workload-api.c modules/identity/workload-api-jwt.c modules/identity/workload-api-internal.h \
-	modules/identity/workload.c modules/identity/workload-files.c modules/identity/workload-service.c modules/identity/workload-internal.h modules/identity/issue-worker.c modules/identity/issue-worker.h \
+	modules/identity/workload.c modules/identity/workload-files.c modules/identity/workload-events.c modules/identity/workload-service.c modules/identity/workload-internal.h modules/identity/issue-worker.c modules/identity/issue-worker.h \
 	modules/identity/issue-job.c modules/identity/issue-job.h \
 	modules/identity/cred.c modules/identity/cred.h \
 	modules/identity/signer.h modules/identity/signer.c modules/identity/signer-kind.c modules/identity/signer-local.c modules/identity/signer-cfssl.c \

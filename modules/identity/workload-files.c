@@ -25,12 +25,16 @@ void workload_files_begin(struct workload *w) {
 static int on_write_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         struct workload *w = userdata;
         struct identity *id = w->id;
+        bool was = w->write_failing;
 
         workload_files_begin(w);
         int r = workload_write_tls_dir(id, w);
         if (r < 0)
                 workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
         workload_files_end(id, w);
+        /* A certificate whose files failed in its batch (issue_succeeded() left it unsaid). */
+        if (was && !w->write_failing)
+                workload_event_announce_issued(id, w);
         return 0;
 }
 
@@ -61,6 +65,7 @@ void workload_files_failed(struct identity *id, struct workload *w, const char *
                                 w->generation > 1 ? "the previous certificate stays in place"
                                                   : "the pod has no certificate file yet",
                                 (unsigned) (WORKLOAD_WRITE_RETRY / USEC_PER_SEC));
+        workload_event_announce_failed(id, w, "Cannot write the certificate files", w->last_error);
         arm_retry(id, w);
 }
 

@@ -45,5 +45,13 @@ void workload_files_end(struct identity *id, struct workload *w);
  * certificate). */
 bool workload_files_missing(const struct workload *w);
 
+/* ---- workload-events.c: pod events (nothing for services) ---- */
+/* w's certificate is issued and its files written: IdentityIssued (its first), else
+ * IdentityRotated. Clears the failure said last. */
+void workload_event_announce_issued(struct identity *id, struct workload *w);
+/* IdentityFailed, "<what> for <SPIFFE ID>: <error>", unless that was the last thing said. */
+void workload_event_announce_failed(struct identity *id, struct workload *w, const char *what,
+                                    const char *error);
+
 /* A service's tls-dir files the agent wrote (the directory itself is the operator's). */
 void workload_remove_service_files(const char *dir);

@@ -110,6 +110,7 @@ static struct workload *workload_free(struct workload *w) {
         free(w->chain_pem);
         x509_cert_info_done(&w->info);
         free(w->last_error);
+        free(w->announced_failure);
         free(w);
         return NULL;
 }
@@ -524,6 +525,8 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
         (void) metric_inc(id->m_failed, "workload", identity_failure_reason(0, true));
+        workload_event_announce_failed(id, w, "Certificate expired without a renewal",
+                                       w->last_error ?: id->issuer ? "renewal pending" : id->issuer_reason ?: "no issuer");
         if (!w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
         identity_announce(id, IDENTITY_CHANGE_WORKLOAD, w->uid);
@@ -548,6 +551,7 @@ static bool holds_valid_certificate(const struct workload *w) {
 static void issue_failed(struct identity *id, struct workload *w, bool had, int r) {
         (void) metric_inc(id->m_failed, "workload", identity_failure_reason(0, false));
         log_workload_full_errno(w, LOG_WARNING, r, "cannot issue its certificate: %s (%m)", w->last_error ? w->last_error : "");
+        workload_event_announce_failed(id, w, "Cannot issue a certificate", w->last_error ?: strerror(-r));
         /* A later issuer change or pod update tries again; one that still holds a certificate
          * also retries on a timer while it lasts. */
         if (had)
@@ -562,6 +566,8 @@ static void issue_succeeded(struct identity *id, struct workload *w, bool had) {
         (void) json_format_rfc3339(w->info.not_after, until, sizeof(until));
         log_workload_full_errno(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
                      w->spiffe, until);
+        if (!w->write_failing) /* else announced once its files are written (workload-files.c) */
+                workload_event_announce_issued(id, w);
         if (!had && !w->service)
                 pod_gates_changed(id->manager->pod_gates, w->uid);
         identity_announce(id, IDENTITY_CHANGE_WORKLOAD, w->uid);

@@ -159,6 +159,10 @@ int attachment_remove(struct module_instance *mi, const char *container_id, cons
         }
         /* The store forgets the IP while a (freed by the release) still names the pod. */
         bool forgot = store_forget_ip(mi, a);
+        /* Whose it was, for the gate once it is gone (NULL out of memory: nobody is told). */
+        _cleanup_free_ char *uid = a->pod_uid ? strdup(a->pod_uid) : NULL,
+                            *pod_ns = a->pod_namespace ? strdup(a->pod_namespace) : NULL,
+                            *pod_name = a->pod_name ? strdup(a->pod_name) : NULL;
         ipam_addr_format(a->addr, ip);
         (void) log_attachment_full_errno(a, LOG_INFO, 0, "Releasing %s (%s/%s, %s in %s): %s", ip, a->container_id, a->ifname,
                                          a->host_ifname, a->netns ? a->netns : "an unrecorded namespace", why);
@@ -180,6 +184,7 @@ int attachment_remove(struct module_instance *mi, const char *container_id, cons
                 if (r >= 0 || r == -ENOTUNIQ)
                         (void) ipam_link_deleted(p->ipam, host);
         }
+        network_gate_pod_changed(mi, uid, pod_ns, pod_name);
         return 0;
 }
 
@@ -571,6 +576,7 @@ int attachment_add(struct module_instance *mi, const struct cni_request *cr, cJS
                 r = fail(e, -ENOMEM, CNI_ERR_INTERNAL, "cannot build the result", "%s", "out of memory");
                 goto fail;
         }
+        network_gate_wired(mi, cr, add.a);
         *ret_result = result;
         return 0;
 

@@ -2,7 +2,7 @@
 # unit tests, integration tests, fuzz targets and benchmark.
 PODNET_SOURCES = \
 	modules/podnet/podnet.c modules/podnet/podnet.h modules/podnet/podnet-api.c \
-	modules/podnet/attachment.c modules/podnet/deletion.c \
+	modules/podnet/attachment.c modules/podnet/deletion.c modules/podnet/network-gate.c \
 	modules/podnet/cni.c modules/podnet/cni.h modules/podnet/cni-json.c modules/podnet/cni-json.h \
 	modules/podnet/json-text.c modules/podnet/json-text.h \
 	modules/podnet/ipam.c modules/podnet/ipam.h \

@@ -140,6 +140,8 @@ static int handle_cni(struct api_request *req, void *userdata) {
         }
 
         r = run(mi, req, &cr, &result, &e);
+        if (r < 0 && cr.command == CNI_ADD)
+                network_gate_add_failed(mi, &cr, &e);
         if (r <= 0)
                 r = reply_outcome(p, req, &cr, r, result, &e);
         else

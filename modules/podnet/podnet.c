@@ -355,6 +355,9 @@ static int podnet_start(struct module_instance *mi) {
         r = podnet_register(mi);
         if (r < 0)
                 return r;
+        r = network_gate_add(mi);
+        if (r < 0)
+                return log_module_error_errno(MODULE, r, "Cannot add the pod gate: %m");
         /* Started again after a stop: the pool is read back from its state file. */
         p->stopped = false;
         p->ipam = ipam_free(p->ipam);
@@ -426,6 +429,7 @@ static int podnet_stop(struct module_instance *mi) {
         struct podnet *p = mi->data;
         /* Nothing to drain: requests are answered on the loop as they come. Pods stay wired. */
         p->stopped = true;
+        network_gate_remove(mi);
         p->routes = api_routes_free(p->routes);
         p->metrics_reg = metrics_registration_free(p->metrics_reg);
         p->node_timer = sd_event_source_disable_unref(p->node_timer);
@@ -532,6 +536,7 @@ static void podnet_free(struct module_instance *mi) {
 
         if (!p)
                 return;
+        network_gate_remove(mi);
         api_routes_free(p->routes);
         metrics_registration_free(p->metrics_reg);
         p->reaper = reaper_free(p->reaper);

@@ -23,7 +23,9 @@
  *                  timer, and the release rule GC shares)
  *   routing.c      `[network] routing`: node routes and aggregates brought to what the mode wants
  *   routing-plan.c its decisions: the routes wanted, the changes from the kernel's
- *   routes.c       node routes in the kernel (dump, add, replace, delete; is a gateway connected) */
+ *   routes.c       node routes in the kernel (dump, add, replace, delete; is a gateway connected)
+ *   network-gate.c the "network" pod gate (pinion.io/ready waits for the pod's attachment) and
+ *                  the pod events NetworkWired and NetworkFailed */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,6 +86,12 @@ enum release_reason {
         _RELEASE_REASON_MAX,
 };
 
+/* A pod's last failed ADD, what its gate says until an ADD works. */
+struct podnet_add_failure {
+        char *uid; /* the pod's metadata.uid; NULL: a free slot */
+        char *error;
+};
+
 struct podnet {
         struct podnet_settings *settings;
         struct ipam *ipam;
@@ -114,6 +122,10 @@ struct podnet {
         uint64_t released[_RELEASE_REASON_MAX];
 
         struct routing *routing;       /* NULL until the pool first opened */
+
+        bool gate_added;               /* the "network" pod gate, while started */
+        struct podnet_add_failure add_failures[32]; /* the newest replaces the oldest */
+        unsigned next_add_failure;
 };
 
 /* Logs about one attachment carry its pod (uid, namespace/name, or the name alone: podman sends
@@ -184,6 +196,20 @@ int deletion_hold(struct module_instance *mi, struct api_request *req, const cha
 void deletion_on_reaped(struct reaper *r, const char *name, int error, void *userdata);
 /* The link monitor's callback: a host link is gone; the DELs waiting for it are answered. */
 void deletion_on_link_removed(int ifindex, const char *name, void *userdata);
+
+/* ---- network-gate.c ---- */
+
+/* Adds the "network" gate (scope POD_GATE_CONDITION), unless added already. */
+int network_gate_add(struct module_instance *mi);
+/* Removes it and forgets the failures it remembered. */
+void network_gate_remove(struct module_instance *mi);
+/* An attachment of the pod CNI_ARGS named so was made or went: the gate's listeners hear of it
+ * (if the store has the pod). */
+void network_gate_pod_changed(struct module_instance *mi, const char *uid, const char *namespace, const char *name);
+/* An ADD wired a: NetworkWired for the pod CNI_ARGS names; its last failure is forgotten. */
+void network_gate_wired(struct module_instance *mi, const struct cni_request *cr, const struct ipam_allocation *a);
+/* An ADD failed with e: NetworkFailed, and the gate says e until an ADD works. */
+void network_gate_add_failed(struct module_instance *mi, const struct cni_request *cr, const struct cni_error *e);
 
 /* ---- podnet-api.c ---- */
 

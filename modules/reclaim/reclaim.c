@@ -473,6 +473,7 @@ static int reclaim_start(struct module_instance *mi) {
         rc->ctx.event = m->event;
         rc->ctx.state_changed = update_module_state;
         rc->ctx.cgroup_taken = cgroup_taken;
+        rc->ctx.pod_events = m->pod_events;
         rc->ctx.userdata = rc;
         free(rc->ctx.record_dir);
         rc->ctx.record_dir = fs_path_join(m->settings.state_dir, "reclaim");

@@ -5,6 +5,7 @@
 
 #include "fs.h"
 #include "json.h"
+#include "pod-events.h"
 #include "target-internal.h"
 #include "string-table.h"
 
@@ -107,13 +108,18 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
         int level = state_is_notable(s) || state_is_notable(t->state) ? LOG_INFO : LOG_DEBUG;
         (void) log_target_full_errno(t, level, 0, "%s -> %s%s%s", target_state_to_string(t->state),
                                      target_state_to_string(s), reason ? ": " : "", strempty(reason));
-        if (s == TARGET_UNREACHABLE && t->state != TARGET_UNREACHABLE) {
+        bool unreachable = s == TARGET_UNREACHABLE && t->state != TARGET_UNREACHABLE;
+        if (unreachable) {
                 t->n_unreachable++;
                 (void) metric_inc(t->ctx->metrics.unreachable, t->settings.name);
         }
         t->state = s;
         free(t->reason);
         t->reason = TAKE_PTR(reason);
+        /* An episode runs in reclaiming, so each that ends unreachable is a transition here. */
+        if (unreachable && t->pod_uid)
+                pod_event_emit(t->ctx->pod_events, t->pod_uid, POD_EVENT_WARNING, POD_EVENT_RECLAIM_UNREACHABLE, "Reclaim",
+                               "Reclaim in %s left unreachable: %s", strempty(t->cgroup), strempty(t->reason));
         if (t->ctx->state_changed)
                 t->ctx->state_changed(t->ctx->userdata);
 }

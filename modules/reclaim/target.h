@@ -85,12 +85,15 @@ struct reclaim_metrics {
 };
 
 /* What every target shares: the loop, the metrics, where originals are recorded. */
+struct pod_events;
+
 struct reclaim_ctx {
         sd_event *event;
         char *record_dir; /* state-dir/reclaim */
         struct reclaim_metrics metrics;
         /* Called after a target's state changed (the module sums them up). */
         void (*state_changed)(void *userdata);
+        struct pod_events *pod_events; /* a pod's episode that ends unreachable is announced here */
         /* The name of the section that watches this cgroup already, or NULL (pods only). */
         const char *(*cgroup_taken)(void *userdata, const char *path);
         void *userdata;

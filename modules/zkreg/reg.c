@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "log.h"
+#include "manager.h"
+#include "pod-events.h"
 #include "registration.h"
 #include "strv.h"
 
@@ -265,6 +267,9 @@ void reg_member_gone(struct registry *r, const char *path) {
         reg_forget_member(reg);
         reg_set_error(reg, "our member was deleted by someone else: registering again");
         (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Member %s was deleted by someone else: registering again", path);
+        pod_event_emit(r->manager->pod_events, reg->uid, POD_EVENT_NORMAL, POD_EVENT_DEREGISTERED, "Deregister",
+                       "ZooKeeper member %s of %s was deleted by someone else: registering again", path,
+                       strempty(reg->entry.endpoint));
         reg_after_op(reg);
 }
 
@@ -296,6 +301,8 @@ static void on_created(void *userdata, const struct zk_op_result *res) {
                 backoff_reset(&reg->backoff);
                 reg_set_error(reg, NULL);
                 (void) metric_inc(r->m_registered_total);
+                pod_event_emit(r->manager->pod_events, reg->uid, POD_EVENT_NORMAL, POD_EVENT_REGISTERED, "Register",
+                               "Registered %s in ZooKeeper at %s", strempty(reg->entry.endpoint), res->created);
         } else if (rc == ZNONODE) {
                 /* The path does not exist: create its parents (persistent, empty), in order, then
                  * the member again (the next step). */
@@ -340,6 +347,10 @@ static void on_deleted(void *userdata, const struct zk_op_result *res) {
                         (void) log_reg_full_errno(reg, LOG_INFO, 0, "Deregistered %s (%s)%s%s", res->path,
                                                   strempty(reg->entry.endpoint), reg->why_not ? ": " : "",
                                                   strempty(reg->why_not));
+                        pod_event_emit(reg->registry->manager->pod_events, reg->uid, POD_EVENT_NORMAL,
+                                       POD_EVENT_DEREGISTERED, "Deregister", "Deregistered %s from ZooKeeper (%s)%s%s",
+                                       strempty(reg->entry.endpoint), res->path, reg->why_not ? ": " : "",
+                                       strempty(reg->why_not));
                 }
                 backoff_reset(&reg->backoff);
                 if (reg->goal == REG_GOAL_NONE && reg->why_not)
@@ -411,6 +422,9 @@ static void check_judge(struct registration *reg, const struct zk_op_result *res
                         reg_set_member(reg, m->path, m->data);
                         reg->znode_session = m->owner;
                         (void) log_reg_full_errno(reg, LOG_INFO, 0, "The create before the connection loss happened: adopting %s", m->path);
+                        pod_event_emit(r->manager->pod_events, reg->uid, POD_EVENT_NORMAL, POD_EVENT_REGISTERED,
+                                       "Register", "Registered %s in ZooKeeper at %s (created before a connection loss)",
+                                       strempty(reg->entry.endpoint), m->path);
                         break;
                 case REG_VERDICT_DELETE:
                         (void) log_reg_full_errno(reg, LOG_WARNING, 0, "Deleting a second member of ours, %s", m->path);

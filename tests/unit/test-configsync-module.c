@@ -17,7 +17,9 @@
 #include "fs.h"
 #include "manager-fixture.h"
 #include "manager.h"
+#include "pod-events.h"
 #include "pod-gates.h"
+#include "pod-store.h"
 #include "pods.h"
 
 /* The module table of this test: configsync and a stand-in for its dependency. */
@@ -194,11 +196,80 @@ static void test_observers_hear_bundles_go(void **state) {
         assert_int_equal(cs->observers.n, 0);
 }
 
+/* Pod events as "UID REASON NOTE". */
+struct events {
+        char *entries[64];
+        unsigned n;
+};
+
+static void on_pod_event(const struct pod_event *ev, void *userdata) {
+        struct events *h = userdata;
+
+        assert_true(ev->type == (streq(ev->reason, POD_EVENT_CONFIG_FAILED) ? POD_EVENT_WARNING : POD_EVENT_NORMAL));
+        assert_string_equal(ev->action, "Sync");
+        if (h->n < ELEMENTSOF(h->entries))
+                assert_true(asprintf(&h->entries[h->n++], "%s %s %s", ev->uid, ev->reason, ev->note) > 0);
+}
+
+static void events_done(struct events *h) {
+        for (unsigned i = 0; i < h->n; i++)
+                free(h->entries[i]);
+}
+
+static unsigned count_events(const struct events *h, const char *prefix) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < h->n; i++)
+                n += strncmp(h->entries[i], prefix, strlen(prefix)) == 0;
+        return n;
+}
+
+/* Each pod that declares a config hears how its syncs go; a pod that declares none hears nothing. */
+static void test_pods_hear_their_configs(void **state) {
+        struct fixture *f = *state;
+        struct configsync *cs = f->mi->data;
+        _cleanup_(pod_unrefp) struct pod *a = mkpod("u1", "a"), *plain = mkpod("u2", ""), *both = mkpod("u3", "b,a");
+        _cleanup_(events_done) struct events h = {};
+        _cleanup_free_ char *dest = NULL, *version = NULL, *data = NULL;
+
+        assert_int_equal(pod_store_put(f->m->pods, a), 1);
+        assert_int_equal(pod_store_put(f->m->pods, plain), 1);
+        assert_int_equal(pod_store_put(f->m->pods, both), 1);
+        assert_int_equal(pod_events_add_observer(f->m->pod_events, on_pod_event, &h), 0);
+        assert_int_equal(f->mi->module->start(f->mi), 0);
+        for (unsigned i = 0; i < 40 && (count_events(&h, "u3 ConfigFailed Config a:") == 0 ||
+                                         count_events(&h, "u3 ConfigFailed Config b:") == 0); i++)
+                fixture_run_loop(f->m, 50 * USEC_PER_MSEC);
+        /* No server: every sync fails, and says where from and why. */
+        assert_true(count_events(&h, "u1 ConfigFailed Config a: sync from http://127.0.0.1:1/a/manifest.json failed: ") > 0);
+        assert_true(count_events(&h, "u3 ConfigFailed Config a: ") > 0);
+        assert_true(count_events(&h, "u3 ConfigFailed Config b: ") > 0);
+        assert_int_equal(count_events(&h, "u1 ConfigFailed Config b"), 0);
+        assert_int_equal(count_events(&h, "u2 "), 0);
+        assert_int_equal(count_events(&h, "u1 ConfigSynced"), 0);
+
+        /* A version appears in a's dest: present for the pods that declare a. */
+        assert_non_null(dest = fs_path_join(f->dir, "a"));
+        assert_non_null(version = fs_path_join(dest, "..2026_01_01_00_00_00.000000001"));
+        assert_non_null(data = fs_path_join(dest, "..data"));
+        assert_int_equal(fs_mkdir_p(version, 0755), 0);
+        assert_int_equal(symlink("..2026_01_01_00_00_00.000000001", data), 0);
+        bundle_refresh(configsync_find(cs, "a"), "test");
+        for (unsigned i = 0; i < 40 && count_events(&h, "u3 ConfigSynced") == 0; i++)
+                fixture_run_loop(f->m, 50 * USEC_PER_MSEC);
+        assert_int_equal(count_events(&h, "u1 ConfigSynced Config a present in "), 1);
+        assert_int_equal(count_events(&h, "u3 ConfigSynced Config a present in "), 1);
+        assert_int_equal(count_events(&h, "u2 "), 0);
+
+        assert_int_equal(f->mi->module->stop(f->mi), 0);
+        pod_events_remove_observer(f->m->pod_events, on_pod_event, &h);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_failed_start_leaves_nothing_running, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stopped_module_keeps_its_gate_closed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_observers_hear_bundles_go, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pods_hear_their_configs, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,6 +170,70 @@ static void test_listener_changes_during_dispatch(void **state) {
         assert_int_equal(later.n, 0);
 }
 
+/* A gate of the pinion.io/ready condition alone (the network attachment) never holds back
+ * registration; pod_gates_check_scope() asks every gate in scope and names them all. */
+static void test_scopes(void **state) {
+        _cleanup_(pod_gates_freep) struct pod_gates *g = NULL;
+        struct fake_gate network = { .present = "none" }, configs = { .present = "none" }, identity = { .present = "app" },
+                         broken = { .error = -EIO };
+        struct pod *p = mkpod("u1", "app"), *q = mkpod("u2", "");
+        char *first = NULL, *reasons = NULL;
+
+        (void) state;
+        assert_int_equal(pod_gates_new(&g), 0);
+        assert_int_equal(pod_gates_add_scoped(g, "none", fake_gate, &network, 0), -EINVAL);
+        assert_int_equal(pod_gates_add_scoped(g, "network", fake_gate, &network, POD_GATE_CONDITION), 0);
+
+        /* Closed for the condition, open for registration. */
+        assert_int_equal(pod_gates_check(g, p, &reasons), 1);
+        assert_null(reasons);
+        assert_int_equal(network.calls, 0);
+        assert_int_equal(pod_gates_check_scope(g, p, POD_GATE_REGISTRATION, &first, &reasons), 1);
+        assert_null(first);
+        assert_null(reasons);
+        assert_int_equal(pod_gates_check_scope(g, p, POD_GATE_CONDITION, &first, &reasons), 0);
+        assert_string_equal(first, "network");
+        assert_string_equal(reasons, "network: app not present");
+        first = mfree(first);
+        reasons = mfree(reasons);
+
+        /* Every closed gate in scope, in the order added; the first names itself. */
+        assert_int_equal(pod_gates_add(g, "configs", fake_gate, &configs), 0);
+        assert_int_equal(pod_gates_add(g, "identity", fake_gate, &identity), 0);
+        assert_int_equal(pod_gates_add_scoped(g, "broken", fake_gate, &broken, POD_GATE_CONDITION), 0);
+        assert_int_equal(pod_gates_check_scope(g, p, POD_GATE_CONDITION, &first, &reasons), 0);
+        assert_string_equal(first, "network");
+        assert_string_equal(reasons, "network: app not present; configs: app not present; broken: Input/output error");
+        first = mfree(first);
+        reasons = mfree(reasons);
+        /* Registration sees "configs" first, and only the gates of its scope. */
+        assert_int_equal(pod_gates_check(g, p, &reasons), 0);
+        assert_string_equal(reasons, "configs: app not present");
+        reasons = mfree(reasons);
+        assert_int_equal(pod_gates_check_scope(g, p, POD_GATE_REGISTRATION, &first, &reasons), 0);
+        assert_string_equal(first, "configs");
+        assert_string_equal(reasons, "configs: app not present");
+        first = mfree(first);
+        reasons = mfree(reasons);
+        /* Either answer is optional. */
+        assert_int_equal(pod_gates_check_scope(g, p, POD_GATE_ALL, NULL, NULL), 0);
+        assert_int_equal(pod_gates_check_scope(g, p, POD_GATE_ALL, &first, NULL), 0);
+        assert_string_equal(first, "network");
+        first = mfree(first);
+
+        /* Open when every gate in scope is. */
+        network.present = configs.present = "app";
+        broken.error = 0;
+        broken.present = "app";
+        assert_int_equal(pod_gates_check_scope(g, p, POD_GATE_ALL, &first, &reasons), 1);
+        assert_null(first);
+        assert_null(reasons);
+        assert_int_equal(pod_gates_check_scope(g, q, POD_GATE_CONDITION, &first, &reasons), 1);
+        assert_int_equal(pod_gates_check_scope(g, NULL, POD_GATE_CONDITION, &first, &reasons), -EINVAL);
+        pod_unref(p);
+        pod_unref(q);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_no_gates_is_open),
@@ -177,6 +241,7 @@ int main(void) {
                 cmocka_unit_test(test_failing_gate_is_closed),
                 cmocka_unit_test(test_listeners_hear_changes),
                 cmocka_unit_test(test_listener_changes_during_dispatch),
+                cmocka_unit_test(test_scopes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
