@@ -328,11 +328,12 @@ static void on_fetch_done(struct fetch *f, struct fetch_outcome *o, void *userda
                 log_bundle_warning(b, "sync failed (%s), keeping %s; retrying in %.1fs", b->last_error,
                                b->present ? "the current version" : "nothing (no version yet)",
                                (double) delay / USEC_PER_SEC);
+                /* No retry delay in the note: the same failure again must read the same, so that
+                 * it is counted on one Event rather than posted anew. */
                 configsync_announce_pods(b->cs, b, POD_EVENT_WARNING, POD_EVENT_CONFIG_FAILED, "Sync",
-                                         "Config %s: sync from %s failed: %s; %s%s, retrying in %.1fs", b->name,
-                                         b->settings->url, strempty(b->last_error),
-                                         b->present ? "keeping version " : "no version yet",
-                                         b->present ? b->version ?: "(unknown)" : "", (double) delay / USEC_PER_SEC);
+                                         "Config %s: sync from %s failed: %s; %s%s", b->name, b->settings->url,
+                                         strempty(b->last_error), b->present ? "keeping version " : "no version yet",
+                                         b->present ? b->version ?: "(unknown)" : "");
                 b->fetch = fetch_free(b->fetch);
                 bundle_schedule(b, delay);
                 b->again = false;

@@ -4,8 +4,10 @@
  * The gate holds back only the pinion.io/ready condition (POD_GATE_CONDITION), never
  * registration: the kubelet sets a pod Ready only once its sandbox, and so its network, exists.
  * It is open for a hostNetwork pod and for a pod that has an attachment; closed otherwise, with
- * the error of the pod's last failed ADD if there was one. While podnet is disabled (no pod CIDR)
- * the pods' network is not its job, and the gate is open.
+ * the error of the pod's last failed ADD if there was one. Until podnet holds a pod CIDR
+ * (disabled, or still waiting for its Node's spec.podCIDR) it wires nothing, so the pods' network
+ * is not its job and the gate is open: a pod is not held back by a module that may not be the
+ * node's CNI plugin at all (the kubelet still starts no container without a sandbox network).
  *
  * An attachment names its pod as CNI_ARGS did (K8S_POD_UID, else namespace and name); a static
  * pod's uid there is its config hash, which the pod store resolves to the pod that speaks for it
@@ -60,7 +62,7 @@ static int network_gate(const struct pod *pod, void *userdata, char **ret_reason
         const char *node_name = mi->manager->settings.node_name;
         const char *why;
 
-        if (pod->host_network || mi->state == MODULE_DISABLED)
+        if (pod->host_network || mi->state == MODULE_DISABLED || !p->ipam)
                 return 1;
         for (size_t i = 0; p->ipam && i < ipam_count(p->ipam); i++)
                 if (attachment_is_pods(ipam_get(p->ipam, i), pod, node_name))
@@ -70,11 +72,6 @@ static int network_gate(const struct pod *pod, void *userdata, char **ret_reason
                 return 0;
         if (why)
                 return asprintf(ret_reason, "network attachment failed: %s", why) < 0 ? -ENOMEM : 0;
-        if (!p->ipam)
-                return asprintf(ret_reason, "the pod network is not available: podnet is %s%s%s",
-                                module_state_to_string(mi->state), mi->reason ? ": " : "", strempty(mi->reason)) < 0
-                               ? -ENOMEM
-                               : 0;
         *ret_reason = strdup("no network attachment yet");
         return *ret_reason ? 0 : -ENOMEM;
 }

@@ -14,8 +14,9 @@ import sys
 
 import pytest
 
-from pinion_testlib import SRCDIR, diag, log_lines, wait_until
+from pinion_testlib import SRCDIR, diag, log_lines, new_container_id, wait_until
 from configsync_testlib import config_section, nginx, test_ca, write_bundle  # noqa: F401 (fixtures)
+from podnet_testlib import cni, free_pod_cidr, k8s_args, netns  # noqa: F401 (fixtures)
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
 from kube_apiserver import FakeApiserver, make_pod  # noqa: E402
@@ -231,3 +232,33 @@ def test_kubectl_describe_shows_the_condition_and_the_events(agent_factory, fake
     assert out.returncode == 0, out.stderr
     assert "Readiness Gates" in out.stdout and GATE in out.stdout
     assert "ConfigFailed" in out.stdout and "pinion.io/agent" in out.stdout
+
+
+def test_network_attachment_is_a_job_of_the_condition(agent_factory, fake, netns, tmp_dir):
+    fake.add_pod(gated_pod("web"))
+    fake.add_pod(_host_network(gated_pod("host")))
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    a = agent_factory(config={
+        "apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
+                      "backoff-initial": "100ms", "backoff-max": "1s", "condition-grace": "300ms",
+                      "event-batch": "300ms"},
+        "network": {"pod-cidr": free_pod_cidr()}})
+    c = wait_condition(fake, "web", "False", "NetworkPending")
+    assert "network" in c["message"], c
+    # A hostNetwork pod has no attachment to wait for.
+    wait_condition(fake, "host", "True")
+    uid = fake.get_pod("default", "web")["metadata"]["uid"]
+    r = cni(a, "ADD", container_id=new_container_id(), netns=netns(), args=k8s_args("default", "web", uid))
+    assert r.rc == 0, r
+    wait_condition(fake, "web", "True")
+    wired = wait_until(lambda: [e for e in pod_events(fake, "web") if e["reason"] == "NetworkWired"], 15,
+                       desc="the NetworkWired event")
+    assert r.ip().split("/")[0] in wired[0]["note"], wired
+    assert wired[0]["type"] == "Normal" and wired[0]["action"] == "Wire"
+
+
+def _host_network(pod):
+    pod["spec"]["hostNetwork"] = True
+    return pod
