@@ -262,3 +262,53 @@ def test_network_attachment_is_a_job_of_the_condition(agent_factory, fake, netns
 def _host_network(pod):
     pod["spec"]["hostNetwork"] = True
     return pod
+
+
+UNITS = os.path.join(SRCDIR, "units", "kubernetes")
+AGENT_USER = "system:serviceaccount:pinion-system:pinion"
+NODE_CLAIM = "authentication.kubernetes.io/node-name"
+
+
+@pytest.mark.parametrize("claim", [NODE, "another-node"])
+def test_the_shipped_rbac_and_admission_policy(agent_factory, nginx, test_ca, tmp_dir, claim):
+    """The agent's own writes pass units/kubernetes/rbac.yaml and admission-policy.yaml
+    (enforced by the emulator, the policy's CEL evaluated for real) when its token names its
+    node; a token bound to another node gets 403 for every write and the module says so."""
+    agent_token = "agent-token-" + claim
+    f = FakeApiserver(tls=True, token=TOKEN, rbac=os.path.join(UNITS, "rbac.yaml"),
+                      admission_policy=os.path.join(UNITS, "admission-policy.yaml")).start()
+    try:
+        f.add_user(agent_token, AGENT_USER, groups=["system:serviceaccounts", "system:authenticated",
+                                                    "system:serviceaccounts:pinion-system"],
+                   extra={NODE_CLAIM: [claim]})
+        write_bundle(nginx.root, "app", FILES, "v1")
+        f.add_pod(gated_pod("web", configs="app"))
+        token_file = os.path.join(tmp_dir, "agent-token")
+        with open(token_file, "w") as t:
+            t.write(agent_token + "\n")
+        a = start_agent(agent_factory, f, tmp_dir, nginx, test_ca, **{"token-file": token_file})
+        if claim == NODE:
+            wait_condition(f, "web", "True")
+            wait_until(lambda: pod_events(f, "web"), 15, desc="the pod's event")
+            assert f.count(verb="patch", status=403) == 0 and f.count(verb="create", status=403) == 0
+        else:
+            wait_until(lambda: f.count(verb="patch", status=403) >= 1 and f.count(verb="create", status=403) >= 1,
+                       15, desc="both writes refused")
+            wait_until(lambda: apiserver_details(a)["state"] == "degraded", 10, desc="degraded")
+            assert "denied" in apiserver_details(a)["reason"], apiserver_details(a)
+            assert condition(f, "web") is None and pod_events(f, "web") == []
+    finally:
+        f.stop()
+
+
+def test_the_node_event_budget_drops_beyond_its_burst(agent_factory, fake, nginx, test_ca, tmp_dir):
+    for i in range(5):
+        fake.add_pod(gated_pod("web-%d" % i, configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca, **{"event-qps": "0.01", "event-burst": "2"})
+    wait_until(lambda: (a.metrics().value("pinion_apiserver_events_total", type="Warning",
+                                          result="dropped-rate") or 0) >= 3,
+               15, desc="events over the node's budget dropped")
+    wait_until(lambda: len(fake.events(namespace="default")) >= 2, 10, desc="the budget's two events")
+    m = a.metrics()
+    assert m.value("pinion_apiserver_events_total", type="Warning", result="created") == 2
+    assert len(fake.events(namespace="default")) == 2, fake.events(namespace="default")
