@@ -17,6 +17,8 @@ import pytest
 from pinion_testlib import SRCDIR, diag, log_lines, new_container_id, wait_until
 from configsync_testlib import config_section, nginx, test_ca, write_bundle  # noqa: F401 (fixtures)
 from podnet_testlib import cni, free_pod_cidr, k8s_args, netns  # noqa: F401 (fixtures)
+import zkreg_testlib as zt
+from zkreg_testlib import base, zk, zk_config  # noqa: F401 (fixtures)
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests", "fakes"))
 from kube_apiserver import FakeApiserver, make_pod  # noqa: E402
@@ -312,3 +314,57 @@ def test_the_node_event_budget_drops_beyond_its_burst(agent_factory, fake, nginx
     m = a.metrics()
     assert m.value("pinion_apiserver_events_total", type="Warning", result="created") == 2
     assert len(fake.events(namespace="default")) == 2, fake.events(namespace="default")
+
+
+def test_a_pod_start_costs_two_writes(agent_factory, fake, nginx, test_ca, tmp_dir):
+    """Identity issued and config synced at a pod's start: one Provisioned Event naming both,
+    and one condition write, True."""
+    write_bundle(nginx.root, "app", FILES, "v1")
+    pod = gated_pod("web", configs="app")
+    pod["metadata"]["annotations"]["pinion.io/identity"] = "true"
+    fake.add_pod(pod)
+    a = agent_factory(start=False)
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    a.sections.update({
+        "apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
+                      "condition-grace": "5s", "event-batch": "2s"},
+        "identity": {"signer": "local", "trust-domain": "example.org", "ca-dir": os.path.join(a.dir, "ca"),
+                     "pod-tls-dir": os.path.join(a.dir, "pods-tls")},
+        "config.app": config_section(nginx.url("app/manifest.json"), os.path.join(tmp_dir, "app"), test_ca)})
+    a.write_config()
+    a.start()
+    wait_condition(fake, "web", "True")
+    events = wait_until(lambda: pod_events(fake, "web"), 15, desc="the start's event")
+    e = events[0]
+    assert e["reason"] == "Provisioned" and e["action"] == "Provision", e
+    assert "IdentityIssued: " in e["note"] and "spiffe://example.org/ns/default/sa/default" in e["note"], e
+    assert "ConfigSynced: " in e["note"] and "v1" in e["note"], e
+    uid = fake.get_pod("default", "web")["metadata"]["uid"]
+    writes = [r for r in fake.requests(verb=["patch", "create"]) if uid in r.get("body", "")]
+    assert len(writes) == 2, [(w["verb"], w["path"]) for w in writes]
+    assert len(pod_events(fake, "web")) == 1
+
+
+@pytest.mark.skipif(not zt.zookeeper_available(), reason="zookeeper not installed")
+def test_registration_events(agent_factory, fake, zk, base, tmp_dir):
+    pod = make_pod("web", node=NODE, ready=True, ip="10.1.2.3")
+    pod["metadata"]["annotations"] = {"pinion.io/serverset": base + "/web", "pinion.io/port": "8080",
+                                      "pinion.io/health": "none"}
+    fake.add_pod(pod)
+    token_file = os.path.join(tmp_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(TOKEN + "\n")
+    config = {"apiserver": {"url": fake.url, "token-file": token_file, "ca-file": fake.ca_file,
+                            "event-batch": "300ms"}}
+    config.update(zk_config(zk))
+    agent_factory(config=config)
+    reg = wait_until(lambda: [e for e in pod_events(fake, "web") if e["reason"] == "Registered"], 15,
+                     desc="the Registered event")
+    assert base + "/web" in reg[0]["note"] and "10.1.2.3:8080" in reg[0]["note"], reg
+    fake.patch_pod("default", "web", lambda p: p["status"].update(
+        conditions=[{"type": "Ready", "status": "False"}]))
+    gone = wait_until(lambda: [e for e in pod_events(fake, "web") if e["reason"] == "Deregistered"], 15,
+                      desc="the Deregistered event")
+    assert "not Ready" in gone[0]["note"] or "not ready" in gone[0]["note"], gone
