@@ -78,7 +78,8 @@ def init_on_hub(self, *a, host="127.0.0.1", **kw):
     init(self, *a, **kw)
     self.host = host
 k.FakeApiserver.__init__ = init_on_hub
-sys.exit(k.main(sys.argv[1:]))
+import kube_control
+sys.exit(kube_control.main(sys.argv[1:]))
 """
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
