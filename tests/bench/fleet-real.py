@@ -3,7 +3,7 @@
 """fleet-real: N real piniond processes against the test apiserver through an outage, compared
 with the fleet simulation (tests/sim/fleet-sim --policy pinion) run with the same parameters.
 
-    tests/bench/fleet-real.py [--agents 100] [--outage 60s] [--md F] [--csv F] [--png F]
+    tests/bench/fleet-real.py [--agents 100] [--outage 60s] [--no-status-writes] [--md F] [--csv F]
     make bench-fleet            # in the build directory: fleet-real.md, fleet-real.csv
 
 The scenario
@@ -35,6 +35,27 @@ How the outage is made and how requests are counted (--outage-mode)
   After the recovery every request reaches the fake and is counted in its log; an agent is synced
   again at its first watch from a resourceVersion at or after the compaction point (the one
   after its relist), the simulation's "holds an established watch".
+
+Status writes (--status-writes, the default; --no-status-writes for the reads alone)
+  Every pod carries spec.readinessGates [{conditionType: pinion.io/ready}], the annotation
+  pinion.io/configs: app and hostNetwork (no CNI ADD happens here, so the network is not one of
+  its jobs); every agent has a [config.app] syncing one bundle from ONE real nginx on loopback
+  (tests/integration/configsync_testlib.py, --config-interval 5s), [apiserver] event-batch
+  (--event-batch 5s). So each pod's condition is written True once its config is there, and the
+  agent announces ConfigSynced to the pods declaring the config when it takes a version.
+  Steady state: once every agent holds a watch, the script waits until every pod's condition is
+  True and no agent has a write to go (writesQueued, events queued or gathered: /v1/status), and
+  counts the writes the test apiserver took for those pods (condition PATCHes, Event POSTs and
+  series PATCHes) per pod; then --added-pods (1) more pods start on each running agent, counted
+  the same way. The outage: the bundle becomes v2 as it begins, so every agent has an Event per
+  pod to write while the apiserver is away; the attempts are the agents' own
+  pinion_apiserver_requests_total{resource="pods/status"|"events",code="error"|"503"} deltas.
+  After the recovery the run also waits (within --time-limit) until every pod has its v2 Event
+  and no agent has a write to go; the writes per second stand beside the reads (the CSV's
+  measured_writes, the markdown's per-second table), with the first, median and last write, the
+  peak second, the agents drained, the pods with their v2 Event (once) and the events dropped
+  (pinion_apiserver_events_total{result=dropped-*}). The reads' comparison with the simulation
+  counts reads only (the status writes' requests carry their own resource label).
 
 The simulation is run once per seed (--runs, seeds 1..R) with --agents N --outage T --policy
 pinion --down-mode refused --capacity 1e9 (a small fleet never loads the model) --rtt 1ms and
@@ -642,7 +663,7 @@ def real_run(args, root):
         last = max(last, int(math.ceil(max(e["time"] for e in writes) - t0)))
     series = {}
     for k in range(first, last + 1):
-        series[k] = {"requests": 0, "synced": 0, "up": 1, "writes": 0}
+        series[k] = {"requests": 0, "synced": 0, "up": 1, "writes": 0, "lists": 0}
     for t in counted:
         k = int(math.floor(t - t0))
         if k in series:
@@ -651,6 +672,10 @@ def real_run(args, root):
         k = int(math.floor(e["time"] - t0))
         if k in series:
             series[k]["writes"] += 1
+    for e in api:
+        k = int(math.floor(e["time"] - t0))
+        if e["verb"] == "list" and e.get("fault") is None and k in series:
+            series[k]["lists"] += 1
     for k, row in series.items():
         end = t0 + k + 1
         if k < 0:
@@ -831,6 +856,17 @@ def status_measure(args, sw, entries, series, samples_before, samples_after, t):
     sw["recovery_peak_second"] = peak_k
     sw["recovery_peak_split"] = (series[peak_k]["requests"], series[peak_k]["writes"]) if peak_k is not None else None
     sw["recovery_reads_peak"] = max((series[k]["requests"] for k in rec), default=0)
+    # The same seconds in the simulation's cost units: a list 1 + 1 per object (the node's pods),
+    # a watch request or a write 1.
+    per_list = args.pods_per_node + args.added_pods
+    cost = {k: (series[k]["requests"] + per_list * series[k]["lists"], series[k]["writes"]) for k in rec}
+    sw["cost_per_list"] = 1 + per_list
+    sw["recovery_reads_cost_peak"] = max((c[0] for c in cost.values()), default=0)
+    peak_c = max(rec, key=lambda k: (sum(cost[k]), -k), default=None)
+    sw["recovery_cost_peak"] = sum(cost[peak_c]) if peak_c is not None else 0
+    sw["recovery_cost_peak_split"] = cost[peak_c] if peak_c is not None else None
+    sw["recovery_cost_reads"] = sum(c[0] for c in cost.values())
+    sw["recovery_cost_writes"] = sum(c[1] for c in cost.values())
     # Nothing lost: each pod's Event for v2 arrived, once.
     events = sw.pop("events_at_end")
     got = v2_events(events)
@@ -961,12 +997,13 @@ def markdown(args, real, runs, rows):
     if args.outage_mode == "refuse":
         how = ("the test apiserver's port refused connections; attempts counted from the agents' "
                "own logs (one \"retrying in\" warning per refused attempt, µs timestamps), "
-               "checked against the sum of `pinion_apiserver_requests_total{code=\"error\"}`: "
+               "checked against the sum of the reads' `pinion_apiserver_requests_total"
+               "{resource=\"pods\"|\"nodes\",code=\"error\"}`: "
                "%d" % real["requests_outage_metrics"])
     else:
         how = ("every API request was answered 503 (no Retry-After); attempts counted in the "
                "test apiserver's request log (agents' `pinion_apiserver_requests_total"
-               "{code=\"503\"}`: %d)" % real["requests_outage_metrics"])
+               "{resource=\"pods\"|\"nodes\",code=\"503\"}`: %d)" % real["requests_outage_metrics"])
     out.append("Outage: %s. Real outage %.3f s. %s; after recovery every request is counted "
                "in the test apiserver's log, and an agent is synced at its first watch from a "
                "resourceVersion at or after the compaction point.\n"
@@ -1069,6 +1106,14 @@ def status_markdown(args, real):
     out.append("| peak requests/s after recovery, reads + writes (reads, writes in that second) "
                "| %d (%d, %d) | not dominated by writes |"
                % (sw["recovery_peak_total"], split_peak[0], split_peak[1]))
+    cs = sw["recovery_cost_peak_split"] or (0, 0)
+    out.append("| peak offered cost after recovery, reads + writes (reads, writes), in the "
+               "simulation's units (a list %d, a watch or write 1) | %d (%d, %d) | not dominated by "
+               "writes (reads alone peak at %d) |"
+               % (sw["cost_per_list"], sw["recovery_cost_peak"], cs[0], cs[1],
+                  sw["recovery_reads_cost_peak"]))
+    out.append("| offered cost from recovery to the end: reads, writes | %d, %d | |"
+               % (sw["recovery_cost_reads"], sw["recovery_cost_writes"]))
     out.append("| agents with no write to go at the end | %d/%d | all |"
                % (sw["agents_drained"], args.agents))
     out.append("| pods with their v2 Event (more than one) | %d/%d (%d) | all, once |"
@@ -1085,13 +1130,14 @@ def status_markdown(args, real):
     if last is not None:
         out.append("Per second from the outage's start (the outage ends at %.1f s):\n"
                    % real["outage_real"])
-        out.append("| second | reads | writes | agents synced |")
+        out.append("| second | reads (lists) | writes | agents synced |")
         out.append("|---:|---:|---:|---:|")
         for k in rows:
             if k > last:
                 break
             r = real["series"][k]
-            out.append("| %d | %d | %d | %d |" % (k, r["requests"], r["writes"], r["synced"]))
+            out.append("| %d | %d (%d) | %d | %d |" % (k, r["requests"], r["lists"], r["writes"],
+                                                      r["synced"]))
         out.append("")
     return out
 
