@@ -3,7 +3,7 @@
 """fleet-real: N real piniond processes against the test apiserver through an outage, compared
 with the fleet simulation (tests/sim/fleet-sim --policy pinion) run with the same parameters.
 
-    tests/bench/fleet-real.py [--agents 100] [--outage 60s] [--md F] [--csv F] [--png F]
+    tests/bench/fleet-real.py [--agents 100] [--outage 60s] [--no-status-writes] [--md F] [--csv F]
     make bench-fleet            # in the build directory: fleet-real.md, fleet-real.csv
 
 The scenario
@@ -35,6 +35,27 @@ How the outage is made and how requests are counted (--outage-mode)
   After the recovery every request reaches the fake and is counted in its log; an agent is synced
   again at its first watch from a resourceVersion at or after the compaction point (the one
   after its relist), the simulation's "holds an established watch".
+
+Status writes (--status-writes, the default; --no-status-writes for the reads alone)
+  Every pod carries spec.readinessGates [{conditionType: pinion.io/ready}], the annotation
+  pinion.io/configs: app and hostNetwork (no CNI ADD happens here, so the network is not one of
+  its jobs); every agent has a [config.app] syncing one bundle from ONE real nginx on loopback
+  (tests/integration/configsync_testlib.py, --config-interval 5s), [apiserver] event-batch
+  (--event-batch 5s). So each pod's condition is written True once its config is there, and the
+  agent announces ConfigSynced to the pods declaring the config when it takes a version.
+  Steady state: once every agent holds a watch, the script waits until every pod's condition is
+  True and no agent has a write to go (writesQueued, events queued or gathered: /v1/status), and
+  counts the writes the test apiserver took for those pods (condition PATCHes, Event POSTs and
+  series PATCHes) per pod; then --added-pods (1) more pods start on each running agent, counted
+  the same way. The outage: the bundle becomes v2 as it begins, so every agent has an Event per
+  pod to write while the apiserver is away; the attempts are the agents' own
+  pinion_apiserver_requests_total{resource="pods/status"|"events",code="error"|"503"} deltas.
+  After the recovery the run also waits (within --time-limit) until every pod has its v2 Event
+  and no agent has a write to go; the writes per second stand beside the reads (the CSV's
+  measured_writes, the markdown's per-second table), with the first, median and last write, the
+  peak second, the agents drained, the pods with their v2 Event (once) and the events dropped
+  (pinion_apiserver_events_total{result=dropped-*}). The reads' comparison with the simulation
+  counts reads only (the status writes' requests carry their own resource label).
 
 The simulation is run once per seed (--runs, seeds 1..R) with --agents N --outage T --policy
 pinion --down-mode refused --capacity 1e9 (a small fleet never loads the model) --rtt 1ms and
@@ -81,6 +102,10 @@ SCRUB_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LI
              "LISTEN_FDNAMES", "JOURNAL_STREAM", "INVOCATION_ID", "NODE_NAME",
              "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "MANAGERPID")
 ATTEMPT_FAILED = re.compile(r"^(Watch failed|List of .* failed): .*; retrying in ")
+READ_RESOURCES = ("pods", "nodes")
+WRITE_RESOURCES = ("pods/status", "events")
+READY_GATE = "pinion.io/ready"
+CONFIG_NAME = "app"
 TOLERANCE_SD = 2.5
 TOLERANCE_REL = 0.02
 
@@ -143,7 +168,7 @@ def terminate(proc, timeout):
 # The test apiserver, out of process
 
 class Fake:
-    def __init__(self, root, nodes, pods_per_node):
+    def __init__(self, root, nodes, pods_per_node, status_writes=False):
         self.dir = os.path.join(root, "fake")
         os.makedirs(self.dir)
         self.token_file = os.path.join(root, "token")
@@ -156,9 +181,12 @@ class Fake:
         pods = []
         for i, node in enumerate(nodes):
             for k in range(pods_per_node):
-                pods.append(make_pod("app-%s-%d" % (node, k), node=node,
-                                     ip="10.%d.%d.%d" % (i // 250, i % 250, k + 2),
-                                     labels={"app": "app-%d" % k}))
+                pod = make_pod("app-%s-%d" % (node, k), node=node,
+                               ip="10.%d.%d.%d" % (i // 250, i % 250, k + 2),
+                               labels={"app": "app-%d" % k})
+                if status_writes:
+                    gate_pod(pod)
+                pods.append(pod)
         with open(self.pods_file, "w") as f:
             json.dump(pods, f)
         self.proc = None
@@ -220,12 +248,98 @@ class Fake:
 
 
 # ---------------------------------------------------------------------------------------------
+# Status writes: what every pod asks for, the config it waits on, how the writes are counted
+
+def gate_pod(pod):
+    """The pod asks for the pinion.io/ready condition and declares the config "app". It uses the
+    host's network: no CNI ADD happens here, so a network job would hold the condition False."""
+    pod["spec"]["readinessGates"] = [{"conditionType": READY_GATE}]
+    pod["spec"]["hostNetwork"] = True
+    pod["metadata"].setdefault("annotations", {})["pinion.io/configs"] = CONFIG_NAME
+    return pod
+
+
+class Bundles:
+    """One real nginx on loopback (HTTPS, a throwaway CA) serving the config every agent syncs
+    (tests/integration/configsync_testlib.py)."""
+
+    def __init__(self, root):
+        sys.path.insert(0, os.path.join(SRCDIR, "tests", "integration"))
+        import configsync_testlib as lib  # noqa: E402 (only with --status-writes)
+        self.lib = lib
+        d = os.path.join(root, "nginx")
+        os.makedirs(d)
+        os.chmod(d, 0o755)
+        self.ca = lib.TestCA(os.path.join(root, "ca"))
+        self.nginx = lib.Nginx(d, self.ca)
+        self.publish("v1")
+
+    def publish(self, version):
+        self.lib.write_bundle(self.nginx.root, CONFIG_NAME,
+                              {"app.yaml": ("version: %s\n" % version).encode()}, version)
+
+    def section(self, dest, interval):
+        return self.lib.config_section(self.nginx.url("%s/manifest.json" % CONFIG_NAME), dest,
+                                       self.ca, interval=interval)
+
+    def stop(self):
+        self.nginx.stop()
+
+
+def write_kind(entry):
+    """A request-log entry -> "status", "event-create", "event-patch" or None (a read)."""
+    if entry["verb"] == "patch" and entry["path"].endswith("/status"):
+        return "status"
+    if "/events" in entry["path"] and entry["verb"] in ("create", "patch"):
+        return "event-" + entry["verb"]
+    return None
+
+
+def write_pod(entry):
+    """The pod a write is about: the path of a status PATCH, regarding.name of an Event POST
+    (a series PATCH names only the Event: None)."""
+    if entry["path"].endswith("/status"):
+        return entry["path"].split("/")[-2]
+    try:
+        return json.loads(entry.get("body") or "{}").get("regarding", {}).get("name")
+    except ValueError:
+        return None
+
+
+def condition_status(entry):
+    try:
+        for c in json.loads(entry.get("body") or "{}")["status"]["conditions"]:
+            if c.get("type") == READY_GATE:
+                return c.get("status")
+    except (ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def parse_metrics(text):
+    """Prometheus text -> [(name, {label: value}, value)]."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)', line)
+        if m:
+            labels = dict(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"', m.group(2) or ""))
+            out.append((m.group(1), labels, float(m.group(3))))
+    return out
+
+
+def summed(samples, name, **where):
+    return sum(v for n, labels, v in samples
+               if n == name and all(labels.get(k) in (w if isinstance(w, tuple) else (w,))
+                                    for k, w in where.items()))
+
+
+# ---------------------------------------------------------------------------------------------
 # The agents
 
 
 
 class Agent:
-    def __init__(self, root, node, fake, args):
+    def __init__(self, root, node, fake, args, bundles=None):
         self.node = node
         self.dir = os.path.join(root, "agents", node)
         self.socket = os.path.join(self.dir, "run", "pinion.sock")
@@ -242,6 +356,13 @@ class Agent:
             for key in ("qps", "burst", "backoff-initial", "backoff-max", "backoff-reset",
                         "backoff-jitter", "watch-timeout-min"):
                 f.write("%s=%s\n" % (key, args.agent_keys[key]))
+            if bundles:
+                f.write("event-batch=%s\n" % args.event_batch)
+                section = bundles.section(os.path.join(self.dir, "configs", CONFIG_NAME),
+                                          args.config_interval)
+                f.write("\n[config.%s]\n" % CONFIG_NAME)
+                for key, value in section.items():
+                    f.write("%s=%s\n" % (key, value))
         self.proc = None
 
     def start(self, piniond):
@@ -254,18 +375,37 @@ class Agent:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def metrics_by_code(self):
-        """{code: n} of pinion_apiserver_requests_total, summed over verbs."""
+    def metrics(self):
         status, text = unix_get(self.socket, "/metrics")
         if status != 200:
             raise RuntimeError("%s: GET /metrics answered %d" % (self.node, status))
+        return parse_metrics(text)
+
+    @staticmethod
+    def by_code(samples, resources=READ_RESOURCES):
+        """{code: n} of pinion_apiserver_requests_total for these resources, summed over verbs
+        (the reads by default: the watches' pods and nodes, not the status writes)."""
         out = {}
-        for line in text.splitlines():
-            m = re.match(r'^pinion_apiserver_requests_total\{([^}]*)\}\s+(\S+)', line)
-            if m:
-                code = re.search(r'code="([^"]*)"', m.group(1)).group(1)
-                out[code] = out.get(code, 0) + float(m.group(2))
+        for name, labels, value in samples:
+            if name == "pinion_apiserver_requests_total" and labels.get("resource") in resources:
+                out[labels.get("code")] = out.get(labels.get("code"), 0) + value
         return out
+
+    def apiserver_details(self):
+        status, text = unix_get(self.socket, "/v1/status")
+        if status != 200:
+            raise RuntimeError("%s: GET /v1/status answered %d" % (self.node, status))
+        for m in json.loads(text).get("modules", []):
+            if m.get("name") == "apiserver":
+                return m.get("details") or {}
+        return {}
+
+    def writes_pending(self):
+        """Writes still to go: queued for the apiserver, or events still gathered for a pod's
+        start (posted as one when event-batch ends)."""
+        d = self.apiserver_details()
+        ev = d.get("events") or {}
+        return int(d.get("writesQueued", 0)) + int(ev.get("queued", 0)) + int(ev.get("gathering", 0))
 
     def rss_kib(self):
         try:
@@ -336,11 +476,16 @@ def real_run(args, root):
     piniond = os.path.join(args.builddir, "piniond")
     if not os.access(piniond, os.X_OK):
         raise RuntimeError("%s is not built (PINION_BUILDDIR=%s)" % (piniond, args.builddir))
-    fake = Fake(root, nodes, args.pods_per_node)
+    fake = Fake(root, nodes, args.pods_per_node, args.status_writes)
     agents = []
+    bundles = None
     res = {"agents": args.agents, "outage_mode": args.outage_mode}
+    sw = res["status"] = {} if args.status_writes else None
     try:
         fake.start()
+        if args.status_writes:
+            bundles = Bundles(root)
+            log("config %r v1 served by nginx at %s" % (CONFIG_NAME, bundles.nginx.url("")))
         # Every kubelet's node has its Node object, with the pod CIDR the controller-manager
         # allocated: the agent reads it once at start (podnet with no pod-cidr configured asks
         # for it). Without the Nodes, every agent would keep asking for a missing Node on its
@@ -351,7 +496,7 @@ def real_run(args, root):
         log("test apiserver at %s (control %s), %d pods, %d nodes"
             % (fake.url, fake.control, args.agents * args.pods_per_node, len(nodes)))
         for node in nodes:
-            agents.append(Agent(root, node, fake, args))
+            agents.append(Agent(root, node, fake, args, bundles))
         t_start = time.monotonic()
         for a in agents:
             a.start(piniond)
@@ -376,12 +521,15 @@ def real_run(args, root):
         missing = set(nodes) - watching
         if missing:
             raise RuntimeError("no watch from %s" % sorted(missing)[:5])
-        log("%d agents synced in %.1fs; steady state for %.0fs"
-            % (args.agents, res["startup_seconds"], args.steady))
+        log("%d agents synced in %.1fs" % (args.agents, res["startup_seconds"]))
+        if sw is not None:
+            status_steady(args, fake, agents, sw)
+        log("steady state for %.0fs" % args.steady)
         time.sleep(args.steady)
         res["rss_kib_total"] = sum(a.rss_kib() for a in agents)
         res["watches_before"] = fake.state()["watches"]
-        before = [a.metrics_by_code() for a in agents]
+        samples_before = [a.metrics() for a in agents]
+        before = [Agent.by_code(m) for m in samples_before]
         cpu0 = fake.cpu_seconds()
 
         # The outage.
@@ -392,6 +540,11 @@ def real_run(args, root):
             fake.ctl("POST", "/_fake/inject", {"fault": "503", "count": None})
             fake.ctl("POST", "/_fake/close-watches", {"abrupt": True})
         log("outage (%s) for %.0fs" % (args.outage_mode, args.outage))
+        if sw is not None:
+            # A new version while the apiserver is away: every agent syncs it within its
+            # interval and has a ConfigSynced Event per pod to write, which must wait.
+            bundles.publish("v2")
+            sw["t_v2"] = time.time() - t0
         while time.time() < t0 + args.outage:
             dead = [a for a in agents if not a.alive()]
             if dead:
@@ -426,12 +579,15 @@ def real_run(args, root):
 
         synced_at = {}
         deadline = t_rec + args.time_limit
+        writes_done = sw is None
         while True:
             for e in fake.requests(since=t_rec):
                 n = node_of(e)
                 if n and n not in synced_at and healthy(e):
                     synced_at[n] = e["time"]
-            if len(synced_at) == args.agents or time.time() > deadline:
+            if not writes_done and len(synced_at) == args.agents:
+                writes_done = writes_drained(args, fake, agents, sw)
+            if (len(synced_at) == args.agents and writes_done) or time.time() > deadline:
                 break
             dead = [a for a in agents if not a.alive()]
             if dead:
@@ -443,7 +599,11 @@ def real_run(args, root):
             % (len(synced_at), args.agents, (max(synced_at.values()) - t_rec) if synced_at else 0))
         time.sleep(1.0)  # let the last answers land in the logs and metrics
 
-        after = [a.metrics_by_code() for a in agents]
+        samples_after = [a.metrics() for a in agents]
+        after = [Agent.by_code(m) for m in samples_after]
+        if sw is not None:
+            sw["pending_at_end"] = [a.writes_pending() for a in agents]
+            sw["events_at_end"] = fake.ctl("GET", "/_fake/events")["items"]
         cpu1 = fake.cpu_seconds()
         entries = fake.requests()
         attempts = []
@@ -455,6 +615,8 @@ def real_run(args, root):
     finally:
         stop_agents(agents)
         fake.stop()
+        if bundles:
+            bundles.stop()
 
     # --- measure ---
     api = [e for e in entries if e["verb"] in ("list", "watch", "get")]
@@ -494,13 +656,26 @@ def real_run(args, root):
     # Per-second windows from the outage start (window k covers [t0 + k, t0 + k + 1)).
     first = -int(args.steady)
     last = int(math.ceil(last_sync - t0)) if synced_at else int(math.ceil(t_end - t0))
+    # The writes the test apiserver took (in 5xx mode it logs the outage's refused ones too:
+    # those are in the outage's attempts, not here).
+    writes = [e for e in entries if write_kind(e) and e["time"] >= t0 + first and e.get("fault") is None]
+    if writes and sw is not None:
+        last = max(last, int(math.ceil(max(e["time"] for e in writes) - t0)))
     series = {}
     for k in range(first, last + 1):
-        series[k] = {"requests": 0, "synced": 0, "up": 1}
+        series[k] = {"requests": 0, "synced": 0, "up": 1, "writes": 0, "lists": 0}
     for t in counted:
         k = int(math.floor(t - t0))
         if k in series:
             series[k]["requests"] += 1
+    for e in writes:
+        k = int(math.floor(e["time"] - t0))
+        if k in series:
+            series[k]["writes"] += 1
+    for e in api:
+        k = int(math.floor(e["time"] - t0))
+        if e["verb"] == "list" and e.get("fault") is None and k in series:
+            series[k]["lists"] += 1
     for k, row in series.items():
         end = t0 + k + 1
         if k < 0:
@@ -511,7 +686,194 @@ def real_run(args, root):
     res["series"] = series
     res["peak_rate_recovery"] = max((series[k]["requests"] for k in series
                                      if int(args.outage) <= k < int(args.outage) + 10), default=0)
+    if sw is not None:
+        status_measure(args, sw, entries, series, samples_before, samples_after,
+                       dict(t0=t0, t_clear=t_clear, t_rec=t_rec, last_sync=last_sync))
     return res
+
+
+# ---------------------------------------------------------------------------------------------
+# Status writes: steady state, outage, recovery
+
+def gated_pods(fake):
+    return [p for p in fake.ctl("GET", "/_fake/pods")["items"]
+            if any(g.get("conditionType") == READY_GATE
+                   for g in p.get("spec", {}).get("readinessGates") or [])]
+
+
+def ready_condition(pod):
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == READY_GATE:
+            return c
+    return None
+
+
+def wait_written(fake, agents, names, timeout, what):
+    """Until every pod in names has the condition True in the fake and no agent has a write to
+    go (events gathered for a pod's start included)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = {p["metadata"]["name"]: p for p in gated_pods(fake)}
+        not_true = [n for n in names if (ready_condition(pods.get(n, {})) or {}).get("status") != "True"]
+        pending = None
+        if not not_true:
+            pending = [a.node for a in agents if a.writes_pending() > 0]
+            if not pending:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError("%s: %d pods without %s=True (%s), agents with writes to go: %s"
+                               % (what, len(not_true), READY_GATE, not_true[:3],
+                                  "?" if pending is None else pending[:3]))
+        time.sleep(1.0)
+
+
+def writes_for(entries, names):
+    """The writes about these pods: {"status", "status_true", "status_false", "event-create",
+    "event-patch", "failed"} counts."""
+    names = set(names)
+    out = {"status": 0, "status_true": 0, "status_false": 0, "event-create": 0, "event-patch": 0,
+           "failed": 0}
+    for e in entries:
+        kind = write_kind(e)
+        if not kind:
+            continue
+        pod = write_pod(e) if kind != "event-patch" else e["path"].rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        if pod not in names:
+            continue
+        out[kind] += 1
+        if kind == "status":
+            cs = condition_status(e)
+            out["status_true" if cs == "True" else "status_false"] += 1
+        if not 200 <= (e.get("status") or 0) < 300:
+            out["failed"] += 1
+    out["total"] = out["status"] + out["event-create"] + out["event-patch"]
+    return out
+
+
+def status_steady(args, fake, agents, sw):
+    """Every agent starts with its pods, then one more pod per node starts on the running fleet:
+    the writes each costs, from the test apiserver's log."""
+    initial = [p["metadata"]["name"] for p in gated_pods(fake)]
+    t = time.monotonic()
+    wait_written(fake, agents, initial, args.sync_timeout, "initial pods")
+    sw["initial_settle_seconds"] = time.monotonic() - t
+    entries = fake.requests()
+    sw["initial_pods"] = len(initial)
+    sw["initial_writes"] = writes_for(entries, initial)
+    sw["initial_per_pod"] = sw["initial_writes"]["total"] / max(1, len(initial))
+    sw["initial_events_per_pod"] = events_per_pod(fake.ctl("GET", "/_fake/events")["items"], initial)
+    sw["events_expected"] = sw["initial_writes"]["event-create"] > 0
+    log("initial pods: %d writes for %d pods (%.2f a pod), settled %.1fs after the watches"
+        % (sw["initial_writes"]["total"], len(initial), sw["initial_per_pod"],
+           sw["initial_settle_seconds"]))
+    added = []
+    if args.added_pods:
+        since = time.time()
+        for i, a in enumerate(agents):
+            for k in range(args.added_pods):
+                name = "new-%s-%d" % (a.node, k)
+                pod = make_pod_for(name, a.node, "10.%d.%d.%d" % (i // 250, i % 250, 100 + k))
+                fake.ctl("POST", "/_fake/pods/add", gate_pod(pod))
+                added.append(name)
+        t = time.monotonic()
+        wait_written(fake, agents, added, args.sync_timeout, "pods added to the running fleet")
+        sw["added_settle_seconds"] = time.monotonic() - t
+        sw["added_writes"] = writes_for(fake.requests(since=since), added)
+        sw["added_per_pod"] = sw["added_writes"]["total"] / len(added)
+        log("pods added to the running fleet: %d writes for %d pods (%.2f a pod)"
+            % (sw["added_writes"]["total"], len(added), sw["added_per_pod"]))
+    sw["added_pods"] = len(added)
+    sw["pods"] = initial + added
+
+
+def make_pod_for(name, node, ip):
+    from kube_apiserver import make_pod  # noqa: E402 (Fake put it on the path)
+    return make_pod(name, node=node, ip=ip, labels={"app": "added"})
+
+
+def events_per_pod(events, names):
+    """{n: pods with n Events} over names."""
+    count = {n: 0 for n in names}
+    for ev in events:
+        n = (ev.get("regarding") or {}).get("name")
+        if n in count:
+            count[n] += 1
+    hist = {}
+    for v in count.values():
+        hist[v] = hist.get(v, 0) + 1
+    return {str(k): v for k, v in sorted(hist.items())}
+
+
+def v2_events(events):
+    """{pod name: Events whose note is the outage's new version}."""
+    out = {}
+    for ev in events:
+        if " version v2 " in (ev.get("note") or ""):
+            n = (ev.get("regarding") or {}).get("name")
+            out[n] = out.get(n, 0) + 1
+    return out
+
+
+def writes_drained(args, fake, agents, sw):
+    """After the recovery: every pod has its v2 Event (when this build posts events) and no agent
+    has a write to go."""
+    if sw.get("events_expected"):
+        got = v2_events(fake.ctl("GET", "/_fake/events")["items"])
+        if any(n not in got for n in sw["pods"]):
+            return False
+    return all(a.writes_pending() == 0 for a in agents)
+
+
+def status_measure(args, sw, entries, series, samples_before, samples_after, t):
+    t0, t_rec = t["t0"], t["t_rec"]
+    # The outage: the writes the agents attempted (and the apiserver never saw, or answered 503).
+    failed_code = ("error",) if args.outage_mode == "refuse" else ("503",)
+    for res_name in WRITE_RESOURCES:
+        sw["outage_attempts_" + res_name.replace("/", "_")] = int(sum(
+            summed(a, "pinion_apiserver_requests_total", resource=res_name, code=failed_code) -
+            summed(b, "pinion_apiserver_requests_total", resource=res_name, code=failed_code)
+            for a, b in zip(samples_after, samples_before)))
+    sw["outage_attempts"] = sw["outage_attempts_pods_status"] + sw["outage_attempts_events"]
+    sw["events_dropped"] = int(sum(
+        summed(a, "pinion_apiserver_events_total", result=("dropped-spam", "dropped-rate", "dropped-queue"))
+        for a in samples_after))
+    # After the recovery: every write the apiserver took.
+    post = [e for e in entries if write_kind(e) and e["time"] >= t["t_clear"] and e.get("fault") is None]
+    sw["recovery_writes"] = writes_for(post, sw["pods"])
+    sw["recovery_writes_ok"] = sum(1 for e in post if 200 <= (e.get("status") or 0) < 300)
+    if post:
+        times = sorted(e["time"] - t_rec for e in post)
+        sw["recovery_first_write"], sw["recovery_last_write"] = times[0], times[-1]
+        sw["recovery_write_p50"] = percentile(times, 0.5)
+        sw["recovery_write_seconds"] = len({int(math.floor(x)) for x in times})
+    else:
+        sw["recovery_first_write"] = sw["recovery_last_write"] = sw["recovery_write_p50"] = None
+        sw["recovery_write_seconds"] = 0
+    rec = [k for k in series if k >= int(math.floor(t_rec - t0))]
+    sw["recovery_peak_writes"] = max((series[k]["writes"] for k in rec), default=0)
+    sw["recovery_peak_total"] = max((series[k]["writes"] + series[k]["requests"] for k in rec), default=0)
+    peak_k = max(rec, key=lambda k: (series[k]["writes"] + series[k]["requests"], -k), default=None)
+    sw["recovery_peak_second"] = peak_k
+    sw["recovery_peak_split"] = (series[peak_k]["requests"], series[peak_k]["writes"]) if peak_k is not None else None
+    sw["recovery_reads_peak"] = max((series[k]["requests"] for k in rec), default=0)
+    # The same seconds in the simulation's cost units: a list 1 + 1 per object (the node's pods),
+    # a watch request or a write 1.
+    per_list = args.pods_per_node + args.added_pods
+    cost = {k: (series[k]["requests"] + per_list * series[k]["lists"], series[k]["writes"]) for k in rec}
+    sw["cost_per_list"] = 1 + per_list
+    sw["recovery_reads_cost_peak"] = max((c[0] for c in cost.values()), default=0)
+    peak_c = max(rec, key=lambda k: (sum(cost[k]), -k), default=None)
+    sw["recovery_cost_peak"] = sum(cost[peak_c]) if peak_c is not None else 0
+    sw["recovery_cost_peak_split"] = cost[peak_c] if peak_c is not None else None
+    sw["recovery_cost_reads"] = sum(c[0] for c in cost.values())
+    sw["recovery_cost_writes"] = sum(c[1] for c in cost.values())
+    # Nothing lost: each pod's Event for v2 arrived, once.
+    events = sw.pop("events_at_end")
+    got = v2_events(events)
+    sw["pods_with_v2_event"] = sum(1 for n in sw["pods"] if got.get(n))
+    sw["pods_with_duplicate_v2_event"] = sum(1 for n in sw["pods"] if got.get(n, 0) > 1)
+    sw["events_per_pod_at_end"] = events_per_pod(events, sw["pods"])
+    sw["agents_drained"] = sum(1 for n in sw.pop("pending_at_end") if n == 0)
 
 
 def percentile(sorted_values, q):
@@ -635,12 +997,13 @@ def markdown(args, real, runs, rows):
     if args.outage_mode == "refuse":
         how = ("the test apiserver's port refused connections; attempts counted from the agents' "
                "own logs (one \"retrying in\" warning per refused attempt, µs timestamps), "
-               "checked against the sum of `pinion_apiserver_requests_total{code=\"error\"}`: "
+               "checked against the sum of the reads' `pinion_apiserver_requests_total"
+               "{resource=\"pods\"|\"nodes\",code=\"error\"}`: "
                "%d" % real["requests_outage_metrics"])
     else:
         how = ("every API request was answered 503 (no Retry-After); attempts counted in the "
                "test apiserver's request log (agents' `pinion_apiserver_requests_total"
-               "{code=\"503\"}`: %d)" % real["requests_outage_metrics"])
+               "{resource=\"pods\"|\"nodes\",code=\"503\"}`: %d)" % real["requests_outage_metrics"])
     out.append("Outage: %s. Real outage %.3f s. %s; after recovery every request is counted "
                "in the test apiserver's log, and an agent is synced at its first watch from a "
                "resourceVersion at or after the compaction point.\n"
@@ -679,7 +1042,104 @@ def markdown(args, real, runs, rows):
                   real["rss_kib_total"] / 1024 / args.agents,
                   "%.1f" % real["fake_cpu_seconds"] if real["fake_cpu_seconds"] is not None
                   else "?"))
+    if real.get("status") is not None:
+        out.append("")
+        out.extend(status_markdown(args, real))
     return "\n".join(out) + "\n"
+
+
+def status_ok(args, sw):
+    """Every agent drained its writes, and (when this build posts events) every pod got its Event
+    for the outage's version, once, with nothing dropped."""
+    if sw is None:
+        return True
+    events_ok = not sw["events_expected"] or (sw["pods_with_v2_event"] == len(sw["pods"]) and
+                                             sw["pods_with_duplicate_v2_event"] == 0)
+    return sw["agents_drained"] == args.agents and events_ok and sw["events_dropped"] == 0
+
+
+def status_markdown(args, real):
+    sw = real["status"]
+    n = len(sw["pods"])
+
+    def split(w):
+        return ("%d condition PATCHes (%d True, %d False), %d Event POSTs, %d series PATCHes%s"
+                % (w["status"], w["status_true"], w["status_false"], w["event-create"],
+                   w["event-patch"], ", %d refused" % w["failed"] if w["failed"] else ""))
+
+    def sec(v):
+        return "—" if v is None else "%.1f" % v
+    out = ["## Status writes through the outage (%d agents)\n" % args.agents]
+    out.append("Every pod carries `readinessGates: [{conditionType: %s}]` and `pinion.io/configs: %s` "
+               "(and hostNetwork: no CNI ADD happens here); every agent syncs the config `%s` from "
+               "one nginx on loopback (interval %s, `event-batch=%s`). The bundle's version changed "
+               "to v2 %.1f s into the outage, so every agent had an Event per pod to write while "
+               "the apiserver was away; the condition stayed True (the config stayed present). "
+               "Writes are counted in the test apiserver's log (what it took) and, during the "
+               "outage, by the agents' `pinion_apiserver_requests_total{resource=\"pods/status\"|"
+               "\"events\",code=\"%s\"}`.\n"
+               % (READY_GATE, CONFIG_NAME, CONFIG_NAME, args.config_interval, args.event_batch,
+                  sw.get("t_v2", 0), "error" if args.outage_mode == "refuse" else "503"))
+    if not sw["events_expected"]:
+        out.append("**This build posted no Event at a pod's start** (no module announces pod "
+                   "events): the event rows below are zero, not measured.\n")
+    out.append("| quantity | measured | goal |")
+    out.append("|---|---:|---|")
+    out.append("| writes per pod start, agents starting with their pods (%d pods) | %.2f | ≤ 2 (%s) |"
+               % (sw["initial_pods"], sw["initial_per_pod"], split(sw["initial_writes"])))
+    if sw["added_pods"]:
+        out.append("| writes per pod start, a pod started on a running agent (%d pods) | %.2f | ≤ 2 (%s) |"
+                   % (sw["added_pods"], sw["added_per_pod"], split(sw["added_writes"])))
+    out.append("| write attempts during the outage (%s) | %d | bounded by the backoff, not by the "
+               "queue (%d condition, %d event) |"
+               % ("refused" if args.outage_mode == "refuse" else "answered 503",
+                  sw["outage_attempts"], sw["outage_attempts_pods_status"],
+                  sw["outage_attempts_events"]))
+    out.append("| writes after recovery | %d | one Event per pod (%d pods; %s) |"
+               % (sw["recovery_writes"]["total"], n, split(sw["recovery_writes"])))
+    out.append("| first / median / last write after recovery (s) | %s / %s / %s | spread by the "
+               "jittered backoff |" % (sec(sw["recovery_first_write"]), sec(sw["recovery_write_p50"]),
+                                       sec(sw["recovery_last_write"])))
+    out.append("| seconds with writes after recovery | %d | |" % sw["recovery_write_seconds"])
+    out.append("| peak writes/s after recovery | %d | |" % sw["recovery_peak_writes"])
+    split_peak = sw["recovery_peak_split"] or (0, 0)
+    out.append("| peak requests/s after recovery, reads + writes (reads, writes in that second) "
+               "| %d (%d, %d) | not dominated by writes |"
+               % (sw["recovery_peak_total"], split_peak[0], split_peak[1]))
+    cs = sw["recovery_cost_peak_split"] or (0, 0)
+    out.append("| peak offered cost after recovery, reads + writes (reads, writes), in the "
+               "simulation's units (a list %d, a watch or write 1) | %d (%d, %d) | not dominated by "
+               "writes (reads alone peak at %d) |"
+               % (sw["cost_per_list"], sw["recovery_cost_peak"], cs[0], cs[1],
+                  sw["recovery_reads_cost_peak"]))
+    out.append("| offered cost from recovery to the end: reads, writes | %d, %d | |"
+               % (sw["recovery_cost_reads"], sw["recovery_cost_writes"]))
+    out.append("| agents with no write to go at the end | %d/%d | all |"
+               % (sw["agents_drained"], args.agents))
+    out.append("| pods with their v2 Event (more than one) | %d/%d (%d) | all, once |"
+               % (sw["pods_with_v2_event"], n, sw["pods_with_duplicate_v2_event"]))
+    out.append("| events dropped (spam, rate, queue) | %d | 0 (one Event a pod during the outage; 256 an agent can hold) |"
+               % sw["events_dropped"])
+    out.append("")
+    out.append("Events per pod at the end (Events: pods): %s."
+               % ", ".join("%s: %d" % kv for kv in sw["events_per_pod_at_end"].items()))
+    out.append("")
+    rows = [k for k in sorted(real["series"]) if k >= int(args.outage) - 1]
+    last = max([k for k in rows if real["series"][k]["writes"] or real["series"][k]["requests"]],
+               default=None)
+    if last is not None:
+        out.append("Per second from the outage's start (the outage ends at %.1f s):\n"
+                   % real["outage_real"])
+        out.append("| second | reads (lists) | writes | agents synced |")
+        out.append("|---:|---:|---:|---:|")
+        for k in rows:
+            if k > last:
+                break
+            r = real["series"][k]
+            out.append("| %d | %d (%d) | %d | %d |" % (k, r["requests"], r["lists"], r["writes"],
+                                                      r["synced"]))
+        out.append("")
+    return out
 
 
 def write_csv(path, args, real, runs):
@@ -690,7 +1150,8 @@ def write_csv(path, args, real, runs):
         w = csv.writer(f)
         w.writerow(["t", "measured_requests", "sim_requests_seed1", "sim_requests_mean",
                     "sim_requests_min", "sim_requests_max", "measured_synced",
-                    "sim_synced_seed1", "sim_synced_mean", "measured_up", "sim_up"])
+                    "sim_synced_seed1", "sim_synced_mean", "measured_up", "sim_up",
+                    "measured_writes"])
         for k in sorted(keys):
             m = real["series"].get(k)
             # A run that ended (every agent synced) sends nothing more and stays synced.
@@ -701,7 +1162,7 @@ def write_csv(path, args, real, runs):
                         "%.2f" % statistics.mean(req), min(req), max(req),
                         m["synced"] if m else "", sims[0]["synced"],
                         "%.1f" % statistics.mean(s["synced"] for s in sims),
-                        m["up"] if m else "", sims[0]["up"]])
+                        m["up"] if m else "", sims[0]["up"], m["writes"] if m else ""])
 
 
 def write_png(path, csv_path, args):
@@ -766,6 +1227,19 @@ def parse_args(argv):
                          ("burst", "10"), ("watch-timeout-min", "5m")):
         ap.add_argument("--" + key, default=default,
                         help="[apiserver] %s, also passed to the sim (default %s)" % (key, default))
+    ap.add_argument("--status-writes", dest="status_writes", action="store_true", default=True,
+                    help="every pod carries the pinion.io/ready readiness gate and declares the "
+                         "config app, which every agent syncs from one nginx; the bundle changes "
+                         "during the outage (default)")
+    ap.add_argument("--no-status-writes", dest="status_writes", action="store_false",
+                    help="plain pods, no config: the reads alone")
+    ap.add_argument("--added-pods", type=int, default=1,
+                    help="with --status-writes: pods started on each running agent before the "
+                         "outage (default 1)")
+    ap.add_argument("--config-interval", default="5s",
+                    help="with --status-writes: [config.app] interval (default 5s)")
+    ap.add_argument("--event-batch", default="5s",
+                    help="with --status-writes: [apiserver] event-batch (default 5s)")
     ap.add_argument("--runs", type=int, default=10, help="simulation seeds (default 10)")
     ap.add_argument("--builddir", default=default_builddir(),
                     help="where piniond and tests/sim/fleet-sim are (PINION_BUILDDIR, default "
@@ -809,6 +1283,18 @@ def write_json(args, real, runs, rows, ok):
                goal=goal, met=met)
     bj.row("agents synced again after recovery", real["synced"], args.agents, "agents started", "",
            goal="all", met=real["synced"] == args.agents)
+    sw = real.get("status")
+    if sw is not None:
+        bj.row("status writes per pod start, agents starting with their pods", round(sw["initial_per_pod"], 3),
+               None, "", "", goal="≤ 2", met=sw["initial_per_pod"] <= 2)
+        if sw["added_pods"]:
+            bj.row("status writes per pod start, a pod started on a running agent",
+                   round(sw["added_per_pod"], 3), None, "", "", goal="≤ 2", met=sw["added_per_pod"] <= 2)
+        bj.row("status write attempts during the outage", sw["outage_attempts"], None, "", "")
+        bj.row("peak writes/s after recovery", sw["recovery_peak_writes"], None, "", "")
+        bj.row("pods with their Event for the outage's version", sw["pods_with_v2_event"], len(sw["pods"]),
+               "pods", "", goal="all" if sw["events_expected"] else None,
+               met=(sw["pods_with_v2_event"] == len(sw["pods"])) if sw["events_expected"] else None)
     bj.note("Outage mode %s, %s; the measured/simulated rows agree when the measurement lies in the seeds' "
             "range widened by 2.5 standard deviations plus 2%% of the mean: %s." % (
                 args.outage_mode, "history compacted at recovery (every resume gets 410)" if args.compact
@@ -822,6 +1308,10 @@ def write_json(args, real, runs, rows, ok):
               [("measured", keys, [real["series"][k]["requests"] for k in keys]),
                ("simulated, mean", keys, [round(statistics.mean(x["requests"] for x in sk), 2) for sk in sims])],
               marks=[(0, "outage"), (round(args.outage), "recovery")])
+    if sw is not None:
+        bj.series("status writes per second (the test apiserver took them)", "seconds since the outage began",
+                  "writes / s", [("measured", keys, [real["series"][k]["writes"] for k in keys])],
+                  marks=[(0, "outage"), (round(args.outage), "recovery")])
     bj.series("agents synced", "seconds since the outage began", "agents",
               [("measured", keys, [real["series"][k]["synced"] for k in keys]),
                ("simulated, mean", keys, [round(statistics.mean(x["synced"] for x in sk), 1) for sk in sims])],
@@ -872,13 +1362,15 @@ def main(argv=None):
             if args.png:
                 write_png(args.png, csv_path, args)
         ok = real["synced"] == args.agents and real["alive_at_end"] == args.agents and \
-            rows[0]["agrees"]
+            rows[0]["agrees"] and status_ok(args, real.get("status"))
         if args.json:
             write_json(args, real, runs, rows, ok)
         if not ok:
-            log("FAILED: %d/%d synced, %d/%d alive, outage requests %s"
+            log("FAILED: %d/%d synced, %d/%d alive, outage requests %s, status writes %s"
                 % (real["synced"], args.agents, real["alive_at_end"], args.agents,
-                   "agree" if rows[0]["agrees"] else "disagree"))
+                   "agree" if rows[0]["agrees"] else "disagree",
+                   "drained, nothing lost" if status_ok(args, real.get("status"))
+                   else "NOT drained or an Event missing"))
         return 0 if ok else 1
     except KeyboardInterrupt as e:
         log("interrupted (%s); cleaning up" % (e.args[0] if e.args else "SIGINT"))

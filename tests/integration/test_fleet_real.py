@@ -22,6 +22,15 @@ no jitter sends 140, a factor of 1.5 about 135, no cap about 93, backoff-initial
 
 Both outage modes run: "refuse" (the port refuses connections; the agents count their own
 attempts, logs and metrics must agree) and "5xx" (503 to everything; the test apiserver counts).
+
+The status writes (--status-writes) ride along in the refuse run only: every pod carries the
+pinion.io/ready readiness gate and declares a config every agent syncs from one nginx, one more
+pod starts on every running agent, and the config's version changes during the outage. A pod
+start costs at most 2 writes, the writes the outage holds back are tried once per backoff step
+(not once per write or per second), they all go through after the recovery, and every pod gets
+its Event for the new version exactly once. The reads' figures above must not move: the writes
+share the token bucket but stay far below it. (event-batch 1s and a 2s config interval keep the
+run short; the 5xx run has plain pods.)
 """
 
 import json
@@ -36,6 +45,7 @@ from pinion_testlib import BUILDDIR, NOT_UNDER_SANITIZERS, SRCDIR, VALGRIND, dia
 
 SCRIPT = os.path.join(SRCDIR, "tests", "bench", "fleet-real.py")
 AGENTS = 20
+PODS_PER_NODE = 3  # fleet-real.py's default
 OUTAGE = "10s"
 SIM_RUNS = 10
 WIDEN_SD = 2.5
@@ -45,7 +55,7 @@ pytestmark = [pytest.mark.skipif(VALGRIND, reason="timing against a model: not u
               pytest.mark.skipif(sanitized_build(), reason=NOT_UNDER_SANITIZERS)]
 
 
-def run_fleet(tmp_dir, mode):
+def run_fleet(tmp_dir, mode, status_writes):
     require_binary(os.path.join(BUILDDIR, "piniond"))
     require_binary(os.path.join(BUILDDIR, "tests", "sim", "fleet-sim"))
     out = os.path.join(tmp_dir, "fleet-%s.json" % mode)
@@ -54,6 +64,8 @@ def run_fleet(tmp_dir, mode):
            "--steady", "1", "--time-limit", "30s", "--runs", str(SIM_RUNS),
            "--builddir", BUILDDIR, "--md", os.path.join(tmp_dir, "fleet-%s.md" % mode),
            "--json", out]
+    cmd += ["--status-writes", "--event-batch", "1s", "--config-interval", "2s"] if status_writes \
+        else ["--no-status-writes"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL,
                        env=dict(os.environ, PINION_SRCDIR=SRCDIR, PINION_BUILDDIR=BUILDDIR))
     # Exit 1 may just be a disagreement, judged below with the tolerance stated here.
@@ -69,9 +81,9 @@ def tolerance(values):
     return min(values) - widen, max(values) + widen
 
 
-@pytest.mark.parametrize("mode", ["refuse", "5xx"])
-def test_real_fleet_matches_the_simulation(tmp_dir, mode):
-    res, p = run_fleet(tmp_dir, mode)
+@pytest.mark.parametrize("mode,status_writes", [("refuse", True), ("5xx", False)])
+def test_real_fleet_matches_the_simulation(tmp_dir, mode, status_writes):
+    res, p = run_fleet(tmp_dir, mode, status_writes)
     real, sims = res["real"], res["sim"]
     for line in p.stdout.splitlines():
         if line.startswith("| "):
@@ -100,3 +112,35 @@ def test_real_fleet_matches_the_simulation(tmp_dir, mode):
     # pinion_apiserver_requests_total (refuse), or the test apiserver's log and the agents'
     # counters (5xx).
     assert real["requests_outage_metrics"] == measured, real
+    if status_writes:
+        check_status_writes(real["status"], p)
+
+
+def check_status_writes(sw, p):
+    for line in p.stdout.split("## Status writes", 1)[-1].splitlines():
+        if line.startswith("| ") and "---" not in line:
+            diag(line)
+    pods = AGENTS * (PODS_PER_NODE + 1)
+    assert len(sw["pods"]) == pods, sw
+    # A pod start, whether the agent starts with it or it comes to a running agent: the condition
+    # written once (True: the config is there within the grace), and at most one Event.
+    for what in ("initial", "added"):
+        w = sw[what + "_writes"]
+        assert w["status_true"] == sw[what + "_pods"] and w["status_false"] == 0 and w["failed"] == 0, (what, w)
+        assert sw[what + "_per_pod"] <= 2, (what, w)
+    # The agents' pod events: configsync announces a version to the pods that declare it when it
+    # takes the version, so the pods an agent started with get a ConfigSynced Event (when the
+    # pod list came before the first sync, as it does on loopback), a pod whose config was
+    # already there none. Never more than one at a start, never a series.
+    assert sw["events_expected"], "no Event at a pod's start: does this build announce pod events?"
+    assert sw["initial_writes"]["event-create"] <= sw["initial_pods"], sw["initial_writes"]
+    assert sw["added_writes"]["event-create"] == 0, sw["added_writes"]
+    assert sw["initial_writes"]["event-patch"] == sw["added_writes"]["event-patch"] == 0, sw
+    # The outage: every agent had its Events for v2 waiting; attempts came once per backoff step
+    # per agent (10 s at 200 ms doubling to 2 s: about 8), not once per write.
+    assert 0 < sw["outage_attempts"] <= 12 * AGENTS, sw
+    assert sw["outage_attempts_pods_status"] == 0, sw  # the condition never changed
+    # After the recovery: exactly one Event per pod, nothing else, nothing lost, nothing doubled.
+    assert sw["recovery_writes"]["event-create"] == pods and sw["recovery_writes"]["total"] == pods, sw
+    assert sw["pods_with_v2_event"] == pods and sw["pods_with_duplicate_v2_event"] == 0, sw
+    assert sw["events_dropped"] == 0 and sw["agents_drained"] == AGENTS, sw
