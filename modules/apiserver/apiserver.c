@@ -25,6 +25,7 @@
 #include "pod-ready.h"
 #include "pod-sink.h"
 #include "reflector.h"
+#include "timer.h"
 
 #define MODULE "apiserver"
 
@@ -224,16 +225,8 @@ static void node_fetch_schedule(struct apiserver *a, usec_t delay) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         usec_t when = add_saturating(add_saturating(now, delay), token_bucket_reserve(&a->bucket, now));
         reflector_count_request(a->reflector);
-        int r;
-
-        if (!a->node_timer)
-                r = sd_event_add_time(a->mi->manager->event, &a->node_timer, CLOCK_MONOTONIC, when, USEC_PER_MSEC,
-                                      on_node_timer, a);
-        else {
-                r = sd_event_source_set_time(a->node_timer, when);
-                if (r >= 0)
-                        r = sd_event_source_set_enabled(a->node_timer, SD_EVENT_ONESHOT);
-        }
+        int r = timer_arm(a->mi->manager->event, &a->node_timer, CLOCK_MONOTONIC, when, USEC_PER_MSEC, false,
+                          on_node_timer, a);
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "Cannot schedule the Node request, the pod CIDR stays unknown: %m");
 }

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "log.h"
 #include "pod-store.h"
+#include "timer.h"
 #include "token-bucket.h"
 
 #define MODULE "apiserver"
@@ -310,13 +311,7 @@ static void arm_timer(struct event_writer *ew) {
                         (void) sd_event_source_set_enabled(ew->timer, SD_EVENT_OFF);
                 return;
         }
-        if (!ew->timer)
-                r = sd_event_add_time(ew->manager->event, &ew->timer, CLOCK_MONOTONIC, next, USEC_PER_MSEC, on_timer, ew);
-        else {
-                r = sd_event_source_set_time(ew->timer, next);
-                if (r >= 0)
-                        r = sd_event_source_set_enabled(ew->timer, SD_EVENT_ONESHOT);
-        }
+        r = timer_arm(ew->manager->event, &ew->timer, CLOCK_MONOTONIC, next, USEC_PER_MSEC, false, on_timer, ew);
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "Cannot arm the event timer: %m");
 }
@@ -611,7 +606,7 @@ const char *event_writer_error(const struct event_writer *ew) {
 }
 
 int event_writer_status(const struct event_writer *ew, cJSON *obj) {
-        cJSON *o = cJSON_AddObjectToObject(obj, "events");
+        cJSON *o = cJSON_AddObjectToObject(obj, "podEvents");
 
         if (!o || !cJSON_AddStringToObject(o, "reportingController", EVENT_REPORTING_CONTROLLER) ||
             !cJSON_AddNumberToObject(o, "created", (double) ew->n_created) ||

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "kube-writer.h"
 #include "log.h"
+#include "timer.h"
 
 #define MODULE "apiserver"
 #define WRITE_TIMEOUT_MS 10000
@@ -207,16 +208,8 @@ uint64_t kube_writer_sent(const struct kube_writer *w) {
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 static void writer_arm(struct kube_writer *w, usec_t delay) {
-        usec_t when = now_usec(CLOCK_MONOTONIC) + delay;
-        int r;
-
-        if (!w->timer)
-                r = sd_event_add_time(w->event, &w->timer, CLOCK_MONOTONIC, when, USEC_PER_MSEC, on_timer, w);
-        else {
-                r = sd_event_source_set_time(w->timer, when);
-                if (r >= 0)
-                        r = sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
-        }
+        int r = timer_arm(w->event, &w->timer, CLOCK_MONOTONIC, now_usec(CLOCK_MONOTONIC) + delay, USEC_PER_MSEC, false,
+                          on_timer, w);
         if (r < 0)
                 log_module_error_errno(MODULE, r, "Cannot arm the write timer, writes to the apiserver stop: %m");
 }

@@ -13,6 +13,7 @@
 #include "pod-gates.h"
 #include "pod-ready.h"
 #include "pod-store.h"
+#include "timer.h"
 
 #define MODULE "apiserver"
 #define CONFLICT_RETRY_MAX (30 * USEC_PER_SEC)
@@ -165,20 +166,7 @@ static void forget_pod(struct pod_ready *pr, const char *uid) {
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 static void arm_timer(struct pod_ready *pr, usec_t when) {
-        usec_t current;
-        int enabled = SD_EVENT_OFF, r;
-
-        if (pr->timer && sd_event_source_get_enabled(pr->timer, &enabled) >= 0 && enabled != SD_EVENT_OFF &&
-            sd_event_source_get_time(pr->timer, &current) >= 0 && current <= when)
-                return;
-        if (!pr->timer)
-                r = sd_event_add_time(pr->manager->event, &pr->timer, CLOCK_MONOTONIC, when, USEC_PER_MSEC / 10,
-                                      on_timer, pr);
-        else {
-                r = sd_event_source_set_time(pr->timer, when);
-                if (r >= 0)
-                        r = sd_event_source_set_enabled(pr->timer, SD_EVENT_ONESHOT);
-        }
+        int r = timer_arm(pr->manager->event, &pr->timer, CLOCK_MONOTONIC, when, USEC_PER_MSEC / 10, true, on_timer, pr);
         if (r < 0)
                 log_module_warning_errno(MODULE, r, "Cannot arm the condition timer: %m");
 }

@@ -6,6 +6,7 @@
 #include "json.h"
 #include "log.h"
 #include "reflector.h"
+#include "timer.h"
 #include "string-table.h"
 
 #define MODULE "apiserver"
@@ -143,14 +144,7 @@ static void reflector_arm(struct reflector *r, usec_t delay) {
         int k;
 
         r->next_attempt = usec_add(now, delay);
-        if (!r->timer)
-                k = sd_event_add_time(r->event, &r->timer, CLOCK_MONOTONIC, r->next_attempt, USEC_PER_MSEC,
-                                      on_timer, r);
-        else {
-                k = sd_event_source_set_time(r->timer, r->next_attempt);
-                if (k >= 0)
-                        k = sd_event_source_set_enabled(r->timer, SD_EVENT_ONESHOT);
-        }
+        k = timer_arm(r->event, &r->timer, CLOCK_MONOTONIC, r->next_attempt, USEC_PER_MSEC, false, on_timer, r);
         if (k < 0)
                 log_module_error_errno(MODULE, k, "Cannot arm the retry timer, the watch of %s stops: %m",
                                        r->sink->description);

@@ -291,6 +291,28 @@ static bool pod_declares(const struct pod *p, const char *config) {
         return strv_contains(names, config);
 }
 
+/* A pod that arrives starting (Pending) while a config it declares is present already hears so,
+ * as pods present at the publication did: its start's story names every config it has. A pod
+ * already running (the agent restarted) was told before. */
+static void on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
+        struct configsync *cs = userdata;
+        _cleanup_strv_free_ char **names = NULL;
+        const char *list;
+
+        if (old || !new || !streq_ptr(new->phase, "Pending") || !pod_events_observed(cs->mi->manager->pod_events))
+                return;
+        list = pod_annotation(new, CONFIGSYNC_ANNOTATION);
+        if (isempty(list) || strv_split(list, ", \t", &names) < 0)
+                return;
+        STRV_FOREACH(n, names) {
+                const struct bundle *b = configsync_find(cs, *n);
+                if (b && b->present)
+                        pod_event_emit(cs->mi->manager->pod_events, new->uid, POD_EVENT_NORMAL,
+                                       POD_EVENT_CONFIG_SYNCED, "Sync", "Config %s version %s present in %s", b->name,
+                                       b->version ?: "(unknown)", b->settings->dest);
+        }
+}
+
 void configsync_announce_pods(struct configsync *cs, const struct bundle *b, enum pod_event_type type,
                               const char *reason, const char *action, const char *format, ...) {
         struct manager *m = cs->mi->manager;
@@ -424,6 +446,8 @@ static struct configsync *configsync_free_data(struct configsync *cs) {
         configsync_drop_bundles(cs);
         if (cs->gate_added)
                 pod_gates_remove(cs->mi->manager->pod_gates, CONFIGSYNC_GATE);
+        if (cs->observing_pods)
+                pod_store_remove_observer(cs->mi->manager->pods, on_pod, cs);
         metrics_registration_free(cs->metrics_reg);
         configsync_announce(cs, CONFIGSYNC_EVENT_STOPPED, NULL);
         configsync_settings_free(cs->settings);
@@ -491,6 +515,12 @@ static int configsync_start(struct module_instance *mi) {
                 if (r < 0)
                         return log_module_error_errno(CONFIGSYNC_MODULE, r, "Cannot add the pod gate: %m");
                 cs->gate_added = true;
+        }
+        if (!cs->observing_pods) {
+                r = pod_store_add_observer(m->pods, on_pod, cs);
+                if (r < 0)
+                        return log_module_error_errno(CONFIGSYNC_MODULE, r, "Cannot observe the pods: %m");
+                cs->observing_pods = true;
         }
         cs->stopping = false;
         r = configsync_api_register(mi);

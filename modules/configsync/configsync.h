@@ -159,7 +159,7 @@ struct configsync {
         struct observer_list observers; /* configsync_add_observer() */
         struct configsync_api *api; /* configsync-api.c's, while it serves; NULL: not serving */
         struct metrics_registration *metrics_reg; /* metrics above and the collector */
-        bool started, stopping, gate_added;
+        bool started, stopping, gate_added, observing_pods;
 };
 
 const char *bundle_state_to_string(enum bundle_state s);

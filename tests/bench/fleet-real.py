@@ -404,7 +404,7 @@ class Agent:
         """Writes still to go: queued for the apiserver, or events still gathered for a pod's
         start (posted as one when event-batch ends)."""
         d = self.apiserver_details()
-        ev = d.get("events") or {}
+        ev = d.get("podEvents") or {}
         return int(d.get("writesQueued", 0)) + int(ev.get("queued", 0)) + int(ev.get("gathering", 0))
 
     def rss_kib(self):

@@ -7,6 +7,7 @@ the pinionctl commands it suggests working against the demo's agent while it wai
 line saying no step failed; nothing left behind (20 to 35 seconds). And the build's progress
 lines (scripts/lib.sh, a few seconds)."""
 
+import json
 import os
 import re
 import shlex
@@ -120,12 +121,21 @@ def test_demo_tells_its_story_and_ends_with_a_summary():
                    for x in healthy), healthy
     assert "192.0.2.10" not in text
 
+    # Kubernetes status: the condition the agent set on checkout-1 and the one Event of its start.
+    k8s = s["Kubernetes status: checkout-1 asks for the condition pinion.io/ready (a readiness gate)"]
+    cond = json.loads([x.strip() for x in k8s if x.strip().startswith("{")][0])
+    assert cond["type"] == "pinion.io/ready" and cond["status"] == "True" and cond["reason"] == "JobsReady", k8s
+    event = [x for x in k8s if "pinion.io/agent" in x]
+    assert len(event) == 1 and re.match(r"  Normal +Provisioned +pinion\.io/agent ", event[0]), k8s
+    assert "IdentityIssued: " in event[0] and "ConfigSynced: Config app version v1" in event[0], k8s
+
     # The closing summary: a line per module, with what it did.
     summary = {x.split()[0]: x.split(None, 1)[1] for x in s["summary: what each module did"] if x.strip()}
-    assert re.match(r"5 on node demo-node \(3 from apiserver, 2 from pods-dir\)$", summary["pods"]), summary
-    assert re.match(r"3 pods of this node listed \d+ time\(s\) from https://127\.0\.0\.1:\d+, then \d+ watch event",
+    assert re.match(r"6 on node demo-node \(4 from apiserver, 2 from pods-dir\)$", summary["pods"]), summary
+    assert re.match(r"4 pods of this node listed \d+ time\(s\) from https://127\.0\.0\.1:\d+, then \d+ watch event\(s\); "
+                    r"pinion\.io/ready written 1 time\(s\), [1-9]\d* Event\(s\) posted",
                     summary["apiserver"]), summary
-    assert summary["identity"].endswith("(trust domain demo.example): 1 node, 1 workload"), summary
+    assert summary["identity"].endswith("(trust domain demo.example): 1 node, 2 workload"), summary
     assert summary["configsync"] == ("config app synced: 2 version(s) published, now v2; "
                                      "on-change ran 2 time(s), 2 succeeded"), summary
     assert summary["podnet"].startswith("2 pod(s) wired by pinion-cni ADD, 4 DEL(s) answered"), summary
