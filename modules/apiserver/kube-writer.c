@@ -35,6 +35,8 @@ struct kube_writer {
         struct http_transfer *transfer; /* the write in flight, for queue[0] */
         struct curl_slist *headers;     /* its headers: curl reads them until it is done */
         const char *transfer_verb;
+        /* The client's resource (a static string): the head's client may be gone by the answer. */
+        const char *transfer_resource;
         bool head_forgotten;            /* queue[0] was forgotten while in flight */
         sd_event_source *timer;
         bool backing_off;
@@ -145,8 +147,10 @@ void kube_writer_forget(struct kube_writer *w, const struct kube_write_client *c
 void kube_writer_forget_client(struct kube_writer *w, const struct kube_write_client *client) {
         if (!w)
                 return;
-        if (w->transfer && w->n_queue > 0 && w->queue[0].client == client)
+        if (w->transfer && w->n_queue > 0 && w->queue[0].client == client) {
                 w->head_forgotten = true;
+                w->queue[0].client = NULL; /* it is going: its answer goes nowhere */
+        }
         for (size_t i = w->transfer ? 1 : 0; i < w->n_queue;)
                 if (w->queue[i].client == client)
                         queue_remove(w, i);
@@ -240,9 +244,9 @@ static void writer_failed(struct kube_writer *w, const struct queued *q, const s
         int r;
 
         if (resp->status > 0)
-                r = asprintf(&why, "%s write for %s: HTTP %ld", q->client->resource, q->key, resp->status);
+                r = asprintf(&why, "%s write for %s: HTTP %ld", w->transfer_resource, q->key, resp->status);
         else
-                r = asprintf(&why, "%s write for %s: %s", q->client->resource, q->key,
+                r = asprintf(&why, "%s write for %s: %s", w->transfer_resource, q->key,
                              resp->error_message ?: strerror(-resp->error));
         if (r < 0)
                 why = NULL;
@@ -266,20 +270,23 @@ static void on_write_done(struct http_client *c, const struct http_response *res
         w->head_forgotten = false;
         curl_slist_free_all(w->headers);
         w->headers = NULL;
-        count_request(w, head.client->resource, w->transfer_verb, resp);
-        if (!forgotten && server_failure(resp)) {
-                writer_failed(w, &head, resp);
-                return;
-        }
-        if (w->backing_off) {
+        count_request(w, w->transfer_resource, w->transfer_verb, resp);
+        if (server_failure(resp)) {
+                if (!forgotten) {
+                        writer_failed(w, &head, resp);
+                        return;
+                }
+                /* Nobody wants it any more: dropped; the next write finds the server as it is. */
+        } else if (w->backing_off) {
                 log_module_info(MODULE, "Writes to the apiserver go through again");
                 w->backing_off = false;
                 w->error = mfree(w->error);
                 writer_changed(w);
         }
-        if (!forgotten)
-                note_answer(w, head.client->resource, resp);
-        w->n_sent++;
+        if (!forgotten && !server_failure(resp)) {
+                note_answer(w, w->transfer_resource, resp);
+                w->n_sent++;
+        }
         /* Off the queue before the callback, which may want the same key again. */
         w->queue[0].key = NULL;
         queue_remove(w, 0);
@@ -315,6 +322,7 @@ static int writer_submit(struct kube_writer *w, struct kube_write_request *req) 
         }
         w->headers = headers;
         w->transfer_verb = req->verb;
+        w->transfer_resource = w->queue[0].client->resource;
         return 0;
 }
 

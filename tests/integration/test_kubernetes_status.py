@@ -368,3 +368,24 @@ def test_registration_events(agent_factory, fake, zk, base, tmp_dir):
     gone = wait_until(lambda: [e for e in pod_events(fake, "web") if e["reason"] == "Deregistered"], 15,
                       desc="the Deregistered event")
     assert "not Ready" in gone[0]["note"] or "not ready" in gone[0]["note"], gone
+
+
+def test_turning_the_condition_off_during_a_write_and_on_again(agent_factory, fake, nginx, test_ca, tmp_dir):
+    """A reload that switches pod-condition off while its write is on the wire: the answer,
+    when it comes, goes nowhere (and nothing crashes); switched on again, the write is made."""
+    write_bundle(nginx.root, "app", FILES, "v1")
+    fault = fake.inject("delay", count=1, verbs=["patch"], delay=2)
+    fake.add_pod(gated_pod("web", configs="app"))
+    a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
+    wait_until(lambda: fault.hits == 1, 10, desc="the write on the wire")
+    a.write_config(sections={"apiserver": {"pod-condition": "no"}})
+    a.sighup()
+    wait_until(lambda: "readyCondition" not in apiserver_details(a)["details"], 10, desc="the condition off")
+    wait_until(lambda: fake.count(verb="patch", status=200) == 1, 10, desc="the delayed write answered")
+    a.check_alive()
+    fake.patch_pod("default", "web", lambda p: p["status"].update(conditions=[{"type": "Ready", "status": "False"}]))
+    a.write_config(sections={"apiserver": {"pod-condition": "yes"}})
+    a.sighup()
+    wait_until(lambda: apiserver_details(a)["details"].get("readyCondition", {}).get("pods") == 1, 10,
+               desc="the condition on again")
+    wait_condition(fake, "web", "True")
