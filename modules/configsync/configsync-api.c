@@ -78,8 +78,7 @@ static int caller_configs(const struct caller *c, char ***ret_names) {
         *ret_names = NULL;
         if (c->privileged)
                 return 0;
-        const char *list = pod_annotation(c->pod, CONFIGSYNC_ANNOTATION);
-        if (strv_split(strempty(list), ", \t", ret_names) < 0)
+        if (configsync_pod_configs(c->pod, ret_names) < 0)
                 return -ENOMEM;
         if (!*ret_names && strv_extend(ret_names, "") < 0) /* declared none: an empty list, not "all" */
                 return -ENOMEM;

@@ -236,15 +236,22 @@ static void configsync_drop_bundle(struct configsync *cs, struct bundle *b, enum
 
 /* ---- the pod gate ---- */
 
+int configsync_pod_configs(const struct pod *p, char ***ret_names) {
+        *ret_names = NULL;
+        return strv_split(strempty(pod_annotation(p, CONFIGSYNC_ANNOTATION)), ", \t", ret_names) < 0 ? -ENOMEM : 0;
+}
+
 /* Closed for a pod whose pinion.io/configs names a config that is not present, or not
  * configured on this node (also when there is no [config.*] at all: a pod that declares a
  * config needs it, and starting it without would be the failure this module exists to prevent). */
 int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret_reason) {
-        const char *list = pod_annotation(p, CONFIGSYNC_ANNOTATION);
         _cleanup_strv_free_ char **names = NULL;
         int r;
 
-        if (isempty(list))
+        r = configsync_pod_configs(p, &names);
+        if (r < 0)
+                return r;
+        if (!names || !names[0])
                 return 1;
         if (cs->stopping) {
                 char *reason = strdup("the config module is stopping");
@@ -253,9 +260,6 @@ int configsync_gate_check(struct configsync *cs, const struct pod *p, char **ret
                 *ret_reason = reason;
                 return 0;
         }
-        r = strv_split(list, ", \t", &names);
-        if (r < 0)
-                return r;
         STRV_FOREACH(n, names) {
                 struct bundle *b = configsync_find(cs, *n);
                 char *reason = NULL;
@@ -281,14 +285,11 @@ static int configs_gate(const struct pod *p, void *userdata, char **ret_reason) 
 
 /* ---- pod events ---- */
 
-/* Whether p's pinion.io/configs names config (read as the gate reads it). */
+/* Whether p's pinion.io/configs names config. */
 static bool pod_declares(const struct pod *p, const char *config) {
-        const char *list = pod_annotation(p, CONFIGSYNC_ANNOTATION);
         _cleanup_strv_free_ char **names = NULL;
 
-        if (isempty(list) || strv_split(list, ", \t", &names) < 0)
-                return false;
-        return strv_contains(names, config);
+        return configsync_pod_configs(p, &names) >= 0 && strv_contains(names, config);
 }
 
 /* A pod that arrives starting (Pending) while a config it declares is present already hears so,
@@ -297,12 +298,9 @@ static bool pod_declares(const struct pod *p, const char *config) {
 static void on_pod(struct pod_store *s, const struct pod *old, const struct pod *new, void *userdata) {
         struct configsync *cs = userdata;
         _cleanup_strv_free_ char **names = NULL;
-        const char *list;
 
-        if (old || !new || !streq_ptr(new->phase, "Pending") || !pod_events_observed(cs->mi->manager->pod_events))
-                return;
-        list = pod_annotation(new, CONFIGSYNC_ANNOTATION);
-        if (isempty(list) || strv_split(list, ", \t", &names) < 0)
+        if (old || !new || !streq_ptr(new->phase, "Pending") || !pod_events_observed(cs->mi->manager->pod_events) ||
+            configsync_pod_configs(new, &names) < 0)
                 return;
         STRV_FOREACH(n, names) {
                 const struct bundle *b = configsync_find(cs, *n);

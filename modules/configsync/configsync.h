@@ -173,6 +173,9 @@ void configsync_announce_pods(struct configsync *cs, const struct bundle *b, enu
                               const char *reason, const char *action, const char *format, ...) _printf_(6, 7);
 /* The bundle of [config.NAME], or NULL. */
 struct bundle *configsync_find(struct configsync *cs, const char *name);
+/* The configs pod p declares (pinion.io/configs, split on commas and blanks), the one reading
+ * the gate, the pods' events and the API share; *ret_names is NULL when it declares none. */
+int configsync_pod_configs(const struct pod *p, char ***ret_names);
 /* A bundle's sync ended or its published tree changed: the module's state, the observers
  * (CONFIGSYNC_EVENT_BUNDLE_CHANGED) and, if presence_changed, the pod gate hear of it. */
 void configsync_bundle_changed(struct configsync *cs, struct bundle *b, bool presence_changed);
