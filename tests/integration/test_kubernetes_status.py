@@ -217,6 +217,9 @@ def test_kubectl_describe_shows_the_condition_and_the_events(agent_factory, fake
     fake.add_pod(gated_pod("web", configs="app"))
     a = start_agent(agent_factory, fake, tmp_dir, nginx, test_ca)
     wait_condition(fake, "web", "False", "ConfigPending")
+    # The first failed fetch may come before the watch has the pod: wait for one it was told of.
+    wait_until(lambda: any(e["reason"] == "ConfigFailed" for e in pod_events(fake, "web")), 15,
+               desc="a ConfigFailed event")
     write_bundle(nginx.root, "app", FILES, "v1")
     assert a.request("POST", "/v1/configs/app/refresh").status == 202
     wait_condition(fake, "web", "True")
