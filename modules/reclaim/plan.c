@@ -97,6 +97,38 @@ bool plan_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sam
         return engaged ? need < b->high : add_sat(need, b->headroom) < b->high;
 }
 
+uint64_t plan_throttle_level(const struct reclaim_bounds *b, enum memcg_version v) {
+        if (v != MEMCG_V1)
+                return b->high;
+        if (b->limit == UINT64_MAX || b->limit <= b->high)
+                return 0;
+        uint64_t halfway = b->high + (b->limit - b->high) / 2;
+        /* Room for everything page cache reclaim cannot free: the limit minus min-file, and a
+         * headroom for the kernel's own charges beside it (page tables, slab). */
+        uint64_t keep = b->min_file > b->headroom ? b->min_file - b->headroom : 0;
+        uint64_t level = MAX(halfway - 1, b->limit - keep);
+        return level < b->limit ? level : 0;
+}
+
+uint64_t plan_backstop_level(const struct reclaim_bounds *b) {
+        if (b->limit == UINT64_MAX || b->limit <= b->high)
+                return 0;
+        uint64_t level = plan_throttle_level(b, MEMCG_V1);
+        return level > 0 ? level + 1 : b->high + (b->limit - b->high) / 2;
+}
+
+uint64_t plan_throttle_value(uint64_t level, uint64_t usage, uint64_t headroom, uint64_t page_size) {
+        uint64_t value = plan_limit_as_kernel_keeps(level, page_size);
+        if (usage < value)
+                return value;
+        /* Usage is past the level already: a cap below it would make the writer of the cap
+         * (the agent, or systemd for it) reclaim the difference inside that write. */
+        uint64_t v = add_sat(usage, headroom);
+        if (page_size == 0 || v > UINT64_MAX - page_size)
+                return v;
+        return (v + page_size - 1) / page_size * page_size;
+}
+
 static const char *const plan_verdict_table[_RECLAIM_VERDICT_MAX] = {
         [RECLAIM_IDLE] = "idle",
         [RECLAIM_STEP] = "step",

@@ -69,6 +69,27 @@ const char *plan_verdict_to_string(enum reclaim_verdict v);
  * at the edge does not make it come and go with every wake-up). */
 bool plan_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged);
 
+/* The level the throttle keeps when it can (0: none). v2: high (memory.high only throttles, it
+ * never OOM-kills). v1, a hard limit: just under halfway between high and the limit, but never
+ * below the limit - min-file + headroom, so that anonymous and kernel memory up to the limit -
+ * min-file always fit under it by reclaiming page cache, however fast they come — the throttle
+ * never OOM-kills where the original limit would not (0 when that leaves nothing to lower). */
+uint64_t plan_throttle_level(const struct reclaim_bounds *b, enum memcg_version v);
+/* The v1 backstop: a second usage threshold, halfway between high and the limit, or a byte over
+ * a throttle above that, so that usage held at the throttle never reaches it (it would fire with
+ * every page the writer reclaims there). The kernel compares usage with the thresholds only
+ * every 128 page events per CPU, and now and then it never signals a rise past high after an
+ * episode (seen in the benchmark: 2 crossings in ~300 with a 600 MiB/s writer; the next wake-up
+ * was the timer's, 10 s later, at the limit): the backstop fires on that rise before the limit.
+ * 0: none (no limit above high). */
+uint64_t plan_backstop_level(const struct reclaim_bounds *b);
+/* The cap to write for a throttle at level, with usage as sampled: the level (whole pages),
+ * or usage + headroom (rounded up to a page) when usage is at or past the level already, so
+ * the write never reclaims in the writer's context (the kernel reclaims down to a lowered v2
+ * memory.high, or before it takes a lowered v1 limit, inside the write). The steps and
+ * wake-ups that follow bring it down to the level. */
+uint64_t plan_throttle_value(uint64_t level, uint64_t usage, uint64_t headroom, uint64_t page_size);
+
 /* ---- the durable record of a v1 original limit: when it may be written, used and forgotten ---- */
 
 enum reclaim_leftover_action {

@@ -66,17 +66,6 @@ static int on_cap_written(sd_event_source *s, const struct inotify_event *ev, vo
         return 0;
 }
 
-/* v1: a second usage threshold halfway between high and the limit. The kernel compares usage
- * with the thresholds only every 128 page events per CPU, and now and then it never signals a
- * rise past high after one of our episodes (seen in the benchmark: 2 crossings in ~300 with a
- * 600 MiB/s writer; the next wake-up was the timer's, 10 s later, at the limit). The backstop
- * fires on that rise before the limit. 0: none (no limit above high). */
-uint64_t target_events_backstop_level(const struct reclaim_bounds *b) {
-        if (b->limit == UINT64_MAX || b->limit <= b->high)
-                return 0;
-        return b->high + (b->limit - b->high) / 2;
-}
-
 static int add_threshold(struct reclaim_target *t, uint64_t level, sd_event_source **ret) {
         int fd = -EBADF, r;
         r = memcg_v1_threshold_fd(t->cg, level, &fd);
@@ -139,7 +128,7 @@ int target_events_arm(struct reclaim_target *t) {
                         r = add_threshold(t, t->bounds.high, &t->threshold_src[0]);
                         if (r < 0)
                                 return r;
-                        uint64_t backstop = target_events_backstop_level(&t->bounds);
+                        uint64_t backstop = plan_backstop_level(&t->bounds);
                         if (backstop > 0) {
                                 r = add_threshold(t, backstop, &t->threshold_src[1]);
                                 if (r < 0)
@@ -189,7 +178,7 @@ int target_events_arm(struct reclaim_target *t) {
  * dropped it): target_check() arms it again. */
 bool target_events_missing(const struct reclaim_target *t) {
         if (t->cg->version == MEMCG_V1)
-                return (t->bounds_ok && (!t->threshold_src[0] || (!t->threshold_src[1] && target_events_backstop_level(&t->bounds) > 0))) ||
+                return (t->bounds_ok && (!t->threshold_src[0] || (!t->threshold_src[1] && plan_backstop_level(&t->bounds) > 0))) ||
                        (!t->pressure_src && !isempty(t->settings.pressure_level)) || !t->cap_src;
         return (!t->psi_src && !isempty(t->settings.psi)) || !t->events_src || !t->cap_src;
 }

@@ -58,7 +58,7 @@ struct reclaim_target {
         struct backoff err_backoff;
         usec_t hold_until;
 
-        /* v1: usage thresholds at high and at the backstop (see backstop_level()) */
+        /* v1: usage thresholds at high and at the backstop (see plan_backstop_level()) */
         sd_event_source *threshold_src[2];
         sd_event_source *pressure_src, *psi_src, *events_src;
         sd_event_source *cap_src; /* inotify on the cap's file (memcg_cap_name()) */
@@ -124,6 +124,9 @@ int target_record_restore(struct reclaim_target *t);
 /* Engages the throttle (or lowers a late one) after sample s, when plan_throttle_wanted().
  * Never while a restore is pending. */
 int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s);
+/* After a v2 step (sample s after it): a throttle engaged above its level (usage was past it)
+ * comes down toward it, never under usage. */
+int target_throttle_follow(struct reclaim_target *t, const struct memcg_sample *s);
 /* After a v1 step: puts the throttle back over the step's value (stepped: the value the step
  * put in force, 0 if it did not take), or the original when there is no throttle. */
 int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped);
@@ -134,8 +137,6 @@ bool target_throttle_in_force(const struct reclaim_target *t, const struct memcg
 
 /* target-events.c */
 void target_events_drop_thresholds(struct reclaim_target *t);
-/* The v1 backstop threshold: halfway between high and the limit (0: none). */
-uint64_t target_events_backstop_level(const struct reclaim_bounds *b);
 /* Registers the wake-ups for the current bounds; failures leave the timer as the net. */
 int target_events_arm(struct reclaim_target *t);
 /* A wake-up source that should be there and is not. */

@@ -28,20 +28,9 @@
 
 #include "target-internal.h"
 
-static uint64_t page_up(uint64_t v) {
-        uint64_t p = memcg_page_size();
-        return v > UINT64_MAX - p ? UINT64_MAX : (v + p - 1) / p * p;
-}
-
-/* The value the throttle keeps in force when it can: v2 high; v1 just under the backstop level,
- * so that usage held at the cap never reaches the backstop threshold (it would fire with every
- * page the writer reclaims there). 0: none (v1 without a limit above high). */
+/* The value the throttle keeps in force when it can (0: none): plan_throttle_level(). */
 static uint64_t throttle_level(const struct reclaim_target *t) {
-        if (t->cg->version == MEMCG_V1) {
-                uint64_t b = target_events_backstop_level(&t->bounds);
-                return b > 0 ? b - 1 : 0;
-        }
-        return t->bounds.high;
+        return plan_throttle_level(&t->bounds, t->cg->version);
 }
 
 /* Writes value over the cap after noting it and what may be in force now. */
@@ -62,15 +51,13 @@ int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *
         uint64_t level = throttle_level(t);
         if (level == 0)
                 return 0;
-        uint64_t value = plan_limit_as_kernel_keeps(level, memcg_page_size());
+        /* A wake-up that came late (usage past the level): cap where usage is now, so the write
+         * never reclaims (the event loop would wait for it); the steps bring it down. */
+        uint64_t value = plan_throttle_value(level, s->usage, t->bounds.headroom, memcg_page_size());
         uint64_t original;
-        if (t->cg->version == MEMCG_V1) {
-                /* A wake-up that came late (usage past the level): cap where usage is now, so
-                 * the write never waits for reclaim; the steps bring it down. */
-                if (s->usage >= value)
-                        value = page_up(s->usage + t->bounds.headroom);
+        if (t->cg->version == MEMCG_V1)
                 original = t->bounds.limit;
-        } else
+        else
                 original = t->throttle ? t->recorded_cap : s->cap;
         if (value >= original || (t->throttle && t->throttle <= value))
                 return 0; /* nothing to lower (v2: the operator's memory.high is lower already) */
@@ -93,6 +80,13 @@ int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *
         log_target_debug(t, "throttle: %s of %s at %" PRIu64 " (original %" PRIu64 ")", memcg_cap_name(t->cg->version),
                          t->cgroup, value, original);
         return 0;
+}
+
+int target_throttle_follow(struct reclaim_target *t, const struct memcg_sample *s) {
+        if (!t->throttle || !t->cg || t->cg->version != MEMCG_V2)
+                return 0;
+        /* Only ever lower, and never under usage: engage's clamp. */
+        return target_throttle_engage(t, s);
 }
 
 int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped) {

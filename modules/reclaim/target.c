@@ -389,6 +389,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                         t->bytes_reclaimed += got;
                         (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
                 }
+                (void) target_throttle_follow(t, &after); /* a failure is retried by the next check */
         }
         if (plan_step_error_is_transient(r) && q >= 0) {
                 /* The kernel could not reclaim that much (dirty or busy pages, or the workload

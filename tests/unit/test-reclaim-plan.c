@@ -250,6 +250,51 @@ static void test_throttle_wanted(_unused_ void **state) {
         assert_false(plan_throttle_wanted(&b, &s, true));
 }
 
+static void test_throttle_level(_unused_ void **state) {
+        /* 64M limit, high 90% (57.6M), min-file 16M, headroom 1M: halfway (60.8M) is above the
+         * limit - min-file + headroom (49M): the throttle a byte under halfway, the backstop at it. */
+        struct reclaim_bounds b = bounds(64 * MiB, 90, 70, 16 * MiB, 0);
+        uint64_t halfway = b.high + (64 * MiB - b.high) / 2;
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == halfway - 1);
+        assert_true(plan_backstop_level(&b) == halfway);
+        assert_true(plan_throttle_level(&b, MEMCG_V2) == b.high);
+        /* high 70% (44.8M), min-file 4M: halfway (54.4M) would leave anonymous memory less than
+         * the limit - min-file (60M); the throttle is at 61M, the backstop a byte over it. */
+        b = bounds(64 * MiB, 70, 50, 4 * MiB, 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == 61 * MiB);
+        assert_true(plan_backstop_level(&b) == 61 * MiB + 1);
+        /* min-file within the headroom: anonymous memory may need the whole limit, no v1
+         * throttle; the backstop stays halfway. */
+        b = bounds(64 * MiB, 70, 50, MiB, 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == 0);
+        assert_true(plan_backstop_level(&b) == b.high + (64 * MiB - b.high) / 2);
+        b = bounds(64 * MiB, 70, 50, 0, 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == 0);
+        /* A big limit: the headroom is 1/64 of it. */
+        b = bounds(1024 * MiB, 90, 80, 64 * MiB, 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == 1024 * MiB - 64 * MiB + 16 * MiB);
+        /* No limit (sizes), or high at the limit: nothing to lower on v1; v2 still throttles. */
+        struct reclaim_level h = bytes(40 * MiB), t = bytes(24 * MiB);
+        const char *reason = NULL;
+        assert_int_equal(plan_bounds_resolve(&h, &t, 16 * MiB, 0, UINT64_MAX, &b, &reason), 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == 0 && plan_backstop_level(&b) == 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V2) == 40 * MiB);
+        assert_int_equal(plan_bounds_resolve(&h, &t, 16 * MiB, 0, 40 * MiB, &b, &reason), 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == 0 && plan_backstop_level(&b) == 0);
+}
+
+static void test_throttle_value(_unused_ void **state) {
+        /* Usage under the level: the level, in whole pages. */
+        assert_true(plan_throttle_value(57 * MiB + 123, 40 * MiB, MiB, 4096) == 57 * MiB);
+        /* Usage at or past it (a late wake-up, or an episode under way): where usage is, plus the
+         * headroom, rounded up to a page — never a write that reclaims. */
+        assert_true(plan_throttle_value(57 * MiB, 57 * MiB, MiB, 4096) == 58 * MiB);
+        assert_true(plan_throttle_value(57 * MiB, 60 * MiB + 1, MiB, 4096) == 61 * MiB + 4096);
+        assert_true(plan_throttle_value(57 * MiB, 57 * MiB - 1, MiB, 4096) == 57 * MiB);
+        /* Saturates instead of wrapping. */
+        assert_true(plan_throttle_value(57 * MiB, UINT64_MAX - 10, MiB, 4096) == UINT64_MAX);
+}
+
 static void test_limit_is_ours(_unused_ void **state) {
         assert_true(plan_limit_as_kernel_keeps(40 * MiB + 4095, 4096) == 40 * MiB);
         assert_true(plan_limit_as_kernel_keeps(40 * MiB, 4096) == 40 * MiB);
@@ -284,6 +329,8 @@ int main(void) {
                 cmocka_unit_test(test_step_errors),
                 cmocka_unit_test(test_limit_is_ours),
                 cmocka_unit_test(test_throttle_wanted),
+                cmocka_unit_test(test_throttle_level),
+                cmocka_unit_test(test_throttle_value),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
