@@ -10,7 +10,7 @@ libpinion_reclaim_a_SOURCES = $(RECLAIM_SOURCES)
 libpinion_reclaim_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
 MODULE_LIBS += libpinion-reclaim.a
 EXTRA_DIST += modules/reclaim/local.mk
-INTEGRATION_TESTS += tests/integration/test_reclaim.py
+INTEGRATION_TESTS += tests/integration/test_reclaim.py tests/integration/test_reclaim_oom.py
 EXTRA_DIST += tests/integration/reclaim_testlib.py
 
 UNIT_TESTS += tests/unit/test-reclaim-plan

@@ -106,7 +106,7 @@ uint64_t plan_throttle_level(const struct reclaim_bounds *b, enum memcg_version 
         /* Room for everything page cache reclaim cannot free: the limit minus min-file, and a
          * headroom for the kernel's own charges beside it (page tables, slab). */
         uint64_t keep = b->min_file > b->headroom ? b->min_file - b->headroom : 0;
-        uint64_t level = MAX(halfway - 1, b->limit - keep);
+        uint64_t level = MAX(halfway - 1, keep < b->limit ? b->limit - keep : 0);
         return level < b->limit ? level : 0;
 }
 

@@ -10,17 +10,30 @@
  * writer is a cap the kernel enforces on it, in place before it gets there:
  *
  *   v1  memory.limit_in_bytes just under halfway between high and the limit (the backstop
- *       threshold), put back after each step. A hard limit: a charge the kernel cannot make
- *       room for below it fails (at worst an OOM the original limit would not have caused),
- *       so it is in force only while anon + min-file + headroom is below high
- *       (plan_throttle_wanted()) — the kernel can then always make room by reclaiming page
- *       cache, and anonymous memory has the room between that and the cap to grow into before
- *       the agent gives the original back.
+ *       threshold), but never below the limit - min-file + headroom (plan_throttle_level()),
+ *       put back after each step. A hard limit: a charge the kernel cannot make room for
+ *       below it fails with an OOM kill the original limit might not have caused. Never
+ *       below the limit - min-file + headroom makes that impossible for a burst of any speed
+ *       that takes anonymous memory (with the kernel's own unreclaimable charges inside the
+ *       headroom) up to the limit - min-file: page cache is all that stands between it and
+ *       the cap, and the kernel reclaims it (dirty cache too: legacy memcg reclaim waits for
+ *       its writeback) before it gives up on a charge. Beyond that, where the original limit
+ *       would take the cache below min-file, the throttle is released at the next wake-up
+ *       (plan_throttle_wanted(): it is in force only while anon + min-file + headroom is
+ *       below high), and a charge that comes before can fail against it. The price is the
+ *       peak: a min-file under (limit - halfway) + headroom puts the throttle above halfway.
  *   v2  memory.high at high, for as long as anon + min-file + headroom stays below high: a
  *       throttle, never an OOM (a task over it reclaims before it returns to user space). It
  *       also brings the notification at high that v2 otherwise lacks (memory.events "high"
  *       changes). When anonymous memory needs the room, the original goes back so anon
  *       allocations are never throttled into a stall.
+ *
+ * A throttle engaged while usage is at or past its level already (a late wake-up, a start on a
+ * full cgroup) is written at usage + headroom instead (plan_throttle_value()): a cap below
+ * usage would make the agent reclaim the difference inside its write — v2 memory.high_write
+ * reclaims down to the new value before it returns, v1 retries reclaim until usage fits — the
+ * event loop stalled for as long as dirty cache takes. Each step after (v1 put_back, v2
+ * follow) and each wake-up lowers it toward the level, never under usage.
  *
  * The original is recorded durably (target-record.c) before the first write, so stop, a
  * reload, a removed section and a kill -9 (at the next start) all put it back. */

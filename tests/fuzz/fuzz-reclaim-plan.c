@@ -52,6 +52,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                             p.new_limit - s.anon - keep < b.headroom)
                                 abort();
                 }
+                /* The v1 throttle: none, or below the limit, never below the limit - min-file +
+                 * headroom, and always under the backstop threshold; its value never below usage. */
+                uint64_t level = plan_throttle_level(&b, MEMCG_V1), backstop = plan_backstop_level(&b);
+                if (level != 0 && (level >= limit || (b.min_file >= b.headroom && b.min_file - b.headroom < limit && level < limit - (b.min_file - b.headroom)) ||
+                                   backstop != level + 1))
+                        abort();
+                uint64_t v = plan_throttle_value(level, usage, b.headroom, 4096);
+                if (v < level - level % 4096 || (usage >= level - level % 4096 && v < usage && v != UINT64_MAX))
+                        abort();
         }
         free(text);
         return 0;

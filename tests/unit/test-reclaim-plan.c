@@ -270,6 +270,9 @@ static void test_throttle_level(_unused_ void **state) {
         assert_true(plan_backstop_level(&b) == b.high + (64 * MiB - b.high) / 2);
         b = bounds(64 * MiB, 70, 50, 0, 0);
         assert_true(plan_throttle_level(&b, MEMCG_V1) == 0);
+        /* min-file above the limit: halfway. */
+        b = bounds(64 * MiB, 70, 50, 128 * MiB, 0);
+        assert_true(plan_throttle_level(&b, MEMCG_V1) == b.high + (64 * MiB - b.high) / 2 - 1);
         /* A big limit: the headroom is 1/64 of it. */
         b = bounds(1024 * MiB, 90, 80, 64 * MiB, 0);
         assert_true(plan_throttle_level(&b, MEMCG_V1) == 1024 * MiB - 64 * MiB + 16 * MiB);
