@@ -3,9 +3,9 @@
 and its throttle never makes the agent reclaim inside its own write.
 
 The burst: right after dd (bs=1M, no fsync) filled a MemoryMax=64M service's page cache and a
-second dd left 12M of it dirty, one mmap + memset takes the cgroup's anonymous memory to the
-limit minus min-file (60M: above high, 57.6M) while the agent is frozen (SIGSTOP): faster than
-any agent reacts. v2's throttle is memory.high, which only throttles (the kernel reclaims and
+second dd of 12M left what v2's per-cgroup dirty limits keep dirty (a few MiB), one mmap +
+memset takes the cgroup's anonymous memory to the limit minus min-file (60M: above high,
+57.6M) while the agent is frozen (SIGSTOP): faster than any agent reacts. v2's throttle is memory.high, which only throttles (the kernel reclaims and
 delays the task), never OOM-kills: zero OOM kills, the burster exits 0. The control: the same
 burst against memory.max set by hand to the throttle's level (no agent) is OOM-killed."""
 
@@ -92,6 +92,14 @@ def burst_after_dd(node, g, agent_target=None):
         pid = main_pid()
         os.kill(pid, signal.SIGSTOP)
     try:
+        # Room for the dirty dd under memory.high (the agent may have stopped just under it):
+        # reclaimed here by hand, or the throttle would make dd write its own pages back.
+        room = HIGH_PAGES - DIRTY - 2 * MiB
+        if g.value("memory.current") > room:
+            try:
+                g.write("memory.reclaim", g.value("memory.current") - room)
+            except OSError:
+                pass  # EAGAIN: less than asked; the assertion on dirty says if it matters
         run_dd(g, files[1], DIRTY)
         before = g.stat()
         caps = (g.read("memory.high").strip(), g.read("memory.max").strip())
@@ -120,7 +128,9 @@ def test_a_burst_to_the_limit_minus_min_file_is_never_oom_killed_under_the_throt
               size / MiB, before["anon"] / MiB, (before["anon"] + size) / MiB, before["file_dirty"] / MiB,
               before["file_writeback"] / MiB, before["file"] / MiB, caps[0], caps[1], ev, g.peak() / MiB, rc))
     assert caps == (str(HIGH_PAGES), str(LIMIT)), caps
-    assert before["file_dirty"] + before["file_writeback"] >= DIRTY // 2, before
+    # v2 writes a cgroup's dirty pages back once they pass its own share of the dirty limits
+    # (balance_dirty_pages per memcg): a 64M cgroup keeps a few MiB of the 12 dirty.
+    assert before["file_dirty"] + before["file_writeback"] > 0, before
     assert ev["oom_kill"] == 0 and ev["oom"] == 0, ev
     assert rc == 0 and out.strip() == "done", (rc, out)
 
