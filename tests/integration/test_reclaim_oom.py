@@ -76,15 +76,22 @@ def run_dd(g, path, size):
 
 def burst_after_dd(g, directory, agent=None):
     """dd of twice the limit fills the page cache (the file stays until the end: deleting it
-    would drop its cache), a second dd of DIRTY leaves that much of it dirty (the first one's is
-    mostly written back by the reclaim at the cap by then), then the burst that takes the
-    cgroup's anonymous memory to LIMIT - MIN_FILE. The agent is frozen (SIGSTOP) from the end of
+    would drop its cache), a second dd of DIRTY leaves that much of it dirty, then the burst
+    takes the cgroup's anonymous memory to LIMIT - MIN_FILE. The agent is frozen (SIGSTOP) from the end of
     the first dd until the burster is done: the burst comes faster than the agent reacts,
     however fast that is. Returns (burster's exit status, its output, burst bytes, the cgroup's
     stat just before the burst, the limit in force then)."""
     b = g.run([sys.executable, "-c", BURSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert b.stdout.readline().strip() == "ready"
-    run_dd(g, os.path.join(directory, "fill"), 2 * LIMIT)
+    fill = os.path.join(directory, "fill")
+    run_dd(g, fill, 2 * LIMIT)
+    # Its cache clean, so that what reclaim meets next is clean pages: reclaim that meets dirty
+    # ones wakes the flusher, which would write the second dd's pages back too.
+    fd = os.open(fill, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     if agent:
         # Its episode done (usage under high again), then frozen.
         wait_until(lambda: target(agent)["state"] != "reclaiming" and g.value("memory.usage_in_bytes") < high_bytes(),
