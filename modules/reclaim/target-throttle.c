@@ -30,7 +30,7 @@
  *
  * A throttle engaged while usage is at or past its level already (a late wake-up, a start on a
  * full cgroup) is written at usage + headroom instead (plan_throttle_value()): a cap below
- * usage would make the agent reclaim the difference inside its write — v2 memory.high_write
+ * usage would make the agent reclaim the difference inside its write — a v2 memory.high write
  * reclaims down to the new value before it returns, v1 retries reclaim until usage fits — the
  * event loop stalled for as long as dirty cache takes. Each step after (v1 put_back, v2
  * follow) and each wake-up lowers it toward the level, never under usage.
