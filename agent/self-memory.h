@@ -16,7 +16,11 @@
  *   so what stays resident is what the running agent touches again. Only private read-only file mappings are
  *   given back; the kernel skips pages another process maps, so no other process is affected; a
  *   page needed again is read back on its next touch. A second pass 2 s after READY gives back
- *   what the work READY brings touched only once (the first clients, watch events, pings). */
+ *   what the work READY brings touched only once (the first clients, watch events, pings).
+ *   Off unless [agent] release-startup-pages asks for it: these are clean pages the kernel
+ *   drops first under pressure anyway, the cgroup's working set does not shrink (a page read
+ *   back is treated as recently used), and the first requests after it pay major faults
+ *   (tests/bench/memory-bench.py measures both ways). */
 
 #include <stdint.h>
 
