@@ -3,8 +3,8 @@
 
 /* The agent's own memory: what it hands back to the kernel while it runs.
  *
- * heap: glibc keeps freed memory in its arenas; a fixed mmap threshold and a periodic
- *   malloc_trim() return it after a burst.
+ * heap: glibc keeps freed memory in its arenas; one arena for every thread, a fixed mmap
+ *   threshold and a periodic malloc_trim() return it after a burst.
  * start-up pages: most of the file pages a fresh daemon has mapped were touched once, while
  *   starting: the dynamic linker's relocations and symbol lookups in ~45 libraries, their
  *   constructors (GnuTLS, p11-kit, Kerberos — pulled in by libcurl and libmicrohttpd although the

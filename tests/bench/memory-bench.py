@@ -477,6 +477,10 @@ def med(runs, key):
     return statistics.median(r[key] for r in runs)
 
 
+def first_min(runs, op):
+    return min(r["first"][op]["first"][0] for r in runs)
+
+
 def first_med(runs, op, when, i):
     return statistics.median(r["first"][op][when][i] for r in runs)
 
@@ -529,15 +533,19 @@ def main():
     print("| major faults after the release | %d | " % none["majflt_idle"] +
           " | ".join("%d | %d" % (v[True]["majflt_idle"], v[False]["majflt_idle"]) for _, v in columns) + " |")
     print("")
-    print("| first request after the release (median of %d) | release on | release off | on / off | "
-          "major faults on / off | warm, on / off |" % args.rounds)
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| first request after the release (%d rounds) | release on: median, min | release off: median, min | "
+          "major faults on / off (median) | warm, on / off |" % args.rounds)
+    print("|---|---:|---:|---:|---:|")
     for op in FIRST_OPS:
-        on, off = first_med(idle[True], op, "first", 0), first_med(idle[False], op, "first", 0)
-        print("| %s | %.2f ms | %.2f ms | %.2f | %d / %d | %.2f / %.2f ms |" % (
-            OP_NAMES[op], on, off, on / off if off else 0, first_med(idle[True], op, "first", 1),
-            first_med(idle[False], op, "first", 1), first_med(idle[True], op, "warm", 0),
-            first_med(idle[False], op, "warm", 0)))
+        print("| %s | %.2f, %.2f ms | %.2f, %.2f ms | %d / %d | %.2f / %.2f ms |" % (
+            OP_NAMES[op], first_med(idle[True], op, "first", 0), first_min(idle[True], op),
+            first_med(idle[False], op, "first", 0), first_min(idle[False], op),
+            first_med(idle[True], op, "first", 1), first_med(idle[False], op, "first", 1),
+            first_med(idle[True], op, "warm", 0), first_med(idle[False], op, "warm", 0)))
+    base = columns[0][1][False]["RssAnon"]
+    for n in pod_counts:
+        print("RssAnon per identity pod, %d pods: %.2f KiB ((with them − idle) / %d, release off)"
+              % (n, (loaded[n][False]["RssAnon"] - base) / n, n))
 
     for label, v in columns:
         what = "every module configured, %s" % ("idle" if label == "idle" else label.replace("pods", "identity pods"))
@@ -550,18 +558,22 @@ def main():
         bj.row("first %s after the release, median of %d" % (OP_NAMES[op], args.rounds),
                round(first_med(idle[True], op, "first", 0), 2), round(first_med(idle[False], op, "first", 0), 2),
                "release-startup-pages=no, same run", "ms")
+        bj.row("first %s after the release, fastest of %d" % (OP_NAMES[op], args.rounds),
+               round(first_min(idle[True], op), 2), round(first_min(idle[False], op), 2),
+               "release-startup-pages=no, same run", "ms")
         bj.row("major faults of the first %s" % OP_NAMES[op], first_med(idle[True], op, "first", 1),
                first_med(idle[False], op, "first", 1), "release-startup-pages=no, same run", "")
 
+    for n in pod_counts:
+        bj.row("RssAnon per identity pod, %d pods, every module configured" % n,
+               round((loaded[n][False]["RssAnon"] - base) / n, 2), None, None, "KiB")
     goals = [("idle", columns[0][1], GOAL_IDLE_KIB, "<= 3 MiB")]
     if 1000 in loaded:
         goals.append(("1000 pods", loaded[1000], GOAL_1000_KIB, "<= 6 MiB"))
-    ok = True
     print("")
     for label, v, goal, words in goals:
         worst = max(v[True]["RssAnon"], v[False]["RssAnon"])
         met = worst <= goal
-        ok = ok and met
         bj.row("RssAnon, every module configured, %s" % label.replace("pods", "identity pods"), worst,
                none["RssAnon"], "same agent, no module configured", "KiB", goal=words, met=met)
         print("goal: RssAnon %s with every module, %s: %d KiB: %s" % (label, words, worst, "met" if met else "NOT met"))
@@ -579,7 +591,8 @@ def main():
                slow(idle[True]) + slow(idle[False]), 2 * args.rounds,
                ", ".join("%s %s" % kv for kv in sorted(idle[True][0]["modules"].items())),
                max(r["warnings"] for r in idle[True] + idle[False]), none["warnings"]))
-    bj.write(args.json, ok=ok)
+    # A goal not met is in its row (met: false) and the goal lines; the run itself worked.
+    bj.write(args.json)
     return 0
 
 
