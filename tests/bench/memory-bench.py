@@ -506,7 +506,7 @@ def main():
     loaded = {}
     try:
         world.start()
-        none = measure("none", None, 0, True, args.settle, files)
+        none = measure("none", None, 0, False, args.settle, files)
         for rnd in range(args.rounds):
             for release in ((True, False) if rnd % 2 == 0 else (False, True)):
                 idle[release].append(measure("idle", world, 0, release, args.settle, files, first_use=True))
