@@ -405,8 +405,9 @@ class FirstUse:
 # ---- one agent -------------------------------------------------------------------------------
 
 def wait_done(a, world, n_identities, t_ready):
-    """Modules running and the certificates issued, found from the log and the pod-tls-dir where
-    nothing after the release may call the agent (first_use), else from /v1/status."""
+    """Modules running and the certificates issued, from /v1/status; returns the seconds since
+    READY. Polls still going at READY + 2.5 s call the agent after the release's second pass
+    (counted in the note: the first /v1/status is then not the first)."""
     deadline = time.monotonic() + 180
     names = world.modules()
     while True:
