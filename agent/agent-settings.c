@@ -72,7 +72,7 @@ static const struct config_key agent_keys[] = {
         { "log-format", config_parse_string, FIELD(log_format), "auto", config_free_string, log_target_name_at },
         { "stop-timeout", config_parse_duration, FIELD(stop_timeout), "10s" },
         { "drop-capabilities", config_parse_bool, FIELD(drop_capabilities), "yes" },
-        { "release-startup-pages", config_parse_bool, FIELD(release_startup_pages), "yes" },
+        { "release-startup-pages", config_parse_bool, FIELD(release_startup_pages), "no" },
         { "memory-watermark", config_parse_percent, FIELD(memory_watermark), "90%" },
         { "metrics-listen", parse_metrics_listen, FIELD(metrics_listen), "", config_free_string },
         {}

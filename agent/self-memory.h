@@ -3,8 +3,8 @@
 
 /* The agent's own memory: what it hands back to the kernel while it runs.
  *
- * heap: glibc keeps freed memory in its arenas; a fixed mmap threshold and a periodic
- *   malloc_trim() return it after a burst.
+ * heap: glibc keeps freed memory in its arenas; one arena for every thread, a fixed mmap
+ *   threshold and a periodic malloc_trim() return it after a burst.
  * start-up pages: most of the file pages a fresh daemon has mapped were touched once, while
  *   starting: the dynamic linker's relocations and symbol lookups in ~45 libraries, their
  *   constructors (GnuTLS, p11-kit, Kerberos — pulled in by libcurl and libmicrohttpd although the
@@ -16,7 +16,11 @@
  *   so what stays resident is what the running agent touches again. Only private read-only file mappings are
  *   given back; the kernel skips pages another process maps, so no other process is affected; a
  *   page needed again is read back on its next touch. A second pass 2 s after READY gives back
- *   what the work READY brings touched only once (the first clients, watch events, pings). */
+ *   what the work READY brings touched only once (the first clients, watch events, pings).
+ *   Off unless [agent] release-startup-pages asks for it: these are clean pages the kernel
+ *   drops first under pressure anyway, the cgroup's working set does not shrink (a page read
+ *   back is treated as recently used), and the first requests after it pay major faults
+ *   (tests/bench/memory-bench.py measures both ways). */
 
 #include <stdint.h>
 

@@ -279,16 +279,17 @@ def private_libraries(dest):
 @pytest.mark.skipif(VALGRIND, reason="the process is valgrind's, its pages are not the daemon's")
 def test_startup_pages_released_once_ready(agent_factory, tmp_path):
     # The same agent twice, one after the other, each the only process mapping its libraries:
-    # without the release its start-up pages stay resident, with it they go back at READY.
+    # by default (release-startup-pages=no) its start-up pages stay resident, with the release
+    # they go back at READY.
     env = {"LD_LIBRARY_PATH": private_libraries(str(tmp_path / "lib"))}
-    kept = agent_factory(config={"agent": {"release-startup-pages": "no"}}, env=env)
+    kept = agent_factory(env=env)
     time.sleep(0.5)
     kept_kib = rss_file_kib(kept.proc.pid)
     assert kept.metrics().value("pinion_startup_pages_released_bytes_total") == 0
     assert "start-up file pages" not in kept.log_text()
     kept.stop()
 
-    a = agent_factory(env=env)
+    a = agent_factory(config={"agent": {"release-startup-pages": "yes"}}, env=env)
     passes = []
     for when in ("at READY", "once settled"):
         m = a.wait_log(r"Released (\d+) KiB of start-up file pages %s \((\d+) mappings," % when)

@@ -66,8 +66,10 @@ def test_open_file_limit_carries_every_connection_cap(node):
 
 def test_startup_pages_go_back_to_the_kernel_inside_the_sandbox(node):
     """madvise() passes the unit's system call filter, and paging out file pages is allowed to
-    the daemon (as root it owns the library files) under ProtectSystem=strict."""
+    the daemon (as root it owns the library files) under ProtectSystem=strict (the release is
+    off by default: asked for here)."""
     node.healthy()
+    node.conf("60-release.conf", "[agent]\nrelease-startup-pages=yes\n")
     cursor = journal_cursor()
     pid = start_agent()
     e = wait_for_journal("the start-up page release", f"_PID={pid}", cursor=cursor,
