@@ -22,6 +22,7 @@
 #include "state-version.h"
 #include "strv.h"
 #include "target.h"
+#include "unit-cap.h"
 
 #define MODULE "reclaim"
 
@@ -558,6 +559,7 @@ static int reclaim_stop(struct module_instance *mi) {
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         rc->observing = false;
         reclaim_free_targets(rc);
+        rc->ctx.bus = unit_bus_free(rc->ctx.bus);
         rc->routes = api_routes_free(rc->routes);
         rc->metrics_reg = metrics_registration_free(rc->metrics_reg);
         return 0;
@@ -595,6 +597,7 @@ static void reclaim_free(struct module_instance *mi) {
         if (rc->observing)
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         reclaim_free_targets(rc);
+        rc->ctx.bus = unit_bus_free(rc->ctx.bus);
         api_routes_free(rc->routes);
         metrics_registration_free(rc->metrics_reg);
         strv_free(rc->pod_errors);

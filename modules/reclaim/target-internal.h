@@ -8,6 +8,7 @@
 #include "log.h"
 #include "target.h"
 #include "backoff.h"
+#include "unit-cap.h"
 
 #define MODULE "reclaim"
 
@@ -28,6 +29,7 @@ struct reclaim_target {
         uint64_t noted[2]; /* 0: unknown */
 
         struct memcg *cg;
+        struct target_cap cap; /* who writes the cap: systemd or the cgroup file (unit-cap.c) */
         uint64_t cg_inode; /* of the directory we attached to (0: unknown) */
         bool bounds_ok;
         struct reclaim_bounds bounds;

@@ -125,6 +125,7 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
 }
 
 static void detach(struct reclaim_target *t) {
+        target_cap_detach(t);
         target_events_drop_thresholds(t);
         t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
         t->psi_src = sd_event_source_disable_unref(t->psi_src);
@@ -226,6 +227,7 @@ static int attach(struct reclaim_target *t) {
                 return 0;
         }
         log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
+        target_cap_attach(t);
         target_record_load(t);
         /* With our lowered limit possibly in force (v1) the limit read is not the original:
          * the bounds wait for target_check() to restore it. */
@@ -316,6 +318,8 @@ static int on_step(sd_event_source *s, void *userdata) {
 
         if (!t->in_episode)
                 return 0;
+        if (target_cap_busy(t, -1))
+                return 0; /* a write through systemd in flight: the step comes when it is done */
         if (!t->cg || !t->bounds_ok) {
                 abort_episode(t, "the cgroup or its bounds are gone");
                 return 0;
@@ -432,6 +436,8 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         struct reclaim_step p;
         int r;
 
+        if (target_cap_busy(t, (int) source))
+                return; /* a write through systemd in flight: checked again when it is done */
         t->wakeups[source]++;
         (void) metric_inc(t->ctx->metrics.wakeups, t->settings.name, wake_source_to_string(source));
         if (t->in_episode)
@@ -570,6 +576,7 @@ int target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *se
         t->ctx = ctx;
         t->state = TARGET_MISSING;
         t->lowered_fd = -EBADF;
+        t->cap.replay = -1;
         /* After a hard error: 1 s, doubling up to 5 min; a healthy 10 min starts again at 1 s. */
         backoff_init(&t->err_backoff,
                      &(const struct backoff_config) { .initial = USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
@@ -614,6 +621,7 @@ struct reclaim_target *target_free(struct reclaim_target *t) {
                                  t->cgroup, t->recorded_cap, t->record_path);
         target_record_remove(t);
         detach(t);
+        target_cap_free(t);
         t->timer = sd_event_source_disable_unref(t->timer);
         t->step_src = sd_event_source_disable_unref(t->step_src);
         target_settings_done(&t->settings);
@@ -781,7 +789,8 @@ cJSON *target_to_json(struct reclaim_target *t) {
         cJSON_AddBoolToObject(o, "restore_pending", target_restore_pending(t));
         /* The cap kept lowered while a writer streams (v1 the limit, v2 memory.high). */
         add_bytes(o, "throttle", t->throttle ? t->throttle : UINT64_MAX);
-        if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
+        /* Who writes it: "systemd" (MemoryHigh= of unit) or "cgroupfs" (the file). */
+        if (target_cap_to_json(t, o) < 0 || !(w = cJSON_AddObjectToObject(o, "wakeups")))
                 return NULL;
         for (int i = 0; i < _WAKE_SOURCE_MAX; i++)
                 cJSON_AddNumberToObject(w, wake_source_to_string(i), (double) t->wakeups[i]);

@@ -90,6 +90,7 @@ struct pod_events;
 struct reclaim_ctx {
         sd_event *event;
         char *record_dir; /* state-dir/reclaim */
+        struct unit_bus *bus; /* to systemd, made at first need (unit-cap.c) */
         struct reclaim_metrics metrics;
         /* Called after a target's state changed (the module sums them up). */
         void (*state_changed)(void *userdata);
