@@ -99,6 +99,9 @@ struct reclaim_target {
 /* target.c */
 /* Every wake-up ends here: sample, compare with high, start an episode if needed. */
 void target_check(struct reclaim_target *t, enum wake_source source);
+/* After a hard error: no new episode and no restore before a growing backoff (the timer comes
+ * back then). */
+void target_hold_after_error(struct reclaim_target *t);
 /* v1: counts the failures since the last read while our limit is in force (before a restore). */
 void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg);
 

@@ -302,6 +302,7 @@ void target_record_load(struct reclaim_target *t) {
                 t->noted[0] = t->noted[1] = 0;
         t->recorded_cap = value;
         t->cap_lowered = true;
+        unit_cap_adopt_leftover(t->ctx, t->record_path);
 }
 
 int target_record_restore_leftovers(struct reclaim_ctx *ctx) {

@@ -227,6 +227,9 @@ static int attach(struct reclaim_target *t) {
                 return 0;
         }
         log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
+        /* Not missing any more, while systemd is asked who owns it (the check comes after). */
+        if (t->state == TARGET_MISSING)
+                set_state(t, TARGET_OK, NULL);
         target_cap_attach(t);
         target_record_load(t);
         /* With our lowered limit possibly in force (v1) the limit read is not the original:
@@ -295,7 +298,7 @@ static void abort_episode(struct reclaim_target *t, const char *why) {
 
 /* A hard error: error state, and neither a new episode nor a restore attempt before a backoff
  * delay (the timer is moved up to its end if it would fire later). */
-static void hold_after_error(struct reclaim_target *t) {
+void target_hold_after_error(struct reclaim_target *t) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         usec_t delay = backoff_next(&t->err_backoff, now, 0);
         t->hold_until = now + delay;
@@ -353,7 +356,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         if (t->cg->version == MEMCG_V1 && target_record_original(t, t->bounds.limit) < 0) {
                 abort_episode(t, "no record"); /* nothing was touched */
                 set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
-                hold_after_error(t);
+                target_hold_after_error(t);
                 return 0;
         }
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
@@ -419,7 +422,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                 set_state(t, TARGET_ERROR, "%s: %s",
                           q < 0 ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
                           strerror(-r));
-                hold_after_error(t);
+                target_hold_after_error(t);
                 return 0;
         }
         if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
@@ -472,9 +475,11 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                          * take it for the original. */
                         set_state(t, TARGET_ERROR, "cannot restore %s of %s to %" PRIu64 " (retrying)",
                                   memcg_cap_name(t->cg->version), t->cgroup, t->recorded_cap);
-                        hold_after_error(t);
+                        target_hold_after_error(t);
                         return;
                 }
+                if (target_cap_busy(t, (int) source))
+                        return; /* the restore went to systemd: the check goes on once it is in force */
         }
 
         r = target_sample(t, &s);
@@ -489,7 +494,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                         return;
                 }
                 set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
-                hold_after_error(t);
+                target_hold_after_error(t);
                 return;
         }
         if (!target_throttle_in_force(t, &s)) {
@@ -527,7 +532,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 r = target_throttle_engage(t, &s);
                 if (r < 0) {
                         set_state(t, TARGET_ERROR, "%s", t->record_error ?: "cannot lower the cap (see the log)");
-                        hold_after_error(t);
+                        target_hold_after_error(t);
                         return;
                 }
         }

@@ -62,60 +62,9 @@ static const char *const owner_names[] = {
         [CAP_OWNER_SYSTEMD] = "systemd",
 };
 
-/* ---- the unit name rule ---- */
-
-static bool unit_chars(const char *s, size_t n) {
-        static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@";
-        for (size_t i = 0; i < n; i++)
-                if (!s[i] || !strchr(ok, s[i]))
-                        return false;
-        return n > 0;
-}
-
 static bool has_suffix(const char *s, size_t n, const char *suffix) {
         size_t k = strlen(suffix);
         return n > k && memcmp(s + n - k, suffix, k) == 0;
-}
-
-int unit_name_from_cgroup(const char *path, char **ret_unit) {
-        const char *p = path, *parent = NULL;
-        size_t parent_len = 0;
-
-        if (!path || path[0] != '/')
-                return 0;
-        for (;;) {
-                p++;
-                const char *end = strchrnul(p, '/');
-                size_t n = (size_t) (end - p);
-                bool last = *end == 0;
-                /* systemd's names: at most 255 characters, no leading '-' but "-.slice". */
-                if (n == 0 || n > 255 || p[0] == '-' || !unit_chars(p, n))
-                        return 0;
-                bool slice = has_suffix(p, n, ".slice");
-                if (!slice && !(last && (has_suffix(p, n, ".service") || has_suffix(p, n, ".scope"))))
-                        return 0;
-                if (slice) {
-                        /* "a-b.slice" lives in "a.slice", "a.slice" in the root. */
-                        size_t stem = n - strlen(".slice");
-                        const char *dash = NULL;
-                        for (const char *q = p; q < p + stem; q++)
-                                if (*q == '-')
-                                        dash = q;
-                        if (!parent ? dash != NULL
-                                    : !dash || (size_t) (dash - p) != parent_len || memcmp(p, parent, parent_len) != 0)
-                                return 0;
-                        parent = p;
-                        parent_len = stem;
-                }
-                if (last) {
-                        char *u = strndup(p, n);
-                        if (!u)
-                                return -ENOMEM;
-                        *ret_unit = u;
-                        return 1;
-                }
-                p = end;
-        }
 }
 
 static const char *unit_interface(const char *unit) {
@@ -137,7 +86,7 @@ static int bus_connect(sd_event *e, sd_bus **ret) {
         if (r >= 0)
                 r = sd_bus_start(b);
         if (r < 0) {
-                log_module_debug(MODULE, "systemd's private socket: %s; trying the system bus", strerror(-r));
+                log_module_info(MODULE, "Cannot connect to systemd's private socket (%s): using the system bus", strerror(-r));
                 b = sd_bus_flush_close_unref(b);
                 r = sd_bus_open_system(&b);
                 if (r < 0)
@@ -433,6 +382,7 @@ static void target_set_done(struct reclaim_target *t, struct unit_call *c, const
                 t->cap_lowered = true;
                 t->restore_failed = true;
                 t->cap.remove_record = false;
+                target_hold_after_error(t);
         } else
                 /* As a failed direct lowering: the original back (it may well be in force). */
                 (void) target_record_restore(t);
@@ -616,6 +566,14 @@ int unit_cap_restore_leftover(struct reclaim_ctx *ctx, const char *cgroup, uint6
                 return r;
         }
         return 1;
+}
+
+void unit_cap_adopt_leftover(struct reclaim_ctx *ctx, const char *record_path) {
+        for (struct unit_call *c = ctx->bus ? ctx->bus->calls : NULL; c; c = c->next)
+                if (!c->t && streq_ptr(c->record_path, record_path)) {
+                        c->record_path = mfree(c->record_path);
+                        c->lowered_path = mfree(c->lowered_path);
+                }
 }
 
 struct unit_bus *unit_bus_free(struct unit_bus *b) {

@@ -77,6 +77,10 @@ bool target_cap_hold_record(struct reclaim_target *t);
 /* "owner", "unit", "owner_error" for /v1/reclaim. */
 int target_cap_to_json(const struct reclaim_target *t, cJSON *o);
 
+/* A target took over the record at record_path (target_record_load()): a leftover restore of
+ * it still in flight leaves the record files to the target (which restores and removes them
+ * itself; removed under it, its next record would be missing). */
+void unit_cap_adopt_leftover(struct reclaim_ctx *ctx, const char *record_path);
 /* At start, for a record left by a crash whose cgroup is a unit's own: asks systemd whether it
  * is, then restores the original through it (or directly, if not) and removes the record
  * files when that worked. 1: taken (asynchronous), 0: not a unit's cgroup (the caller writes

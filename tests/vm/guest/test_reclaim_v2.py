@@ -81,6 +81,11 @@ def stream(g, total):
             os.unlink(path)
 
 
+def memory_high(unit):
+    """What systemd says is in force: MemoryHigh= of the unit, in bytes (or "infinity")."""
+    return unit_property(unit, "MemoryHigh")
+
+
 def warnings_since(cursor):
     return [e.get("MESSAGE") for e in journal("-u", "piniond.service", "-p", "warning", cursor=cursor)]
 
@@ -146,10 +151,17 @@ def test_the_psi_trigger_is_armed_without_a_warning(node):
 
 
 def test_memory_high_comes_back_after_kill9_and_restart(node):
+    """The service's cgroup is its unit's: the throttle and every restore go through systemd
+    (MemoryHigh=, a runtime property), so `systemctl show` agrees with memory.high throughout."""
     g = service(node, "pinion-test-kill", "-p", "MemoryHigh=62M")
+    unit = node.units[-1]
     node.conf("50-reclaim.conf", section("kill", g.name))
     start_agent()
     wait_for("throttle", lambda: target("kill")["throttle"] == HIGH_PAGES)
+    t = target("kill")
+    assert (t["owner"], t["unit"], t["owner_error"]) == ("systemd", unit, None), t
+    wait_for("systemd says the throttle", lambda: memory_high(unit) == str(HIGH_PAGES))
+    assert int(g.read("memory.high")) == HIGH_PAGES
     record = "/var/lib/pinion/reclaim/kill.json"
     assert json.load(open(record)) == {"version": 1, "cgroup": g.name, "high": 62 * MiB}
 
@@ -158,14 +170,15 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     cursor = journal_cursor()
     systemctl("kill", "-s", "KILL", "--kill-who=main", "piniond.service")
     wait_for("piniond gone", lambda: not os.path.exists("/proc/%d" % pid) or main_pid() != pid)
-    assert int(g.read("memory.high")) == HIGH_PAGES
+    assert int(g.read("memory.high")) == HIGH_PAGES and memory_high(unit) == str(HIGH_PAGES)
     # systemd restarts it (Restart=on-failure): the start puts the original back first, then
     # the target lowers it again.
     wait_for("restarted", lambda: main_pid() not in (0, pid), timeout=30)
     wait_for("restore logged", lambda: [e for e in journal("-u", "piniond.service", cursor=cursor)
                                         if "Restored memory.high of %s to %d (was %d" % (g.name, 62 * MiB, HIGH_PAGES)
-                                        in e.get("MESSAGE", "")])
+                                        in e.get("MESSAGE", "") and "through systemd" in e.get("MESSAGE", "")])
     wait_for("throttle again", lambda: target("kill")["throttle"] == HIGH_PAGES)
+    wait_for("systemd says the throttle again", lambda: memory_high(unit) == str(HIGH_PAGES))
 
     # Killed again, and restarted without the section: memory.high is the original for good.
     os.unlink("/etc/pinion/conf.d/50-reclaim.conf")
@@ -173,36 +186,43 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     systemctl("kill", "-s", "KILL", "--kill-who=main", "piniond.service")
     wait_for("restarted", lambda: main_pid() not in (0, pid), timeout=30)
     wait_for("memory.high restored", lambda: g.read("memory.high").strip() == str(62 * MiB))
+    assert memory_high(unit) == str(62 * MiB)
     # The record goes right after the write that restored the value (it must outlive the write:
     # a kill between the two restores again at the next start).
     wait_for("record removed", lambda: not os.path.exists(record))
     assert unit_property("piniond.service", "ActiveState") == "active"
 
 
-def test_systemd_rewriting_memory_high_is_taken_as_the_original_at_once(node):
-    """systemd writes its unit's MemoryHigh= into memory.high again on daemon-reload and on any
-    set-property: the write wakes the agent (inotify on memory.high), which takes it as the
-    original and lowers memory.high again — a writer is never left without the throttle until
-    some later wake-up."""
+def test_daemon_reload_keeps_the_throttle_and_set_property_is_the_new_original(node):
+    """The throttle is a runtime MemoryHigh= of the unit: a daemon-reload (which writes every
+    unit's memory.high again) keeps it, and systemctl show says it. An operator's set-property
+    still wins: it wakes the agent (inotify on memory.high), which takes it as the original and
+    lowers memory.high again, through systemd. Stopping the agent puts the original back, and
+    systemctl show agrees."""
     g = service(node, "pinion-test-sd", "-p", "MemoryHigh=62M")
+    unit = node.units[-1]
     node.conf("50-reclaim.conf", section("sd", g.name))
     cursor = journal_cursor()
     start_agent()
     wait_for("throttle", lambda: target("sd")["throttle"] == HIGH_PAGES)
+    wait_for("systemd says the throttle", lambda: memory_high(unit) == str(HIGH_PAGES))
     systemctl("daemon-reload")
-    wait_for("taken as the original", lambda: [e for e in journal("-u", "piniond.service", cursor=cursor)
-                                               if "memory.high of %s is %d, not the %d we wrote: set by someone else"
-                                               % (g.name, 62 * MiB, HIGH_PAGES) in e.get("MESSAGE", "")])
-    wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
-    systemctl("set-property", "--runtime", node.units[-1], "MemoryHigh=63M")
+    assert memory_high(unit) == str(HIGH_PAGES) and int(g.read("memory.high")) == HIGH_PAGES
+    assert target("sd")["throttle"] == HIGH_PAGES
+    systemctl("set-property", "--runtime", unit, "MemoryHigh=63M")
     wait_for("the new original recorded", lambda: json.load(open("/var/lib/pinion/reclaim/sd.json")) ==
              {"version": 1, "cgroup": g.name, "high": 63 * MiB})
     wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
+    wait_for("systemd says the throttle again", lambda: memory_high(unit) == str(HIGH_PAGES))
+    msgs = [e.get("MESSAGE", "") for e in journal("-u", "piniond.service", cursor=cursor)]
+    assert not [m for m in msgs if "set by someone else" in m and "%d" % (62 * MiB) in m], msgs
     t = target("sd")
-    assert t["wakeups"]["cap"] >= 2 and t["wakeups"]["timer"] == 0, t
+    assert t["wakeups"]["cap"] >= 1 and t["wakeups"]["timer"] == 0 and t["owner"] == "systemd", t
     assert not warnings_since(cursor), warnings_since(cursor)
     systemctl("stop", "piniond.service")
-    assert int(g.read("memory.high")) == 63 * MiB
+    assert int(g.read("memory.high")) == 63 * MiB and memory_high(unit) == str(63 * MiB)
+    systemctl("daemon-reload")
+    assert int(g.read("memory.high")) == 63 * MiB and memory_high(unit) == str(63 * MiB)
 
 
 def test_anonymous_memory_gets_the_original_memory_high_back(node):
