@@ -2,7 +2,8 @@
 /* reclaim: watches the memory cgroups of co-located components ([reclaim.NAME] sections, and
  * pods that opt in with the pinion.io/reclaim annotation) and reclaims their page cache before
  * it drives them into their limit (target*.c: one cgroup's state machine and episodes; plan.c:
- * the decisions; memcg.c: the cgroup files). This file is the module: config,
+ * the decisions; memcg.c: the cgroup files; unit-cap.c: the cap of a systemd unit's cgroup,
+ * through systemd). This file is the module: config,
  * the pod observer, metrics, lifecycle; /v1/reclaim is reclaim-api.c. */
 
 #include <stddef.h>
@@ -559,7 +560,7 @@ static int reclaim_stop(struct module_instance *mi) {
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         rc->observing = false;
         reclaim_free_targets(rc);
-        rc->ctx.bus = unit_bus_free(rc->ctx.bus);
+        rc->ctx.bus = unit_cap_bus_free(rc->ctx.bus);
         rc->routes = api_routes_free(rc->routes);
         rc->metrics_reg = metrics_registration_free(rc->metrics_reg);
         return 0;
@@ -597,7 +598,7 @@ static void reclaim_free(struct module_instance *mi) {
         if (rc->observing)
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         reclaim_free_targets(rc);
-        rc->ctx.bus = unit_bus_free(rc->ctx.bus);
+        rc->ctx.bus = unit_cap_bus_free(rc->ctx.bus);
         api_routes_free(rc->routes);
         metrics_registration_free(rc->metrics_reg);
         strv_free(rc->pod_errors);

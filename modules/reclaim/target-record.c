@@ -141,7 +141,7 @@ bool target_record_cap_is_ours(const struct reclaim_target *t, uint64_t cur) {
 void target_record_remove(struct reclaim_target *t) {
         if (t->cap_lowered || !t->lowered_path || (!t->recorded_cap && t->lowered_fd < 0))
                 return; /* still needed, or nothing of ours (a record of another cgroup stays) */
-        if (target_cap_hold_record(t))
+        if (unit_cap_hold_record(t))
                 return; /* the restore is in flight: removed once it is done */
         t->lowered_fd = safe_close(t->lowered_fd);
         if (unlink(t->lowered_path) < 0 && errno != ENOENT)
@@ -235,7 +235,7 @@ int target_record_restore(struct reclaim_target *t) {
         if (r >= 0 && cur >= t->recorded_cap)
                 r = 0; /* the original (or more) is in force already */
         else
-                r = target_cap_write(t, cg, t->recorded_cap, true);
+                r = unit_cap_write(t, cg, t->recorded_cap, true);
         if (r < 0) {
                 if (!memcg_exists(cg)) {
                         t->cap_lowered = false;

@@ -125,7 +125,7 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
 }
 
 static void detach(struct reclaim_target *t) {
-        target_cap_detach(t);
+        unit_cap_detach(t);
         target_events_drop_thresholds(t);
         t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
         t->psi_src = sd_event_source_disable_unref(t->psi_src);
@@ -230,7 +230,7 @@ static int attach(struct reclaim_target *t) {
         /* Not missing any more, while systemd is asked who owns it (the check comes after). */
         if (t->state == TARGET_MISSING)
                 set_state(t, TARGET_OK, NULL);
-        target_cap_attach(t);
+        unit_cap_attach(t);
         target_record_load(t);
         /* With our lowered limit possibly in force (v1) the limit read is not the original:
          * the bounds wait for target_check() to restore it. */
@@ -321,7 +321,7 @@ static int on_step(sd_event_source *s, void *userdata) {
 
         if (!t->in_episode)
                 return 0;
-        if (target_cap_busy(t, -1))
+        if (unit_cap_busy(t, -1))
                 return 0; /* a write through systemd in flight: the step comes when it is done */
         if (!t->cg || !t->bounds_ok) {
                 abort_episode(t, "the cgroup or its bounds are gone");
@@ -439,7 +439,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         struct reclaim_step p;
         int r;
 
-        if (target_cap_busy(t, (int) source))
+        if (unit_cap_busy(t, (int) source))
                 return; /* a write through systemd in flight: checked again when it is done */
         t->wakeups[source]++;
         (void) metric_inc(t->ctx->metrics.wakeups, t->settings.name, wake_source_to_string(source));
@@ -478,7 +478,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                         target_hold_after_error(t);
                         return;
                 }
-                if (target_cap_busy(t, (int) source))
+                if (unit_cap_busy(t, (int) source))
                         return; /* the restore went to systemd: the check goes on once it is in force */
         }
 
@@ -626,7 +626,7 @@ struct reclaim_target *target_free(struct reclaim_target *t) {
                                  t->cgroup, t->recorded_cap, t->record_path);
         target_record_remove(t);
         detach(t);
-        target_cap_free(t);
+        unit_cap_free(t);
         t->timer = sd_event_source_disable_unref(t->timer);
         t->step_src = sd_event_source_disable_unref(t->step_src);
         target_settings_done(&t->settings);
@@ -795,7 +795,7 @@ cJSON *target_to_json(struct reclaim_target *t) {
         /* The cap kept lowered while a writer streams (v1 the limit, v2 memory.high). */
         add_bytes(o, "throttle", t->throttle ? t->throttle : UINT64_MAX);
         /* Who writes it: "systemd" (MemoryHigh= of unit) or "cgroupfs" (the file). */
-        if (target_cap_to_json(t, o) < 0 || !(w = cJSON_AddObjectToObject(o, "wakeups")))
+        if (unit_cap_to_json(t, o) < 0 || !(w = cJSON_AddObjectToObject(o, "wakeups")))
                 return NULL;
         for (int i = 0; i < _WAKE_SOURCE_MAX; i++)
                 cJSON_AddNumberToObject(w, wake_source_to_string(i), (double) t->wakeups[i]);

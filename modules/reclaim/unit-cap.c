@@ -410,11 +410,11 @@ static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) 
 
 /* ---- the target's interface ---- */
 
-void target_cap_attach(struct reclaim_target *t) {
+void unit_cap_attach(struct reclaim_target *t) {
         struct unit_bus *b;
         _cleanup_free_ char *unit = NULL;
 
-        target_cap_detach(t);
+        unit_cap_detach(t);
         if (t->cg->version != MEMCG_V2 || sd_booted() <= 0)
                 return;
         int r = unit_name_from_cgroup(t->cgroup, &unit);
@@ -441,7 +441,7 @@ void target_cap_attach(struct reclaim_target *t) {
         t->cap.unit = TAKE_PTR(unit);
 }
 
-void target_cap_detach(struct reclaim_target *t) {
+void unit_cap_detach(struct reclaim_target *t) {
         struct unit_bus *b = t->ctx->bus;
         bool verify_pending = verifying(t);
 
@@ -478,12 +478,12 @@ void target_cap_detach(struct reclaim_target *t) {
         t->cap.replay = -1;
 }
 
-void target_cap_free(struct reclaim_target *t) {
-        target_cap_detach(t);
+void unit_cap_free(struct reclaim_target *t) {
+        unit_cap_detach(t);
         t->cap.error = mfree(t->cap.error);
 }
 
-int target_cap_write(struct reclaim_target *t, const struct memcg *cg, uint64_t value, bool restore) {
+int unit_cap_write(struct reclaim_target *t, const struct memcg *cg, uint64_t value, bool restore) {
         struct unit_bus *b;
         if (t->cap.owner != CAP_OWNER_SYSTEMD || cg != t->cg)
                 return memcg_write_cap(cg, value);
@@ -508,7 +508,7 @@ int target_cap_write(struct reclaim_target *t, const struct memcg *cg, uint64_t 
         return 0;
 }
 
-bool target_cap_busy(struct reclaim_target *t, int source) {
+bool unit_cap_busy(struct reclaim_target *t, int source) {
         if (!t->cap.call && !verifying(t) && t->cap.owner != CAP_OWNER_CHECKING)
                 return false;
         if (source < 0)
@@ -518,14 +518,14 @@ bool target_cap_busy(struct reclaim_target *t, int source) {
         return true;
 }
 
-bool target_cap_hold_record(struct reclaim_target *t) {
+bool unit_cap_hold_record(struct reclaim_target *t) {
         if (!t->cap.call && !verifying(t))
                 return false;
         t->cap.remove_record = true;
         return true;
 }
 
-int target_cap_to_json(const struct reclaim_target *t, cJSON *o) {
+int unit_cap_to_json(const struct reclaim_target *t, cJSON *o) {
         if (!cJSON_AddStringToObject(o, "owner", owner_names[t->cap.owner]) || !json_add_string_or_null(o, "unit", t->cap.unit) ||
             !json_add_string_or_null(o, "owner_error", t->cap.error))
                 return -ENOMEM;
@@ -576,7 +576,7 @@ void unit_cap_adopt_leftover(struct reclaim_ctx *ctx, const char *record_path) {
                 }
 }
 
-struct unit_bus *unit_bus_free(struct unit_bus *b) {
+struct unit_bus *unit_cap_bus_free(struct unit_bus *b) {
         if (!b)
                 return NULL;
         usec_t end = now_usec(CLOCK_MONOTONIC) + FLUSH_TIMEOUT;

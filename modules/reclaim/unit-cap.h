@@ -53,29 +53,29 @@ int unit_name_from_cgroup(const char *path, char **ret_unit);
 /* The connection to systemd shared by the module's targets (made at first need). Freeing it
  * waits a bounded time for restores still in flight (stop: the next start restores whatever
  * did not make it, from the record). */
-struct unit_bus *unit_bus_free(struct unit_bus *b);
+struct unit_bus *unit_cap_bus_free(struct unit_bus *b);
 
 struct reclaim_target;
 struct memcg;
 
 /* After the target opened its cgroup: decides the route (asking systemd, asynchronously). */
-void target_cap_attach(struct reclaim_target *t);
+void unit_cap_attach(struct reclaim_target *t);
 /* The cgroup goes (detach, free): a restore in flight finishes on its own and removes the
  * record then (if it is still the one of that restore). */
-void target_cap_detach(struct reclaim_target *t);
+void unit_cap_detach(struct reclaim_target *t);
 /* At target_free(): detach, and what is left. */
-void target_cap_free(struct reclaim_target *t);
+void unit_cap_free(struct reclaim_target *t);
 /* Writes value to the target's cap on cg by its route (restore: the original going back).
  * Through systemd it returns once the call is sent; a failure answer is logged and handled
  * as the direct path handles a failed write (a lowering restores, a restore is retried). */
-int target_cap_write(struct reclaim_target *t, const struct memcg *cg, uint64_t value, bool restore);
+int unit_cap_write(struct reclaim_target *t, const struct memcg *cg, uint64_t value, bool restore);
 /* A call or check is in flight: the caller puts off its work (source: replayed when done;
  * -1: an episode step, rescheduled). */
-bool target_cap_busy(struct reclaim_target *t, int source);
+bool unit_cap_busy(struct reclaim_target *t, int source);
 /* target_record_remove() must wait for the restore in flight (then done by it). */
-bool target_cap_hold_record(struct reclaim_target *t);
+bool unit_cap_hold_record(struct reclaim_target *t);
 /* "owner", "unit", "owner_error" for /v1/reclaim. */
-int target_cap_to_json(const struct reclaim_target *t, cJSON *o);
+int unit_cap_to_json(const struct reclaim_target *t, cJSON *o);
 
 /* A target took over the record at record_path (target_record_load()): a leftover restore of
  * it still in flight leaves the record files to the target (which restores and removes them

@@ -100,13 +100,18 @@ def test_without_agent_dd_reaches_the_limit(node):
 @pytest.mark.parametrize("kind", ["service", "scope"])
 def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
     g = service(node, "pinion-test-w", "-p", "MemoryHigh=62M") if kind == "service" else scope(node, "pinion-test-s")
+    unit = node.units[-1]
     original_high = g.read("memory.high").strip()
+    original_property = memory_high(unit)
     node.conf("50-reclaim.conf", section("w", g.name))
     cursor = journal_cursor()
     start_agent()
-    t = wait_for("target ok", lambda: (lambda t: t if t["state"] == "ok" else None)(target("w")))
+    t = wait_for("target ok", lambda: (lambda t: t if t["state"] == "ok" and t["throttle"] else None)(target("w")))
     assert t["cgroup_version"] == 2 and t["limit"] == LIMIT and t["throttle"] == HIGH_PAGES, t
-    assert int(g.read("memory.high")) == HIGH_PAGES
+    # The unit's own cgroup: the throttle is its MemoryHigh=, set through systemd.
+    assert (t["owner"], t["unit"]) == ("systemd", unit), t
+    wait_for("the throttle in force", lambda: int(g.read("memory.high")) == HIGH_PAGES)
+    assert memory_high(unit) == str(HIGH_PAGES)
 
     summary = stream(g, 4 * LIMIT)
 
@@ -124,7 +129,7 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
     assert not warnings_since(cursor), warnings_since(cursor)
 
     systemctl("stop", "piniond.service")
-    assert g.read("memory.high").strip() == original_high
+    assert g.read("memory.high").strip() == original_high and memory_high(unit) == original_property
     assert not os.listdir("/var/lib/pinion/reclaim")
 
 
@@ -237,7 +242,10 @@ def test_anonymous_memory_gets_the_original_memory_high_back(node):
     try:
         assert holder.stdout.readline().strip() == "ready"
         t = wait_for("unreachable", lambda: (lambda t: t if t["state"] == "unreachable" else None)(target("anon")))
-        assert t["throttle"] is None and g.read("memory.high").strip() == "max", t
+        assert t["throttle"] is None, t
+        # Given back through systemd (the throttle ends at once, memory.high once systemd writes it).
+        wait_for("the original memory.high", lambda: g.read("memory.high").strip() == "max")
+        assert memory_high(node.units[-1]) == "infinity"
         assert "leave no room to reach" in t["reason"], t
         assert holder.poll() is None and events(g)["oom_kill"] == 0
     finally:
