@@ -654,6 +654,7 @@ static void touch_series(const struct reclaim_target *t) {
         (void) metric_touch(m->steps, n);
         (void) metric_touch(m->unreachable, n);
         (void) metric_touch(m->lowered_hits, n);
+        (void) metric_touch(m->systemd_failures, n);
         (void) metric_touch(m->reaction, n);
         (void) metric_touch(m->step_seconds, n);
         static const char *const kinds[] = { "busy", "again", "error" };

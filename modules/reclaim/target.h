@@ -80,7 +80,7 @@ enum wake_source {
 struct reclaim_metrics {
         struct metric_family *limit, *usage, *file, *anon, *state;                /* gauges */
         struct metric_family *reclaims, *bytes, *steps, *unreachable, *wakeups;  /* counters */
-        struct metric_family *step_errors, *lowered_hits;
+        struct metric_family *step_errors, *lowered_hits, *systemd_failures;
         struct metric_family *reaction, *step_seconds;                           /* histograms */
 };
 

@@ -339,9 +339,15 @@ static void verify_start(struct reclaim_target *t, uint64_t value) {
         t->cap.verify_value = value;
 }
 
+static void count_failure(struct reclaim_target *t) {
+        (void) metric_inc(t->ctx->metrics.systemd_failures, t->settings.name);
+}
+
 static void set_error(struct reclaim_target *t, const sd_bus_error *e) {
         free(t->cap.error);
         t->cap.error = e ? error_text(e) : NULL;
+        if (e)
+                count_failure(t);
 }
 
 static void target_check_done(struct reclaim_target *t, struct unit_call *c, sd_bus_message *m, const sd_bus_error *e) {
@@ -432,6 +438,7 @@ void unit_cap_attach(struct reclaim_target *t) {
         if (r < 0) {
                 log_target_warning_errno(t, r, "Cannot reach systemd to ask whether %s is the cgroup of %s: %m; writing memory.high directly",
                                          t->cgroup, unit);
+                count_failure(t);
                 free(t->cap.error);
                 t->cap.error = strdup(strerror(-r));
                 return;
@@ -500,6 +507,7 @@ int unit_cap_write(struct reclaim_target *t, const struct memcg *cg, uint64_t va
                 r = -ENOMEM;
         if (r < 0) {
                 log_target_warning_errno(t, r, "Cannot call systemd to set MemoryHigh= of %s: %m", t->cap.unit);
+                count_failure(t);
                 free(t->cap.error);
                 t->cap.error = strdup(strerror(-r));
                 return r;
