@@ -165,6 +165,8 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     wait_for("throttle", lambda: target("kill")["throttle"] == HIGH_PAGES)
     t = target("kill")
     assert (t["owner"], t["unit"], t["owner_error"]) == ("systemd", unit, None), t
+    # systemd's own socket, no D-Bus daemon needed.
+    assert not [e for e in journal("-u", "piniond.service") if "private socket" in e.get("MESSAGE", "")]
     wait_for("systemd says the throttle", lambda: memory_high(unit) == str(HIGH_PAGES))
     assert int(g.read("memory.high")) == HIGH_PAGES
     record = "/var/lib/pinion/reclaim/kill.json"
@@ -223,11 +225,31 @@ def test_daemon_reload_keeps_the_throttle_and_set_property_is_the_new_original(n
     assert not [m for m in msgs if "set by someone else" in m and "%d" % (62 * MiB) in m], msgs
     t = target("sd")
     assert t["wakeups"]["cap"] >= 1 and t["wakeups"]["timer"] == 0 and t["owner"] == "systemd", t
+    _, metrics = api("/metrics")
+    assert 'pinion_reclaim_systemd_call_failures_total{target="sd"} 0' in metrics
     assert not warnings_since(cursor), warnings_since(cursor)
     systemctl("stop", "piniond.service")
     assert int(g.read("memory.high")) == 63 * MiB and memory_high(unit) == str(63 * MiB)
     systemctl("daemon-reload")
     assert int(g.read("memory.high")) == 63 * MiB and memory_high(unit) == str(63 * MiB)
+
+
+def test_a_cgroup_no_unit_owns_is_written_directly(node):
+    """A plain directory below system.slice is no unit's: its memory.high is the agent's to
+    write, and it is written directly (systemd is not asked to set anything)."""
+    g = MemCgroup("/system.slice/pinion-test-plain", version=2, root=ROOT)
+    try:
+        g.create(LIMIT)
+        node.conf("50-reclaim.conf", section("plain", g.name))
+        start_agent()
+        t = wait_for("throttle", lambda: (lambda t: t if t["throttle"] == HIGH_PAGES else None)(target("plain")))
+        assert (t["owner"], t["unit"]) == ("cgroupfs", None), t
+        assert int(g.read("memory.high")) == HIGH_PAGES
+        systemctl("stop", "piniond.service")
+        assert g.read("memory.high").strip() == "max"
+    finally:
+        systemctl("stop", "piniond.service", check=False)
+        g.remove()
 
 
 def test_anonymous_memory_gets_the_original_memory_high_back(node):
