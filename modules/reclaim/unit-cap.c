@@ -261,6 +261,12 @@ static bool detached_done(struct unit_call *c, sd_bus_message *m, const sd_bus_e
                 detached_write_directly(c);
                 return false;
         }
+        if (!c->restore) {
+                /* A lowering whose target went: the restore sent after it decides. */
+                if (e)
+                        log_module_debug(MODULE, "MemoryHigh=%s of %s: %s: %s", buf, c->unit, e->name, strempty(e->message));
+                return false;
+        }
         if (e) {
                 log_module_error(MODULE, "Failed to restore MemoryHigh= of %s to %s through systemd (%s: %s): keeping the record for the next start",
                                  c->unit, buf, e->name, strempty(e->message));
