@@ -4,7 +4,8 @@ RECLAIM_SOURCES = \
 	modules/reclaim/target.c modules/reclaim/target.h modules/reclaim/target-internal.h modules/reclaim/target-settings.c \
 	modules/reclaim/target-record.c modules/reclaim/target-events.c modules/reclaim/target-throttle.c \
 	modules/reclaim/plan.c modules/reclaim/plan.h \
-	modules/reclaim/memcg.c modules/reclaim/memcg.h
+	modules/reclaim/memcg.c modules/reclaim/memcg.h modules/reclaim/unit-cap.c modules/reclaim/unit-cap.h \
+	modules/reclaim/unit-name.c
 noinst_LIBRARIES += libpinion-reclaim.a
 libpinion_reclaim_a_SOURCES = $(RECLAIM_SOURCES)
 libpinion_reclaim_a_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
@@ -17,6 +18,11 @@ UNIT_TESTS += tests/unit/test-reclaim-plan
 tests_unit_test_reclaim_plan_SOURCES = tests/unit/test-reclaim-plan.c
 tests_unit_test_reclaim_plan_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/reclaim
 tests_unit_test_reclaim_plan_LDADD = libpinion-reclaim.a libpinion-lib.a $(UNIT_LIBS)
+
+UNIT_TESTS += tests/unit/test-reclaim-unit-name
+tests_unit_test_reclaim_unit_name_SOURCES = tests/unit/test-reclaim-unit-name.c
+tests_unit_test_reclaim_unit_name_CFLAGS = $(UNIT_CFLAGS) -I$(top_srcdir)/modules/reclaim
+tests_unit_test_reclaim_unit_name_LDADD = libpinion-reclaim.a libpinion-lib.a $(UNIT_LIBS)
 
 # `make bench-reclaim`: the peak under dd, reaction time, dd's throughput and the anonymous burst
 # in a real memory cgroup of this host, with and without the agent (tests/bench/reclaim-bench.py;

@@ -2,7 +2,8 @@
 /* reclaim: watches the memory cgroups of co-located components ([reclaim.NAME] sections, and
  * pods that opt in with the pinion.io/reclaim annotation) and reclaims their page cache before
  * it drives them into their limit (target*.c: one cgroup's state machine and episodes; plan.c:
- * the decisions; memcg.c: the cgroup files). This file is the module: config,
+ * the decisions; memcg.c: the cgroup files; unit-cap.c: the cap of a systemd unit's cgroup,
+ * through systemd). This file is the module: config,
  * the pod observer, metrics, lifecycle; /v1/reclaim is reclaim-api.c. */
 
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include "state-version.h"
 #include "strv.h"
 #include "target.h"
+#include "unit-cap.h"
 
 #define MODULE "reclaim"
 
@@ -376,6 +378,7 @@ static int register_metrics(struct reclaim *rc, struct manager *m) {
                 { METRIC_COUNTER, "pinion_reclaim_steps_total", "Reclaim writes (v1 memory.limit_in_bytes lowered and restored, v2 memory.reclaim).", target, NULL, 0, &ret->steps },
                 { METRIC_COUNTER, "pinion_reclaim_step_errors_total", "Reclaim writes the kernel refused (busy: v1 EBUSY, again: v2 EAGAIN, error).", target_kind, NULL, 0, &ret->step_errors },
                 { METRIC_COUNTER, "pinion_reclaim_lowered_limit_hits_total", "v1: memory.failcnt increments while a limit the agent lowered was in force (the throttle or a step's; charges that met it, not the original).", target, NULL, 0, &ret->lowered_hits },
+                { METRIC_COUNTER, "pinion_reclaim_systemd_call_failures_total", "Calls to systemd (is the cgroup its unit's, MemoryHigh= set or restored) that failed: the log says the unit and the D-Bus error.", target, NULL, 0, &ret->systemd_failures },
                 { METRIC_COUNTER, "pinion_reclaim_unreachable_total", "Times the target became unreachable (anonymous memory + min-file above it).", target, NULL, 0, &ret->unreachable },
                 { METRIC_COUNTER, "pinion_reclaim_wakeups_total", "Wake-ups by source (threshold, backstop, pressure-level, psi, memory-events, cap, timer, start).", target_source, NULL, 0, &ret->wakeups },
                 { METRIC_HISTOGRAM, "pinion_reclaim_reaction_seconds", "From the wake-up that saw usage at or above high to the end of the reclaim.", target, reaction_buckets, ELEMENTSOF(reaction_buckets), &ret->reaction },
@@ -558,6 +561,7 @@ static int reclaim_stop(struct module_instance *mi) {
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         rc->observing = false;
         reclaim_free_targets(rc);
+        rc->ctx.bus = unit_cap_bus_free(rc->ctx.bus);
         rc->routes = api_routes_free(rc->routes);
         rc->metrics_reg = metrics_registration_free(rc->metrics_reg);
         return 0;
@@ -595,6 +599,7 @@ static void reclaim_free(struct module_instance *mi) {
         if (rc->observing)
                 pod_store_remove_observer(mi->manager->pods, on_pod, rc);
         reclaim_free_targets(rc);
+        rc->ctx.bus = unit_cap_bus_free(rc->ctx.bus);
         api_routes_free(rc->routes);
         metrics_registration_free(rc->metrics_reg);
         strv_free(rc->pod_errors);

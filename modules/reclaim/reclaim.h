@@ -5,7 +5,9 @@
  *   reclaim.c       the module: config, the pod observer, metrics, lifecycle
  *   reclaim-api.c   GET /v1/reclaim
  *   target*.c       one cgroup's state machine and episodes (target.h)
- *   plan.c          the decisions; memcg.c: the cgroup files */
+ *   plan.c          the decisions; memcg.c: the cgroup files
+ *   unit-cap.c      the cap of a systemd unit's own cgroup, through systemd's D-Bus API
+ *                   (unit-name.c: which cgroup is one) */
 
 #include <stdbool.h>
 #include <stddef.h>

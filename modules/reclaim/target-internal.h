@@ -8,6 +8,7 @@
 #include "log.h"
 #include "target.h"
 #include "backoff.h"
+#include "unit-cap.h"
 
 #define MODULE "reclaim"
 
@@ -28,6 +29,7 @@ struct reclaim_target {
         uint64_t noted[2]; /* 0: unknown */
 
         struct memcg *cg;
+        struct target_cap cap; /* who writes the cap: systemd or the cgroup file (unit-cap.c) */
         uint64_t cg_inode; /* of the directory we attached to (0: unknown) */
         bool bounds_ok;
         struct reclaim_bounds bounds;
@@ -97,6 +99,9 @@ struct reclaim_target {
 /* target.c */
 /* Every wake-up ends here: sample, compare with high, start an episode if needed. */
 void target_check(struct reclaim_target *t, enum wake_source source);
+/* After a hard error: no new episode and no restore before a growing backoff (the timer comes
+ * back then). */
+void target_hold_after_error(struct reclaim_target *t);
 /* v1: counts the failures since the last read while our limit is in force (before a restore). */
 void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg);
 

@@ -141,6 +141,8 @@ bool target_record_cap_is_ours(const struct reclaim_target *t, uint64_t cur) {
 void target_record_remove(struct reclaim_target *t) {
         if (t->cap_lowered || !t->lowered_path || (!t->recorded_cap && t->lowered_fd < 0))
                 return; /* still needed, or nothing of ours (a record of another cgroup stays) */
+        if (unit_cap_hold_record(t))
+                return; /* the restore is in flight: removed once it is done */
         t->lowered_fd = safe_close(t->lowered_fd);
         if (unlink(t->lowered_path) < 0 && errno != ENOENT)
                 log_target_warning_errno(t, errno, "Failed to remove %s, ignoring: %m", t->lowered_path);
@@ -233,7 +235,7 @@ int target_record_restore(struct reclaim_target *t) {
         if (r >= 0 && cur >= t->recorded_cap)
                 r = 0; /* the original (or more) is in force already */
         else
-                r = memcg_write_cap(cg, t->recorded_cap);
+                r = unit_cap_write(t, cg, t->recorded_cap, true);
         if (r < 0) {
                 if (!memcg_exists(cg)) {
                         t->cap_lowered = false;
@@ -300,6 +302,7 @@ void target_record_load(struct reclaim_target *t) {
                 t->noted[0] = t->noted[1] = 0;
         t->recorded_cap = value;
         t->cap_lowered = true;
+        unit_cap_adopt_leftover(t->ctx, t->record_path);
 }
 
 int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
@@ -385,7 +388,19 @@ int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
                                                 cgroup);
                         break;
                 case LEFTOVER_RESTORE: {
-                        int r = memcg_write_cap(cg, want);
+                        /* A unit's own cgroup: through systemd (asynchronously; the call
+                         * removes the record files once the original is back). */
+                        _cleanup_free_ char *rp = fs_path_join(ctx->record_dir, de->d_name),
+                                            *lp = lowered ? fs_path_join(ctx->record_dir, lowered) : NULL;
+                        int r = version == MEMCG_V2 && rp ? unit_cap_restore_leftover(ctx, cgroup, want, cur, rp, lp) : 0;
+                        if (r > 0) {
+                                n++;
+                                continue;
+                        }
+                        if (r < 0)
+                                log_module_warning_errno(MODULE, r, "Cannot restore memory.high of %s through systemd: %m; writing it directly",
+                                                         cgroup);
+                        r = memcg_write_cap(cg, want);
                         if (r < 0) {
                                 log_module_error_errno(MODULE, r, "Failed to restore %s of %s to %s: %m",
                                                        version == MEMCG_V1 ? "the limit" : "memory.high", cgroup, buf);

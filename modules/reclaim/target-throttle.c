@@ -49,7 +49,7 @@ static uint64_t throttle_level(const struct reclaim_target *t) {
 /* Writes value over the cap after noting it and what may be in force now. */
 static int write_throttle(struct reclaim_target *t, uint64_t value, uint64_t in_force) {
         target_record_note_lowered(t, value, in_force);
-        int r = memcg_write_cap(t->cg, value);
+        int r = unit_cap_write(t, t->cg, value, false);
         if (r < 0)
                 return r;
         t->throttle = value;

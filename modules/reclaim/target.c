@@ -125,6 +125,7 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
 }
 
 static void detach(struct reclaim_target *t) {
+        unit_cap_detach(t);
         target_events_drop_thresholds(t);
         t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
         t->psi_src = sd_event_source_disable_unref(t->psi_src);
@@ -226,6 +227,10 @@ static int attach(struct reclaim_target *t) {
                 return 0;
         }
         log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
+        /* Not missing any more, while systemd is asked who owns it (the check comes after). */
+        if (t->state == TARGET_MISSING)
+                set_state(t, TARGET_OK, NULL);
+        unit_cap_attach(t);
         target_record_load(t);
         /* With our lowered limit possibly in force (v1) the limit read is not the original:
          * the bounds wait for target_check() to restore it. */
@@ -293,7 +298,7 @@ static void abort_episode(struct reclaim_target *t, const char *why) {
 
 /* A hard error: error state, and neither a new episode nor a restore attempt before a backoff
  * delay (the timer is moved up to its end if it would fire later). */
-static void hold_after_error(struct reclaim_target *t) {
+void target_hold_after_error(struct reclaim_target *t) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         usec_t delay = backoff_next(&t->err_backoff, now, 0);
         t->hold_until = now + delay;
@@ -316,6 +321,8 @@ static int on_step(sd_event_source *s, void *userdata) {
 
         if (!t->in_episode)
                 return 0;
+        if (unit_cap_busy(t, -1))
+                return 0; /* a write through systemd in flight: the step comes when it is done */
         if (!t->cg || !t->bounds_ok) {
                 abort_episode(t, "the cgroup or its bounds are gone");
                 return 0;
@@ -349,7 +356,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         if (t->cg->version == MEMCG_V1 && target_record_original(t, t->bounds.limit) < 0) {
                 abort_episode(t, "no record"); /* nothing was touched */
                 set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
-                hold_after_error(t);
+                target_hold_after_error(t);
                 return 0;
         }
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
@@ -416,7 +423,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                 set_state(t, TARGET_ERROR, "%s: %s",
                           q < 0 ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
                           strerror(-r));
-                hold_after_error(t);
+                target_hold_after_error(t);
                 return 0;
         }
         if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
@@ -433,6 +440,8 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         struct reclaim_step p;
         int r;
 
+        if (unit_cap_busy(t, (int) source))
+                return; /* a write through systemd in flight: checked again when it is done */
         t->wakeups[source]++;
         (void) metric_inc(t->ctx->metrics.wakeups, t->settings.name, wake_source_to_string(source));
         if (t->in_episode)
@@ -467,9 +476,11 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                          * take it for the original. */
                         set_state(t, TARGET_ERROR, "cannot restore %s of %s to %" PRIu64 " (retrying)",
                                   memcg_cap_name(t->cg->version), t->cgroup, t->recorded_cap);
-                        hold_after_error(t);
+                        target_hold_after_error(t);
                         return;
                 }
+                if (unit_cap_busy(t, (int) source))
+                        return; /* the restore went to systemd: the check goes on once it is in force */
         }
 
         r = target_sample(t, &s);
@@ -484,7 +495,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                         return;
                 }
                 set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
-                hold_after_error(t);
+                target_hold_after_error(t);
                 return;
         }
         if (!target_throttle_in_force(t, &s)) {
@@ -522,7 +533,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 r = target_throttle_engage(t, &s);
                 if (r < 0) {
                         set_state(t, TARGET_ERROR, "%s", t->record_error ?: "cannot lower the cap (see the log)");
-                        hold_after_error(t);
+                        target_hold_after_error(t);
                         return;
                 }
         }
@@ -571,6 +582,7 @@ int target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *se
         t->ctx = ctx;
         t->state = TARGET_MISSING;
         t->lowered_fd = -EBADF;
+        t->cap.replay = -1;
         /* After a hard error: 1 s, doubling up to 5 min; a healthy 10 min starts again at 1 s. */
         backoff_init(&t->err_backoff,
                      &(const struct backoff_config) { .initial = USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
@@ -615,6 +627,7 @@ struct reclaim_target *target_free(struct reclaim_target *t) {
                                  t->cgroup, t->recorded_cap, t->record_path);
         target_record_remove(t);
         detach(t);
+        unit_cap_free(t);
         t->timer = sd_event_source_disable_unref(t->timer);
         t->step_src = sd_event_source_disable_unref(t->step_src);
         target_settings_done(&t->settings);
@@ -642,6 +655,7 @@ static void touch_series(const struct reclaim_target *t) {
         (void) metric_touch(m->steps, n);
         (void) metric_touch(m->unreachable, n);
         (void) metric_touch(m->lowered_hits, n);
+        (void) metric_touch(m->systemd_failures, n);
         (void) metric_touch(m->reaction, n);
         (void) metric_touch(m->step_seconds, n);
         static const char *const kinds[] = { "busy", "again", "error" };
@@ -782,7 +796,8 @@ cJSON *target_to_json(struct reclaim_target *t) {
         cJSON_AddBoolToObject(o, "restore_pending", target_restore_pending(t));
         /* The cap kept lowered while a writer streams (v1 the limit, v2 memory.high). */
         add_bytes(o, "throttle", t->throttle ? t->throttle : UINT64_MAX);
-        if (!(w = cJSON_AddObjectToObject(o, "wakeups")))
+        /* Who writes it: "systemd" (MemoryHigh= of unit) or "cgroupfs" (the file). */
+        if (unit_cap_to_json(t, o) < 0 || !(w = cJSON_AddObjectToObject(o, "wakeups")))
                 return NULL;
         for (int i = 0; i < _WAKE_SOURCE_MAX; i++)
                 cJSON_AddNumberToObject(w, wake_source_to_string(i), (double) t->wakeups[i]);

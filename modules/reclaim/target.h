@@ -80,7 +80,7 @@ enum wake_source {
 struct reclaim_metrics {
         struct metric_family *limit, *usage, *file, *anon, *state;                /* gauges */
         struct metric_family *reclaims, *bytes, *steps, *unreachable, *wakeups;  /* counters */
-        struct metric_family *step_errors, *lowered_hits;
+        struct metric_family *step_errors, *lowered_hits, *systemd_failures;
         struct metric_family *reaction, *step_seconds;                           /* histograms */
 };
 
@@ -90,6 +90,7 @@ struct pod_events;
 struct reclaim_ctx {
         sd_event *event;
         char *record_dir; /* state-dir/reclaim */
+        struct unit_bus *bus; /* to systemd, made at first need (unit-cap.c) */
         struct reclaim_metrics metrics;
         /* Called after a target's state changed (the module sums them up). */
         void (*state_changed)(void *userdata);

@@ -81,6 +81,11 @@ def stream(g, total):
             os.unlink(path)
 
 
+def memory_high(unit):
+    """What systemd says is in force: MemoryHigh= of the unit, in bytes (or "infinity")."""
+    return unit_property(unit, "MemoryHigh")
+
+
 def warnings_since(cursor):
     return [e.get("MESSAGE") for e in journal("-u", "piniond.service", "-p", "warning", cursor=cursor)]
 
@@ -95,13 +100,18 @@ def test_without_agent_dd_reaches_the_limit(node):
 @pytest.mark.parametrize("kind", ["service", "scope"])
 def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
     g = service(node, "pinion-test-w", "-p", "MemoryHigh=62M") if kind == "service" else scope(node, "pinion-test-s")
+    unit = node.units[-1]
     original_high = g.read("memory.high").strip()
+    original_property = memory_high(unit)
     node.conf("50-reclaim.conf", section("w", g.name))
     cursor = journal_cursor()
     start_agent()
-    t = wait_for("target ok", lambda: (lambda t: t if t["state"] == "ok" else None)(target("w")))
+    t = wait_for("target ok", lambda: (lambda t: t if t["state"] == "ok" and t["throttle"] else None)(target("w")))
     assert t["cgroup_version"] == 2 and t["limit"] == LIMIT and t["throttle"] == HIGH_PAGES, t
-    assert int(g.read("memory.high")) == HIGH_PAGES
+    # The unit's own cgroup: the throttle is its MemoryHigh=, set through systemd.
+    assert (t["owner"], t["unit"]) == ("systemd", unit), t
+    wait_for("the throttle in force", lambda: int(g.read("memory.high")) == HIGH_PAGES)
+    assert memory_high(unit) == str(HIGH_PAGES)
 
     summary = stream(g, 4 * LIMIT)
 
@@ -119,7 +129,7 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
     assert not warnings_since(cursor), warnings_since(cursor)
 
     systemctl("stop", "piniond.service")
-    assert g.read("memory.high").strip() == original_high
+    assert g.read("memory.high").strip() == original_high and memory_high(unit) == original_property
     assert not os.listdir("/var/lib/pinion/reclaim")
 
 
@@ -146,10 +156,19 @@ def test_the_psi_trigger_is_armed_without_a_warning(node):
 
 
 def test_memory_high_comes_back_after_kill9_and_restart(node):
+    """The service's cgroup is its unit's: the throttle and every restore go through systemd
+    (MemoryHigh=, a runtime property), so `systemctl show` agrees with memory.high throughout."""
     g = service(node, "pinion-test-kill", "-p", "MemoryHigh=62M")
+    unit = node.units[-1]
     node.conf("50-reclaim.conf", section("kill", g.name))
     start_agent()
     wait_for("throttle", lambda: target("kill")["throttle"] == HIGH_PAGES)
+    t = target("kill")
+    assert (t["owner"], t["unit"], t["owner_error"]) == ("systemd", unit, None), t
+    # systemd's own socket, no D-Bus daemon needed.
+    assert not [e for e in journal("-u", "piniond.service") if "private socket" in e.get("MESSAGE", "")]
+    wait_for("systemd says the throttle", lambda: memory_high(unit) == str(HIGH_PAGES))
+    assert int(g.read("memory.high")) == HIGH_PAGES
     record = "/var/lib/pinion/reclaim/kill.json"
     assert json.load(open(record)) == {"version": 1, "cgroup": g.name, "high": 62 * MiB}
 
@@ -158,14 +177,15 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     cursor = journal_cursor()
     systemctl("kill", "-s", "KILL", "--kill-who=main", "piniond.service")
     wait_for("piniond gone", lambda: not os.path.exists("/proc/%d" % pid) or main_pid() != pid)
-    assert int(g.read("memory.high")) == HIGH_PAGES
+    assert int(g.read("memory.high")) == HIGH_PAGES and memory_high(unit) == str(HIGH_PAGES)
     # systemd restarts it (Restart=on-failure): the start puts the original back first, then
     # the target lowers it again.
     wait_for("restarted", lambda: main_pid() not in (0, pid), timeout=30)
     wait_for("restore logged", lambda: [e for e in journal("-u", "piniond.service", cursor=cursor)
                                         if "Restored memory.high of %s to %d (was %d" % (g.name, 62 * MiB, HIGH_PAGES)
-                                        in e.get("MESSAGE", "")])
+                                        in e.get("MESSAGE", "") and "through systemd" in e.get("MESSAGE", "")])
     wait_for("throttle again", lambda: target("kill")["throttle"] == HIGH_PAGES)
+    wait_for("systemd says the throttle again", lambda: memory_high(unit) == str(HIGH_PAGES))
 
     # Killed again, and restarted without the section: memory.high is the original for good.
     os.unlink("/etc/pinion/conf.d/50-reclaim.conf")
@@ -173,36 +193,63 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     systemctl("kill", "-s", "KILL", "--kill-who=main", "piniond.service")
     wait_for("restarted", lambda: main_pid() not in (0, pid), timeout=30)
     wait_for("memory.high restored", lambda: g.read("memory.high").strip() == str(62 * MiB))
+    assert memory_high(unit) == str(62 * MiB)
     # The record goes right after the write that restored the value (it must outlive the write:
     # a kill between the two restores again at the next start).
     wait_for("record removed", lambda: not os.path.exists(record))
     assert unit_property("piniond.service", "ActiveState") == "active"
 
 
-def test_systemd_rewriting_memory_high_is_taken_as_the_original_at_once(node):
-    """systemd writes its unit's MemoryHigh= into memory.high again on daemon-reload and on any
-    set-property: the write wakes the agent (inotify on memory.high), which takes it as the
-    original and lowers memory.high again — a writer is never left without the throttle until
-    some later wake-up."""
+def test_daemon_reload_keeps_the_throttle_and_set_property_is_the_new_original(node):
+    """The throttle is a runtime MemoryHigh= of the unit: a daemon-reload (which writes every
+    unit's memory.high again) keeps it, and systemctl show says it. An operator's set-property
+    still wins: it wakes the agent (inotify on memory.high), which takes it as the original and
+    lowers memory.high again, through systemd. Stopping the agent puts the original back, and
+    systemctl show agrees."""
     g = service(node, "pinion-test-sd", "-p", "MemoryHigh=62M")
+    unit = node.units[-1]
     node.conf("50-reclaim.conf", section("sd", g.name))
     cursor = journal_cursor()
     start_agent()
     wait_for("throttle", lambda: target("sd")["throttle"] == HIGH_PAGES)
+    wait_for("systemd says the throttle", lambda: memory_high(unit) == str(HIGH_PAGES))
     systemctl("daemon-reload")
-    wait_for("taken as the original", lambda: [e for e in journal("-u", "piniond.service", cursor=cursor)
-                                               if "memory.high of %s is %d, not the %d we wrote: set by someone else"
-                                               % (g.name, 62 * MiB, HIGH_PAGES) in e.get("MESSAGE", "")])
-    wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
-    systemctl("set-property", "--runtime", node.units[-1], "MemoryHigh=63M")
+    assert memory_high(unit) == str(HIGH_PAGES) and int(g.read("memory.high")) == HIGH_PAGES
+    assert target("sd")["throttle"] == HIGH_PAGES
+    systemctl("set-property", "--runtime", unit, "MemoryHigh=63M")
     wait_for("the new original recorded", lambda: json.load(open("/var/lib/pinion/reclaim/sd.json")) ==
              {"version": 1, "cgroup": g.name, "high": 63 * MiB})
     wait_for("the throttle again", lambda: int(g.read("memory.high")) == HIGH_PAGES)
+    wait_for("systemd says the throttle again", lambda: memory_high(unit) == str(HIGH_PAGES))
+    msgs = [e.get("MESSAGE", "") for e in journal("-u", "piniond.service", cursor=cursor)]
+    assert not [m for m in msgs if "set by someone else" in m and "%d" % (62 * MiB) in m], msgs
     t = target("sd")
-    assert t["wakeups"]["cap"] >= 2 and t["wakeups"]["timer"] == 0, t
+    assert t["wakeups"]["cap"] >= 1 and t["wakeups"]["timer"] == 0 and t["owner"] == "systemd", t
+    _, metrics = api("/metrics")
+    assert 'pinion_reclaim_systemd_call_failures_total{target="sd"} 0' in metrics
     assert not warnings_since(cursor), warnings_since(cursor)
     systemctl("stop", "piniond.service")
-    assert int(g.read("memory.high")) == 63 * MiB
+    assert int(g.read("memory.high")) == 63 * MiB and memory_high(unit) == str(63 * MiB)
+    systemctl("daemon-reload")
+    assert int(g.read("memory.high")) == 63 * MiB and memory_high(unit) == str(63 * MiB)
+
+
+def test_a_cgroup_no_unit_owns_is_written_directly(node):
+    """A plain directory below system.slice is no unit's: its memory.high is the agent's to
+    write, and it is written directly (systemd is not asked to set anything)."""
+    g = MemCgroup("/system.slice/pinion-test-plain", version=2, root=ROOT)
+    try:
+        g.create(LIMIT)
+        node.conf("50-reclaim.conf", section("plain", g.name))
+        start_agent()
+        t = wait_for("throttle", lambda: (lambda t: t if t["throttle"] == HIGH_PAGES else None)(target("plain")))
+        assert (t["owner"], t["unit"]) == ("cgroupfs", None), t
+        assert int(g.read("memory.high")) == HIGH_PAGES
+        systemctl("stop", "piniond.service")
+        assert g.read("memory.high").strip() == "max"
+    finally:
+        systemctl("stop", "piniond.service", check=False)
+        g.remove()
 
 
 def test_anonymous_memory_gets_the_original_memory_high_back(node):
@@ -217,7 +264,10 @@ def test_anonymous_memory_gets_the_original_memory_high_back(node):
     try:
         assert holder.stdout.readline().strip() == "ready"
         t = wait_for("unreachable", lambda: (lambda t: t if t["state"] == "unreachable" else None)(target("anon")))
-        assert t["throttle"] is None and g.read("memory.high").strip() == "max", t
+        assert t["throttle"] is None, t
+        # Given back through systemd (the throttle ends at once, memory.high once systemd writes it).
+        wait_for("the original memory.high", lambda: g.read("memory.high").strip() == "max")
+        assert memory_high(node.units[-1]) == "infinity"
         assert "leave no room to reach" in t["reason"], t
         assert holder.poll() is None and events(g)["oom_kill"] == 0
     finally:
