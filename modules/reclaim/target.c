@@ -12,8 +12,9 @@
 /* An episode that has not reached its goal after this many steps yields to the next wake-up
  * (a writer faster than reclaim); the safety-net timer or the next event starts another. */
 #define EPISODE_MAX_STEPS 64u
-/* A reclaim write slower than this halves the step size (not below STEP_MIN). */
-#define STEP_SLOW (20 * USEC_PER_MSEC)
+/* A reclaim write slower than this halves the step size (not below STEP_MIN): half the
+ * 10 ms an API answer may wait behind one write. */
+#define STEP_SLOW (5 * USEC_PER_MSEC)
 #define STEP_MIN (UINT64_C(1) << 20)
 /* An episode that ended short of its goal (the kernel reclaimed less than asked, the rest was
  * dirty, the step budget ran out) is looked at again this soon: once the writer pauses and

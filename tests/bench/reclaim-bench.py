@@ -269,7 +269,7 @@ class Bench:
             "agent": {"log-level": "debug"},
             "reclaim.bench": {"cgroup": g.name, "high": "%d%%" % self.args.high,
                               "target": "%d%%" % self.args.target, "min-file": self.args.min_file,
-                              "interval": "1h"}})
+                              "interval": "1h", **({"step": self.args.step} if self.args.step else {})}})
         self.agents.append(a)
         a.start()
         pinion_testlib.wait_until(lambda: a.get_json("/v1/reclaim")["targets"][0]["state"] == "ok")
@@ -394,6 +394,7 @@ def main():
     ap.add_argument("--min-file", default="16M")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--stream-factor", type=int, default=4)
+    ap.add_argument("--step", help="the agent's step= (default: the agent's default)")
     ap.add_argument("--burst", type=int, default=25, help="the anonymous burst, percent of the limit")
     ap.add_argument("--md", help="also write the table here")
     ap.add_argument("--json", help="the figures in the common schema (tests/bench/benchjson.py)")
