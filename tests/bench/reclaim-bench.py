@@ -5,7 +5,8 @@ build host, v2 on the VM suite's guest — measured against the same workload wi
 in the same run.
 
     tests/bench/reclaim-bench.py [--limit 64M] [--high 90] [--target 70] [--min-file 16M]
-                                 [--reps 10] [--stream-factor 4] [--md FILE] [--json FILE]
+                                 [--reps 10] [--stream-factor 4] [--burst 25] [--step 32M]
+                                 [--md FILE] [--json FILE]
     make bench-reclaim             # in the build directory; BENCH_RECLAIM_FLAGS='--reps 5'
     tests/vm/run --out DIR --exec 'PINION_BUILDDIR=... python3 .../reclaim-bench.py --json ...'
                                    # v2: make bench runs it so (tests/bench/run-all.sh)
@@ -26,12 +27,21 @@ same background load:
      measure: the goal is at or under 95% of the limit. Beside it v1's failcnt (and the
      agent's count of failures against the limits it lowered) or v2's memory.events max and
      high counts.
-  2. Throughput: dd's MiB/s, median of the reps.
-  3. Anonymous burst: a helper in the cgroup maps and touches 15% of the limit of anonymous
-     memory on command and reports how long that took, with the cache empty (v1
-     memory.force_empty, v2 memory.reclaim) and right after dd streamed 2x the limit. Without
-     the agent a full cgroup sits at its limit and every page of the burst waits in direct
-     reclaim; with it there is room between the throttle and the limit.
+  2. Throughput and what the stream costs: dd's MiB/s (median of the reps); the cgroup's
+     memory.pressure "some" during each dd — the growth of its `total` (µs) over dd's wall time,
+     honest for streams shorter than avg10's 10 s window, and avg10 read at the end of the dd
+     beside it. v2: the cgroup's own file; v1: per-cgroup PSI lives in the hybrid layout's
+     cgroup2 mount (/sys/fs/cgroup/unified, no memory controller needed), so every workload
+     process joins a twin pinion-bench-<pid>-* there too. Meanwhile a separate process (not a
+     thread here: the interpreter lock would be timed too) GETs the agent's /v1/status every
+     ~2 ms; its answers are filed under the dd they overlapped: while dd streams into the watched
+     cgroup (episodes run) against while it streams into the other one (the same agent idle: the
+     machine's own noise). The slowest is the figure (goal < 10 ms).
+  3. Anonymous burst: a helper in the cgroup maps and touches --burst percent (25) of the limit
+     of anonymous memory on command and reports how long that took, with the cache empty (v1
+     memory.force_empty, v2 memory.reclaim) and the moment a co-located dd that streamed 2x the
+     limit exits (its cache full, partly dirty; the usage then is printed too). Goal with the
+     agent: full <= 1.1x empty.
 
 Prints a table with ratios (with agent / without; full / empty). Exit 0 on success, 2 on bad
 usage, 1 without root or a memory hierarchy.
