@@ -68,7 +68,6 @@ struct reclaim_target {
          * look, which continues toward the goal even below high. */
         sd_event_source *settle_src;
         bool unfinished;
-        uint64_t held_failcnt; /* v1 failcnt at the last look (writer_held()) */
 
         /* the episode under way */
         bool in_episode;

@@ -286,17 +286,6 @@ static void set_state_from_plan(struct reclaim_target *t, const struct reclaim_s
                   high ? "high" : "target", (high ? t->bounds.high : t->bounds.target) >> 20);
 }
 
-/* v1: is a writer pressing on the throttle right now (failcnt moved since the last look)? Then
- * a step only chases it: the kernel keeps a lowered limit out of force until usage is under it,
- * so the write reclaims while the writer refills, blocking the loop for as long (tens of ms
- * under load) — and the writer already reclaims its own cache at the throttle. The step waits
- * for the settle look after the writer paused. v2's memory.reclaim takes effect at once. */
-static bool writer_held(struct reclaim_target *t, const struct memcg_sample *s) {
-        bool held = t->cg->version == MEMCG_V1 && t->throttle && s->failcnt != t->held_failcnt;
-        t->held_failcnt = s->failcnt;
-        return held;
-}
-
 static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, const char *why, bool unfinished) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         t->in_episode = false;
@@ -372,8 +361,6 @@ static int on_step(sd_event_source *s, void *userdata) {
                 t->step_now = b.step;
         b.step = t->step_now;
         plan_step(&b, &before, true, &p);
-        if (writer_held(t, &before) && p.verdict == RECLAIM_STEP)
-                p.verdict = RECLAIM_WAIT;
         if (p.verdict != RECLAIM_STEP) {
                 end_episode(t, &p, plan_verdict_to_string(p.verdict), p.verdict == RECLAIM_WAIT);
                 return 0;
@@ -548,8 +535,6 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         if (source == WAKE_TIMER && target_events_missing(t))
                 (void) target_events_arm(t); /* a registration that failed or that the kernel dropped */
         plan_step(&t->bounds, &s, t->unfinished, &p);
-        if (writer_held(t, &s) && p.verdict == RECLAIM_STEP)
-                p.verdict = RECLAIM_WAIT;
         if (!plan_throttle_wanted(&t->bounds, &s, t->throttle != 0))
                 /* Anonymous memory needs the room: no throttle in its way. */
                 (void) target_throttle_release(t, "anon + min-file reached high");
@@ -571,9 +556,8 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 set_state_from_plan(t, &p);
                 return;
         case RECLAIM_WAIT:
-                /* Above the goal, but only by dirty cache, or (v1) with a writer pressing on
-                 * the throttle: looked at again once writeback had time to clean it, or the
-                 * writer paused. */
+                /* Above the goal, but only by dirty cache: looked at again once writeback had
+                 * time to clean it. */
                 set_unfinished(t, true);
                 set_state_from_plan(t, &p);
                 return;
