@@ -441,7 +441,9 @@ static int on_step(sd_event_source *s, void *userdata) {
                 return 0;
         }
         if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
-                end_episode(t, &p, p.last ? "goal reached" : "step budget used", !p.last);
+                /* The last step was asked for; a writer may have charged on meanwhile, so
+                 * the usage after it (t->last) says whether the goal is reached. */
+                end_episode(t, &p, p.last ? "goal reached" : "step budget used", !p.last || t->last.usage > p.goal);
                 return 0;
         }
         schedule_step(t);
