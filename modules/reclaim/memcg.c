@@ -299,25 +299,24 @@ int memcg_write_cap(const struct memcg *g, uint64_t value) {
 
 int memcg_read(const struct memcg *g, struct memcg_sample *ret) {
         struct memcg_sample s = {};
-        uint64_t stat[4] = {};
+        uint64_t stat[2] = {};
         int r;
 
         r = memcg_read_limit(g, &s.limit);
         if (r < 0)
                 return r;
         if (g->version == MEMCG_V1) {
-                static const char *const names[] = { "total_active_file", "total_inactive_file", "total_dirty",
-                                                     "total_writeback" };
+                static const char *const names[] = { "total_active_file", "total_inactive_file" };
                 r = read_u64(g, "memory.usage_in_bytes", &s.usage);
                 if (r >= 0)
                         r = read_u64(g, "memory.max_usage_in_bytes", &s.peak);
                 if (r >= 0)
                         r = read_u64(g, "memory.failcnt", &s.failcnt);
                 if (r >= 0)
-                        r = read_stats(g, names, stat, 4);
+                        r = read_stats(g, names, stat, 2);
                 s.cap = s.limit;
         } else {
-                static const char *const names[] = { "active_file", "inactive_file", "file_dirty", "file_writeback" };
+                static const char *const names[] = { "active_file", "inactive_file" };
                 r = read_u64(g, "memory.current", &s.usage);
                 if (r >= 0 && read_u64(g, "memory.peak", &s.peak) < 0)
                         s.peak = 0; /* memory.peak came with Linux 5.19 */
@@ -326,7 +325,7 @@ int memcg_read(const struct memcg *g, struct memcg_sample *ret) {
                 if (r >= 0)
                         r = read_events_max(g, &s.failcnt);
                 if (r >= 0)
-                        r = read_stats(g, names, stat, 4);
+                        r = read_stats(g, names, stat, 2);
         }
         if (r < 0)
                 return r;
@@ -334,7 +333,6 @@ int memcg_read(const struct memcg *g, struct memcg_sample *ret) {
         if (s.file > s.usage) /* counters are read one after the other */
                 s.file = s.usage;
         s.anon = s.usage - s.file;
-        s.dirty = MIN(stat[2] + stat[3], s.file);
         *ret = s;
         return 0;
 }

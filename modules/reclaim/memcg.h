@@ -32,7 +32,6 @@ struct memcg_sample {
         uint64_t usage;   /* memory.usage_in_bytes / memory.current */
         uint64_t file;    /* reclaimable page cache: active_file + inactive_file */
         uint64_t anon;    /* usage - file: anonymous, shmem, kernel memory */
-        uint64_t dirty;   /* the part of file that is dirty or under writeback (at most file) */
         uint64_t peak;    /* memory.max_usage_in_bytes / memory.peak (0 if the kernel lacks it) */
         uint64_t failcnt; /* memory.failcnt / memory.events max */
         uint64_t cap;     /* what the agent lowers (memcg_read_cap): v1 the limit, v2 memory.high */

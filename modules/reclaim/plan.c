@@ -69,8 +69,6 @@ void plan_step(const struct reclaim_bounds *b, const struct memcg_sample *s, boo
         struct reclaim_step st = {};
         uint64_t keep_file = MIN(s->file, b->min_file);
         uint64_t reclaimable = s->file - keep_file;
-        /* Dirty pages count toward min-file (they stay either way); only the clean rest can go now. */
-        uint64_t clean = s->file - MAX(keep_file, MIN(s->dirty, s->file));
 
         st.floor = add_sat(add_sat(s->anon, keep_file), b->headroom);
         st.goal = MAX(b->target, st.floor);
@@ -84,12 +82,10 @@ void plan_step(const struct reclaim_bounds *b, const struct memcg_sample *s, boo
                 /* Reclaiming would not get usage under high (or there is nothing to take):
                  * leave the workload alone rather than thrash what it needs. */
                 st.verdict = RECLAIM_UNREACHABLE;
-        else if (clean == 0)
-                st.verdict = RECLAIM_WAIT;
         else {
                 uint64_t want = s->usage - st.goal;
                 st.verdict = RECLAIM_STEP;
-                st.amount = MIN(MIN(want, b->step), clean);
+                st.amount = MIN(MIN(want, b->step), reclaimable);
                 st.new_limit = s->usage - st.amount;
                 st.last = st.amount == want;
         }
@@ -106,7 +102,6 @@ static const char *const plan_verdict_table[_RECLAIM_VERDICT_MAX] = {
         [RECLAIM_STEP] = "step",
         [RECLAIM_DONE] = "done",
         [RECLAIM_UNREACHABLE] = "unreachable",
-        [RECLAIM_WAIT] = "wait",
 };
 
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(plan_verdict, enum reclaim_verdict);

@@ -43,7 +43,6 @@ enum reclaim_verdict {
         RECLAIM_STEP,        /* reclaim step.amount bytes */
         RECLAIM_DONE,        /* the goal is reached */
         RECLAIM_UNREACHABLE, /* anon + min-file + headroom keep usage at or above high */
-        RECLAIM_WAIT,        /* what is above the goal is dirty cache: writeback first */
         _RECLAIM_VERDICT_MAX,
 };
 
@@ -58,11 +57,7 @@ struct reclaim_step {
 };
 
 /* in_episode: a reclaim is under way, or one ended short of its goal (then usage below high
- * does not stop it before the goal: usage is brought to target, not left just under high).
- * A step takes only clean cache: dirty pages and pages under writeback are left to the writer
- * (its own reclaim at the throttle or the limit) and to writeback, since a write that asks
- * for them waits for the disk with the event loop blocked. When nothing clean is above the
- * goal the verdict is RECLAIM_WAIT (not unreachable: writeback makes it reclaimable). */
+ * does not stop it before the goal: usage is brought to target, not left just under high). */
 void plan_step(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
                struct reclaim_step *ret);
 const char *plan_verdict_to_string(enum reclaim_verdict v);

@@ -16,10 +16,10 @@
  * 10 ms an API answer may wait behind one write. */
 #define STEP_SLOW (5 * USEC_PER_MSEC)
 #define STEP_MIN (UINT64_C(1) << 20)
-/* An episode that ended short of its goal (the kernel reclaimed less than asked, the rest was
- * dirty, the step budget ran out) is looked at again this soon: once the writer pauses and
- * writeback has made its cache clean, usage is brought to target at once instead of sitting
- * just under high until the next crossing, so the workload's next burst finds room. */
+/* An episode that ended short of its goal (the kernel reclaimed less than asked, the step
+ * budget ran out, a writer charged on past the last step) is looked at again this soon: once
+ * the writer pauses, usage is brought to target at once instead of sitting just under high
+ * until the next crossing, so the workload's next burst finds room. */
 #define SETTLE (100 * USEC_PER_MSEC)
 /* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
 #define POD_SEARCH_DEPTH 6u
@@ -362,7 +362,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         b.step = t->step_now;
         plan_step(&b, &before, true, &p);
         if (p.verdict != RECLAIM_STEP) {
-                end_episode(t, &p, plan_verdict_to_string(p.verdict), p.verdict == RECLAIM_WAIT);
+                end_episode(t, &p, plan_verdict_to_string(p.verdict), false);
                 return 0;
         }
 
@@ -555,12 +555,6 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         case RECLAIM_UNREACHABLE:
                 /* Unreachable: left alone, not thrashed; the state says why. */
                 set_unfinished(t, false);
-                set_state_from_plan(t, &p);
-                return;
-        case RECLAIM_WAIT:
-                /* Above the goal, but only by dirty cache: looked at again once writeback had
-                 * time to clean it. */
-                set_unfinished(t, true);
                 set_state_from_plan(t, &p);
                 return;
         case RECLAIM_STEP:

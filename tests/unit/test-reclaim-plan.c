@@ -271,59 +271,6 @@ static void test_step_errors(_unused_ void **state) {
                 assert_false(plan_step_error_is_transient(hard[i]));
 }
 
-/* A step takes only clean cache: dirty pages (and pages under writeback) wait for writeback,
- * and count toward min-file; all-dirty above the goal is a wait, not unreachable. */
-static void test_plan_clean_cache_only(_unused_ void **state) {
-        struct reclaim_bounds b = bounds(64 * MiB, 75, 50, 4 * MiB, 64 * MiB);
-        struct reclaim_step p;
-        struct memcg_sample s = sample(50 * MiB, 46 * MiB);
-
-        /* 40 of the 46 MiB dirty: 6 MiB clean can go, of the 18 MiB wanted. */
-        s.dirty = 40 * MiB;
-        plan_step(&b, &s, false, &p);
-        assert_int_equal(p.verdict, RECLAIM_STEP);
-        assert_true(p.amount == 6 * MiB && p.new_limit == 44 * MiB);
-        assert_false(p.last);
-
-        /* Dirty below min-file: min-file is what stays. */
-        s.dirty = 2 * MiB;
-        plan_step(&b, &s, false, &p);
-        assert_int_equal(p.verdict, RECLAIM_STEP);
-        assert_true(p.amount == 18 * MiB && p.last);
-
-        /* All of it dirty: wait (the writer reclaims its own at the throttle; writeback cleans it). */
-        s.dirty = 46 * MiB;
-        plan_step(&b, &s, false, &p);
-        assert_int_equal(p.verdict, RECLAIM_WAIT);
-        assert_int_equal(p.amount, 0);
-        assert_string_equal(plan_verdict_to_string(p.verdict), "wait");
-
-        /* Below high and not in an episode: idle, dirty or not. */
-        s = sample(40 * MiB, 36 * MiB);
-        s.dirty = 36 * MiB;
-        plan_step(&b, &s, false, &p);
-        assert_int_equal(p.verdict, RECLAIM_IDLE);
-
-        /* Unreachable stays unreachable whatever is dirty. */
-        s = sample(50 * MiB, 4 * MiB);
-        s.dirty = 4 * MiB;
-        plan_step(&b, &s, false, &p);
-        assert_int_equal(p.verdict, RECLAIM_UNREACHABLE);
-
-        /* Property: a step never asks for a dirty page. */
-        b = bounds(64 * MiB, 80, 40, 8 * MiB, 16 * MiB);
-        for (uint64_t file = 0; file <= 60 * MiB; file += MiB)
-                for (uint64_t dirty = 0; dirty <= file; dirty += MiB) {
-                        s = sample(60 * MiB, file);
-                        s.dirty = dirty;
-                        plan_step(&b, &s, true, &p);
-                        if (p.verdict == RECLAIM_STEP)
-                                assert_true(p.amount <= file - MAX(dirty, MIN(file, b.min_file)));
-                        else if (p.verdict == RECLAIM_WAIT)
-                                assert_true(file <= MAX(dirty, b.min_file) || p.goal >= 60 * MiB);
-                }
-}
-
 /* An episode that ended short of its goal (in_episode true for the next look) continues toward
  * target below high: usage is brought to target, not left just under high. */
 static void test_plan_unfinished_continues_below_high(_unused_ void **state) {
@@ -348,7 +295,6 @@ int main(void) {
                 cmocka_unit_test(test_resolve),
                 cmocka_unit_test(test_plan_idle_and_step),
                 cmocka_unit_test(test_plan_never_below_the_floor),
-                cmocka_unit_test(test_plan_clean_cache_only),
                 cmocka_unit_test(test_plan_unfinished_continues_below_high),
                 cmocka_unit_test(test_path_normalize),
                 cmocka_unit_test(test_pod_dir),
