@@ -56,7 +56,8 @@ struct reclaim_step {
         bool partial;       /* the goal is above target: target itself is unreachable */
 };
 
-/* in_episode: a reclaim is under way (then usage below high does not stop it before the goal). */
+/* in_episode: a reclaim is under way, or one ended short of its goal (then usage below high
+ * does not stop it before the goal: usage is brought to target, not left just under high). */
 void plan_step(const struct reclaim_bounds *b, const struct memcg_sample *s, bool in_episode,
                struct reclaim_step *ret);
 const char *plan_verdict_to_string(enum reclaim_verdict v);

@@ -66,6 +66,10 @@ struct reclaim_target {
         sd_event_source *cap_src; /* inotify on the cap's file (memcg_cap_name()) */
         bool psi_rounded_said; /* the rounded PSI window was logged */
         sd_event_source *timer, *step_src;
+        /* One-shot, SETTLE after an episode ended short of its goal (unfinished): the next
+         * look, which continues toward the goal even below high. */
+        sd_event_source *settle_src;
+        bool unfinished;
 
         /* the episode under way */
         bool in_episode;

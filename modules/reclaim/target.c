@@ -12,9 +12,15 @@
 /* An episode that has not reached its goal after this many steps yields to the next wake-up
  * (a writer faster than reclaim); the safety-net timer or the next event starts another. */
 #define EPISODE_MAX_STEPS 64u
-/* A reclaim write slower than this halves the step size (not below STEP_MIN). */
-#define STEP_SLOW (20 * USEC_PER_MSEC)
+/* A reclaim write slower than this halves the step size (not below STEP_MIN): half the
+ * 10 ms an API answer may wait behind one write. */
+#define STEP_SLOW (5 * USEC_PER_MSEC)
 #define STEP_MIN (UINT64_C(1) << 20)
+/* An episode that ended short of its goal (the kernel reclaimed less than asked, the step
+ * budget ran out, a writer charged on past the last step) is looked at again this soon: once
+ * the writer pauses, usage is brought to target at once instead of sitting just under high
+ * until the next crossing, so the workload's next burst finds room. */
+#define SETTLE (100 * USEC_PER_MSEC)
 /* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
 #define POD_SEARCH_DEPTH 6u
 
@@ -37,6 +43,7 @@ static const char *const wake_source_table[_WAKE_SOURCE_MAX] = {
         [WAKE_EVENTS] = "memory-events",
         [WAKE_CAP] = "cap",
         [WAKE_TIMER] = "timer",
+        [WAKE_SETTLE] = "settle",
         [WAKE_START] = "start",
 };
 
@@ -124,6 +131,19 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
                 t->ctx->state_changed(t->ctx->userdata);
 }
 
+/* unfinished: short of the goal, looked at again after SETTLE (and from then on, while it
+ * stays unfinished, reclaimed toward the goal even below high). */
+static void set_unfinished(struct reclaim_target *t, bool unfinished) {
+        t->unfinished = unfinished;
+        if (!t->settle_src)
+                return;
+        if (unfinished) {
+                (void) sd_event_source_set_time_relative(t->settle_src, SETTLE);
+                (void) sd_event_source_set_enabled(t->settle_src, SD_EVENT_ONESHOT);
+        } else
+                (void) sd_event_source_set_enabled(t->settle_src, SD_EVENT_OFF);
+}
+
 static void detach(struct reclaim_target *t) {
         unit_cap_detach(t);
         target_events_drop_thresholds(t);
@@ -134,6 +154,7 @@ static void detach(struct reclaim_target *t) {
         if (t->step_src)
                 (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
         t->in_episode = false;
+        set_unfinished(t, false);
         /* A throttle left in force is a pending restore from here on (target_check() puts
          * the original back before anything else). */
         t->throttle = 0;
@@ -270,9 +291,10 @@ static void set_state_from_plan(struct reclaim_target *t, const struct reclaim_s
                   high ? "high" : "target", (high ? t->bounds.high : t->bounds.target) >> 20);
 }
 
-static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, const char *why) {
+static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, const char *why, bool unfinished) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         t->in_episode = false;
+        set_unfinished(t, unfinished);
         t->last_reclaim_realtime = now_usec(CLOCK_REALTIME);
         if (t->episode_steps > 0) {
                 t->n_reclaims++;
@@ -347,7 +369,7 @@ static int on_step(sd_event_source *s, void *userdata) {
         b.step = t->step_now;
         plan_step(&b, &before, true, &p);
         if (p.verdict != RECLAIM_STEP) {
-                end_episode(t, &p, plan_verdict_to_string(p.verdict));
+                end_episode(t, &p, plan_verdict_to_string(p.verdict), false);
                 return 0;
         }
 
@@ -404,7 +426,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                 t->n_step_errors++;
                 (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, r == -EBUSY ? "busy" : "again");
                 end_episode(t, &p, r == -EBUSY ? "the kernel could not reclaim enough (EBUSY)"
-                                               : "the kernel reclaimed less than asked (EAGAIN)");
+                                               : "the kernel reclaimed less than asked (EAGAIN)", true);
                 return 0;
         }
         if (r < 0 && !memcg_exists(t->cg)) {
@@ -427,7 +449,9 @@ static int on_step(sd_event_source *s, void *userdata) {
                 return 0;
         }
         if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
-                end_episode(t, &p, p.last ? "goal reached" : "step budget used");
+                /* The last step was asked for; a writer may have charged on meanwhile, so
+                 * the usage after it (t->last) says whether the goal is reached. */
+                end_episode(t, &p, p.last ? "goal reached" : "step budget used", !p.last || t->last.usage > p.goal);
                 return 0;
         }
         schedule_step(t);
@@ -524,7 +548,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         }
         if (source == WAKE_TIMER && target_events_missing(t))
                 (void) target_events_arm(t); /* a registration that failed or that the kernel dropped */
-        plan_step(&t->bounds, &s, false, &p);
+        plan_step(&t->bounds, &s, t->unfinished, &p);
         if (!plan_throttle_wanted(&t->bounds, &s, t->throttle != 0))
                 /* Anonymous memory needs the room: no throttle in its way. */
                 (void) target_throttle_release(t, "anon + min-file reached high");
@@ -542,6 +566,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         case RECLAIM_DONE:
         case RECLAIM_UNREACHABLE:
                 /* Unreachable: left alone, not thrashed; the state says why. */
+                set_unfinished(t, false);
                 set_state_from_plan(t, &p);
                 return;
         case RECLAIM_STEP:
@@ -552,8 +577,9 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 t->episode_bytes = 0;
                 t->episode_usage_start = s.usage;
                 set_state(t, TARGET_RECLAIMING, NULL);
-                log_target_debug(t, "usage %" PRIu64 " >= high %" PRIu64 " (%s): reclaiming toward %" PRIu64, s.usage,
-                                 t->bounds.high, wake_source_to_string(source), p.goal);
+                log_target_debug(t, "usage %" PRIu64 " %s high %" PRIu64 " (%s): reclaiming toward %" PRIu64, s.usage,
+                                 s.usage >= t->bounds.high ? ">=" : "< (unfinished)", t->bounds.high,
+                                 wake_source_to_string(source), p.goal);
                 schedule_step(t);
                 return;
         case _RECLAIM_VERDICT_MAX:
@@ -567,6 +593,13 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) sd_event_source_set_time_relative(s, t->settings.interval);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         target_check(t, WAKE_TIMER); /* may move the timer up (hold_after_error) */
+        return 0;
+}
+
+static int on_settle(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        target_check(userdata, WAKE_SETTLE);
         return 0;
 }
 
@@ -629,6 +662,7 @@ struct reclaim_target *target_free(struct reclaim_target *t) {
         detach(t);
         unit_cap_free(t);
         t->timer = sd_event_source_disable_unref(t->timer);
+        t->settle_src = sd_event_source_disable_unref(t->settle_src);
         t->step_src = sd_event_source_disable_unref(t->step_src);
         target_settings_done(&t->settings);
         free(t->pod_uid);
@@ -678,6 +712,13 @@ int target_start(struct reclaim_target *t) {
                                                t->settings.interval / 10, on_timer, t);
                 if (r < 0)
                         return r;
+        }
+        if (!t->settle_src) {
+                r = sd_event_add_time_relative(t->ctx->event, &t->settle_src, CLOCK_MONOTONIC, SETTLE, SETTLE / 10,
+                                               on_settle, t);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_enabled(t->settle_src, SD_EVENT_OFF);
         }
         return attach(t);
 }

@@ -73,6 +73,7 @@ enum wake_source {
         WAKE_EVENTS,    /* v2 memory.events changed */
         WAKE_CAP,       /* someone else wrote the cap (systemd re-applying its unit, an operator) */
         WAKE_TIMER,     /* the safety net */
+        WAKE_SETTLE,    /* shortly after an episode that ended short of its goal */
         WAKE_START,     /* attaching */
         _WAKE_SOURCE_MAX,
 };

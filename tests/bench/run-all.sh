@@ -67,7 +67,7 @@ else
 	CLUSTER=""
 	MEMORY=""
 	RUNTIME=""
-	RECLAIM="--reps 10"
+	RECLAIM="--reps 20"
 	# The guest runs under QEMU TCG (5-10x slower than this host): fewer reps, about 3 minutes
 	# with the boot.
 	RECLAIM_V2="--reps 5"

@@ -165,6 +165,23 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(agent_factory, memcg_fac
     assert os.listdir(os.path.join(a.state_dir, "reclaim")) == []
 
 
+def test_after_a_dd_stream_usage_comes_down_to_target(agent_factory, memcg_factory, stream_dir):
+    """dd leaves its cache partly dirty and the agent's episodes end short of target (a step
+    takes only clean cache; the kernel reclaims less than asked). Once the writer stops, the
+    settle look brings usage to target without another crossing of high (the safety net is an
+    hour away), so the workload's next burst finds the room."""
+    g = memcg_factory("settle", 64 * MiB)
+    a = agent_factory(config=section("settle", g.name, high="90%", target="70%", **{"min-file": "16M"}))
+    wait_until(lambda: target(a, "settle")["state"] == "ok", desc="target ok")
+    dd(g, stream_dir, 256 * MiB)
+    goal = 64 * MiB * 70 // 100
+    t = wait_until(lambda: (lambda t: t if t["usage"] <= goal and t["state"] == "ok" else None)(target(a, "settle")),
+                   timeout=60, desc="usage at target after the stream")
+    diag("after dd: usage %.1f MiB, file %.1f MiB, wake-ups %s" % (t["usage"] / MiB, t["file"] / MiB, t["wakeups"]))
+    assert t["wakeups"]["timer"] == 0, t
+    assert t["file"] >= 16 * MiB, "reclaimed below min-file: %s" % t
+
+
 def test_anonymous_memory_is_not_thrashed_and_reported_unreachable(agent_factory, memcg_factory, stream_dir):
     g = memcg_factory("anon", LIMIT)
     a = agent_factory(config=section("anon", g.name))

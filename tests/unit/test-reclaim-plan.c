@@ -319,12 +319,31 @@ static void test_step_errors(_unused_ void **state) {
                 assert_false(plan_step_error_is_transient(hard[i]));
 }
 
+/* An episode that ended short of its goal (in_episode true for the next look) continues toward
+ * target below high: usage is brought to target, not left just under high. */
+static void test_plan_unfinished_continues_below_high(_unused_ void **state) {
+        struct reclaim_bounds b = bounds(64 * MiB, 75, 50, 4 * MiB, 64 * MiB);
+        struct reclaim_step p;
+        struct memcg_sample s = sample(44 * MiB, 40 * MiB);
+
+        plan_step(&b, &s, false, &p);
+        assert_int_equal(p.verdict, RECLAIM_IDLE);
+        plan_step(&b, &s, true, &p);
+        assert_int_equal(p.verdict, RECLAIM_STEP);
+        assert_true(p.amount == 12 * MiB && p.new_limit == 32 * MiB && p.last);
+        /* At the goal: done (the look ends the unfinished state). */
+        s = sample(32 * MiB, 28 * MiB);
+        plan_step(&b, &s, true, &p);
+        assert_int_equal(p.verdict, RECLAIM_DONE);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_parse_level),
                 cmocka_unit_test(test_resolve),
                 cmocka_unit_test(test_plan_idle_and_step),
                 cmocka_unit_test(test_plan_never_below_the_floor),
+                cmocka_unit_test(test_plan_unfinished_continues_below_high),
                 cmocka_unit_test(test_path_normalize),
                 cmocka_unit_test(test_pod_dir),
                 cmocka_unit_test(test_leftover_action),
