@@ -16,10 +16,11 @@
  * 10 ms an API answer may wait behind one write. */
 #define STEP_SLOW (5 * USEC_PER_MSEC)
 #define STEP_MIN (UINT64_C(1) << 20)
-/* An episode that ended short of its goal (the kernel reclaimed less than asked, the step
- * budget ran out, a writer charged on past the last step) is looked at again this soon: once
- * the writer pauses, usage is brought to target at once instead of sitting just under high
- * until the next crossing, so the workload's next burst finds room. */
+/* An episode that ended after steps (short of its goal: the kernel reclaimed less than asked,
+ * the step budget ran out; or at it, with a writer that may charge on) is looked at again this
+ * soon — the timer moves with each episode, so a stream of them gets one look after the last:
+ * once the writer pauses, usage is brought to target at once instead of sitting between target
+ * and high until the next crossing, so the workload's next burst finds room. */
 #define SETTLE (100 * USEC_PER_MSEC)
 /* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
 #define POD_SEARCH_DEPTH 6u
@@ -449,9 +450,11 @@ static int on_step(sd_event_source *s, void *userdata) {
                 return 0;
         }
         if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
-                /* The last step was asked for; a writer may have charged on meanwhile, so
-                 * the usage after it (t->last) says whether the goal is reached. */
-                end_episode(t, &p, p.last ? "goal reached" : "step budget used", !p.last || t->last.usage > p.goal);
+                /* Looked at again either way: a writer may charge on past the last step, and
+                 * one that stops just after it leaves no crossing of high to wake us. */
+                end_episode(t, &p,
+                            !p.last ? "step budget used" : t->last.usage > p.goal ? "last step done, the writer charged on" : "goal reached",
+                            true);
                 return 0;
         }
         schedule_step(t);
@@ -565,8 +568,11 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         case RECLAIM_IDLE:
         case RECLAIM_DONE:
         case RECLAIM_UNREACHABLE:
-                /* Unreachable: left alone, not thrashed; the state says why. */
-                set_unfinished(t, false);
+                /* Unreachable: left alone, not thrashed; the state says why. At the goal the
+                 * settle look is still to come unless this is it: the writer may charge on
+                 * after this wake-up without crossing high again. */
+                if (p.verdict != RECLAIM_DONE || source == WAKE_SETTLE)
+                        set_unfinished(t, false);
                 set_state_from_plan(t, &p);
                 return;
         case RECLAIM_STEP:
