@@ -610,6 +610,9 @@ static void install(struct workload *w, struct issue_job *j) {
         w->chain_pem = TAKE_PTR(j->chain_pem);
         w->info = j->info;
         j->info = (struct cert_info) {};
+        /* Only the API's answers show them: parsed again there rather than held for every pod. */
+        w->info.subject = mfree(w->info.subject);
+        w->info.sans = strv_free(w->info.sans);
         w->generation++;
         set_error(w, NULL);
 }
@@ -803,13 +806,14 @@ int workload_status(const struct workload *w, cJSON *o) {
                 return -ENOMEM;
         if (!w->chain_pem)
                 return 0;
+        _cleanup_(x509_cert_info_done) struct cert_info names = {};
         cJSON *sans = cJSON_AddArrayToObject(o, "sans");
-        if (!sans || !cJSON_AddStringToObject(o, "subject", w->info.subject) ||
+        if (x509_leaf_info(w->chain_pem, &names) < 0 || !sans || !cJSON_AddStringToObject(o, "subject", names.subject) ||
             !cJSON_AddStringToObject(o, "serial", w->info.serial) || !json_add_time(o, "notBefore", w->info.not_before) ||
             !json_add_time(o, "notAfter", w->info.not_after) || !json_add_time(o, "rotateAt", w->rotate_at) ||
             !cJSON_AddNumberToObject(o, "generation", w->generation))
                 return -ENOMEM;
-        STRV_FOREACH(s, w->info.sans)
+        STRV_FOREACH(s, names.sans)
                 if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*s)))
                         return -ENOMEM;
         return 0;
