@@ -37,15 +37,18 @@ struct identity_api {
 
 static int reply_own(struct identity *id, struct api_request *req, const struct workload *w) {
         _cleanup_(cJSON_Deletep) cJSON *o = cJSON_CreateObject();
+        _cleanup_(x509_cert_info_done) struct cert_info names = {}; /* not held: workload.c install() */
         cJSON *sans;
+        if (x509_leaf_info(w->chain_pem, &names) < 0)
+                return api_reply_error(req, 500, "cannot read its certificate");
         if (!o || !cJSON_AddStringToObject(o, "id", w->spiffe) || !cJSON_AddStringToObject(o, "certificate", w->chain_pem) ||
-            !cJSON_AddStringToObject(o, "subject", w->info.subject) || !(sans = cJSON_AddArrayToObject(o, "sans")) ||
+            !cJSON_AddStringToObject(o, "subject", names.subject) || !(sans = cJSON_AddArrayToObject(o, "sans")) ||
             !cJSON_AddStringToObject(o, "private_key", w->key_pem) ||
             !cJSON_AddStringToObject(o, "bundle", id->bundle_pem ? id->bundle_pem : "") ||
             !json_add_time(o, "not_after", w->info.not_after) || !cJSON_AddStringToObject(o, "serial", w->info.serial) ||
             !cJSON_AddNumberToObject(o, "generation", w->generation))
                 return api_reply_error(req, 500, "out of memory");
-        STRV_FOREACH(san, w->info.sans)
+        STRV_FOREACH(san, names.sans)
                 if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*san)))
                         return api_reply_error(req, 500, "out of memory");
         /* Rendered here rather than by api_reply_json so the copies of the key this function made

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Steps of the wall clock (NTP correcting a wrong clock, an operator's date -s, a VM resumed
  * days later). Certificates live on the wall clock (notBefore, notAfter), everything that waits
- * in this module lives on it too (rotation points, expiry timers), and sd-event fires a
+ * in this module lives on it too (rotation points, expiry times), and sd-event fires a
  * CLOCK_REALTIME timer as soon as the clock jumps past it. What that leaves to this file:
- *  - forward: the expiry timer would close a pod's gate (and withdraw its registrations) in the
+ *  - forward: the expiry would close a pod's gate (and withdraw its registrations) in the
  *    same instant its renewal starts. A certificate that was valid before the step gets
  *    IDENTITY_STEP_GRACE for its renewal: the gate stays open that long while the renewal runs
  *    (milliseconds: the node CA signs in process), and closes if it fails;
@@ -11,7 +11,7 @@
  *    the right time refuse; one more than CERT_MAX_FUTURE ahead is replaced at once (the
  *    skew rule: x509.h), and a retry planned on the old time is planned again from the new one.
  * The steps are seen through a timerfd with TFD_TIMER_CANCEL_ON_SET (clock-watch.c), at a
- * priority above every timer, and an expiry timer checks for an unreported step first. */
+ * priority above every timer, and an expiry that falls due checks for an unreported step first. */
 #include "clock-watch.h"
 #include "identity.h"
 #include "log.h"
@@ -29,9 +29,11 @@ static void on_clock_step(struct clock_watch *cw, int64_t delta, void *userdata)
                 switch (x509_clock_verdict(&w->info, w->rotate_at, now)) {
                 case CERT_CLOCK_KEEP:
                         kept++;
-                        /* Its timer again at rotate_at: a retry planned on the old time is not. */
-                        if (w->timer && sd_event_source_set_time(w->timer, w->rotate_at) >= 0)
-                                (void) sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+                        /* Its rotation again at rotate_at: a retry planned on the old time is not. */
+                        if (w->timer) {
+                                w->rotate_due = w->rotate_at;
+                                workload_timer_arm(w);
+                        }
                         continue;
                 case CERT_CLOCK_DUE:
                         due++;
@@ -58,23 +60,24 @@ bool identity_clock_in_grace(const struct workload *w) {
         return w->step_grace_until && now_usec(CLOCK_MONOTONIC) < w->step_grace_until;
 }
 
-bool identity_clock_hold_expiry(struct workload *w, sd_event_source *s) {
-        /* A step forward may have fired s before the clock watch was heard: the step goes first. */
+bool identity_clock_hold_expiry(struct workload *w) {
+        /* A step forward may have fired the timer before the clock watch was heard: the step goes first. */
         (void) identity_clock_check(w->id);
         if (!identity_clock_in_grace(w))
                 return false;
         usec_t left = w->step_grace_until - now_usec(CLOCK_MONOTONIC);
-        if (sd_event_source_set_time(s, now_usec(CLOCK_REALTIME) + left) < 0 ||
-            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
-                return false;
+        w->expire_due = now_usec(CLOCK_REALTIME) + left;
+        workload_timer_arm(w);
         return true;
 }
 
 void identity_clock_grace_end(struct workload *w) {
         bool held = identity_clock_in_grace(w);
         w->step_grace_until = 0;
-        if (held && w->expiry_timer && sd_event_source_set_time(w->expiry_timer, now_usec(CLOCK_REALTIME)) >= 0)
-                (void) sd_event_source_set_enabled(w->expiry_timer, SD_EVENT_ONESHOT);
+        if (held && w->timer) {
+                w->expire_due = now_usec(CLOCK_REALTIME);
+                workload_timer_arm(w);
+        }
 }
 
 int identity_clock_start(struct identity *id) {

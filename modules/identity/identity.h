@@ -95,8 +95,12 @@ struct workload {
         bool new_dir; /* its files go to a directory not written yet (first issue, new tls-dir) */
         char *last_error;
         char *announced_failure; /* the IdentityFailed note said last (workload-events.c) */
+        /* One timer per workload, at the earlier of two points (0: none): rotate_due, its
+         * rotation or the retry of one, and expire_due, its notAfter (the gate closes, listeners
+         * are told) or the end of a clock step's grace. One, not two: with many pods each
+         * source is a few hundred bytes. */
         sd_event_source *timer;
-        sd_event_source *expiry_timer; /* at notAfter: the gate closes, listeners are told */
+        usec_t rotate_due, expire_due;
         /* Its files could not be written (workload-files.c): what is on disk stays, and they are
          * written again from memory on write_timer until it works. */
         int write_error;     /* this attempt's; 0: written */

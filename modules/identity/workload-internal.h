@@ -20,11 +20,13 @@ struct workload *workload_add(struct identity *id, const char *uid);
 void workload_remove(struct identity *id, struct workload *w);
 /* identity-clock.c: a certificate a step of the clock expired while its renewal runs. */
 bool identity_clock_in_grace(const struct workload *w);
-/* For w's expiry timer s: handles an unreported step first; true if the grace holds the expiry
- * off (s is armed again for the grace's end). */
-bool identity_clock_hold_expiry(struct workload *w, sd_event_source *s);
+/* w's expiry is due: handles an unreported step first; true if the grace holds the expiry off
+ * (its timer is armed again for the grace's end). */
+bool identity_clock_hold_expiry(struct workload *w);
 /* The renewal failed: the grace ends, an expiry it held off happens now. */
 void identity_clock_grace_end(struct workload *w);
+/* w's timer at the earlier of rotate_due and expire_due (off if neither). */
+void workload_timer_arm(struct workload *w);
 /* Queues w for a certificate (once). */
 void workload_queue_push(struct identity *id, struct workload *w);
 /* *field = a copy of value unless equal; sets *changed then. -ENOMEM. */

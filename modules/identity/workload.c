@@ -95,7 +95,6 @@ static struct workload *workload_free(struct workload *w) {
         if (!w)
                 return NULL;
         sd_event_source_disable_unref(w->timer);
-        sd_event_source_disable_unref(w->expiry_timer);
         sd_event_source_disable_unref(w->write_timer);
         free(w->uid);
         free(w->ns);
@@ -479,49 +478,9 @@ static int make_job(struct identity *id, struct workload *w, struct issue_job **
         return 0;
 }
 
-static int on_rotation_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        struct workload *w = userdata;
-        w->rotation = true;
-        workload_queue_push(w->id, w);
-        return 0;
-}
-
-static void schedule_rotation(struct identity *id, struct workload *w) {
-        /* The share is of the time it is actually ours: from now (just issued), not from a
-         * backdated notBefore. */
-        usec_t now = now_usec(CLOCK_REALTIME);
-        usec_t start = MIN(MAX(w->info.not_before, now), w->info.not_after);
-        usec_t life = w->info.not_after - start;
-        w->rotate_at = start + (usec_t) ((double) life * (0.7 + 0.2 * backoff_random(&id->jitter)));
-        if (!w->timer) {
-                int r = sd_event_add_time(id->manager->event, &w->timer, CLOCK_REALTIME, w->rotate_at, USEC_PER_SEC / 10,
-                                          on_rotation_timer, w);
-                if (r < 0)
-                        log_workload_full_errno(w, LOG_ERR, r, "cannot arm its rotation timer: %m");
-                return;
-        }
-        (void) sd_event_source_set_time(w->timer, w->rotate_at);
-        (void) sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
-}
-
-static void retry_rotation(struct identity *id, struct workload *w) {
-        usec_t at = now_usec(CLOCK_REALTIME) + WORKLOAD_RETRY;
-        int r = w->timer ? sd_event_source_set_time(w->timer, at)
-                         : sd_event_add_time(id->manager->event, &w->timer, CLOCK_REALTIME, at, USEC_PER_SEC / 10,
-                                             on_rotation_timer, w);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
-        if (r < 0)
-                log_workload_full_errno(w, LOG_ERR, r, "cannot arm its retry timer: %m");
-}
-
 /* notAfter passed without a renewal: the gate (which compares with the clock) is closed now, and
  * whoever acts on it must hear so without waiting for some other event. */
-static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        struct workload *w = userdata;
-        struct identity *id = w->id;
-        if (identity_clock_hold_expiry(w, s))
-                return 0; /* expired by a step of the clock, its renewal under way */
+static void expired(struct identity *id, struct workload *w) {
         log_workload_full_errno(w, LOG_WARNING, 0, "certificate for %s expired without a renewal (%s): identity gate closed", w->spiffe,
                      w->last_error ? w->last_error : id->issuer ? "renewal pending" : id->issuer_reason ? id->issuer_reason : "no issuer");
         (void) metric_inc(id->m_failed, "workload", identity_failure_reason(0, true));
@@ -531,17 +490,61 @@ static int on_expiry_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 pod_gates_changed(id->manager->pod_gates, w->uid);
         identity_announce(id, IDENTITY_CHANGE_WORKLOAD, w->uid);
         workload_queue_push(id, w); /* issue again as soon as the issuer can */
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct workload *w = userdata;
+        usec_t now = now_usec(CLOCK_REALTIME);
+
+        if (w->rotate_due && now >= w->rotate_due) {
+                w->rotate_due = 0;
+                w->rotation = true;
+                workload_queue_push(w->id, w);
+        }
+        if (w->expire_due && now >= w->expire_due) {
+                w->expire_due = 0;
+                if (identity_clock_hold_expiry(w))
+                        return 0; /* expired by a step of the clock, its renewal under way */
+                workload_timer_arm(w); /* a retry planned past notAfter stays */
+                expired(w->id, w);     /* last: telling others may end in w's removal */
+                return 0;
+        }
+        workload_timer_arm(w); /* the clock went back since the loop looked, or the other point is left */
         return 0;
 }
 
-static void arm_expiry(struct identity *id, struct workload *w) {
-        int r = w->expiry_timer ? sd_event_source_set_time(w->expiry_timer, w->info.not_after)
-                                : sd_event_add_time(id->manager->event, &w->expiry_timer, CLOCK_REALTIME, w->info.not_after,
-                                                    USEC_PER_SEC / 10, on_expiry_timer, w);
+void workload_timer_arm(struct workload *w) {
+        usec_t at = MIN(w->rotate_due ?: USEC_INFINITY, w->expire_due ?: USEC_INFINITY);
+        int r;
+
+        if (at == USEC_INFINITY) {
+                if (w->timer)
+                        (void) sd_event_source_set_enabled(w->timer, SD_EVENT_OFF);
+                return;
+        }
+        r = w->timer ? sd_event_source_set_time(w->timer, at)
+                     : sd_event_add_time(w->id->manager->event, &w->timer, CLOCK_REALTIME, at, USEC_PER_SEC / 10, on_timer, w);
         if (r >= 0)
-                r = sd_event_source_set_enabled(w->expiry_timer, SD_EVENT_ONESHOT);
+                r = sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
         if (r < 0)
-                log_workload_full_errno(w, LOG_ERR, r, "cannot arm its expiry timer: %m");
+                log_workload_full_errno(w, LOG_ERR, r, "cannot arm its timer: %m");
+}
+
+static void schedule_rotation(struct identity *id, struct workload *w) {
+        /* The share is of the time it is actually ours: from now (just issued), not from a
+         * backdated notBefore. */
+        usec_t now = now_usec(CLOCK_REALTIME);
+        usec_t start = MIN(MAX(w->info.not_before, now), w->info.not_after);
+        usec_t life = w->info.not_after - start;
+        w->rotate_at = start + (usec_t) ((double) life * (0.7 + 0.2 * backoff_random(&id->jitter)));
+        w->rotate_due = w->rotate_at;
+        w->expire_due = w->info.not_after;
+        workload_timer_arm(w);
+}
+
+static void retry_rotation(struct workload *w) {
+        w->rotate_due = now_usec(CLOCK_REALTIME) + WORKLOAD_RETRY;
+        workload_timer_arm(w);
 }
 
 static bool holds_valid_certificate(const struct workload *w) {
@@ -555,13 +558,12 @@ static void issue_failed(struct identity *id, struct workload *w, bool had, int 
         /* A later issuer change or pod update tries again; one that still holds a certificate
          * also retries on a timer while it lasts. */
         if (had)
-                retry_rotation(id, w);
+                retry_rotation(w);
 }
 
 static void issue_succeeded(struct identity *id, struct workload *w, bool had) {
         (void) metric_inc(had ? id->m_rotated : id->m_issued, "workload");
         schedule_rotation(id, w);
-        arm_expiry(id, w);
         char until[64] = "";
         (void) json_format_rfc3339(w->info.not_after, until, sizeof(until));
         log_workload_full_errno(w, LOG_DEBUG, 0, "%s serial %s for %s, valid until %s", had ? "rotated to" : "issued", w->info.serial,
@@ -608,6 +610,9 @@ static void install(struct workload *w, struct issue_job *j) {
         w->chain_pem = TAKE_PTR(j->chain_pem);
         w->info = j->info;
         j->info = (struct cert_info) {};
+        /* Only the API's answers show them: parsed again there rather than held for every pod. */
+        w->info.subject = mfree(w->info.subject);
+        w->info.sans = strv_free(w->info.sans);
         w->generation++;
         set_error(w, NULL);
 }
@@ -801,13 +806,14 @@ int workload_status(const struct workload *w, cJSON *o) {
                 return -ENOMEM;
         if (!w->chain_pem)
                 return 0;
+        _cleanup_(x509_cert_info_done) struct cert_info names = {};
         cJSON *sans = cJSON_AddArrayToObject(o, "sans");
-        if (!sans || !cJSON_AddStringToObject(o, "subject", w->info.subject) ||
+        if (x509_leaf_info(w->chain_pem, &names) < 0 || !sans || !cJSON_AddStringToObject(o, "subject", names.subject) ||
             !cJSON_AddStringToObject(o, "serial", w->info.serial) || !json_add_time(o, "notBefore", w->info.not_before) ||
             !json_add_time(o, "notAfter", w->info.not_after) || !json_add_time(o, "rotateAt", w->rotate_at) ||
             !cJSON_AddNumberToObject(o, "generation", w->generation))
                 return -ENOMEM;
-        STRV_FOREACH(s, w->info.sans)
+        STRV_FOREACH(s, names.sans)
                 if (!cJSON_AddItemToArray(sans, cJSON_CreateString(*s)))
                         return -ENOMEM;
         return 0;

@@ -398,6 +398,14 @@ int x509_chain_from_pem(const char *pem, size_t size, STACK_OF(X509) **ret) {
         return 0;
 }
 
+int x509_leaf_info(const char *pem, struct cert_info *ret) {
+        _cleanup_(x509_chain_freep) STACK_OF(X509) *chain = NULL;
+        int r = x509_chain_from_pem(pem, strlen(pem), &chain);
+        if (r < 0)
+                return r;
+        return x509_cert_info(sk_X509_value(chain, 0), ret);
+}
+
 static int asn1_time_to_usec(const ASN1_TIME *t, usec_t *ret) {
         struct tm tm;
         if (!t || ASN1_TIME_to_tm(t, &tm) != 1)

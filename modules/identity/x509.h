@@ -76,6 +76,8 @@ int x509_chain_from_pem(const char *pem, size_t size, STACK_OF(X509) **ret);
 int x509_chain_to_pem(STACK_OF(X509) *chain, char **ret);
 
 int x509_cert_info(X509 *cert, struct cert_info *ret);
+/* x509_cert_info() of the first certificate of a PEM text; -EBADMSG if it has none. */
+int x509_leaf_info(const char *pem, struct cert_info *ret);
 /* 1 if key is the private half of cert's public key, 0 if not. */
 int x509_key_matches(X509 *cert, EVP_PKEY *key);
 /* Verifies chain[0] through chain[1..] up to one of roots (each a trust anchor, self-signed or
