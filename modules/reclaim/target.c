@@ -808,7 +808,8 @@ int target_update(struct reclaim_target *t, const struct reclaim_target_settings
 }
 
 bool target_restore_pending(const struct reclaim_target *t) {
-        return t->cap_lowered && !t->throttle;
+        /* A v1 step without a throttle in flight is not one: its thread puts the original back. */
+        return t->cap_lowered && !t->throttle && !t->step;
 }
 
 const char *target_cgroup(const struct reclaim_target *t) {
