@@ -7,7 +7,7 @@
  * machine, triggers (interval, zk-version-node, refresh, SIGHUP), last known good and
  * on-change; bundle-state.c: its state file. configsync-api.c: /v1/configs, a view that
  * observes the bundles. fetch.c: one sync's requests; stage.c: its file-system work, run off
- * the loop by fswork.c; manifest.c: the manifest and its limits, signature.c its signature;
+ * the loop by agent/lib/offload.c; manifest.c: the manifest and its limits, signature.c its signature;
  * runner.c: the on-change command. */
 
 #include <stdbool.h>

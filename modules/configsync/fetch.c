@@ -10,7 +10,7 @@
 
 #include "fetch.h"
 #include "fs.h"
-#include "fswork.h"
+#include "offload.h"
 #include "sha256.h"
 #include "signature.h"
 #include "stage.h"
@@ -71,7 +71,7 @@ struct fetch {
         enum fetch_error_kind check_kind; /* why check_manifest refused it */
         char *check_error;
         struct stage stage;   /* the version directory */
-        struct fswork *work;  /* the stage's step in flight */
+        struct offload *work;  /* the stage's step in flight */
         struct fetch_file *files;
         size_t next_file, n_active, n_finished;
 
@@ -128,7 +128,7 @@ static void fetch_stop(struct fetch *f) {
                         file_release(&f->files[i]);
                 f->files = mfree(f->files);
         }
-        f->work = fswork_free(f->work);
+        f->work = offload_free(f->work);
 }
 
 static void fetch_release(struct fetch *f) {
@@ -167,11 +167,11 @@ static void fetch_report(struct fetch *f) {
         f->done(f, &f->out, f->userdata);
 }
 
-static void on_removed(struct fswork *w, int r, void *userdata) {
+static void on_removed(struct offload *w, int r, void *userdata) {
         struct fetch *f = userdata;
 
         /* What could not be removed is a leftover the cleanup at the next start removes. */
-        f->work = fswork_free(f->work);
+        f->work = offload_free(f->work);
         stage_done(&f->stage);
         fetch_report(f);
 }
@@ -181,7 +181,7 @@ static void fetch_finish(struct fetch *f) {
         if (f->out.result == FETCH_FAILED) {
                 fetch_stop(f);
                 if (f->stage.version_dir &&
-                    fswork_start(f->event, stage_remove, &f->stage, on_removed, f, &f->work) >= 0) {
+                    offload_start(f->event, "configsync-work", stage_remove, &f->stage, on_removed, f, &f->work) >= 0) {
                         f->phase = PHASE_CLEANUP;
                         return;
                 }
@@ -385,10 +385,10 @@ static int file_start(struct fetch *f, struct fetch_file *ff) {
         return 0;
 }
 
-static void on_published(struct fswork *w, int r, void *userdata) {
+static void on_published(struct offload *w, int r, void *userdata) {
         struct fetch *f = userdata;
 
-        f->work = fswork_free(f->work);
+        f->work = offload_free(f->work);
         f->out.publish_usec = f->stage.publish_usec;
         if (r < 0)
                 return fetch_fail(f, f->stage.kind, r, "%s", f->stage.message ? f->stage.message : strerror(-r));
@@ -401,7 +401,7 @@ static void publish(struct fetch *f) {
         int r;
 
         f->phase = PHASE_PUBLISH;
-        r = fswork_start(f->event, stage_publish, &f->stage, on_published, f, &f->work);
+        r = offload_start(f->event, "configsync-work", stage_publish, &f->stage, on_published, f, &f->work);
         if (r < 0)
                 fetch_fail(f, FETCH_ERROR_OTHER, r, "publishing: %s", strerror(-r));
 }
@@ -429,10 +429,10 @@ static void files_pump(struct fetch *f) {
                 publish(f);
 }
 
-static void on_prepared(struct fswork *w, int r, void *userdata) {
+static void on_prepared(struct offload *w, int r, void *userdata) {
         struct fetch *f = userdata;
 
-        f->work = fswork_free(f->work);
+        f->work = offload_free(f->work);
         f->out.files_damaged = f->stage.files_damaged;
         if (r < 0)
                 return fetch_fail(f, f->stage.kind, r, "%s", f->stage.message ? f->stage.message : strerror(-r));
@@ -465,7 +465,7 @@ static void files_begin(struct fetch *f) {
         f->stage.modes = f->modes;
         f->stage.keep_versions = f->keep_versions;
         f->phase = PHASE_PREPARE;
-        r = fswork_start(f->event, stage_prepare, &f->stage, on_prepared, f, &f->work);
+        r = offload_start(f->event, "configsync-work", stage_prepare, &f->stage, on_prepared, f, &f->work);
         if (r < 0)
                 return fetch_fail(f, FETCH_ERROR_OTHER, r, "starting the file-system work: %s", strerror(-r));
 }
@@ -524,10 +524,10 @@ static int check_manifest(void *userdata, const atomic_bool *stop) {
         return r;
 }
 
-static void on_checked(struct fswork *w, int r, void *userdata) {
+static void on_checked(struct offload *w, int r, void *userdata) {
         struct fetch *f = userdata;
 
-        f->work = fswork_free(f->work);
+        f->work = offload_free(f->work);
         if (r < 0)
                 return fetch_fail(f, f->check_kind, r, "%s", f->check_error ? f->check_error : strerror(-r));
         if (f->have_current_sha && memcmp(f->current_sha256, f->out.manifest_sha256, 32) == 0) {
@@ -543,7 +543,7 @@ static void manifest_accept(struct fetch *f) {
         int r;
 
         f->phase = PHASE_CHECK;
-        r = fswork_start(f->event, check_manifest, f, on_checked, f, &f->work);
+        r = offload_start(f->event, "configsync-work", check_manifest, f, on_checked, f, &f->work);
         if (r < 0)
                 fetch_fail(f, FETCH_ERROR_OTHER, r, "checking the manifest: %s", strerror(-r));
 }

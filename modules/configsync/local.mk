@@ -4,7 +4,6 @@ CONFIGSYNC_SOURCES = \
 	modules/configsync/configsync-api.c \
 	modules/configsync/bundle.c modules/configsync/bundle-state.c \
 	modules/configsync/fetch.c modules/configsync/fetch.h \
-	modules/configsync/fswork.c modules/configsync/fswork.h \
 	modules/configsync/stage.c modules/configsync/stage.h \
 	modules/configsync/manifest.c modules/configsync/manifest.h \
 	modules/configsync/signature.c modules/configsync/signature.h \

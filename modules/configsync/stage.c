@@ -199,7 +199,7 @@ static int make_directories(struct stage *s, const atomic_bool *stop) {
         if (r < 0)
                 return stage_fail(s, FETCH_ERROR_OTHER, r, "out of memory");
         for (size_t i = 0; i < m->n_files; i++) {
-                if (fswork_stopped(stop))
+                if (offload_stopped(stop))
                         return -ECANCELED;
                 unsigned skip = i > 0 ? shared_dirs(index[i]->path, index[i - 1]->path) : 0;
                 r = make_parents(s->vfd, index[i]->path, skip, &s->modes);
@@ -297,7 +297,7 @@ static int reuse_files(struct stage *s, const atomic_bool *stop) {
         if (r < 0)
                 return stage_fail(s, FETCH_ERROR_OTHER, r, "out of memory");
         for (size_t i = 0; i < m->n_files; i++) {
-                if (fswork_stopped(stop))
+                if (offload_stopped(stop))
                         return -ECANCELED;
                 const struct manifest_file *cur = manifest_index_find(index, s->current->n_files, m->files[i].path);
                 if (file_reuse(s, curfd, cur, &m->files[i]) > 0) {
@@ -345,7 +345,7 @@ static int sync_version(struct stage *s, const atomic_bool *stop) {
         int r;
 
         for (size_t i = 0; i < m->n_files; i++) {
-                if (fswork_stopped(stop))
+                if (offload_stopped(stop))
                         return -ECANCELED;
                 if (s->reused && s->reused[i])
                         continue;
@@ -358,7 +358,7 @@ static int sync_version(struct stage *s, const atomic_bool *stop) {
         if (r < 0)
                 return stage_fail(s, FETCH_ERROR_OTHER, r, "out of memory");
         for (size_t i = 0; i < m->n_files; i++) {
-                if (fswork_stopped(stop))
+                if (offload_stopped(stop))
                         return -ECANCELED;
                 r = sync_parents(s->vfd, index[i]->path, i > 0 ? shared_dirs(index[i]->path, index[i - 1]->path) : 0);
                 if (r < 0)

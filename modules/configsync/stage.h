@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* A sync's work on the version directory, each step run by fswork (off the loop):
+/* A sync's work on the version directory, each step run by offload.c (off the loop):
  *   stage_prepare: checks dest, makes the version directory and every directory of the
  *                  manifest, and hard-links the files unchanged since the published version
  *                  (after hashing them: a file damaged in place is downloaded again);
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 
 #include "fetch.h"
-#include "fswork.h"
+#include "offload.h"
 #include "manifest.h"
 #include "publish-modes.h"
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -349,7 +350,7 @@ int memcg_set_limit(const struct memcg *g, uint64_t limit) {
 /* Kernels before the swappiness= argument of memory.reclaim (Linux 6.9) refuse it with
  * EINVAL: then plain "N" (reclaim by the cgroup's swappiness) from the first refusal on. A
  * process-wide fact of the running kernel, not per cgroup. */
-static bool reclaim_swappiness_refused;
+static atomic_bool reclaim_swappiness_refused; /* steps of several targets run on threads at once */
 
 static int write_reclaim(int fd, uint64_t bytes, bool file_only) {
         char buf[48];

@@ -382,7 +382,7 @@ static int register_metrics(struct reclaim *rc, struct manager *m) {
                 { METRIC_COUNTER, "pinion_reclaim_unreachable_total", "Times the target became unreachable (anonymous memory + min-file above it).", target, NULL, 0, &ret->unreachable },
                 { METRIC_COUNTER, "pinion_reclaim_wakeups_total", "Wake-ups by source (threshold, backstop, pressure-level, psi, memory-events, cap, timer, start).", target_source, NULL, 0, &ret->wakeups },
                 { METRIC_HISTOGRAM, "pinion_reclaim_reaction_seconds", "From the wake-up that saw usage at or above high to the end of the reclaim.", target, reaction_buckets, ELEMENTSOF(reaction_buckets), &ret->reaction },
-                { METRIC_HISTOGRAM, "pinion_reclaim_step_seconds", "How long one reclaim write blocked the loop.", target, step_buckets, ELEMENTSOF(step_buckets), &ret->step_seconds },
+                { METRIC_HISTOGRAM, "pinion_reclaim_step_seconds", "How long one reclaim step's writes took (on its thread, off the loop).", target, step_buckets, ELEMENTSOF(step_buckets), &ret->step_seconds },
         };
         if (rc->metrics_reg)
                 return 0;

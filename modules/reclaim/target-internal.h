@@ -3,7 +3,8 @@
 
 /* target-internal: what the files of one target share (target.c: lifecycle, wake-ups and
  * episodes; target-record.c: the durable record of the original limit and its restore;
- * target-events.c: the kernel notifications that wake a target). Not for the module. */
+ * target-events.c: the kernel notifications that wake a target; target-step.c: a step's writes
+ * off the loop). Not for the module. */
 
 #include "log.h"
 #include "target.h"
@@ -11,6 +12,23 @@
 #include "unit-cap.h"
 
 #define MODULE "reclaim"
+
+struct offload;
+
+/* One step's kernel writes, run off the loop (target-step.c). */
+struct target_step {
+        /* the thread's: plain values and its own copy of the cgroup's directory */
+        struct memcg cg;
+        uint64_t amount;    /* v2: asked of memory.reclaim */
+        uint64_t new_limit; /* v1: the step's limit */
+        uint64_t put_back;  /* v1: written right after it, whatever its result (throttle or original) */
+        int r, q;           /* the step's write, the put-back's */
+        usec_t took;        /* µs the writes blocked the thread */
+        /* the loop's: what the step was planned from */
+        struct memcg_sample before;
+        struct reclaim_step plan;
+        struct offload *work;
+};
 
 struct reclaim_target {
         struct reclaim_ctx *ctx;
@@ -88,6 +106,11 @@ struct reclaim_target {
         usec_t last_reclaim_realtime; /* when the last episode ended */
         usec_t last_step, max_step;   /* µs one write blocked */
         uint64_t step_now;            /* the step size in use: halved after a slow write */
+        /* The step in flight (busy: nothing else samples or writes the cap), its done
+         * callback, and the wake-up put off meanwhile (-1: none). */
+        struct target_step *step;
+        void (*step_done)(struct reclaim_target *t, const struct target_step *s);
+        int step_replay;
 };
 
 #define log_target_full_errno(t, level, error, fmt, ...)                                                   \
@@ -129,16 +152,21 @@ void target_record_load(struct reclaim_target *t);
  * it is in place (or the cgroup is gone), <0 when the restore failed (cap_lowered stays set). */
 int target_record_restore(struct reclaim_target *t);
 
+/* target-step.c */
+/* Runs job's writes on a thread; done runs on the loop with the result. -EBUSY if a step is
+ * in flight. */
+int target_step_start(struct reclaim_target *t, const struct target_step *job,
+                      void (*done)(struct reclaim_target *t, const struct target_step *s));
+/* Waits for a step in flight and forgets it (done is not called). */
+void target_step_cancel(struct reclaim_target *t);
+
 /* target-throttle.c */
 /* Engages the throttle (or lowers a late one) after sample s, when plan_throttle_wanted().
  * Never while a restore is pending. */
 int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *s);
-/* After a v2 step (sample s after it): a throttle engaged above its level (usage was past it)
- * comes down toward it, never under usage. */
+/* After a step (sample s after it; v1: the step's thread put the throttle back as it was): a
+ * throttle engaged above its level (usage was past it) comes down toward it, never under usage. */
 int target_throttle_follow(struct reclaim_target *t, const struct memcg_sample *s);
-/* After a v1 step: puts the throttle back over the step's value (stepped: the value the step
- * put in force, 0 if it did not take), or the original when there is no throttle. */
-int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped);
 /* Ends the throttle: the original back (why: for the debug log). */
 int target_throttle_release(struct reclaim_target *t, const char *why);
 /* Is the cap in force (s->cap) still the throttle we wrote? No: someone else set it. */

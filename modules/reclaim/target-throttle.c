@@ -32,8 +32,9 @@
  * full cgroup) is written at usage + headroom instead (plan_throttle_value()): a cap below
  * usage would make the agent reclaim the difference inside its write — a v2 memory.high write
  * reclaims down to the new value before it returns, v1 retries reclaim until usage fits — the
- * event loop stalled for as long as dirty cache takes. Each step after (v1 put_back, v2
- * follow) and each wake-up lowers it toward the level, never under usage.
+ * event loop stalled for as long as dirty cache takes. After each step (v1: its thread puts
+ * the throttle back as it was, then follow) and each wake-up it comes down toward the level,
+ * never under usage.
  *
  * The original is recorded durably (target-record.c) before the first write, so stop, a
  * reload, a removed section and a kill -9 (at the next start) all put it back. */
@@ -96,28 +97,10 @@ int target_throttle_engage(struct reclaim_target *t, const struct memcg_sample *
 }
 
 int target_throttle_follow(struct reclaim_target *t, const struct memcg_sample *s) {
-        if (!t->throttle || !t->cg || t->cg->version != MEMCG_V2)
+        if (!t->throttle || !t->cg)
                 return 0;
         /* Only ever lower, and never under usage: engage's clamp. */
         return target_throttle_engage(t, s);
-}
-
-int target_throttle_put_back(struct reclaim_target *t, uint64_t stepped) {
-        if (!t->throttle)
-                return target_record_restore(t);
-        if (stepped == 0)
-                /* The step did not take: the throttle is still what is in force. */
-                return 0;
-        /* The step's value is in force now (usage is under it): raising the cap to the
-         * throttle (or to the step's value, when a late clamp is still above the level) never
-         * waits for reclaim. */
-        uint64_t value = MIN(t->throttle, MAX(plan_limit_as_kernel_keeps(throttle_level(t), memcg_page_size()), stepped));
-        int r = write_throttle(t, value, stepped);
-        if (r < 0) {
-                log_target_warning_errno(t, r, "Failed to put the throttle back on %s: %m", t->cgroup);
-                return target_record_restore(t);
-        }
-        return 0;
 }
 
 int target_throttle_release(struct reclaim_target *t, const char *why) {

@@ -146,6 +146,7 @@ static void set_unfinished(struct reclaim_target *t, bool unfinished) {
 }
 
 static void detach(struct reclaim_target *t) {
+        target_step_cancel(t); /* before anything lets go of the cgroup or restores its cap */
         unit_cap_detach(t);
         target_events_drop_thresholds(t);
         t->pressure_src = sd_event_source_disable_unref(t->pressure_src);
@@ -190,6 +191,7 @@ static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
 static int set_cgroup(struct reclaim_target *t, char **path) {
         if (streq_ptr(t->cgroup, *path))
                 return 0;
+        target_step_cancel(t); /* its writes end before the restore */
         if (t->cap_lowered) {
                 (void) target_record_restore(t);
                 if (t->cap_lowered)
@@ -334,15 +336,18 @@ void target_hold_after_error(struct reclaim_target *t) {
         log_target_debug(t, "holding off for %.1f s after the error", (double) delay / USEC_PER_SEC);
 }
 
-/* One bounded step of an episode. */
+static void on_step_done(struct reclaim_target *t, const struct target_step *s);
+
+/* One bounded step of an episode: planned here, its writes on a thread (target-step.c), the
+ * rest in on_step_done(). */
 static int on_step(sd_event_source *s, void *userdata) {
         struct reclaim_target *t = userdata;
-        struct memcg_sample before, after;
+        struct memcg_sample before;
         struct reclaim_step p;
         int r;
         (void) s;
 
-        if (!t->in_episode)
+        if (!t->in_episode || t->step)
                 return 0;
         if (unit_cap_busy(t, -1))
                 return 0; /* a write through systemd in flight: the step comes when it is done */
@@ -382,22 +387,57 @@ static int on_step(sd_event_source *s, void *userdata) {
                 target_hold_after_error(t);
                 return 0;
         }
-        usec_t t0 = now_usec(CLOCK_MONOTONIC);
-        int q = 0;
+        struct target_step job = { .before = before, .plan = p, .amount = p.amount };
         if (t->cg->version == MEMCG_V1) {
                 if (!t->cap_lowered) {
                         t->failcnt_seen = before.failcnt;
                         t->cap_lowered = true; /* from the write on, ours may be in force */
                 }
+                /* Until the thread is done, the throttle (or the original), then the step's
+                 * limit, then the throttle again may be in force: all noted or recorded before
+                 * the first write, so a kill -9 at any instant leaves a value the next start
+                 * knows for ours. */
+                job.new_limit = p.new_limit;
+                job.put_back = t->throttle ?: t->recorded_cap;
                 target_record_note_lowered(t, p.new_limit, t->throttle);
-                r = memcg_set_limit(t->cg, p.new_limit);
-                /* At once, also after a failure: the throttle, or the original without one. */
-                q = target_throttle_put_back(t, r >= 0 ? p.new_limit : 0);
+        }
+        r = target_step_start(t, &job, on_step_done);
+        if (r < 0) {
+                /* Nothing was written: the throttle (or the original) is still in force. */
+                log_target_warning_errno(t, r, "Cannot start a reclaim step: %m");
+                if (t->cg->version == MEMCG_V1 && !t->throttle)
+                        (void) target_record_restore(t);
+                abort_episode(t, "no step thread");
+                target_hold_after_error(t);
+        }
+        return 0;
+}
+
+/* After the writes (in force now: v2 what the kernel reclaimed; v1 the throttle or the
+ * original back over the step's limit). */
+static void on_step_done(struct reclaim_target *t, const struct target_step *s) {
+        struct reclaim_step p = s->plan;
+        struct memcg_sample after;
+        const struct memcg_sample *before = &s->before;
+        int r = s->r, q = 0;
+
+        if (!t->cg) {
+                abort_episode(t, "the cgroup is gone");
+                goto replay;
+        }
+        if (t->cg->version == MEMCG_V1) {
+                if (!t->throttle)
+                        /* The original is back (or the thread could not write it): the record
+                         * goes, or the restore is retried. */
+                        q = target_record_restore(t);
+                else if (s->q < 0) {
+                        log_target_warning_errno(t, s->q, "Failed to put the throttle back on %s: %m", t->cgroup);
+                        q = target_record_restore(t);
+                }
                 if (r >= 0 && q < 0)
                         r = q;
-        } else
-                r = memcg_reclaim(t->cg, p.amount);
-        usec_t took = now_usec(CLOCK_MONOTONIC) - t0;
+        }
+        usec_t took = s->took;
         /* Keep one write short: dirty or busy cache makes the kernel wait (writeback), so a
          * slow write halves the next step (down to 1 MiB) and a quick one lets it grow back. */
         if (took > STEP_SLOW && t->step_now > STEP_MIN)
@@ -413,8 +453,8 @@ static int on_step(sd_event_source *s, void *userdata) {
 
         if (target_sample(t, &after) >= 0) {
                 t->last = after;
-                if (after.usage < before.usage) {
-                        uint64_t got = before.usage - after.usage;
+                if (after.usage < before->usage) {
+                        uint64_t got = before->usage - after.usage;
                         t->episode_bytes += got;
                         t->bytes_reclaimed += got;
                         (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
@@ -428,12 +468,12 @@ static int on_step(sd_event_source *s, void *userdata) {
                 (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, r == -EBUSY ? "busy" : "again");
                 end_episode(t, &p, r == -EBUSY ? "the kernel could not reclaim enough (EBUSY)"
                                                : "the kernel reclaimed less than asked (EAGAIN)", true);
-                return 0;
+                goto replay;
         }
         if (r < 0 && !memcg_exists(t->cg)) {
                 abort_episode(t, "the cgroup was removed");
                 target_check(t, WAKE_TIMER); /* detaches, says missing */
-                return 0;
+                goto replay;
         }
         if (r < 0) {
                 /* A hard error (the write refused, or the original could not be put back): no
@@ -447,7 +487,7 @@ static int on_step(sd_event_source *s, void *userdata) {
                           q < 0 ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
                           strerror(-r));
                 target_hold_after_error(t);
-                return 0;
+                goto replay;
         }
         if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
                 /* Looked at again either way: a writer may charge on past the last step, and
@@ -455,10 +495,17 @@ static int on_step(sd_event_source *s, void *userdata) {
                 end_episode(t, &p,
                             !p.last ? "step budget used" : t->last.usage > p.goal ? "last step done, the writer charged on" : "goal reached",
                             true);
-                return 0;
+                goto replay;
         }
         schedule_step(t);
-        return 0;
+replay:
+        /* A wake-up put off while the step was in flight: the episode's next step samples
+         * anyway, otherwise it is looked at now. */
+        if (t->step_replay >= 0 && !t->step) {
+                int source = t->step_replay;
+                t->step_replay = -1;
+                target_check(t, (enum wake_source) source);
+        }
 }
 
 /* Every wake-up ends here: sample, compare with high, start an episode if needed. */
@@ -467,6 +514,12 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
         struct reclaim_step p;
         int r;
 
+        if (t->step) {
+                /* The worker is changing the cap: looked at once the step is done. */
+                if (t->step_replay != WAKE_START)
+                        t->step_replay = (int) source;
+                return;
+        }
         if (unit_cap_busy(t, (int) source))
                 return; /* a write through systemd in flight: checked again when it is done */
         t->wakeups[source]++;
@@ -622,6 +675,7 @@ int target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *se
         t->state = TARGET_MISSING;
         t->lowered_fd = -EBADF;
         t->cap.replay = -1;
+        t->step_replay = -1;
         /* After a hard error: 1 s, doubling up to 5 min; a healthy 10 min starts again at 1 s. */
         backoff_init(&t->err_backoff,
                      &(const struct backoff_config) { .initial = USEC_PER_SEC, .max = 5 * USEC_PER_MINUTE,
@@ -658,6 +712,7 @@ int target_new(struct reclaim_ctx *ctx, const struct reclaim_target_settings *se
 struct reclaim_target *target_free(struct reclaim_target *t) {
         if (!t)
                 return NULL;
+        target_step_cancel(t); /* its writes end before the restore */
         /* The record goes only once the original is back (or the cgroup is gone); otherwise it
          * stays for the next start to restore. */
         (void) target_record_restore(t);
@@ -759,7 +814,8 @@ int target_update(struct reclaim_target *t, const struct reclaim_target_settings
 }
 
 bool target_restore_pending(const struct reclaim_target *t) {
-        return t->cap_lowered && !t->throttle;
+        /* A v1 step without a throttle in flight is not one: its thread puts the original back. */
+        return t->cap_lowered && !t->throttle && !t->step;
 }
 
 const char *target_cgroup(const struct reclaim_target *t) {

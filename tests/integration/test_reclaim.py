@@ -746,6 +746,38 @@ def test_reload_changes_and_drops_targets(agent_factory, memcg_factory):
     assert g.limit() == LIMIT
 
 
+
+def test_reloads_and_a_dropped_section_mid_stream_leave_the_original(agent_factory, memcg_factory, stream_dir):
+    """A step's writes run on a thread: a reload (the target detached and attached again) and a
+    dropped section (the target freed) while a writer streams wait for a step in flight, and
+    the original is what stays."""
+    g = memcg_factory("midstep", LIMIT)
+    a = agent_factory(config=section("m", g.name))
+    wait_until(lambda: target(a, "m")["state"] == "ok")
+    w = g.run(writer_argv(stream_dir, 64 * LIMIT), stdout=subprocess.DEVNULL)
+    try:
+        for i, high in enumerate(("85%", "90%", "85%")):
+            steps = target(a, "m")["steps"]
+            wait_until(lambda: target(a, "m")["steps"] > steps, desc="a step")
+            a.sections["reclaim.m"]["high"] = high
+            a.write_config()
+            a.sighup()
+            wait_until(lambda: target(a, "m")["high"] == LIMIT * int(high[:-1]) // 100, desc="reload %d" % i)
+        steps = target(a, "m")["steps"]
+        wait_until(lambda: target(a, "m")["steps"] > steps, desc="a step")
+        del a.sections["reclaim.m"]
+        a.write_config()
+        a.sighup()
+        wait_until(lambda: a.get("/v1/reclaim").status == 503)
+    finally:
+        w.kill()
+        w.wait()
+    assert g.limit() == LIMIT
+    assert os.listdir(os.path.join(a.state_dir, "reclaim")) == []
+    a.sigterm()
+    a.assert_exit(a.wait_exit(10), 0)
+
+
 BAD = [
     ("psi", "psi=sometimes 1 2", "invalid value 'sometimes 1 2' for 'psi' in [reclaim.x]: expected 'some|full"),
     ("pressure", "pressure-level=extreme", "invalid value 'extreme' for 'pressure-level' in [reclaim.x]"),

@@ -85,7 +85,7 @@ static void test_dest_foreign(_unused_ void **state) {
         assert_int_equal(fs_rm_rf(d), 0);
 }
 
-static int run(fswork_fn fn, struct stage *s, bool stop) {
+static int run(offload_fn fn, struct stage *s, bool stop) {
         atomic_bool flag;
         atomic_init(&flag, stop);
         return fn(s, &flag);

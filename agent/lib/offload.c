@@ -7,12 +7,12 @@
 
 #include <openssl/crypto.h>
 
-#include "fswork.h"
+#include "offload.h"
 
-struct fswork {
-        fswork_fn run;
+struct offload {
+        offload_fn run;
         void *job;
-        fswork_done_fn done;
+        offload_done_fn done;
         void *userdata;
         atomic_bool stop;
         int result;         /* written by the thread before it signals event_fd */
@@ -22,18 +22,19 @@ struct fswork {
         bool started, joined;
 };
 
-static void *fswork_main(void *userdata) {
-        struct fswork *w = userdata;
+static void *offload_main(void *userdata) {
+        struct offload *w = userdata;
         static const uint64_t one = 1;
 
         w->result = w->run(w->job, &w->stop);
-        /* Hashing reused files uses OpenSSL: its per-thread state goes with the thread. */
+        /* A job may use OpenSSL (configsync hashes files): its per-thread state goes with the
+         * thread. */
         OPENSSL_thread_stop();
         (void) !write(w->event_fd, &one, sizeof(one));
         return NULL;
 }
 
-static void fswork_join(struct fswork *w) {
+static void offload_join(struct offload *w) {
         if (w->started && !w->joined) {
                 (void) pthread_join(w->thread, NULL);
                 w->joined = true;
@@ -41,28 +42,29 @@ static void fswork_join(struct fswork *w) {
 }
 
 static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        struct fswork *w = userdata;
+        struct offload *w = userdata;
 
         /* The thread wrote event_fd as its last act: the join is immediate. */
-        fswork_join(w);
+        offload_join(w);
         w->source = sd_event_source_disable_unref(w->source);
         w->done(w, w->result, w->userdata);
         return 0;
 }
 
-struct fswork *fswork_free(struct fswork *w) {
+struct offload *offload_free(struct offload *w) {
         if (!w)
                 return NULL;
         atomic_store(&w->stop, true);
-        fswork_join(w);
+        offload_join(w);
         w->source = sd_event_source_disable_unref(w->source);
         safe_close(w->event_fd);
         free(w);
         return NULL;
 }
 
-int fswork_start(sd_event *e, fswork_fn run, void *job, fswork_done_fn done, void *userdata, struct fswork **ret) {
-        _cleanup_(fswork_freep) struct fswork *w = NULL;
+int offload_start(sd_event *e, const char *description, offload_fn run, void *job, offload_done_fn done, void *userdata,
+                  struct offload **ret) {
+        _cleanup_(offload_freep) struct offload *w = NULL;
         sigset_t all, saved;
         int r;
 
@@ -82,12 +84,12 @@ int fswork_start(sd_event *e, fswork_fn run, void *job, fswork_done_fn done, voi
         r = sd_event_add_io(e, &w->source, w->event_fd, EPOLLIN, on_done, w);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_description(w->source, "configsync-fswork");
+        (void) sd_event_source_set_description(w->source, description);
 
         /* Signals stay the loop's (signalfd): the thread never takes one. */
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &saved);
-        r = -pthread_create(&w->thread, NULL, fswork_main, w);
+        r = -pthread_create(&w->thread, NULL, offload_main, w);
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         if (r < 0)
                 return r;
