@@ -4,6 +4,7 @@ RECLAIM_SOURCES = \
 	modules/reclaim/target.c modules/reclaim/target.h modules/reclaim/target-internal.h modules/reclaim/target-settings.c \
 	modules/reclaim/target-record.c modules/reclaim/target-events.c modules/reclaim/target-throttle.c \
 	modules/reclaim/target-step.c \
+	modules/reclaim/target-episode.c \
 	modules/reclaim/plan.c modules/reclaim/plan.h \
 	modules/reclaim/memcg.c modules/reclaim/memcg.h modules/reclaim/unit-cap.c modules/reclaim/unit-cap.h \
 	modules/reclaim/unit-name.c

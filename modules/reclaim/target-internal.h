@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* target-internal: what the files of one target share (target.c: lifecycle, wake-ups and
- * episodes; target-record.c: the durable record of the original limit and its restore;
+/* target-internal: what the files of one target share (target.c: lifecycle and wake-ups;
+ * target-episode.c: an episode's steps; target-record.c: the durable record of the original limit and its restore;
  * target-events.c: the kernel notifications that wake a target; target-step.c: a step's writes
  * off the loop). Not for the module. */
 
@@ -131,6 +131,24 @@ void target_check(struct reclaim_target *t, enum wake_source source);
 void target_hold_after_error(struct reclaim_target *t);
 /* v1: counts the failures since the last read while our limit is in force (before a restore). */
 void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg);
+
+/* Sets the state (the one place it changes; every transition logged) and its reason. */
+void target_set_state(struct reclaim_target *t, enum target_state s, const char *reason_format, ...) _printf_(3, 4);
+/* Reads the cgroup into ret, counting the failures against a lowered limit. */
+int target_sample(struct reclaim_target *t, struct memcg_sample *ret);
+/* unfinished: short of the goal, looked at again after the settle delay. */
+void target_set_unfinished(struct reclaim_target *t, bool unfinished);
+
+/* target-episode.c */
+/* The step source's callback: plans one step and starts its writes (target-step.c). */
+int target_episode_step(sd_event_source *s, void *userdata);
+void target_episode_schedule_step(struct reclaim_target *t);
+/* ok, or unreachable saying why, from a plan. */
+void target_episode_state_from_plan(struct reclaim_target *t, const struct reclaim_step *p);
+void target_episode_end(struct reclaim_target *t, const struct reclaim_step *p, const char *why, bool unfinished);
+/* Every way out of an episode that is not its end: the step source off, target_check() may
+ * start another. */
+void target_episode_abort(struct reclaim_target *t, const char *why);
 
 /* target-record.c */
 /* Records the original cap durably before the first write to it (-EBUSY: our lowered value

@@ -9,13 +9,6 @@
 #include "target-internal.h"
 #include "string-table.h"
 
-/* An episode that has not reached its goal after this many steps yields to the next wake-up
- * (a writer faster than reclaim); the safety-net timer or the next event starts another. */
-#define EPISODE_MAX_STEPS 64u
-/* A reclaim write slower than this halves the step size (not below STEP_MIN): half the
- * 10 ms an API answer may wait behind one write. */
-#define STEP_SLOW (5 * USEC_PER_MSEC)
-#define STEP_MIN (UINT64_C(1) << 20)
 /* An episode that ended after steps (short of its goal: the kernel reclaimed less than asked,
  * the step budget ran out; or at it, with a writer that may charge on) is looked at again this
  * soon — the timer moves with each episode, so a stream of them gets one look after the last:
@@ -70,7 +63,7 @@ void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg)
 
 /* Reads the cgroup (memcg_read); while a v1 limit of ours is in force, counts the failures
  * against it (lowered_limit_hits) and reports the original as the limit. */
-static int target_sample(struct reclaim_target *t, struct memcg_sample *ret) {
+int target_sample(struct reclaim_target *t, struct memcg_sample *ret) {
         struct memcg_sample s;
         int r = memcg_read(t->cg, &s);
         if (r < 0)
@@ -94,9 +87,7 @@ static bool state_is_notable(enum target_state s) {
 /* The one place the state changes. Every transition is logged: at info when the operator has
  * something to look at (missing, unreachable, unlimited, error, and back), at debug for the
  * ok ⇄ reclaiming rhythm of normal work. */
-static void set_state(struct reclaim_target *t, enum target_state s, const char *reason_format, ...)
-        _printf_(3, 4);
-static void set_state(struct reclaim_target *t, enum target_state s, const char *reason_format, ...) {
+void target_set_state(struct reclaim_target *t, enum target_state s, const char *reason_format, ...) {
         _cleanup_free_ char *reason = NULL;
         if (reason_format) {
                 va_list ap;
@@ -134,7 +125,7 @@ static void set_state(struct reclaim_target *t, enum target_state s, const char 
 
 /* unfinished: short of the goal, looked at again after SETTLE (and from then on, while it
  * stays unfinished, reclaimed toward the goal even below high). */
-static void set_unfinished(struct reclaim_target *t, bool unfinished) {
+void target_set_unfinished(struct reclaim_target *t, bool unfinished) {
         t->unfinished = unfinished;
         if (!t->settle_src)
                 return;
@@ -156,7 +147,7 @@ static void detach(struct reclaim_target *t) {
         if (t->step_src)
                 (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
         t->in_episode = false;
-        set_unfinished(t, false);
+        target_set_unfinished(t, false);
         /* A throttle left in force is a pending restore from here on (target_check() puts
          * the original back before anything else). */
         t->throttle = 0;
@@ -173,7 +164,7 @@ static int resolve_bounds(struct reclaim_target *t, uint64_t limit) {
                                     limit, &b, &reason);
         if (r < 0) {
                 t->bounds_ok = false;
-                set_state(t, r == -ERANGE ? TARGET_UNLIMITED : TARGET_ERROR, "%s", reason);
+                target_set_state(t, r == -ERANGE ? TARGET_UNLIMITED : TARGET_ERROR, "%s", reason);
                 return r;
         }
         bool changed = !t->bounds_ok || b.high != t->bounds.high;
@@ -212,33 +203,33 @@ static int attach(struct reclaim_target *t) {
                 _cleanup_free_ char *path = NULL;
                 r = memcg_find_pod(t->pod_cgroup_id, POD_SEARCH_DEPTH, &path);
                 if (r == -ENOENT) {
-                        set_state(t, TARGET_MISSING, "no memory cgroup for pod %s %s yet",
+                        target_set_state(t, TARGET_MISSING, "no memory cgroup for pod %s %s yet",
                                   streq(t->pod_cgroup_id, t->pod_uid) ? "uid" : "config hash", t->pod_cgroup_id);
                         return 0;
                 }
                 if (r < 0) {
-                        set_state(t, TARGET_ERROR, "cannot search the memory hierarchy: %s", strerror(-r));
+                        target_set_state(t, TARGET_ERROR, "cannot search the memory hierarchy: %s", strerror(-r));
                         return 0;
                 }
                 const char *by = t->ctx->cgroup_taken ? t->ctx->cgroup_taken(t->ctx->userdata, path) : NULL;
                 if (by) {
-                        set_state(t, TARGET_ERROR, "ignoring the pod: its cgroup %s is watched by [reclaim.%s]", path, by);
+                        target_set_state(t, TARGET_ERROR, "ignoring the pod: its cgroup %s is watched by [reclaim.%s]", path, by);
                         return 0;
                 }
                 r = set_cgroup(t, &path);
                 if (r < 0) {
-                        set_state(t, TARGET_ERROR, "the pod's cgroup moved to %s, but the original limit of %s could not be restored yet",
+                        target_set_state(t, TARGET_ERROR, "the pod's cgroup moved to %s, but the original limit of %s could not be restored yet",
                                   path, t->cgroup);
                         return 0;
                 }
         }
         r = memcg_open(t->cgroup, &t->cg);
         if (r == -ENOENT) {
-                set_state(t, TARGET_MISSING, "cgroup %s does not exist", t->cgroup);
+                target_set_state(t, TARGET_MISSING, "cgroup %s does not exist", t->cgroup);
                 return 0;
         }
         if (r < 0) {
-                set_state(t, TARGET_ERROR, "cannot open cgroup %s: %s", t->cgroup, strerror(-r));
+                target_set_state(t, TARGET_ERROR, "cannot open cgroup %s: %s", t->cgroup, strerror(-r));
                 return 0;
         }
         if (memcg_inode(t->cg, &t->cg_inode) < 0)
@@ -246,14 +237,14 @@ static int attach(struct reclaim_target *t) {
         uint64_t limit;
         r = memcg_read_limit(t->cg, &limit);
         if (r < 0) {
-                set_state(t, TARGET_ERROR, "cannot read the limit of %s: %s", t->cgroup, strerror(-r));
+                target_set_state(t, TARGET_ERROR, "cannot read the limit of %s: %s", t->cgroup, strerror(-r));
                 t->cg = memcg_free(t->cg);
                 return 0;
         }
         log_target_info(t, "watching %s (cgroup v%d)", t->cgroup, (int) t->cg->version);
         /* Not missing any more, while systemd is asked who owns it (the check comes after). */
         if (t->state == TARGET_MISSING)
-                set_state(t, TARGET_OK, NULL);
+                target_set_state(t, TARGET_OK, NULL);
         unit_cap_attach(t);
         target_record_load(t);
         /* With our lowered limit possibly in force (v1) the limit read is not the original:
@@ -267,58 +258,10 @@ static int attach(struct reclaim_target *t) {
                 (void) target_record_original(t, original);
         r = target_events_arm(t);
         if (r < 0)
-                set_state(t, TARGET_ERROR, "cannot register memory events: %s (the %s check still runs)", strerror(-r),
+                target_set_state(t, TARGET_ERROR, "cannot register memory events: %s (the %s check still runs)", strerror(-r),
                           "periodic");
         target_check(t, WAKE_START);
         return 0;
-}
-
-static void schedule_step(struct reclaim_target *t) {
-        (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_ONESHOT);
-}
-
-/* ok, or unreachable saying why, from a plan. */
-static void set_state_from_plan(struct reclaim_target *t, const struct reclaim_step *p) {
-        if (t->record_error) {
-                set_state(t, TARGET_ERROR, "%s", t->record_error);
-                return;
-        }
-        if (p->verdict != RECLAIM_UNREACHABLE && !p->partial) {
-                set_state(t, TARGET_OK, NULL);
-                return;
-        }
-        bool high = p->verdict == RECLAIM_UNREACHABLE;
-        set_state(t, TARGET_UNREACHABLE,
-                  "anonymous memory %" PRIu64 "M + min-file %" PRIu64 "M + headroom %" PRIu64 "M leave no room to reach %s (%" PRIu64 "M)",
-                  t->last.anon >> 20, MIN(t->last.file, t->bounds.min_file) >> 20, t->bounds.headroom >> 20,
-                  high ? "high" : "target", (high ? t->bounds.high : t->bounds.target) >> 20);
-}
-
-static void end_episode(struct reclaim_target *t, const struct reclaim_step *p, const char *why, bool unfinished) {
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-        t->in_episode = false;
-        set_unfinished(t, unfinished);
-        t->last_reclaim_realtime = now_usec(CLOCK_REALTIME);
-        if (t->episode_steps > 0) {
-                t->n_reclaims++;
-                t->last_reaction = now - t->episode_start;
-                (void) metric_inc(t->ctx->metrics.reclaims, t->settings.name);
-                (void) metric_observe(t->ctx->metrics.reaction, (double) t->last_reaction / USEC_PER_SEC, t->settings.name);
-                backoff_reset(&t->err_backoff); /* writes work again */
-        }
-        log_target_debug(t, "episode done after %u steps, %" PRIu64 " bytes in %.1f ms: %s", t->episode_steps,
-                         t->episode_bytes, (double) (now - t->episode_start) / USEC_PER_MSEC, why);
-        set_state_from_plan(t, p);
-}
-
-/* Every way out of an episode that is not its end (the cgroup went away, the limit changed
- * under us, an error): the one-shot step source is off and target_check() may start another. */
-static void abort_episode(struct reclaim_target *t, const char *why) {
-        if (t->step_src)
-                (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
-        if (t->in_episode)
-                log_target_debug(t, "episode aborted after %u steps: %s", t->episode_steps, why);
-        t->in_episode = false;
 }
 
 /* A hard error: error state, and neither a new episode nor a restore attempt before a backoff
@@ -336,179 +279,6 @@ void target_hold_after_error(struct reclaim_target *t) {
         log_target_debug(t, "holding off for %.1f s after the error", (double) delay / USEC_PER_SEC);
 }
 
-static void on_step_done(struct reclaim_target *t, const struct target_step *s);
-
-/* One bounded step of an episode: planned here, its writes on a thread (target-step.c), the
- * rest in on_step_done(). */
-static int on_step(sd_event_source *s, void *userdata) {
-        struct reclaim_target *t = userdata;
-        struct memcg_sample before;
-        struct reclaim_step p;
-        int r;
-        (void) s;
-
-        if (!t->in_episode || t->step)
-                return 0;
-        if (unit_cap_busy(t, -1))
-                return 0; /* a write through systemd in flight: the step comes when it is done */
-        if (!t->cg || !t->bounds_ok) {
-                abort_episode(t, "the cgroup or its bounds are gone");
-                return 0;
-        }
-        r = target_sample(t, &before);
-        if (r < 0) {
-                abort_episode(t, "cannot read the cgroup");
-                target_check(t, WAKE_TIMER); /* finds out what happened to the cgroup */
-                return 0;
-        }
-        t->last = before;
-        t->have_sample = true;
-        if ((t->cap_lowered && !t->throttle) || !target_throttle_in_force(t, &before) || before.limit != t->bounds.limit) {
-                /* Someone changed the limit (or a restore is pending): start over from target_check(). */
-                abort_episode(t, "the limit changed");
-                target_check(t, WAKE_TIMER);
-                return 0;
-        }
-        struct reclaim_bounds b = t->bounds;
-        if (t->step_now == 0 || t->step_now > b.step)
-                t->step_now = b.step;
-        b.step = t->step_now;
-        plan_step(&b, &before, true, &p);
-        if (p.verdict != RECLAIM_STEP) {
-                end_episode(t, &p, plan_verdict_to_string(p.verdict), false);
-                return 0;
-        }
-
-        /* v1: record the original before touching it, so a crash cannot leave it lowered (the
-         * throttle recorded it already, unless there is none). */
-        if (t->cg->version == MEMCG_V1 && target_record_original(t, t->bounds.limit) < 0) {
-                abort_episode(t, "no record"); /* nothing was touched */
-                set_state(t, TARGET_ERROR, "%s", strempty(t->record_error));
-                target_hold_after_error(t);
-                return 0;
-        }
-        struct target_step job = { .before = before, .plan = p, .amount = p.amount };
-        if (t->cg->version == MEMCG_V1) {
-                if (!t->cap_lowered) {
-                        t->failcnt_seen = before.failcnt;
-                        t->cap_lowered = true; /* from the write on, ours may be in force */
-                }
-                /* Until the thread is done, the throttle (or the original), then the step's
-                 * limit, then the throttle again may be in force: all noted or recorded before
-                 * the first write, so a kill -9 at any instant leaves a value the next start
-                 * knows for ours. */
-                job.new_limit = p.new_limit;
-                job.put_back = t->throttle ?: t->recorded_cap;
-                target_record_note_lowered(t, p.new_limit, t->throttle);
-        }
-        r = target_step_start(t, &job, on_step_done);
-        if (r < 0) {
-                /* Nothing was written: the throttle (or the original) is still in force. */
-                log_target_warning_errno(t, r, "Cannot start a reclaim step: %m");
-                if (t->cg->version == MEMCG_V1 && !t->throttle)
-                        (void) target_record_restore(t);
-                abort_episode(t, "no step thread");
-                target_hold_after_error(t);
-        }
-        return 0;
-}
-
-/* After the writes (in force now: v2 what the kernel reclaimed; v1 the throttle or the
- * original back over the step's limit). */
-static void on_step_done(struct reclaim_target *t, const struct target_step *s) {
-        struct reclaim_step p = s->plan;
-        struct memcg_sample after;
-        const struct memcg_sample *before = &s->before;
-        int r = s->r, q = 0;
-
-        if (!t->cg) {
-                abort_episode(t, "the cgroup is gone");
-                goto replay;
-        }
-        if (t->cg->version == MEMCG_V1) {
-                if (!t->throttle)
-                        /* The original is back (or the thread could not write it): the record
-                         * goes, or the restore is retried. */
-                        q = target_record_restore(t);
-                else if (s->q < 0) {
-                        log_target_warning_errno(t, s->q, "Failed to put the throttle back on %s: %m", t->cgroup);
-                        q = target_record_restore(t);
-                }
-                if (r >= 0 && q < 0)
-                        r = q;
-        }
-        usec_t took = s->took;
-        /* Keep one write short: dirty or busy cache makes the kernel wait (writeback), so a
-         * slow write halves the next step (down to 1 MiB) and a quick one lets it grow back. */
-        if (took > STEP_SLOW && t->step_now > STEP_MIN)
-                t->step_now = MAX(t->step_now / 2, STEP_MIN);
-        else if (took < STEP_SLOW / 4 && t->step_now < t->bounds.step)
-                t->step_now = t->step_now > t->bounds.step / 2 ? t->bounds.step : t->step_now * 2;
-        t->last_step = took;
-        t->max_step = MAX(t->max_step, took);
-        t->n_steps++;
-        t->episode_steps++;
-        (void) metric_inc(t->ctx->metrics.steps, t->settings.name);
-        (void) metric_observe(t->ctx->metrics.step_seconds, (double) took / USEC_PER_SEC, t->settings.name);
-
-        if (target_sample(t, &after) >= 0) {
-                t->last = after;
-                if (after.usage < before->usage) {
-                        uint64_t got = before->usage - after.usage;
-                        t->episode_bytes += got;
-                        t->bytes_reclaimed += got;
-                        (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
-                }
-                (void) target_throttle_follow(t, &after); /* a failure is retried by the next check */
-        }
-        if (plan_step_error_is_transient(r) && q >= 0) {
-                /* The kernel could not reclaim that much (dirty or busy pages, or the workload
-                 * faster than us): stop here; the next wake-up tries again. */
-                t->n_step_errors++;
-                (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, r == -EBUSY ? "busy" : "again");
-                end_episode(t, &p, r == -EBUSY ? "the kernel could not reclaim enough (EBUSY)"
-                                               : "the kernel reclaimed less than asked (EAGAIN)", true);
-                goto replay;
-        }
-        if (r < 0 && !memcg_exists(t->cg)) {
-                abort_episode(t, "the cgroup was removed");
-                target_check(t, WAKE_TIMER); /* detaches, says missing */
-                goto replay;
-        }
-        if (r < 0) {
-                /* A hard error (the write refused, or the original could not be put back): no
-                 * new episode at once — that would fail the same way, in a loop — but after a
-                 * backoff, from the timer. */
-                t->n_step_errors++;
-                (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, "error");
-                log_target_warning_errno(t, r, "Reclaim step failed: %m");
-                abort_episode(t, "step failed");
-                set_state(t, TARGET_ERROR, "%s: %s",
-                          q < 0 ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
-                          strerror(-r));
-                target_hold_after_error(t);
-                goto replay;
-        }
-        if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
-                /* Looked at again either way: a writer may charge on past the last step, and
-                 * one that stops just after it leaves no crossing of high to wake us. */
-                end_episode(t, &p,
-                            !p.last ? "step budget used" : t->last.usage > p.goal ? "last step done, the writer charged on" : "goal reached",
-                            true);
-                goto replay;
-        }
-        schedule_step(t);
-replay:
-        /* A wake-up put off while the step was in flight: the episode's next step samples
-         * anyway, otherwise it is looked at now. */
-        if (t->step_replay >= 0 && !t->step) {
-                int source = t->step_replay;
-                t->step_replay = -1;
-                target_check(t, (enum wake_source) source);
-        }
-}
-
-/* Every wake-up ends here: sample, compare with high, start an episode if needed. */
 void target_check(struct reclaim_target *t, enum wake_source source) {
         struct memcg_sample s;
         struct reclaim_step p;
@@ -554,7 +324,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 if (t->cap_lowered) {
                         /* Our lowered value may still be in force: never plan from it, never
                          * take it for the original. */
-                        set_state(t, TARGET_ERROR, "cannot restore %s of %s to %" PRIu64 " (retrying)",
+                        target_set_state(t, TARGET_ERROR, "cannot restore %s of %s to %" PRIu64 " (retrying)",
                                   memcg_cap_name(t->cg->version), t->cgroup, t->recorded_cap);
                         target_hold_after_error(t);
                         return;
@@ -570,11 +340,11 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                         t->cap_lowered = false;
                         target_record_remove(t);
                         detach(t);
-                        set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
+                        target_set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
                         /* A pod's cgroup may come back elsewhere; a named one at the same path. */
                         return;
                 }
-                set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
+                target_set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
                 target_hold_after_error(t);
                 return;
         }
@@ -612,7 +382,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 /* A writer meets the throttle from now on, not the limit. */
                 r = target_throttle_engage(t, &s);
                 if (r < 0) {
-                        set_state(t, TARGET_ERROR, "%s", t->record_error ?: "cannot lower the cap (see the log)");
+                        target_set_state(t, TARGET_ERROR, "%s", t->record_error ?: "cannot lower the cap (see the log)");
                         target_hold_after_error(t);
                         return;
                 }
@@ -625,8 +395,8 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                  * settle look is still to come unless this is it: the writer may charge on
                  * after this wake-up without crossing high again. */
                 if (p.verdict != RECLAIM_DONE || source == WAKE_SETTLE)
-                        set_unfinished(t, false);
-                set_state_from_plan(t, &p);
+                        target_set_unfinished(t, false);
+                target_episode_state_from_plan(t, &p);
                 return;
         case RECLAIM_STEP:
                 t->in_episode = true;
@@ -635,11 +405,11 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 t->episode_steps = 0;
                 t->episode_bytes = 0;
                 t->episode_usage_start = s.usage;
-                set_state(t, TARGET_RECLAIMING, NULL);
+                target_set_state(t, TARGET_RECLAIMING, NULL);
                 log_target_debug(t, "usage %" PRIu64 " %s high %" PRIu64 " (%s): reclaiming toward %" PRIu64, s.usage,
                                  s.usage >= t->bounds.high ? ">=" : "< (unfinished)", t->bounds.high,
                                  wake_source_to_string(source), p.goal);
-                schedule_step(t);
+                target_episode_schedule_step(t);
                 return;
         case _RECLAIM_VERDICT_MAX:
                 break;
@@ -763,7 +533,7 @@ int target_start(struct reclaim_target *t) {
 
         touch_series(t);
         if (!t->step_src) {
-                r = sd_event_add_defer(t->ctx->event, &t->step_src, on_step, t);
+                r = sd_event_add_defer(t->ctx->event, &t->step_src, target_episode_step, t);
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_enabled(t->step_src, SD_EVENT_OFF);
