@@ -422,8 +422,32 @@ static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) 
 
 /* ---- the target's interface ---- */
 
-void unit_cap_attach(struct reclaim_target *t) {
+/* Sends the target's call of kind about unit (CALL_SET: value, restore) and makes it the call
+ * whose answer decides; a failure to send is counted and kept as the target's owner_error. */
+static int target_call_start(struct reclaim_target *t, enum call_kind kind, const char *unit, uint64_t value, bool restore) {
         struct unit_bus *b;
+        int r = bus_get(t->ctx, &b);
+        struct unit_call *c = r < 0 ? NULL : call_new(b, kind, unit, t->cgroup);
+        if (c) {
+                c->t = t;
+                c->value = value;
+                c->restore = restore;
+                r = call_send(c);
+                if (r < 0)
+                        c = call_free(c);
+        } else if (r >= 0)
+                r = -ENOMEM;
+        if (r < 0) {
+                count_failure(t);
+                free(t->cap.error);
+                t->cap.error = strdup(strerror(-r));
+                return r;
+        }
+        t->cap.call = c;
+        return 0;
+}
+
+void unit_cap_attach(struct reclaim_target *t) {
         _cleanup_free_ char *unit = NULL;
 
         unit_cap_detach(t);
@@ -432,24 +456,12 @@ void unit_cap_attach(struct reclaim_target *t) {
         int r = unit_name_from_cgroup(t->cgroup, &unit);
         if (r <= 0)
                 return;
-        r = bus_get(t->ctx, &b);
-        struct unit_call *c = r < 0 ? NULL : call_new(b, CALL_CHECK, unit, t->cgroup);
-        if (c) {
-                c->t = t;
-                r = call_send(c);
-                if (r < 0)
-                        c = call_free(c);
-        } else if (r >= 0)
-                r = -ENOMEM;
+        r = target_call_start(t, CALL_CHECK, unit, 0, false);
         if (r < 0) {
                 log_target_warning_errno(t, r, "Cannot reach systemd to ask whether %s is the cgroup of %s: %m; writing memory.high directly",
                                          t->cgroup, unit);
-                count_failure(t);
-                free(t->cap.error);
-                t->cap.error = strdup(strerror(-r));
                 return;
         }
-        t->cap.call = c;
         t->cap.owner = CAP_OWNER_CHECKING;
         t->cap.unit = TAKE_PTR(unit);
 }
@@ -497,29 +509,12 @@ void unit_cap_free(struct reclaim_target *t) {
 }
 
 int unit_cap_write(struct reclaim_target *t, const struct memcg *cg, uint64_t value, bool restore) {
-        struct unit_bus *b;
         if (t->cap.owner != CAP_OWNER_SYSTEMD || cg != t->cg)
                 return memcg_write_cap(cg, value);
-        int r = bus_get(t->ctx, &b);
-        struct unit_call *c = r < 0 ? NULL : call_new(b, CALL_SET, t->cap.unit, t->cgroup);
-        if (c) {
-                c->t = t;
-                c->value = value;
-                c->restore = restore;
-                r = call_send(c);
-                if (r < 0)
-                        c = call_free(c);
-        } else if (r >= 0)
-                r = -ENOMEM;
-        if (r < 0) {
+        int r = target_call_start(t, CALL_SET, t->cap.unit, value, restore);
+        if (r < 0)
                 log_target_warning_errno(t, r, "Cannot call systemd to set MemoryHigh= of %s: %m", t->cap.unit);
-                count_failure(t);
-                free(t->cap.error);
-                t->cap.error = strdup(strerror(-r));
-                return r;
-        }
-        t->cap.call = c;
-        return 0;
+        return r;
 }
 
 bool unit_cap_busy(struct reclaim_target *t, int source) {

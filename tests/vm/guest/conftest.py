@@ -177,6 +177,21 @@ def api(path, method="GET", sock=SOCKET, timeout=10):
     return int(code), body
 
 
+
+def reclaim_target(name):
+    """The reclaim target called name, as /v1/reclaim shows it."""
+    code, body = api("/v1/reclaim")
+    assert code == 200, body
+    for t in json.loads(body)["targets"]:
+        if t["name"] == name:
+            return t
+    raise AssertionError("no target %s in %s" % (name, body))
+
+
+def memory_events(g):
+    """A v2 cgroup's memory.events as a dict of counts."""
+    return {k: int(v) for k, v in (line.split() for line in g.read("memory.events").splitlines())}
+
 def write_dropin(name, text):
     os.makedirs(CONF_D, exist_ok=True)
     path = os.path.join(CONF_D, name)

@@ -9,7 +9,6 @@ memset takes the cgroup's anonymous memory to the limit minus min-file (60M: abo
 delays the task), never OOM-kills: zero OOM kills, the burster exits 0. The control: the same
 burst against memory.max set by hand to the throttle's level (no agent) is OOM-killed."""
 
-import json
 import os
 import re
 import signal
@@ -17,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from conftest import api, journal, journal_cursor, main_pid, run, start_agent, wait_for
+from conftest import memory_events, reclaim_target, journal, journal_cursor, main_pid, run, start_agent, wait_for
 
 sys.path.insert(0, os.path.join(os.environ.get("PINION_SRCDIR", "/root/pinion"), "tests", "integration"))
 from reclaim_testlib import MiB, MemCgroup, dd_argv  # noqa: E402
@@ -57,18 +56,6 @@ def service(node, name, limit):
     return MemCgroup("/system.slice/" + unit, version=2, root=ROOT)
 
 
-def target(name):
-    code, body = api("/v1/reclaim")
-    assert code == 200, body
-    for t in json.loads(body)["targets"]:
-        if t["name"] == name:
-            return t
-    raise AssertionError("no target %s in %s" % (name, body))
-
-
-def events(g):
-    return {k: int(v) for k, v in (line.split() for line in g.read("memory.events").splitlines())}
-
 
 def run_dd(g, path, size):
     p = g.run(dd_argv(path, size), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -87,7 +74,7 @@ def burst_after_dd(node, g, agent_target=None):
     run_dd(g, files[0], 2 * LIMIT)
     pid = 0
     if agent_target:
-        wait_for("the episode after dd done", lambda: target(agent_target)["state"] != "reclaiming" and
+        wait_for("the episode after dd done", lambda: reclaim_target(agent_target)["state"] != "reclaiming" and
                  g.value("memory.current") < HIGH)
         pid = main_pid()
         os.kill(pid, signal.SIGSTOP)
@@ -118,11 +105,11 @@ def test_a_burst_to_the_limit_minus_min_file_is_never_oom_killed_under_the_throt
     g = service(node, "pinion-test-oomon", LIMIT)
     node.conf("50-reclaim.conf", section("oom", g.name))
     start_agent()
-    wait_for("throttle", lambda: target("oom")["throttle"] == HIGH_PAGES)
+    wait_for("throttle", lambda: reclaim_target("oom")["throttle"] == HIGH_PAGES)
 
     rc, out, size, before, caps = burst_after_dd(node, g, agent_target="oom")
 
-    ev = events(g)
+    ev = memory_events(g)
     print("# v2 burst %.1f MiB (anon %.1f -> %.1f of limit 64 - min-file 4), dirty %.1f + writeback %.1f of file "
           "%.1f MiB before it; memory.high %s, memory.max %s; memory.events %s; peak %.1f; exit %s" % (
               size / MiB, before["anon"] / MiB, (before["anon"] + size) / MiB, before["file_dirty"] / MiB,
@@ -140,7 +127,7 @@ def test_the_same_burst_against_memory_max_at_the_throttle_level_is_oom_killed(n
 
     rc, out, size, before, caps = burst_after_dd(node, g)
 
-    ev = events(g)
+    ev = memory_events(g)
     print("# v2 control: burst %.1f MiB (anon %.1f -> %.1f), dirty %.1f MiB, memory.max %s (the throttle's level); "
           "memory.events %s; exit %s" % (size / MiB, before["anon"] / MiB, (before["anon"] + size) / MiB,
                                           before["file_dirty"] / MiB, caps[1], ev, rc))
@@ -164,7 +151,7 @@ def test_a_throttle_engaged_above_high_is_written_above_usage_then_lowered(node)
     node.conf("60-debug.conf", "[agent]\nlog-level=debug\n")
     cursor = journal_cursor()
     start_agent()
-    wait_for("throttle at high", lambda: target("late")["throttle"] == HIGH_PAGES)
+    wait_for("throttle at high", lambda: reclaim_target("late")["throttle"] == HIGH_PAGES)
     written = [int(m.group(1)) for m in (re.search(r"throttle: memory.high of \S+ at (\d+)", e.get("MESSAGE", ""))
                                          for e in journal("-u", "piniond.service", cursor=cursor)) if m]
     print("# usage %.1f MiB at start (high %.1f): memory.high written %s" % (

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import api, journal, journal_cursor, main_pid, run, start_agent, systemctl, unit_property, wait_for
+from conftest import api, memory_events, reclaim_target, journal, journal_cursor, main_pid, run, start_agent, systemctl, unit_property, wait_for
 
 sys.path.insert(0, os.path.join(os.environ.get("PINION_SRCDIR", "/root/pinion"), "tests", "integration"))
 from reclaim_testlib import MiB, MemCgroup, anon_argv, dd_argv  # noqa: E402
@@ -53,18 +53,6 @@ def scope(node, name):
     return g
 
 
-def target(name):
-    code, body = api("/v1/reclaim")
-    assert code == 200, body
-    for t in json.loads(body)["targets"]:
-        if t["name"] == name:
-            return t
-    raise AssertionError("no target %s in %s" % (name, body))
-
-
-def events(g):
-    return {k: int(v) for k, v in (line.split() for line in g.read("memory.events").splitlines())}
-
 
 def stream(g, total):
     """dd at full speed into a new file, then the file read back, both inside g."""
@@ -94,7 +82,7 @@ def test_without_agent_dd_reaches_the_limit(node):
     g = service(node, "pinion-test-noagent")
     stream(g, 4 * LIMIT)
     assert g.peak() >= LIMIT - MiB, g.peak()
-    assert events(g)["max"] > 0, events(g)
+    assert memory_events(g)["max"] > 0, memory_events(g)
 
 
 @pytest.mark.parametrize("kind", ["service", "scope"])
@@ -106,7 +94,7 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
     node.conf("50-reclaim.conf", section("w", g.name))
     cursor = journal_cursor()
     start_agent()
-    t = wait_for("target ok", lambda: (lambda t: t if t["state"] == "ok" and t["throttle"] else None)(target("w")))
+    t = wait_for("target ok", lambda: (lambda t: t if t["state"] == "ok" and t["throttle"] else None)(reclaim_target("w")))
     assert t["cgroup_version"] == 2 and t["limit"] == LIMIT and t["throttle"] == HIGH_PAGES, t
     # The unit's own cgroup: the throttle is its MemoryHigh=, set through systemd.
     assert (t["owner"], t["unit"]) == ("systemd", unit), t
@@ -115,8 +103,8 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
 
     summary = stream(g, 4 * LIMIT)
 
-    peak, ev = g.peak(), events(g)
-    t = target("w")
+    peak, ev = g.peak(), memory_events(g)
+    t = reclaim_target("w")
     print("# %s: dd %s; peak %.1f of 64 MiB (%.1f%%), memory.events %s, reclaims %d, wake-ups %s" % (
         kind, summary, peak / MiB, 100.0 * peak / LIMIT, ev, t["reclaims"], t["wakeups"]))
     assert peak <= LIMIT * 95 // 100, "peak %.1f%% of the limit" % (100.0 * peak / LIMIT)
@@ -141,14 +129,14 @@ def test_the_psi_trigger_is_armed_without_a_warning(node):
     node.conf("50-reclaim.conf", section("psi", g.name))
     cursor = journal_cursor()
     start_agent()
-    wait_for("target ok", lambda: target("psi")["state"] == "ok")
+    wait_for("target ok", lambda: reclaim_target("psi")["state"] == "ok")
     assert not warnings_since(cursor), warnings_since(cursor)
     msgs = [e.get("MESSAGE", "") for e in journal("-u", "piniond.service", cursor=cursor)]
     assert not [m for m in msgs if "PSI trigger" in m], msgs
 
     node.conf("50-reclaim.conf", section("psi", g.name, psi="some 50000 1000000"))
     systemctl("restart", "piniond.service")
-    wait_for("target ok", lambda: target("psi")["state"] == "ok")
+    wait_for("target ok", lambda: reclaim_target("psi")["state"] == "ok")
     msgs = [e.get("MESSAGE", "") for e in journal("-u", "piniond.service", cursor=cursor)]
     assert [m for m in msgs if "refused the PSI trigger 'some 50000 1000000'" in m and
             "using 'some 100000 2000000'" in m], msgs
@@ -162,8 +150,8 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     unit = node.units[-1]
     node.conf("50-reclaim.conf", section("kill", g.name))
     start_agent()
-    wait_for("throttle", lambda: target("kill")["throttle"] == HIGH_PAGES)
-    t = target("kill")
+    wait_for("throttle", lambda: reclaim_target("kill")["throttle"] == HIGH_PAGES)
+    t = reclaim_target("kill")
     assert (t["owner"], t["unit"], t["owner_error"]) == ("systemd", unit, None), t
     # systemd's own socket, no D-Bus daemon needed.
     assert not [e for e in journal("-u", "piniond.service") if "private socket" in e.get("MESSAGE", "")]
@@ -184,7 +172,7 @@ def test_memory_high_comes_back_after_kill9_and_restart(node):
     wait_for("restore logged", lambda: [e for e in journal("-u", "piniond.service", cursor=cursor)
                                         if "Restored memory.high of %s to %d (was %d" % (g.name, 62 * MiB, HIGH_PAGES)
                                         in e.get("MESSAGE", "") and "through systemd" in e.get("MESSAGE", "")])
-    wait_for("throttle again", lambda: target("kill")["throttle"] == HIGH_PAGES)
+    wait_for("throttle again", lambda: reclaim_target("kill")["throttle"] == HIGH_PAGES)
     wait_for("systemd says the throttle again", lambda: memory_high(unit) == str(HIGH_PAGES))
 
     # Killed again, and restarted without the section: memory.high is the original for good.
@@ -211,11 +199,11 @@ def test_daemon_reload_keeps_the_throttle_and_set_property_is_the_new_original(n
     node.conf("50-reclaim.conf", section("sd", g.name))
     cursor = journal_cursor()
     start_agent()
-    wait_for("throttle", lambda: target("sd")["throttle"] == HIGH_PAGES)
+    wait_for("throttle", lambda: reclaim_target("sd")["throttle"] == HIGH_PAGES)
     wait_for("systemd says the throttle", lambda: memory_high(unit) == str(HIGH_PAGES))
     systemctl("daemon-reload")
     assert memory_high(unit) == str(HIGH_PAGES) and int(g.read("memory.high")) == HIGH_PAGES
-    assert target("sd")["throttle"] == HIGH_PAGES
+    assert reclaim_target("sd")["throttle"] == HIGH_PAGES
     systemctl("set-property", "--runtime", unit, "MemoryHigh=63M")
     wait_for("the new original recorded", lambda: json.load(open("/var/lib/pinion/reclaim/sd.json")) ==
              {"version": 1, "cgroup": g.name, "high": 63 * MiB})
@@ -223,7 +211,7 @@ def test_daemon_reload_keeps_the_throttle_and_set_property_is_the_new_original(n
     wait_for("systemd says the throttle again", lambda: memory_high(unit) == str(HIGH_PAGES))
     msgs = [e.get("MESSAGE", "") for e in journal("-u", "piniond.service", cursor=cursor)]
     assert not [m for m in msgs if "set by someone else" in m and "%d" % (62 * MiB) in m], msgs
-    t = target("sd")
+    t = reclaim_target("sd")
     assert t["wakeups"]["cap"] >= 1 and t["wakeups"]["timer"] == 0 and t["owner"] == "systemd", t
     _, metrics = api("/metrics")
     assert 'pinion_reclaim_systemd_call_failures_total{target="sd"} 0' in metrics
@@ -242,7 +230,7 @@ def test_a_cgroup_no_unit_owns_is_written_directly(node):
         g.create(LIMIT)
         node.conf("50-reclaim.conf", section("plain", g.name))
         start_agent()
-        t = wait_for("throttle", lambda: (lambda t: t if t["throttle"] == HIGH_PAGES else None)(target("plain")))
+        t = wait_for("throttle", lambda: (lambda t: t if t["throttle"] == HIGH_PAGES else None)(reclaim_target("plain")))
         assert (t["owner"], t["unit"]) == ("cgroupfs", None), t
         assert int(g.read("memory.high")) == HIGH_PAGES
         systemctl("stop", "piniond.service")
@@ -258,18 +246,18 @@ def test_anonymous_memory_gets_the_original_memory_high_back(node):
     g = service(node, "pinion-test-anon")
     node.conf("50-reclaim.conf", section("anon", g.name))
     start_agent()
-    wait_for("throttle", lambda: target("anon")["throttle"] == HIGH_PAGES)
+    wait_for("throttle", lambda: reclaim_target("anon")["throttle"] == HIGH_PAGES)
     # 52 MiB and the interpreter: over high (57.6 MiB) with nothing to reclaim.
     holder = g.run(anon_argv(52 * MiB), stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
-        t = wait_for("unreachable", lambda: (lambda t: t if t["state"] == "unreachable" else None)(target("anon")))
+        t = wait_for("unreachable", lambda: (lambda t: t if t["state"] == "unreachable" else None)(reclaim_target("anon")))
         assert t["throttle"] is None, t
         # Given back through systemd (the throttle ends at once, memory.high once systemd writes it).
         wait_for("the original memory.high", lambda: g.read("memory.high").strip() == "max")
         assert memory_high(node.units[-1]) == "infinity"
         assert "leave no room to reach" in t["reason"], t
-        assert holder.poll() is None and events(g)["oom_kill"] == 0
+        assert holder.poll() is None and memory_events(g)["oom_kill"] == 0
     finally:
         holder.kill()
         holder.wait()
