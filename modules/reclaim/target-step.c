@@ -4,7 +4,7 @@
  * memory.limit_in_bytes — and waits there for dirty pages' writeback: 20-85 ms a write on v1
  * under a dd writer, which the event loop would otherwise spend waiting. The job carries plain
  * values only (its own copy of the cgroup's directory, the amount or the limits); the loop
- * takes the result in target.c's done callback, which does everything after the write. While
+ * takes the result in target-episode.c's done callback, which does everything after the write. While
  * a step is in flight the target is busy: target_check() puts wake-ups off (replayed after
  * the step), and whatever lets go of the cgroup first waits for the step (target_step_cancel()). */
 #include <stdlib.h>
