@@ -46,7 +46,6 @@ Goals (the memory issue): RssAnon at most 3 MiB idle with every module configure
 """
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -302,39 +301,17 @@ def identity_pods(n):
 # connection to the Workload API in HTTP/2 frames written by hand (no client library to load
 # or warm), the seconds from connect to the whole first response message on stdout.
 JWT_CALLER = r"""
-import socket, sys, time
+import sys, time
 sys.path.insert(0, sys.argv[2])
-from workload_api_testlib import PREFACE, frame, grpc_headers
+from workload_api_testlib import h2_first_message
 aud = b"svc"
 req = b"\x0a" + bytes([len(aud)]) + aud
 def once(path):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(30)
     t0 = time.perf_counter()
-    s.connect(path)
-    s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(1, 4, 1, grpc_headers("/SpiffeWorkloadAPI/FetchJWTSVID")) +
-              frame(0, 1, 1, b"\x00" + len(req).to_bytes(4, "big") + req))
-    buf, msg = b"", b""
-    while True:
-        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-            n = int.from_bytes(buf[:3], "big")
-            ftype, flags, payload = buf[3], buf[4], buf[9:9 + n]
-            buf = buf[9 + n:]
-            if ftype == 4 and not flags & 1:
-                s.sendall(frame(4, 1, 0, b""))
-            elif ftype == 0:
-                msg += payload
-                if len(msg) >= 5 and len(msg) >= 5 + int.from_bytes(msg[1:5], "big"):
-                    t = time.perf_counter() - t0
-                    s.close()
-                    assert msg.count(b".") >= 2, msg[:200]
-                    return t
-            elif ftype in (3, 7):
-                raise SystemExit("stream reset or GOAWAY: %r" % payload)
-        b = s.recv(65536)
-        if not b:
-            raise SystemExit("connection closed before the first message")
-        buf += b
+    msg = h2_first_message(path, "/SpiffeWorkloadAPI/FetchJWTSVID", req)
+    t = time.perf_counter() - t0
+    assert msg.count(b".") >= 2, msg[:200]
+    return t
 for line in sys.stdin:
     print(once(sys.argv[1]), flush=True)
 """

@@ -33,7 +33,7 @@ import grpc
 
 import workload_api_client as wac
 import workload_pb2 as pb
-from workload_api_testlib import PREFACE, frame, grpc_headers
+from workload_api_testlib import h2_first_message
 
 MD = [("workload.spiffe.io", "true")]
 # Each channel its own subchannel, hence its own connection: no sharing through grpcio's
@@ -84,35 +84,6 @@ def time_grpc_svid():
         it.cancel()
     assert resp.svids and resp.svids[0].x509_svid_key, "no SVID in the response"
     return t
-
-
-def h2_first_message(path, method):
-    """FetchX509SVID in HTTP/2 frames written by hand (no client library): connect → the first
-    response message complete. Returns the message."""
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(path)
-        s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(1, 4, 1, grpc_headers(method)) +
-                  frame(0, 1, 1, b"\x00\x00\x00\x00\x00"))
-        buf, msg = b"", b""
-        while True:
-            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
-                n = int.from_bytes(buf[:3], "big")
-                ftype, flags, payload = buf[3], buf[4], buf[9:9 + n]
-                buf = buf[9 + n:]
-                if ftype == 4 and not flags & 1:
-                    s.sendall(frame(4, 1, 0, b""))  # SETTINGS ACK, as a client owes
-                elif ftype == 0:
-                    msg += payload
-                    if len(msg) >= 5 and len(msg) >= 5 + int.from_bytes(msg[1:5], "big"):
-                        return msg[5:]
-                elif ftype in (3, 7):
-                    raise AssertionError("stream reset or GOAWAY: %r" % payload)
-            b = s.recv(65536)
-            assert b, "connection closed before the first message"
-            buf += b
-    finally:
-        s.close()
 
 
 def time_h2_svid(path):

@@ -182,6 +182,13 @@ def anon_argv(size):
     return [PYTHON, os.path.join(HERE, "reclaim_testlib.py"), "anon", str(size)]
 
 
+def burster_argv():
+    """A process that says "ready" (the interpreter's own memory charged by then), maps and
+    touches (one memset, at C speed) the size given on its stdin's first line, says "done" and
+    exits 0 once the burst is in."""
+    return [PYTHON, os.path.join(HERE, "reclaim_testlib.py"), "burst"]
+
+
 def _write(directory, total, chunk, file_size, sync_every):
     buf = os.urandom(chunk)
     os.makedirs(directory, exist_ok=True)
@@ -218,11 +225,26 @@ def _anon(size):
     signal.pause()
 
 
+def _burst():
+    import ctypes
+    import mmap
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    size = int(sys.stdin.readline())
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    buf = ctypes.c_char.from_buffer(m)
+    ctypes.memset(ctypes.addressof(buf), 1, size)
+    sys.stdout.write("done\n")
+    sys.stdout.flush()
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "write":
         _write(sys.argv[2], *[int(x) for x in sys.argv[3:7]])
     elif sys.argv[1] == "anon":
         _anon(int(sys.argv[2]))
+    elif sys.argv[1] == "burst":
+        _burst()
 
 
 # ---------------------------------------------------------------------------------------------

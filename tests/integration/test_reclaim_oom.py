@@ -15,10 +15,9 @@ releases it."""
 import os
 import signal
 import subprocess
-import sys
 
 from pinion_testlib import diag, wait_until
-from reclaim_testlib import MiB, dd_argv, memcg_factory, stream_dir  # noqa: F401
+from reclaim_testlib import MiB, burster_argv, dd_argv, memcg_factory, stream_dir  # noqa: F401
 
 LIMIT = 64 * MiB
 HIGH = 70           # percent: the old level (halfway to the limit) is then far below limit - min-file
@@ -41,18 +40,6 @@ def high_bytes(limit=LIMIT, high=HIGH):
 OLD_LEVEL = pages(high_bytes() + (LIMIT - high_bytes()) // 2 - 1)
 # Now never below what anonymous and kernel memory may need: the limit - min-file + headroom.
 NEW_LEVEL = pages(max(high_bytes() + (LIMIT - high_bytes()) // 2 - 1, LIMIT - MIN_FILE + HEADROOM))
-
-# Maps and touches (one memset, at C speed) the size given on stdin's first line; says "ready"
-# first (the interpreter's own memory is charged by then) and exits 0 once the burst is in.
-BURSTER = r"""
-import ctypes, mmap, sys
-sys.stdout.write("ready\n"); sys.stdout.flush()
-size = int(sys.stdin.readline())
-m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-buf = ctypes.c_char.from_buffer(m)
-ctypes.memset(ctypes.addressof(buf), 1, size)
-sys.stdout.write("done\n"); sys.stdout.flush()
-"""
 
 
 def section(cgroup):
@@ -81,7 +68,7 @@ def burst_after_dd(g, directory, agent=None):
     the first dd until the burster is done: the burst comes faster than the agent reacts,
     however fast that is. Returns (burster's exit status, its output, burst bytes, the cgroup's
     stat just before the burst, the limit in force then)."""
-    b = g.run([sys.executable, "-c", BURSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    b = g.run(burster_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert b.stdout.readline().strip() == "ready"
     fill = os.path.join(directory, "fill")
     run_dd(g, fill, 2 * LIMIT)

@@ -184,3 +184,34 @@ def raw_exchange(socket_path, payload, timeout=3):
         return read_frames(s, timeout)
     finally:
         s.close()
+
+
+def h2_first_message(socket_path, method, request=b"", timeout=30):
+    """One gRPC call in HTTP/2 frames written by hand (no client library to load or warm):
+    connect, send request as the only message, answer the server's SETTINGS, and return the
+    first response message once it is whole."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    try:
+        s.connect(socket_path)
+        s.sendall(PREFACE + frame(4, 0, 0, b"") + frame(1, 4, 1, grpc_headers(method)) +
+                  frame(0, 1, 1, b"\x00" + len(request).to_bytes(4, "big") + request))
+        buf, msg = b"", b""
+        while True:
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n = int.from_bytes(buf[:3], "big")
+                ftype, flags, payload = buf[3], buf[4], buf[9:9 + n]
+                buf = buf[9 + n:]
+                if ftype == 4 and not flags & 1:
+                    s.sendall(frame(4, 1, 0, b""))  # SETTINGS ACK, as a client owes
+                elif ftype == 0:
+                    msg += payload
+                    if len(msg) >= 5 and len(msg) >= 5 + int.from_bytes(msg[1:5], "big"):
+                        return msg[5:]
+                elif ftype in (3, 7):
+                    raise AssertionError("stream reset or GOAWAY: %r" % payload)
+            b = s.recv(65536)
+            assert b, "connection closed before the first message"
+            buf += b
+    finally:
+        s.close()

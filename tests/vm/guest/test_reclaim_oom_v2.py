@@ -19,7 +19,7 @@ import time
 from conftest import memory_events, reclaim_target, journal, journal_cursor, main_pid, run, start_agent, wait_for
 
 sys.path.insert(0, os.path.join(os.environ.get("PINION_SRCDIR", "/root/pinion"), "tests", "integration"))
-from reclaim_testlib import MiB, MemCgroup, dd_argv  # noqa: E402
+from reclaim_testlib import MiB, MemCgroup, burster_argv, dd_argv  # noqa: E402
 
 LIMIT = 64 * MiB
 HIGH = LIMIT * 90 // 100
@@ -28,16 +28,6 @@ MIN_FILE = 4 * MiB
 DIRTY = 12 * MiB
 ROOT = "/sys/fs/cgroup"
 STREAM_DIR = "/var/tmp"               # ext4 on the root disk: page cache, not shmem
-
-BURSTER = r"""
-import ctypes, mmap, sys
-sys.stdout.write("ready\n"); sys.stdout.flush()
-size = int(sys.stdin.readline())
-m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-buf = ctypes.c_char.from_buffer(m)
-ctypes.memset(ctypes.addressof(buf), 1, size)
-sys.stdout.write("done\n"); sys.stdout.flush()
-"""
 
 
 def section(name, cgroup, **kw):
@@ -69,7 +59,7 @@ def burst_after_dd(node, g, agent_target=None):
     before it, memory.high and memory.max then)."""
     files = [os.path.join(STREAM_DIR, "pinion-oom-%s-%d" % (tag, time.monotonic_ns())) for tag in ("fill", "dirty")]
     node.on_cleanup(lambda: [os.unlink(f) for f in files if os.path.exists(f)])
-    b = g.run([sys.executable, "-c", BURSTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    b = g.run(burster_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert b.stdout.readline().strip() == "ready"
     run_dd(g, files[0], 2 * LIMIT)
     pid = 0
