@@ -54,6 +54,23 @@ void target_episode_end(struct reclaim_target *t, const struct reclaim_step *p, 
         target_episode_state_from_plan(t, p);
 }
 
+/* A wake-up (wake: its source, for the log) found usage to reclaim (p, from sample s): the
+ * episode starts. */
+void target_episode_start(struct reclaim_target *t, const struct memcg_sample *s, const struct reclaim_step *p,
+                          const char *wake) {
+        t->in_episode = true;
+        /* The wake-up is the crossing (events) or the first sign of it (the timer). */
+        (void) sd_event_now(t->ctx->event, CLOCK_MONOTONIC, &t->episode_start);
+        t->episode_steps = 0;
+        t->episode_bytes = 0;
+        t->episode_usage_start = s->usage;
+        target_set_state(t, TARGET_RECLAIMING, NULL);
+        log_target_debug(t, "usage %" PRIu64 " %s high %" PRIu64 " (%s): reclaiming toward %" PRIu64, s->usage,
+                         s->usage >= t->bounds.high ? ">=" : "< (unfinished)", t->bounds.high,
+                         wake, p->goal);
+        target_episode_schedule_step(t);
+}
+
 /* Every way out of an episode that is not its end (the cgroup went away, the limit changed
  * under us, an error): the one-shot step source is off and target_check() may start another. */
 void target_episode_abort(struct reclaim_target *t, const char *why) {

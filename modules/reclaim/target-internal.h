@@ -143,6 +143,10 @@ void target_set_unfinished(struct reclaim_target *t, bool unfinished);
 /* The step source's callback: plans one step and starts its writes (target-step.c). */
 int target_episode_step(sd_event_source *s, void *userdata);
 void target_episode_schedule_step(struct reclaim_target *t);
+/* A wake-up (wake: its source, for the log) found usage to reclaim (p, from sample s): the
+ * episode starts. */
+void target_episode_start(struct reclaim_target *t, const struct memcg_sample *s, const struct reclaim_step *p,
+                          const char *wake);
 /* ok, or unreachable saying why, from a plan. */
 void target_episode_state_from_plan(struct reclaim_target *t, const struct reclaim_step *p);
 void target_episode_end(struct reclaim_target *t, const struct reclaim_step *p, const char *why, bool unfinished);

@@ -279,6 +279,87 @@ void target_hold_after_error(struct reclaim_target *t) {
         log_target_debug(t, "holding off for %.1f s after the error", (double) delay / USEC_PER_SEC);
 }
 
+/* Before a sample: the cgroup attached and the same one as before, and no restore of ours
+ * pending. false: this check ends here (attached anew, or held after a failed restore). */
+static bool cgroup_ready(struct reclaim_target *t, enum wake_source source) {
+        if (!t->cg) {
+                if (source == WAKE_TIMER || source == WAKE_START)
+                        (void) attach(t);
+                return false;
+        }
+        uint64_t ino;
+        if (t->cg_inode && memcg_inode(t->cg, &ino) >= 0 && ino != t->cg_inode) {
+                /* Removed and made again at the same path between two wake-ups: the event
+                 * registrations died with the old cgroup, and our record is of the old one. */
+                log_target_info(t, "cgroup %s was made again: watching the new one", t->cgroup);
+                t->cap_lowered = false;
+                target_record_remove(t);
+                detach(t);
+                (void) attach(t); /* checks */
+                return false;
+        }
+        if (t->cap_lowered && !t->throttle) {
+                /* A restore failed: retried before anything else. */
+                (void) target_record_restore(t);
+                if (t->cap_lowered) {
+                        /* Our lowered value may still be in force: never plan from it, never
+                         * take it for the original. */
+                        target_set_state(t, TARGET_ERROR, "cannot restore %s of %s to %" PRIu64 " (retrying)",
+                                  memcg_cap_name(t->cg->version), t->cgroup, t->recorded_cap);
+                        target_hold_after_error(t);
+                        return false;
+                }
+                if (unit_cap_busy(t, (int) source))
+                        return false; /* the restore went to systemd: the check goes on once it is in force */
+        }
+        return true;
+}
+
+/* Samples the cgroup into s and follows what changed under us: the cgroup gone, a cap someone
+ * else wrote, a new limit (the bounds again). false: this check ends here. */
+static bool sample_and_follow(struct reclaim_target *t, struct memcg_sample *s) {
+        int r = target_sample(t, s);
+        if (r < 0) {
+                if (!memcg_exists(t->cg)) {
+                        /* Gone: nothing holds a lowered limit, the record can go. */
+                        t->cap_lowered = false;
+                        target_record_remove(t);
+                        detach(t);
+                        target_set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
+                        /* A pod's cgroup may come back elsewhere; a named one at the same path. */
+                        return false;
+                }
+                target_set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
+                target_hold_after_error(t);
+                return false;
+        }
+        if (!target_throttle_in_force(t, s)) {
+                /* Someone else wrote the cap while our throttle was in force: theirs stays,
+                 * and is the original from now on. */
+                log_target_info(t, "%s of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, taking it as the original",
+                                memcg_cap_name(t->cg->version), t->cgroup, s->cap, t->throttle);
+                t->throttle = 0;
+                t->cap_lowered = false;
+                if (t->cg->version == MEMCG_V2)
+                        (void) target_record_write(t, s->cap);
+        }
+        t->last = *s;
+        t->have_sample = true;
+        if (!t->bounds_ok || s->limit != t->bounds.limit) {
+                r = resolve_bounds(t, s->limit);
+                if (r < 0) {
+                        (void) target_throttle_release(t, "no bounds");
+                        return false;
+                }
+                if (r > 0)
+                        (void) target_events_arm(t);
+                if (t->cg->version == MEMCG_V1 &&
+                    plan_limit_is_new_original(t->cap_lowered, t->recorded_cap, s->limit))
+                        (void) target_record_write(t, s->limit); /* an operator's new limit is the original now */
+        }
+        return true;
+}
+
 void target_check(struct reclaim_target *t, enum wake_source source) {
         struct memcg_sample s;
         struct reclaim_step p;
@@ -302,76 +383,10 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 t->hold_until = 0;
         }
 
-        if (!t->cg) {
-                if (source == WAKE_TIMER || source == WAKE_START)
-                        (void) attach(t);
+        if (!cgroup_ready(t, source))
                 return;
-        }
-        uint64_t ino;
-        if (t->cg_inode && memcg_inode(t->cg, &ino) >= 0 && ino != t->cg_inode) {
-                /* Removed and made again at the same path between two wake-ups: the event
-                 * registrations died with the old cgroup, and our record is of the old one. */
-                log_target_info(t, "cgroup %s was made again: watching the new one", t->cgroup);
-                t->cap_lowered = false;
-                target_record_remove(t);
-                detach(t);
-                (void) attach(t); /* checks */
+        if (!sample_and_follow(t, &s))
                 return;
-        }
-        if (t->cap_lowered && !t->throttle) {
-                /* A restore failed: retried before anything else. */
-                (void) target_record_restore(t);
-                if (t->cap_lowered) {
-                        /* Our lowered value may still be in force: never plan from it, never
-                         * take it for the original. */
-                        target_set_state(t, TARGET_ERROR, "cannot restore %s of %s to %" PRIu64 " (retrying)",
-                                  memcg_cap_name(t->cg->version), t->cgroup, t->recorded_cap);
-                        target_hold_after_error(t);
-                        return;
-                }
-                if (unit_cap_busy(t, (int) source))
-                        return; /* the restore went to systemd: the check goes on once it is in force */
-        }
-
-        r = target_sample(t, &s);
-        if (r < 0) {
-                if (!memcg_exists(t->cg)) {
-                        /* Gone: nothing holds a lowered limit, the record can go. */
-                        t->cap_lowered = false;
-                        target_record_remove(t);
-                        detach(t);
-                        target_set_state(t, TARGET_MISSING, "cgroup %s was removed", t->cgroup);
-                        /* A pod's cgroup may come back elsewhere; a named one at the same path. */
-                        return;
-                }
-                target_set_state(t, TARGET_ERROR, "cannot read cgroup %s: %s", t->cgroup, strerror(-r));
-                target_hold_after_error(t);
-                return;
-        }
-        if (!target_throttle_in_force(t, &s)) {
-                /* Someone else wrote the cap while our throttle was in force: theirs stays,
-                 * and is the original from now on. */
-                log_target_info(t, "%s of %s is %" PRIu64 ", not the %" PRIu64 " we wrote: set by someone else, taking it as the original",
-                                memcg_cap_name(t->cg->version), t->cgroup, s.cap, t->throttle);
-                t->throttle = 0;
-                t->cap_lowered = false;
-                if (t->cg->version == MEMCG_V2)
-                        (void) target_record_write(t, s.cap);
-        }
-        t->last = s;
-        t->have_sample = true;
-        if (!t->bounds_ok || s.limit != t->bounds.limit) {
-                r = resolve_bounds(t, s.limit);
-                if (r < 0) {
-                        (void) target_throttle_release(t, "no bounds");
-                        return;
-                }
-                if (r > 0)
-                        (void) target_events_arm(t);
-                if (t->cg->version == MEMCG_V1 &&
-                    plan_limit_is_new_original(t->cap_lowered, t->recorded_cap, s.limit))
-                        (void) target_record_write(t, s.limit); /* an operator's new limit is the original now */
-        }
         if (source == WAKE_TIMER && target_events_missing(t))
                 (void) target_events_arm(t); /* a registration that failed or that the kernel dropped */
         plan_step(&t->bounds, &s, t->unfinished, &p);
@@ -399,17 +414,7 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 target_episode_state_from_plan(t, &p);
                 return;
         case RECLAIM_STEP:
-                t->in_episode = true;
-                /* The wake-up is the crossing (events) or the first sign of it (the timer). */
-                (void) sd_event_now(t->ctx->event, CLOCK_MONOTONIC, &t->episode_start);
-                t->episode_steps = 0;
-                t->episode_bytes = 0;
-                t->episode_usage_start = s.usage;
-                target_set_state(t, TARGET_RECLAIMING, NULL);
-                log_target_debug(t, "usage %" PRIu64 " %s high %" PRIu64 " (%s): reclaiming toward %" PRIu64, s.usage,
-                                 s.usage >= t->bounds.high ? ">=" : "< (unfinished)", t->bounds.high,
-                                 wake_source_to_string(source), p.goal);
-                target_episode_schedule_step(t);
+                target_episode_start(t, &s, &p, wake_source_to_string(source));
                 return;
         case _RECLAIM_VERDICT_MAX:
                 break;
