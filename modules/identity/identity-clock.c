@@ -60,6 +60,15 @@ bool identity_clock_in_grace(const struct workload *w) {
         return w->step_grace_until && now_usec(CLOCK_MONOTONIC) < w->step_grace_until;
 }
 
+bool identity_clock_current(struct workload *w) {
+        if (now_usec(CLOCK_REALTIME) < w->info.not_after || identity_clock_in_grace(w))
+                return true;
+        /* The step that expired it may have happened while the loop ran the handler asking (a
+         * health result, a pod update): the clock watch has not been heard yet, and without it
+         * the gate would close, and a member be withdrawn, for the instant before the grace. */
+        return identity_clock_check(w->id) && identity_clock_in_grace(w);
+}
+
 bool identity_clock_hold_expiry(struct workload *w) {
         /* A step forward may have fired the timer before the clock watch was heard: the step goes first. */
         (void) identity_clock_check(w->id);

@@ -20,6 +20,9 @@ struct workload *workload_add(struct identity *id, const char *uid);
 void workload_remove(struct identity *id, struct workload *w);
 /* identity-clock.c: a certificate a step of the clock expired while its renewal runs. */
 bool identity_clock_in_grace(const struct workload *w);
+/* Its certificate counts as valid now: before notAfter, or expired by a step of the clock (one
+ * not reported yet is judged first) and within the grace for its renewal. */
+bool identity_clock_current(struct workload *w);
 /* w's expiry is due: handles an unreported step first; true if the grace holds the expiry off
  * (its timer is armed again for the grace's end). */
 bool identity_clock_hold_expiry(struct workload *w);

@@ -779,8 +779,7 @@ int workload_gate(const struct pod *p, void *userdata, char **ret_reason) {
         if (!wants_identity(p))
                 return 1;
         struct workload *w = workload_find(id, p->uid);
-        if (w && w->chain_pem && (now_usec(CLOCK_REALTIME) < w->info.not_after || identity_clock_in_grace(w)) &&
-            !workload_files_missing(w))
+        if (w && w->chain_pem && identity_clock_current(w) && !workload_files_missing(w))
                 return 1;
         const char *why = w && w->last_error ? w->last_error : id->issuer ? "certificate not issued yet" : id->issuer_reason;
         if (ret_reason)
