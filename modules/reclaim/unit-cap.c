@@ -395,9 +395,13 @@ static void target_set_done(struct reclaim_target *t, struct unit_call *c, const
                 t->restore_failed = true;
                 t->cap.remove_record = false;
                 target_hold_after_error(t);
-        } else
-                /* As a failed direct lowering: the original back (it may well be in force). */
+        } else {
+                /* As a failed direct lowering: the original back (it may well be in force), and
+                 * the throttle tried again after the backoff: nothing else may wake an idle
+                 * target, and systemd may say yes then (a unit unmasked, PID 1 less busy). */
                 (void) target_record_restore(t);
+                target_hold_after_error(t);
+        }
         cap_done(t);
 }
 

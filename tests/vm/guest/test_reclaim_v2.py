@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""reclaim on cgroup v2, on a systemd node: targets on a service's cgroup and on a scope's,
-each with MemoryMax=64M, and a page-cache stream of 4x the limit written by dd at full speed
+"""reclaim on cgroup v2, on a systemd node: targets on a service's cgroup, a scope's and a pod
+slice's as the kubelet's systemd driver makes it, each with MemoryMax=64M, and a page-cache stream of 4x the limit written by dd at full speed
 (1 MiB writes, no fsync) and read back.
 
 The agent runs as the installed piniond.service (its sandbox and capability set as shipped).
@@ -53,9 +53,26 @@ def scope(node, name):
     return g
 
 
+def pod_slice(node, uid):
+    """A pod's slice as the kubelet's systemd driver makes it: a transient slice (D-Bus
+    StartTransientUnit) below kubepods-burstable.slice with MemoryMax=64M, which systemd nests by
+    the dash rule, and a scope in it for the pod's processes. (the slice, the scope) as MemCgroups."""
+    unit = node.transient("kubepods-burstable-pod%s.slice" % uid)
+    run("busctl", "call", "org.freedesktop.systemd1", "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+        "StartTransientUnit", "ssa(sv)a(sa(sv))", unit, "fail", "1", "MemoryMax", "t", str(LIMIT), "0")
+    g = MemCgroup("/kubepods.slice/kubepods-burstable.slice/" + unit, version=2, root=ROOT)
+    wait_for("the slice's cgroup", lambda: os.path.exists(os.path.join(g.dir, "memory.max")))
+    scope_unit = node.transient("pinion-test-pod%s.scope" % uid)
+    subprocess.Popen(["systemd-run", "--scope", "--unit=" + scope_unit, "--slice=" + unit, "sleep", "infinity"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = MemCgroup("%s/%s" % (g.name, scope_unit), version=2, root=ROOT)
+    wait_for("the pod's scope", lambda: os.path.exists(os.path.join(procs.dir, "cgroup.procs")))
+    return g, procs
+
+
 
 def stream(g, total):
-    """dd at full speed into a new file, then the file read back, both inside g."""
+    """dd at full speed into a new file, then the file read back, both inside g (a leaf)."""
     path = os.path.join(STREAM_DIR, "pinion-dd-%d" % time.monotonic_ns())
     try:
         p = g.run(dd_argv(path, total), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -85,10 +102,17 @@ def test_without_agent_dd_reaches_the_limit(node):
     assert memory_events(g)["max"] > 0, memory_events(g)
 
 
-@pytest.mark.parametrize("kind", ["service", "scope"])
+@pytest.mark.parametrize("kind", ["service", "scope", "pod-slice"])
 def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
-    g = service(node, "pinion-test-w", "-p", "MemoryHigh=62M") if kind == "service" else scope(node, "pinion-test-s")
-    unit = node.units[-1]
+    """A service's cgroup, a scope's, and a pod's slice of the kubelet's systemd driver (the
+    stream runs in a scope inside it): each is its unit's, and the throttle is the unit's
+    MemoryHigh=."""
+    if kind == "pod-slice":
+        g, procs = pod_slice(node, "4f7c")
+        unit = node.units[-2]
+    else:
+        g = service(node, "pinion-test-w", "-p", "MemoryHigh=62M") if kind == "service" else scope(node, "pinion-test-s")
+        procs, unit = g, node.units[-1]
     original_high = g.read("memory.high").strip()
     original_property = memory_high(unit)
     node.conf("50-reclaim.conf", section("w", g.name))
@@ -101,7 +125,7 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
     wait_for("the throttle in force", lambda: int(g.read("memory.high")) == HIGH_PAGES)
     assert memory_high(unit) == str(HIGH_PAGES)
 
-    summary = stream(g, 4 * LIMIT)
+    summary = stream(procs, 4 * LIMIT)
 
     peak, ev = g.peak(), memory_events(g)
     t = reclaim_target("w")
@@ -261,3 +285,50 @@ def test_anonymous_memory_gets_the_original_memory_high_back(node):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_refusal_by_systemd_is_reported_and_changes_nothing(node):
+    """systemd refuses to set properties of a unit masked while it runs (UnitMasked): the
+    agent says so (a warning with the D-Bus error, the failure counter, owner_error), memory.high
+    keeps the original, and once the unit is unmasked the retry after the backoff lowers it
+    through systemd after all."""
+    unit = "pinion-test-masked.service"
+    path = "/run/systemd/system/" + unit
+    with open(path, "w") as f:
+        f.write("[Service]\nExecStart=/bin/sleep infinity\nMemoryMax=%d\nMemoryHigh=%d\n" % (LIMIT, 62 * MiB))
+
+    def undo():
+        systemctl("unmask", unit, check=False)
+        systemctl("stop", unit, check=False)
+        os.unlink(path)
+        systemctl("daemon-reload", check=False)
+    node.on_cleanup(undo)
+    systemctl("daemon-reload")
+    systemctl("start", unit)
+    systemctl("mask", unit)
+    systemctl("daemon-reload")
+    assert (unit_property(unit, "LoadState"), unit_property(unit, "ActiveState")) == ("masked", "active")
+    g = MemCgroup("/system.slice/" + unit, version=2, root=ROOT)
+    assert g.value("memory.max") == LIMIT and g.value("memory.high") == 62 * MiB
+
+    node.conf("50-reclaim.conf", section("masked", g.name))
+    cursor = journal_cursor()
+    start_agent()
+    t = wait_for("the refusal", lambda: (lambda t: t if t["owner_error"] else None)(reclaim_target("masked")), timeout=90)
+    assert (t["owner"], t["unit"]) == ("systemd", unit), t
+    assert "UnitMasked" in t["owner_error"], t
+    refused = [m for m in warnings_since(cursor) if "systemd refused MemoryHigh=" in m]
+    assert refused and unit in refused[0] and "org.freedesktop.systemd1.UnitMasked" in refused[0], warnings_since(cursor)
+    _, metrics = api("/metrics")
+    failures = [l for l in metrics.splitlines() if l.startswith('pinion_reclaim_systemd_call_failures_total{target="masked"}')]
+    assert failures and float(failures[0].split()[-1]) >= 1, failures
+    # Nothing of ours is in force: systemd wrote nothing, and the agent did not write behind it.
+    assert g.value("memory.high") == 62 * MiB
+
+    systemctl("unmask", unit)
+    systemctl("daemon-reload")
+    wait_for("the throttle through systemd after the unmask", lambda: memory_high(unit) == str(HIGH_PAGES), timeout=180)
+    assert g.value("memory.high") == HIGH_PAGES
+    wait_for("owner_error cleared", lambda: reclaim_target("masked")["owner_error"] is None)
+    systemctl("stop", "piniond.service")
+    assert g.value("memory.high") == 62 * MiB and memory_high(unit) == str(62 * MiB)
