@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* A workload's files that could not be written (pod-tls-dir or a service's tls-dir full, most
+/* A workload's files: written (a batch of pods' with two syncfs(), a service's on its own), and
+ * written again when they could not be.
+ *
+ * Files that could not be written (pod-tls-dir or a service's tls-dir full, most
  * often). The write is atomic-dir's: a version directory swapped in by one rename, removed when
  * it fails, so what the pod reads stays the previous certificate, whole, which is valid until
  * its notAfter (a rotation happens at 70-90% of the lifetime: time enough). The new certificate
@@ -10,9 +13,17 @@
  * pinion_identity_failures_total{kind="workload",reason="enospc"|"write"}. */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "atomic-dir.h"
+#include "fs.h"
+#include "identity.h"
 #include "log.h"
 #include "workload-internal.h"
 
@@ -28,7 +39,7 @@ static int on_write_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         bool was = w->write_failing;
 
         workload_files_begin(w);
-        int r = workload_write_tls_dir(id, w);
+        int r = workload_files_write(id, w);
         if (r < 0)
                 workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
         workload_files_end(id, w);
@@ -86,4 +97,203 @@ void workload_files_end(struct identity *id, struct workload *w) {
 
 bool workload_files_missing(const struct workload *w) {
         return w->write_failing && (w->generation <= 1 || w->new_dir);
+}
+
+/* ---- writing ---- */
+
+/* Who owns a workload's files: a service's user (with its primary group), else root. */
+static int files_owner(const struct workload *w, uid_t *ret_uid, gid_t *ret_gid) {
+        *ret_uid = 0;
+        *ret_gid = 0;
+        if (!w->user)
+                return 0;
+        struct passwd *pw = getpwnam(w->user);
+        if (!pw)
+                return -ENOENT; /* deleted since the config was read: write nothing rather than root's */
+        *ret_uid = pw->pw_uid;
+        *ret_gid = pw->pw_gid;
+        return 0;
+}
+
+/* The directory itself stays root's, with the owner's group let in (0750): were it the user's,
+ * the user could swap a version directory for a symlink while the agent writes and have root
+ * create files elsewhere. The files in it are the user's. */
+static int own_tls_dir(const char *dir, gid_t gid) {
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        if (fchown(fd, 0, gid) < 0 || fchmod(fd, gid ? 0750 : 0700) < 0)
+                return -errno;
+        return 0;
+}
+
+/* <dir>/{cert.pem,key.pem,bundle.pem} through the ..data swap, dir pod-tls-dir/<uid> for a pod
+ * and the service's tls-dir for a service. The pod model does not carry the pod's user
+ * (runAsUser), so a pod's files are root's (0600 key): a pod that cannot be root reads its
+ * identity from /v1/identity instead. A service's are its user's. */
+static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir, char **ret_version) {
+        _cleanup_free_ char *dir = workload_tls_dir(id, w), *version = NULL, *parent = NULL;
+        uid_t uid;
+        gid_t gid;
+        int r;
+
+        *ret_dir = *ret_version = NULL;
+        if (!dir)
+                return 0;
+        r = files_owner(w, &uid, &gid);
+        if (r < 0)
+                return r;
+        if (w->generation <= 1 || w->new_dir) { /* the first write here: leftovers of an earlier run go */
+                r = w->service ? fs_path_split(dir, &parent, NULL) : 0;
+                if (r >= 0)
+                        r = fs_mkdir_p(w->service ? parent : id->settings->pod_tls_dir, 0755);
+                if (r < 0)
+                        return r;
+                (void) atomic_dir_cleanup(dir);
+        }
+        r = atomic_dir_begin(dir, &version);
+        if (r < 0)
+                return r;
+        if (w->service && (r = own_tls_dir(dir, gid)) < 0) {
+                (void) fs_rm_rf(version);
+                return r;
+        }
+        if ((r = cred_write_version_file(version, "key.pem", w->key_pem, 0600, uid, gid)) < 0 ||
+            (r = cred_write_version_file(version, "cert.pem", w->chain_pem, 0644, uid, gid)) < 0 ||
+            (r = cred_write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, uid, gid)) < 0) {
+                (void) fs_rm_rf(version);
+                return r;
+        }
+        *ret_dir = TAKE_PTR(dir);
+        *ret_version = TAKE_PTR(version);
+        return 0;
+}
+
+static int commit_tls_dir(struct workload *w, const char *dir, const char *version, unsigned flags) {
+        int r = atomic_dir_commit_flags(dir, version, 0, flags);
+        if (r < 0)
+                (void) fs_rm_rf(version);
+        else
+                w->new_dir = false;
+        return r;
+}
+
+int workload_files_write(struct identity *id, struct workload *w) {
+        _cleanup_free_ char *dir = NULL, *version = NULL;
+        int r = stage_tls_dir(id, w, &dir, &version);
+        if (r < 0 || !dir)
+                return r;
+        return commit_tls_dir(w, dir, version, 0);
+}
+
+static void write_failed(struct identity *id, struct workload *w, int r) {
+        workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
+}
+
+static int sync_pod_tls_dir(int dfd) {
+        return syncfs(dfd) < 0 ? -errno : 0;
+}
+
+/* pod-tls-dir, made if missing. */
+static int open_pod_tls_dir(struct identity *id) {
+        int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+                int r = fs_mkdir_p(id->settings->pod_tls_dir, 0755);
+                if (r < 0)
+                        return r;
+                fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        }
+        return fd < 0 ? -errno : fd;
+}
+
+/* A pod's first directory, when none is there (the usual case: a new pod): built whole under a
+ * staging name, to be published with one rename() (atomic_dir_stage_new()). 0 if it does not
+ * apply (a directory is there: the version-by-version path cleans it up and commits). */
+static int stage_new_pod_dir(struct identity *id, int dfd, struct workload *w) {
+        struct stat st;
+
+        if (w->service || w->generation > 1 || !workload_uid_ok(w->uid))
+                return 0;
+        if (fstatat(dfd, w->uid, &st, AT_SYMLINK_NOFOLLOW) >= 0 || errno != ENOENT)
+                return 0;
+        const char *bundle = id->bundle_pem ? id->bundle_pem : "";
+        const struct atomic_dir_file files[] = {
+                { "key.pem", w->key_pem, strlen(w->key_pem), 0600 },
+                { "cert.pem", w->chain_pem, strlen(w->chain_pem), 0644 },
+                { "bundle.pem", bundle, strlen(bundle), 0644 },
+        };
+        int r = atomic_dir_stage_new(dfd, w->uid, w->ticket, files, ELEMENTSOF(files), 0, 0);
+        return r < 0 ? r : 1;
+}
+
+enum staged { STAGED_NOTHING, STAGED_VERSION, STAGED_NEW_DIR };
+
+/* <dir>/{cert.pem,key.pem,bundle.pem} of a batch of pods: every new version (or new directory)
+ * written, one syncfs() (the versions are on disk before any ..data points at them, a new
+ * directory before it gets its name), every swap or rename, one syncfs(). Services' directories
+ * are written one by one. */
+static void write_tls_dirs_once(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
+        _cleanup_free_ char **dirs = calloc(MAX(n, 1u), sizeof(char *)), **versions = calloc(MAX(n, 1u), sizeof(char *));
+        _cleanup_free_ enum staged *how = calloc(MAX(n, 1u), sizeof(enum staged));
+        _cleanup_close_ int dfd = -EBADF;
+        size_t staged = 0;
+        int r;
+
+        if (!isempty(id->settings->pod_tls_dir)) {
+                dfd = open_pod_tls_dir(id);
+                if (dfd < 0) {
+                        for (size_t i = 0; i < n; i++)
+                                if (!ws[i]->service)
+                                        write_failed(id, ws[i], dfd);
+                }
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = 0;
+                if (!dirs || !versions || !how || ws[i]->service) {
+                        if (staged_by_thread[i] && dfd >= 0) /* out of memory: the slow way */
+                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
+                        r = ws[i]->service || dfd >= 0 ? workload_files_write(id, ws[i]) : 0;
+                } else if (dfd < 0)
+                        r = 0; /* reported above */
+                else if (staged_by_thread[i] || (r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
+                        how[i] = STAGED_NEW_DIR;
+                else if (r == 0 && (r = stage_tls_dir(id, ws[i], &dirs[i], &versions[i])) >= 0 && dirs[i])
+                        how[i] = STAGED_VERSION;
+                staged += how && how[i] != STAGED_NOTHING;
+                if (r < 0)
+                        write_failed(id, ws[i], r);
+        }
+        if (staged == 0)
+                return;
+        /* What may not be on disk is never pointed at: it goes, as a failed fsync's would. */
+        int synced = sync_pod_tls_dir(dfd);
+        for (size_t i = 0; i < n; i++) {
+                if (how[i] == STAGED_NOTHING)
+                        continue;
+                if (synced < 0) {
+                        r = synced;
+                        if (how[i] == STAGED_NEW_DIR)
+                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
+                        else
+                                (void) fs_rm_rf(versions[i]);
+                } else if (how[i] == STAGED_NEW_DIR) {
+                        r = atomic_dir_publish_new(dfd, ws[i]->uid, ws[i]->ticket);
+                        if (r == -ENOENT) /* staged where the directory was before it was made anew */
+                                r = workload_files_write(id, ws[i]);
+                } else
+                        r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED);
+                if (r < 0)
+                        write_failed(id, ws[i], r);
+                free(dirs[i]);
+                free(versions[i]);
+        }
+        (void) sync_pod_tls_dir(dfd);
+}
+
+void workload_files_write_batch(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                workload_files_begin(ws[i]);
+        write_tls_dirs_once(id, ws, staged_by_thread, n);
+        for (size_t i = 0; i < n; i++)
+                workload_files_end(id, ws[i]);
 }

@@ -34,11 +34,18 @@ void workload_timer_arm(struct workload *w);
 void workload_queue_push(struct identity *id, struct workload *w);
 /* *field = a copy of value unless equal; sets *changed then. -ENOMEM. */
 int workload_set_string(char **field, const char *value, bool *changed);
+/* A pod uid fit to name a directory (no '/', no leading '.'). */
+bool workload_uid_ok(const char *s);
+/* w's directory: the service's tls-dir, or pod-tls-dir/<uid>; NULL if it has none. */
+char *workload_tls_dir(struct identity *id, const struct workload *w);
+
+/* ---- workload-files.c: a workload's files, written and written again after failures ---- */
 /* Writes w's files (key, chain, bundle) from memory, synced on their own; 0 if it has no
  * directory. */
-int workload_write_tls_dir(struct identity *id, struct workload *w);
-
-/* ---- workload-files.c: files that could not be written ---- */
+int workload_files_write(struct identity *id, struct workload *w);
+/* The files of a batch of issued workloads, pods' sharing two syncfs() (staged_by_thread[i]:
+ * the issue worker built ws[i]'s new directory already); failures go to workload_files_failed(). */
+void workload_files_write_batch(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n);
 /* Before a batch of writes: w's outcome is unknown. */
 void workload_files_begin(struct workload *w);
 /* The write of w's files under dir failed (nothing of it is visible: atomic-dir): told, counted,

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,7 +56,7 @@ static bool dns_name_ok(const char *s) {
         return true;
 }
 
-static bool uid_ok(const char *s) {
+bool workload_uid_ok(const char *s) {
         return s && *s && s[0] != '.' && !strchr(s, '/') && strlen(s) < 128;
 }
 
@@ -114,10 +113,10 @@ static struct workload *workload_free(struct workload *w) {
         return NULL;
 }
 
-static char *tls_dir(struct identity *id, const struct workload *w) {
+char *workload_tls_dir(struct identity *id, const struct workload *w) {
         if (w->service)
                 return w->tls_dir ? strdup(w->tls_dir) : NULL;
-        if (!id->settings->pod_tls_dir || !*id->settings->pod_tls_dir || !uid_ok(w->uid))
+        if (!id->settings->pod_tls_dir || !*id->settings->pod_tls_dir || !workload_uid_ok(w->uid))
                 return NULL;
         return fs_path_join(id->settings->pod_tls_dir, w->uid);
 }
@@ -153,7 +152,7 @@ void workload_remove(struct identity *id, struct workload *w) {
                         id->workloads[i] = id->workloads[--id->n_workloads];
                         break;
                 }
-        _cleanup_free_ char *dir = tls_dir(id, w);
+        _cleanup_free_ char *dir = workload_tls_dir(id, w);
         if (dir && w->service)
                 workload_remove_service_files(dir);
         else if (dir)
@@ -237,204 +236,6 @@ static void set_error(struct workload *w, const char *e) {
         w->last_error = e ? strdup(e) : NULL;
 }
 
-/* Who owns a workload's files: a service's user (with its primary group), else root. */
-static int files_owner(const struct workload *w, uid_t *ret_uid, gid_t *ret_gid) {
-        *ret_uid = 0;
-        *ret_gid = 0;
-        if (!w->user)
-                return 0;
-        struct passwd *pw = getpwnam(w->user);
-        if (!pw)
-                return -ENOENT; /* deleted since the config was read: write nothing rather than root's */
-        *ret_uid = pw->pw_uid;
-        *ret_gid = pw->pw_gid;
-        return 0;
-}
-
-/* The directory itself stays root's, with the owner's group let in (0750): were it the user's,
- * the user could swap a version directory for a symlink while the agent writes and have root
- * create files elsewhere. The files in it are the user's. */
-static int own_tls_dir(const char *dir, gid_t gid) {
-        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        if (fchown(fd, 0, gid) < 0 || fchmod(fd, gid ? 0750 : 0700) < 0)
-                return -errno;
-        return 0;
-}
-
-/* <dir>/{cert.pem,key.pem,bundle.pem} through the ..data swap, dir pod-tls-dir/<uid> for a pod
- * and the service's tls-dir for a service. The pod model does not carry the pod's user
- * (runAsUser), so a pod's files are root's (0600 key): a pod that cannot be root reads its
- * identity from /v1/identity instead. A service's are its user's. */
-static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir, char **ret_version) {
-        _cleanup_free_ char *dir = tls_dir(id, w), *version = NULL, *parent = NULL;
-        uid_t uid;
-        gid_t gid;
-        int r;
-
-        *ret_dir = *ret_version = NULL;
-        if (!dir)
-                return 0;
-        r = files_owner(w, &uid, &gid);
-        if (r < 0)
-                return r;
-        if (w->generation <= 1 || w->new_dir) { /* the first write here: leftovers of an earlier run go */
-                r = w->service ? fs_path_split(dir, &parent, NULL) : 0;
-                if (r >= 0)
-                        r = fs_mkdir_p(w->service ? parent : id->settings->pod_tls_dir, 0755);
-                if (r < 0)
-                        return r;
-                (void) atomic_dir_cleanup(dir);
-        }
-        r = atomic_dir_begin(dir, &version);
-        if (r < 0)
-                return r;
-        if (w->service && (r = own_tls_dir(dir, gid)) < 0) {
-                (void) fs_rm_rf(version);
-                return r;
-        }
-        if ((r = cred_write_version_file(version, "key.pem", w->key_pem, 0600, uid, gid)) < 0 ||
-            (r = cred_write_version_file(version, "cert.pem", w->chain_pem, 0644, uid, gid)) < 0 ||
-            (r = cred_write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, uid, gid)) < 0) {
-                (void) fs_rm_rf(version);
-                return r;
-        }
-        *ret_dir = TAKE_PTR(dir);
-        *ret_version = TAKE_PTR(version);
-        return 0;
-}
-
-static int commit_tls_dir(struct workload *w, const char *dir, const char *version, unsigned flags) {
-        int r = atomic_dir_commit_flags(dir, version, 0, flags);
-        if (r < 0)
-                (void) fs_rm_rf(version);
-        else
-                w->new_dir = false;
-        return r;
-}
-
-/* One workload's directory, synced on its own: a service's (its tls-dir may be anywhere). */
-int workload_write_tls_dir(struct identity *id, struct workload *w) {
-        _cleanup_free_ char *dir = NULL, *version = NULL;
-        int r = stage_tls_dir(id, w, &dir, &version);
-        if (r < 0 || !dir)
-                return r;
-        return commit_tls_dir(w, dir, version, 0);
-}
-
-static void write_failed(struct identity *id, struct workload *w, int r) {
-        workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
-}
-
-static int sync_pod_tls_dir(int dfd) {
-        return syncfs(dfd) < 0 ? -errno : 0;
-}
-
-/* pod-tls-dir, made if missing. */
-static int open_pod_tls_dir(struct identity *id) {
-        int fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT) {
-                int r = fs_mkdir_p(id->settings->pod_tls_dir, 0755);
-                if (r < 0)
-                        return r;
-                fd = open(id->settings->pod_tls_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        }
-        return fd < 0 ? -errno : fd;
-}
-
-/* A pod's first directory, when none is there (the usual case: a new pod): built whole under a
- * staging name, to be published with one rename() (atomic_dir_stage_new()). 0 if it does not
- * apply (a directory is there: the version-by-version path cleans it up and commits). */
-static int stage_new_pod_dir(struct identity *id, int dfd, struct workload *w) {
-        struct stat st;
-
-        if (w->service || w->generation > 1 || !uid_ok(w->uid))
-                return 0;
-        if (fstatat(dfd, w->uid, &st, AT_SYMLINK_NOFOLLOW) >= 0 || errno != ENOENT)
-                return 0;
-        const char *bundle = id->bundle_pem ? id->bundle_pem : "";
-        const struct atomic_dir_file files[] = {
-                { "key.pem", w->key_pem, strlen(w->key_pem), 0600 },
-                { "cert.pem", w->chain_pem, strlen(w->chain_pem), 0644 },
-                { "bundle.pem", bundle, strlen(bundle), 0644 },
-        };
-        int r = atomic_dir_stage_new(dfd, w->uid, w->ticket, files, ELEMENTSOF(files), 0, 0);
-        return r < 0 ? r : 1;
-}
-
-enum staged { STAGED_NOTHING, STAGED_VERSION, STAGED_NEW_DIR };
-
-/* <dir>/{cert.pem,key.pem,bundle.pem} of a batch of pods: every new version (or new directory)
- * written, one syncfs() (the versions are on disk before any ..data points at them, a new
- * directory before it gets its name), every swap or rename, one syncfs(). Services' directories
- * are written one by one. */
-static void write_tls_dirs_once(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
-        _cleanup_free_ char **dirs = calloc(MAX(n, 1u), sizeof(char *)), **versions = calloc(MAX(n, 1u), sizeof(char *));
-        _cleanup_free_ enum staged *how = calloc(MAX(n, 1u), sizeof(enum staged));
-        _cleanup_close_ int dfd = -EBADF;
-        size_t staged = 0;
-        int r;
-
-        if (!isempty(id->settings->pod_tls_dir)) {
-                dfd = open_pod_tls_dir(id);
-                if (dfd < 0) {
-                        for (size_t i = 0; i < n; i++)
-                                if (!ws[i]->service)
-                                        write_failed(id, ws[i], dfd);
-                }
-        }
-        for (size_t i = 0; i < n; i++) {
-                r = 0;
-                if (!dirs || !versions || !how || ws[i]->service) {
-                        if (staged_by_thread[i] && dfd >= 0) /* out of memory: the slow way */
-                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
-                        r = ws[i]->service || dfd >= 0 ? workload_write_tls_dir(id, ws[i]) : 0;
-                } else if (dfd < 0)
-                        r = 0; /* reported above */
-                else if (staged_by_thread[i] || (r = stage_new_pod_dir(id, dfd, ws[i])) > 0)
-                        how[i] = STAGED_NEW_DIR;
-                else if (r == 0 && (r = stage_tls_dir(id, ws[i], &dirs[i], &versions[i])) >= 0 && dirs[i])
-                        how[i] = STAGED_VERSION;
-                staged += how && how[i] != STAGED_NOTHING;
-                if (r < 0)
-                        write_failed(id, ws[i], r);
-        }
-        if (staged == 0)
-                return;
-        /* What may not be on disk is never pointed at: it goes, as a failed fsync's would. */
-        int synced = sync_pod_tls_dir(dfd);
-        for (size_t i = 0; i < n; i++) {
-                if (how[i] == STAGED_NOTHING)
-                        continue;
-                if (synced < 0) {
-                        r = synced;
-                        if (how[i] == STAGED_NEW_DIR)
-                                (void) atomic_dir_drop_staged(dfd, ws[i]->uid, ws[i]->ticket);
-                        else
-                                (void) fs_rm_rf(versions[i]);
-                } else if (how[i] == STAGED_NEW_DIR) {
-                        r = atomic_dir_publish_new(dfd, ws[i]->uid, ws[i]->ticket);
-                        if (r == -ENOENT) /* staged where the directory was before it was made anew */
-                                r = workload_write_tls_dir(id, ws[i]);
-                } else
-                        r = commit_tls_dir(ws[i], dirs[i], versions[i], ATOMIC_DIR_SYNCED);
-                if (r < 0)
-                        write_failed(id, ws[i], r);
-                free(dirs[i]);
-                free(versions[i]);
-        }
-        (void) sync_pod_tls_dir(dfd);
-}
-
-static void write_tls_dirs(struct identity *id, struct workload **ws, const bool *staged_by_thread, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                workload_files_begin(ws[i]);
-        write_tls_dirs_once(id, ws, staged_by_thread, n);
-        for (size_t i = 0; i < n; i++)
-                workload_files_end(id, ws[i]);
-}
-
 static void schedule_rotation(struct identity *id, struct workload *w);
 
 static bool spiffe_in_trust_domain(const char *spiffe, const char *td) {
@@ -467,7 +268,7 @@ static int make_job(struct identity *id, struct workload *w, struct issue_job **
                 j->common_name[64] = 0; /* the X.520 upper bound on a common name */
         j->lifetime = id->settings->workload_cert_lifetime;
         j->ticket = w->ticket = ++id->last_ticket;
-        if (!w->service && w->generation == 0 && !isempty(id->settings->pod_tls_dir) && uid_ok(w->uid)) {
+        if (!w->service && w->generation == 0 && !isempty(id->settings->pod_tls_dir) && workload_uid_ok(w->uid)) {
                 /* A new pod: the thread writes its directory too (else the loop does). */
                 j->stage_parent = strdup(id->settings->pod_tls_dir);
                 j->stage_name = strdup(w->uid);
@@ -657,7 +458,7 @@ static void on_issued(struct issue_worker *worker, struct issue_job *jobs, void 
                 if (!keep_staged)
                         issue_job_drop_staged(j);
         }
-        write_tls_dirs(id, done, staged, m);
+        workload_files_write_batch(id, done, staged, m);
         /* Telling others may end in anything, a workload's removal too: look each up again. */
         for (size_t i = 0; i < m; i++) {
                 struct workload *w = workload_find(id, uids[i]);
