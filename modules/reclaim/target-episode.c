@@ -159,31 +159,25 @@ int target_episode_step(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-/* After the writes (in force now: v2 what the kernel reclaimed; v1 the throttle or the
- * original back over the step's limit). */
-static void on_step_done(struct reclaim_target *t, const struct target_step *s) {
-        struct reclaim_step p = s->plan;
-        struct memcg_sample after;
-        const struct memcg_sample *before = &s->before;
-        int r = s->r, q = 0;
+/* v1: after the thread's writes the throttle, or the original, is in force; the record goes
+ * (or the restore is retried) once the original is back. */
+static int step_restore_v1(struct reclaim_target *t, const struct target_step *s) {
+        if (!t->throttle)
+                /* The original is back (or the thread could not write it): the record goes, or
+                 * the restore is retried. */
+                return target_record_restore(t);
+        if (s->q < 0) {
+                log_target_warning_errno(t, s->q, "Failed to put the throttle back on %s: %m", t->cgroup);
+                return target_record_restore(t);
+        }
+        return 0;
+}
 
-        if (!t->cg) {
-                target_episode_abort(t, "the cgroup is gone");
-                goto replay;
-        }
-        if (t->cg->version == MEMCG_V1) {
-                if (!t->throttle)
-                        /* The original is back (or the thread could not write it): the record
-                         * goes, or the restore is retried. */
-                        q = target_record_restore(t);
-                else if (s->q < 0) {
-                        log_target_warning_errno(t, s->q, "Failed to put the throttle back on %s: %m", t->cgroup);
-                        q = target_record_restore(t);
-                }
-                if (r >= 0 && q < 0)
-                        r = q;
-        }
+/* What the step took and what it gave: the next step's size, counters, the sample after. */
+static void step_account(struct reclaim_target *t, const struct target_step *s) {
         usec_t took = s->took;
+        struct memcg_sample after;
+
         /* Keep one write short: dirty or busy cache makes the kernel wait (writeback), so a
          * slow write halves the next step (down to 1 MiB) and a quick one lets it grow back. */
         if (took > STEP_SLOW && t->step_now > STEP_MIN)
@@ -197,29 +191,33 @@ static void on_step_done(struct reclaim_target *t, const struct target_step *s) 
         (void) metric_inc(t->ctx->metrics.steps, t->settings.name);
         (void) metric_observe(t->ctx->metrics.step_seconds, (double) took / USEC_PER_SEC, t->settings.name);
 
-        if (target_sample(t, &after) >= 0) {
-                t->last = after;
-                if (after.usage < before->usage) {
-                        uint64_t got = before->usage - after.usage;
-                        t->episode_bytes += got;
-                        t->bytes_reclaimed += got;
-                        (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
-                }
-                (void) target_throttle_follow(t, &after); /* a failure is retried by the next check */
+        if (target_sample(t, &after) < 0)
+                return;
+        t->last = after;
+        if (after.usage < s->before.usage) {
+                uint64_t got = s->before.usage - after.usage;
+                t->episode_bytes += got;
+                t->bytes_reclaimed += got;
+                (void) metric_add(t->ctx->metrics.bytes, (double) got, t->settings.name);
         }
+        (void) target_throttle_follow(t, &after); /* a failure is retried by the next check */
+}
+
+/* The episode after a step: r is the step's result, q the v1 restore's. */
+static void step_verdict(struct reclaim_target *t, const struct reclaim_step *p, int r, int q) {
         if (plan_step_error_is_transient(r) && q >= 0) {
                 /* The kernel could not reclaim that much (dirty or busy pages, or the workload
                  * faster than us): stop here; the next wake-up tries again. */
                 t->n_step_errors++;
                 (void) metric_inc(t->ctx->metrics.step_errors, t->settings.name, r == -EBUSY ? "busy" : "again");
-                target_episode_end(t, &p, r == -EBUSY ? "the kernel could not reclaim enough (EBUSY)"
+                target_episode_end(t, p, r == -EBUSY ? "the kernel could not reclaim enough (EBUSY)"
                                                : "the kernel reclaimed less than asked (EAGAIN)", true);
-                goto replay;
+                return;
         }
         if (r < 0 && !memcg_exists(t->cg)) {
                 target_episode_abort(t, "the cgroup was removed");
                 target_check(t, WAKE_TIMER); /* detaches, says missing */
-                goto replay;
+                return;
         }
         if (r < 0) {
                 /* A hard error (the write refused, or the original could not be put back): no
@@ -233,18 +231,34 @@ static void on_step_done(struct reclaim_target *t, const struct target_step *s) 
                           q < 0 ? "cannot restore memory.limit_in_bytes" : "the reclaim write failed",
                           strerror(-r));
                 target_hold_after_error(t);
-                goto replay;
+                return;
         }
-        if (p.last || t->episode_steps >= EPISODE_MAX_STEPS) {
+        if (p->last || t->episode_steps >= EPISODE_MAX_STEPS) {
                 /* Looked at again either way: a writer may charge on past the last step, and
                  * one that stops just after it leaves no crossing of high to wake us. */
-                target_episode_end(t, &p,
-                            !p.last ? "step budget used" : t->last.usage > p.goal ? "last step done, the writer charged on" : "goal reached",
+                target_episode_end(t, p,
+                            !p->last ? "step budget used" : t->last.usage > p->goal ? "last step done, the writer charged on" : "goal reached",
                             true);
-                goto replay;
+                return;
         }
         target_episode_schedule_step(t);
-replay:
+}
+
+/* After the writes (in force now: v2 what the kernel reclaimed; v1 the throttle or the
+ * original back over the step's limit). */
+static void on_step_done(struct reclaim_target *t, const struct target_step *s) {
+        int r = s->r, q = 0;
+
+        if (!t->cg)
+                target_episode_abort(t, "the cgroup is gone");
+        else {
+                if (t->cg->version == MEMCG_V1)
+                        q = step_restore_v1(t, s);
+                if (r >= 0 && q < 0)
+                        r = q;
+                step_account(t, s);
+                step_verdict(t, &s->plan, r, q);
+        }
         /* A wake-up put off while the step was in flight: the episode's next step samples
          * anyway, otherwise it is looked at now. */
         if (t->step_replay >= 0 && !t->step) {
