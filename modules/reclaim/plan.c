@@ -92,6 +92,22 @@ void plan_step(const struct reclaim_bounds *b, const struct memcg_sample *s, boo
         *ret = st;
 }
 
+uint64_t plan_inflow_rate(uint64_t from, uint64_t to, uint64_t elapsed_us) {
+        if (to <= from || elapsed_us == 0)
+                return 0;
+        double rate = (double) (to - from) * 1e6 / (double) elapsed_us;
+        return rate >= (double) UINT64_MAX ? UINT64_MAX : (uint64_t) rate;
+}
+
+uint64_t plan_settle_delay(uint64_t high, uint64_t usage, uint64_t rate, uint64_t min_us, uint64_t max_us) {
+        if (rate == 0 || usage >= high)
+                return max_us;
+        double quarter = (double) (high - usage) / (double) rate * 1e6 / 4;
+        if (quarter >= (double) max_us)
+                return max_us;
+        return quarter <= (double) min_us ? min_us : (uint64_t) quarter;
+}
+
 bool plan_throttle_wanted(const struct reclaim_bounds *b, const struct memcg_sample *s, bool engaged) {
         uint64_t need = add_sat(add_sat(s->anon, b->min_file), b->headroom);
         return engaged ? need < b->high : add_sat(need, b->headroom) < b->high;

@@ -91,6 +91,17 @@ uint64_t plan_backstop_level(const struct reclaim_bounds *b);
  * wake-ups that follow bring it down to the level. */
 uint64_t plan_throttle_value(uint64_t level, uint64_t usage, uint64_t headroom, uint64_t page_size);
 
+/* ---- the look after an episode, paced by the writer ---- */
+
+/* A writer's inflow in bytes per second: usage from `from` to `to` over elapsed µs; 0 if usage
+ * did not grow (reclaimed, or idle) or no time passed. */
+uint64_t plan_inflow_rate(uint64_t from, uint64_t to, uint64_t elapsed_us);
+/* When to look again after an episode (µs): a quarter of the time a writer at rate bytes/s
+ * takes from usage to high (a crossing is where the writer stalls, reclaiming in its own
+ * context; the look starts the next episode before it), within [min_us, max_us]; max_us
+ * without an inflow or at high already. */
+uint64_t plan_settle_delay(uint64_t high, uint64_t usage, uint64_t rate, uint64_t min_us, uint64_t max_us);
+
 /* ---- the durable record of a v1 original limit: when it may be written, used and forgotten ---- */
 
 enum reclaim_leftover_action {

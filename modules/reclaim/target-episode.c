@@ -40,6 +40,7 @@ void target_episode_state_from_plan(struct reclaim_target *t, const struct recla
 void target_episode_end(struct reclaim_target *t, const struct reclaim_step *p, const char *why, bool unfinished) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         t->in_episode = false;
+        target_inflow_mark(t);
         target_set_unfinished(t, unfinished);
         t->last_reclaim_realtime = now_usec(CLOCK_REALTIME);
         if (t->episode_steps > 0) {
@@ -64,6 +65,7 @@ void target_episode_start(struct reclaim_target *t, const struct memcg_sample *s
         t->episode_steps = 0;
         t->episode_bytes = 0;
         t->episode_usage_start = s->usage;
+        (void) target_inflow_measure(t, s->usage); /* since the last episode's end, if it was looked after */
         target_set_state(t, TARGET_RECLAIMING, NULL);
         log_target_debug(t, "usage %" PRIu64 " %s high %" PRIu64 " (%s): reclaiming toward %" PRIu64, s->usage,
                          s->usage >= t->bounds.high ? ">=" : "< (unfinished)", t->bounds.high,
@@ -178,9 +180,13 @@ static void step_account(struct reclaim_target *t, const struct target_step *s) 
         usec_t took = s->took;
         struct memcg_sample after;
 
-        /* Keep one write short: dirty or busy cache makes the kernel wait (writeback), so a
-         * slow write halves the next step (down to 1 MiB) and a quick one lets it grow back. */
-        if (took > STEP_SLOW && t->step_now > STEP_MIN)
+        /* v1: keep one write short, since the writer meets the step's lowered limit until the
+         * thread puts the throttle back: dirty or busy cache makes the kernel wait (writeback),
+         * so a slow write halves the next step (down to 1 MiB) and a quick one lets it grow
+         * back. v2's memory.reclaim lowers nothing the writer meets: the whole step each time. */
+        if (t->cg && t->cg->version != MEMCG_V1)
+                ;
+        else if (took > STEP_SLOW && t->step_now > STEP_MIN)
                 t->step_now = MAX(t->step_now / 2, STEP_MIN);
         else if (took < STEP_SLOW / 4 && t->step_now < t->bounds.step)
                 t->step_now = t->step_now > t->bounds.step / 2 ? t->bounds.step : t->step_now * 2;

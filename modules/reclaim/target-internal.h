@@ -88,6 +88,12 @@ struct reclaim_target {
          * look, which continues toward the goal even below high. */
         sd_event_source *settle_src;
         bool unfinished;
+        /* The writer's pace: usage and CLOCK_MONOTONIC at the last look after an episode
+         * (inflow_at 0: none), and the inflow since (bytes/s) as the next look measured it. The
+         * settle look comes before a writer at that pace reaches high. */
+        uint64_t inflow_usage;
+        usec_t inflow_at;
+        uint64_t inflow_rate;
 
         /* the episode under way */
         bool in_episode;
@@ -136,6 +142,11 @@ void target_count_lowered_hits(struct reclaim_target *t, const struct memcg *cg)
 void target_set_state(struct reclaim_target *t, enum target_state s, const char *reason_format, ...) _printf_(3, 4);
 /* Reads the cgroup into ret, counting the failures against a lowered limit. */
 int target_sample(struct reclaim_target *t, struct memcg_sample *ret);
+/* The writer's pace, for the settle delay: marked at the end of an episode (the usage after
+ * it), measured at the next look or episode (usage then; marked again from there). true if
+ * usage grew since the mark. */
+void target_inflow_mark(struct reclaim_target *t);
+bool target_inflow_measure(struct reclaim_target *t, uint64_t usage);
 /* unfinished: short of the goal, looked at again after the settle delay. */
 void target_set_unfinished(struct reclaim_target *t, bool unfinished);
 

@@ -10,11 +10,15 @@
 #include "string-table.h"
 
 /* An episode that ended after steps (short of its goal: the kernel reclaimed less than asked,
- * the step budget ran out; or at it, with a writer that may charge on) is looked at again this
- * soon — the timer moves with each episode, so a stream of them gets one look after the last:
- * once the writer pauses, usage is brought to target at once instead of sitting between target
- * and high until the next crossing, so the workload's next burst finds room. */
+ * the step budget ran out; or at it, with a writer that may charge on) is looked at again at
+ * most this late: once the writer pauses, usage is brought to target at once instead of
+ * sitting between target and high until the next crossing, so the workload's next burst finds
+ * room. While a writer charges on (usage grew since the episode's end) the look comes sooner,
+ * before its pace would take usage to high (plan_settle_delay()), but not before SETTLE_MIN,
+ * and it goes on looking, and reclaiming toward target, until usage stops growing: the writer
+ * then meets no crossing of high, where it would stall reclaiming in its own context. */
 #define SETTLE (100 * USEC_PER_MSEC)
+#define SETTLE_MIN (5 * USEC_PER_MSEC)
 /* How deep below the root pod cgroups are searched (kubepods/burstable/pod<uid> is 3). */
 #define POD_SEARCH_DEPTH 6u
 
@@ -123,14 +127,30 @@ void target_set_state(struct reclaim_target *t, enum target_state s, const char 
                 t->ctx->state_changed(t->ctx->userdata);
 }
 
-/* unfinished: short of the goal, looked at again after SETTLE (and from then on, while it
- * stays unfinished, reclaimed toward the goal even below high). */
+void target_inflow_mark(struct reclaim_target *t) {
+        t->inflow_usage = t->last.usage;
+        t->inflow_at = now_usec(CLOCK_MONOTONIC);
+}
+
+bool target_inflow_measure(struct reclaim_target *t, uint64_t usage) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        t->inflow_rate = t->inflow_at && now > t->inflow_at ? plan_inflow_rate(t->inflow_usage, usage, now - t->inflow_at) : 0;
+        t->inflow_usage = usage;
+        t->inflow_at = now;
+        return t->inflow_rate > 0;
+}
+
+/* unfinished: short of the goal, looked at again after the settle delay (and from then on,
+ * while it stays unfinished, reclaimed toward the goal even below high). */
 void target_set_unfinished(struct reclaim_target *t, bool unfinished) {
         t->unfinished = unfinished;
+        if (!unfinished)
+                t->inflow_at = 0;
         if (!t->settle_src)
                 return;
         if (unfinished) {
-                (void) sd_event_source_set_time_relative(t->settle_src, SETTLE);
+                (void) sd_event_source_set_time_relative(
+                        t->settle_src, plan_settle_delay(t->bounds.high, t->last.usage, t->inflow_rate, SETTLE_MIN, SETTLE));
                 (void) sd_event_source_set_enabled(t->settle_src, SD_EVENT_ONESHOT);
         } else
                 (void) sd_event_source_set_enabled(t->settle_src, SD_EVENT_OFF);
@@ -409,8 +429,11 @@ void target_check(struct reclaim_target *t, enum wake_source source) {
                 /* Unreachable: left alone, not thrashed; the state says why. At the goal the
                  * settle look is still to come unless this is it: the writer may charge on
                  * after this wake-up without crossing high again. */
-                if (p.verdict != RECLAIM_DONE || source == WAKE_SETTLE)
+                if (p.verdict != RECLAIM_DONE)
                         target_set_unfinished(t, false);
+                else if (source == WAKE_SETTLE)
+                        /* At the goal: looked at again only while a writer still charges. */
+                        target_set_unfinished(t, target_inflow_measure(t, s.usage));
                 target_episode_state_from_plan(t, &p);
                 return;
         case RECLAIM_STEP:
@@ -550,7 +573,7 @@ int target_start(struct reclaim_target *t) {
                         return r;
         }
         if (!t->settle_src) {
-                r = sd_event_add_time_relative(t->ctx->event, &t->settle_src, CLOCK_MONOTONIC, SETTLE, SETTLE / 10,
+                r = sd_event_add_time_relative(t->ctx->event, &t->settle_src, CLOCK_MONOTONIC, SETTLE, SETTLE_MIN / 5,
                                                on_settle, t);
                 if (r < 0)
                         return r;

@@ -118,8 +118,10 @@ def test_agent_keeps_the_peak_under_high_and_never_reaches_the_limit(agent_facto
     # While it watches, the writer meets the throttle; the workload's limit is the original.
     assert g.limit() == THROTTLE == t["throttle"] and t["limit"] == LIMIT, t
     assert t["reclaims"] >= 2 and t["bytes_reclaimed"] >= 2 * LIMIT, t
-    # Event-driven: the safety net is an hour away, yet reclaim happened on threshold events.
-    assert t["wakeups"]["threshold"] >= t["reclaims"] and t["wakeups"]["timer"] == 0, t
+    # Event-driven: the safety net is an hour away, yet reclaim happened on threshold events and
+    # the looks that follow a writer's pace after each episode.
+    assert t["wakeups"]["threshold"] >= 1 and t["wakeups"]["timer"] == 0, t
+    assert t["wakeups"]["threshold"] + t["wakeups"]["settle"] >= t["reclaims"], t
     assert t["last_reaction_seconds"] is not None and t["original_limit_recorded"]
     m = a.metrics()
     assert m.value("pinion_reclaim_reaction_seconds_count", target="web") == t["reclaims"]
@@ -594,7 +596,8 @@ def test_a_cgroup_made_again_between_wakeups_gets_its_events_again(agent_factory
     t = target(a, "again")
     reclaims = t["reclaims"] - t0["reclaims"]
     assert reclaims >= 2, (t0, t)
-    assert t["wakeups"]["threshold"] - t0["wakeups"]["threshold"] >= reclaims - 1, (t0, t)
+    woken = sum(t["wakeups"][k] - t0["wakeups"][k] for k in ("threshold", "settle"))
+    assert t["wakeups"]["threshold"] > t0["wakeups"]["threshold"] and woken >= reclaims - 1, (t0, t)
     assert g.peak() < LIMIT and g.limit() == THROTTLE == t["throttle"], t
 
 

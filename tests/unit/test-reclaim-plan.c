@@ -298,6 +298,29 @@ static void test_throttle_value(_unused_ void **state) {
         assert_true(plan_throttle_value(57 * MiB, UINT64_MAX - 10, MiB, 4096) == UINT64_MAX);
 }
 
+static void test_inflow_rate(_unused_ void **state) {
+        /* 10 MiB more in 100 ms: 100 MiB/s. */
+        assert_true(plan_inflow_rate(40 * MiB, 50 * MiB, 100000) == 100 * MiB);
+        /* Usage that fell (reclaimed) or stayed, or no time: no inflow. */
+        assert_true(plan_inflow_rate(50 * MiB, 40 * MiB, 100000) == 0);
+        assert_true(plan_inflow_rate(50 * MiB, 50 * MiB, 100000) == 0);
+        assert_true(plan_inflow_rate(40 * MiB, 50 * MiB, 0) == 0);
+        assert_true(plan_inflow_rate(0, UINT64_MAX, 1) == UINT64_MAX);
+}
+
+static void test_settle_delay(_unused_ void **state) {
+        const uint64_t min = 5000, max = 100000;
+        /* 100 MiB/s with 12.5 MiB to high: 125 ms to high, looked at after a quarter of it. */
+        assert_true(plan_settle_delay(60 * MiB, 47 * MiB + 512 * 1024, 100 * MiB, min, max) == 31250);
+        /* A slow writer, none, or high reached already: the settle delay as before. */
+        assert_true(plan_settle_delay(57 * MiB, 45 * MiB, MiB, min, max) == max);
+        assert_true(plan_settle_delay(57 * MiB, 45 * MiB, 0, min, max) == max);
+        assert_true(plan_settle_delay(57 * MiB, 57 * MiB, 100 * MiB, min, max) == max);
+        /* A writer at dd speed on a fast disk (3 GiB/s): never sooner than min. */
+        assert_true(plan_settle_delay(57 * MiB, 45 * MiB, 3072 * MiB, min, max) == min);
+        assert_true(plan_settle_delay(57 * MiB, 45 * MiB, UINT64_MAX, min, max) == min);
+}
+
 static void test_limit_is_ours(_unused_ void **state) {
         assert_true(plan_limit_as_kernel_keeps(40 * MiB + 4095, 4096) == 40 * MiB);
         assert_true(plan_limit_as_kernel_keeps(40 * MiB, 4096) == 40 * MiB);
@@ -353,6 +376,8 @@ int main(void) {
                 cmocka_unit_test(test_throttle_wanted),
                 cmocka_unit_test(test_throttle_level),
                 cmocka_unit_test(test_throttle_value),
+                cmocka_unit_test(test_inflow_rate),
+                cmocka_unit_test(test_settle_delay),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,9 +133,11 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(node, kind):
         kind, summary, peak / MiB, 100.0 * peak / LIMIT, ev, t["reclaims"], t["wakeups"]))
     assert peak <= LIMIT * 95 // 100, "peak %.1f%% of the limit" % (100.0 * peak / LIMIT)
     assert ev["max"] == 0 and ev["oom_kill"] == 0, ev
-    # Woken by the kernel's notifications, never by the timer (an hour away).
+    # Woken by the kernel's notifications and the looks that follow a writer's pace after each
+    # episode, never by the timer (an hour away).
     assert t["reclaims"] >= 1 and t["wakeups"]["timer"] == 0, t
-    assert t["wakeups"]["psi"] + t["wakeups"]["memory-events"] >= t["reclaims"], t
+    assert t["wakeups"]["psi"] + t["wakeups"]["memory-events"] >= 1, t
+    assert t["wakeups"]["psi"] + t["wakeups"]["memory-events"] + t["wakeups"]["settle"] >= t["reclaims"], t
     _, metrics = api("/metrics")
     assert 'pinion_reclaim_wakeups_total{target="w",source="memory-events"}' in metrics
     assert not warnings_since(cursor), warnings_since(cursor)
