@@ -29,6 +29,11 @@
 
 #define WORKLOAD_WRITE_RETRY (5 * USEC_PER_SEC)
 
+/* A write of w's files failed: under its tls-dir (a service) or pod-tls-dir. */
+static void write_failed(struct identity *id, struct workload *w, int r) {
+        workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
+}
+
 void workload_files_begin(struct workload *w) {
         w->write_error = 0;
 }
@@ -41,7 +46,7 @@ static int on_write_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         workload_files_begin(w);
         int r = workload_files_write(id, w);
         if (r < 0)
-                workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
+                write_failed(id, w, r);
         workload_files_end(id, w);
         /* A certificate whose files failed in its batch (issue_succeeded() left it unsaid). */
         if (was && !w->write_failing)
@@ -184,10 +189,6 @@ int workload_files_write(struct identity *id, struct workload *w) {
         if (r < 0 || !dir)
                 return r;
         return commit_tls_dir(w, dir, version, 0);
-}
-
-static void write_failed(struct identity *id, struct workload *w, int r) {
-        workload_files_failed(id, w, w->service && w->tls_dir ? w->tls_dir : id->settings->pod_tls_dir, r);
 }
 
 static int sync_pod_tls_dir(int dfd) {
