@@ -184,11 +184,10 @@ static void step_account(struct reclaim_target *t, const struct target_step *s) 
          * thread puts the throttle back: dirty or busy cache makes the kernel wait (writeback),
          * so a slow write halves the next step (down to 1 MiB) and a quick one lets it grow
          * back. v2's memory.reclaim lowers nothing the writer meets: the whole step each time. */
-        if (t->cg && t->cg->version != MEMCG_V1)
-                ;
-        else if (took > STEP_SLOW && t->step_now > STEP_MIN)
+        bool v1 = t->cg && t->cg->version == MEMCG_V1;
+        if (v1 && took > STEP_SLOW && t->step_now > STEP_MIN)
                 t->step_now = MAX(t->step_now / 2, STEP_MIN);
-        else if (took < STEP_SLOW / 4 && t->step_now < t->bounds.step)
+        else if (v1 && took < STEP_SLOW / 4 && t->step_now < t->bounds.step)
                 t->step_now = t->step_now > t->bounds.step / 2 ? t->bounds.step : t->step_now * 2;
         t->last_step = took;
         t->max_step = MAX(t->max_step, took);
