@@ -9,10 +9,15 @@
 #include "clock-watch.h"
 #include "macro.h"
 
+/* A move of the wall clock this large, seen by clock_watch_check() before the kernel cancelled
+ * the timerfd, is reported as a step at once (smaller ones wait for the kernel's word). */
+#define EARLY_STEP_MIN 1000000
+
 struct clock_watch {
         int fd;
         sd_event_source *source;
         int64_t offset; /* CLOCK_REALTIME - CLOCK_BOOTTIME when last armed */
+        bool reported_early; /* a step reported before the kernel cancelled the timerfd */
         clock_watch_fn fn;
         void *userdata;
 };
@@ -30,25 +35,39 @@ static int arm(struct clock_watch *w) {
 }
 
 /* Re-armed before the offset is read: a step between the two is then either in this report or
- * in the next one, never in neither. */
-static bool consume(struct clock_watch *w) {
+ * in the next one, never in neither. early: asked by clock_watch_check(). The kernel sets the
+ * clock and fires the CLOCK_REALTIME timers it passed before it cancels this timerfd, so a
+ * timer's handler can run in between: there a large move of the offset is the step, reported
+ * then, and the cancel that follows it is not reported again. */
+static bool consume(struct clock_watch *w, bool early) {
         uint64_t expirations;
-        if (read(w->fd, &expirations, sizeof(expirations)) >= 0 || errno != ECANCELED)
-                return false;
-        (void) arm(w);
+        bool canceled = read(w->fd, &expirations, sizeof(expirations)) < 0 && errno == ECANCELED;
         int64_t now = realtime_offset(), delta = now - w->offset;
-        w->offset = now;
+        bool large = delta >= EARLY_STEP_MIN || delta <= -EARLY_STEP_MIN;
+
+        if (canceled) {
+                (void) arm(w);
+                bool seen = w->reported_early && !large;
+                w->reported_early = false;
+                w->offset = now;
+                if (seen)
+                        return false;
+        } else if (early && large) {
+                w->reported_early = true;
+                w->offset = now;
+        } else
+                return false;
         w->fn(w, delta, w->userdata);
         return true;
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        (void) consume(userdata);
+        (void) consume(userdata, false);
         return 0;
 }
 
 bool clock_watch_check(struct clock_watch *w) {
-        return w && consume(w);
+        return w && consume(w, true);
 }
 
 int clock_watch_new(sd_event *e, int64_t priority, clock_watch_fn fn, void *userdata, struct clock_watch **ret) {

@@ -26,7 +26,8 @@ typedef void (*clock_watch_fn)(struct clock_watch *w, int64_t delta, void *userd
 /* An IO source on e at priority; fn runs once per set of steps seen. 0 or a negative errno. */
 int clock_watch_new(sd_event *e, int64_t priority, clock_watch_fn fn, void *userdata, struct clock_watch **ret);
 /* Runs fn now if a step happened that was not yet reported: for a CLOCK_REALTIME timer's handler
- * that may be dispatched before the watch's own event in the same loop iteration. true if it
- * did. */
+ * that may be dispatched before the watch's own event in the same loop iteration, or before the
+ * kernel has cancelled the timerfd at all (it fires the timers first): a move of a second or
+ * more counts then, and is not reported again when the cancel comes. true if it ran fn. */
 bool clock_watch_check(struct clock_watch *w);
 struct clock_watch *clock_watch_free(struct clock_watch *w);
