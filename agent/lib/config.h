@@ -136,7 +136,7 @@ int config_check_unclaimed(const struct config *c, char **ret_error);
 /* Formats "FILE:LINE: reason" into *ret_error (allocated) and returns -EINVAL. */
 int config_error(char **ret_error, const char *file, unsigned line, const char *format, ...) _printf_(4, 5);
 
-/* Typed parsers. Field types: usec_t, uint64_t (sizes), unsigned (percent 0..100), bool,
+/* Typed parsers (config-parse.c). Field types: usec_t, uint64_t (sizes), unsigned (percent 0..100), bool,
  * int64_t, char * (path: absolute; string: any), char ** (NULL-terminated strv), mode_t. */
 int config_parse_duration(const char *v, void *ret, const char **reason); /* usec_t */
 int config_parse_size(const char *v, void *ret, const char **reason);     /* uint64_t, K/M/G/T */
