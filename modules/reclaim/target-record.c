@@ -305,6 +305,133 @@ void target_record_load(struct reclaim_target *t) {
         unit_cap_adopt_leftover(t->ctx, t->record_path);
 }
 
+/* The sibling .lowered of record NAME (NAME.json → NAME.lowered): the values an interrupted
+ * reclaim may have left in force, {0, 0} when unknown. *ret_name is its file name (NULL if it
+ * cannot be named). STATE_VERSION_ERR_NEWER for a newer release's file, else 0. */
+static int leftover_read_lowered(struct reclaim_ctx *ctx, const char *name, char **ret_name, uint64_t noted[static 2]) {
+        _cleanup_free_ char *lowered = NULL, *lp = NULL;
+        unsigned format = 0;
+
+        noted[0] = noted[1] = 0;
+        *ret_name = NULL;
+        if (asprintf(&lowered, "%.*s.lowered", (int) (strlen(name) - strlen(".json")), name) < 0)
+                return 0;
+        lp = fs_path_join(ctx->record_dir, lowered);
+        int r = lp ? read_lowered(lp, noted, &format) : -ENOMEM;
+        if (r == STATE_VERSION_ERR_NEWER) {
+                _cleanup_free_ char *why = state_version_describe(lp, format, LOWERED_VERSION);
+                log_module_error(MODULE, "%s", why ? why : "a newer release's record");
+                return r;
+        }
+        if (r < 0)
+                noted[0] = noted[1] = 0;
+        *ret_name = TAKE_PTR(lowered);
+        return 0;
+}
+
+enum leftover_restore_result { LEFTOVER_RESTORE_FAILED, LEFTOVER_RESTORE_DONE, LEFTOVER_RESTORE_PENDING };
+
+/* Puts a record's original back. A unit's own cgroup goes through systemd, asynchronously: the
+ * call removes the record files once the original is back (PENDING). Anything else is written
+ * directly; a failure keeps the record, so its target (or the next start) tries again. */
+static enum leftover_restore_result leftover_restore(struct reclaim_ctx *ctx, struct memcg *cg, const char *cgroup,
+                                                     enum memcg_version version, uint64_t want, uint64_t cur,
+                                                     const char *name, const char *lowered) {
+        char buf[24];
+        format_cap(want, buf);
+        _cleanup_free_ char *rp = fs_path_join(ctx->record_dir, name),
+                            *lp = lowered ? fs_path_join(ctx->record_dir, lowered) : NULL;
+        int r = version == MEMCG_V2 && rp ? unit_cap_restore_leftover(ctx, cgroup, want, cur, rp, lp) : 0;
+        if (r > 0)
+                return LEFTOVER_RESTORE_PENDING;
+        if (r < 0)
+                log_module_warning_errno(MODULE, r, "Cannot restore memory.high of %s through systemd: %m; writing it directly",
+                                         cgroup);
+        r = memcg_write_cap(cg, want);
+        if (r < 0) {
+                log_module_error_errno(MODULE, r, "Failed to restore %s of %s to %s: %m",
+                                       version == MEMCG_V1 ? "the limit" : "memory.high", cgroup, buf);
+                return LEFTOVER_RESTORE_FAILED;
+        }
+        log_module_info(MODULE, "Restored %s of %s to %s (was %" PRIu64 ", left lowered by an interrupted reclaim)",
+                        version == MEMCG_V1 ? "the memory limit" : "memory.high", cgroup, buf, cur);
+        return LEFTOVER_RESTORE_DONE;
+}
+
+/* One record an earlier run left in record_dir: restored, forgotten or kept, as
+ * plan_leftover_action() decides; a record that is settled is removed with its .lowered.
+ * 1: restored (or under way), 0: not, STATE_VERSION_ERR_NEWER: a newer release's record. */
+static int leftover_handle(struct reclaim_ctx *ctx, int dfd, const char *name) {
+        _cleanup_free_ char *p = fs_path_join(ctx->record_dir, name), *text = NULL, *cgroup = NULL, *lowered = NULL;
+        _cleanup_(memcg_freep) struct memcg *cg = NULL;
+        enum memcg_version version = MEMCG_V1;
+        uint64_t cur = 0, want = 0, noted[2];
+        unsigned format = 0;
+        int restored = 0;
+
+        int q = !p ? -ENOMEM : fs_read_file_full(p, 4096, &text, NULL);
+        if (q >= 0)
+                q = record_parse(text, &cgroup, &want, &version, &format);
+        if (q == STATE_VERSION_ERR_NEWER) {
+                _cleanup_free_ char *why = state_version_describe(p, format, RECORD_VERSION);
+                log_module_error(MODULE, "%s", why ? why : "a newer release's record");
+                return q;
+        }
+        if (q < 0) {
+                log_module_warning(MODULE, "Ignoring %s record %s", q == -EINVAL ? "malformed" : "unreadable", p ? p : name);
+                (void) unlinkat(dfd, name, 0);
+                return 0;
+        }
+        q = leftover_read_lowered(ctx, name, &lowered, noted);
+        if (q < 0)
+                return q;
+        int ro = memcg_open(cgroup, &cg);
+        if (ro >= 0 && cg->version != version) {
+                /* The hierarchy changed under the record (a reboot into the other version):
+                 * nothing of ours can be in force. */
+                log_module_info(MODULE, "%s: recorded cgroup %s is now cgroup v%d; nothing to restore", name, cgroup,
+                                (int) cg->version);
+                ro = -ENOENT;
+        }
+        int rr = ro >= 0 ? memcg_read_cap(cg, &cur) : 0;
+        uint64_t written = noted_in_force(cur, noted);
+        char buf[24];
+        format_cap(want, buf);
+        switch (plan_leftover_action(ro, rr, cur, want, written, memcg_page_size())) {
+        case LEFTOVER_KEEP:
+                log_module_error_errno(MODULE, ro < 0 ? ro : rr,
+                                       "Cannot %s cgroup %s to check the value recorded in %s, keeping the record: %m",
+                                       ro < 0 ? "open" : "read", cgroup, name);
+                return 0;
+        case LEFTOVER_NOT_OURS:
+                log_module_info(MODULE, "The %s of %s is %" PRIu64 ", not the %" PRIu64
+                                " an interrupted reclaim wrote: set by someone else since, not restoring %s",
+                                version == MEMCG_V1 ? "memory limit" : "memory.high", cgroup, cur, written, buf);
+                break;
+        case LEFTOVER_FORGET:
+                if (ro == -ENOENT && !cg)
+                        log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", name, cgroup);
+                break;
+        case LEFTOVER_RESTORE:
+                switch (leftover_restore(ctx, cg, cgroup, version, want, cur, name, lowered)) {
+                case LEFTOVER_RESTORE_PENDING:
+                        return 1;
+                case LEFTOVER_RESTORE_FAILED:
+                        return 0;
+                case LEFTOVER_RESTORE_DONE:
+                        restored = 1;
+                        break;
+                }
+                break;
+        case _LEFTOVER_ACTION_MAX:
+                return 0;
+        }
+        if (lowered)
+                (void) unlinkat(dfd, lowered, 0);
+        (void) unlinkat(dfd, name, 0);
+        return restored;
+}
+
 int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
         _cleanup_close_ int dfd = fs_open_directory(ctx->record_dir);
         int n = 0;
@@ -321,102 +448,12 @@ int target_record_restore_leftovers(struct reclaim_ctx *ctx) {
                 size_t len = strlen(de->d_name);
                 if (len < 6 || !streq(de->d_name + len - 5, ".json"))
                         continue;
-                _cleanup_free_ char *p = fs_path_join(ctx->record_dir, de->d_name), *text = NULL, *cgroup = NULL;
-                _cleanup_(memcg_freep) struct memcg *cg = NULL;
-                enum memcg_version version = MEMCG_V1;
-                uint64_t cur = 0, want = 0;
-                unsigned format = 0;
-                int q = !p ? -ENOMEM : fs_read_file_full(p, 4096, &text, NULL);
-                if (q >= 0)
-                        q = record_parse(text, &cgroup, &want, &version, &format);
-                if (q == STATE_VERSION_ERR_NEWER) {
-                        _cleanup_free_ char *why = state_version_describe(p, format, RECORD_VERSION);
-                        log_module_error(MODULE, "%s", why ? why : "a newer release's record");
+                int r = leftover_handle(ctx, dfd, de->d_name);
+                if (r < 0) {
                         closedir(d);
-                        return q;
+                        return r;
                 }
-                if (q < 0) {
-                        log_module_warning(MODULE, "Ignoring %s record %s", q == -EINVAL ? "malformed" : "unreadable",
-                                           p ? p : de->d_name);
-                        (void) unlinkat(dfd, de->d_name, 0);
-                        continue;
-                }
-                /* The sibling .lowered: the values that may be in force (absent: unknown). */
-                _cleanup_free_ char *lowered = NULL;
-                uint64_t noted[2] = {};
-                if (asprintf(&lowered, "%.*s.lowered", (int) (len - 5), de->d_name) < 0)
-                        lowered = NULL;
-                if (lowered) {
-                        _cleanup_free_ char *lp = fs_path_join(ctx->record_dir, lowered);
-                        int ql = lp ? read_lowered(lp, noted, &format) : -ENOMEM;
-                        if (ql == STATE_VERSION_ERR_NEWER) {
-                                _cleanup_free_ char *why = state_version_describe(lp, format, LOWERED_VERSION);
-                                log_module_error(MODULE, "%s", why ? why : "a newer release's record");
-                                closedir(d);
-                                return ql;
-                        }
-                        if (ql < 0)
-                                noted[0] = noted[1] = 0;
-                }
-                int ro = memcg_open(cgroup, &cg);
-                if (ro >= 0 && cg->version != version) {
-                        /* The hierarchy changed under the record (a reboot into the other
-                         * version): nothing of ours can be in force. */
-                        log_module_info(MODULE, "%s: recorded cgroup %s is now cgroup v%d; nothing to restore", de->d_name,
-                                        cgroup, (int) cg->version);
-                        ro = -ENOENT;
-                }
-                int rr = ro >= 0 ? memcg_read_cap(cg, &cur) : 0;
-                uint64_t written = noted_in_force(cur, noted);
-                const char *what = version == MEMCG_V1 ? "the memory limit" : "memory.high";
-                char buf[24];
-                format_cap(want, buf);
-                switch (plan_leftover_action(ro, rr, cur, want, written, memcg_page_size())) {
-                case LEFTOVER_KEEP:
-                        log_module_error_errno(MODULE, ro < 0 ? ro : rr,
-                                               "Cannot %s cgroup %s to check the value recorded in %s, keeping the record: %m",
-                                               ro < 0 ? "open" : "read", cgroup, de->d_name);
-                        continue;
-                case LEFTOVER_NOT_OURS:
-                        log_module_info(MODULE, "The %s of %s is %" PRIu64 ", not the %" PRIu64
-                                        " an interrupted reclaim wrote: set by someone else since, not restoring %s",
-                                        version == MEMCG_V1 ? "memory limit" : "memory.high", cgroup, cur, written, buf);
-                        break;
-                case LEFTOVER_FORGET:
-                        if (ro == -ENOENT && !cg)
-                                log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", de->d_name,
-                                                cgroup);
-                        break;
-                case LEFTOVER_RESTORE: {
-                        /* A unit's own cgroup: through systemd (asynchronously; the call
-                         * removes the record files once the original is back). */
-                        _cleanup_free_ char *rp = fs_path_join(ctx->record_dir, de->d_name),
-                                            *lp = lowered ? fs_path_join(ctx->record_dir, lowered) : NULL;
-                        int r = version == MEMCG_V2 && rp ? unit_cap_restore_leftover(ctx, cgroup, want, cur, rp, lp) : 0;
-                        if (r > 0) {
-                                n++;
-                                continue;
-                        }
-                        if (r < 0)
-                                log_module_warning_errno(MODULE, r, "Cannot restore memory.high of %s through systemd: %m; writing it directly",
-                                                         cgroup);
-                        r = memcg_write_cap(cg, want);
-                        if (r < 0) {
-                                log_module_error_errno(MODULE, r, "Failed to restore %s of %s to %s: %m",
-                                                       version == MEMCG_V1 ? "the limit" : "memory.high", cgroup, buf);
-                                continue; /* keep the record: its target (or the next start) tries again */
-                        }
-                        log_module_info(MODULE, "Restored %s of %s to %s (was %" PRIu64 ", left lowered by an interrupted reclaim)",
-                                        what, cgroup, buf, cur);
-                        n++;
-                        break;
-                }
-                case _LEFTOVER_ACTION_MAX:
-                        continue;
-                }
-                if (lowered)
-                        (void) unlinkat(dfd, lowered, 0);
-                (void) unlinkat(dfd, de->d_name, 0);
+                n += r;
         }
         closedir(d);
         (void) fs_fsync_fd(dfd);
