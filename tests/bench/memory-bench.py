@@ -63,8 +63,11 @@ from pinion_testlib import Agent, BUILDDIR, PINIOND, make_pod, unix_request  # n
 KiB = 1024
 GOAL_IDLE_KIB = 3 * 1024
 GOAL_1000_KIB = 6 * 1024
-FIGURES = ("RssAnon", "Pss_Anon", "WorkingSet", "CgAnon", "CgFile", "CgKernel", "Pss", "Pss_File", "VmRSS")
+FIGURES = ("RssAnon", "Pss_Anon", "WorkingSet", "CgAnon", "CgFile", "CgActiveFile", "CgActivated", "CgKernel", "Pss",
+           "Pss_File", "VmRSS")
 FIGURE_NAMES = {"WorkingSet": "cgroup working set", "CgAnon": "cgroup: anon", "CgFile": "cgroup: page cache",
+                "CgActiveFile": "cgroup: active page cache (in the working set)",
+                "CgActivated": "cgroup: page cache activated on refault (workingset_activate_file)",
                 "CgKernel": "cgroup: kernel"}
 FIRST_OPS = ("cni-add", "jwt-svid", "status")
 OP_NAMES = {"cni-add": "CNI ADD", "jwt-svid": "JWT-SVID (Workload API)", "status": "GET /v1/status"}
@@ -133,9 +136,16 @@ class OwnCgroup:
         else:
             kernel = st.get("kernel", st.get("slab", 0) + st.get("kernel_stack", 0) + st.get("pagetables", 0) +
                             st.get("percpu", 0) + st.get("sock", 0))
-        return {"WorkingSet": (usage - st["total_inactive_file" if v1 else "inactive_file"]) // KiB,
-                "CgAnon": st["total_rss" if v1 else "anon"] // KiB,
-                "CgFile": st["total_cache" if v1 else "file"] // KiB, "CgKernel": kernel // KiB}
+        res = {"WorkingSet": (usage - st["total_inactive_file" if v1 else "inactive_file"]) // KiB,
+               "CgAnon": st["total_rss" if v1 else "anon"] // KiB,
+               "CgFile": st["total_cache" if v1 else "file"] // KiB,
+               "CgActiveFile": st["total_active_file" if v1 else "active_file"] // KiB, "CgKernel": kernel // KiB}
+        # A page read again soon after it was reclaimed (as the release's pages are on first
+        # use) goes straight to the active list: a count of pages (v2, and v1 kernels that have it).
+        activated = st.get("total_workingset_activate_file" if v1 else "workingset_activate_file")
+        if activated is not None:
+            res["CgActivated"] = activated * os.sysconf("SC_PAGE_SIZE") // KiB
+        return res
 
     def remove(self):
         if not self.dir:
@@ -223,9 +233,10 @@ class World:
         write_secret(self.jwt_bundle, b'{"keys": []}', 0o644)
         self.pod_cidr = free_pod_cidr(prefix=20)
 
-        # The pod whose process asks for the JWT-SVID: a cgroup where the kubelet would put it.
+        # The pod whose process asks for the JWT-SVID: a cgroup where the kubelet would put it
+        # (v1: the pids hierarchy; the unified one where that is all there is).
         self.caller_uid = new_uid()
-        self.caller_cg = PodCgroup(self.caller_uid, hierarchy="pids")
+        self.caller_cg = PodCgroup(self.caller_uid, hierarchy="pids" if os.path.isdir("/sys/fs/cgroup/pids") else "")
         self.closers.append(self.caller_cg.close)
 
         self.fake = FakeApiserver(self.work)
@@ -326,9 +337,16 @@ class FirstUse:
         self.a = a
         self.netns = [Netns("pinion-memory-bench-%d-%s" % (os.getpid(), i)) for i in ("first", "warm")]
         self.conf = {"cniVersion": "1.1.0", "name": "bench-pinion", "type": "pinion-cni", "socket": a.socket}
+        # The caller runs as nobody, who may not read the checkout (the VM guest's is below
+        # /root): it imports the test helpers from a copy it can read.
+        self.pylib = tempfile.mkdtemp(prefix="pinion-memory-bench-py-")
+        os.chmod(self.pylib, 0o755)
+        integration = os.path.join(HERE, "..", "integration")
+        for name in os.listdir(integration):
+            if name.endswith(".py"):
+                shutil.copy(os.path.join(integration, name), self.pylib)
         self.caller = subprocess.Popen(
-            [sys.executable, "-c", JWT_CALLER, os.path.join(a.runtime_dir, "workload.sock"),
-             os.path.join(HERE, "..", "integration")],
+            [sys.executable, "-c", JWT_CALLER, os.path.join(a.runtime_dir, "workload.sock"), self.pylib],
             preexec_fn=world.caller_cg.preexec(NOBODY), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             text=True, cwd="/")
 
@@ -374,6 +392,7 @@ class FirstUse:
         if self.caller.poll() is None:
             self.caller.stdin.close()
             self.caller.wait(10)
+        shutil.rmtree(self.pylib, ignore_errors=True)
         for i, ns in enumerate(self.netns):
             exec_plugin(PINION_CNI, "DEL", self.conf, container_id="memorybench%d" % i, netns=ns)
             ns.delete()
