@@ -7,9 +7,9 @@
 #   OUT            where the JSON, logs, REPORT.md and PNGs go
 #   BENCH_QUICK=1  tiny settings (seconds per benchmark: the CI smoke test), not figures to read
 #   BENCH_ONLY     names to run (default: all): fleet soak soak-leak zkreg zkreg-batch podsdir identity workload-api
-#                  configsync podnet node-watch cluster runtime memory reclaim reclaim-v2 (node-watch,
+#                  configsync podnet node-watch cluster runtime memory memory-v2 reclaim reclaim-v2 (node-watch,
 #                  cluster: need root for their network namespaces, exit 77 without is listed as
-#                  skipped; reclaim-v2: the reclaim benchmark on cgroup v2, in
+#                  skipped; memory-v2, reclaim-v2: the memory and reclaim benchmarks on cgroup v2, in
 #                  the VM suite's guest through tests/vm/run; exit 77 there — no QEMU or no
 #                  guest image here — is listed, not counted as a failure)
 #   SOAK_LEAK_BUILDDIR  an --enable-sanitizers build of the same tree: the soak's leak check runs
@@ -22,7 +22,7 @@
 set -u
 : "${PYTHON3:=python3}" "${OUT:?}" "${PINION_BUILDDIR:?}" "${PINION_SRCDIR:?}"
 BENCH="$PINION_SRCDIR/tests/bench"
-ALL="fleet soak soak-leak zkreg zkreg-batch podsdir identity workload-api configsync podnet node-watch cluster runtime memory reclaim reclaim-v2"
+ALL="fleet soak soak-leak zkreg zkreg-batch podsdir identity workload-api configsync podnet node-watch cluster runtime memory memory-v2 reclaim reclaim-v2"
 ONLY="${BENCH_ONLY:-$ALL}"
 export PINION_BUILDDIR PINION_SRCDIR
 
@@ -31,7 +31,8 @@ sanitized() {  # is piniond in this build an ASan build?
 }
 
 # The settings per benchmark: full ones sized so that the whole run takes 13-20 minutes on the
-# 2-core machine; quick ones only exercise the path from benchmark to report.
+# 2-core machine, and the two VM runs about 9 more; quick ones only exercise the path from
+# benchmark to report.
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	FLEET="--agents 3 --outage 2s --runs 2 --steady 0.5 --time-limit 30s --backoff-initial 200ms --backoff-max 1s"
 	SOAK="--events 600 --rate 1000 --max-pods 40 --bounce-every 200"
@@ -45,6 +46,7 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	NODE_WATCH="--agents 2 --peers 1 --nodes 50 --status-period 10 --warmup 2 --duration 5 --outage 2"
 	CLUSTER="--nodes 2 --observers 1 --events 20 --route-rate 50"
 	MEMORY="--pods 20 --rounds 1 --settle 0.5"
+	MEMORY_V2="--pods 20 --rounds 1 --settle 0.5"
 	RUNTIME="--podman-cycles 2 --cri-cycles 3"
 	RECLAIM="--reps 1 --limit 32M --stream-factor 2"
 	RECLAIM_V2="--reps 1 --limit 32M --stream-factor 2"
@@ -66,6 +68,8 @@ else
 	# 50 joins per mode and 2 x 1,000 Node events: about 6 minutes.
 	CLUSTER=""
 	MEMORY=""
+	# One round each way under TCG: about 6 minutes with the boot.
+	MEMORY_V2="--rounds 1"
 	RUNTIME=""
 	RECLAIM="--reps 20"
 	# The guest runs under QEMU TCG (5-10x slower than this host): fewer reps, about 3 minutes
@@ -97,8 +101,8 @@ run() {
 
 # run_vm NAME SCRIPT ARGS...: one benchmark in the VM guest (tests/vm/run: Debian 12, systemd,
 # cgroup v2, this tree installed by make install), its JSON copied back through --out. The
-# guest has piniond in /usr/sbin and pinionctl in /usr/bin; the benchmarks find both in
-# PINION_BUILDDIR.
+# guest has piniond in /usr/sbin, pinionctl in /usr/bin and pinion-cni in /usr/lib/cni; the
+# benchmarks find them in PINION_BUILDDIR.
 run_vm() {
 	local name=$1 script=$2 t0 rc
 	shift 2
@@ -107,7 +111,7 @@ run_vm() {
 	t0=$(date +%s.%N)
 	rm -rf "$OUT/vm-$name"
 	"$PINION_SRCDIR/tests/vm/run" --out "$OUT/vm-$name" --exec "mkdir -p /tmp/pinion-bin &&
-		ln -sf /usr/sbin/piniond /usr/bin/pinionctl /tmp/pinion-bin/ &&
+		ln -sf /usr/sbin/piniond /usr/bin/pinionctl /usr/lib/cni/pinion-cni /tmp/pinion-bin/ &&
 		PINION_BUILDDIR=/tmp/pinion-bin python3 \$PINION_SRCDIR/tests/bench/$script $* --json \$PINION_VM_OUT/$name.json" \
 		2>&1 | tee "$OUT/$name.log"
 	rc=${PIPESTATUS[0]}
@@ -141,6 +145,7 @@ run cluster cluster-converge.py $CLUSTER ${BENCH_CLUSTER_FLAGS:-}
 run runtime runtime-cycles.py $RUNTIME ${BENCH_RUNTIME_FLAGS:-}
 run memory memory-bench.py $MEMORY ${BENCH_MEMORY_FLAGS:-}
 run reclaim reclaim-bench.py $RECLAIM ${BENCH_RECLAIM_FLAGS:-}
+run_vm memory-v2 memory-bench.py $MEMORY_V2 ${BENCH_MEMORY_V2_FLAGS:-}
 run_vm reclaim-v2 reclaim-bench.py $RECLAIM_V2 ${BENCH_RECLAIM_V2_FLAGS:-}
 }
 
