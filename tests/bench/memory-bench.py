@@ -345,10 +345,14 @@ class FirstUse:
         for name in os.listdir(integration):
             if name.endswith(".py"):
                 shutil.copy(os.path.join(integration, name), self.pylib)
-        self.caller = subprocess.Popen(
-            [sys.executable, "-c", JWT_CALLER, os.path.join(a.runtime_dir, "workload.sock"), self.pylib],
-            preexec_fn=world.caller_cg.preexec(NOBODY), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, cwd="/")
+        try:
+            self.caller = subprocess.Popen(
+                [sys.executable, "-c", JWT_CALLER, os.path.join(a.runtime_dir, "workload.sock"), self.pylib],
+                preexec_fn=world.caller_cg.preexec(NOBODY), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                text=True, cwd="/")
+        except BaseException:
+            shutil.rmtree(self.pylib, ignore_errors=True)
+            raise
 
     def cni_add(self, i):
         from podnet_testlib import PINION_CNI, exec_plugin
