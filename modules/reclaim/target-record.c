@@ -336,12 +336,11 @@ enum leftover_restore_result { LEFTOVER_RESTORE_FAILED, LEFTOVER_RESTORE_DONE, L
  * directly; a failure keeps the record, so its target (or the next start) tries again. */
 static enum leftover_restore_result leftover_restore(struct reclaim_ctx *ctx, struct memcg *cg, const char *cgroup,
                                                      enum memcg_version version, uint64_t want, uint64_t cur,
-                                                     const char *name, const char *lowered) {
+                                                     const char *record_path, const char *lowered) {
         char buf[24];
         format_cap(want, buf);
-        _cleanup_free_ char *rp = fs_path_join(ctx->record_dir, name),
-                            *lp = lowered ? fs_path_join(ctx->record_dir, lowered) : NULL;
-        int r = version == MEMCG_V2 && rp ? unit_cap_restore_leftover(ctx, cgroup, want, cur, rp, lp) : 0;
+        _cleanup_free_ char *lp = lowered ? fs_path_join(ctx->record_dir, lowered) : NULL;
+        int r = version == MEMCG_V2 ? unit_cap_restore_leftover(ctx, cgroup, want, cur, record_path, lp) : 0;
         if (r > 0)
                 return LEFTOVER_RESTORE_PENDING;
         if (r < 0)
@@ -413,7 +412,7 @@ static int leftover_handle(struct reclaim_ctx *ctx, int dfd, const char *name) {
                         log_module_info(MODULE, "%s: recorded cgroup %s is gone; nothing to restore", name, cgroup);
                 break;
         case LEFTOVER_RESTORE:
-                switch (leftover_restore(ctx, cg, cgroup, version, want, cur, name, lowered)) {
+                switch (leftover_restore(ctx, cg, cgroup, version, want, cur, p, lowered)) {
                 case LEFTOVER_RESTORE_PENDING:
                         return 1;
                 case LEFTOVER_RESTORE_FAILED:
