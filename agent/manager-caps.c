@@ -8,15 +8,15 @@
 #include "metrics-listen.h"
 #include "module.h"
 
-/* What the agent needs with its current settings: the core keeps CAP_CHOWN (the API socket's
- * group may change on reload) and, for a metrics-listen port below 1024, CAP_NET_BIND_SERVICE;
- * each module adds its own. */
+/* What the agent needs with its current settings: the core, CAP_NET_BIND_SERVICE for a
+ * metrics-listen port below 1024 (the API socket's group is an ACL entry, which needs nothing);
+ * each module adds its own. A capability needed but not granted is simply not held. */
 static uint64_t module_capabilities(struct module_instance *mi) {
         return mi->module->capabilities ? mi->module->capabilities(mi, mi->manager->config) : 0;
 }
 
 static uint64_t manager_needed_capabilities(struct manager *m) {
-        uint64_t needed = CAP_TO_MASK64(CAP_CHOWN);
+        uint64_t needed = 0;
         if (metrics_listen_privileged_port(m->settings.metrics_listen))
                 needed |= CAP_TO_MASK64(CAP_NET_BIND_SERVICE);
         for (unsigned i = 0; i < m->n_modules; i++)

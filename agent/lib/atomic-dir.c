@@ -516,16 +516,7 @@ static int cleanup_at(int destfd) {
 
 /* ---- a whole new directory at once ---- */
 
-int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size_t n, uid_t uid, gid_t gid) {
-        bool chown_files = uid != (uid_t) -1 || gid != (gid_t) -1;
-        struct stat st;
-
-        /* A file gets the uid of its creator and the gid of the directory it is made in (the
-         * version directory, made by the same creator): if that directory is already owned as
-         * asked, so are the files, and the fchown() per file is saved. */
-        if (chown_files && fstat(dir_fd, &st) >= 0 && (uid == (uid_t) -1 || uid == st.st_uid) &&
-            (gid == (gid_t) -1 || gid == st.st_gid))
-                chown_files = false;
+int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 const struct atomic_dir_file *f = &files[i];
                 if (isempty(f->name) || strchr(f->name, '/') || startswith(f->name, ".."))
@@ -535,7 +526,7 @@ int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size
                 if (fd < 0)
                         return negative_errno();
                 /* fchmod: the umask may have taken bits the mode asks for. */
-                if (fchmod(fd, f->mode) < 0 || (chown_files && fchown(fd, uid, gid) < 0))
+                if (fchmod(fd, f->mode) < 0)
                         return negative_errno();
                 int r = fs_write_all(fd, f->data, f->size);
                 if (r < 0)
@@ -568,7 +559,7 @@ static int mkdir_open(int dfd, const char *name, mode_t mode) {
 }
 
 /* The staging directory's content: version, ..data -> version, <file> -> ..data/<file>. */
-static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n, uid_t uid, gid_t gid) {
+static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n) {
         char version[128];
         int r;
 
@@ -578,7 +569,7 @@ static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n, u
         _cleanup_close_ int vfd = mkdir_open(sfd, version, 0755);
         if (vfd < 0)
                 return vfd;
-        r = atomic_dir_write_files(vfd, files, n, uid, gid);
+        r = atomic_dir_write_files(vfd, files, n);
         if (r < 0)
                 return r;
         if (symlinkat(version, sfd, ATOMIC_DIR_DATA) < 0)
@@ -594,7 +585,7 @@ static int fill_staged(int sfd, const struct atomic_dir_file *files, size_t n, u
 }
 
 int atomic_dir_stage_new(int parent_fd, const char *name, unsigned serial, const struct atomic_dir_file *files,
-                         size_t n, uid_t uid, gid_t gid) {
+                         size_t n) {
         _cleanup_free_ char *staged = NULL;
         int r;
 
@@ -606,7 +597,7 @@ int atomic_dir_stage_new(int parent_fd, const char *name, unsigned serial, const
                 r = fs_rm_rf_at(parent_fd, staged);
                 sfd = r < 0 ? r : mkdir_open(parent_fd, staged, 0755);
         }
-        r = sfd < 0 ? sfd : fill_staged(sfd, files, n, uid, gid);
+        r = sfd < 0 ? sfd : fill_staged(sfd, files, n);
         if (r < 0)
                 (void) fs_rm_rf_at(parent_fd, staged);
         return r;

@@ -45,9 +45,8 @@ struct atomic_dir_file {
         size_t size;
         mode_t mode;
 };
-/* Writes files into dir_fd (a version directory), owned by uid:gid ((uid_t) -1 and (gid_t) -1:
- * whoever creates them). */
-int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size_t n, uid_t uid, gid_t gid);
+/* Writes files into dir_fd (a version directory), owned by their creator. */
+int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size_t n);
 
 /* Staged directories are named ATOMIC_DIR_STAGED_PREFIX<serial>-<name> in the parent of <name>:
  * the serial tells apart stagings of one name that may be in flight at once (two requests for
@@ -58,7 +57,7 @@ int atomic_dir_write_files(int dir_fd, const struct atomic_dir_file *files, size
  * Nothing is synced: the caller syncs (syncfs()) before atomic_dir_publish_new(). Needs nothing
  * but parent_fd: another thread may stage while the owner of <name> goes on. */
 int atomic_dir_stage_new(int parent_fd, const char *name, unsigned serial, const struct atomic_dir_file *files,
-                         size_t n, uid_t uid, gid_t gid);
+                         size_t n);
 /* Renames the staged directory to <name> in one step that replaces nothing. If <name> exists
  * (made meanwhile, or the file system cannot refuse to replace), its version moves into
  * <name> and is committed there with every fsync, and the staging directory goes. The rename is

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "fs-acl.h"
 #include "fs.h"
 
 #define TEMP_PREFIX ".#"
@@ -147,13 +148,11 @@ static int temp_template(const char *dir, const char *base, char **ret) {
 static int write_temp(int fd, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid) {
         int r;
 
-        /* Ownership and mode are set before the file becomes visible under its name, so no
-         * reader ever sees it with mkostemp()'s 0600/root. chown first: it clears setuid/setgid,
-         * which the chmod after it then sets as asked. */
-        if ((uid != (uid_t) -1 || gid != (gid_t) -1) && fchown(fd, uid, gid) < 0)
-                return negative_errno();
-        if (fchmod(fd, mode & 07777) < 0)
-                return negative_errno();
+        /* Access is set before the file becomes visible under its name, so no reader ever sees
+         * it with mkostemp()'s 0600 alone. */
+        r = fs_acl_grant_fd(fd, mode & 07777, uid, gid);
+        if (r < 0)
+                return r;
 
         r = fs_write_all(fd, data, size);
         if (r < 0)

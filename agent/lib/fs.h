@@ -4,7 +4,7 @@
 /* Crash-safe file updates and the file-system building blocks. Everything under state-dir goes
  * through here (whole directories through atomic-dir.h, which is built on these).
  *
- * fs_write_file_atomic(): temp file in the same directory → write → fchmod/fchown → fsync →
+ * fs_write_file_atomic(): temp file in the same directory → mode and ACL → write → fsync →
  * rename over the target → fsync(directory). A kill -9 at any instant leaves the old or the new
  * content, never a mix; a leftover temp file (".#<name>.XXXXXX") is harmless and removed by
  * fs_cleanup_temp(). */
@@ -16,7 +16,8 @@
 
 #include "macro.h"
 
-/* uid/gid (uid_t)-1 / (gid_t)-1 keep the current owner. */
+/* The file is the caller's; uid and gid, unless (uid_t)-1 / (gid_t)-1, are a user and a group
+ * granted mode's group bits (fs_acl_grant_fd()). */
 int fs_write_file_atomic(const char *path, const void *data, size_t size, mode_t mode, uid_t uid, gid_t gid);
 /* The same, telling the two kinds of failure apart: *ret_renamed false, nothing changed;
  * *ret_renamed true, the new content is in place for every reader and only the directory's fsync

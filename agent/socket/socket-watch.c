@@ -2,6 +2,7 @@
 /* The agent's listening Unix sockets: binding one (socket_watch_listen()), and watching that its path
  * still names it (socket-watch.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fs-acl.h"
 #include "fs.h"
 #include "log.h"
 #include "socket-watch.h"
@@ -73,19 +75,38 @@ static int socket_remove_stale(const char *path, const struct sockaddr_un *sa) {
         return 0;
 }
 
-int socket_watch_apply_access(const char *path, mode_t mode, gid_t gid) {
+/* The socket file at path, never anything else (the path of an inherited socket was not made by
+ * us), as an O_PATH descriptor: a socket file cannot be opened for I/O. */
+static int open_socket_file(const char *path) {
+        _cleanup_close_ int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
 
-        /* Only ever a socket: the path of an inherited one was not made by us. */
-        if (lstat(path, &st) < 0)
+        if (fd < 0 || fstat(fd, &st) < 0)
                 return -errno;
         if (!S_ISSOCK(st.st_mode))
                 return -ENOTSOCK;
-        if (chmod(path, mode) < 0)
-                return -errno;
-        if (gid != (gid_t) -1 && chown(path, (uid_t) -1, gid) < 0)
-                return -errno;
-        return 0;
+        return TAKE_FD(fd);
+}
+
+/* The group is let in with an ACL entry (fs-acl.h), so changing it needs no CAP_CHOWN; root's
+ * own group needs none. */
+static gid_t socket_named_group(gid_t gid) {
+        return gid == 0 ? (gid_t) -1 : gid;
+}
+
+int socket_watch_apply_access(const char *path, mode_t mode, gid_t gid) {
+        _cleanup_close_ int fd = open_socket_file(path);
+        if (fd < 0)
+                return fd;
+        return fs_acl_grant_fd(fd, mode, (uid_t) -1, socket_named_group(gid));
+}
+
+/* 1 if the socket at path has the access socket_watch_apply_access() gives it. */
+static int socket_access_matches(const char *path, mode_t mode, gid_t gid) {
+        _cleanup_close_ int fd = open_socket_file(path);
+        if (fd < 0)
+                return fd;
+        return fs_acl_matches_fd(fd, mode, (uid_t) -1, socket_named_group(gid));
 }
 
 /* Binds and listens at path, which must be free. */
@@ -275,10 +296,11 @@ void socket_watch_check(struct socket_watch *w) {
                 socket_repair(w);
                 return;
         }
-        /* Ours, but its mode or group changed under us: put back what is configured. */
-        if ((st.st_mode & 07777) != w->mode || (w->gid != (gid_t) -1 && st.st_gid != w->gid)) {
-                log_warning("%s socket %s had mode %04o group %u; restoring %04o", w->name, w->path,
-                            (unsigned) (st.st_mode & 07777), (unsigned) st.st_gid, (unsigned) w->mode);
+        /* Ours, but its mode or ACL changed under us: put back what is configured. */
+        if (socket_access_matches(w->path, w->mode, w->gid) == 0) {
+                log_warning("%s socket %s had mode %04o (or other ACL entries); restoring %04o%s", w->name,
+                            w->path, (unsigned) (st.st_mode & 07777), (unsigned) w->mode,
+                            w->gid != (gid_t) -1 ? " with its group" : "");
                 (void) socket_watch_apply_access(w->path, w->mode, w->gid);
         }
 }

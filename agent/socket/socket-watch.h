@@ -51,10 +51,11 @@ bool socket_watch_is_ours(const struct socket_watch *w);
 /* Checks the path now (what inotify and the timer do). */
 void socket_watch_check(struct socket_watch *w);
 
-/* Binds and listens on a Unix socket at path with mode and group (gid -1: unchanged), never
+/* Binds and listens on a Unix socket at path with mode and group let in (gid -1: none), never
  * more open than asked even for an instant; a stale socket there (nobody answers) is replaced,
  * a live one is -EADDRINUSE, anything else -EEXIST. The one rule for every socket the agent
  * serves (the local API's, the gRPC servers'). */
 int socket_watch_listen(const char *path, mode_t mode, gid_t gid, int *ret_fd);
-/* Sets a socket file's mode and group; -ENOTSOCK if path is not a socket. */
+/* Sets a socket file's mode and lets group gid in with an ACL entry (fs-acl.h; gid -1 or 0:
+ * the mode's group bits are the file's own group's); -ENOTSOCK if path is not a socket. */
 int socket_watch_apply_access(const char *path, mode_t mode, gid_t gid);

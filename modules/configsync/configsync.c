@@ -645,13 +645,13 @@ static void configsync_free(struct module_instance *mi) {
         mi->data = configsync_free_data(mi->data);
 }
 
-/* Bundles are handed to pod uids (owner, mode) in dest directories of other owners, and
- * on-change commands may signal workloads of other uids. */
+/* On-change commands may signal workloads of other uids. A dest in a directory of another owner
+ * takes CAP_DAC_OVERRIDE and CAP_FOWNER, which the shipped unit withholds (a drop-in grants
+ * them): kept when granted. Handing bundles to a group takes none (ACL entries, fs-acl.h). */
 static uint64_t configsync_capabilities(struct module_instance *mi, const struct config *c) {
         const struct configsync *cs = mi->data;
         return !cs->settings || cs->settings->n_bundles == 0 ? 0
-                : CAP_TO_MASK64(CAP_CHOWN) | CAP_TO_MASK64(CAP_FOWNER) | CAP_TO_MASK64(CAP_DAC_OVERRIDE) |
-                  CAP_TO_MASK64(CAP_KILL);
+                : CAP_TO_MASK64(CAP_KILL) | CAP_TO_MASK64(CAP_DAC_OVERRIDE) | CAP_TO_MASK64(CAP_FOWNER);
 }
 
 /* The routes configsync-api.c registers, for the core to answer while they are not served. */

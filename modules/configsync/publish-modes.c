@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs-acl.h"
 #include "fs.h"
 #include "publish-modes.h"
 
@@ -32,17 +33,21 @@ bool publish_mode_capped(mode_t declared) {
         return (declared & ~(mode_t) PUBLISH_MODE_MAX) != 0;
 }
 
-int publish_modes_set_fd(int fd, mode_t mode, gid_t gid) {
-        struct stat st;
+/* The group is named in an ACL entry, the file staying root's (fs-acl.h): root's own group
+ * needs no entry. */
+static gid_t named_group(gid_t gid) {
+        return gid == 0 ? (gid_t) -1 : gid;
+}
 
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        /* The group first: a chown may clear mode bits, the chmod then sets the final ones. */
-        if (st.st_gid != gid && fchown(fd, (uid_t) -1, gid) < 0)
-                return negative_errno();
-        if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)
-                return negative_errno();
-        return 0;
+int publish_modes_matches_fd(int fd, mode_t mode, gid_t gid) {
+        return fs_acl_matches_fd(fd, mode, (uid_t) -1, named_group(gid));
+}
+
+int publish_modes_set_fd(int fd, mode_t mode, gid_t gid) {
+        int r = publish_modes_matches_fd(fd, mode, gid);
+        if (r < 0)
+                return r;
+        return r > 0 ? 0 : fs_acl_grant_fd(fd, mode, (uid_t) -1, named_group(gid));
 }
 
 static int apply_at(int dir_fd, const char *name, const struct publish_modes *m);

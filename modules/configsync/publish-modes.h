@@ -17,20 +17,24 @@
 struct publish_modes {
         mode_t file_mask; /* what a file keeps of its declared mode */
         mode_t dir_mode;  /* every directory from dest down */
-        gid_t gid;        /* owner group of everything published: group=, else root's */
+        gid_t gid;        /* the group let in (group=), else root's */
 };
 
-/* gid (gid_t) -1: no group= (group bits cleared, files owned root:root). */
+/* gid (gid_t) -1: no group= (group bits cleared). Everything published is root's: group= is
+ * an ACL entry giving the group the mode's group bits (fs-acl.h), so publishing takes neither
+ * CAP_CHOWN nor, over an older version, CAP_FOWNER. */
 void publish_modes_init(struct publish_modes *m, gid_t gid, bool world_readable);
 mode_t publish_modes_file(const struct publish_modes *m, mode_t declared);
 bool publish_modes_equal(const struct publish_modes *a, const struct publish_modes *b);
 /* True if the manifest asked for a mode that is cut down whatever the section says. */
 bool publish_mode_capped(mode_t declared);
-/* fchown to root:gid (only when it differs) and fchmod to mode. */
+/* Gives fd mode with gid let in (only when that differs from what it has). */
 int publish_modes_set_fd(int fd, mode_t mode, gid_t gid);
+/* 1 if fd already has what publish_modes_set_fd() would give it, 0 if not, negative errno. */
+int publish_modes_matches_fd(int fd, mode_t mode, gid_t gid);
 /* Brings a tree published under other rules (an older agent, another group= or
  * world-readable=) within these: dest and every directory below get dir_mode, files keep only
- * file_mask of their mode, everything gets the group. Bits are only ever taken away from files
+ * file_mask of their mode, everything lets the group in. Bits are only ever taken away from files
  * (their declared mode is not known here); the next publish sets them in full. Symlinks are
  * skipped. Keeps going after an error and returns the first one; -EPERM, touching nothing, if
  * dest is group- or world-writable (refused by fetches too). */

@@ -264,7 +264,7 @@ static int file_reuse(struct stage *s, int curfd, const struct manifest_file *cu
                 return 0;
         }
         if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != mf->size ||
-            (st.st_mode & 07777) != publish_modes_file(&s->modes, mf->mode) || st.st_gid != s->modes.gid ||
+            publish_modes_matches_fd(fd, publish_modes_file(&s->modes, mf->mode), s->modes.gid) != 1 ||
             hash_fd(fd, mf->size, sha) < 0 || memcmp(sha, mf->sha256, 32) != 0) {
                 s->files_damaged++;
                 return 0;

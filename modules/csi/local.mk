@@ -25,6 +25,6 @@ tests_fuzz_replay_csi_target_SOURCES = tests/fuzz/replay.c tests/fuzz/fuzz.h $(F
 tests_fuzz_replay_csi_target_CPPFLAGS = $(AM_CPPFLAGS) $(FUZZ_INCLUDES) -I$(top_srcdir)/modules/csi \
 	-DCORPUS_DIR=\"$(FUZZ_CORPUS)/csi-target\"
 tests_fuzz_replay_csi_target_CFLAGS = $(AM_CFLAGS)
-tests_fuzz_replay_csi_target_LDADD = $(FUZZ_CSI_TARGET_LIBS)
+tests_fuzz_replay_csi_target_LDADD = $(FUZZ_CSI_TARGET_LIBS) $(ACL_LIBS)
 tests/fuzz/fuzz-csi-target: $(FUZZ_CSI_TARGET_SOURCES) $(addprefix tests/fuzz/,$(FUZZ_CSI_TARGET_LIBS)) tests/fuzz/fuzz.h
 	$(call fuzz_link,FUZZ_CSI_TARGET,-I$(top_srcdir)/modules/csi)

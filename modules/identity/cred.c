@@ -10,6 +10,7 @@
 #include "atomic-dir.h"
 #include "clock-watch.h"
 #include "cred.h"
+#include "fs-acl.h"
 #include "fs.h"
 #include "json.h"
 #include "log.h"
@@ -116,15 +117,16 @@ static bool cred_usable(const struct cred *c) {
         return c->chain && c->key && now_usec(CLOCK_REALTIME) < c->info.not_after;
 }
 
-int cred_write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid) {
+int cred_write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t reader) {
         _cleanup_close_ int dfd = fs_open_directory(version_dir);
         if (dfd < 0)
                 return dfd;
         _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0)
                 return -errno;
-        if (fchmod(fd, mode) < 0 || ((uid != (uid_t) -1 || gid != (gid_t) -1) && fchown(fd, uid, gid) < 0))
-                return -errno;
+        int r = fs_acl_grant_fd(fd, mode, reader, (gid_t) -1);
+        if (r < 0)
+                return r;
         size_t n = strlen(data);
         for (size_t done = 0; done < n;) {
                 ssize_t k = write(fd, data + done, n - done);
@@ -321,14 +323,14 @@ static int write_material(struct cred *c, EVP_PKEY *key, STACK_OF(X509) *chain, 
         r = atomic_dir_begin(c->dir, &version);
         if (r < 0)
                 goto finish;
-        if ((r = cred_write_version_file(version, "key.pem", key_pem, 0600, (uid_t) -1, (gid_t) -1)) < 0 ||
-            (r = cred_write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0 ||
-            (r = cred_write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1, (gid_t) -1)) < 0)
+        if ((r = cred_write_version_file(version, "key.pem", key_pem, 0600, (uid_t) -1)) < 0 ||
+            (r = cred_write_version_file(version, "cert.pem", cert_pem, 0644, (uid_t) -1)) < 0 ||
+            (r = cred_write_version_file(version, "ca.pem", ca_pem, 0644, (uid_t) -1)) < 0)
                 goto finish;
         char format[16];
         (void) state_version_text_prefix(format, sizeof(format), CRED_FORMAT_VERSION);
         format[strlen(format) - 1] = '\n'; /* "v1\n": the version alone */
-        r = cred_write_version_file(version, CRED_FORMAT_FILE, format, 0644, (uid_t) -1, (gid_t) -1);
+        r = cred_write_version_file(version, CRED_FORMAT_FILE, format, 0644, (uid_t) -1);
         if (r < 0)
                 goto finish;
         r = atomic_dir_commit(c->dir, version, 1); /* the previous pair stays (version_*_file) */

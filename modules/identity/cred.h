@@ -93,9 +93,10 @@ struct cred {
         void *userdata;
 };
 
-/* Creates version_dir/name (which must not exist) with data, mode and owner; no fsync of its
- * own: atomic_dir_commit() fsyncs the whole version before publishing it. */
-int cred_write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t uid, gid_t gid);
+/* Creates version_dir/name (which must not exist) with data and mode, the creator's, with
+ * reader (unless (uid_t) -1) granted mode's group bits (fs-acl.h); no fsync of its own:
+ * atomic_dir_commit() fsyncs the whole version before publishing it. */
+int cred_write_version_file(const char *version_dir, const char *name, const char *data, mode_t mode, uid_t reader);
 
 int cred_new(sd_event *e, struct signer *signer, const struct cred_config *cfg, cred_event_fn on_event, void *userdata,
              struct cred **ret);

@@ -647,13 +647,6 @@ static void identity_free(struct module_instance *mi) {
         mi->data = NULL;
 }
 
-/* Pod TLS directories and files are handed to the pods' uids and replaced inside them. */
-static uint64_t identity_capabilities(struct module_instance *mi, const struct config *c) {
-        const struct identity *id = mi->data;
-        return !id->settings->signer ? 0
-                : CAP_TO_MASK64(CAP_CHOWN) | CAP_TO_MASK64(CAP_FOWNER) | CAP_TO_MASK64(CAP_DAC_OVERRIDE);
-}
-
 /* The routes identity-api.c and jwt-api.c register, for the core to answer while they are not
  * served. */
 static const struct module_route identity_routes[] = {
@@ -689,5 +682,4 @@ const struct module identity_module = {
         .stop = identity_stop,
         .status = identity_status,
         .free = identity_free,
-        .capabilities = identity_capabilities,
 };

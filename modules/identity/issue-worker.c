@@ -120,7 +120,7 @@ static int stage(struct issue_job *j) {
                 { "cert.pem", j->chain_pem, strlen(j->chain_pem), 0644 },
                 { "bundle.pem", j->stage_bundle, strlen(j->stage_bundle), 0644 },
         };
-        int r = atomic_dir_stage_new(fd, j->stage_name, j->ticket, files, ELEMENTSOF(files), 0, 0);
+        int r = atomic_dir_stage_new(fd, j->stage_name, j->ticket, files, ELEMENTSOF(files));
         return r < 0 ? r : 1;
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "atomic-dir.h"
+#include "fs-acl.h"
 #include "fs.h"
 #include "identity.h"
 #include "log.h"
@@ -106,46 +107,44 @@ bool workload_files_missing(const struct workload *w) {
 
 /* ---- writing ---- */
 
-/* Who owns a workload's files: a service's user (with its primary group), else root. */
-static int files_owner(const struct workload *w, uid_t *ret_uid, gid_t *ret_gid) {
-        *ret_uid = 0;
-        *ret_gid = 0;
+/* Who besides root may read a workload's files: a service's user, else nobody ((uid_t) -1). */
+static int files_reader(const struct workload *w, uid_t *ret_uid) {
+        *ret_uid = (uid_t) -1;
         if (!w->user)
                 return 0;
         struct passwd *pw = getpwnam(w->user);
         if (!pw)
                 return -ENOENT; /* deleted since the config was read: write nothing rather than root's */
         *ret_uid = pw->pw_uid;
-        *ret_gid = pw->pw_gid;
         return 0;
 }
 
-/* The directory itself stays root's, with the owner's group let in (0750): were it the user's,
- * the user could swap a version directory for a symlink while the agent writes and have root
- * create files elsewhere. The files in it are the user's. */
-static int own_tls_dir(const char *dir, gid_t gid) {
+/* The directory stays root's with the reader let in (0750 through an ACL entry): were it the
+ * user's, the user could swap a version directory for a symlink while the agent writes and have
+ * root create files elsewhere. The files in it are root's too, readable by the reader the same
+ * way, so handing them over takes no CAP_CHOWN and replacing them no CAP_FOWNER. A directory an
+ * older agent made the user's group keeps that group, which the ACL gives nothing. */
+static int own_tls_dir(const char *dir, uid_t reader) {
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;
-        if (fchown(fd, 0, gid) < 0 || fchmod(fd, gid ? 0750 : 0700) < 0)
-                return -errno;
-        return 0;
+        return fs_acl_grant_fd(fd, reader != (uid_t) -1 ? 0750 : 0700, reader, (gid_t) -1);
 }
 
 /* <dir>/{cert.pem,key.pem,bundle.pem} through the ..data swap, dir pod-tls-dir/<uid> for a pod
  * and the service's tls-dir for a service. The pod model does not carry the pod's user
- * (runAsUser), so a pod's files are root's (0600 key): a pod that cannot be root reads its
- * identity from /v1/identity instead. A service's are its user's. */
+ * (runAsUser), so a pod's files are root's alone (0600 key): a pod that cannot be root reads its
+ * identity from /v1/identity instead. A service's user may read its key (0640 with the user
+ * named). */
 static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir, char **ret_version) {
         _cleanup_free_ char *dir = workload_tls_dir(id, w), *version = NULL, *parent = NULL;
-        uid_t uid;
-        gid_t gid;
+        uid_t reader;
         int r;
 
         *ret_dir = *ret_version = NULL;
         if (!dir)
                 return 0;
-        r = files_owner(w, &uid, &gid);
+        r = files_reader(w, &reader);
         if (r < 0)
                 return r;
         if (w->generation <= 1 || w->new_dir) { /* the first write here: leftovers of an earlier run go */
@@ -159,13 +158,14 @@ static int stage_tls_dir(struct identity *id, struct workload *w, char **ret_dir
         r = atomic_dir_begin(dir, &version);
         if (r < 0)
                 return r;
-        if (w->service && (r = own_tls_dir(dir, gid)) < 0) {
+        if (w->service && (r = own_tls_dir(dir, reader)) < 0) {
                 (void) fs_rm_rf(version);
                 return r;
         }
-        if ((r = cred_write_version_file(version, "key.pem", w->key_pem, 0600, uid, gid)) < 0 ||
-            (r = cred_write_version_file(version, "cert.pem", w->chain_pem, 0644, uid, gid)) < 0 ||
-            (r = cred_write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, uid, gid)) < 0) {
+        mode_t key_mode = reader != (uid_t) -1 ? 0640 : 0600;
+        if ((r = cred_write_version_file(version, "key.pem", w->key_pem, key_mode, reader)) < 0 ||
+            (r = cred_write_version_file(version, "cert.pem", w->chain_pem, 0644, reader)) < 0 ||
+            (r = cred_write_version_file(version, "bundle.pem", id->bundle_pem ? id->bundle_pem : "", 0644, reader)) < 0) {
                 (void) fs_rm_rf(version);
                 return r;
         }
@@ -223,7 +223,7 @@ static int stage_new_pod_dir(struct identity *id, int dfd, struct workload *w) {
                 { "cert.pem", w->chain_pem, strlen(w->chain_pem), 0644 },
                 { "bundle.pem", bundle, strlen(bundle), 0644 },
         };
-        int r = atomic_dir_stage_new(dfd, w->uid, w->ticket, files, ELEMENTSOF(files), 0, 0);
+        int r = atomic_dir_stage_new(dfd, w->uid, w->ticket, files, ELEMENTSOF(files));
         return r < 0 ? r : 1;
 }
 

@@ -609,7 +609,8 @@ static void reclaim_free(struct module_instance *mi) {
         mi->data = NULL;
 }
 
-/* Memory cgroup files may belong to other users (delegated cgroups); any pod may opt in by
+/* Memory cgroup files may belong to other users (delegated cgroups): CAP_DAC_OVERRIDE, which the
+ * shipped unit withholds (a drop-in grants it), is kept when granted. Any pod may opt in by
  * annotation, so the need does not depend on the settings. */
 static uint64_t reclaim_capabilities(struct module_instance *mi, const struct config *c) {
         return CAP_TO_MASK64(CAP_DAC_OVERRIDE);

@@ -29,7 +29,7 @@ import uuid
 
 import pytest
 
-from pinion_testlib import (POD_CGROUP_TOP, SERVICE_CGROUP_ROOT, SRCDIR, make_pod, new_container_id, pod_cgroup_path,
+from pinion_testlib import (POD_CGROUP_TOP, SERVICE_CGROUP_ROOT, SRCDIR, acl_entries, make_pod, new_container_id, pod_cgroup_path,
                             remove_cgroup_tree, request_child, run_piniond, unix_request, wait_until)
 import configsync_testlib as cs
 import podnet_testlib as pt
@@ -472,7 +472,9 @@ def test_default_socket_mode_keeps_pods_and_outsiders_out(agent_factory, tmp_dir
         a.write_pod("pod-a", make_pod("pod-a", uid=uid))
         a.wait_pod("default", "pod-a")
         st = os.stat(a.socket)
-        assert oct(st.st_mode & 0o777) == "0o660" and st.st_gid == group_gid()
+        # The socket stays root's; the group is let in by an ACL entry with the mode's group bits.
+        assert oct(st.st_mode & 0o777) == "0o660" and (st.st_uid, st.st_gid) == (0, 0)
+        assert acl_entries(a.socket)[("group", group_gid())] == 6
         assert Principal("root").request(a.socket, "GET", "/v1/status")[0] == 200
         assert Principal("group", GROUP_UID, groups=[group_gid()]).request(a.socket, "GET", "/v1/status")[0] == 200
         for p in (Principal("pod", POD_A_UID, cgroup=cg), Principal("outsider", OUTSIDER_UID)):
@@ -492,7 +494,7 @@ def test_socket_group_is_read_at_reload_and_counts_as_primary_or_supplementary(a
     primary = Principal("group (primary)", GROUP_UID, gid=gid)
     for p in (supplementary, primary):
         assert p.request(a.socket, "GET", "/v1/status")[0] == 200, p.name
-    assert os.stat(a.socket).st_gid == gid
+    assert acl_entries(a.socket)[("group", gid)] == 6
     reloads = a.status()["config"]["reloads"]
     a.write_config(agent={"socket-group": None})
     a.sighup()
@@ -500,6 +502,8 @@ def test_socket_group_is_read_at_reload_and_counts_as_primary_or_supplementary(a
     for p in (supplementary, primary):
         status, body, raw = p.request(a.socket, "GET", "/v1/status")
         assert status == 403, (p.name, raw)
+    # Its ACL entry went with it: the mode alone again.
+    assert acl_entries(a.socket) == {}
 
 
 # ---- the attacks on attestation and privilege ----

@@ -14,10 +14,11 @@ from configsync_testlib import config_section, get_config, nginx, test_ca, write
 CAP = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETUID": 7,
        "CAP_SETPCAP": 8, "CAP_NET_ADMIN": 12, "CAP_SYS_MODULE": 16, "CAP_SYS_PTRACE": 19,
        "CAP_SYS_ADMIN": 21}
-CORE = {"CAP_CHOWN"}           # the API socket's group may change on reload
-RECLAIM = {"CAP_DAC_OVERRIDE"}  # any pod may opt in by annotation: always needed
+CORE = set()                    # the API socket's group is an ACL entry: nothing needed
+RECLAIM = {"CAP_DAC_OVERRIDE"}  # cgroups delegated to users; any pod may opt in: always kept
 PODNET = {"CAP_NET_ADMIN", "CAP_SYS_ADMIN"}
-CONFIGSYNC = {"CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL"}
+# on-change commands signalling other uids; dests in directories of other owners
+CONFIGSYNC = {"CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL"}
 
 
 def caps_of(status_text):

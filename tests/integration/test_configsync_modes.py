@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from pinion_testlib import wait_until
+from pinion_testlib import acl_entries, wait_until
 from configsync_testlib import config_section, get_config, nginx, test_ca, write_bundle  # noqa: F401
 
 NOBODY = 65534
@@ -102,10 +102,18 @@ NO_WRITE = {"append app.yaml": "PermissionError", "append run.sh": "PermissionEr
 def test_declared_modes_are_capped(agent_factory, nginx, test_ca, dest, keys, expect):
     a = start(agent_factory, nginx, test_ca, dest, **keys)
     assert modes(dest) == expect
-    gid = GROUP if "group" in keys else 0
-    for p in ("app.yaml", "conf/db.ini", "..data", "..data/conf"):
-        assert os.stat(os.path.join(dest, p)).st_gid == gid, p
-    assert os.stat(dest).st_gid == gid
+    # Everything root's; group= is an ACL entry with the mode's group bits, the file's own group
+    # (root's) then getting none.
+    for p in ("app.yaml", "conf/db.ini", "..data", "..data/conf", "secret.key", "."):
+        path = os.path.join(dest, p)
+        st = os.stat(path)
+        assert (st.st_uid, st.st_gid) == (0, 0), p
+        group_bits = stat.S_IMODE(st.st_mode) >> 3 & 7
+        acl = acl_entries(path)
+        if "group" in keys:
+            assert acl[("group", GROUP)] == acl["mask"] == group_bits and acl["group_obj"] == 0, (p, acl)
+        else:
+            assert acl == {}, (p, acl)
     a.wait_log("2 file\\(s\\) declare a group- or world-writable mode")
 
 

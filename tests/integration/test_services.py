@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from identity_testlib import cert_sans, key_matches, openssl_verify, request_from
-from pinion_testlib import POD_CGROUP_TOP, SERVICE_CGROUP_ROOT, run_piniond, wait_until
+from pinion_testlib import POD_CGROUP_TOP, SERVICE_CGROUP_ROOT, acl_entries, run_piniond, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (service_cgroups, file owners)")
 
@@ -95,16 +95,21 @@ def test_a_service_gets_its_own_identity_and_nothing_else(agent_factory, tmp_dir
     r = request_from(service_cgroups("cron.service"), a.socket, "/v1/identity")
     assert r[0] == 200 and "PRIVATE KEY" not in str(r[1]) and "private_key" not in r[1], r
 
-    # The files: the user's, the key 0600, the directory root's with the user's group let in.
+    # The files and the directory: root's, the user let in by an ACL entry (the key 0640: the
+    # user reads it, the file's group gets nothing).
     tls = os.path.join(tmp_dir, "tls", "web")
     st = os.stat(tls)
-    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, NOBODY.pw_gid, 0o750), st
-    for name, mode in (("key.pem", 0o600), ("cert.pem", 0o644), ("bundle.pem", 0o644)):
-        st = os.stat(os.path.join(tls, name))
-        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (NOBODY.pw_uid, NOBODY.pw_gid, mode), (name, st)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o750), st
+    assert acl_entries(tls) == {"user_obj": 7, ("user", NOBODY.pw_uid): 5, "group_obj": 0, "mask": 5, "other": 0}
+    for name, mode in (("key.pem", 0o640), ("cert.pem", 0o644), ("bundle.pem", 0o644)):
+        path = os.path.join(tls, name)
+        st = os.stat(path)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, mode), (name, st)
+        assert acl_entries(path) == {"user_obj": 6, ("user", NOBODY.pw_uid): 4, "group_obj": 0, "mask": 4,
+                                     "other": mode & 7}, name
     for d, dirs, files in os.walk(tls):
         for f in files:
-            assert os.stat(os.path.join(d, f)).st_uid == NOBODY.pw_uid, os.path.join(d, f)
+            assert os.stat(os.path.join(d, f)).st_uid == 0, os.path.join(d, f)
     p = read_as(NOBODY.pw_uid, os.path.join(tls, "key.pem"))
     assert p.returncode == 0 and key_matches(open(os.path.join(tls, "cert.pem")).read(), p.stdout), p
     p = read_as(STRANGER, os.path.join(tls, "key.pem"))

@@ -113,7 +113,7 @@ static void test_stage_then_publish(void **state) {
         three_files(files, "KEY\n", "CERT\n", "");
         /* A strict umask: the modes asked for are the modes written. */
         mode_t saved = umask(077);
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3), 0);
         umask(saved);
         /* Staged: nothing at the name yet. */
         assert_false(exists(d));
@@ -137,27 +137,6 @@ static void test_stage_then_publish(void **state) {
         }
 }
 
-static void test_owner(void **state) {
-        struct fixture *f = *state;
-        struct atomic_dir_file files[3];
-
-        if (geteuid() != 0)
-                skip();
-        three_files(files, "k", "c", "b");
-        assert_int_equal(atomic_dir_stage_new(f->fd, "theirs", 7, files, 3, 1234, 4321), 0);
-        assert_int_equal(atomic_dir_publish_new(f->fd, "theirs", 7), 0);
-        /* The creator's own: no chown needed, and the result is the same. */
-        assert_int_equal(atomic_dir_stage_new(f->fd, "mine", 7, files, 3, 0, 0), 0);
-        assert_int_equal(atomic_dir_publish_new(f->fd, "mine", 7), 0);
-        for (size_t i = 0; i < 3; i++) {
-                _cleanup_free_ char *theirs = NULL, *mine = NULL;
-                assert_true(asprintf(&theirs, "%s/theirs/%s", f->root, files[i].name) > 0);
-                assert_true(asprintf(&mine, "%s/mine/%s", f->root, files[i].name) > 0);
-                assert_mode_owner(theirs, files[i].mode, 1234, 4321);
-                assert_mode_owner(mine, files[i].mode, 0, 0);
-        }
-}
-
 /* <name> exists (an earlier run's, or made between stage and publish): the new version is
  * committed into it, the old one and its stale links go. */
 static void test_publish_into_existing(void **state) {
@@ -176,7 +155,7 @@ static void test_publish_into_existing(void **state) {
         assert_content(oldfile, "OLD");
 
         three_files(files, "NEW KEY", "NEW CERT", "NEW BUNDLE");
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3), 0);
         assert_int_equal(atomic_dir_publish_new(f->fd, "d", 7), 0);
         assert_content(key, "NEW KEY");
         assert_false(exists(oldfile)); /* its link went with its version */
@@ -197,12 +176,12 @@ static void test_leftovers(void **state) {
         assert_int_equal(mkdir(staged_d, 0755), 0);
         assert_int_equal(fs_write_file_atomic(junk, "x", 1, 0644, (uid_t) -1, (gid_t) -1), 0);
         three_files(files, "k", "c", "b");
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, files, 3), 0);
         assert_false(exists(junk));
         assert_int_equal(atomic_dir_publish_new(f->fd, "d", 7), 0);
         assert_content(d_key, "k");
 
-        assert_int_equal(atomic_dir_stage_new(f->fd, "x", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "x", 7, files, 3), 0);
         assert_int_equal(mkdir(outside, 0755), 0);
         assert_int_equal(fs_write_file_atomic(precious, "keep", 4, 0644, (uid_t) -1, (gid_t) -1), 0);
         assert_int_equal(symlink(outside, link), 0);
@@ -216,7 +195,7 @@ static void test_leftovers(void **state) {
         assert_content(d_key, "k");
         assert_int_equal(atomic_dir_sweep_staged(f->fd, NULL, NULL), 0);
 
-        assert_int_equal(atomic_dir_stage_new(f->fd, "y", 7, files, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "y", 7, files, 3), 0);
         assert_int_equal(atomic_dir_drop_staged(f->fd, "y", 7), 0);
         assert_int_equal(count_prefixed(f->root, "..new-"), 2); /* the symlink and the file */
 }
@@ -236,8 +215,8 @@ static void test_serials(void **state) {
 
         three_files(old, "old", "c", "b");
         three_files(new, "new", "c", "b");
-        assert_int_equal(atomic_dir_stage_new(f->fd, "e", 7, old, 3, (uid_t) -1, (gid_t) -1), 0);
-        assert_int_equal(atomic_dir_stage_new(f->fd, "e", 8, new, 3, (uid_t) -1, (gid_t) -1), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "e", 7, old, 3), 0);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "e", 8, new, 3), 0);
         assert_int_equal(atomic_dir_sweep_staged(f->fd, keep_serial_8, &asked), 1);
         assert_int_equal(asked, 2);
         assert_false(exists(s7));
@@ -254,9 +233,9 @@ static void test_refusals(void **state) {
 
         three_files(files, "k", "c", "b");
         for (const char *const *n = (const char *const[]) { "", "a/b", ".", "..", ".hidden", "..new-7-d", NULL }; *n; n++)
-                assert_int_equal(atomic_dir_stage_new(f->fd, *n, 7, files, 3, (uid_t) -1, (gid_t) -1), -EINVAL);
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, &bad, 1, (uid_t) -1, (gid_t) -1), -EINVAL);
-        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, &slash, 1, (uid_t) -1, (gid_t) -1), -EINVAL);
+                assert_int_equal(atomic_dir_stage_new(f->fd, *n, 7, files, 3), -EINVAL);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, &bad, 1), -EINVAL);
+        assert_int_equal(atomic_dir_stage_new(f->fd, "d", 7, &slash, 1), -EINVAL);
         /* A failed stage leaves nothing behind. */
         assert_int_equal(count_prefixed(f->root, ""), 0);
         /* Nothing staged: nothing to publish. */
@@ -284,7 +263,7 @@ static void create_forever(void *arg) {
                 snprintf(cert, sizeof(cert), "cert %u\n", i);
                 snprintf(bundle, sizeof(bundle), "bundle %u\n", i);
                 three_files(files, key, cert, bundle);
-                if (atomic_dir_stage_new(parent_fd, name, i, files, 3, (uid_t) -1, (gid_t) -1) < 0 ||
+                if (atomic_dir_stage_new(parent_fd, name, i, files, 3) < 0 ||
                     atomic_dir_publish_new(parent_fd, name, i) < 0)
                         _exit(3);
         }
@@ -343,7 +322,6 @@ static void test_crash(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_stage_then_publish, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_owner, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_publish_into_existing, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_leftovers, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_serials, setup, teardown),

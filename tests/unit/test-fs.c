@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "acl-check.h"
 #include "kill-harness.h"
 
 #include "atomic-dir.h"
@@ -155,21 +156,27 @@ static void test_write_atomic_content_mode_owner(void **state) {
         assert_content(path, "hello\n");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 0640);
-        assert_int_equal(st.st_uid, uid);
-        assert_int_equal(st.st_gid, gid);
+        /* The writer's file, the user and group let in with the group bits. */
+        assert_int_equal(st.st_uid, geteuid());
+        assert_int_equal(acl_check_entry(path, ACL_USER, uid), 4);
+        assert_int_equal(acl_check_entry(path, ACL_GROUP, gid), 4);
+        assert_int_equal(acl_check_entry(path, ACL_GROUP_OBJ, 0), 0);
 
-        /* Replacing: new content, new mode; chown must not eat the setuid bit. */
+        /* Replacing: new content, new mode; the ACL must not eat the setuid bit. */
         assert_int_equal(fs_write_file_atomic(path, "bye", 3, 04751, uid, gid), 0);
         assert_content(path, "bye");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_mode & 07777, 04751);
+        assert_int_equal(acl_check_entry(path, ACL_USER, uid), 5);
 
-        /* -1/-1 keeps the writer as owner. */
+        /* -1/-1: the plain mode, nobody named. */
         assert_int_equal(fs_write_file_atomic(path, "", 0, 0600, (uid_t) -1, (gid_t) -1), 0);
         assert_content(path, "");
         assert_int_equal(stat(path, &st), 0);
         assert_int_equal(st.st_uid, geteuid());
         assert_int_equal(st.st_mode & 07777, 0600);
+        assert_int_equal(acl_check_entry(path, ACL_USER, uid), -1);
+        assert_int_equal(acl_check_entry(path, ACL_MASK, 0), -1);
 
         /* Nothing but the file is left behind. */
         assert_int_equal(count_entries(f->root), 1);
