@@ -54,7 +54,7 @@ def test_cni_add_check_del_in_a_netns(node):
         start_agent()
         # The unit's system call filter lets piniond drop what it does not need, and what it
         # keeps is enough to wire a pod.
-        assert agent_capabilities() == {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_NET_ADMIN", "CAP_SYS_ADMIN"}
+        assert agent_capabilities() == {"CAP_NET_ADMIN", "CAP_SYS_ADMIN"}
         wait_for("the pod in the store", lambda: api("/v1/pods/default/web")[0] == 200, timeout=30)
         run("ip", "netns", "add", netns)
         path = "/var/run/netns/" + netns

@@ -111,9 +111,9 @@ def test_containers_land_where_the_systemd_driver_puts_them():
 
 
 def test_the_unit_lets_the_agent_drop_the_capabilities_it_does_not_need(world):
-    """What identity and configsync need (and CAP_DAC_OVERRIDE, always kept), nothing of the
-    network's: the unit's system call filter must let piniond drop the rest."""
-    assert agent_capabilities() == {"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL"}
+    """What configsync needs of what the unit grants (CAP_KILL; identity needs nothing),
+    nothing of the network's: the unit's system call filter must let piniond drop the rest."""
+    assert agent_capabilities() == {"CAP_KILL"}
 
 
 def test_socket_mode_applies_to_the_socket_the_unit_passes_in(world):

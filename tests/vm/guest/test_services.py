@@ -14,6 +14,7 @@ from conftest import api_json, node, run, start_agent, systemctl, wait_for  # no
 
 sys.path.insert(0, os.path.join(os.environ.get("PINION_SRCDIR", "/root/pinion"), "tests", "integration"))
 import identity_testlib as it  # noqa: E402
+from pinion_testlib import acl_entries  # noqa: E402
 
 TD = "example.org"
 WEB = "pinion-test-web.service"
@@ -74,11 +75,21 @@ dns-names=web.example.org
     status, got = ask_as_unit(OTHER, "nobody")
     assert status == 403 and "private_key" not in str(got), got
 
+    # Root's files, the unit's user let in by ACL entries: handed over inside the shipped unit,
+    # which grants neither CAP_CHOWN nor CAP_FOWNER.
     st = os.stat(TLS_DIR)
-    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, nobody.pw_gid, 0o750), st
-    for name, mode in (("key.pem", 0o600), ("cert.pem", 0o644), ("bundle.pem", 0o644)):
-        st = os.stat(os.path.join(TLS_DIR, name))
-        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (nobody.pw_uid, nobody.pw_gid, mode), (name, st)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o750), st
+    assert acl_entries(TLS_DIR)[("user", nobody.pw_uid)] == 5
+    for name, mode in (("key.pem", 0o640), ("cert.pem", 0o644), ("bundle.pem", 0o644)):
+        path = os.path.join(TLS_DIR, name)
+        st = os.stat(path)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, mode), (name, st)
+        assert acl_entries(path) == {"user_obj": 6, ("user", nobody.pw_uid): 4, "group_obj": 0, "mask": 4,
+                                     "other": mode & 7}, name
+    # Anyone else, even in nobody's group, reads no key.
+    p = run("setpriv", "--reuid=40999", f"--regid={nobody.pw_gid}", "--clear-groups", "cat",
+            os.path.join(TLS_DIR, "key.pem"), check=False)
+    assert p.returncode != 0 and "PRIVATE KEY" not in p.stdout, p
     # The unit's user reads its key; the key matches the certificate next to it.
     p = run("setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups", "cat",
             os.path.join(TLS_DIR, "key.pem"))
