@@ -336,6 +336,18 @@ def nginx(test_ca):
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.fixture
+def dest():
+    """A dest path in a fresh directory (removed afterwards) that other users may traverse."""
+    # A parent other users can traverse (pytest's tmp_path is 0700): only dest's own modes decide.
+    d = tempfile.mkdtemp(prefix="configsync-modes-")
+    os.chmod(d, 0o755)
+    try:
+        yield os.path.join(d, "dest")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def config_section(url, dest, ca, **kw):
     s = {"url": url, "dest": dest, "ca-file": ca.ca_cert, "interval": "1h", "backoff-initial": "300ms",
          "backoff-max": "1s", "timeout": "5s"}

@@ -655,6 +655,11 @@ def log_lines(text):
     return [re.sub(r"^%s " % LOG_TIME, "", line, count=1) for line in text.splitlines()]
 
 
+def warnings_in(text):
+    """Log lines at warning level or worse (text format: "<level>: message")."""
+    return [l for l in log_lines(text) if re.match(r"^(warning|error|crit|alert|emerg):", l)]
+
+
 def line_of(text, needle, occurrence=1):
     """1-based number of the line containing needle (the n-th occurrence)."""
     seen = 0
@@ -695,6 +700,8 @@ class Agent:
         self.notify_path = os.path.join(self.dir, "notify.sock")
         self.env = dict(env or {})
         self.netns = netns
+        # Run before piniond on its command line (e.g. setpriv with a lowered bounding set).
+        self.command_prefix = []
         self.agent_keys = {
             "node-name": node_name,
             "state-dir": self.state_dir,
@@ -772,6 +779,7 @@ class Agent:
         cmd = [require_binary(PINIOND), "--config", self.config_file] + list(args)
         if VALGRIND:
             cmd = VALGRIND_CMD + cmd
+        cmd = self.command_prefix + cmd
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd  # ip execs the command: same pid
         return cmd

@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 from pinion_testlib import acl_entries, wait_until
-from configsync_testlib import config_section, get_config, nginx, test_ca, write_bundle  # noqa: F401
+from configsync_testlib import config_section, dest, get_config, nginx, test_ca, write_bundle  # noqa: F401
 
 NOBODY = 65534
 GROUP = 4242  # no name on the host: group= takes a number too
@@ -55,17 +55,6 @@ def as_other(dest, gids=()):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
-
-
-@pytest.fixture
-def dest():
-    # A parent other users can traverse (pytest's tmp_path is 0700): only dest's own modes decide.
-    d = tempfile.mkdtemp(prefix="configsync-modes-")
-    os.chmod(d, 0o755)
-    try:
-        yield os.path.join(d, "dest")
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def start(agent_factory, nginx, test_ca, dest, **kw):

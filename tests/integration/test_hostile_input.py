@@ -53,7 +53,7 @@ from test_identity_jwt import key_pem, new_key, write_secret
 from workload_api_testlib import PREFACE, PythonClient, call, frame, generate_messages, grpc_headers, \
     read_frames, spawn
 from csi_testlib import Client as CsiClient, DRIVER, generate_messages as csi_messages
-from pinion_testlib import T, Agent, free_port, log_lines, make_pod, request_child, unix_request, wait_until
+from pinion_testlib import T, Agent, free_port, make_pod, request_child, unix_request, wait_until, warnings_in
 from attest_testlib import ZOMBIE_GRPC, ZOMBIE_HTTP
 from test_attest_dying import UNATTESTED_CAP, N_THROWAWAY, hold_throwaway_connections, rejected, run_as_root_in
 from test_fd_limit import test_pods_within_their_caps_leave_root_answered_at_a_low_limit as \
@@ -99,11 +99,6 @@ def fds(pid):
         except OSError:
             pass
     return sorted(out)
-
-
-def warnings_in(text):
-    """Log lines at warning level or worse (text format: "<level>: message")."""
-    return [l for l in log_lines(text) if re.match(r"^(warning|error|crit|alert|emerg):", l)]
 
 
 # =============================================================================================
