@@ -70,7 +70,15 @@ static bool is_path_fd(int fd, char proc_path[static 32]) {
         return true;
 }
 
+/* The bits an ACL does not carry (setuid, setgid, sticky), or all of them where the file system
+ * has no ACLs. With an ACL set, chmod()'s group bits land in the mask: the same as granted. */
 static int set_mode_bits(int fd, const char *proc_path, mode_t mode) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if ((st.st_mode & 07777) == (mode & 07777))
+                return 0;
         int r = proc_path ? chmod(proc_path, mode & 07777) : fchmod(fd, mode & 07777);
         return r < 0 ? negative_errno() : 0;
 }
@@ -81,21 +89,18 @@ int fs_acl_grant_fd(int fd, mode_t mode, uid_t uid, gid_t gid) {
         const char *path = is_path_fd(fd, proc_path) ? proc_path : NULL;
         int r;
 
-        /* chmod first for the bits an ACL does not carry (setuid, setgid, sticky); setting the
-         * ACL then sets the permission bits from its entries. */
-        r = set_mode_bits(fd, path, mode);
-        if (r < 0)
-                return r;
         r = build_acl(mode, uid, gid, &acl);
         if (r < 0)
                 return r;
-        if ((path ? acl_set_file(path, ACL_TYPE_ACCESS, acl) : acl_set_fd(fd, acl)) >= 0)
-                return 0;
-        r = negative_errno();
-        /* Without ACL support nobody can be named, and the chmod above already did the rest. */
-        if (r == -EOPNOTSUPP && uid == (uid_t) -1 && gid == (gid_t) -1)
-                return 0;
-        return r;
+        /* The ACL first: were the mode set first, its group bits would reach the file's group (or
+         * an older ACL's entries) for a moment. Setting it sets the permission bits too. */
+        if ((path ? acl_set_file(path, ACL_TYPE_ACCESS, acl) : acl_set_fd(fd, acl)) < 0) {
+                r = negative_errno();
+                /* Without ACL support nobody can be named; the mode alone is the rest. */
+                if (r != -EOPNOTSUPP || uid != (uid_t) -1 || gid != (gid_t) -1)
+                        return r;
+        }
+        return set_mode_bits(fd, path, mode);
 }
 
 int fs_acl_matches_fd(int fd, mode_t mode, uid_t uid, gid_t gid) {
@@ -112,8 +117,11 @@ int fs_acl_matches_fd(int fd, mode_t mode, uid_t uid, gid_t gid) {
         r = build_acl(mode, uid, gid, &want);
         if (r < 0)
                 return r;
-        /* Without ACL support libacl answers with the ACL the mode bits make. */
+        /* A file with no entries reads as the ACL its mode makes; on a file system without ACL
+         * support libacl fails instead, and the mode is all there is. */
         have = path ? acl_get_file(path, ACL_TYPE_ACCESS) : acl_get_fd(fd);
+        if (!have && errno == EOPNOTSUPP)
+                have = acl_from_mode(st.st_mode);
         if (!have)
                 return negative_errno();
         r = acl_cmp(want, have);

@@ -345,7 +345,8 @@ static void file_done(struct http_client *c, const struct http_response *resp, v
         }
         r = publish_modes_set_fd(ff->fd, publish_modes_file(&f->modes, mf->mode), f->modes.gid);
         if (r < 0)
-                return fetch_fail(f, FETCH_ERROR_DISK, r, "%s: setting its mode and ACL: %s", mf->path, strerror(-r));
+                return fetch_fail(f, FETCH_ERROR_DISK, r, "%s: setting its mode and ACL: %s%s", mf->path, strerror(-r),
+                                  publish_modes_error_hint(r));
         /* Start the write-back now, without waiting for it: the fsync before publishing then
          * finds most of the bundle on disk already instead of writing it all at once. */
         (void) sync_file_range(ff->fd, 0, 0, SYNC_FILE_RANGE_WRITE);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +38,10 @@ bool publish_mode_capped(mode_t declared) {
  * needs no entry. */
 static gid_t named_group(gid_t gid) {
         return gid == 0 ? (gid_t) -1 : gid;
+}
+
+const char *publish_modes_error_hint(int r) {
+        return r == -EOPNOTSUPP ? " (group= needs a file system with POSIX ACLs under dest)" : "";
 }
 
 int publish_modes_matches_fd(int fd, mode_t mode, gid_t gid) {

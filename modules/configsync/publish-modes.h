@@ -30,6 +30,9 @@ bool publish_modes_equal(const struct publish_modes *a, const struct publish_mod
 bool publish_mode_capped(mode_t declared);
 /* Gives fd mode with gid let in (only when that differs from what it has). */
 int publish_modes_set_fd(int fd, mode_t mode, gid_t gid);
+/* What to add to an error of publish_modes_set_fd() so that an operator knows the fix ("" when
+ * nothing). */
+const char *publish_modes_error_hint(int r);
 /* 1 if fd already has what publish_modes_set_fd() would give it, 0 if not, negative errno. */
 int publish_modes_matches_fd(int fd, mode_t mode, gid_t gid);
 /* Brings a tree published under other rules (an older agent, another group= or

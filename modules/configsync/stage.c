@@ -133,7 +133,8 @@ static int open_version(struct stage *s) {
         if (r >= 0)
                 r = publish_modes_set_fd(s->vfd, s->modes.dir_mode, s->modes.gid);
         if (r < 0)
-                return stage_fail(s, FETCH_ERROR_DISK, r, "opening %s: %s", s->version_dir, strerror(-r));
+                return stage_fail(s, FETCH_ERROR_DISK, r, "opening %s: %s%s", s->version_dir, strerror(-r),
+                                  publish_modes_error_hint(r));
         return 0;
 }
 

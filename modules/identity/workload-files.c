@@ -67,9 +67,17 @@ static void arm_retry(struct identity *id, struct workload *w) {
                 log_workload_full_errno(w, LOG_ERR, r, "cannot arm the retry of its files: %m");
 }
 
+/* What an operator is to fix, by the error. */
+static const char *write_failure_what(int error) {
+        if (error == -ENOSPC || error == -EDQUOT)
+                return "no space left for its files";
+        if (error == -EOPNOTSUPP) /* fs-acl.h: only a service's user needs an entry */
+                return "cannot let its user in to its files (the file system has no POSIX ACLs)";
+        return "cannot write its files";
+}
+
 void workload_files_failed(struct identity *id, struct workload *w, const char *dir, int error) {
         _cleanup_free_ char *msg = NULL;
-        bool full = error == -ENOSPC || error == -EDQUOT;
 
         w->write_error = error;
         if (asprintf(&msg, "cannot write its files under %s (%s)", strempty(dir), strerror(-error)) >= 0) {
@@ -78,9 +86,9 @@ void workload_files_failed(struct identity *id, struct workload *w, const char *
         }
         (void) metric_inc(id->m_failed, "workload", identity_failure_reason(error, false));
         log_workload_full_errno(w, LOG_WARNING, error, "%s under %s: %m; %s; retrying in %us",
-                                full ? "no space left for its files" : "cannot write its files", strempty(dir),
+                                write_failure_what(error), strempty(dir),
                                 w->generation > 1 ? "the previous certificate stays in place"
-                                                  : "the pod has no certificate file yet",
+                                                  : "it has no certificate file yet",
                                 (unsigned) (WORKLOAD_WRITE_RETRY / USEC_PER_SEC));
         workload_event_announce_failed(id, w, "Cannot write the certificate files", w->last_error);
         arm_retry(id, w);

@@ -155,3 +155,23 @@ def test_bundle_and_socket_groups_are_let_in_without_ownership(agent_factory, ng
     assert as_user(STRANGER, [NOGROUP], CONNECT, a.socket) == "ok"
     assert as_user(STRANGER, [], CONNECT, a.socket) == "Permission denied"
     assert not warnings_in(a.log_text())
+
+
+def test_a_file_system_without_acls_is_named_in_the_error(agent_factory, nginx, test_ca, dest):
+    """group= on a file system that cannot hold ACL entries (ramfs): the bundle is not published
+    and the error says why; without group= the same file system serves."""
+    os.makedirs(dest)
+    subprocess.run(["mount", "-t", "ramfs", "-o", "mode=0755", "ramfs", dest], check=True)
+    try:
+        write_bundle(nginx.root, "app", {"app.yaml": b"v: 1\n"}, "v1")
+        a = agent_factory(config={"config.app": config_section(nginx.url("app/manifest.json"), dest, test_ca,
+                                                               group=str(GROUP))})
+        error = wait_until(lambda: get_config(a, "app").get("last_error"), 15, desc="the bundle's error")
+        assert "Operation not supported (group= needs a file system with POSIX ACLs under dest)" in error, error
+        assert not os.path.exists(os.path.join(dest, "..data"))
+        a.write_config(sections={"config.app": {"group": None}})
+        a.sighup()
+        wait_until(lambda: get_config(a, "app")["version"] == "v1", 15, desc="bundle v1 without group=")
+        assert stat.S_IMODE(os.stat(os.path.join(dest, "app.yaml")).st_mode) == 0o600
+    finally:
+        subprocess.run(["umount", "-l", dest], check=False)

@@ -8,6 +8,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -216,6 +218,42 @@ static void test_atomic_write_grants(void **state) {
         assert_int_equal(open_as(p, O_RDONLY, OTHER_UID, OTHER_GID), EACCES);
 }
 
+/* A file system without ACLs (ramfs, in a mount namespace of a child's own): the plain mode still
+ * works, naming someone fails with -EOPNOTSUPP and changes nothing. */
+static void test_file_system_without_acls(void **state) {
+        struct fixture *f = *state;
+        _cleanup_free_ char *mnt = path_of(f, "ramfs"), *p = path_of(f, "ramfs/f");
+
+        skip_unless_root();
+        assert_int_equal(mkdir(mnt, 0755), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                struct stat st;
+                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                    mount("ramfs", mnt, "ramfs", 0, NULL) < 0)
+                        _exit(77);
+                int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        _exit(2);
+                if (fs_acl_grant_fd(fd, 0640, (uid_t) -1, (gid_t) -1) != 0 || fstat(fd, &st) < 0 ||
+                    (st.st_mode & 07777) != 0640)
+                        _exit(3);
+                if (fs_acl_matches_fd(fd, 0640, (uid_t) -1, (gid_t) -1) != 1)
+                        _exit(4);
+                if (fs_acl_grant_fd(fd, 0600, READER_UID, (gid_t) -1) != -EOPNOTSUPP || fstat(fd, &st) < 0 ||
+                    (st.st_mode & 07777) != 0640)
+                        _exit(5);
+                _exit(0);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        if (WEXITSTATUS(status) == 77)
+                skip(); /* no mount namespaces here */
+        assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_named_user_reads_and_nobody_else, setup, teardown),
@@ -224,6 +262,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_directory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_socket_through_o_path, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_write_grants, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_file_system_without_acls, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
