@@ -1100,6 +1100,19 @@ def acl_entries(path):
     return entries
 
 
+# A Python program that connects to the Unix socket argv[1] and prints "ok" or why not (the
+# error's text), for running as another user.
+CONNECT_PROGRAM = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    print("ok")
+except OSError as e:
+    print(e.strerror)
+"""
+
+
 def atomic_write(path, data):
     if isinstance(data, str):
         data = data.encode()

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from pinion_testlib import SERVICE_CGROUP_ROOT, acl_entries, wait_until, warnings_in
+from pinion_testlib import CONNECT_PROGRAM, SERVICE_CGROUP_ROOT, acl_entries, wait_until, warnings_in
 from configsync_testlib import config_section, dest, get_config, nginx, test_ca, write_bundle  # noqa: F401
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (other uids, file owners)")
@@ -55,15 +55,6 @@ except OSError as e:
     print(e.strerror)
 """
 
-CONNECT = """
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(sys.argv[1])
-    print("ok")
-except OSError as e:
-    print(e.strerror)
-"""
 
 
 def files_below(top):
@@ -152,8 +143,8 @@ def test_bundle_and_socket_groups_are_let_in_without_ownership(agent_factory, ng
 
     st = os.stat(a.socket)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o660), st
-    assert as_user(STRANGER, [NOGROUP], CONNECT, a.socket) == "ok"
-    assert as_user(STRANGER, [], CONNECT, a.socket) == "Permission denied"
+    assert as_user(STRANGER, [NOGROUP], CONNECT_PROGRAM, a.socket) == "ok"
+    assert as_user(STRANGER, [], CONNECT_PROGRAM, a.socket) == "Permission denied"
     assert not warnings_in(a.log_text())
 
 

@@ -10,10 +10,14 @@ import json
 import os
 import re
 import stat
+import sys
 
 from conftest import (OUT, SOCKET, STATE_DIR, UNIT, api_json, journal, journal_cursor, main_pid, node, proc_caps,
                       run, start_agent, systemctl, unit_capability_bounding_set, unit_property, wait_for,
                       wait_for_journal, write_bundle)  # noqa: F401
+
+sys.path.insert(0, os.path.join(os.environ.get("PINION_SRCDIR", "/root/pinion"), "tests", "integration"))
+from pinion_testlib import CONNECT_PROGRAM  # noqa: E402
 
 # systemd-analyze security's score of the loaded unit (0 = locked down, 10 = exposed).
 EXPOSURE_BOUND = 2.5
@@ -117,17 +121,6 @@ def test_commands_it_runs_cannot_regain_what_it_dropped(node):
     assert re.search(r"^Umask:\s*0022$", child, re.M), child
 
 
-_CONNECT_AS = """
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(sys.argv[1])
-    print("ok")
-except OSError as e:
-    print(e.strerror)
-"""
-
-
 def as_user(*argv, groups=()):
     """argv run as uid 40999 (no name on the guest) with only the supplementary groups given."""
     who = ["setpriv", "--reuid=40999", "--regid=40999"]
@@ -172,8 +165,8 @@ dest={theirs}/app
     assert p.returncode != 0 and "Permission denied" in p.stderr, p
     # The socket: the group connects, anyone else is refused by the kernel.
     assert os.stat(SOCKET).st_uid == 0
-    assert as_user("python3", "-c", _CONNECT_AS, SOCKET, groups=[nogroup]).stdout.strip() == "ok"
-    assert as_user("python3", "-c", _CONNECT_AS, SOCKET).stdout.strip() == "Permission denied"
+    assert as_user("python3", "-c", CONNECT_PROGRAM, SOCKET, groups=[nogroup]).stdout.strip() == "ok"
+    assert as_user("python3", "-c", CONNECT_PROGRAM, SOCKET).stdout.strip() == "Permission denied"
 
     error = wait_for("the refusal in another user's directory",
                      lambda: api_json("/v1/configs/theirs").get("last_error"))
