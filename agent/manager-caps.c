@@ -45,6 +45,7 @@ void manager_caps_drop(struct manager *m) {
         }
         m->caps_dropped = true;
         m->caps_kept = before.permitted & needed;
+        m->caps_dropped_set = before.permitted & ~needed;
         kept = caps_to_string(m->caps_kept);
         dropped = caps_to_string(before.permitted & ~needed);
         log_info("Capabilities: keeping %s; dropped %s%s", kept ? kept : "?", dropped ? dropped : "?",
@@ -52,13 +53,15 @@ void manager_caps_drop(struct manager *m) {
 }
 
 /* After a reload: a module may now need a capability dropped at start. It cannot come back
- * without a restart; say so once per reload, naming the module. */
+ * without a restart; say so once per reload, naming the module. One the service manager never
+ * granted (the unit withholds CAP_DAC_OVERRIDE, which configsync and reclaim keep only when a
+ * drop-in grants it) is no news: a restart would not bring it either. */
 void manager_caps_check(struct manager *m) {
         if (!m->caps_dropped)
                 return;
         for (unsigned i = 0; i < m->n_modules; i++) {
                 struct module_instance *mi = &m->modules[i];
-                uint64_t missing = module_capabilities(mi) & ~m->caps_kept;
+                uint64_t missing = module_capabilities(mi) & m->caps_dropped_set;
                 if (!missing)
                         continue;
                 _cleanup_free_ char *names = caps_to_string(missing);

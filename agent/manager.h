@@ -94,6 +94,7 @@ struct manager {
         unsigned n_reloads, n_reload_failures;
         int exit_code;
         uint64_t caps_kept;     /* after the drop at start (agent/lib/caps.h bits) */
+        uint64_t caps_dropped_set; /* what the drop at start took away (held, but not needed) */
         bool caps_dropped;      /* drop-capabilities took effect */
         bool caps_bounding;     /* the bounding set was lowered too (CAP_SETPCAP was there) */
 };
