@@ -31,6 +31,8 @@ static int add_entry(acl_t *acl, acl_tag_t tag, const void *qualifier, mode_t bi
 
 /* The ACL fs_acl_grant_fd() sets. */
 static int build_acl(mode_t mode, uid_t uid, gid_t gid, acl_t *ret) {
+        if (gid == 0)
+                gid = (gid_t) -1; /* root's own group: fs-acl.h */
         bool named = uid != (uid_t) -1 || gid != (gid_t) -1;
         mode_t granted = (mode >> 3) & 7;
         acl_t acl = NULL;
@@ -97,7 +99,7 @@ int fs_acl_grant_fd(int fd, mode_t mode, uid_t uid, gid_t gid) {
         if ((path ? acl_set_file(path, ACL_TYPE_ACCESS, acl) : acl_set_fd(fd, acl)) < 0) {
                 r = negative_errno();
                 /* Without ACL support nobody can be named; the mode alone is the rest. */
-                if (r != -EOPNOTSUPP || uid != (uid_t) -1 || gid != (gid_t) -1)
+                if (r != -EOPNOTSUPP || uid != (uid_t) -1 || (gid != (gid_t) -1 && gid != 0))
                         return r;
         }
         return set_mode_bits(fd, path, mode);

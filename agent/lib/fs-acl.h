@@ -10,6 +10,8 @@
  * group get (the file's owning group gets nothing then), and they are the ACL mask, so `ls -l`
  * shows mode and a "+". With neither named, the file gets exactly mode and loses any extended
  * entries (also on a file system without ACLs, where naming someone fails with -EOPNOTSUPP).
+ * Root's group (gid 0) is never named: it is the group of what root creates, so it reads as
+ * naming no group, the mode's group bits going to the file's own group.
  *
  * fd may be an O_PATH descriptor (a socket file, which cannot be opened). */
 

@@ -88,17 +88,12 @@ static int open_socket_file(const char *path) {
         return TAKE_FD(fd);
 }
 
-/* The group is let in with an ACL entry (fs-acl.h), so changing it needs no CAP_CHOWN; root's
- * own group needs none. */
-static gid_t socket_named_group(gid_t gid) {
-        return gid == 0 ? (gid_t) -1 : gid;
-}
-
+/* The group is let in with an ACL entry (fs-acl.h), so changing it needs no CAP_CHOWN. */
 int socket_watch_apply_access(const char *path, mode_t mode, gid_t gid) {
         _cleanup_close_ int fd = open_socket_file(path);
         if (fd < 0)
                 return fd;
-        return fs_acl_grant_fd(fd, mode, (uid_t) -1, socket_named_group(gid));
+        return fs_acl_grant_fd(fd, mode, (uid_t) -1, gid);
 }
 
 /* 1 if the socket at path has the access socket_watch_apply_access() gives it. */
@@ -106,7 +101,7 @@ static int socket_access_matches(const char *path, mode_t mode, gid_t gid) {
         _cleanup_close_ int fd = open_socket_file(path);
         if (fd < 0)
                 return fd;
-        return fs_acl_matches_fd(fd, mode, (uid_t) -1, socket_named_group(gid));
+        return fs_acl_matches_fd(fd, mode, (uid_t) -1, gid);
 }
 
 /* Binds and listens at path, which must be free. */

@@ -34,25 +34,20 @@ bool publish_mode_capped(mode_t declared) {
         return (declared & ~(mode_t) PUBLISH_MODE_MAX) != 0;
 }
 
-/* The group is named in an ACL entry, the file staying root's (fs-acl.h): root's own group
- * needs no entry. */
-static gid_t named_group(gid_t gid) {
-        return gid == 0 ? (gid_t) -1 : gid;
-}
-
 const char *publish_modes_error_hint(int r) {
         return r == -EOPNOTSUPP ? " (group= needs a file system with POSIX ACLs under dest)" : "";
 }
 
+/* The group is let in with an ACL entry, the file staying root's (fs-acl.h). */
 int publish_modes_matches_fd(int fd, mode_t mode, gid_t gid) {
-        return fs_acl_matches_fd(fd, mode, (uid_t) -1, named_group(gid));
+        return fs_acl_matches_fd(fd, mode, (uid_t) -1, gid);
 }
 
 int publish_modes_set_fd(int fd, mode_t mode, gid_t gid) {
         int r = publish_modes_matches_fd(fd, mode, gid);
         if (r < 0)
                 return r;
-        return r > 0 ? 0 : fs_acl_grant_fd(fd, mode, (uid_t) -1, named_group(gid));
+        return r > 0 ? 0 : fs_acl_grant_fd(fd, mode, (uid_t) -1, gid);
 }
 
 static int apply_at(int dir_fd, const char *name, const struct publish_modes *m);

@@ -162,6 +162,10 @@ static void test_naming_nobody_restores_the_plain_mode(void **state) {
         assert_int_equal(fchown(fd, 0, READER_GID), 0);
         assert_int_equal(open_as(p, O_RDONLY, OTHER_UID, READER_GID), 0);
         assert_int_equal(fs_acl_matches_fd(fd, 0640, (uid_t) -1, (gid_t) -1), 1);
+        /* Root's group is never named: the same as naming no group. */
+        assert_int_equal(fs_acl_grant_fd(fd, 0640, (uid_t) -1, 0), 0);
+        assert_int_equal(acl_check_entry(p, ACL_MASK, 0), -1);
+        assert_int_equal(fs_acl_matches_fd(fd, 0640, (uid_t) -1, 0), 1);
 }
 
 /* A directory: the named user can traverse and list, nobody else. */
