@@ -166,8 +166,11 @@ def test_agent_keeps_a_dd_stream_at_or_under_95_percent(agent_factory, memcg_fac
     # Events, not the safety net (an hour away), woke the agent; not the backstop either: the
     # throttle holds the writer just under it.
     assert t["reclaims"] >= 1 and t["wakeups"]["timer"] == 0 and t["wakeups"]["backstop"] == 0, t
-    # Every failure the kernel counted was against a limit the agent lowered.
-    assert failcnt == t["lowered_limit_hits"], (failcnt, t)
+    # Every failure the kernel counted was against a limit the agent lowered. The agent counts
+    # them when it next reads the cgroup, and dd's last charges may come after its last read
+    # during the stream: the settle look after the writer stops reads it again.
+    wait_until(lambda: target(a, "dd")["lowered_limit_hits"] == failcnt, 10,
+               desc="lowered_limit_hits to reach failcnt %d" % failcnt)
     assert g.limit() == throttle_of(limit, 90, min_file) == t["throttle"], t
     a.sigterm()
     a.assert_exit(a.wait_exit(10), 0)
